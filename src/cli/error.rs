@@ -1,0 +1,61 @@
+//! The one error type at the top of the CLI, and the one place that decides
+//! exit codes (0 success, 1 error, 2 `plan -detailed-exitcode` found changes,
+//! 130 interrupted), following OpenTofu.
+
+use std::process::ExitCode;
+
+/// What a command ended with, when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit 0.
+    Success,
+    /// Exit 2: only `plan -detailed-exitcode` returns this, when the plan has changes.
+    Changes,
+}
+
+/// A failed command: the error to print once, and the exit code it maps to.
+#[derive(Debug)]
+pub enum CommandError {
+    /// An error already reported to the user (diagnostics printed by the
+    /// command itself); exit 1 without printing anything more.
+    Reported,
+    /// Any other error: printed once, with its chain of causes; exit 1.
+    Failed(anyhow::Error),
+    /// Ctrl-C or SIGTERM: exit 130.
+    Interrupted,
+}
+
+impl<E: Into<anyhow::Error>> From<E> for CommandError {
+    fn from(e: E) -> Self {
+        CommandError::Failed(e.into())
+    }
+}
+
+impl CommandError {
+    /// The process exit code for this error: 1, or 130 when interrupted.
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            CommandError::Interrupted => ExitCode::from(130),
+            _ => ExitCode::from(1),
+        }
+    }
+}
+
+impl Outcome {
+    /// The process exit code: 0, or 2 for changes.
+    pub fn exit_code(self) -> ExitCode {
+        match self {
+            Outcome::Success => ExitCode::SUCCESS,
+            Outcome::Changes => ExitCode::from(2),
+        }
+    }
+}
+
+/// Whether an error chain ends in a broken pipe (`talosprov render | head`),
+/// which counts as success, as in ripgrep.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

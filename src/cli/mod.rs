@@ -1,0 +1,77 @@
+//! The command line: one file per command (`<Verb>Args` plus `run`), a single
+//! dispatch `match`, and the exit code decided in `error.rs`.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+pub mod error;
+mod version;
+
+pub use error::{CommandError, Outcome};
+
+/// talosprov turns a topology file into a running Talos Linux Kubernetes cluster
+/// on Proxmox VE, and keeps it converged.
+///
+/// The usual flow: `talosprov validate`, `talosprov plan`, `talosprov apply`,
+/// then `talosprov output kubeconfig`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "talosprov",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// More developer logs on stderr (-v: debug, -vv: trace). RUST_LOG also works.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Every command, in the order `--help` lists them.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the talosprov version and the Talos config contracts it generates.
+    Version(version::VersionArgs),
+}
+
+/// Parse the command line, run the command on a fresh tokio runtime, print the
+/// error once, and return the exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    crate::ui::init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            crate::ui::print_error(
+                &anyhow::Error::new(e).context("cannot start the async runtime"),
+            );
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(outcome) => outcome.exit_code(),
+        Err(CommandError::Failed(e)) if error::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(err) => {
+            if let CommandError::Failed(e) = &err {
+                crate::ui::print_error(e);
+            }
+            err.exit_code()
+        }
+    }
+}
+
+/// Run one parsed command.
+///
+/// # Errors
+/// Whatever the command fails with; see [`CommandError`].
+pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
+    match cli.command {
+        Command::Version(args) => version::run(args),
+    }
+}

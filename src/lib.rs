@@ -1,0 +1,17 @@
+//! talosprov: turns a topology file into a running Talos Linux Kubernetes cluster
+//! on Proxmox VE, and keeps it converged (plan, apply, output, destroy).
+//!
+//! Module map and dependency rules:
+//! - pure (no I/O, no clock, no randomness except what is passed in):
+//!   `topology` (raw file -> validated model, diagnostics), `patch` (render,
+//!   strategic merge), `machine` (secrets, base configs, talosconfig),
+//!   `factory` (schematic IDs, image references);
+//! - edges (I/O): `proxmox` (REST client), `talos` (gRPC client), `sim` (the
+//!   Talos node simulator, feature `sim`);
+//! - `ui` is the only module that writes to the terminal; `cli` is the only one
+//!   that decides exit codes.
+//!
+//! The I/O modules depend on the pure ones, never the other way around.
+
+pub mod cli;
+pub mod ui;

@@ -1,0 +1,42 @@
+//! Everything talosprov shows a person: errors, diagnostics, plans and progress.
+//! No other module writes to the terminal; `tracing` carries developer logs.
+
+use std::io::Write;
+
+/// Set up developer logs on stderr: `-v` is debug, `-vv` trace; `RUST_LOG`
+/// overrides both. Quiet (warnings only) by default.
+pub fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "talosprov=debug",
+        _ => "talosprov=trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// Print an error and its causes on stderr, once: `Error: <message>` then one
+/// `  caused by: <cause>` line per source.
+pub fn print_error(e: &anyhow::Error) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "Error: {e}");
+    for cause in e.chain().skip(1) {
+        let _ = writeln!(err, "  caused by: {cause}");
+    }
+}
+
+/// Print one line on stdout. A closed pipe is ignored here; commands that print
+/// a lot use `std::io::stdout` and propagate the error instead.
+pub fn print_line(line: &str) {
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
+/// Print a warning on stderr, prefixed `Warning: `.
+pub fn warn(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "Warning: {message}");
+}
