@@ -14,4 +14,12 @@
 //! The I/O modules depend on the pure ones, never the other way around.
 
 pub mod cli;
+pub mod factory;
+pub mod machine;
+pub mod patch;
+pub mod proxmox;
+#[cfg(feature = "sim")]
+pub mod sim;
+pub mod talos;
+pub mod topology;
 pub mod ui;

@@ -1,0 +1,1 @@
+//! Image Factory: schematics, schematic IDs, image and installer references.

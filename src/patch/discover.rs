@@ -1,0 +1,1 @@
+//! Discovery of the patch tree: common, role and node folders, each sorted by file name.

@@ -1,0 +1,1 @@
+//! Rendering of patch templates: minijinja, and OpenTofu templatefile syntax.

@@ -1,0 +1,1 @@
+//! Proxmox VE REST API client: requests built as plain values, apart from sending.

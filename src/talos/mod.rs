@@ -1,0 +1,1 @@
+//! Talos API gRPC client over our own `proto/` definitions.

@@ -1,0 +1,1 @@
+//! The topology file: the raw serde mirror, the validated model, and diagnostics.
