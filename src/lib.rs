@@ -7,7 +7,8 @@
 //!   strategic merge), `machine` (secrets, base configs, talosconfig),
 //!   `factory` (schematic IDs, image references);
 //! - edges (I/O): `proxmox` (REST client), `talos` (gRPC client), `sim` (the
-//!   Talos node simulator, feature `sim`);
+//!   Talos node simulator, feature `sim`), `state` (backends over the pure
+//!   state format);
 //! - `ui` is the only module that writes to the terminal; `cli` is the only one
 //!   that decides exit codes.
 //!
@@ -20,6 +21,7 @@ pub mod patch;
 pub mod proxmox;
 #[cfg(feature = "sim")]
 pub mod sim;
+pub mod state;
 pub mod talos;
 pub mod topology;
 pub mod ui;

@@ -1,0 +1,394 @@
+//! The http backend: the Terraform http state protocol as GitLab serves it
+//! (GET the state, POST it with `?ID=<lock>` and `Content-MD5`, LOCK/UNLOCK
+//! with LockInfo JSON), with OpenTofu's retries. Follows OpenTofu
+//! `internal/backend/remote-state/http/client.go` and GitLab's Terraform state API.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use base64::Engine;
+use md5::{Digest, Md5};
+use reqwest::{Method, StatusCode, header};
+use url::Url;
+
+use super::{Backend, BackendError, HolderProcess, HttpBackendConfig, LockHeld, LockInfo};
+
+/// An http backend request failed. Messages name the method and URL, never
+/// the credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client for the state backend")]
+    Client(#[source] reqwest::Error),
+    /// A configured method is not a valid HTTP method.
+    #[error("{0:?} is not a valid HTTP method")]
+    Method(String),
+    /// No answer (connection refused or lost), after every retry.
+    #[error("{what}: {method} {url} failed after {attempts} attempt(s)")]
+    Transport {
+        /// What was being done, e.g. `save the state`.
+        what: &'static str,
+        /// The request method.
+        method: Method,
+        /// The request URL.
+        url: Url,
+        /// Attempts made (1 + retries).
+        attempts: u32,
+        /// The last error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// 401 or 403.
+    #[error(
+        "{what}: {method} {url} was refused with HTTP {status}: check TF_HTTP_USERNAME and \
+         TF_HTTP_PASSWORD (in GitLab CI: gitlab-ci-token and $CI_JOB_TOKEN)"
+    )]
+    Auth {
+        /// What was being done.
+        what: &'static str,
+        /// The request method.
+        method: Method,
+        /// The request URL.
+        url: Url,
+        /// 401 or 403.
+        status: StatusCode,
+    },
+    /// Any other unexpected status.
+    #[error("{what}: {method} {url} answered HTTP {status}{detail}")]
+    Status {
+        /// What was being done.
+        what: &'static str,
+        /// The request method.
+        method: Method,
+        /// The request URL.
+        url: Url,
+        /// The status.
+        status: StatusCode,
+        /// `: <start of the body>` when the server said why.
+        detail: String,
+    },
+    /// The state read does not match its `Content-MD5` header.
+    #[error("the state from {url} does not match its Content-MD5 header (corrupted in transit)")]
+    Md5Mismatch {
+        /// The state URL.
+        url: Url,
+    },
+    /// `unlock` named a lock ID other than the one this run holds.
+    #[error("lock ID {requested} is not the lock this run holds ({held})")]
+    LockMismatch {
+        /// The ID given.
+        requested: String,
+        /// The ID held.
+        held: String,
+    },
+}
+
+/// The state behind a Terraform http endpoint (GitLab-managed state).
+#[derive(Debug)]
+pub struct HttpBackend {
+    config: HttpBackendConfig,
+    client: reqwest::Client,
+    held: Mutex<Option<LockInfo>>,
+}
+
+/// One response, fully read.
+struct Answer {
+    status: StatusCode,
+    md5: Option<String>,
+    body: Vec<u8>,
+}
+
+impl HttpBackend {
+    /// A backend for `config`, with its own HTTP client.
+    ///
+    /// # Errors
+    /// [`HttpError::Client`] or [`HttpError::Method`].
+    pub fn new(config: HttpBackendConfig) -> Result<Self, HttpError> {
+        for m in [
+            &config.update_method,
+            &config.lock_method,
+            &config.unlock_method,
+        ] {
+            method(m)?;
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(30))
+            .timeout(Duration::from_secs(120))
+            .user_agent(concat!("talosprov/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(HttpError::Client)?;
+        Ok(HttpBackend {
+            config,
+            client,
+            held: Mutex::new(None),
+        })
+    }
+
+    /// Whether a lock address is configured (without one there is no locking,
+    /// as in OpenTofu).
+    pub fn locks(&self) -> bool {
+        self.config.lock_address.is_some()
+    }
+
+    /// The wait before retry number `attempt + 1`: `retry_wait_min * 2^attempt`,
+    /// at most `retry_wait_max` (go-retryablehttp's DefaultBackoff).
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let min = self.config.retry_wait_min;
+        let factor = 2u32.checked_pow(attempt).unwrap_or(u32::MAX);
+        min.checked_mul(factor)
+            .unwrap_or(Duration::MAX)
+            .min(self.config.retry_wait_max)
+    }
+
+    /// Send one request, retrying connection errors, 429 and 5xx (but 501)
+    /// up to `retry_max` times with [`HttpBackend::backoff`].
+    async fn send(
+        &self,
+        what: &'static str,
+        method: Method,
+        url: &Url,
+        body: Option<&[u8]>,
+    ) -> Result<Answer, HttpError> {
+        let mut attempt = 0u32;
+        loop {
+            let mut req = self.client.request(method.clone(), url.clone());
+            if let Some(user) = &self.config.username {
+                req = req.basic_auth(user, self.config.password.as_ref().map(|p| p.expose()));
+            }
+            if let Some(b) = body {
+                let md5 = base64::engine::general_purpose::STANDARD.encode(Md5::digest(b));
+                req = req
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .header("Content-MD5", md5)
+                    .body(b.to_vec());
+            }
+            let result = match req.send().await {
+                Ok(resp) => {
+                    let status = resp.status();
+                    let md5 = resp
+                        .headers()
+                        .get("Content-MD5")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    resp.bytes().await.map(|b| Answer {
+                        status,
+                        md5,
+                        body: b.to_vec(),
+                    })
+                }
+                Err(e) => Err(e),
+            };
+            let retry = match &result {
+                Ok(a) => {
+                    a.status == StatusCode::TOO_MANY_REQUESTS
+                        || (a.status.is_server_error() && a.status != StatusCode::NOT_IMPLEMENTED)
+                }
+                Err(e) => !e.is_builder(),
+            };
+            if !retry || attempt >= self.config.retry_max {
+                return result.map_err(|source| HttpError::Transport {
+                    what,
+                    method: method.clone(),
+                    url: url.clone(),
+                    attempts: attempt + 1,
+                    source,
+                });
+            }
+            tracing::debug!(%method, %url, attempt, "state backend request failed, retrying");
+            tokio::time::sleep(self.backoff(attempt)).await;
+            attempt += 1;
+        }
+    }
+
+    fn unexpected(what: &'static str, method: Method, url: &Url, a: &Answer) -> HttpError {
+        if matches!(a.status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+            return HttpError::Auth {
+                what,
+                method,
+                url: url.clone(),
+                status: a.status,
+            };
+        }
+        let text = String::from_utf8_lossy(&a.body);
+        let text = text.trim();
+        let detail = if text.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", text.chars().take(200).collect::<String>())
+        };
+        HttpError::Status {
+            what,
+            method,
+            url: url.clone(),
+            status: a.status,
+            detail,
+        }
+    }
+}
+
+fn method(m: &str) -> Result<Method, HttpError> {
+    Method::from_bytes(m.as_bytes()).map_err(|_| HttpError::Method(m.to_owned()))
+}
+
+impl Backend for HttpBackend {
+    fn describe(&self) -> String {
+        let mut u = self.config.address.clone();
+        let _ = u.set_password(None);
+        let _ = u.set_username("");
+        u.to_string()
+    }
+
+    async fn get(&self) -> Result<Option<Vec<u8>>, BackendError> {
+        let url = &self.config.address;
+        let what = "read the state";
+        let a = self.send(what, Method::GET, url, None).await?;
+        match a.status {
+            StatusCode::OK => {}
+            StatusCode::NO_CONTENT | StatusCode::NOT_FOUND => return Ok(None),
+            _ => return Err(Self::unexpected(what, Method::GET, url, &a).into()),
+        }
+        if a.body.is_empty() {
+            return Ok(None);
+        }
+        if let Some(expected) = &a.md5 {
+            let actual = base64::engine::general_purpose::STANDARD.encode(Md5::digest(&a.body));
+            if &actual != expected {
+                return Err(HttpError::Md5Mismatch { url: url.clone() }.into());
+            }
+        }
+        Ok(Some(a.body))
+    }
+
+    async fn put(&self, document: &[u8]) -> Result<(), BackendError> {
+        let mut url = self.config.address.clone();
+        if let Some(held) = self.held.lock().expect("lock state poisoned").as_ref() {
+            url.query_pairs_mut().append_pair("ID", &held.id);
+        }
+        let m = method(&self.config.update_method)?;
+        let what = "save the state";
+        let a = self.send(what, m.clone(), &url, Some(document)).await?;
+        match a.status {
+            StatusCode::OK | StatusCode::CREATED | StatusCode::NO_CONTENT => Ok(()),
+            StatusCode::CONFLICT | StatusCode::LOCKED => {
+                Err(locked(&a.body).unwrap_or_else(|| Self::unexpected(what, m, &url, &a).into()))
+            }
+            _ => Err(Self::unexpected(what, m, &url, &a).into()),
+        }
+    }
+
+    async fn lock(&self, info: &LockInfo) -> Result<(), BackendError> {
+        let Some(url) = &self.config.lock_address else {
+            return Ok(());
+        };
+        let m = method(&self.config.lock_method)?;
+        let what = "lock the state";
+        let a = self
+            .send(what, m.clone(), url, Some(&info.to_json()))
+            .await?;
+        match a.status {
+            StatusCode::OK => {}
+            StatusCode::CONFLICT | StatusCode::LOCKED => {
+                // A retried lock whose first attempt got through finds itself.
+                let ours =
+                    serde_json::from_slice::<LockInfo>(&a.body).is_ok_and(|h| h.id == info.id);
+                if !ours {
+                    return Err(locked(&a.body).unwrap_or_else(|| {
+                        BackendError::Locked(Box::new(LockHeld {
+                            holder: LockInfo::default(),
+                            process: HolderProcess::Unknown,
+                        }))
+                    }));
+                }
+            }
+            _ => return Err(Self::unexpected(what, m, url, &a).into()),
+        }
+        *self.held.lock().expect("lock state poisoned") = Some(info.clone());
+        Ok(())
+    }
+
+    async fn unlock(&self, id: &str) -> Result<(), BackendError> {
+        let Some(url) = &self.config.unlock_address else {
+            return Ok(());
+        };
+        let body = match self.held.lock().expect("lock state poisoned").as_ref() {
+            Some(h) if h.id == id => h.to_json(),
+            Some(h) => {
+                return Err(HttpError::LockMismatch {
+                    requested: id.to_owned(),
+                    held: h.id.clone(),
+                }
+                .into());
+            }
+            // force-unlock: only the ID is known (as OpenTofu sends it).
+            None => LockInfo {
+                id: id.to_owned(),
+                ..LockInfo::default()
+            }
+            .to_json(),
+        };
+        let m = method(&self.config.unlock_method)?;
+        let what = "unlock the state";
+        let a = self.send(what, m.clone(), url, Some(&body)).await?;
+        match a.status {
+            StatusCode::OK | StatusCode::NO_CONTENT => {
+                *self.held.lock().expect("lock state poisoned") = None;
+                Ok(())
+            }
+            StatusCode::CONFLICT | StatusCode::LOCKED => {
+                Err(locked(&a.body).unwrap_or_else(|| Self::unexpected(what, m, url, &a).into()))
+            }
+            _ => Err(Self::unexpected(what, m, url, &a).into()),
+        }
+    }
+}
+
+/// A lock conflict from a 409/423 body carrying the holder's LockInfo.
+fn locked(body: &[u8]) -> Option<BackendError> {
+    let holder: LockInfo = serde_json::from_slice(body).ok()?;
+    Some(BackendError::Locked(Box::new(LockHeld {
+        holder,
+        process: HolderProcess::Unknown,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(min: u64, max: u64) -> HttpBackendConfig {
+        HttpBackendConfig {
+            address: Url::parse("http://user:pw@127.0.0.1:9/state").unwrap(),
+            update_method: "POST".to_owned(),
+            lock_address: None,
+            unlock_address: None,
+            lock_method: "LOCK".to_owned(),
+            unlock_method: "UNLOCK".to_owned(),
+            username: None,
+            password: None,
+            retry_max: 2,
+            retry_wait_min: Duration::from_secs(min),
+            retry_wait_max: Duration::from_secs(max),
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_from_min_up_to_max() {
+        let b = HttpBackend::new(config(1, 30)).unwrap();
+        let waits: Vec<u64> = (0..7).map(|n| b.backoff(n).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30]);
+        assert_eq!(b.backoff(200), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn description_hides_url_credentials() {
+        let b = HttpBackend::new(config(1, 1)).unwrap();
+        assert_eq!(b.describe(), "http://127.0.0.1:9/state");
+    }
+
+    #[test]
+    fn invalid_methods_are_refused_up_front() {
+        let mut c = config(1, 1);
+        c.lock_method = "LO CK".to_owned();
+        assert!(matches!(HttpBackend::new(c), Err(HttpError::Method(_))));
+    }
+}

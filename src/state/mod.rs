@@ -1,0 +1,126 @@
+//! The state: the versioned format (pure: `format`, `address`, `lock`,
+//! `config`), the backends that store it (`local` file, `http` as GitLab
+//! serves it), age encryption at rest (`encrypt`), and `StateStore`, which joins
+//! them. Only this module touches the state file.
+
+use std::future::Future;
+
+pub mod address;
+pub mod config;
+pub mod encrypt;
+pub mod format;
+pub mod http;
+pub mod local;
+pub mod lock;
+pub mod store;
+
+pub use address::Address;
+pub use config::{BackendConfig, HttpBackendConfig, StateSection};
+pub use format::{FORMAT_VERSION, Sensitive, State};
+pub use lock::{HolderProcess, LockHeld, LockInfo};
+pub use store::{Loaded, StateStore, StoreError};
+
+/// Where state documents are kept: get, put, lock and unlock raw bytes (plain
+/// JSON or an encrypted envelope, both with top-level `serial` and `lineage`).
+/// Follows OpenTofu's `statemgr` (Locker) and `remote.Client`.
+pub trait Backend: Send + Sync {
+    /// A short description for messages: the state path or the address.
+    fn describe(&self) -> String;
+
+    /// The stored document; `None` when there is no state yet.
+    fn get(&self) -> impl Future<Output = Result<Option<Vec<u8>>, BackendError>> + Send;
+
+    /// Replace the stored document (atomically where the backend can).
+    fn put(&self, document: &[u8]) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// Take the lock for `info.id`; [`BackendError::Locked`] names the holder
+    /// when someone else has it.
+    fn lock(&self, info: &LockInfo) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// Release the lock `id`: the one this backend took, or another one
+    /// (`force-unlock`). A different ID is refused.
+    fn unlock(&self, id: &str) -> impl Future<Output = Result<(), BackendError>> + Send;
+}
+
+/// A backend failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// Someone else holds the lock.
+    #[error("{0}")]
+    Locked(Box<LockHeld>),
+    /// The local file backend failed.
+    #[error(transparent)]
+    Local(#[from] local::LocalError),
+    /// The http backend failed.
+    #[error(transparent)]
+    Http(#[from] http::HttpError),
+}
+
+impl BackendError {
+    /// The holder when this is a lock conflict.
+    pub fn lock_held(&self) -> Option<&LockHeld> {
+        match self {
+            BackendError::Locked(h) => Some(h),
+            _ => None,
+        }
+    }
+}
+
+/// The backend chosen by [`BackendConfig`]: local file or http.
+#[derive(Debug)]
+pub enum StateBackend {
+    /// `talosprov.tfstate` on disk.
+    Local(local::LocalBackend),
+    /// The Terraform http protocol (GitLab-managed state).
+    Http(http::HttpBackend),
+}
+
+impl StateBackend {
+    /// Build the backend a resolved configuration names.
+    ///
+    /// # Errors
+    /// [`http::HttpError::Client`] when the HTTP client cannot be built.
+    pub fn open(config: BackendConfig) -> Result<Self, BackendError> {
+        Ok(match config {
+            BackendConfig::Local { path } => StateBackend::Local(local::LocalBackend::new(path)),
+            BackendConfig::Http(c) => StateBackend::Http(http::HttpBackend::new(c)?),
+        })
+    }
+}
+
+impl Backend for StateBackend {
+    fn describe(&self) -> String {
+        match self {
+            StateBackend::Local(b) => b.describe(),
+            StateBackend::Http(b) => b.describe(),
+        }
+    }
+
+    async fn get(&self) -> Result<Option<Vec<u8>>, BackendError> {
+        match self {
+            StateBackend::Local(b) => b.get().await,
+            StateBackend::Http(b) => b.get().await,
+        }
+    }
+
+    async fn put(&self, document: &[u8]) -> Result<(), BackendError> {
+        match self {
+            StateBackend::Local(b) => b.put(document).await,
+            StateBackend::Http(b) => b.put(document).await,
+        }
+    }
+
+    async fn lock(&self, info: &LockInfo) -> Result<(), BackendError> {
+        match self {
+            StateBackend::Local(b) => b.lock(info).await,
+            StateBackend::Http(b) => b.lock(info).await,
+        }
+    }
+
+    async fn unlock(&self, id: &str) -> Result<(), BackendError> {
+        match self {
+            StateBackend::Local(b) => b.unlock(id).await,
+            StateBackend::Http(b) => b.unlock(id).await,
+        }
+    }
+}

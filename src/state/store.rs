@@ -1,0 +1,212 @@
+//! `StateStore`: a backend plus the optional age keys. Loads a state whether
+//! plain or encrypted, and saves it with the serial incremented, keeping the
+//! encryption it had: switching it is `state encrypt|decrypt`, never a side effect.
+
+use super::encrypt::{self, Document, EncryptError, StateKeys};
+use super::format::{FormatError, State};
+use super::{Backend, BackendError, LockInfo};
+
+/// A state as loaded, and whether it was stored encrypted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    /// The state.
+    pub state: State,
+    /// Whether it was an age envelope.
+    pub encrypted: bool,
+}
+
+/// Loading or saving the state failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The backend failed (including a lock conflict).
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The stored document is not a state this build reads.
+    #[error("cannot read the state in {location}")]
+    Format {
+        /// The backend's description.
+        location: String,
+        /// Why.
+        #[source]
+        source: FormatError,
+    },
+    /// Encryption or decryption failed; nothing was written.
+    #[error("cannot use the encrypted state in {location}")]
+    Encryption {
+        /// The backend's description.
+        location: String,
+        /// Why.
+        #[source]
+        source: EncryptError,
+    },
+}
+
+/// The state behind a backend, with the keys to read and write it.
+#[derive(Debug)]
+pub struct StateStore<B> {
+    backend: B,
+    keys: Option<StateKeys>,
+}
+
+impl<B: Backend> StateStore<B> {
+    /// A store over `backend`; `keys` are needed for encrypted states.
+    pub fn new(backend: B, keys: Option<StateKeys>) -> Self {
+        StateStore { backend, keys }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Whether keys are configured.
+    pub fn has_keys(&self) -> bool {
+        self.keys.is_some()
+    }
+
+    fn crypt_err(&self, source: EncryptError) -> StoreError {
+        StoreError::Encryption {
+            location: self.backend.describe(),
+            source,
+        }
+    }
+
+    /// Read the state; `None` when there is none yet.
+    ///
+    /// # Errors
+    /// [`StoreError`]: a backend failure, a newer format, an encrypted state
+    /// without keys or with the wrong key.
+    pub async fn load(&self) -> Result<Option<Loaded>, StoreError> {
+        let Some(bytes) = self.backend.get().await? else {
+            return Ok(None);
+        };
+        let document = encrypt::decode(&bytes).map_err(|source| StoreError::Format {
+            location: self.backend.describe(),
+            source,
+        })?;
+        match document {
+            Document::Plain(state) => Ok(Some(Loaded {
+                state,
+                encrypted: false,
+            })),
+            Document::Encrypted(envelope) => {
+                let keys = self
+                    .keys
+                    .as_ref()
+                    .ok_or_else(|| self.crypt_err(EncryptError::NoKey))?;
+                let state = encrypt::open(&envelope, keys).map_err(|e| self.crypt_err(e))?;
+                Ok(Some(Loaded {
+                    state,
+                    encrypted: true,
+                }))
+            }
+        }
+    }
+
+    /// Write `state` with its serial incremented, encrypted or not. On failure
+    /// the serial is put back and the stored state is unchanged.
+    ///
+    /// # Errors
+    /// [`StoreError`]: no keys for an encrypted save, or a backend failure.
+    pub async fn save(&self, state: &mut State, encrypted: bool) -> Result<(), StoreError> {
+        state.serial += 1;
+        let result = self.write(state, encrypted).await;
+        if result.is_err() {
+            state.serial -= 1;
+        }
+        result
+    }
+
+    async fn write(&self, state: &State, encrypted: bool) -> Result<(), StoreError> {
+        let bytes = if encrypted {
+            let keys = self
+                .keys
+                .as_ref()
+                .ok_or_else(|| self.crypt_err(EncryptError::NoKey))?;
+            encrypt::seal(state, keys)
+                .map_err(|e| self.crypt_err(e))?
+                .to_json()
+        } else {
+            state.to_json()
+        };
+        self.backend.put(&bytes).await?;
+        Ok(())
+    }
+
+    /// Take the state lock.
+    ///
+    /// # Errors
+    /// [`BackendError::Locked`] naming the holder, or a backend failure.
+    pub async fn lock(&self, info: &LockInfo) -> Result<(), StoreError> {
+        Ok(self.backend.lock(info).await?)
+    }
+
+    /// Release the lock `id`.
+    ///
+    /// # Errors
+    /// A backend failure or a lock ID mismatch.
+    pub async fn unlock(&self, id: &str) -> Result<(), StoreError> {
+        Ok(self.backend.unlock(id).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::format::tests::sample;
+    use crate::state::local::LocalBackend;
+
+    fn age_keys() -> StateKeys {
+        let id = age::x25519::Identity::generate();
+        StateKeys::Age {
+            recipients: vec![id.to_public()],
+            identities: vec![id],
+        }
+    }
+
+    #[tokio::test]
+    async fn save_increments_serial_and_load_reads_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::new(LocalBackend::new(dir.path().join("s.tfstate")), None);
+        assert!(store.load().await.unwrap().is_none());
+        let mut state = sample();
+        store.save(&mut state, false).await.unwrap();
+        assert_eq!(state.serial, 8);
+        let loaded = store.load().await.unwrap().unwrap();
+        assert_eq!(
+            loaded,
+            Loaded {
+                state,
+                encrypted: false
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn wrong_key_leaves_the_encrypted_state_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.tfstate");
+        let store = StateStore::new(LocalBackend::new(path.clone()), Some(age_keys()));
+        store.save(&mut sample(), true).await.unwrap();
+        let before = std::fs::read(&path).unwrap();
+        assert!(!String::from_utf8_lossy(&before).contains("s3cr3t"));
+
+        let other = StateStore::new(LocalBackend::new(path.clone()), Some(age_keys()));
+        let err = other.load().await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::Encryption {
+                    source: EncryptError::WrongKey,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let mut s = sample();
+        let keyless = StateStore::new(LocalBackend::new(path.clone()), None);
+        assert!(keyless.save(&mut s, true).await.is_err());
+        assert_eq!(s.serial, 7, "a failed save puts the serial back");
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+}
