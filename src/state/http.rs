@@ -73,6 +73,14 @@ pub enum HttpError {
         /// The state URL.
         url: Url,
     },
+    /// The server keeps the lock: it is held with another ID (GitLab: 409).
+    #[error(
+        "the state server refused to release lock {requested}: the lock is held with another ID"
+    )]
+    UnlockRefused {
+        /// The ID given.
+        requested: String,
+    },
     /// `unlock` named a lock ID other than the one this run holds.
     #[error("lock ID {requested} is not the lock this run holds ({held})")]
     LockMismatch {
@@ -335,7 +343,12 @@ impl Backend for HttpBackend {
                 Ok(())
             }
             StatusCode::CONFLICT | StatusCode::LOCKED => {
-                Err(locked(&a.body).unwrap_or_else(|| Self::unexpected(what, m, url, &a).into()))
+                Err(locked(&a.body).unwrap_or_else(|| {
+                    HttpError::UnlockRefused {
+                        requested: id.to_owned(),
+                    }
+                    .into()
+                }))
             }
             _ => Err(Self::unexpected(what, m, url, &a).into()),
         }
