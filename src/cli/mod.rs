@@ -1,10 +1,20 @@
 //! The command line: one file per command (`<Verb>Args` plus `run`), a single
 //! dispatch `match`, and the exit code decided in `error.rs`.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
+mod argv;
 pub mod error;
+mod force_unlock;
+mod output;
+mod state;
+mod state_decrypt;
+mod state_encrypt;
+mod state_list;
+mod state_options;
+mod state_rm;
+mod state_show;
 mod version;
 
 pub use error::{CommandError, Outcome};
@@ -35,12 +45,19 @@ pub struct Cli {
 pub enum Command {
     /// Print the talosprov version and the Talos config contracts it generates.
     Version(version::VersionArgs),
+    /// Print the outputs in the state: kubeconfig, talosconfig, machineconfig NODE.
+    Output(output::OutputArgs),
+    /// Inspect and edit the state: list, show, rm, encrypt, decrypt.
+    State(state::StateArgs),
+    /// Release a state lock left by a killed or cancelled run.
+    ForceUnlock(force_unlock::ForceUnlockArgs),
 }
 
 /// Parse the command line, run the command on a fresh tokio runtime, print the
 /// error once, and return the exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args = argv::normalise(std::env::args_os().collect(), &Cli::command());
+    let cli = Cli::parse_from(args);
     crate::ui::init_logging(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -73,5 +90,8 @@ pub fn main() -> ExitCode {
 pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
     match cli.command {
         Command::Version(args) => version::run(args),
+        Command::Output(args) => output::run(args).await,
+        Command::State(args) => state::run(args).await,
+        Command::ForceUnlock(args) => force_unlock::run(args).await,
     }
 }

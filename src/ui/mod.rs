@@ -3,6 +3,8 @@
 
 use std::io::Write;
 
+pub mod console;
+
 /// Set up developer logs on stderr: `-v` is debug, `-vv` trace; `RUST_LOG`
 /// overrides both. Quiet (warnings only) by default.
 pub fn init_logging(verbose: u8) {

@@ -1,0 +1,23 @@
+//! `talosprov state decrypt`: store the state in clear again (the keys are
+//! needed to read it). An explicit switch, like `state encrypt`.
+
+use clap::Args;
+
+use super::state_encrypt::switch;
+use super::state_options::StateOptions;
+use super::{CommandError, Outcome};
+
+/// Arguments of `talosprov state decrypt`.
+#[derive(Debug, Args)]
+pub struct StateDecryptArgs {
+    #[command(flatten)]
+    state: StateOptions,
+}
+
+/// Decrypt the state.
+///
+/// # Errors
+/// See [`switch`].
+pub async fn run(args: StateDecryptArgs) -> Result<Outcome, CommandError> {
+    switch(&args.state, false).await
+}

@@ -1,0 +1,146 @@
+//! The flags every state command shares (`-f`, `--state`, `--backend-config`)
+//! and the edge that reads the environment, opens the backend and builds the
+//! lock info (ID, who, pid, time) for a command.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::state::config::{self, StateSection};
+use crate::state::encrypt::{self, StateKeys};
+use crate::state::{Backend, LockInfo, StateBackend, StateStore};
+
+/// Where the state is: next to the topology file, at `--state`, or behind the
+/// http backend (`TF_HTTP_ADDRESS`, `--backend-config`).
+#[derive(Debug, Clone, Args)]
+pub struct StateOptions {
+    /// The topology file; the local state is `talosprov.tfstate` in its folder.
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "FILE",
+        default_value = "cluster.yaml"
+    )]
+    pub file: PathBuf,
+
+    /// The local state file, instead of the one next to the topology file.
+    #[arg(long = "state", value_name = "PATH")]
+    pub state: Option<PathBuf>,
+
+    /// Override one backend setting (address, lock_address, unlock_address,
+    /// lock_method, unlock_method, backend, path, retry_*); repeatable.
+    /// Credentials come only from TF_HTTP_USERNAME and TF_HTTP_PASSWORD.
+    #[arg(long = "backend-config", value_name = "KEY=VALUE")]
+    pub backend_config: Vec<String>,
+}
+
+/// The environment variables the state reads (`TF_HTTP_*`,
+/// `TALOSPROV_STATE_*`), and no others.
+pub fn state_env() -> BTreeMap<String, String> {
+    std::env::vars()
+        .filter(|(k, _)| k.starts_with("TF_HTTP_") || k.starts_with("TALOSPROV_STATE_"))
+        .collect()
+}
+
+impl StateOptions {
+    /// Open the state store these flags and the environment name.
+    ///
+    /// # Errors
+    /// A backend setting or key file that is missing or wrong.
+    pub fn open(&self) -> anyhow::Result<StateStore<StateBackend>> {
+        let env = state_env();
+        let overrides = config::parse_overrides(&self.backend_config)?;
+        let dir = folder_of(&self.file);
+        // The topology's `state:` section is read by the topology loader; the
+        // state commands take the backend from the environment and flags.
+        let resolved = config::resolve(
+            &StateSection::default(),
+            &env,
+            &overrides,
+            dir,
+            self.state.as_deref(),
+        )
+        .context("cannot configure the state backend")?;
+        let keys = StateKeys::load(&encrypt::key_source(&env)?)?;
+        let backend = StateBackend::open(resolved)?;
+        if let StateBackend::Http(h) = &backend
+            && !h.locks()
+        {
+            crate::ui::warn(
+                "state locking is off: set TF_HTTP_LOCK_ADDRESS (GitLab: <address>/lock)",
+            );
+        }
+        Ok(StateStore::new(backend, keys))
+    }
+}
+
+/// A new lock info for `operation`: a fresh UUID, `user@host`, this pid and
+/// the current time (RFC 3339 UTC).
+pub fn new_lock_info(operation: &str, store: &StateStore<StateBackend>) -> LockInfo {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("USERNAME"))
+        .unwrap_or_else(|_| "unknown".to_owned());
+    let created = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    LockInfo {
+        id: uuid::Uuid::new_v4().to_string(),
+        operation: operation.to_owned(),
+        info: String::new(),
+        who: format!("{user}@{}", crate::state::local::host_name()),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        created,
+        path: store.backend().describe(),
+        pid: Some(std::process::id()),
+    }
+}
+
+/// Run `body` holding the state lock, and release the lock whatever `body`
+/// returns. An unlock failure is reported after `body`'s own error.
+///
+/// # Errors
+/// The lock conflict, `body`'s error, or the unlock failure.
+pub async fn with_lock<T>(
+    store: &StateStore<StateBackend>,
+    operation: &str,
+    body: impl AsyncFnOnce(&StateStore<StateBackend>) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let info = new_lock_info(operation, store);
+    store.lock(&info).await.context("cannot lock the state")?;
+    tracing::debug!(lock_id = %info.id, "state locked");
+    let result = body(store).await;
+    let unlocked = store.unlock(&info.id).await;
+    match (result, unlocked) {
+        (Ok(v), Ok(())) => Ok(v),
+        (Ok(_), Err(e)) => Err(anyhow::Error::new(e).context(format!(
+            "cannot release the state lock; release it with `talosprov force-unlock {}`",
+            info.id
+        ))),
+        (Err(e), Ok(())) => Err(e),
+        (Err(e), Err(u)) => {
+            crate::ui::warn(&format!(
+                "cannot release the state lock ({u}); release it with `talosprov force-unlock {}`",
+                info.id
+            ));
+            Err(e)
+        }
+    }
+}
+
+/// The error for a command that needs a state when there is none.
+pub fn no_state(store: &StateStore<StateBackend>) -> anyhow::Error {
+    anyhow::anyhow!(
+        "no state found in {}: run `talosprov apply` first",
+        store.backend().describe()
+    )
+}
+
+/// The folder of a path, `.` when it has none.
+pub fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
