@@ -22,7 +22,7 @@ fn http_backend(server: &GitlabState) -> HttpBackend {
     else {
         panic!("TF_HTTP_ADDRESS selects the http backend");
     };
-    HttpBackend::new(c).unwrap()
+    HttpBackend::new(*c).unwrap()
 }
 
 fn lock_info(id: &str, operation: &str) -> LockInfo {
@@ -184,7 +184,7 @@ async fn wrong_token_is_refused_and_never_printed() {
     else {
         panic!()
     };
-    let err = within(HttpBackend::new(c).unwrap().get())
+    let err = within(HttpBackend::new(*c).unwrap().get())
         .await
         .unwrap_err();
     let text = format!("{err} {err:?}");

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 
+use super::CommandError;
 use crate::state::config::{self, StateSection};
 use crate::state::encrypt::{self, StateKeys};
 use crate::state::{Backend, LockInfo, StateBackend, StateStore};
@@ -97,34 +98,71 @@ pub fn new_lock_info(operation: &str, store: &StateStore<StateBackend>) -> LockI
     }
 }
 
-/// Run `body` holding the state lock, and release the lock whatever `body`
-/// returns. An unlock failure is reported after `body`'s own error.
+/// Run `body` holding the state lock, and release the lock on every way out:
+/// success, error, Ctrl-C and SIGTERM (how a cancelled GitLab job stops). On
+/// the http backend the lock ID is printed first, for a cleanup job's
+/// `force-unlock`.
 ///
 /// # Errors
-/// The lock conflict, `body`'s error, or the unlock failure.
+/// The lock conflict, `body`'s error, [`CommandError::Interrupted`], or the
+/// unlock failure.
 pub async fn with_lock<T>(
     store: &StateStore<StateBackend>,
     operation: &str,
     body: impl AsyncFnOnce(&StateStore<StateBackend>) -> anyhow::Result<T>,
-) -> anyhow::Result<T> {
+) -> Result<T, CommandError> {
     let info = new_lock_info(operation, store);
     store.lock(&info).await.context("cannot lock the state")?;
-    tracing::debug!(lock_id = %info.id, "state locked");
-    let result = body(store).await;
+    if matches!(store.backend(), StateBackend::Http(_)) {
+        crate::ui::warn(&format!(
+            "holding state lock {id}; if this run is killed, release it with              `talosprov force-unlock {id}`",
+            id = info.id
+        ));
+    }
+    let result = tokio::select! {
+        r = body(store) => r.map_err(CommandError::Failed),
+        () = interrupted() => Err(CommandError::Interrupted),
+    };
     let unlocked = store.unlock(&info.id).await;
     match (result, unlocked) {
-        (Ok(v), Ok(())) => Ok(v),
-        (Ok(_), Err(e)) => Err(anyhow::Error::new(e).context(format!(
-            "cannot release the state lock; release it with `talosprov force-unlock {}`",
-            info.id
-        ))),
-        (Err(e), Ok(())) => Err(e),
+        (r, Ok(())) => r,
+        (Ok(_), Err(e)) => Err(anyhow::Error::new(e)
+            .context(format!(
+                "cannot release the state lock; release it with `talosprov force-unlock {}`",
+                info.id
+            ))
+            .into()),
         (Err(e), Err(u)) => {
             crate::ui::warn(&format!(
                 "cannot release the state lock ({u}); release it with `talosprov force-unlock {}`",
                 info.id
             ));
             Err(e)
+        }
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM. If the handlers cannot be installed it never
+/// resolves, and the default signal behaviour stays.
+async fn interrupted() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
         }
     }
 }

@@ -54,7 +54,10 @@ pub async fn run(args: StateRmArgs) -> Result<Outcome, CommandError> {
                 "talosprov will forget these resources; they keep running, untouched:\n{}\n\nDo you want to remove them from the state?",
                 list.join("\n")
             );
-            if !crate::ui::console::confirm(&question)? {
+            // On a blocking thread, so that Ctrl-C still reaches `with_lock`.
+            let yes = tokio::task::spawn_blocking(move || crate::ui::console::confirm(&question))
+                .await??;
+            if !yes {
                 bail!("state rm cancelled: nothing was removed");
             }
         }

@@ -69,7 +69,7 @@ pub enum BackendConfig {
         path: PathBuf,
     },
     /// The Terraform http protocol.
-    Http(HttpBackendConfig),
+    Http(Box<HttpBackendConfig>),
 }
 
 /// A backend setting is missing or wrong. Each variant names where the value
@@ -254,7 +254,7 @@ pub fn resolve(
             .map_err(|_| invalid(&s, "expected a whole number of retries"))?,
         None => 2,
     };
-    Ok(BackendConfig::Http(HttpBackendConfig {
+    Ok(BackendConfig::Http(Box::new(HttpBackendConfig {
         address,
         update_method: method("update_method", &None, "TF_HTTP_UPDATE_METHOD", "POST")?,
         lock_address,
@@ -282,7 +282,7 @@ pub fn resolve(
         retry_max,
         retry_wait_min: seconds("retry_wait_min", "TF_HTTP_RETRY_WAIT_MIN", 1)?,
         retry_wait_max: seconds("retry_wait_max", "TF_HTTP_RETRY_WAIT_MAX", 30)?,
-    }))
+    })))
 }
 
 fn credential(key: &str, variable: &'static str) -> ConfigError {
@@ -333,7 +333,7 @@ mod tests {
 
     fn http(c: BackendConfig) -> HttpBackendConfig {
         match c {
-            BackendConfig::Http(h) => h,
+            BackendConfig::Http(h) => *h,
             other => panic!("expected http, got {other:?}"),
         }
     }

@@ -50,7 +50,7 @@ impl Envelope {
 #[derive(Debug)]
 pub enum Document {
     /// Plain JSON state.
-    Plain(State),
+    Plain(Box<State>),
     /// An age envelope.
     Encrypted(Envelope),
 }
@@ -68,7 +68,7 @@ pub fn decode(bytes: &[u8]) -> Result<Document, FormatError> {
             .map_err(|source| FormatError::Shape { version, source })?;
         Ok(Document::Encrypted(envelope))
     } else {
-        State::from_json(bytes).map(Document::Plain)
+        State::from_json(bytes).map(|s| Document::Plain(Box::new(s)))
     }
 }
 

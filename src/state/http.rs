@@ -29,9 +29,9 @@ pub enum HttpError {
         /// What was being done, e.g. `save the state`.
         what: &'static str,
         /// The request method.
-        method: Method,
+        method: String,
         /// The request URL.
-        url: Url,
+        url: String,
         /// Attempts made (1 + retries).
         attempts: u32,
         /// The last error.
@@ -47,9 +47,9 @@ pub enum HttpError {
         /// What was being done.
         what: &'static str,
         /// The request method.
-        method: Method,
+        method: String,
         /// The request URL.
-        url: Url,
+        url: String,
         /// 401 or 403.
         status: StatusCode,
     },
@@ -59,9 +59,9 @@ pub enum HttpError {
         /// What was being done.
         what: &'static str,
         /// The request method.
-        method: Method,
+        method: String,
         /// The request URL.
-        url: Url,
+        url: String,
         /// The status.
         status: StatusCode,
         /// `: <start of the body>` when the server said why.
@@ -71,7 +71,7 @@ pub enum HttpError {
     #[error("the state from {url} does not match its Content-MD5 header (corrupted in transit)")]
     Md5Mismatch {
         /// The state URL.
-        url: Url,
+        url: String,
     },
     /// The server keeps the lock: it is held with another ID (GitLab: 409).
     #[error(
@@ -196,8 +196,8 @@ impl HttpBackend {
             if !retry || attempt >= self.config.retry_max {
                 return result.map_err(|source| HttpError::Transport {
                     what,
-                    method: method.clone(),
-                    url: url.clone(),
+                    method: method.to_string(),
+                    url: url.to_string(),
                     attempts: attempt + 1,
                     source,
                 });
@@ -212,8 +212,8 @@ impl HttpBackend {
         if matches!(a.status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
             return HttpError::Auth {
                 what,
-                method,
-                url: url.clone(),
+                method: method.to_string(),
+                url: url.to_string(),
                 status: a.status,
             };
         }
@@ -226,8 +226,8 @@ impl HttpBackend {
         };
         HttpError::Status {
             what,
-            method,
-            url: url.clone(),
+            method: method.to_string(),
+            url: url.to_string(),
             status: a.status,
             detail,
         }
@@ -261,7 +261,10 @@ impl Backend for HttpBackend {
         if let Some(expected) = &a.md5 {
             let actual = base64::engine::general_purpose::STANDARD.encode(Md5::digest(&a.body));
             if &actual != expected {
-                return Err(HttpError::Md5Mismatch { url: url.clone() }.into());
+                return Err(HttpError::Md5Mismatch {
+                    url: url.to_string(),
+                }
+                .into());
             }
         }
         Ok(Some(a.body))

@@ -72,7 +72,7 @@ pub enum StateBackend {
     /// `talosprov.tfstate` on disk.
     Local(local::LocalBackend),
     /// The Terraform http protocol (GitLab-managed state).
-    Http(http::HttpBackend),
+    Http(Box<http::HttpBackend>),
 }
 
 impl StateBackend {
@@ -83,7 +83,7 @@ impl StateBackend {
     pub fn open(config: BackendConfig) -> Result<Self, BackendError> {
         Ok(match config {
             BackendConfig::Local { path } => StateBackend::Local(local::LocalBackend::new(path)),
-            BackendConfig::Http(c) => StateBackend::Http(http::HttpBackend::new(c)?),
+            BackendConfig::Http(c) => StateBackend::Http(Box::new(http::HttpBackend::new(*c)?)),
         })
     }
 }

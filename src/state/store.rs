@@ -86,7 +86,7 @@ impl<B: Backend> StateStore<B> {
         })?;
         match document {
             Document::Plain(state) => Ok(Some(Loaded {
-                state,
+                state: *state,
                 encrypted: false,
             })),
             Document::Encrypted(envelope) => {
