@@ -226,3 +226,34 @@ async fn encrypted_state_on_the_server_holds_no_pem_block_and_no_token() {
     );
     assert_eq!(within(store.load()).await.unwrap().unwrap().state, s);
 }
+
+#[tokio::test]
+async fn unreachable_server_fails_after_the_configured_retries() {
+    // A loopback port with nothing listening.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let env: BTreeMap<String, String> = [
+        ("TF_HTTP_ADDRESS", format!("http://127.0.0.1:{port}/state")),
+        ("TF_HTTP_RETRY_MAX", "3".to_owned()),
+        ("TF_HTTP_RETRY_WAIT_MIN", "0".to_owned()),
+        ("TF_HTTP_RETRY_WAIT_MAX", "0".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let BackendConfig::Http(c) =
+        config::resolve(&StateSection::default(), &env, &[], Path::new("."), None).unwrap()
+    else {
+        panic!()
+    };
+    let err = within(HttpBackend::new(*c).unwrap().get())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().ends_with("failed after 4 attempt(s)"),
+        "{err}"
+    );
+}

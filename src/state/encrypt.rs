@@ -269,11 +269,12 @@ fn parse_keys<T: std::str::FromStr>(path: &Path, prefix: &str) -> Result<Vec<T>,
     Ok(keys)
 }
 
-/// Encrypt a state into an envelope.
+/// Encrypt any bytes (a state, a saved plan holding secrets) to the keys, as
+/// armored age text.
 ///
 /// # Errors
 /// [`EncryptError::NoRecipients`] or an age failure.
-pub fn seal(state: &State, keys: &StateKeys) -> Result<Envelope, EncryptError> {
+pub fn seal_bytes(plaintext: &[u8], keys: &StateKeys) -> Result<String, EncryptError> {
     let encryptor = match keys {
         StateKeys::Passphrase(p) => {
             age::Encryptor::with_user_passphrase(SecretString::from(p.expose().to_owned()))
@@ -291,27 +292,19 @@ pub fn seal(state: &State, keys: &StateKeys) -> Result<Envelope, EncryptError> {
     let mut writer = encryptor
         .wrap_output(ArmoredWriter::wrap_output(&mut armored, Format::AsciiArmor).map_err(age_err)?)
         .map_err(age_err)?;
-    writer.write_all(&state.to_json()).map_err(age_err)?;
+    writer.write_all(plaintext).map_err(age_err)?;
     writer.finish().and_then(|w| w.finish()).map_err(age_err)?;
-    Ok(Envelope {
-        version: state.version,
-        lineage: state.lineage,
-        serial: state.serial,
-        encryption: "age".to_owned(),
-        encrypted_state: String::from_utf8(armored).expect("armor is ASCII"),
-    })
+    Ok(String::from_utf8(armored).expect("armor is ASCII"))
 }
 
-/// Decrypt an envelope and check that the state inside matches its clear
-/// fields.
+/// Decrypt armored age text made by [`seal_bytes`].
 ///
 /// # Errors
-/// [`EncryptError::WrongKey`], [`EncryptError::KeyKind`],
-/// [`EncryptError::EnvelopeMismatch`] and others; nothing is changed anywhere.
-pub fn open(envelope: &Envelope, keys: &StateKeys) -> Result<State, EncryptError> {
-    let decryptor =
-        age::Decryptor::new_buffered(ArmoredReader::new(envelope.encrypted_state.as_bytes()))
-            .map_err(|e| EncryptError::Age("read", Box::new(e)))?;
+/// [`EncryptError::WrongKey`], [`EncryptError::KeyKind`] (a passphrase where
+/// age identities are configured, or the reverse), or an age failure.
+pub fn open_bytes(armored: &str, keys: &StateKeys) -> Result<Vec<u8>, EncryptError> {
+    let decryptor = age::Decryptor::new_buffered(ArmoredReader::new(armored.as_bytes()))
+        .map_err(|e| EncryptError::Age("read", Box::new(e)))?;
     let found = if decryptor.is_scrypt() {
         "a passphrase"
     } else {
@@ -349,6 +342,31 @@ pub fn open(envelope: &Envelope, keys: &StateKeys) -> Result<State, EncryptError
     reader
         .read_to_end(&mut plain)
         .map_err(|e| EncryptError::Age("decrypt", Box::new(e)))?;
+    Ok(plain)
+}
+
+/// Encrypt a state into an envelope.
+///
+/// # Errors
+/// See [`seal_bytes`].
+pub fn seal(state: &State, keys: &StateKeys) -> Result<Envelope, EncryptError> {
+    Ok(Envelope {
+        version: state.version,
+        lineage: state.lineage,
+        serial: state.serial,
+        encryption: "age".to_owned(),
+        encrypted_state: seal_bytes(&state.to_json(), keys)?,
+    })
+}
+
+/// Decrypt an envelope and check that the state inside matches its clear
+/// fields.
+///
+/// # Errors
+/// See [`open_bytes`]; also [`EncryptError::EnvelopeMismatch`]. Nothing is
+/// changed anywhere.
+pub fn open(envelope: &Envelope, keys: &StateKeys) -> Result<State, EncryptError> {
+    let plain = open_bytes(&envelope.encrypted_state, keys)?;
     let state = State::from_json(&plain).map_err(EncryptError::Format)?;
     if state.lineage != envelope.lineage || state.serial != envelope.serial {
         return Err(EncryptError::EnvelopeMismatch {

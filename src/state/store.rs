@@ -2,6 +2,10 @@
 //! plain or encrypted, and saves it with the serial incremented, keeping the
 //! encryption it had: switching it is `state encrypt|decrypt`, never a side effect.
 
+use std::sync::Mutex;
+
+use uuid::Uuid;
+
 use super::encrypt::{self, Document, EncryptError, StateKeys};
 use super::format::{FormatError, State};
 use super::{Backend, BackendError, LockInfo};
@@ -30,6 +34,19 @@ pub enum StoreError {
         #[source]
         source: FormatError,
     },
+    /// Saving a state of another lineage over the one loaded.
+    #[error(
+        "refusing to overwrite the state in {location}: it has lineage {stored}, the state \
+         being saved has lineage {saving} (a different cluster)"
+    )]
+    LineageMismatch {
+        /// The backend's description.
+        location: String,
+        /// The lineage loaded or last saved.
+        stored: Uuid,
+        /// The lineage being saved.
+        saving: Uuid,
+    },
     /// Encryption or decryption failed; nothing was written.
     #[error("cannot use the encrypted state in {location}")]
     Encryption {
@@ -46,12 +63,18 @@ pub enum StoreError {
 pub struct StateStore<B> {
     backend: B,
     keys: Option<StateKeys>,
+    /// The lineage last loaded or saved: a save of another lineage is refused.
+    lineage: Mutex<Option<Uuid>>,
 }
 
 impl<B: Backend> StateStore<B> {
     /// A store over `backend`; `keys` are needed for encrypted states.
     pub fn new(backend: B, keys: Option<StateKeys>) -> Self {
-        StateStore { backend, keys }
+        StateStore {
+            backend,
+            keys,
+            lineage: Mutex::new(None),
+        }
     }
 
     /// The backend.
@@ -80,39 +103,64 @@ impl<B: Backend> StateStore<B> {
         let Some(bytes) = self.backend.get().await? else {
             return Ok(None);
         };
-        let document = encrypt::decode(&bytes).map_err(|source| StoreError::Format {
+        let loaded = self.decode(&bytes)?;
+        *self.lineage.lock().expect("lineage poisoned") = Some(loaded.state.lineage);
+        Ok(Some(loaded))
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Loaded, StoreError> {
+        let document = encrypt::decode(bytes).map_err(|source| StoreError::Format {
             location: self.backend.describe(),
             source,
         })?;
         match document {
-            Document::Plain(state) => Ok(Some(Loaded {
+            Document::Plain(state) => Ok(Loaded {
                 state: *state,
                 encrypted: false,
-            })),
+            }),
             Document::Encrypted(envelope) => {
                 let keys = self
                     .keys
                     .as_ref()
                     .ok_or_else(|| self.crypt_err(EncryptError::NoKey))?;
                 let state = encrypt::open(&envelope, keys).map_err(|e| self.crypt_err(e))?;
-                Ok(Some(Loaded {
+                Ok(Loaded {
                     state,
                     encrypted: true,
-                }))
+                })
             }
         }
     }
 
-    /// Write `state` with its serial incremented, encrypted or not. On failure
-    /// the serial is put back and the stored state is unchanged.
+    /// Write `state` with its serial incremented and this talosprov's version,
+    /// encrypted or not. On failure the serial is put back and the stored
+    /// state is unchanged.
     ///
     /// # Errors
-    /// [`StoreError`]: no keys for an encrypted save, or a backend failure.
+    /// [`StoreError`]: another lineage than the one loaded, no keys for an
+    /// encrypted save, or a backend failure.
     pub async fn save(&self, state: &mut State, encrypted: bool) -> Result<(), StoreError> {
+        if let Some(stored) = *self.lineage.lock().expect("lineage poisoned")
+            && stored != state.lineage
+        {
+            return Err(StoreError::LineageMismatch {
+                location: self.backend.describe(),
+                stored,
+                saving: state.lineage,
+            });
+        }
         state.serial += 1;
+        let written_by = std::mem::replace(
+            &mut state.talosprov_version,
+            env!("CARGO_PKG_VERSION").to_owned(),
+        );
         let result = self.write(state, encrypted).await;
-        if result.is_err() {
-            state.serial -= 1;
+        match &result {
+            Ok(()) => *self.lineage.lock().expect("lineage poisoned") = Some(state.lineage),
+            Err(_) => {
+                state.serial -= 1;
+                state.talosprov_version = written_by;
+            }
         }
         result
     }
@@ -180,6 +228,18 @@ mod tests {
                 encrypted: false
             }
         );
+    }
+
+    #[tokio::test]
+    async fn saving_another_lineage_over_the_loaded_state_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::new(LocalBackend::new(dir.path().join("s.tfstate")), None);
+        store.save(&mut sample(), false).await.unwrap();
+        let mut other = State::new(Uuid::from_u128(99));
+        let err = store.save(&mut other, false).await.unwrap_err();
+        assert!(matches!(err, StoreError::LineageMismatch { .. }), "{err}");
+        assert_eq!(other.serial, 0);
+        assert_eq!(store.load().await.unwrap().unwrap().state.serial, 8);
     }
 
     #[tokio::test]
