@@ -312,3 +312,56 @@ async fn second_command_reports_the_holder_and_force_unlock_frees_a_killed_run()
         "the lock is released after the command"
     );
 }
+
+#[tokio::test]
+async fn force_unlock_releases_a_stale_local_lock() {
+    let (dir, _) = cluster_dir().await;
+    // What a killed local run leaves behind: the lock file, no OS lock, a dead pid.
+    let stale = LockInfo {
+        id: "stale-local-lock".to_owned(),
+        operation: "apply".to_owned(),
+        who: "alice@elsewhere".to_owned(),
+        created: "2026-01-02T03:04:05Z".to_owned(),
+        pid: Some(4_000_000_000),
+        ..LockInfo::default()
+    };
+    let lock_file = dir.path().join(".talosprov.tfstate.lock.info");
+    std::fs::write(&lock_file, stale.to_json()).unwrap();
+
+    let o = talosprov(
+        dir.path(),
+        &["state", "rm", "-auto-approve", "vm/talos-worker-01"],
+        &[],
+    );
+    let err = text(&o).1;
+    assert!(
+        err.contains("locked by alice@elsewhere") && err.contains("force-unlock stale-local-lock"),
+        "{err}"
+    );
+
+    let o = talosprov(dir.path(), &["force-unlock", "-force", "wrong-id"], &[]);
+    assert!(!o.status.success());
+    assert!(lock_file.exists());
+    let o = talosprov(
+        dir.path(),
+        &["force-unlock", "-force", "stale-local-lock"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o).1);
+    assert!(!lock_file.exists());
+    let o = talosprov(
+        dir.path(),
+        &["state", "rm", "-auto-approve", "vm/talos-worker-01"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o).1);
+}
+
+#[test]
+fn state_and_output_help_texts() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = |args: &[&str]| text(&talosprov(dir.path(), args, &[])).0;
+    insta::assert_snapshot!("state_help", help(&["state", "-help"]));
+    insta::assert_snapshot!("output_help", help(&["output", "-help"]));
+    insta::assert_snapshot!("state_rm_help", help(&["state", "rm", "--help"]));
+}
