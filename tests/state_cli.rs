@@ -365,3 +365,52 @@ fn state_and_output_help_texts() {
     insta::assert_snapshot!("output_help", help(&["output", "-help"]));
     insta::assert_snapshot!("state_rm_help", help(&["state", "rm", "--help"]));
 }
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_releases_the_lock_and_exits_130() {
+    let server = gitlab_state::GitlabState::start().await;
+    let (dir, path) = cluster_dir().await;
+    server.stored.lock().unwrap().state = Some(std::fs::read(&path).unwrap());
+    server
+        .stall_reads
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let stalled = server.stalled.notified();
+
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("talosprov"));
+    cmd.current_dir(dir.path())
+        .env_clear()
+        .envs(server.env())
+        .args(["state", "rm", "-auto-approve", "vm/talos-worker-01"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+
+    // The command holds the lock and waits on the hung read: cancel it like a
+    // GitLab job.
+    tokio::time::timeout(std::time::Duration::from_secs(30), stalled)
+        .await
+        .expect("the command read the state under the lock");
+    assert!(server.lock_id().is_some());
+    let killed = std::process::Command::new("sh")
+        .args(["-c", &format!("kill -TERM {pid}")])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()),
+    )
+    .await
+    .expect("the command stopped")
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(server.lock_id(), None, "the lock was released");
+}

@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use base64::Engine;
@@ -15,6 +15,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use md5::{Digest, Md5};
+use tokio::sync::Notify;
 
 /// The state path the server serves.
 pub const STATE_PATH: &str = "/api/v4/projects/1/terraform/state/lab";
@@ -43,6 +44,11 @@ pub struct GitlabState {
     /// Saves to accept and then drop the connection without answering
     /// (the response is lost, as when a runner's network blips).
     pub drop_saves: Arc<AtomicUsize>,
+    /// When set, state reads never answer (a hung server), and `stalled` is
+    /// notified as each one arrives.
+    pub stall_reads: Arc<AtomicBool>,
+    /// Notified when a read stalls.
+    pub stalled: Arc<Notify>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -59,17 +65,24 @@ impl GitlabState {
         let addr: SocketAddr = listener.local_addr().unwrap();
         let stored = Arc::new(Mutex::new(Stored::default()));
         let drop_saves = Arc::new(AtomicUsize::new(0));
-        let (s, d) = (stored.clone(), drop_saves.clone());
+        let stall_reads = Arc::new(AtomicBool::new(false));
+        let stalled = Arc::new(Notify::new());
+        let faults = Faults {
+            drop_saves: drop_saves.clone(),
+            stall_reads: stall_reads.clone(),
+            stalled: stalled.clone(),
+        };
+        let s = stored.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let (s, d) = (s.clone(), d.clone());
+                let (s, f) = (s.clone(), faults.clone());
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
-                        let (s, d) = (s.clone(), d.clone());
-                        async move { handle(req, s, d).await }
+                        let (s, f) = (s.clone(), f.clone());
+                        async move { handle(req, s, f).await }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
@@ -81,6 +94,8 @@ impl GitlabState {
             base: format!("http://{addr}"),
             stored,
             drop_saves,
+            stall_reads,
+            stalled,
             task,
         }
     }
@@ -167,10 +182,18 @@ impl std::fmt::Display for DropConnection {
 
 impl std::error::Error for DropConnection {}
 
+/// The faults the tests switch on.
+#[derive(Clone)]
+struct Faults {
+    drop_saves: Arc<AtomicUsize>,
+    stall_reads: Arc<AtomicBool>,
+    stalled: Arc<Notify>,
+}
+
 async fn handle(
     req: Request<Incoming>,
     stored: Arc<Mutex<Stored>>,
-    drop_saves: Arc<AtomicUsize>,
+    faults: Faults,
 ) -> Result<Response<Full<Bytes>>, DropConnection> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
@@ -206,6 +229,10 @@ async fn handle(
             ));
         }
     }
+    if method == hyper::Method::GET && faults.stall_reads.load(Ordering::SeqCst) {
+        faults.stalled.notify_one();
+        std::future::pending::<()>().await;
+    }
     let lock_path = format!("{STATE_PATH}/lock");
     let mut s = stored.lock().unwrap();
     Ok(match (method.as_str(), path.as_str()) {
@@ -235,7 +262,8 @@ async fn handle(
                 ));
             }
             s.state = Some(body.to_vec());
-            let dropped = drop_saves
+            let dropped = faults
+                .drop_saves
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .is_ok();
             if dropped {
