@@ -59,9 +59,21 @@ fn find<'a>(
             "there is no output {other:?}: the outputs are kubeconfig, talosconfig and machineconfig NODE"
         ),
     };
-    let output = found.ok_or_else(|| {
-        anyhow!("output {key} is not in the state yet: run `talosprov apply` first")
-    })?;
+    let output = match found {
+        Some(o) => o,
+        None if key.starts_with("machineconfig.") => {
+            let nodes: Vec<&str> = outputs.machineconfigs.keys().map(String::as_str).collect();
+            let node = &key["machineconfig.".len()..];
+            if nodes.is_empty() {
+                bail!("no machine configs in the state yet: run `talosprov apply` first");
+            }
+            bail!(
+                "no machine config for node {node:?} in the state; nodes: {}",
+                nodes.join(", ")
+            );
+        }
+        None => bail!("output {key} is not in the state yet: run `talosprov apply` first"),
+    };
     Ok((key, output))
 }
 
@@ -81,6 +93,9 @@ pub async fn run(args: OutputArgs) -> Result<Outcome, CommandError> {
             .into());
         }
         let all = outputs.named();
+        if all.is_empty() {
+            crate::ui::warn("no outputs in the state yet: run `talosprov apply` first");
+        }
         if args.json {
             let map: serde_json::Map<String, serde_json::Value> = all
                 .iter()

@@ -114,9 +114,9 @@ pub enum EncryptError {
     #[error("no age recipients to encrypt to: set {RECIPIENTS_FILE_VAR} or {IDENTITY_FILE_VAR}")]
     NoRecipients,
     /// The envelope was made with a passphrase and we have identities, or the reverse.
-    #[error("the state is encrypted with {found}, but {configured} is configured")]
+    #[error("the state is encrypted with {found}, but the configured key is {configured}")]
     KeyKind {
-        /// `a passphrase` or `age recipients`.
+        /// `a passphrase` or `an age identity`.
         found: &'static str,
         /// What the environment gives.
         configured: &'static str,
@@ -234,7 +234,7 @@ impl StateKeys {
     fn kind(&self) -> &'static str {
         match self {
             StateKeys::Passphrase(_) => "a passphrase",
-            StateKeys::Age { .. } => "age recipients",
+            StateKeys::Age { .. } => "an age identity",
         }
     }
 }
@@ -308,7 +308,7 @@ pub fn open_bytes(armored: &str, keys: &StateKeys) -> Result<Vec<u8>, EncryptErr
     let found = if decryptor.is_scrypt() {
         "a passphrase"
     } else {
-        "age recipients"
+        "an age identity"
     };
     if found != keys.kind() {
         return Err(EncryptError::KeyKind {
@@ -441,7 +441,7 @@ mod tests {
         let err = open(&envelope, &age_keys()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "the state is encrypted with a passphrase, but age recipients is configured"
+            "the state is encrypted with a passphrase, but the configured key is an age identity"
         );
     }
 
