@@ -225,7 +225,8 @@ impl ProxmoxError {
         match self {
             ProxmoxError::Api { message, .. }
             | ProxmoxError::NotFound { message, .. }
-            | ProxmoxError::Forbidden { message, .. } => Some(message),
+            | ProxmoxError::Forbidden { message, .. }
+            | ProxmoxError::TokenRejected { message, .. } => Some(message),
             ProxmoxError::TaskFailed { exitstatus, .. } => Some(exitstatus),
             ProxmoxError::GaveUp { last, .. } => last.message(),
             _ => None,
