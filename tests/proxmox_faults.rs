@@ -37,28 +37,40 @@ async fn fake_with_vm(vmid: u32, node: &str) -> FakePve {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_config_lock_is_retried_then_fails_clearly_after_the_deadline() {
     let fake = fake_with_vm(150, "pve1").await;
-    fake.cmd(json!({"cmd": "hold_config_lock", "vmid": 150})).await;
+    fake.cmd(json!({"cmd": "hold_config_lock", "vmid": 150}))
+        .await;
     let client = fake.client();
     let want = VmUpdate {
         cores: Some(4),
         ..VmUpdate::default()
     };
-    let e = lifecycle::update_vm(&client, "pve1", 150, &want).await.expect_err("lock held");
+    let e = lifecycle::update_vm(&client, "pve1", 150, &want)
+        .await
+        .expect_err("lock held");
     let text = chain(&e);
     assert!(matches!(e, ProxmoxError::GaveUp { .. }), "{text}");
-    assert!(text.starts_with("update VM config (node pve1, vmid 150): still failing after"), "{text}");
-    assert!(text.contains("within the 2 s retry deadline"), "{text}");
     assert!(
-        text.contains("HTTP 500: can't lock file '/var/lock/qemu-server/lock-150.conf' - got timeout"),
+        text.starts_with("update VM config (node pve1, vmid 150): still failing after"),
         "{text}"
     );
-    assert!(fake.count("PUT", "/qemu/150/config").await >= 3, "retried with backoff");
+    assert!(text.contains("within the 2 s retry deadline"), "{text}");
+    assert!(
+        text.contains(
+            "HTTP 500: can't lock file '/var/lock/qemu-server/lock-150.conf' - got timeout"
+        ),
+        "{text}"
+    );
+    assert!(
+        fake.count("PUT", "/qemu/150/config").await >= 3,
+        "retried with backoff"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_lock_released_during_retries_lets_the_update_through() {
     let fake = fake_with_vm(150, "pve1").await;
-    fake.cmd(json!({"cmd": "hold_config_lock", "vmid": 150})).await;
+    fake.cmd(json!({"cmd": "hold_config_lock", "vmid": 150}))
+        .await;
     let client = fake.client();
     let update = tokio::spawn(async move {
         let want = VmUpdate {
@@ -67,9 +79,14 @@ async fn config_lock_released_during_retries_lets_the_update_through() {
         };
         lifecycle::update_vm(&client, "pve1", 150, &want).await
     });
-    fake.wait_for_requests("PUT", "/qemu/150/config", 2, 10).await;
-    fake.cmd(json!({"cmd": "release_config_lock", "vmid": 150})).await;
-    let outcome = update.await.expect("join").expect("update after the lock is released");
+    fake.wait_for_requests("PUT", "/qemu/150/config", 2, 10)
+        .await;
+    fake.cmd(json!({"cmd": "release_config_lock", "vmid": 150}))
+        .await;
+    let outcome = update
+        .await
+        .expect("join")
+        .expect("update after the lock is released");
     assert_eq!(outcome.changed, vec!["cores".to_string()]);
     let cfg = fake.get("/nodes/pve1/qemu/150/config").await;
     assert_eq!(cfg["cores"], "4");
@@ -78,43 +95,77 @@ async fn config_lock_released_during_retries_lets_the_update_through() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_task_shows_its_task_error_text() {
     let fake = fake_with_vm(151, "pve1").await;
-    let reason = "kvm: -device vfio-pci,host=0000:01:00.0: vfio 0000:01:00.0: failed to setup container";
-    fake.cmd(json!({"cmd": "vm_set", "vmid": 151, "start_error": reason})).await;
-    let e = vm::start(&fake.client(), "pve1", 151).await.expect_err("start fails");
+    let reason =
+        "kvm: -device vfio-pci,host=0000:01:00.0: vfio 0000:01:00.0: failed to setup container";
+    fake.cmd(json!({"cmd": "vm_set", "vmid": 151, "start_error": reason}))
+        .await;
+    let e = vm::start(&fake.client(), "pve1", 151)
+        .await
+        .expect_err("start fails");
     match &e {
-        ProxmoxError::TaskFailed { upid, exitstatus, log, op } => {
+        ProxmoxError::TaskFailed {
+            upid,
+            exitstatus,
+            log,
+            op,
+        } => {
             assert_eq!(exitstatus, reason);
-            assert_eq!(log.last().map(String::as_str), Some(format!("TASK ERROR: {reason}").as_str()));
-            assert!(upid.starts_with("UPID:pve1:") && upid.contains(":qmstart:151:"), "{upid}");
+            assert_eq!(
+                log.last().map(String::as_str),
+                Some(format!("TASK ERROR: {reason}").as_str())
+            );
+            assert!(
+                upid.starts_with("UPID:pve1:") && upid.contains(":qmstart:151:"),
+                "{upid}"
+            );
             assert_eq!(op.vmid, Some(151));
         }
         other => panic!("{other:?}"),
     }
     let text = e.to_string();
-    assert!(text.starts_with("start VM (node pve1, vmid 151): task UPID:pve1:"), "{text}");
+    assert!(
+        text.starts_with("start VM (node pve1, vmid 151): task UPID:pve1:"),
+        "{text}"
+    );
     assert!(text.ends_with(&format!("failed: {reason}")), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offline_node_is_retried_then_reported() {
     let fake = fake_with_vm(152, "pve2").await;
-    fake.cmd(json!({"cmd": "set_node_offline", "node": "pve2"})).await;
-    let e = vm::start(&fake.client(), "pve2", 152).await.expect_err("node offline");
+    fake.cmd(json!({"cmd": "set_node_offline", "node": "pve2"}))
+        .await;
+    let e = vm::start(&fake.client(), "pve2", 152)
+        .await
+        .expect_err("node offline");
     let text = chain(&e);
-    assert!(text.starts_with("start VM (node pve2, vmid 152): still failing after"), "{text}");
+    assert!(
+        text.starts_with("start VM (node pve2, vmid 152): still failing after"),
+        "{text}"
+    );
     assert!(text.contains("HTTP 595: No route to host"), "{text}");
-    assert!(fake.count("POST", "/nodes/pve2/qemu/152/status/start").await >= 3);
+    assert!(
+        fake.count("POST", "/nodes/pve2/qemu/152/status/start")
+            .await
+            >= 3
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_back_online_during_retries_lets_the_start_through() {
     let fake = fake_with_vm(152, "pve2").await;
-    fake.cmd(json!({"cmd": "set_node_offline", "node": "pve2"})).await;
+    fake.cmd(json!({"cmd": "set_node_offline", "node": "pve2"}))
+        .await;
     let client = fake.client();
     let start = tokio::spawn(async move { vm::start(&client, "pve2", 152).await });
-    fake.wait_for_requests("POST", "/nodes/pve2/qemu/152/status/start", 2, 10).await;
-    fake.cmd(json!({"cmd": "set_node_offline", "node": "pve2", "offline": false})).await;
-    start.await.expect("join").expect("started once the node is back");
+    fake.wait_for_requests("POST", "/nodes/pve2/qemu/152/status/start", 2, 10)
+        .await;
+    fake.cmd(json!({"cmd": "set_node_offline", "node": "pve2", "offline": false}))
+        .await;
+    start
+        .await
+        .expect("join")
+        .expect("started once the node is back");
     let status = fake.get("/nodes/pve2/qemu/152/status/current").await;
     assert_eq!(status["status"], "running");
 }
@@ -123,18 +174,35 @@ const PROV: &str = "talos@pve!prov";
 const PROV_SECRET: &str = "0a8c5a3e-1b2d-4c6e-8f00-112233445566";
 
 fn restricted() -> FakeOptions {
-    let vm_privs: Vec<String> = access::VM_PRIVILEGES.iter().map(|p| p.to_string()).collect();
+    let vm_privs: Vec<String> = access::VM_PRIVILEGES
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
     let grants = vec![
-        (PROV, "/storage/local", vec!["Datastore.AllocateTemplate", "Datastore.Audit"]),
+        (
+            PROV,
+            "/storage/local",
+            vec!["Datastore.AllocateTemplate", "Datastore.Audit"],
+        ),
         (PROV, "/nodes/pve1", vec!["Sys.AccessNetwork"]),
         (PROV, "/storage/local-lvm", vec!["Datastore.AllocateSpace"]),
         (PROV, "/pool/TALOS", vec!["Pool.Allocate"]),
         (PROV, "/sdn/zones/localnetwork/vmbr0", vec!["SDN.Use"]),
-        (PROV, "/mapping/pci", vec!["Mapping.Audit", "Mapping.Modify"]),
+        (
+            PROV,
+            "/mapping/pci",
+            vec!["Mapping.Audit", "Mapping.Modify"],
+        ),
     ];
     let mut grants: Vec<(String, String, Vec<String>)> = grants
         .into_iter()
-        .map(|(u, p, v)| (u.to_string(), p.to_string(), v.into_iter().map(String::from).collect()))
+        .map(|(u, p, v)| {
+            (
+                u.to_string(),
+                p.to_string(),
+                v.into_iter().map(String::from).collect(),
+            )
+        })
         .collect();
     grants.push((PROV.into(), "/pool/TALOS".into(), vm_privs));
     FakeOptions {
@@ -162,23 +230,43 @@ fn gpu_needs() -> Needs {
 async fn token_without_mapping_use_fails_the_preflight_before_anything_is_created() {
     let fake = FakePve::start(restricted()).await;
     let client = fake.client_with_token(PROV, PROV_SECRET);
-    let e = access::preflight(&client, &gpu_needs()).await.expect_err("Mapping.Use is missing");
+    let e = access::preflight(&client, &gpu_needs())
+        .await
+        .expect_err("Mapping.Use is missing");
     match &e {
         ProxmoxError::MissingPrivileges(m) => {
             assert_eq!(m.len(), 1, "{m:?}");
-            assert_eq!(m[0].alternatives, vec![vec![("/mapping/pci/gpu".to_string(), "Mapping.Use".to_string())]]);
+            assert_eq!(
+                m[0].alternatives,
+                vec![vec![(
+                    "/mapping/pci/gpu".to_string(),
+                    "Mapping.Use".to_string()
+                )]]
+            );
         }
         other => panic!("{other:?}"),
     }
     insta::assert_snapshot!(e.to_string());
-    let writes: Vec<_> = fake.requests().await.into_iter().filter(|(m, _, _)| m != "GET").collect();
-    assert!(writes.is_empty(), "the preflight changed nothing: {writes:?}");
+    let writes: Vec<_> = fake
+        .requests()
+        .await
+        .into_iter()
+        .filter(|(m, _, _)| m != "GET")
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "the preflight changed nothing: {writes:?}"
+    );
 
     // The same token passes once it holds Mapping.Use on the mapping.
     let fake = FakePve::start(FakeOptions {
         grants: {
             let mut g = restricted().grants;
-            g.push((PROV.into(), "/mapping/pci/gpu".into(), vec!["Mapping.Use".into()]));
+            g.push((
+                PROV.into(),
+                "/mapping/pci/gpu".into(),
+                vec!["Mapping.Use".into()],
+            ));
             g
         },
         ..restricted()
@@ -194,9 +282,13 @@ async fn create_with_a_mapping_the_token_may_not_use_is_refused_naming_privilege
     let fake = FakePve::start(restricted()).await;
     let client = fake.client_with_token(PROV, PROV_SECRET);
     let gpu = examples::nodes().remove(2);
-    let e = task::run(&client, &vm::create_request(&gpu)).await.expect_err("403");
+    let e = task::run(&client, &vm::create_request(&gpu))
+        .await
+        .expect_err("403");
     match &e {
-        ProxmoxError::Forbidden { path, privilege, .. } => {
+        ProxmoxError::Forbidden {
+            path, privilege, ..
+        } => {
             assert_eq!(path.as_deref(), Some("/mapping/pci/gpu"));
             assert_eq!(privilege.as_deref(), Some("Mapping.Use"));
         }
@@ -215,17 +307,43 @@ async fn duplicate_vmid_is_reported_with_the_node_holding_it() {
         ..FakeOptions::default()
     })
     .await;
-    fake.cmd(json!({"cmd": "add_vm", "vmid": 121, "name": "grafana", "node": "pve2"})).await;
+    fake.cmd(json!({"cmd": "add_vm", "vmid": 121, "name": "grafana", "node": "pve2"}))
+        .await;
     let client = fake.client();
-    talosprov::proxmox::pool::ensure_pool(&client, "TALOS", None).await.expect("pool");
+    talosprov::proxmox::pool::ensure_pool(&client, "TALOS", None)
+        .await
+        .expect("pool");
     let spec = examples::nodes().remove(0);
     let e = vm::ensure_vm(&client, &spec).await.expect_err("vmid taken");
     insta::assert_snapshot!(e.to_string(), @"vmid 121 is already taken by VM 'grafana' on node pve2");
     // Sent anyway (another client raced us), PVE's refusal names the node too.
-    let e = task::run(&client, &vm::create_request(&spec)).await.expect_err("taken");
+    let e = task::run(&client, &vm::create_request(&spec))
+        .await
+        .expect_err("taken");
     match e {
-        ProxmoxError::VmidTaken { vmid, node, .. } => assert_eq!((vmid, node.as_str()), (121, "pve2")),
+        ProxmoxError::VmidTaken { vmid, node, .. } => {
+            assert_eq!((vmid, node.as_str()), (121, "pve2"))
+        }
         other => panic!("{other:?}"),
     }
-    assert_eq!(fake.count("POST", "/nodes/pve1/qemu").await, 1, "only the raced create was sent");
+    assert_eq!(
+        fake.count("POST", "/nodes/pve1/qemu").await,
+        1,
+        "only the raced create was sent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_ending_with_warnings_succeeds_and_reports_them() {
+    let fake = fake_with_vm(153, "pve1").await;
+    let warn =
+        "WARN: iothread is only valid with virtio disk or virtio-scsi-single controller, ignoring";
+    fake.cmd(json!({"cmd": "vm_set", "vmid": 153, "start_warnings": [warn]}))
+        .await;
+    let warnings = vm::start(&fake.client(), "pve1", 153)
+        .await
+        .expect("warnings are success");
+    assert_eq!(warnings, vec![warn.to_string()]);
+    let status = fake.get("/nodes/pve1/qemu/153/status/current").await;
+    assert_eq!(status["status"], "running");
 }

@@ -16,11 +16,20 @@ async fn cluster() -> (FakePve, ImageServer) {
     let fake = FakePve::start(FakeOptions::default()).await;
     let factory = ImageServer::start().await;
     let client = fake.client();
-    storage::ensure_images(&client, "local", &factory.url, &[("pve1".into(), examples::image(examples::BASE))])
+    storage::ensure_images(
+        &client,
+        "local",
+        &factory.url,
+        &[("pve1".into(), examples::image(examples::BASE))],
+    )
+    .await
+    .expect("image");
+    pool::ensure_pool(&client, "TALOS", None)
         .await
-        .expect("image");
-    pool::ensure_pool(&client, "TALOS", None).await.expect("pool");
-    mapping::ensure_mapping(&client, &examples::gpu_mapping(&["pve1"])).await.expect("mapping");
+        .expect("pool");
+    mapping::ensure_mapping(&client, &examples::gpu_mapping(&["pve1"]))
+        .await
+        .expect("mapping");
     for spec in examples::nodes().into_iter().take(2) {
         vm::ensure_vm(&client, &spec).await.expect("create");
     }
@@ -31,12 +40,27 @@ async fn cluster() -> (FakePve, ImageServer) {
 async fn pool_is_created_once_and_bad_names_are_reported() {
     let fake = FakePve::start(FakeOptions::default()).await;
     let client = fake.client();
-    assert_eq!(pool::ensure_pool(&client, "TALOS", Some("talos")).await.expect("pool"), pool::PoolOutcome::Created);
-    assert_eq!(pool::ensure_pool(&client, "TALOS", Some("talos")).await.expect("pool"), pool::PoolOutcome::Present);
+    assert_eq!(
+        pool::ensure_pool(&client, "TALOS", Some("talos"))
+            .await
+            .expect("pool"),
+        pool::PoolOutcome::Created
+    );
+    assert_eq!(
+        pool::ensure_pool(&client, "TALOS", Some("talos"))
+            .await
+            .expect("pool"),
+        pool::PoolOutcome::Present
+    );
     assert_eq!(fake.count("POST", "/pools").await, 1);
-    assert_eq!(pool::members(&client, "TALOS").await.expect("read"), Some(Vec::new()));
+    assert_eq!(
+        pool::members(&client, "TALOS").await.expect("read"),
+        Some(Vec::new())
+    );
     assert_eq!(pool::members(&client, "OTHER").await.expect("read"), None);
-    let e = pool::ensure_pool(&client, "1bad", None).await.expect_err("bad name");
+    let e = pool::ensure_pool(&client, "1bad", None)
+        .await
+        .expect_err("bad name");
     assert_eq!(
         e.to_string(),
         "create pool 1bad: HTTP 500: create pool failed: pool name must start with a letter"
@@ -52,11 +76,21 @@ async fn mapping_is_updated_when_it_differs() {
     .await;
     let client = fake.client();
     let mut spec = examples::gpu_mapping(&["pve1"]);
-    assert_eq!(mapping::ensure_mapping(&client, &spec).await.expect("create"), mapping::MappingOutcome::Created);
+    assert_eq!(
+        mapping::ensure_mapping(&client, &spec)
+            .await
+            .expect("create"),
+        mapping::MappingOutcome::Created
+    );
     spec = examples::gpu_mapping(&["pve1", "pve2"]);
     spec.entries[1].iommu_group = Some(14);
     spec.description = None;
-    assert_eq!(mapping::ensure_mapping(&client, &spec).await.expect("update"), mapping::MappingOutcome::Updated);
+    assert_eq!(
+        mapping::ensure_mapping(&client, &spec)
+            .await
+            .expect("update"),
+        mapping::MappingOutcome::Updated
+    );
     let gpu = fake.get("/cluster/mapping/pci/gpu").await;
     assert_eq!(
         gpu["map"],
@@ -65,8 +99,14 @@ async fn mapping_is_updated_when_it_differs() {
             "node=pve2,path=0000:01:00,id=10de:2507,iommugroup=14,subsystem-id=10de:2507"
         ])
     );
-    assert!(gpu.get("description").is_none(), "description removed: {gpu}");
-    assert_eq!(mapping::ensure_mapping(&client, &spec).await.expect("same"), mapping::MappingOutcome::Present);
+    assert!(
+        gpu.get("description").is_none(),
+        "description removed: {gpu}"
+    );
+    assert_eq!(
+        mapping::ensure_mapping(&client, &spec).await.expect("same"),
+        mapping::MappingOutcome::Present
+    );
     assert_eq!(fake.count("PUT", "/cluster/mapping/pci/gpu").await, 1);
 }
 
@@ -80,21 +120,41 @@ async fn running_vm_update_is_pending_until_a_reboot_and_the_disk_grows() {
         hostpci: None,
         disk_gib: Some(64),
     };
-    let outcome = lifecycle::update_vm(&client, "pve1", 121, &want).await.expect("update");
-    assert_eq!(outcome.changed, vec!["cores".to_string(), "memory".to_string()]);
-    assert_eq!(outcome.pending, vec!["cores".to_string(), "memory".to_string()]);
+    let outcome = lifecycle::update_vm(&client, "pve1", 121, &want)
+        .await
+        .expect("update");
+    assert_eq!(
+        outcome.changed,
+        vec!["cores".to_string(), "memory".to_string()]
+    );
+    assert_eq!(
+        outcome.pending,
+        vec!["cores".to_string(), "memory".to_string()]
+    );
     assert!(outcome.needs_reboot());
     assert!(outcome.resized);
     let cfg = fake.get("/nodes/pve1/qemu/121/config").await;
-    assert!(cfg["scsi0"].as_str().expect("scsi0").contains("size=64G"), "{cfg}");
+    assert!(
+        cfg["scsi0"].as_str().expect("scsi0").contains("size=64G"),
+        "{cfg}"
+    );
 
-    lifecycle::reboot(&client, "pve1", 121).await.expect("reboot");
+    lifecycle::reboot(&client, "pve1", 121)
+        .await
+        .expect("reboot");
     let cfg = fake.get("/nodes/pve1/qemu/121/config").await;
     assert_eq!(cfg["cores"], "6");
     assert_eq!(cfg["memory"], "6144");
-    assert_eq!(lifecycle::pending_keys(&client, "pve1", 121).await.expect("pending"), Vec::<String>::new());
+    assert_eq!(
+        lifecycle::pending_keys(&client, "pve1", 121)
+            .await
+            .expect("pending"),
+        Vec::<String>::new()
+    );
 
-    let same = lifecycle::update_vm(&client, "pve1", 121, &want).await.expect("no change");
+    let same = lifecycle::update_vm(&client, "pve1", 121, &want)
+        .await
+        .expect("no change");
     assert!(same.changed.is_empty() && !same.resized);
 }
 
@@ -106,11 +166,27 @@ async fn disk_shrink_is_refused_and_nothing_changes() {
         disk_gib: Some(20),
         ..VmUpdate::default()
     };
-    let e = lifecycle::update_vm(&fake.client(), "pve1", 121, &want).await.expect_err("shrink");
-    assert!(matches!(e, ProxmoxError::DiskShrink { current_gib: 50, wanted_gib: 20, .. }), "{e:?}");
+    let e = lifecycle::update_vm(&fake.client(), "pve1", 121, &want)
+        .await
+        .expect_err("shrink");
+    assert!(
+        matches!(
+            e,
+            ProxmoxError::DiskShrink {
+                current_gib: 50,
+                wanted_gib: 20,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     insta::assert_snapshot!(e.to_string(), @"vm 121 on node pve1: scsi0 is 50 GiB; shrinking it to 20 GiB is refused (Proxmox cannot shrink a disk without losing data)");
     assert_eq!(fake.count("PUT", "/qemu/121/config").await, 0);
-    assert_eq!(fake.count("PUT", "/qemu/121/resize").await, 1, "only the create's resize");
+    assert_eq!(
+        fake.count("PUT", "/qemu/121/resize").await,
+        1,
+        "only the create's resize"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,10 +203,14 @@ async fn hostpci_devices_are_added_and_removed() {
         hostpci: Some(vec![gpu]),
         ..VmUpdate::default()
     };
-    let outcome = lifecycle::update_vm(&client, "pve1", 122, &add).await.expect("add");
+    let outcome = lifecycle::update_vm(&client, "pve1", 122, &add)
+        .await
+        .expect("add");
     assert_eq!(outcome.changed, vec!["hostpci0".to_string()]);
     assert!(outcome.needs_reboot(), "a PCI device needs a restart");
-    lifecycle::reboot(&client, "pve1", 122).await.expect("reboot");
+    lifecycle::reboot(&client, "pve1", 122)
+        .await
+        .expect("reboot");
     let cfg = fake.get("/nodes/pve1/qemu/122/config").await;
     assert_eq!(cfg["hostpci0"], "mapping=gpu,pcie=1,rombar=0,x-vga=1");
 
@@ -138,7 +218,9 @@ async fn hostpci_devices_are_added_and_removed() {
         hostpci: Some(Vec::new()),
         ..VmUpdate::default()
     };
-    let outcome = lifecycle::update_vm(&client, "pve1", 122, &remove).await.expect("remove");
+    let outcome = lifecycle::update_vm(&client, "pve1", 122, &remove)
+        .await
+        .expect("remove");
     assert_eq!(outcome.changed, vec!["hostpci0".to_string()]);
     let body = fake
         .requests()
@@ -154,7 +236,9 @@ async fn hostpci_devices_are_added_and_removed() {
 async fn destroy_shuts_down_then_deletes_and_keeps_the_image() {
     let (fake, _factory) = cluster().await;
     let client = fake.client();
-    let outcome = lifecycle::destroy_vm(&client, "pve1", 121, 30).await.expect("destroy");
+    let outcome = lifecycle::destroy_vm(&client, "pve1", 121, 30)
+        .await
+        .expect("destroy");
     assert_eq!(outcome, DestroyOutcome::Destroyed { forced: false });
     let shutdown = fake
         .requests()
@@ -166,16 +250,34 @@ async fn destroy_shuts_down_then_deletes_and_keeps_the_image() {
     let deletes = fake.count("DELETE", "/nodes/pve1/qemu/121").await;
     assert_eq!(deletes, 1);
     let resources = fake.get("/cluster/resources?type=vm").await;
-    assert!(resources.as_array().expect("list").iter().all(|r| r["vmid"] != 121));
-    let content = fake.get("/nodes/pve1/storage/local/content?content=import").await;
-    assert_eq!(content.as_array().map(Vec::len), Some(1), "the downloaded image is kept");
+    assert!(
+        resources
+            .as_array()
+            .expect("list")
+            .iter()
+            .all(|r| r["vmid"] != 121)
+    );
+    let content = fake
+        .get("/nodes/pve1/storage/local/content?content=import")
+        .await;
+    assert_eq!(
+        content.as_array().map(Vec::len),
+        Some(1),
+        "the downloaded image is kept"
+    );
     let disks = fake.get("/nodes/pve1/storage/local-lvm/content").await;
     assert!(
-        disks.as_array().expect("list").iter().all(|d| d["vmid"] != 121),
+        disks
+            .as_array()
+            .expect("list")
+            .iter()
+            .all(|d| d["vmid"] != 121),
         "its disks are gone: {disks}"
     );
     assert_eq!(
-        lifecycle::destroy_vm(&client, "pve1", 121, 30).await.expect("again"),
+        lifecycle::destroy_vm(&client, "pve1", 121, 30)
+            .await
+            .expect("again"),
         DestroyOutcome::Absent
     );
 }

@@ -148,7 +148,7 @@ pub async fn wait(client: &Client, op: &Operation, upid: &Upid) -> Result<TaskDo
                     TaskExit::Warnings(_) => {
                         let log = log_lines(client, op, upid).await.unwrap_or_default();
                         let mut warnings: Vec<String> =
-                            log.into_iter().filter(|l| l.contains("WARN")).collect();
+                            log.into_iter().filter(|l| l.contains("WARN:")).collect();
                         if warnings.is_empty() {
                             warnings.push(exit);
                         }

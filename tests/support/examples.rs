@@ -19,7 +19,15 @@ pub fn image(schematic: &str) -> Image {
     }
 }
 
-fn node(vmid: u32, name: &str, cores: u32, memory_mib: u64, disk_gib: u64, schematic: &str, role: &str) -> VmSpec {
+fn node(
+    vmid: u32,
+    name: &str,
+    cores: u32,
+    memory_mib: u64,
+    disk_gib: u64,
+    schematic: &str,
+    role: &str,
+) -> VmSpec {
     VmSpec {
         vmid,
         name: name.into(),
@@ -50,7 +58,15 @@ pub fn nodes() -> Vec<VmSpec> {
         x_vga: false,
     }];
     vec![
-        node(121, "talos-controlplane-01", 2, 4096, 50, BASE, "controlplane"),
+        node(
+            121,
+            "talos-controlplane-01",
+            2,
+            4096,
+            50,
+            BASE,
+            "controlplane",
+        ),
         node(122, "talos-worker-01", 4, 8192, 100, BASE, "worker"),
         gpu,
     ]

@@ -94,7 +94,12 @@ fn certificates(host: &str) -> (String, String, String, Vec<u8>) {
     let key = KeyPair::generate().expect("server key");
     let params = CertificateParams::new(vec![host.to_string()]).expect("server params");
     let cert = params.signed_by(&key, &issuer).expect("server cert");
-    (ca_cert.pem(), cert.pem(), key.serialize_pem(), cert.der().to_vec())
+    (
+        ca_cert.pem(),
+        cert.pem(),
+        key.serialize_pem(),
+        cert.der().to_vec(),
+    )
 }
 
 impl FakePve {
@@ -128,7 +133,8 @@ impl FakePve {
             "time_scale": opts.time_scale,
             "fetch_downloads": opts.fetch_downloads,
         });
-        let launcher = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/fakepve_launch.py");
+        let launcher =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/fakepve_launch.py");
         let mut child = Command::new(python())
             .arg(launcher)
             .arg(config.to_string())
@@ -171,7 +177,9 @@ impl FakePve {
     pub fn settings(&self) -> Settings {
         Settings {
             endpoint: self.url.clone(),
-            auth: Auth::Token(ApiToken::parse(&format!("{ROOT_TOKEN_ID}={ROOT_TOKEN_SECRET}")).expect("token")),
+            auth: Auth::Token(
+                ApiToken::parse(&format!("{ROOT_TOKEN_ID}={ROOT_TOKEN_SECRET}")).expect("token"),
+            ),
             tls: TlsMode::CaFile(self.ca_file.clone()),
             timeouts: Self::timeouts(),
         }
@@ -227,7 +235,8 @@ impl FakePve {
 
     /// How many requests the fake received.
     pub async fn request_total(&self) -> usize {
-        self.cmd(json!({"cmd": "requests", "since": 1_000_000})).await["total"]
+        self.cmd(json!({"cmd": "requests", "since": 1_000_000}))
+            .await["total"]
             .as_u64()
             .expect("total") as usize
     }

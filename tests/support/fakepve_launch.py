@@ -184,6 +184,19 @@ class TalosprovFake(FakePve):
         return join_drive(volid, props), [volid]
 
     async def _do_start(self, vm, user, p):
+        # Gap: fakepve has no task that ends "WARNINGS: N"; a VM's start_warnings
+        # (a list of WARN: lines) makes its start end so, as PVE's does.
+        warnings = getattr(vm, 'start_warnings', None)
+        if warnings:
+            upid = await self._do_start_checked(vm, user, p)
+            record = self.tasks[upid]
+            if record['status'] == 'stopped' and record['exitstatus'] == 'OK':
+                record['exitstatus'] = 'WARNINGS: {0}'.format(len(warnings))
+                record['log'] = record['log'][:-1] + list(warnings) + ['TASK WARNINGS: {0}'.format(len(warnings))]
+            return upid
+        return await self._do_start_checked(vm, user, p)
+
+    async def _do_start_checked(self, vm, user, p):
         # Gap: fakepve starts a VM whose PCI mapping does not exist; PVE's start fails.
         for key in sorted(k for k in vm.config if re.fullmatch(r'hostpci\d+', k)):
             mapping = split_drive(vm.config[key])[1].get('mapping')
@@ -337,6 +350,10 @@ class Control(object):
     async def do_requests(self, since=0):
         reqs = self.pve.requests
         return {'total': len(reqs), 'requests': [[m, p, b.decode('utf-8', 'replace')] for m, p, b in reqs[since:]]}
+
+    async def do_set_version(self, version):
+        self.pve.version = version
+        self.pve.release_version = '.'.join(version.split('.')[:2])
 
     async def do_add_file(self, storage, name, node=None, size=1048576, content='import'):
         self.pve.store_on(node, storage, name, size, content)

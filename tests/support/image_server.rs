@@ -20,7 +20,9 @@ pub struct ImageServer {
 impl ImageServer {
     /// Listen on 127.0.0.1 with a port the system picks.
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
         let url = format!("http://{}", listener.local_addr().expect("address"));
         let paths = Arc::new(Mutex::new(Vec::new()));
         let seen = paths.clone();
@@ -41,11 +43,16 @@ impl ImageServer {
                     }
                     let text = String::from_utf8_lossy(&head);
                     let path = text.split_whitespace().nth(1).unwrap_or("").to_string();
-                    let found = path.starts_with("/image/") && path.ends_with("/nocloud-amd64.qcow2");
+                    let found =
+                        path.starts_with("/image/") && path.ends_with("/nocloud-amd64.qcow2");
                     seen.lock().expect("lock").push(path);
                     let mut body = vec![0u8; IMAGE_BYTES];
                     body[..4].copy_from_slice(b"QFI\xfb");
-                    let (status, body) = if found { ("200 OK", body) } else { ("404 Not Found", Vec::new()) };
+                    let (status, body) = if found {
+                        ("200 OK", body)
+                    } else {
+                        ("404 Not Found", Vec::new())
+                    };
                     let head = format!(
                         "HTTP/1.1 {status}\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n",
                         body.len()

@@ -2,6 +2,6 @@
 //! server standing in for the Talos Image Factory. Each test binary uses a part.
 #![allow(dead_code)]
 
-pub mod fakepve;
 pub mod examples;
+pub mod fakepve;
 pub mod image_server;
