@@ -347,3 +347,35 @@ async fn task_ending_with_warnings_succeeds_and_reports_them() {
     let status = fake.get("/nodes/pve1/qemu/153/status/current").await;
     assert_eq!(status["status"], "running");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_whose_answer_was_lost_is_recognised_on_retry() {
+    let fake = FakePve::start(FakeOptions::default()).await;
+    let factory = support::image_server::ImageServer::start().await;
+    let client = fake.client();
+    talosprov::proxmox::storage::ensure_images(
+        &client,
+        "local",
+        &factory.url,
+        &[("pve1".into(), examples::image(examples::BASE))],
+    )
+    .await
+    .expect("image");
+    talosprov::proxmox::pool::ensure_pool(&client, "TALOS", None)
+        .await
+        .expect("pool");
+    fake.cmd(json!({"cmd": "lose_create_answers", "count": 1}))
+        .await;
+    let spec = examples::nodes().remove(0);
+    let outcome = vm::ensure_vm(&client, &spec)
+        .await
+        .expect("created despite the lost answer");
+    assert!(matches!(outcome, vm::VmOutcome::Created { .. }));
+    assert_eq!(
+        fake.count("POST", "/nodes/pve1/qemu").await,
+        2,
+        "sent again after the 595"
+    );
+    let status = fake.get("/nodes/pve1/qemu/121/status/current").await;
+    assert_eq!(status["status"], "running");
+}

@@ -174,6 +174,21 @@ impl Settings {
         })
     }
 
+    /// [`Settings::from_lookup`] over the process environment.
+    ///
+    /// # Errors
+    /// As [`Settings::from_lookup`].
+    pub fn from_env(
+        endpoint: Option<&str>,
+        ca_file: Option<&std::path::Path>,
+        fingerprint: Option<&str>,
+        insecure: bool,
+    ) -> Result<Self, ProxmoxError> {
+        Self::from_lookup(endpoint, ca_file, fingerprint, insecure, |k| {
+            std::env::var(k).ok()
+        })
+    }
+
     /// The warning to print for these settings: TLS verification off.
     pub fn warning(&self) -> Option<&'static str> {
         (self.tls == TlsMode::Insecure).then_some(tls::INSECURE_WARNING)

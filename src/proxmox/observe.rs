@@ -14,9 +14,12 @@ use std::collections::{BTreeMap, BTreeSet};
 const MIB: u64 = 1024 * 1024;
 const GIB: u64 = 1024 * MIB;
 
-/// A VM as `/cluster/resources?type=vm` lists it.
+/// A guest as `/cluster/resources?type=vm` lists it (VMs and containers share vmids).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ClusterVm {
+    /// `qemu` for a VM, `lxc` for a container.
+    #[serde(rename = "type", default = "qemu")]
+    pub kind: String,
     /// The vmid.
     #[serde(deserialize_with = "lenient::req_u64_u32")]
     pub vmid: u32,
@@ -51,7 +54,16 @@ pub struct ClusterVm {
     pub template: bool,
 }
 
+fn qemu() -> String {
+    "qemu".to_string()
+}
+
 impl ClusterVm {
+    /// True for a QEMU VM (not a container).
+    pub fn is_vm(&self) -> bool {
+        self.kind == "qemu"
+    }
+
     /// Memory in MiB.
     pub fn memory_mib(&self) -> Option<u64> {
         self.maxmem.map(|b| b / MIB)
@@ -237,8 +249,8 @@ pub struct ObservedVm {
     pub config: Option<VmConfig>,
 }
 
-/// The read-back: every VM of the cluster, and each expected VM's observation
-/// (`None` when no VM has its vmid).
+/// The read-back: every guest of the cluster, and each expected VM's observation
+/// (`None` when no guest has its vmid; a container holding it shows with kind `lxc`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observation {
     /// Every VM in the cluster, by vmid.
@@ -314,7 +326,7 @@ pub async fn observe(
             continue;
         };
         let differences = want.differences(&seen);
-        let config = if want.want_config || !differences.is_empty() {
+        let config = if seen.is_vm() && (want.want_config || !differences.is_empty()) {
             Some(vm_config(client, &seen.node, seen.vmid).await?)
         } else {
             None

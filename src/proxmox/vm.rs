@@ -181,22 +181,63 @@ pub enum VmOutcome {
 pub async fn ensure_vm(client: &Client, spec: &VmSpec) -> Result<VmOutcome, ProxmoxError> {
     let listing = observe::cluster_vms(client).await?;
     if let Some(existing) = listing.iter().find(|v| v.vmid == spec.vmid) {
-        if existing.node == spec.node && existing.name.as_deref() == Some(spec.name.as_str()) {
+        if is_ours(existing, spec) {
             return Ok(VmOutcome::Present);
         }
-        return Err(ProxmoxError::VmidTaken {
-            vmid: spec.vmid,
-            node: existing.node.clone(),
-            name: existing.name.clone(),
-        });
+        return Err(taken(spec, existing));
     }
     let mut warnings = Vec::new();
-    let created = task::run(client, &create_request(spec)).await?;
-    warnings.extend(created.warnings);
+    match task::run(client, &create_request(spec)).await {
+        Ok(created) => warnings.extend(created.warnings),
+        // A create answered 595 by the proxy may have reached the node, and the retry
+        // then finds the vmid taken: if it is ours, wait for its create lock to clear.
+        Err(ProxmoxError::VmidTaken { node, .. }) if node == spec.node => {
+            let existing = wait_unlocked(client, spec).await?;
+            if !is_ours(&existing, spec) {
+                return Err(taken(spec, &existing));
+            }
+        }
+        Err(e) => return Err(e),
+    }
     let resized = resize(client, &spec.node, spec.vmid, "scsi0", spec.disk_gib).await?;
     warnings.extend(resized.into_iter().flat_map(|d| d.warnings));
     warnings.extend(start(client, &spec.node, spec.vmid).await?);
     Ok(VmOutcome::Created { warnings })
+}
+
+fn is_ours(existing: &observe::ClusterVm, spec: &VmSpec) -> bool {
+    existing.is_vm()
+        && existing.node == spec.node
+        && existing.name.as_deref() == Some(spec.name.as_str())
+}
+
+fn taken(spec: &VmSpec, existing: &observe::ClusterVm) -> ProxmoxError {
+    ProxmoxError::VmidTaken {
+        vmid: spec.vmid,
+        node: existing.node.clone(),
+        name: existing.name.clone(),
+    }
+}
+
+/// The listing of `spec.vmid` once it holds no config lock, within the task deadline.
+async fn wait_unlocked(client: &Client, spec: &VmSpec) -> Result<observe::ClusterVm, ProxmoxError> {
+    let t = client.timeouts();
+    let deadline = tokio::time::Instant::now() + t.task_deadline;
+    let mut delay = t.first_backoff;
+    loop {
+        let listing = observe::cluster_vms(client).await?;
+        let Some(existing) = listing.into_iter().find(|v| v.vmid == spec.vmid) else {
+            return Err(ProxmoxError::NotFound {
+                op: spec.op("create VM"),
+                message: format!("VM {} vanished while its create was finishing", spec.vmid),
+            });
+        };
+        if existing.lock.is_none() || tokio::time::Instant::now() + delay > deadline {
+            return Ok(existing);
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(t.max_backoff);
+    }
 }
 
 /// Resize a disk to `gib` GiB and wait: a UPID since PVE 8.0, `null` before.

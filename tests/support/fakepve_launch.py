@@ -53,6 +53,8 @@ class TalosprovFake(FakePve):
         # Gap: fakepve's download-url never fetches the URL. With this on, the launcher
         # fetches it (loopback only) and the file's size is the volume's size.
         self.fetch_downloads = fetch_downloads
+        # Creates whose answer is lost after the VM was created (see _qm_create).
+        self.lose_create_answers = 0
 
     # ------------------------------------------------------------ PCI mappings
 
@@ -157,7 +159,12 @@ class TalosprovFake(FakePve):
                 self.require(user, '/mapping/pci/' + mapping, 'Mapping.Use')
             elif user != 'root@pam':
                 raise die("only root can set '{0}' config for non-mapped devices".format(key))
-        return await super()._qm_create(v, user)
+        upid = await super()._qm_create(v, user)
+        if self.lose_create_answers > 0:
+            # A proxy that loses the answer after the node did the work (pveproxy's 595).
+            self.lose_create_answers -= 1
+            raise PveError(595, 'No route to host')
+        return upid
 
     def _qm_new_drive(self, vmid, key, value, default):
         # Gap: fakepve keeps import-from in the config and gives the disk size 0. PVE
@@ -350,6 +357,9 @@ class Control(object):
     async def do_requests(self, since=0):
         reqs = self.pve.requests
         return {'total': len(reqs), 'requests': [[m, p, b.decode('utf-8', 'replace')] for m, p, b in reqs[since:]]}
+
+    async def do_lose_create_answers(self, count):
+        self.pve.lose_create_answers = count
 
     async def do_set_version(self, version):
         self.pve.version = version
