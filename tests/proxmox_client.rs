@@ -4,7 +4,7 @@
 mod support;
 
 use support::fakepve::{FakeOptions, FakePve, ROOT_PASSWORD};
-use talosprov::proxmox::client::{Auth, Client};
+use talosprov::proxmox::{Auth, Client};
 use talosprov::proxmox::{Fingerprint, ProxmoxError, Secret, TlsMode, pool, storage};
 
 fn chain(e: &dyn std::error::Error) -> String {

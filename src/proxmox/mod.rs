@@ -16,14 +16,16 @@ pub mod mapping;
 pub mod observe;
 pub mod pool;
 pub mod request;
+pub mod settings;
 pub mod storage;
 pub mod task;
 pub mod tls;
 pub mod vm;
 
-pub use client::{ApiToken, Auth, Client, Settings, Timeouts};
+pub use client::Client;
 pub use error::ProxmoxError;
 pub use request::{Operation, Request};
+pub use settings::{ApiToken, Auth, Settings, Timeouts};
 pub use task::Upid;
 pub use tls::{Fingerprint, TlsMode};
 pub use vm::{HostPci, VmSpec};
