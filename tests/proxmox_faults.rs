@@ -22,6 +22,13 @@ fn chain(e: &ProxmoxError) -> String {
     out
 }
 
+/// A client whose retry deadline outlasts the test's own steps on a busy machine.
+fn patient_client(fake: &FakePve) -> talosprov::proxmox::Client {
+    let mut settings = fake.settings();
+    settings.timeouts.retry_deadline = std::time::Duration::from_secs(30);
+    talosprov::proxmox::Client::new(settings).expect("client")
+}
+
 async fn fake_with_vm(vmid: u32, node: &str) -> FakePve {
     let fake = FakePve::start(FakeOptions {
         nodes: vec!["pve2".into()],
@@ -71,7 +78,7 @@ async fn config_lock_released_during_retries_lets_the_update_through() {
     let fake = fake_with_vm(150, "pve1").await;
     fake.cmd(json!({"cmd": "hold_config_lock", "vmid": 150}))
         .await;
-    let client = fake.client();
+    let client = patient_client(&fake);
     let update = tokio::spawn(async move {
         let want = VmUpdate {
             cores: Some(4),
@@ -156,7 +163,7 @@ async fn node_back_online_during_retries_lets_the_start_through() {
     let fake = fake_with_vm(152, "pve2").await;
     fake.cmd(json!({"cmd": "set_node_offline", "node": "pve2"}))
         .await;
-    let client = fake.client();
+    let client = patient_client(&fake);
     let start = tokio::spawn(async move { vm::start(&client, "pve2", 152).await });
     fake.wait_for_requests("POST", "/nodes/pve2/qemu/152/status/start", 2, 10)
         .await;
@@ -378,4 +385,37 @@ async fn create_whose_answer_was_lost_is_recognised_on_retry() {
     );
     let status = fake.get("/nodes/pve1/qemu/121/status/current").await;
     assert_eq!(status["status"], "running");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vm_started_before_its_pci_mapping_exists_fails_with_the_start_text() {
+    let fake = FakePve::start(FakeOptions::default()).await;
+    let factory = support::image_server::ImageServer::start().await;
+    let client = fake.client();
+    talosprov::proxmox::storage::ensure_images(
+        &client,
+        "local",
+        &factory.url,
+        &[("pve1".into(), examples::image(examples::NVIDIA))],
+    )
+    .await
+    .expect("image");
+    talosprov::proxmox::pool::ensure_pool(&client, "TALOS", None)
+        .await
+        .expect("pool");
+    let gpu = examples::nodes().remove(2);
+    let e = vm::ensure_vm(&client, &gpu)
+        .await
+        .expect_err("no mapping yet");
+    match &e {
+        ProxmoxError::TaskFailed { exitstatus, .. } => {
+            assert_eq!(exitstatus, "PCI device mapping not found for 'gpu'");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        e.to_string()
+            .starts_with("start VM (node pve1, vmid 123): task UPID:pve1:"),
+        "{e}"
+    );
 }

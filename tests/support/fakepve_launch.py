@@ -23,7 +23,9 @@ from fakepve.lxc import SIZE_UNITS, format_size
 from fakepve.qemu import join_drive, split_drive, volume_ref
 from fakepve.routing import die, split_list
 
+
 def is_loopback_url(url):
+    """True for a URL on 127.0.0.0/8, ::1 or localhost: the only places a test may reach."""
     host = urllib.parse.urlsplit(url).hostname or ''
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -112,7 +114,7 @@ class TalosprovFake(FakePve):
 
     def _mapping_on_node(self, mid, node):
         entry = self.pci_mappings.get(mid)
-        return entry is not None and any('node={0},'.format(node) in m + ',' or m.startswith('node=' + node)
+        return entry is not None and any(dict(kv.partition('=')[::2] for kv in m.split(',')).get('node') == node
                                          for m in entry['map'])
 
     # ------------------------------------------------------------------ resize
