@@ -119,17 +119,23 @@ async fn running_vm_update_is_pending_until_a_reboot_and_the_disk_grows() {
         memory_mib: Some(6144),
         hostpci: None,
         disk_gib: Some(64),
+        tags: Some(vec!["talos".into(), "controlplane".into(), "etcd".into()]),
     };
     let outcome = lifecycle::update_vm(&client, "pve1", 121, &want)
         .await
         .expect("update");
     assert_eq!(
         outcome.changed,
-        vec!["cores".to_string(), "memory".to_string()]
+        vec![
+            "cores".to_string(),
+            "memory".to_string(),
+            "tags".to_string()
+        ]
     );
     assert_eq!(
         outcome.pending,
-        vec!["cores".to_string(), "memory".to_string()]
+        vec!["cores".to_string(), "memory".to_string()],
+        "tags apply at once; cores and memory wait for a restart"
     );
     assert!(outcome.needs_reboot());
     assert!(outcome.resized);
@@ -138,6 +144,7 @@ async fn running_vm_update_is_pending_until_a_reboot_and_the_disk_grows() {
         cfg["scsi0"].as_str().expect("scsi0").contains("size=64G"),
         "{cfg}"
     );
+    assert_eq!(cfg["tags"], "controlplane;etcd;talos");
 
     lifecycle::reboot(&client, "pve1", 121)
         .await

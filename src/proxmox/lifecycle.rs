@@ -1,4 +1,4 @@
-//! Changes to existing VMs: update in place (cores, memory, hostpci; a disk may
+//! Changes to existing VMs: update in place (cores, memory, hostpci, tags; a disk may
 //! grow, never shrink), reboot, and removal (shutdown with a timeout and
 //! `forceStop`, then stop, then delete with `purge=1&destroy-unreferenced-disks=1`).
 //! Changes Proxmox keeps pending on a running VM are reported as needing a reboot.
@@ -21,6 +21,8 @@ pub struct VmUpdate {
     pub memory_mib: Option<u64>,
     /// The complete list of PCI devices; keys not listed are removed.
     pub hostpci: Option<Vec<HostPci>>,
+    /// Tags, compared as a lower-cased set (PVE stores them sorted and lower-cased).
+    pub tags: Option<Vec<String>>,
     /// Size of `scsi0`, GiB: grown when larger, refused when smaller.
     pub disk_gib: Option<u64>,
 }
@@ -59,6 +61,17 @@ pub fn config_changes(
         && current.memory_mib != Some(mem)
     {
         set.insert("memory".to_string(), mem.to_string());
+    }
+    if let Some(tags) = &want.tags {
+        let wanted = observe::tag_set(&tags.join(";"));
+        if wanted != current.tags {
+            if wanted.is_empty() {
+                delete.push("tags".to_string());
+            } else {
+                let list: Vec<String> = wanted.into_iter().collect();
+                set.insert("tags".to_string(), list.join(";"));
+            }
+        }
     }
     if let Some(devices) = &want.hostpci {
         let wanted: BTreeMap<String, String> = devices
@@ -293,6 +306,7 @@ mod tests {
                 x_vga: false,
             }]),
             disk_gib: None,
+            tags: None,
         };
         let (set, delete) = config_changes(&current(), &want);
         assert_eq!(
@@ -300,6 +314,26 @@ mod tests {
             vec![("memory".to_string(), "16384".to_string())]
         );
         assert_eq!(delete, vec!["hostpci1".to_string()]);
+    }
+
+    #[test]
+    fn tags_compare_as_sets() {
+        let mut cfg = current();
+        cfg.tags = observe::tag_set("talos;worker");
+        let same = VmUpdate {
+            tags: Some(vec!["Worker".into(), "talos".into()]),
+            ..VmUpdate::default()
+        };
+        assert_eq!(config_changes(&cfg, &same), (BTreeMap::new(), Vec::new()));
+        let more = VmUpdate {
+            tags: Some(vec!["talos".into(), "worker".into(), "gpu".into()]),
+            ..VmUpdate::default()
+        };
+        let (set, _) = config_changes(&cfg, &more);
+        assert_eq!(
+            set.get("tags").map(String::as_str),
+            Some("gpu;talos;worker")
+        );
     }
 
     #[test]
