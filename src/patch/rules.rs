@@ -39,66 +39,27 @@ const fn p(kind: &'static str, path: &'static [&'static str], rule: FieldRule) -
 
 const V1: &str = "v1alpha1";
 
+#[rustfmt::skip]
 const TABLE: &[Pattern] = &[
     // v1alpha1
-    p(
-        V1,
-        &["machine", "network", "interfaces"],
-        FieldRule::Interfaces,
-    ),
-    p(
-        V1,
-        &["machine", "network", "interfaces", "[]", "vlans"],
-        FieldRule::MergeBy("vlanId"),
-    ),
-    p(
-        V1,
-        &["cluster", "network", "podSubnets"],
-        FieldRule::Replace,
-    ),
-    p(
-        V1,
-        &["cluster", "network", "serviceSubnets"],
-        FieldRule::Replace,
-    ),
-    p(
-        V1,
-        &["cluster", "apiServer", "auditPolicy"],
-        FieldRule::Replace,
-    ),
-    p(
-        V1,
-        &["cluster", "apiServer", "admissionControl"],
-        FieldRule::MergeBy("name"),
-    ),
+    p(V1, &["machine", "network", "interfaces"], FieldRule::Interfaces),
+    p(V1, &["machine", "network", "interfaces", "[]", "vlans"], FieldRule::MergeBy("vlanId")),
+    p(V1, &["cluster", "network", "podSubnets"], FieldRule::Replace),
+    p(V1, &["cluster", "network", "serviceSubnets"], FieldRule::Replace),
+    p(V1, &["cluster", "apiServer", "auditPolicy"], FieldRule::Replace),
+    p(V1, &["cluster", "apiServer", "admissionControl"], FieldRule::MergeBy("name")),
     p(V1, &["machine", "kubelet", "extraArgs"], FieldRule::Args),
     p(V1, &["cluster", "apiServer", "extraArgs"], FieldRule::Args),
-    p(
-        V1,
-        &["cluster", "controllerManager", "extraArgs"],
-        FieldRule::Args,
-    ),
+    p(V1, &["cluster", "controllerManager", "extraArgs"], FieldRule::Args),
     p(V1, &["cluster", "scheduler", "extraArgs"], FieldRule::Args),
     p(V1, &["cluster", "proxy", "extraArgs"], FieldRule::Args),
     p(V1, &["cluster", "etcd", "extraArgs"], FieldRule::Args),
     p(V1, &["cluster", "controlPlane", "endpoint"], FieldRule::Url),
     // typed documents
-    p(
-        "ExtensionServiceConfig",
-        &["configFiles"],
-        FieldRule::MergeBy("mountPath"),
-    ),
-    p(
-        "ImageVerificationConfig",
-        &["rules"],
-        FieldRule::ReplaceBy("image"),
-    ),
+    p("ExtensionServiceConfig", &["configFiles"], FieldRule::MergeBy("mountPath")),
+    p("ImageVerificationConfig", &["rules"], FieldRule::ReplaceBy("image")),
     p("NetworkRuleConfig", &["ingress"], FieldRule::Replace),
-    p(
-        "NetworkRuleConfig",
-        &["portSelector", "ports"],
-        FieldRule::Replace,
-    ),
+    p("NetworkRuleConfig", &["portSelector", "ports"], FieldRule::Replace),
     p("SideroLinkConfig", &["apiUrl"], FieldRule::Url),
     p("KmsgLogConfig", &["url"], FieldRule::Url),
 ];
