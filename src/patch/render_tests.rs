@@ -114,8 +114,8 @@ fn tftpl_if_and_for_directives_work() {
     let text = "%{ if vip != null ~}\nvip: ${vip}\n%{ endif ~}\nns:\n%{ for i, ns in nameservers ~}\n  - \"${i}:${ns}\"\n%{ endfor ~}\n";
     assert_eq!(
         render("a.yaml.tftpl", text).unwrap(),
-        // `~}` strips all following whitespace, as in HCL.
-        "vip: 192.168.1.120\nns:\n- \"0:1.1.1.1\"\n- \"1:9.9.9.9\"\n"
+        // `~}` strips to the end of its line only, as in HCL.
+        "vip: 192.168.1.120\nns:\n  - \"0:1.1.1.1\"\n  - \"1:9.9.9.9\"\n"
     );
 }
 
@@ -126,6 +126,28 @@ fn tftpl_conditional_and_boolean_operators_work() {
         render("a.yaml.tftpl", text).unwrap(),
         "a: yes\nb: HOMELAB\n"
     );
+}
+
+#[test]
+fn tftpl_left_strip_removes_the_line_break_before_a_tag_at_line_start() {
+    let text = "a: [x\n%{~ for ns in nameservers ~}\n, ${ns}\n%{~ endfor ~}\n]\nb:   ${~ \"y\"}\n";
+    assert_eq!(
+        render("a.yaml.tftpl", text).unwrap(),
+        "a: [x, 1.1.1.1, 9.9.9.9]\nb:y\n"
+    );
+}
+
+#[test]
+fn tftpl_errors_after_stripped_lines_keep_their_line_number() {
+    let err = render(
+        "a.yaml.tftpl",
+        "%{ if true ~}\n\n%{~ endif ~}\n\nb: ${nope}\n",
+    )
+    .unwrap_err();
+    let RenderError::Template { line, .. } = err else {
+        panic!("expected a template error, got {err}")
+    };
+    assert_eq!(line, 5);
 }
 
 #[test]

@@ -71,6 +71,13 @@ impl Out {
         self.spans.push((self.source.len(), src, None));
         self.source.push_str(text);
     }
+    /// Text a strip marker removed: nothing is printed, but its line breaks
+    /// stay in the source (inside a comment) so line numbers match.
+    fn removed(&mut self, text: &str, src: usize) {
+        if text.contains('\n') {
+            self.tag(&format!("{COMMENT_START}{text}{COMMENT_END}"), src);
+        }
+    }
     /// Print `literal` as-is through an expression: `${ "${" }`.
     fn literal(&mut self, literal: &str, src: usize) {
         let quoted = serde_json::to_string(literal).unwrap_or_default();
@@ -78,18 +85,94 @@ impl Out {
     }
 }
 
+/// One piece of the template, before strip markers are applied.
+enum Part {
+    /// Literal text, `src[start..end]`.
+    Text { start: usize, end: usize },
+    /// An escape (`$${`, `%%{`) or a delimiter-like text, printed literally.
+    Literal { text: String, at: usize },
+    /// A translated `${...}` or `%{...}` tag with its strip markers.
+    Tag {
+        text: String,
+        at: usize,
+        left: bool,
+        right: bool,
+    },
+}
+
 /// Translate templatefile text to minijinja source.
+///
+/// Strip markers follow HCL, where a literal token ends at a line break: `~}`
+/// removes the whitespace after the tag up to and including the end of its
+/// line; `${~` removes the whitespace before the tag back to the start of its
+/// line, or the previous line break when the tag starts a line. The removed
+/// line breaks are kept inside minijinja comments so line numbers still match.
 ///
 /// # Errors
 /// An unclosed `${` or `%{`, an unknown directive, or a string template inside
 /// an expression (`"${x}"`), which is not supported.
 pub fn translate(src: &str) -> Result<Translated, TftplError> {
-    let b = src.as_bytes();
+    let parts = split(src)?;
+    // Kept range of each text part after stripping.
+    let mut kept: Vec<(usize, usize)> = parts
+        .iter()
+        .map(|p| match p {
+            Part::Text { start, end } => (*start, *end),
+            _ => (0, 0),
+        })
+        .collect();
+    for (k, part) in parts.iter().enumerate() {
+        let Part::Tag { left, right, .. } = part else {
+            continue;
+        };
+        if *left && k > 0 {
+            if let Part::Text { start, end } = parts[k - 1] {
+                let text = &src[start..end];
+                let body = text.strip_suffix('\n').unwrap_or(text);
+                let token_start = start + body.rfind('\n').map_or(0, |i| i + 1);
+                let token = &src[token_start..end];
+                kept[k - 1].1 = token_start + token.trim_end().len();
+            }
+        }
+        if *right {
+            if let Some(Part::Text { start, end }) = parts.get(k + 1) {
+                let line_end = src[*start..*end].find('\n').map_or(*end, |i| start + i + 1);
+                let token = &src[*start..line_end];
+                kept[k + 1].0 = line_end - token.trim_start().len();
+            }
+        }
+    }
     let mut out = Out {
         source: String::with_capacity(src.len() + 64),
         spans: Vec::new(),
     };
+    for (part, (ks, ke)) in parts.iter().zip(kept) {
+        match part {
+            Part::Text { start, end } => {
+                let ke = ke.max(ks);
+                out.removed(&src[*start..ks], *start);
+                out.verbatim(&src[ks..ke], ks);
+                out.removed(&src[ke..*end], ke);
+            }
+            Part::Literal { text, at } => out.literal(text, *at),
+            Part::Tag { text, at, .. } => out.tag(text, *at),
+        }
+    }
+    Ok(Translated {
+        source: out.source,
+        spans: out.spans,
+    })
+}
+
+fn split(src: &str) -> Result<Vec<Part>, TftplError> {
+    let b = src.as_bytes();
+    let mut parts = Vec::new();
     let (mut i, mut text_start) = (0, 0);
+    let flush = |parts: &mut Vec<Part>, start: usize, end: usize| {
+        if end > start {
+            parts.push(Part::Text { start, end });
+        }
+    };
     while i < b.len() {
         let rest = &b[i..];
         let escape = if rest.starts_with(b"$${") {
@@ -100,38 +183,46 @@ pub fn translate(src: &str) -> Result<Translated, TftplError> {
             None
         };
         if let Some(lit) = escape {
-            out.verbatim(&src[text_start..i], text_start);
-            out.literal(lit, i);
+            flush(&mut parts, text_start, i);
+            parts.push(Part::Literal {
+                text: lit.to_string(),
+                at: i,
+            });
             i += 3;
             text_start = i;
         } else if rest.starts_with(b"${") || rest.starts_with(b"%{") {
-            out.verbatim(&src[text_start..i], text_start);
+            flush(&mut parts, text_start, i);
             let end = find_close(src, i + 2)?;
             let body = &src[i + 2..end];
-            let tag = if b[i] == b'$' {
+            let (text, left, right) = if b[i] == b'$' {
                 interpolation(body, i)?
             } else {
                 directive(body, i)?
             };
-            out.tag(&tag, i);
+            parts.push(Part::Tag {
+                text,
+                at: i,
+                left,
+                right,
+            });
             i = end + 1;
             text_start = i;
         } else if rest.starts_with(COMMENT_START.as_bytes())
             || rest.starts_with(COMMENT_END.as_bytes())
         {
-            out.verbatim(&src[text_start..i], text_start);
-            out.literal(&src[i..i + 2], i);
+            flush(&mut parts, text_start, i);
+            parts.push(Part::Literal {
+                text: src[i..i + 2].to_string(),
+                at: i,
+            });
             i += 2;
             text_start = i;
         } else {
             i += 1;
         }
     }
-    out.verbatim(&src[text_start..], text_start);
-    Ok(Translated {
-        source: out.source,
-        spans: out.spans,
-    })
+    flush(&mut parts, text_start, b.len());
+    Ok(parts)
 }
 
 /// The offset of the `}` closing a tag whose body starts at `start`.
@@ -184,20 +275,15 @@ fn strip_markers(body: &str) -> (bool, &str, bool) {
 }
 
 /// Close a tag, keeping as many line breaks as the original body had.
-fn finish(open: &str, left: bool, inner: String, right: bool, body: &str) -> String {
+fn finish(open: &str, inner: String, body: &str) -> String {
     let missing = body
         .matches('\n')
         .count()
         .saturating_sub(inner.matches('\n').count());
-    format!(
-        "{open}{} {inner} {}{}}}",
-        if left { "-" } else { "" },
-        "\n".repeat(missing),
-        if right { "-" } else { "" }
-    )
+    format!("{open} {inner} {}}}", "\n".repeat(missing))
 }
 
-fn interpolation(body: &str, at: usize) -> Result<String, TftplError> {
+fn interpolation(body: &str, at: usize) -> Result<(String, bool, bool), TftplError> {
     let (left, inner, right) = strip_markers(body);
     if inner.trim().is_empty() {
         return Err(TftplError {
@@ -205,10 +291,10 @@ fn interpolation(body: &str, at: usize) -> Result<String, TftplError> {
             message: "empty ${} interpolation".into(),
         });
     }
-    Ok(finish("${", left, expression(inner), right, body))
+    Ok((finish("${", expression(inner), body), left, right))
 }
 
-fn directive(body: &str, at: usize) -> Result<String, TftplError> {
+fn directive(body: &str, at: usize) -> Result<(String, bool, bool), TftplError> {
     let (left, inner, right) = strip_markers(body);
     let text = inner.trim();
     let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
@@ -243,7 +329,7 @@ fn directive(body: &str, at: usize) -> Result<String, TftplError> {
             });
         }
     };
-    Ok(finish("%{", left, translated, right, body))
+    Ok((finish("%{", translated, body), left, right))
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -455,8 +541,11 @@ mod tests {
     }
 
     #[test]
-    fn strip_markers_become_minijinja_markers() {
-        assert_eq!(tr("%{~ for v in l ~}"), "%{- for v in tf_values(l) -}");
+    fn strip_markers_trim_only_to_the_line_end() {
+        assert_eq!(
+            tr("%{ for v in l ~}  \n  - x"),
+            "%{ for v in tf_values(l) }\u{1}#  \n#\u{1}  - x"
+        );
     }
 
     #[test]
