@@ -32,24 +32,29 @@ pub enum ApplyCause {
     Json6902(#[from] Json6902Error),
 }
 
+/// Apply one patch in place; on error `config` may be partly patched.
+fn apply_in_place(config: &mut MachineConfig, patch: &Patch) -> Result<(), ApplyError> {
+    let result = match &patch.body {
+        PatchBody::Strategic(steps) => apply_strategic(config, steps).map_err(ApplyCause::from),
+        PatchBody::Json6902(ops) => apply_json6902(config, ops).map_err(ApplyCause::from),
+    };
+    result.map_err(|cause| ApplyError {
+        source_name: patch.source.clone(),
+        cause,
+    })
+}
+
 /// Apply one patch to a copy of `config`.
 ///
 /// # Errors
 /// [`ApplyError`] naming the patch; `config` is left unchanged.
 pub fn apply_patch(config: &MachineConfig, patch: &Patch) -> Result<MachineConfig, ApplyError> {
     let mut out = config.clone();
-    let result = match &patch.body {
-        PatchBody::Strategic(steps) => apply_strategic(&mut out, steps).map_err(ApplyCause::from),
-        PatchBody::Json6902(ops) => apply_json6902(&mut out, ops).map_err(ApplyCause::from),
-    };
-    result.map_err(|cause| ApplyError {
-        source_name: patch.source.clone(),
-        cause,
-    })?;
+    apply_in_place(&mut out, patch)?;
     Ok(out)
 }
 
-/// Apply patches in order.
+/// Apply patches in order to a copy of `config`.
 ///
 /// # Errors
 /// The first [`ApplyError`].
@@ -59,7 +64,7 @@ pub fn apply_patches(
 ) -> Result<MachineConfig, ApplyError> {
     let mut current = config.clone();
     for patch in patches {
-        current = apply_patch(&current, patch)?;
+        apply_in_place(&mut current, patch)?;
     }
     Ok(current)
 }

@@ -92,8 +92,19 @@ pub fn path_text(path: &[Step]) -> String {
                 out.push_str(k);
             }
             Step::Item { key, value } => {
-                let v = scalar_text(value)
-                    .unwrap_or_else(|| serde_json::to_string(value).unwrap_or_default());
+                // The selecting value names the element, but a `content` or
+                // `key` field may hold a secret: those are not shown.
+                let sensitive = [
+                    "content", "key", "token", "secret", "password", "crt", "data",
+                ]
+                .iter()
+                .any(|w| key.to_ascii_lowercase().contains(w));
+                let v = if sensitive {
+                    "(hidden)".to_string()
+                } else {
+                    scalar_text(value)
+                        .unwrap_or_else(|| serde_json::to_string(value).unwrap_or_default())
+                };
                 out.push_str(&format!("[{key}={v}]"));
             }
         }
@@ -428,6 +439,18 @@ mod tests {
             err.to_string(),
             "patch delete: path 'machine.install.disk' in document '/v1alpha1': lookup failed"
         );
+    }
+
+    #[test]
+    fn selector_values_that_may_be_secret_are_not_shown() {
+        let path = [
+            Step::Key("configFiles".into()),
+            Step::Item {
+                key: "content".into(),
+                value: Value::String("hunter2".into()),
+            },
+        ];
+        assert_eq!(path_text(&path), "configFiles[content=(hidden)]");
     }
 
     #[test]
