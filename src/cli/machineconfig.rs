@@ -13,6 +13,7 @@ use crate::patch::{MachineConfig, Patch, apply_patches, load_patch};
 /// Arguments of `talosprov machineconfig`.
 #[derive(Debug, Args)]
 pub struct MachineconfigArgs {
+    /// The subcommand to run.
     #[command(subcommand)]
     pub command: MachineconfigCommand,
 }

@@ -322,7 +322,7 @@ pub fn apply(selector: &DeleteSelector, doc: &mut Value) -> Result<Deleted, Dele
     };
     let (last, parents) = selector.path.split_last().expect("non-empty path");
     let mut node = doc;
-    for (i, step) in parents.iter().enumerate() {
+    for step in parents {
         match step {
             Step::Key(k) => {
                 node = node
@@ -332,7 +332,6 @@ pub fn apply(selector: &DeleteSelector, doc: &mut Value) -> Result<Deleted, Dele
                     .ok_or_else(lookup_failed)?;
             }
             Step::Item { .. } => {
-                let _ = i;
                 return Err(DeleteError::ComplexPath {
                     path: path_text(&selector.path),
                 });

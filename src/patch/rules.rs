@@ -121,31 +121,23 @@ pub fn merge_url(base: &str, patch: &str) -> String {
     let (Some(b), Some(p)) = (split_url(base), split_url(patch)) else {
         return patch.to_string();
     };
-    let pick = |x: &'static str| -> &str {
-        let (pb, pp) = match x {
-            "scheme" => (b.scheme, p.scheme),
-            "user" => (b.user, p.user),
-            "host" => (b.host, p.host),
-            "path" => (b.path, p.path),
-            "query" => (b.query, p.query),
-            _ => (b.fragment, p.fragment),
-        };
-        if pp.is_empty() { pb } else { pp }
-    };
-    let mut out = format!("{}://", pick("scheme"));
-    let user = pick("user");
+    fn either<'a>(b: &'a str, p: &'a str) -> &'a str {
+        if p.is_empty() { b } else { p }
+    }
+    let mut out = format!("{}://", either(b.scheme, p.scheme));
+    let user = either(b.user, p.user);
     if !user.is_empty() {
         out.push_str(user);
         out.push('@');
     }
-    out.push_str(pick("host"));
-    out.push_str(pick("path"));
-    let query = pick("query");
+    out.push_str(either(b.host, p.host));
+    out.push_str(either(b.path, p.path));
+    let query = either(b.query, p.query);
     if !query.is_empty() {
         out.push('?');
         out.push_str(query);
     }
-    let fragment = pick("fragment");
+    let fragment = either(b.fragment, p.fragment);
     if !fragment.is_empty() {
         out.push('#');
         out.push_str(fragment);
