@@ -103,15 +103,15 @@ impl Provenance {
         exact.or(under).map(|i| self.sources[i].as_str())
     }
 
-    fn record(&mut self, before: &MachineConfig, after: &MachineConfig, source: &str) {
+    /// Record `source` as the setter of every leaf that differs between
+    /// `old` (the leaves before the patch) and `new` (after it).
+    fn record(&mut self, old: &Leaves, new: &Leaves, source: &str) {
         let index = self.sources.len();
         self.sources.push(source.to_string());
-        let old = leaves(before);
-        let new = leaves(after);
         self.setters.retain(|k, _| new.contains_key(k));
         for (k, v) in new {
-            if old.get(&k) != Some(&v) {
-                self.setters.insert(k, index);
+            if old.get(k) != Some(v) {
+                self.setters.insert(k.clone(), index);
             }
         }
     }
@@ -127,15 +127,20 @@ pub fn apply_patches_traced(
 ) -> Result<(MachineConfig, Provenance), ApplyError> {
     let mut current = config.clone();
     let mut provenance = Provenance::default();
+    let mut before = leaves(&current);
     for patch in patches {
-        let next = apply_patch(&current, patch)?;
-        provenance.record(&current, &next, &patch.source);
-        current = next;
+        apply_in_place(&mut current, patch)?;
+        let after = leaves(&current);
+        provenance.record(&before, &after, &patch.source);
+        before = after;
     }
     Ok((current, provenance))
 }
 
-fn leaves(config: &MachineConfig) -> BTreeMap<(DocumentId, String), Value> {
+/// Every leaf value of a config, by document and dotted path.
+type Leaves = BTreeMap<(DocumentId, String), Value>;
+
+fn leaves(config: &MachineConfig) -> Leaves {
     let mut out = BTreeMap::new();
     for (doc, id) in config.documents.iter().zip(config.ids()) {
         let Some(id) = id else { continue };
