@@ -136,7 +136,7 @@ fn merge_value(
     }
     let mismatch = |left: &Value, right: &Value, path: &[String]| MergeError::TypeMismatch {
         document: doc.to_string(),
-        path: path.join("."),
+        path: path.join(".").replace(".[]", "[]"),
         left: shape(left),
         right: shape(right),
     };

@@ -365,3 +365,16 @@ fn provenance_names_the_patch_that_last_set_a_value() {
     );
     assert_eq!(provenance.source_of(&v1, "cluster"), None);
 }
+
+#[test]
+fn a_shape_mismatch_inside_a_list_element_names_the_list() {
+    let err = patched(
+        "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        addresses: [10.0.0.2/24]\n",
+        &["machine:\n  network:\n    interfaces:\n      - interface: eth0\n        addresses: 10.0.0.3/24\n"],
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("'machine.network.interfaces[].addresses'"),
+        "{err}"
+    );
+}
