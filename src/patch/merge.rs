@@ -121,10 +121,7 @@ fn merge_value(
     if right.is_null() {
         return Ok(());
     }
-    let rule = {
-        let keys: Vec<&str> = path.iter().map(String::as_str).collect();
-        rule_for(kind, &keys)
-    };
+    let rule = rule_for(kind, path);
     if left.is_null()
         && !matches!(
             rule,
@@ -217,9 +214,8 @@ fn merge_mapping(
             None => {
                 // A keyed list merges element by element even into an empty
                 // list, so duplicates inside one patch collapse as in Talos.
-                let keys: Vec<&str> = path.iter().map(String::as_str).collect();
                 let keyed = matches!(
-                    rule_for(kind, &keys),
+                    rule_for(kind, path),
                     FieldRule::Interfaces | FieldRule::MergeBy(_)
                 );
                 if keyed && v.is_sequence() {

@@ -66,10 +66,14 @@ const TABLE: &[Pattern] = &[
 
 /// The rule for the field at `path` (keys, with `[]` for list elements) in a
 /// document of `kind` (`v1alpha1` for the legacy document).
-pub fn rule_for(kind: &str, path: &[&str]) -> FieldRule {
+pub fn rule_for<S: AsRef<str>>(kind: &str, path: &[S]) -> FieldRule {
     TABLE
         .iter()
-        .find(|pat| pat.kind == kind && pat.path == path)
+        .find(|pat| {
+            pat.kind == kind
+                && pat.path.len() == path.len()
+                && pat.path.iter().zip(path).all(|(a, b)| *a == b.as_ref())
+        })
         .map_or(FieldRule::Default, |pat| pat.rule)
 }
 
