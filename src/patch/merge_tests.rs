@@ -378,3 +378,94 @@ fn a_shape_mismatch_inside_a_list_element_names_the_list() {
         "{err}"
     );
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    const BASE: &str = "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        vlans: [{vlanId: 1}]\n  nodeLabels: {a: b}\ncluster:\n  apiServer:\n    admissionControl: [{name: P}]\n---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: x\nconfigFiles: [{mountPath: /a}]\n";
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Whatever the patch text, loading and applying it returns a value or
+        /// an error, never a panic.
+        #[test]
+        fn arbitrary_patch_text_never_panics(
+            text in "(machine:|cluster:|network:|interfaces:|vlans:|- interface: eth0|- vlanId: 1|- name: P|\\$patch: delete|apiVersion: v1alpha1|kind: ExtensionServiceConfig|name: x|configFiles:|- mountPath: /a|nodeLabels:|a: b|\\[\\]|\\{\\}|---|\n|  |- |: |[a-z0-9]{1,3}){0,40}",
+        ) {
+            let base = MachineConfig::parse(BASE).unwrap();
+            if let Ok(patch) = load_patch("fuzz.yaml", &text) {
+                let _ = apply_patches(&base, &[patch]);
+            }
+        }
+
+        /// The same over well-formed YAML trees built from the keys the
+        /// special rules look at.
+        #[test]
+        fn arbitrary_patch_trees_never_panic(tree in patch_tree()) {
+            let base = MachineConfig::parse(BASE).unwrap();
+            let text = serde_yaml_ng::to_string(&tree).unwrap();
+            if let Ok(patch) = load_patch("fuzz.yaml", &text) {
+                let _ = apply_patches(&base, &[patch]);
+            }
+        }
+    }
+
+    fn patch_tree() -> impl Strategy<Value = serde_yaml_ng::Value> {
+        use serde_yaml_ng::Value;
+        let key = prop::sample::select(vec![
+            "machine",
+            "cluster",
+            "network",
+            "interfaces",
+            "interface",
+            "vlans",
+            "vlanId",
+            "deviceSelector",
+            "physical",
+            "nodeLabels",
+            "apiServer",
+            "admissionControl",
+            "name",
+            "extraArgs",
+            "podSubnets",
+            "auditPolicy",
+            "controlPlane",
+            "endpoint",
+            "$patch",
+            "apiVersion",
+            "kind",
+            "configFiles",
+            "mountPath",
+            "a",
+        ]);
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (0i64..3).prop_map(|n| Value::Number(n.into())),
+            prop::sample::select(vec![
+                "",
+                "delete",
+                "eth0",
+                "v1alpha1",
+                "ExtensionServiceConfig",
+                "x",
+                "https://h/p"
+            ])
+            .prop_map(|s| Value::String(s.into())),
+        ];
+        leaf.prop_recursive(5, 48, 4, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Sequence),
+                prop::collection::vec((key.clone(), inner), 0..4).prop_map(|kv| {
+                    Value::Mapping(
+                        kv.into_iter()
+                            .map(|(k, v)| (Value::String(k.into()), v))
+                            .collect(),
+                    )
+                }),
+            ]
+        })
+    }
+}
