@@ -7,6 +7,7 @@ use serde_yaml_ng::{Mapping, Value};
 use std::fmt;
 
 use super::document::{DocumentId, V1ALPHA1, scalar_field, scalar_text};
+use super::rules::is_map_field;
 
 /// One step of a path inside a document.
 #[derive(Debug, Clone, PartialEq)]
@@ -302,8 +303,9 @@ pub enum Deleted {
 
 /// Apply a delete selector to the config document it names.
 ///
-/// A missing last key is not an error (a typed field that is already unset);
-/// a missing parent, or a list element that matches nothing, is
+/// A missing last key is not an error when it names a typed field that is
+/// already unset; a missing parent, a key missing from a map field such as
+/// `machine.nodeLabels`, or a list element that matches nothing, is
 /// [`DeleteError::LookupFailed`], as in Talos.
 ///
 /// # Errors
@@ -341,7 +343,17 @@ pub fn apply(selector: &DeleteSelector, doc: &mut Value) -> Result<Deleted, Dele
     match last {
         Step::Key(k) => {
             let map: &mut Mapping = node.as_mapping_mut().ok_or_else(lookup_failed)?;
-            map.shift_remove(k.as_str());
+            let removed = map.shift_remove(k.as_str()).is_some();
+            let parent: Vec<&str> = parents
+                .iter()
+                .filter_map(|s| match s {
+                    Step::Key(k) => Some(k.as_str()),
+                    Step::Item { .. } => None,
+                })
+                .collect();
+            if !removed && is_map_field(&selector.document.kind, &parent) {
+                return Err(lookup_failed());
+            }
             Ok(Deleted::Inside)
         }
         Step::Item { key, value } => {
@@ -450,6 +462,22 @@ mod tests {
             },
         ];
         assert_eq!(path_text(&path), "configFiles[content=(hidden)]");
+    }
+
+    #[test]
+    fn a_key_missing_from_a_map_field_is_a_lookup_failure() {
+        let sel = DeleteSelector {
+            document: DocumentId::v1alpha1(),
+            path: ["machine", "nodeLabels", "absent"]
+                .iter()
+                .map(|k| Step::Key((*k).into()))
+                .collect(),
+        };
+        let mut doc = yaml("machine:\n  nodeLabels:\n    present: x\n");
+        assert!(matches!(
+            apply(&sel, &mut doc),
+            Err(DeleteError::LookupFailed { .. })
+        ));
     }
 
     #[test]

@@ -77,6 +77,37 @@ pub fn rule_for<S: AsRef<str>>(kind: &str, path: &[S]) -> FieldRule {
         .map_or(FieldRule::Default, |pat| pat.rule)
 }
 
+/// v1alpha1 fields that are Go maps (`map[string]string`, `Args`): deleting a
+/// key they do not hold fails in Talos (`deleteForPath` finds no map entry),
+/// while an unset struct field deletes silently.
+#[rustfmt::skip]
+const MAP_FIELDS: &[&[&str]] = &[
+    &["machine", "sysctls"],
+    &["machine", "sysfs"],
+    &["machine", "env"],
+    &["machine", "nodeLabels"],
+    &["machine", "nodeAnnotations"],
+    &["machine", "nodeTaints"],
+    &["machine", "registries", "mirrors"],
+    &["machine", "registries", "config"],
+    &["machine", "kubelet", "extraArgs"],
+    &["cluster", "extraManifestHeaders"],
+    &["cluster", "apiServer", "extraArgs"],
+    &["cluster", "controllerManager", "extraArgs"],
+    &["cluster", "scheduler", "extraArgs"],
+    &["cluster", "proxy", "extraArgs"],
+    &["cluster", "etcd", "extraArgs"],
+];
+
+/// Whether the field at `path` in a document of `kind` is a Go map, whose
+/// missing keys cannot be deleted.
+pub fn is_map_field<S: AsRef<str>>(kind: &str, path: &[S]) -> bool {
+    kind == V1
+        && MAP_FIELDS
+            .iter()
+            .any(|p| p.len() == path.len() && p.iter().zip(path).all(|(a, b)| *a == b.as_ref()))
+}
+
 /// The parts of a URL that Go's `url.URL` keeps apart, for [`FieldRule::Url`].
 #[derive(Debug, Default, PartialEq, Eq)]
 struct UrlParts<'a> {
