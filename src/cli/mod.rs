@@ -36,7 +36,7 @@ pub struct Cli {
 pub enum Command {
     /// Print the talosprov version and the Talos config contracts it generates.
     Version(version::VersionArgs),
-    /// Work on machine config files: apply patches to one, like `talosctl machineconfig`.
+    /// Work on machine config files directly, like `talosctl machineconfig`.
     Machineconfig(machineconfig::MachineconfigArgs),
 }
 
