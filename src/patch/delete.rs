@@ -167,6 +167,13 @@ fn is_delete_marker(k: &Value, v: &Value) -> Option<Result<(), String>> {
 /// [`DeleteError::InnerKey`], [`DeleteError::NoSelector`],
 /// [`DeleteError::MissingIdentity`], [`DeleteError::Unsupported`].
 pub fn extract(mut doc: Value, id: &DocumentId) -> Result<Extracted, DeleteError> {
+    if !has_directive(&doc) {
+        let rest = (!is_empty_doc(&doc)).then_some(doc);
+        return Ok(Extracted {
+            deletes: Vec::new(),
+            rest,
+        });
+    }
     let mut found = Vec::new();
     let mut path = Vec::new();
     let whole = walk(&mut doc, false, &mut path, &mut Vec::new(), &mut found)?;
@@ -196,6 +203,19 @@ pub fn extract(mut doc: Value, id: &DocumentId) -> Result<Extracted, DeleteError
         Some(doc)
     };
     Ok(Extracted { deletes, rest })
+}
+
+/// Whether a `$patch` key appears anywhere (most patches have none, and skip
+/// the walk).
+fn has_directive(v: &Value) -> bool {
+    match v {
+        Value::Mapping(m) => m
+            .iter()
+            .any(|(k, v)| k.as_str() == Some("$patch") || has_directive(v)),
+        Value::Sequence(items) => items.iter().any(has_directive),
+        Value::Tagged(t) => has_directive(&t.value),
+        _ => false,
+    }
 }
 
 /// Talos drops a patch document whose only keys are `version`, `kind` or `name`.

@@ -112,6 +112,8 @@ struct Entry {
     kind: PatchKind,
     text: String,
     translated: Option<Translated>,
+    /// For a literal file, its documents, read once for every node.
+    literal: Option<Result<Vec<serde_yaml_ng::Value>, RenderError>>,
 }
 
 /// Patch files compiled once and rendered for many nodes.
@@ -231,12 +233,14 @@ impl Renderer {
                 Some(t)
             }
         };
+        let literal = (kind == PatchKind::Literal).then(|| parse_rendered(file, kind, text));
         self.files.insert(
             file.to_path_buf(),
             Entry {
                 kind,
                 text: text.to_string(),
                 translated,
+                literal,
             },
         );
         Ok(())
@@ -272,6 +276,13 @@ impl Renderer {
         file: &Path,
         vars: &TemplateVars,
     ) -> Result<Vec<serde_yaml_ng::Value>, RenderError> {
+        if let Some(Entry {
+            literal: Some(docs),
+            ..
+        }) = self.files.get(file)
+        {
+            return docs.clone();
+        }
         let text = self.render(file, vars)?;
         let kind = self.files.get(file).map_or(PatchKind::Literal, |e| e.kind);
         parse_rendered(file, kind, &text)
