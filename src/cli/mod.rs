@@ -15,6 +15,7 @@ mod state_list;
 mod state_options;
 mod state_rm;
 mod state_show;
+mod machineconfig;
 mod version;
 
 pub use error::{CommandError, Outcome};
@@ -51,6 +52,8 @@ pub enum Command {
     State(state::StateArgs),
     /// Release a state lock left by a killed or cancelled run.
     ForceUnlock(force_unlock::ForceUnlockArgs),
+    /// Work on machine config files directly, like `talosctl machineconfig`.
+    Machineconfig(machineconfig::MachineconfigArgs),
 }
 
 /// Parse the command line, run the command on a fresh tokio runtime, print the
@@ -93,5 +96,6 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
         Command::Output(args) => output::run(args).await,
         Command::State(args) => state::run(args).await,
         Command::ForceUnlock(args) => force_unlock::run(args).await,
+        Command::Machineconfig(args) => machineconfig::run(args),
     }
 }

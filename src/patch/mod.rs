@@ -1,6 +1,19 @@
 //! Machine config patches: discovery of the patch tree, template rendering, and
 //! Talos's strategic-merge and JSON 6902 rules.
 
+pub mod apply;
+pub mod delete;
 pub mod discover;
+pub mod document;
+pub mod functions;
+pub mod json6902;
+pub mod load;
 pub mod merge;
 pub mod render;
+pub mod rules;
+pub mod tftpl;
+
+pub use apply::{ApplyError, Provenance, apply_patch, apply_patches, apply_patches_traced};
+pub use document::{DocumentId, MachineConfig};
+pub use load::{LoadError, Patch, PatchBody, load_documents, load_patch};
+pub use render::{PatchKind, RenderError, Renderer, TemplateVars, render_patch};

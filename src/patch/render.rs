@@ -1,1 +1,382 @@
-//! Rendering of patch templates: minijinja, and OpenTofu templatefile syntax.
+//! Rendering of patch templates: minijinja for `.j2`/`.jinja` files, OpenTofu
+//! `templatefile` syntax for `.tftpl` files (through minijinja's custom
+//! syntax), literal text for `.yaml`/`.yml`. Undefined variables are errors,
+//! and every error names the file and line of the template.
+
+use minijinja::value::{Value as JValue, ValueKind};
+use minijinja::{AutoEscape, Environment, Error, ErrorKind, UndefinedBehavior};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::document::{DocumentError, parse_documents};
+use super::tftpl::{self, Translated};
+
+/// How a patch file is turned into YAML, from its file name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PatchKind {
+    /// `.yaml`, `.yml`: taken literally (a `{{` inside is safe).
+    Literal,
+    /// `.yaml.j2`, `.yml.j2`, `.yaml.jinja`: minijinja.
+    Jinja,
+    /// `.yaml.tftpl`: OpenTofu `templatefile` syntax.
+    Tftpl,
+}
+
+impl PatchKind {
+    /// The kind of a patch file from its name; `None` for files that are not
+    /// patches (a README, say).
+    pub fn of_file_name(name: &str) -> Option<Self> {
+        const KINDS: [(&str, PatchKind); 6] = [
+            (".yaml.j2", PatchKind::Jinja),
+            (".yml.j2", PatchKind::Jinja),
+            (".yaml.jinja", PatchKind::Jinja),
+            (".yaml.tftpl", PatchKind::Tftpl),
+            (".yaml", PatchKind::Literal),
+            (".yml", PatchKind::Literal),
+        ];
+        KINDS
+            .iter()
+            .find(|(suffix, _)| name.len() > suffix.len() && name.ends_with(suffix))
+            .map(|(_, kind)| *kind)
+    }
+}
+
+/// The variables a patch template sees. Filled from the topology for each node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TemplateVars {
+    /// The node's hostname.
+    pub hostname: String,
+    /// The node's IPv4 address, without prefix (`192.168.1.121`).
+    pub node_ip: String,
+    /// `controlplane` or `worker`.
+    pub role: String,
+    /// The cluster's shared virtual IP, if any (`none`/`null` otherwise).
+    pub vip: Option<String>,
+    /// The default gateway.
+    pub gateway: String,
+    /// DNS servers, possibly empty.
+    pub nameservers: Vec<String>,
+    /// The network prefix length (24 for a /24).
+    pub prefix_length: u8,
+    /// The cluster name.
+    pub cluster_name: String,
+    /// The Talos version, `v1.13.8`.
+    pub talos_version: String,
+    /// The Kubernetes version, `v1.36.2`.
+    pub kubernetes_version: String,
+    /// The node's whole topology entry.
+    pub node: serde_json::Value,
+}
+
+/// A patch that could not be rendered or read as YAML.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderError {
+    /// A template syntax or evaluation error (undefined variable, bad call).
+    /// `line` and `column` are 1-based positions in the template file.
+    #[error("{}:{line}{}: {message}", file.display(), column.map(|c| format!(":{c}")).unwrap_or_default())]
+    Template {
+        /// The template file.
+        file: PathBuf,
+        /// 1-based line in the file.
+        line: usize,
+        /// 1-based column, when known.
+        column: Option<usize>,
+        /// What went wrong.
+        message: String,
+    },
+    /// The rendered text is not valid YAML. For a template, the line is in the
+    /// rendered output.
+    #[error("{}:{line}{}: invalid YAML{}: {message}", file.display(), column.map(|c| format!(":{c}")).unwrap_or_default(), if *rendered { " in the rendered output" } else { "" })]
+    Yaml {
+        /// The patch file.
+        file: PathBuf,
+        /// 1-based line (of the rendered output, for a template).
+        line: usize,
+        /// 1-based column, when known.
+        column: Option<usize>,
+        /// Whether the line is in the rendered output rather than the file.
+        rendered: bool,
+        /// The YAML parser's message.
+        message: String,
+    },
+    /// [`Renderer::render`] was asked for a file never added.
+    #[error("{}: patch file was not loaded", file.display())]
+    NotLoaded {
+        /// The file.
+        file: PathBuf,
+    },
+}
+
+struct Entry {
+    kind: PatchKind,
+    text: String,
+    translated: Option<Translated>,
+    /// For a literal file, its documents, read once for every node.
+    literal: Option<Result<Vec<serde_yaml_ng::Value>, RenderError>>,
+}
+
+/// Patch files compiled once and rendered for many nodes.
+pub struct Renderer {
+    jinja: Environment<'static>,
+    tftpl: Environment<'static>,
+    files: HashMap<PathBuf, Entry>,
+}
+
+impl Default for Renderer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// 1-based line and column of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+fn base_environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_keep_trailing_newline(true);
+    env.set_auto_escape_callback(|_| AutoEscape::None);
+    super::functions::register(&mut env);
+    env
+}
+
+/// `for v in x`: the values of a map (in key order) or the items of a list.
+fn tf_values(v: JValue) -> Result<Vec<JValue>, Error> {
+    if v.kind() == ValueKind::Map {
+        let mut keys: Vec<JValue> = v.try_iter()?.collect();
+        keys.sort();
+        return keys.iter().map(|k| v.get_item(k)).collect();
+    }
+    Ok(v.try_iter()?.collect())
+}
+
+/// `for k, v in x`: key and value pairs of a map, index and item of a list.
+fn tf_pairs(v: JValue) -> Result<Vec<Vec<JValue>>, Error> {
+    if v.kind() == ValueKind::Map {
+        let mut keys: Vec<JValue> = v.try_iter()?.collect();
+        keys.sort();
+        return keys
+            .into_iter()
+            .map(|k| Ok(vec![k.clone(), v.get_item(&k)?]))
+            .collect();
+    }
+    Ok(v.try_iter()?
+        .enumerate()
+        .map(|(i, item)| vec![JValue::from(i), item])
+        .collect())
+}
+
+impl Renderer {
+    /// An empty renderer.
+    pub fn new() -> Self {
+        let jinja = base_environment();
+        let mut tftpl = base_environment();
+        tftpl.set_syntax(tftpl::syntax());
+        tftpl.add_function("tf_values", tf_values);
+        tftpl.add_function("tf_pairs", tf_pairs);
+        // templatefile refuses to interpolate null, lists and maps.
+        tftpl.set_formatter(|out, state, value| match value.kind() {
+            ValueKind::None => Err(Error::new(
+                ErrorKind::InvalidOperation,
+                "cannot include a null value in a string template",
+            )),
+            ValueKind::Seq | ValueKind::Map | ValueKind::Iterable => Err(Error::new(
+                ErrorKind::InvalidOperation,
+                "cannot include a list or map in a string template; use jsonencode() or yamlencode()",
+            )),
+            _ => minijinja::escape_formatter(out, state, value),
+        });
+        Renderer {
+            jinja,
+            tftpl,
+            files: HashMap::new(),
+        }
+    }
+
+    /// Add a patch file, compiling it when it is a template.
+    ///
+    /// # Errors
+    /// [`RenderError::Template`] for a syntax error, with the file and line.
+    pub fn add(&mut self, file: &Path, kind: PatchKind, text: &str) -> Result<(), RenderError> {
+        let name = file.display().to_string();
+        let translated = match kind {
+            PatchKind::Literal => None,
+            PatchKind::Jinja => {
+                self.jinja
+                    .add_template_owned(name, text.to_string())
+                    .map_err(|e| template_error(file, text, None, &e))?;
+                None
+            }
+            PatchKind::Tftpl => {
+                let t = tftpl::translate(text).map_err(|e| {
+                    let (line, col) = line_col(text, e.offset);
+                    RenderError::Template {
+                        file: file.to_path_buf(),
+                        line,
+                        column: Some(col),
+                        message: e.message,
+                    }
+                })?;
+                self.tftpl
+                    .add_template_owned(name, t.source.clone())
+                    .map_err(|e| template_error(file, text, Some(&t), &e))?;
+                Some(t)
+            }
+        };
+        let literal = (kind == PatchKind::Literal).then(|| parse_rendered(file, kind, text));
+        self.files.insert(
+            file.to_path_buf(),
+            Entry {
+                kind,
+                text: text.to_string(),
+                translated,
+                literal,
+            },
+        );
+        Ok(())
+    }
+
+    /// Render an added file for one node.
+    ///
+    /// # Errors
+    /// [`RenderError::Template`] (undefined variable, failed function call...)
+    /// or [`RenderError::NotLoaded`].
+    pub fn render(&self, file: &Path, vars: &TemplateVars) -> Result<String, RenderError> {
+        let entry = self.files.get(file).ok_or_else(|| RenderError::NotLoaded {
+            file: file.to_path_buf(),
+        })?;
+        let env = match entry.kind {
+            PatchKind::Literal => return Ok(entry.text.clone()),
+            PatchKind::Jinja => &self.jinja,
+            PatchKind::Tftpl => &self.tftpl,
+        };
+        let name = file.display().to_string();
+        env.get_template(&name)
+            .and_then(|t| t.render(vars))
+            .map_err(|e| template_error(file, &entry.text, entry.translated.as_ref(), &e))
+    }
+
+    /// Render an added file and read the result as YAML documents (null
+    /// documents skipped).
+    ///
+    /// # Errors
+    /// As [`Renderer::render`], or [`RenderError::Yaml`].
+    pub fn render_documents(
+        &self,
+        file: &Path,
+        vars: &TemplateVars,
+    ) -> Result<Vec<serde_yaml_ng::Value>, RenderError> {
+        if let Some(Entry {
+            literal: Some(docs),
+            ..
+        }) = self.files.get(file)
+        {
+            return docs.clone();
+        }
+        let text = self.render(file, vars)?;
+        let kind = self.files.get(file).map_or(PatchKind::Literal, |e| e.kind);
+        parse_rendered(file, kind, &text)
+    }
+}
+
+/// Read rendered text as YAML documents.
+///
+/// # Errors
+/// [`RenderError::Yaml`] with the line and column of the syntax error.
+pub fn parse_rendered(
+    file: &Path,
+    kind: PatchKind,
+    text: &str,
+) -> Result<Vec<serde_yaml_ng::Value>, RenderError> {
+    parse_documents(text).map_err(|e| match e {
+        DocumentError::Yaml {
+            line,
+            column,
+            message,
+        } => RenderError::Yaml {
+            file: file.to_path_buf(),
+            line: line.unwrap_or(1),
+            column,
+            rendered: kind != PatchKind::Literal,
+            message,
+        },
+        other => RenderError::Yaml {
+            file: file.to_path_buf(),
+            line: 1,
+            column: None,
+            rendered: kind != PatchKind::Literal,
+            message: other.to_string(),
+        },
+    })
+}
+
+/// Render one patch file on its own and read it as YAML.
+///
+/// # Errors
+/// As [`Renderer::add`] and [`Renderer::render_documents`].
+pub fn render_patch(
+    file: &Path,
+    kind: PatchKind,
+    text: &str,
+    vars: &TemplateVars,
+) -> Result<Vec<serde_yaml_ng::Value>, RenderError> {
+    let mut renderer = Renderer::new();
+    renderer.add(file, kind, text)?;
+    renderer.render_documents(file, vars)
+}
+
+fn template_error(
+    file: &Path,
+    text: &str,
+    translated: Option<&Translated>,
+    e: &Error,
+) -> RenderError {
+    let source_text = translated.map_or(text, |t| t.source.as_str());
+    let offset = e
+        .range()
+        .map(|r| translated.map_or(r.start, |t| t.original_offset(r.start)));
+    let (line, column) = match offset {
+        Some(o) => {
+            let (l, c) = line_col(text, o);
+            (l, Some(c))
+        }
+        None => (e.line().unwrap_or(1), None),
+    };
+    let mut message = match e.detail() {
+        Some(d) => format!("{}: {d}", e.kind()),
+        None => e.kind().to_string(),
+    };
+    if let Some(r) = e.range() {
+        if let Some(snippet) = source_text
+            .get(r)
+            .filter(|s| !s.contains('\n') && s.len() <= 60)
+        {
+            message.push_str(&format!(" (in `{}`)", snippet.trim()));
+        }
+    }
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        message.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    RenderError::Template {
+        file: file.to_path_buf(),
+        line,
+        column,
+        message,
+    }
+}
+
+#[cfg(test)]
+#[path = "render_tests.rs"]
+mod tests;

@@ -1,0 +1,125 @@
+//! `talosprov machineconfig`: work on machine config files directly, as
+//! `talosctl machineconfig` does. `patch` applies strategic-merge and JSON 6902
+//! patches to an existing config, to debug patches against it.
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::{CommandError, Outcome};
+use crate::patch::{MachineConfig, Patch, apply_patches, load_patch};
+
+/// Arguments of `talosprov machineconfig`.
+#[derive(Debug, Args)]
+pub struct MachineconfigArgs {
+    /// The subcommand to run.
+    #[command(subcommand)]
+    pub command: MachineconfigCommand,
+}
+
+/// The `machineconfig` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum MachineconfigCommand {
+    /// Apply patches to a machine config file and print the result, like
+    /// `talosctl machineconfig patch`.
+    ///
+    /// Patches are strategic-merge patches (config documents, with
+    /// `$patch: delete`) or RFC 6902 JSON patches written in JSON or YAML. They
+    /// apply in the order given; a later patch wins. JSON patches are refused on
+    /// a multi-document config, as Talos does.
+    Patch(PatchArgs),
+}
+
+/// Arguments of `talosprov machineconfig patch`.
+#[derive(Debug, Args)]
+pub struct PatchArgs {
+    /// The machine config file to patch (YAML, one or more documents).
+    pub config: PathBuf,
+
+    /// A patch: `@FILE`, a file name, or the patch itself inline (YAML or JSON).
+    /// Repeat to apply several, in order.
+    #[arg(short = 'p', long = "patch", value_name = "PATCH", required = true)]
+    pub patches: Vec<String>,
+
+    /// Write the result to this file (mode 0600) instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// Run `talosprov machineconfig ...`.
+///
+/// # Errors
+/// Unreadable files, invalid config or patches, a patch that fails to apply.
+pub fn run(args: MachineconfigArgs) -> Result<Outcome, CommandError> {
+    match args.command {
+        MachineconfigCommand::Patch(args) => run_patch(args),
+    }
+}
+
+fn run_patch(args: PatchArgs) -> Result<Outcome, CommandError> {
+    let text = std::fs::read_to_string(&args.config)
+        .with_context(|| format!("cannot read the machine config {}", args.config.display()))?;
+    let config = MachineConfig::parse(&text)
+        .with_context(|| format!("{} is not a valid machine config", args.config.display()))?;
+    let mut patches = Vec::with_capacity(args.patches.len());
+    for (i, arg) in args.patches.iter().enumerate() {
+        patches.push(read_patch(arg, i + 1)?);
+    }
+    let patched = apply_patches(&config, &patches)?;
+    let yaml = patched
+        .to_yaml()
+        .context("cannot write the patched config as YAML")?;
+    match &args.output {
+        Some(path) => write_private(path, &yaml)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(yaml.as_bytes())?;
+            out.flush()?;
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+/// Read one `--patch` value the way talosctl's `LoadPatches` does: `@file`, a
+/// bare file name (no space or newline, not starting with `[` or `{`), or an
+/// inline patch.
+fn read_patch(arg: &str, position: usize) -> anyhow::Result<Patch> {
+    let (source, text) = if let Some(file) = arg.strip_prefix('@') {
+        (file.to_string(), read_file(Path::new(file))?)
+    } else if !arg.contains([' ', '\n']) && !arg.starts_with(['[', '{']) {
+        (arg.to_string(), read_file(Path::new(arg))?)
+    } else {
+        (format!("inline patch {position}"), arg.to_string())
+    };
+    load_patch(source.clone(), &text).with_context(|| format!("cannot load patch {source}"))
+}
+
+fn read_file(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the patch {}", path.display()))
+}
+
+/// Write a file that may hold secrets: created with mode 0600 on Unix.
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    // An existing file keeps its mode on open; tighten it too.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    file.write_all(contents.as_bytes())?;
+    file.sync_all()
+}
