@@ -5,6 +5,8 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 pub mod error;
+mod machineconfig;
+mod machineconfig_gen;
 mod version;
 
 pub use error::{CommandError, Outcome};
@@ -35,6 +37,8 @@ pub struct Cli {
 pub enum Command {
     /// Print the talosprov version and the Talos config contracts it generates.
     Version(version::VersionArgs),
+    /// Work with Talos machine configs outside a topology.
+    Machineconfig(machineconfig::MachineconfigArgs),
 }
 
 /// Parse the command line, run the command on a fresh tokio runtime, print the
@@ -73,5 +77,6 @@ pub fn main() -> ExitCode {
 pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
     match cli.command {
         Command::Version(args) => version::run(args),
+        Command::Machineconfig(args) => machineconfig::run(args),
     }
 }
