@@ -615,10 +615,15 @@ mod tests {
     #[test]
     fn nested_mappings_and_sequences_use_go_yaml_indentation() {
         let v = yaml(
-            "a:\n  b: 1\n  list: [x, y]\n  items:\n  - name: n\n    conf:\n      k: v\n      l: [1]\n  empty: {}\n  none: []\n",
+            "a:\n  b: 1\n  list: [x, z]\n  items:\n  - name: nm\n    conf:\n      k: v\n      l: [1]\n  empty: {}\n  none: []\n",
         );
-        let expected = "a:\n    b: 1\n    list:\n        - x\n        - y\n    items:\n        - name: n\n          conf:\n            k: v\n            l:\n                - 1\n    empty: {}\n    none: []\n";
+        let expected = "a:\n    b: 1\n    list:\n        - x\n        - z\n    items:\n        - name: nm\n          conf:\n            k: v\n            l:\n                - 1\n    empty: {}\n    none: []\n";
         assert_eq!(to_string(&v, Flavour::Marshal), expected);
+        // YAML 1.1 booleans are quoted by yaml.Marshal, even in sequences.
+        assert_eq!(
+            to_string(&yaml("[y, n]"), Flavour::Marshal),
+            "- \"y\"\n- \"n\"\n"
+        );
     }
 
     #[test]
