@@ -155,8 +155,8 @@ impl PrivateKey {
     /// # Errors
     /// [`KeyError`] naming the label when the text is not a key Talos would accept.
     pub fn from_pem(text: &str) -> Result<Self, KeyError> {
-        let (label, der) = pem::decode_vec(text.trim_start().as_bytes())
-            .map_err(|e| KeyError::Pem(e.to_string()))?;
+        let (label, der) = pem_decode(text)?;
+        let label = label.as_str();
         let malformed = || KeyError::Malformed {
             label: label.to_string(),
         };
@@ -219,6 +219,9 @@ pub(crate) fn pem_encode(label: &str, der: &[u8]) -> String {
 
 /// Decode one PEM block, returning its label and DER bytes.
 pub(crate) fn pem_decode(text: &str) -> Result<(String, Vec<u8>), KeyError> {
+    if !text.trim_start().starts_with("-----BEGIN ") {
+        return Err(KeyError::Pem("no \"-----BEGIN\" line".into()));
+    }
     pem::decode_vec(text.trim_start().as_bytes())
         .map(|(label, der)| (label.to_string(), der))
         .map_err(|e| KeyError::Pem(e.to_string()))
