@@ -239,7 +239,6 @@ fn analyze(s: &str) -> Analysis {
             block_allowed: false,
         };
     }
-    let chars: Vec<char> = s.chars().collect();
     let (mut block_indicators, mut line_breaks, mut special, mut tabs) =
         (false, false, false, false);
     let (mut leading_space, mut leading_break, mut trailing_space, mut trailing_break) =
@@ -250,8 +249,10 @@ fn analyze(s: &str) -> Analysis {
         block_indicators = true;
     }
     let mut preceded_by_whitespace = true;
-    for (i, &c) in chars.iter().enumerate() {
-        let followed_by_whitespace = i + 1 >= chars.len() || matches!(chars[i + 1], ' ' | '\t');
+    let mut chars = s.chars().enumerate().peekable();
+    while let Some((i, c)) = chars.next() {
+        let next = chars.peek().map(|&(_, n)| n);
+        let followed_by_whitespace = next.is_none_or(|n| matches!(n, ' ' | '\t'));
         if i == 0 {
             match c {
                 '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\'' | '"'
@@ -271,7 +272,7 @@ fn analyze(s: &str) -> Analysis {
         } else if !is_printable(c) {
             special = true;
         }
-        let last = i + 1 == chars.len();
+        let last = next.is_none();
         if c == ' ' {
             leading_space |= i == 0;
             trailing_space |= last;
