@@ -448,3 +448,30 @@ fn map<const N: usize>(entries: [(&str, Value); N]) -> Value {
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_must_be_https_with_a_host() {
+        assert!(validate_endpoint("https://192.168.1.120:6443").is_ok());
+        assert!(validate_endpoint("https://cp.lan").is_ok());
+        for bad in [
+            "http://cp.lan:6443",
+            "cp.lan",
+            "cp.lan:6443",
+            "https://:6443",
+        ] {
+            assert!(validate_endpoint(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn endpoint_without_scheme_suggests_the_default_port() {
+        let err = validate_endpoint("10.0.0.1").unwrap_err().to_string();
+        assert!(err.contains("try: \"https://10.0.0.1:6443\""), "{err}");
+        let err = validate_endpoint("10.0.0.1:443").unwrap_err().to_string();
+        assert!(err.contains("try: \"https://10.0.0.1:443\""), "{err}");
+    }
+}

@@ -14,6 +14,7 @@ pub mod talosconfig;
 pub mod validate;
 pub mod version;
 pub mod yaml;
+mod yaml_resolve;
 
 pub use config::{
     BaseConfig, BaseConfigInput, ConfigError, Role, base_config, machine_config_yaml,

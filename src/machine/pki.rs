@@ -169,3 +169,33 @@ fn serial<R: RngCore>(rng: &mut R) -> SerialNumber {
     let start = bytes.iter().position(|&b| b != 0).unwrap_or(15);
     SerialNumber::from_slice(&bytes[start..])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn serial_is_minimal_and_below_2_pow_128() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
+        for _ in 0..100 {
+            let s = serial(&mut rng);
+            let bytes = s.as_ref();
+            assert!(!bytes.is_empty() && bytes.len() <= 16);
+            assert!(bytes.len() == 1 || bytes[0] != 0);
+        }
+    }
+
+    #[test]
+    fn ca_from_an_rsa_key_is_refused() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
+        let key = PrivateKey::generate_rsa(&mut rng, 1024).unwrap();
+        let spec = CaSpec {
+            organization: Some("x"),
+            not_before: OffsetDateTime::UNIX_EPOCH,
+            not_after: OffsetDateTime::UNIX_EPOCH + time::Duration::days(1),
+        };
+        let err = self_signed_ca(&key, &spec, &mut rng).unwrap_err();
+        assert!(err.to_string().contains("RSA"), "{err}");
+    }
+}

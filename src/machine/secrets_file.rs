@@ -306,3 +306,38 @@ fn map<const N: usize>(entries: [(&str, Value); N]) -> Value {
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_bundle_lists_every_required_field() {
+        let Err(SecretsFileError::Invalid { problems }) = parse_secrets_yaml("cluster: {}\n")
+        else {
+            panic!("expected an invalid bundle");
+        };
+        assert_eq!(
+            problems,
+            vec![
+                "cluster.id is required",
+                "cluster.secret is required",
+                "secrets.bootstraptoken is required",
+                "one of [secrets.secretboxencryptionsecret, secrets.aescbcencryptionsecret] is required",
+                "trustdinfo.token is required",
+                "certs.etcd is required",
+                "certs.k8s is required",
+                "certs.k8saggregator is required",
+                "certs.os is required",
+                "certs.k8sserviceaccount is required",
+            ]
+        );
+    }
+
+    #[test]
+    fn key_that_is_not_base64_is_named() {
+        let mut problems = Vec::new();
+        assert!(decode_key("not base64!", "certs.os.key", &mut problems).is_none());
+        assert_eq!(problems, vec!["certs.os.key is not valid base64"]);
+    }
+}

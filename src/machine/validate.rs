@@ -391,3 +391,49 @@ fn is_valid_dns_name(name: &str) -> bool {
                 && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_domain_rules_follow_talos() {
+        assert!(is_valid_dns_name("cluster.local"));
+        assert!(is_valid_dns_name("cluster.local."));
+        assert!(is_valid_dns_name("my_domain"));
+        assert!(!is_valid_dns_name(""));
+        assert!(!is_valid_dns_name("-bad.local"));
+        assert!(!is_valid_dns_name("a..b"));
+    }
+
+    #[test]
+    fn config_without_a_v1alpha1_document_is_refused() {
+        let docs = [serde_yaml_ng::from_str::<Value>(
+            "apiVersion: v1alpha1\nkind: HostnameConfig\nauto: stable\n",
+        )
+        .unwrap()];
+        let problems = check_config(&docs);
+        assert_eq!(problems.len(), 1);
+        assert_eq!(
+            problems[0].message,
+            "v1alpha1.Config is not present in the container"
+        );
+    }
+
+    #[test]
+    fn document_without_kind_or_api_version_is_refused() {
+        let docs = [
+            serde_yaml_ng::from_str::<Value>("apiVersion: v1alpha1\nauto: stable\n").unwrap(),
+            serde_yaml_ng::from_str::<Value>("kind: HostnameConfig\nauto: stable\n").unwrap(),
+        ];
+        let messages: Vec<String> = check_config(&docs).into_iter().map(|p| p.message).collect();
+        assert!(
+            messages.contains(&"missing kind".to_string()),
+            "{messages:?}"
+        );
+        assert!(
+            messages.contains(&"missing apiVersion".to_string()),
+            "{messages:?}"
+        );
+    }
+}
