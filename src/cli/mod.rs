@@ -7,6 +7,8 @@ use std::process::ExitCode;
 pub mod error;
 mod machineconfig;
 mod machineconfig_gen;
+mod secrets;
+mod secrets_gen;
 mod version;
 
 pub use error::{CommandError, Outcome};
@@ -39,6 +41,8 @@ pub enum Command {
     Version(version::VersionArgs),
     /// Work with Talos machine configs outside a topology.
     Machineconfig(machineconfig::MachineconfigArgs),
+    /// Generate the cluster secrets bundle (talosctl's secrets.yaml format).
+    Secrets(secrets::SecretsArgs),
 }
 
 /// Parse the command line, run the command on a fresh tokio runtime, print the
@@ -78,5 +82,6 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
     match cli.command {
         Command::Version(args) => version::run(args),
         Command::Machineconfig(args) => machineconfig::run(args),
+        Command::Secrets(args) => secrets::run(args),
     }
 }
