@@ -8,6 +8,7 @@ use super::{CommandError, Outcome};
 /// Arguments of `talosprov machineconfig`.
 #[derive(Debug, Args)]
 pub struct MachineconfigArgs {
+    /// The `machineconfig` subcommand to run.
     #[command(subcommand)]
     pub command: MachineconfigCommand,
 }

@@ -8,6 +8,7 @@ use super::{CommandError, Outcome};
 /// Arguments of `talosprov secrets`.
 #[derive(Debug, Args)]
 pub struct SecretsArgs {
+    /// The `secrets` subcommand to run.
     #[command(subcommand)]
     pub command: SecretsCommand,
 }
