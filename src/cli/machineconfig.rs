@@ -1,12 +1,14 @@
 //! `talosprov machineconfig`: work on machine config files directly, as
 //! `talosctl machineconfig` does. `patch` applies strategic-merge and JSON 6902
-//! patches to an existing config, to debug patches against it.
+//! patches to an existing config, to debug patches against it; `gen` prints the
+//! base config `talosctl gen config` would make.
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::machineconfig_gen::{self, GenArgs};
 use super::{CommandError, Outcome};
 use crate::patch::{MachineConfig, Patch, apply_patches, load_patch};
 
@@ -29,6 +31,8 @@ pub enum MachineconfigCommand {
     /// apply in the order given; a later patch wins. JSON patches are refused on
     /// a multi-document config, as Talos does.
     Patch(PatchArgs),
+    /// Print the base machine config `talosctl gen config` would make for these inputs.
+    Gen(GenArgs),
 }
 
 /// Arguments of `talosprov machineconfig patch`.
@@ -54,6 +58,7 @@ pub struct PatchArgs {
 pub fn run(args: MachineconfigArgs) -> Result<Outcome, CommandError> {
     match args.command {
         MachineconfigCommand::Patch(args) => run_patch(args),
+        MachineconfigCommand::Gen(args) => machineconfig_gen::run(args),
     }
 }
 

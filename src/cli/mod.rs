@@ -16,6 +16,9 @@ mod state_options;
 mod state_rm;
 mod state_show;
 mod machineconfig;
+mod machineconfig_gen;
+mod secrets;
+mod secrets_gen;
 mod version;
 
 pub use error::{CommandError, Outcome};
@@ -54,6 +57,8 @@ pub enum Command {
     ForceUnlock(force_unlock::ForceUnlockArgs),
     /// Work on machine config files directly, like `talosctl machineconfig`.
     Machineconfig(machineconfig::MachineconfigArgs),
+    /// Generate the cluster secrets bundle (talosctl's secrets.yaml format).
+    Secrets(secrets::SecretsArgs),
 }
 
 /// Parse the command line, run the command on a fresh tokio runtime, print the
@@ -97,5 +102,6 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
         Command::State(args) => state::run(args).await,
         Command::ForceUnlock(args) => force_unlock::run(args).await,
         Command::Machineconfig(args) => machineconfig::run(args),
+        Command::Secrets(args) => secrets::run(args),
     }
 }

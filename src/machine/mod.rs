@@ -1,1 +1,33 @@
-//! Machine configs: the secrets bundle, base configs per role, talosconfig and kubeconfig (pure).
+//! Machine configs (pure): the secrets bundle, base configs per role, the checks Talos makes on
+//! a final config, the talosconfig and the offline admin kubeconfig. Randomness and the clock
+//! are parameters; nothing here does I/O.
+
+pub mod config;
+pub mod keys;
+pub mod kubeconfig;
+pub mod pki;
+pub mod redact;
+pub mod secrets;
+pub mod secrets_file;
+pub mod sensitive;
+pub mod talosconfig;
+pub mod validate;
+pub mod version;
+pub mod yaml;
+mod yaml_resolve;
+
+pub use config::{
+    BaseConfig, BaseConfigInput, ConfigError, Role, base_config, machine_config_yaml,
+};
+pub use keys::{KeyAlgorithm, KeyError, PrivateKey};
+pub use kubeconfig::{AdminKubeconfig, KubeconfigInput};
+pub use pki::{CertAndKey, PkiError};
+pub use redact::redact_secrets;
+pub use secrets::{Certs, ClusterIdentity, EncryptionSecret, SecretsBundle, SecretsError};
+pub use secrets_file::{SecretsFileError, parse_secrets_yaml, secrets_yaml};
+pub use sensitive::Sensitive;
+pub use talosconfig::{Talosconfig, TalosconfigInput};
+pub use validate::{ConfigProblem, Severity, check_config};
+pub use version::{
+    Contract, ContractChoice, TalosVersion, VersionError, contract_for, default_kubernetes_version,
+};

@@ -1,0 +1,94 @@
+//! `talosprov machineconfig gen`: print the base machine config for one role, as Talos's config
+//! generator makes it for exactly these inputs (no topology, no patches).
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use super::{CommandError, Outcome};
+use crate::machine::{BaseConfigInput, Role, TalosVersion, base_config, parse_secrets_yaml};
+
+/// The machine type to generate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MachineType {
+    /// A control-plane node.
+    Controlplane,
+    /// A worker node.
+    Worker,
+}
+
+/// Arguments of `talosprov machineconfig gen`.
+#[derive(Debug, Args)]
+pub struct GenArgs {
+    /// Machine type.
+    #[arg(long = "type", value_enum)]
+    pub machine_type: MachineType,
+
+    /// Cluster name (`cluster.clusterName`).
+    #[arg(long)]
+    pub cluster_name: String,
+
+    /// Kubernetes API endpoint, e.g. https://192.168.1.120:6443.
+    #[arg(long)]
+    pub endpoint: String,
+
+    /// Kubernetes version (default: the Talos release's default).
+    #[arg(long)]
+    pub kubernetes_version: Option<String>,
+
+    /// Talos version the node runs; selects the config contract (v1.12 or v1.13).
+    #[arg(long, default_value = "v1.13.9")]
+    pub talos_version: String,
+
+    /// Secrets bundle in talosctl's secrets.yaml format.
+    #[arg(long)]
+    pub secrets: PathBuf,
+
+    /// Install disk (`machine.install.disk`); left out when not given.
+    #[arg(long)]
+    pub install_disk: Option<String>,
+
+    /// Installer image (`machine.install.image`); left out when not given.
+    #[arg(long)]
+    pub install_image: Option<String>,
+
+    /// Extra certificate SAN for both machine.certSANs and cluster.apiServer.certSANs (repeatable).
+    #[arg(long = "additional-sans")]
+    pub additional_sans: Vec<String>,
+}
+
+/// Print the base config on stdout; warnings go to stderr.
+///
+/// # Errors
+/// An unreadable or invalid secrets file, an invalid endpoint or version, or a closed stdout.
+pub fn run(args: GenArgs) -> Result<Outcome, CommandError> {
+    let text = std::fs::read_to_string(&args.secrets)
+        .with_context(|| format!("cannot read the secrets bundle {}", args.secrets.display()))?;
+    let secrets = parse_secrets_yaml(&text)
+        .with_context(|| format!("cannot use the secrets bundle {}", args.secrets.display()))?;
+    let talos_version: TalosVersion = args.talos_version.parse()?;
+    let input = BaseConfigInput {
+        cluster_name: args.cluster_name,
+        endpoint: args.endpoint,
+        kubernetes_version: args.kubernetes_version,
+        talos_version,
+        role: match args.machine_type {
+            MachineType::Controlplane => Role::ControlPlane,
+            MachineType::Worker => Role::Worker,
+        },
+        secrets: &secrets,
+        install_disk: args.install_disk,
+        install_image: args.install_image,
+        additional_sans: args.additional_sans,
+        hostname_config: true,
+    };
+    let config = base_config(&input)?;
+    for warning in &config.warnings {
+        crate::ui::warn(warning);
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(config.to_yaml().as_bytes())?;
+    out.flush()?;
+    Ok(Outcome::Success)
+}

@@ -1,0 +1,130 @@
+//! The Image Factory HTTP client: register a schematic (`POST /schematics`) and check that the
+//! factory computed the same ID as we did. Source: image-factory
+//! `internal/frontend/http/configuration.go` (`201 Created`, JSON `{"id", "schematic"}`).
+
+use serde::Deserialize;
+use std::time::Duration;
+
+use super::schematic::{Schematic, SchematicId};
+
+/// How long one factory request may take before it fails.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Errors talking to the Image Factory.
+#[derive(Debug, thiserror::Error)]
+pub enum FactoryError {
+    /// The request could not be sent or the response not read.
+    #[error("request to the Image Factory at {url} failed")]
+    Request {
+        /// The URL requested.
+        url: String,
+        /// The transport error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The factory answered with an error status.
+    #[error("the Image Factory at {url} answered {status}: {body}")]
+    Status {
+        /// The URL requested.
+        url: String,
+        /// The HTTP status.
+        status: reqwest::StatusCode,
+        /// The response body, trimmed.
+        body: String,
+    },
+    /// The response was not the expected JSON.
+    #[error("the Image Factory at {url} sent an unexpected response: {body}")]
+    Decode {
+        /// The URL requested.
+        url: String,
+        /// The response body, trimmed.
+        body: String,
+    },
+    /// The factory's ID differs from the one computed locally: the schematic would not be the
+    /// one the nodes' installer references name.
+    #[error(
+        "the Image Factory registered the schematic as {theirs}, but talosprov computed {ours}; \
+         the factory serialises schematics differently than expected, so image references would be wrong"
+    )]
+    IdMismatch {
+        /// Our ID.
+        ours: SchematicId,
+        /// The factory's ID.
+        theirs: String,
+    },
+}
+
+/// A client for one Image Factory (e.g. `https://factory.talos.dev`).
+#[derive(Debug, Clone)]
+pub struct FactoryClient {
+    base: url::Url,
+    http: reqwest::Client,
+}
+
+#[derive(Deserialize)]
+struct CreateResponse {
+    id: String,
+}
+
+impl FactoryClient {
+    /// A client for the factory at `base`, with [`REQUEST_TIMEOUT`] per request.
+    ///
+    /// # Errors
+    /// When the HTTP client cannot be built (TLS roots unavailable).
+    pub fn new(base: url::Url) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .user_agent(concat!("talosprov/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(FactoryClient { base, http })
+    }
+
+    /// The factory's base URL.
+    pub fn base(&self) -> &url::Url {
+        &self.base
+    }
+
+    /// Register `schematic` with the factory (idempotent: the same schematic always gets the
+    /// same ID) and return its ID after checking it equals [`Schematic::id`].
+    ///
+    /// # Errors
+    /// [`FactoryError`] for transport failures, non-2xx answers, unexpected bodies, and an ID
+    /// that differs from ours.
+    pub async fn register(&self, schematic: &Schematic) -> Result<SchematicId, FactoryError> {
+        let url = format!("{}/schematics", self.base.as_str().trim_end_matches('/'));
+        let request_error = |source| FactoryError::Request {
+            url: url.clone(),
+            source,
+        };
+        let response = self
+            .http
+            .post(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/yaml")
+            .body(schematic.to_yaml())
+            .send()
+            .await
+            .map_err(request_error)?;
+        let status = response.status();
+        let body = response.text().await.map_err(request_error)?;
+        if !status.is_success() {
+            return Err(FactoryError::Status {
+                url,
+                status,
+                body: body.trim().to_string(),
+            });
+        }
+        let parsed: CreateResponse =
+            serde_json::from_str(&body).map_err(|_| FactoryError::Decode {
+                url: url.clone(),
+                body: body.trim().chars().take(200).collect(),
+            })?;
+        let ours = schematic.id();
+        if parsed.id != ours.as_str() {
+            return Err(FactoryError::IdMismatch {
+                ours,
+                theirs: parsed.id,
+            });
+        }
+        Ok(ours)
+    }
+}

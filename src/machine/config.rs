@@ -1,0 +1,477 @@
+//! The base machine config per role, equal to what `talosctl gen config` writes for the v1.12
+//! and v1.13 contracts (checked against Talos's stability golden files).
+//! Source: Talos v1.13.9 `pkg/machinery/config/generate/{generate.go,init.go,worker.go,network.go}`.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde_yaml_ng::{Mapping, Value};
+use std::fmt;
+
+use super::secrets::{EncryptionSecret, SecretsBundle};
+use super::version::{
+    Contract, TalosVersion, VersionError, contract_for, default_kubernetes_version,
+};
+use super::yaml::{Flavour, documents_to_string};
+
+/// The two machine roles talosprov generates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// `controlplane`: etcd, the Kubernetes control plane and every CA key.
+    ControlPlane,
+    /// `worker`: CA certificates without keys and no control-plane sections.
+    Worker,
+}
+
+impl Role {
+    /// The value of `machine.type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::ControlPlane => "controlplane",
+            Role::Worker => "worker",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Errors generating a base config.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The cluster endpoint is not an https URL with a host (talosctl `validateClusterEndpoint`).
+    #[error("invalid cluster endpoint {endpoint:?}: {reason}")]
+    Endpoint {
+        /// The endpoint as given.
+        endpoint: String,
+        /// Talos's wording of the problem.
+        reason: String,
+    },
+    /// The cluster name is empty.
+    #[error("the cluster name must not be empty")]
+    EmptyClusterName,
+    /// A version problem (e.g. no default Kubernetes version for this Talos release).
+    #[error(transparent)]
+    Version(#[from] VersionError),
+}
+
+/// Everything the base config depends on.
+#[derive(Debug, Clone)]
+pub struct BaseConfigInput<'a> {
+    /// `cluster.clusterName`.
+    pub cluster_name: String,
+    /// `cluster.controlPlane.endpoint`, e.g. `https://192.168.1.120:6443`.
+    pub endpoint: String,
+    /// Kubernetes version with or without `v`; `None` takes the Talos release's default.
+    pub kubernetes_version: Option<String>,
+    /// The Talos version the nodes run; selects the contract.
+    pub talos_version: TalosVersion,
+    /// Control plane or worker.
+    pub role: Role,
+    /// The cluster's secrets.
+    pub secrets: &'a SecretsBundle,
+    /// `machine.install.disk` (e.g. `/dev/sda`); left out when `None`.
+    pub install_disk: Option<String>,
+    /// `machine.install.image` (e.g. `factory.talos.dev/nocloud-installer/<id>:v1.13.9`);
+    /// left out when `None`.
+    pub install_image: Option<String>,
+    /// Extra names and addresses (e.g. the VIP) for both `machine.certSANs` and
+    /// `cluster.apiServer.certSANs`.
+    pub additional_sans: Vec<String>,
+    /// Whether to emit the `HostnameConfig` document (`auto: stable`) that Talos 1.12+
+    /// generates.
+    pub hostname_config: bool,
+}
+
+/// A generated base config: its documents, in Talos's key order, and how it was made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BaseConfig {
+    /// The v1alpha1 document first, then `HostnameConfig` when asked for.
+    pub documents: Vec<Value>,
+    /// The contract generated.
+    pub contract: Contract,
+    /// The Kubernetes version used, without `v` (e.g. `1.36.3`).
+    pub kubernetes_version: String,
+    /// Warnings for the caller to print (e.g. a Talos version outside v1.12–v1.13).
+    pub warnings: Vec<String>,
+}
+
+impl BaseConfig {
+    /// The config as Talos writes it (see [`machine_config_yaml`]).
+    pub fn to_yaml(&self) -> String {
+        machine_config_yaml(&self.documents)
+    }
+}
+
+/// Multi-document machine config text in Talos's style: go-yaml with 4-space indent, documents
+/// separated by `---`. Use it for final configs after patches, too.
+pub fn machine_config_yaml(documents: &[Value]) -> String {
+    documents_to_string(documents, Flavour::MachineConfig)
+}
+
+/// Kubernetes component images (Talos `constants.go`).
+const KUBELET_IMAGE: &str = "ghcr.io/siderolabs/kubelet";
+const APISERVER_IMAGE: &str = "registry.k8s.io/kube-apiserver";
+const CONTROLLER_MANAGER_IMAGE: &str = "registry.k8s.io/kube-controller-manager";
+const PROXY_IMAGE: &str = "registry.k8s.io/kube-proxy";
+const SCHEDULER_IMAGE: &str = "registry.k8s.io/kube-scheduler";
+/// Generation defaults (talosctl `gen config` and `constants.go`).
+const DNS_DOMAIN: &str = "cluster.local";
+const POD_SUBNET: &str = "10.244.0.0/16";
+const SERVICE_SUBNET: &str = "10.96.0.0/12";
+const KUBEPRISM_PORT: u64 = 7445;
+const LABEL_EXCLUDE_FROM_EXTERNAL_LB: &str =
+    "node.kubernetes.io/exclude-from-external-load-balancers";
+
+/// Generate the base config for one role.
+///
+/// Pod and service subnets are always the IPv4 defaults: Talos switches to IPv6 only when the
+/// whole endpoint string parses as an IPv6 address, which an https URL never does.
+///
+/// # Errors
+/// [`ConfigError`] for an empty cluster name, an endpoint that is not `https://host[:port]`, or
+/// a Talos release with no known default Kubernetes version when none is given.
+pub fn base_config(input: &BaseConfigInput<'_>) -> Result<BaseConfig, ConfigError> {
+    if input.cluster_name.trim().is_empty() {
+        return Err(ConfigError::EmptyClusterName);
+    }
+    validate_endpoint(&input.endpoint)?;
+    let choice = contract_for(&input.talos_version);
+    let kubernetes_version = match &input.kubernetes_version {
+        Some(v) => v.trim_start_matches('v').to_string(),
+        None => default_kubernetes_version(&input.talos_version)?.to_string(),
+    };
+    let mut documents = vec![v1alpha1(input, choice.contract, &kubernetes_version)];
+    if input.hostname_config {
+        documents.push(map([
+            ("apiVersion", "v1alpha1".into()),
+            ("kind", "HostnameConfig".into()),
+            ("auto", "stable".into()),
+        ]));
+    }
+    Ok(BaseConfig {
+        documents,
+        contract: choice.contract,
+        kubernetes_version,
+        warnings: choice.warning.into_iter().collect(),
+    })
+}
+
+fn v1alpha1(input: &BaseConfigInput<'_>, contract: Contract, k8s: &str) -> Value {
+    let s = input.secrets;
+    let control_plane = input.role == Role::ControlPlane;
+    let b64 = |pem: &str| Value::String(STANDARD.encode(pem.as_bytes()));
+    let pair = |crt: &str, key: Option<&str>| {
+        map([
+            ("crt", b64(crt)),
+            ("key", key.map(b64).unwrap_or_else(|| "".into())),
+        ])
+    };
+    let sans = || {
+        Value::Sequence(
+            input
+                .additional_sans
+                .iter()
+                .map(|s| s.as_str().into())
+                .collect(),
+        )
+    };
+
+    let mut machine = Mapping::new();
+    put(&mut machine, "type", input.role.as_str().into());
+    put(
+        &mut machine,
+        "token",
+        s.trustd_token.expose().as_str().into(),
+    );
+    let os_key = control_plane.then(|| s.certs.os.key.expose().as_str());
+    put(&mut machine, "ca", pair(&s.certs.os.crt, os_key));
+    put(&mut machine, "certSANs", sans());
+    put(
+        &mut machine,
+        "kubelet",
+        map([
+            ("image", format!("{KUBELET_IMAGE}:v{k8s}").into()),
+            ("defaultRuntimeSeccompProfileEnabled", true.into()),
+            ("disableManifestsDirectory", true.into()),
+        ]),
+    );
+    if contract.emits_empty_machine_network() {
+        put(&mut machine, "network", Value::Mapping(Mapping::new()));
+    }
+    let mut install = Mapping::new();
+    if let Some(disk) = &input.install_disk {
+        put(&mut install, "disk", disk.as_str().into());
+    }
+    if let Some(image) = &input.install_image {
+        put(&mut install, "image", image.as_str().into());
+    }
+    put(&mut install, "wipe", false.into());
+    put(&mut install, "grubUseUKICmdline", true.into());
+    put(&mut machine, "install", Value::Mapping(install));
+    put(
+        &mut machine,
+        "features",
+        map([
+            ("diskQuotaSupport", true.into()),
+            (
+                "kubePrism",
+                map([("enabled", true.into()), ("port", KUBEPRISM_PORT.into())]),
+            ),
+            (
+                "hostDNS",
+                map([
+                    ("enabled", true.into()),
+                    ("forwardKubeDNSToHost", true.into()),
+                ]),
+            ),
+        ]),
+    );
+    if control_plane {
+        put(
+            &mut machine,
+            "nodeLabels",
+            map([(LABEL_EXCLUDE_FROM_EXTERNAL_LB, "".into())]),
+        );
+    }
+
+    let mut cluster = Mapping::new();
+    put(&mut cluster, "id", s.cluster.id.as_str().into());
+    put(
+        &mut cluster,
+        "secret",
+        s.cluster.secret.expose().as_str().into(),
+    );
+    put(
+        &mut cluster,
+        "controlPlane",
+        map([("endpoint", input.endpoint.as_str().into())]),
+    );
+    put(
+        &mut cluster,
+        "clusterName",
+        input.cluster_name.as_str().into(),
+    );
+    put(
+        &mut cluster,
+        "network",
+        map([
+            ("dnsDomain", DNS_DOMAIN.into()),
+            ("podSubnets", Value::Sequence(vec![POD_SUBNET.into()])),
+            (
+                "serviceSubnets",
+                Value::Sequence(vec![SERVICE_SUBNET.into()]),
+            ),
+        ]),
+    );
+    put(
+        &mut cluster,
+        "token",
+        s.bootstrap_token.expose().as_str().into(),
+    );
+    if control_plane {
+        // A bundle made for Talos ≤ 1.2 carries an AES-CBC secret; keep using it rather than
+        // leave the control plane without a secrets-at-rest key.
+        let (field, value) = match &s.encryption {
+            EncryptionSecret::Secretbox(v) => ("secretboxEncryptionSecret", v),
+            EncryptionSecret::AesCbc(v) => ("aescbcEncryptionSecret", v),
+        };
+        put(&mut cluster, field, value.expose().as_str().into());
+    }
+    let k8s_key = control_plane.then(|| s.certs.k8s.key.expose().as_str());
+    put(&mut cluster, "ca", pair(&s.certs.k8s.crt, k8s_key));
+    if control_plane {
+        let agg = &s.certs.k8s_aggregator;
+        put(
+            &mut cluster,
+            "aggregatorCA",
+            pair(&agg.crt, Some(agg.key.expose())),
+        );
+        put(
+            &mut cluster,
+            "serviceAccount",
+            map([("key", b64(s.certs.k8s_service_account.expose()))]),
+        );
+        let mut api = Mapping::new();
+        put(
+            &mut api,
+            "image",
+            format!("{APISERVER_IMAGE}:v{k8s}").into(),
+        );
+        if !input.additional_sans.is_empty() {
+            put(&mut api, "certSANs", sans());
+        }
+        put(
+            &mut api,
+            "admissionControl",
+            Value::Sequence(vec![pod_security_admission()]),
+        );
+        put(&mut api, "auditPolicy", default_audit_policy());
+        put(&mut cluster, "apiServer", Value::Mapping(api));
+        put(
+            &mut cluster,
+            "controllerManager",
+            map([("image", format!("{CONTROLLER_MANAGER_IMAGE}:v{k8s}").into())]),
+        );
+        put(
+            &mut cluster,
+            "proxy",
+            map([("image", format!("{PROXY_IMAGE}:v{k8s}").into())]),
+        );
+        put(
+            &mut cluster,
+            "scheduler",
+            map([("image", format!("{SCHEDULER_IMAGE}:v{k8s}").into())]),
+        );
+    }
+    put(
+        &mut cluster,
+        "discovery",
+        map([
+            ("enabled", true.into()),
+            (
+                "registries",
+                map([
+                    ("kubernetes", map([("disabled", true.into())])),
+                    ("service", Value::Mapping(Mapping::new())),
+                ]),
+            ),
+        ]),
+    );
+    if control_plane {
+        let etcd = &s.certs.etcd;
+        put(
+            &mut cluster,
+            "etcd",
+            map([("ca", pair(&etcd.crt, Some(etcd.key.expose())))]),
+        );
+    }
+
+    map([
+        ("version", "v1alpha1".into()),
+        ("debug", false.into()),
+        ("persist", true.into()),
+        ("machine", Value::Mapping(machine)),
+        ("cluster", Value::Mapping(cluster)),
+    ])
+}
+
+/// The PodSecurity admission plugin config Talos generates (keys sorted, as Talos writes maps).
+fn pod_security_admission() -> Value {
+    let defaults = map([
+        ("audit", "restricted".into()),
+        ("audit-version", "latest".into()),
+        ("enforce", "baseline".into()),
+        ("enforce-version", "latest".into()),
+        ("warn", "restricted".into()),
+        ("warn-version", "latest".into()),
+    ]);
+    let exemptions = map([
+        ("namespaces", Value::Sequence(vec!["kube-system".into()])),
+        ("runtimeClasses", Value::Sequence(vec![])),
+        ("usernames", Value::Sequence(vec![])),
+    ]);
+    map([
+        ("name", "PodSecurity".into()),
+        (
+            "configuration",
+            map([
+                (
+                    "apiVersion",
+                    "pod-security.admission.config.k8s.io/v1alpha1".into(),
+                ),
+                ("defaults", defaults),
+                ("exemptions", exemptions),
+                ("kind", "PodSecurityConfiguration".into()),
+            ]),
+        ),
+    ])
+}
+
+/// `v1alpha1.APIServerDefaultAuditPolicy`.
+fn default_audit_policy() -> Value {
+    map([
+        ("apiVersion", "audit.k8s.io/v1".into()),
+        ("kind", "Policy".into()),
+        (
+            "rules",
+            Value::Sequence(vec![map([("level", "Metadata".into())])]),
+        ),
+    ])
+}
+
+/// talosctl `validateClusterEndpoint` plus siderolabs/net `ValidateEndpointURI`, in their words.
+pub(crate) fn validate_endpoint(endpoint: &str) -> Result<(), ConfigError> {
+    let fail = |reason: String| ConfigError::Endpoint {
+        endpoint: endpoint.to_string(),
+        reason,
+    };
+    if !endpoint.contains("://") {
+        let with_port = if endpoint
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
+        {
+            endpoint.to_string()
+        } else {
+            format!("{endpoint}:6443")
+        };
+        return Err(fail(format!(
+            "no scheme specified for the cluster endpoint URL\ntry: \"https://{with_port}\""
+        )));
+    }
+    let url = url::Url::parse(endpoint)
+        .map_err(|e| fail(format!("failed to parse the cluster endpoint URL: {e}")))?;
+    if url.scheme() != "https" {
+        return Err(fail(format!(
+            "the control plane endpoint URL should have scheme https://\ntry: \"https://{}:{}\"",
+            url.host_str().unwrap_or_default(),
+            url.port().unwrap_or(6443)
+        )));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(fail("hostname must not be blank".into()));
+    }
+    Ok(())
+}
+
+fn put(m: &mut Mapping, key: &str, value: Value) {
+    m.insert(Value::String(key.to_string()), value);
+}
+
+fn map<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    Value::Mapping(
+        entries
+            .into_iter()
+            .map(|(k, v)| (Value::String(k.into()), v))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_must_be_https_with_a_host() {
+        assert!(validate_endpoint("https://192.168.1.120:6443").is_ok());
+        assert!(validate_endpoint("https://cp.lan").is_ok());
+        for bad in [
+            "http://cp.lan:6443",
+            "cp.lan",
+            "cp.lan:6443",
+            "https://:6443",
+        ] {
+            assert!(validate_endpoint(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn endpoint_without_scheme_suggests_the_default_port() {
+        let err = validate_endpoint("10.0.0.1").unwrap_err().to_string();
+        assert!(err.contains("try: \"https://10.0.0.1:6443\""), "{err}");
+        let err = validate_endpoint("10.0.0.1:443").unwrap_err().to_string();
+        assert!(err.contains("try: \"https://10.0.0.1:443\""), "{err}");
+    }
+}
