@@ -8,6 +8,7 @@ mod config;
 mod server;
 mod service;
 mod state;
+mod verify;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

@@ -21,6 +21,7 @@ use tonic::transport::server::Connected;
 use super::certs::{self, Identity};
 use super::service::Api;
 use super::state::{Node, Phase, Shared};
+use super::verify::ApidClientVerifier;
 use crate::talos::TALOS_API_PORT;
 use crate::talos::api::machine::image_service_server::ImageServiceServer;
 use crate::talos::api::machine::lifecycle_service_server::LifecycleServiceServer;
@@ -217,9 +218,10 @@ fn server_tls(shared: &Shared, node: &Node) -> Result<Option<Arc<ServerConfig>>,
                     .add(ca.map_err(|e| e.to_string())?)
                     .map_err(|e| e.to_string())?;
             }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+            let inner = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
                 .map_err(|e| e.to_string())?;
+            let verifier = Arc::new(ApidClientVerifier { inner });
             builder
                 .with_client_cert_verifier(verifier)
                 .with_single_cert(chain, key)
@@ -296,8 +298,8 @@ async fn serve(
 }
 
 /// Roles of the caller. Maintenance mode: everyone is `os:reader` (ReadonlyRoleMode).
-/// Secure mode: the leaf certificate's ExtKeyUsage must be exactly ClientAuth (apid
-/// checks it) and the roles are its Organization values.
+/// Secure mode: the Organization values of the client certificate, which the handshake
+/// has verified (chain to the OS CA, ExtKeyUsage exactly ClientAuth).
 fn peer_of(
     tls: &tokio_rustls::server::TlsStream<TcpStream>,
     addr: SocketAddr,
@@ -316,14 +318,6 @@ fn peer_of(
         .and_then(|c| c.first())
         .ok_or("no client certificate")?;
     let (_, cert) = x509_parser::parse_x509_certificate(leaf).map_err(|e| e.to_string())?;
-    let eku = cert
-        .extended_key_usage()
-        .map_err(|e| e.to_string())?
-        .map(|e| e.value.clone());
-    match eku {
-        Some(e) if e.client_auth && !e.server_auth && !e.any && e.other.is_empty() => {}
-        _ => return Err("client certificate is missing the client auth extended key usage".into()),
-    }
     let roles: Vec<Role> = cert
         .subject()
         .iter_organization()

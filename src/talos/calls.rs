@@ -68,7 +68,16 @@ impl TalosClient {
             .machine()
             .apply_configuration(request)
             .await
-            .map_err(|s| self.err(RPC, s))?
+            .map_err(|s| match self.err(RPC, s) {
+                // Name the node by the hostname it was given when the caller did not.
+                TalosError::InvalidConfig { mut node, message } => {
+                    if node.hostname.is_none() {
+                        node.hostname = hostname_in_config(config);
+                    }
+                    TalosError::InvalidConfig { node, message }
+                }
+                other => other,
+            })?
             .into_inner();
         let message = reply.messages.into_iter().next().unwrap_or_default();
         self.check_metadata(RPC, message.metadata.as_ref())?;
@@ -399,6 +408,23 @@ fn system_containerd() -> ContainerdInstance {
     }
 }
 
+/// The hostname a machine config sets: `machine.network.hostname`, else the
+/// `hostname` of a HostnameConfig document. None when unset or not YAML.
+fn hostname_in_config(config: &[u8]) -> Option<String> {
+    use serde::Deserialize as _;
+    let mut from_hostname_config = None;
+    for document in serde_yaml_ng::Deserializer::from_slice(config) {
+        let doc = serde_yaml_ng::Value::deserialize(document).ok()?;
+        if let Some(h) = doc["machine"]["network"]["hostname"].as_str() {
+            return Some(h.to_string());
+        }
+        if doc["kind"].as_str() == Some("HostnameConfig") {
+            from_hostname_config = doc["hostname"].as_str().map(str::to_string);
+        }
+    }
+    from_hostname_config
+}
+
 fn mode_to_proto(mode: ApplyMode) -> Mode {
     match mode {
         ApplyMode::Reboot => Mode::Reboot,
@@ -416,5 +442,20 @@ fn mode_from_proto(mode: i32) -> ApplyMode {
         Mode::NoReboot => ApplyMode::NoReboot,
         Mode::Staged => ApplyMode::Staged,
         Mode::Try => ApplyMode::Try,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostname_comes_from_the_v1alpha1_document_or_hostname_config() {
+        let v1 = b"machine:\n  network:\n    hostname: cp-1\n";
+        assert_eq!(hostname_in_config(v1).as_deref(), Some("cp-1"));
+        let hc = b"machine:\n  type: worker\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nhostname: w-9\n";
+        assert_eq!(hostname_in_config(hc).as_deref(), Some("w-9"));
+        assert_eq!(hostname_in_config(b"machine: {}\n"), None);
+        assert_eq!(hostname_in_config(b"machine: ["), None);
     }
 }

@@ -224,6 +224,14 @@ fn cause_error(node: &NodeName, top: &(dyn std::error::Error + 'static)) -> Opti
         if io_reason.is_none()
             && let Some(io) = err.downcast_ref::<std::io::Error>()
         {
+            // h2 rebuilds I/O errors from their kind and text, so a TLS alert that
+            // arrives after the handshake is only visible as text.
+            if let Some(alert) = client_cert_alert(&io.to_string()) {
+                return Some(TalosError::ClientCertificateRejected {
+                    node: node.clone(),
+                    alert,
+                });
+            }
             io_reason = Some(io.to_string());
         }
         current = err.source().or(inner.and_then(|i| i.source()));
@@ -234,25 +242,44 @@ fn cause_error(node: &NodeName, top: &(dyn std::error::Error + 'static)) -> Opti
     })
 }
 
+/// TLS alerts a server sends when it refuses the client certificate (Go's crypto/tls
+/// sends bad_certificate; rustls sends unknown_ca, decrypt_error, ...).
+const CLIENT_CERT_ALERTS: &[&str] = &[
+    "BadCertificate",
+    "UnknownCA",
+    "CertificateRequired",
+    "CertificateUnknown",
+    "UnsupportedCertificate",
+    "AccessDenied",
+    "DecryptError",
+];
+
+/// `received fatal alert: UnknownCA` → `UnknownCA`, when it is a client-certificate alert.
+fn client_cert_alert(text: &str) -> Option<String> {
+    let alert = text.split("received fatal alert: ").nth(1)?;
+    let alert = alert.split(|c: char| !c.is_alphanumeric()).next()?;
+    CLIENT_CERT_ALERTS
+        .contains(&alert)
+        .then(|| alert.to_string())
+}
+
 fn tls_error(node: &NodeName, err: &rustls::Error) -> TalosError {
-    use rustls::{AlertDescription as A, CertificateError as C};
+    use rustls::CertificateError as C;
     match err {
         rustls::Error::InvalidCertificate(cert) => TalosError::ServerCertificate {
             node: node.clone(),
             reason: err.to_string(),
-            unknown_issuer: matches!(cert, C::UnknownIssuer),
+            // A CA with the same name but another key gives BadSignature.
+            unknown_issuer: matches!(cert, C::UnknownIssuer | C::BadSignature),
         },
-        rustls::Error::AlertReceived(
-            alert @ (A::BadCertificate
-            | A::UnknownCA
-            | A::CertificateRequired
-            | A::CertificateUnknown
-            | A::UnsupportedCertificate
-            | A::AccessDenied),
-        ) => TalosError::ClientCertificateRejected {
-            node: node.clone(),
-            alert: format!("{alert:?}"),
-        },
+        rustls::Error::AlertReceived(alert)
+            if client_cert_alert(&format!("received fatal alert: {alert:?}")).is_some() =>
+        {
+            TalosError::ClientCertificateRejected {
+                node: node.clone(),
+                alert: format!("{alert:?}"),
+            }
+        }
         other => TalosError::Unreachable {
             node: node.clone(),
             reason: format!("TLS: {other}"),
@@ -329,6 +356,19 @@ mod tests {
                 .contains("(cp-1) rejected the machine config")
         );
         assert!(err.to_string().contains("machine.type is required"));
+    }
+
+    #[test]
+    fn client_certificate_alerts_are_recognised_in_text() {
+        assert_eq!(
+            client_cert_alert("received fatal alert: UnknownCA").as_deref(),
+            Some("UnknownCA")
+        );
+        assert_eq!(
+            client_cert_alert("received fatal alert: HandshakeFailure"),
+            None
+        );
+        assert_eq!(client_cert_alert("connection reset by peer"), None);
     }
 
     #[test]

@@ -53,8 +53,9 @@ pub enum TalosError {
         node: NodeName,
         /// The verifier's reason.
         reason: String,
-        /// The certificate was signed by a CA other than the OS CA; typical of a node
-        /// still in maintenance mode (self-signed certificate) or of another cluster.
+        /// The certificate was not signed by the OS CA (unknown issuer, or a same-named
+        /// CA with another key); typical of a node still in maintenance mode
+        /// (self-signed certificate) or of another cluster.
         unknown_issuer: bool,
     },
     /// The node refused our client certificate during the TLS handshake.
@@ -147,7 +148,7 @@ pub enum TalosError {
         last_message: String,
     },
     /// A wait ran out of time. The last error seen is the source.
-    #[error("node {node} did not become {what} within {} s", .waited.as_secs())]
+    #[error("node {node} did not become {what} within {}", seconds(*.waited))]
     Deadline {
         /// The node.
         node: NodeName,
@@ -159,6 +160,15 @@ pub enum TalosError {
         #[source]
         last: Box<TalosError>,
     },
+}
+
+/// `120 s`, or `0.8 s` below a whole second.
+fn seconds(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
 }
 
 impl TalosError {

@@ -215,7 +215,7 @@ mod tests {
         let err = retry_until::<(), _, _>(
             &node,
             "reachable in maintenance mode",
-            Duration::from_millis(1500),
+            Duration::from_millis(1000),
             Backoff {
                 initial: Duration::from_millis(10),
                 max: Duration::from_millis(50),
