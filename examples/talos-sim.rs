@@ -47,6 +47,7 @@ async fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "talos_sim=info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let args = Args::parse();
     let options = SimOptions {

@@ -166,7 +166,7 @@ async fn three_node_cluster_from_maintenance_mode_to_reset() {
             .await
             .unwrap();
         assert_eq!(client.version().await.unwrap().tag, "v1.13.9");
-        assert_eq!(node.upgrades(), [image.clone()]);
+        assert_eq!(node.upgrades(), std::slice::from_ref(&image));
     }
     // cp-1 rejoined etcd after its reboot.
     assert_eq!(c2.etcd_member_list().await.unwrap().len(), 2);

@@ -73,6 +73,7 @@ pub(crate) fn maintenance_identity(ip: IpAddr) -> Result<Identity, String> {
     let issuer = Issuer::new(ca, &ca_key);
     let leaf_key = KeyPair::generate_for(&rcgen::PKCS_ED25519).map_err(err)?;
     let mut leaf = CertificateParams::default();
+    leaf.distinguished_name = DistinguishedName::new();
     leaf.subject_alt_names = vec![SanType::IpAddress(ip)];
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];

@@ -181,8 +181,21 @@ impl SimNode {
             if state.phase == Phase::Halted {
                 return;
             }
-            state.phase = Phase::Down {
-                until: Instant::now() + duration,
+            // A node already rebooting stays rebooting, for at least `duration`; an
+            // earlier outage is replaced.
+            let end = Instant::now() + duration;
+            state.phase = match state.phase {
+                Phase::Down {
+                    until,
+                    rebooting: true,
+                } => Phase::Down {
+                    until: until.max(end),
+                    rebooting: true,
+                },
+                _ => Phase::Down {
+                    until: end,
+                    rebooting: false,
+                },
             };
         }
         self.node.bump();
@@ -223,6 +236,7 @@ impl SimNode {
             }
             state.phase = Phase::Down {
                 until: Instant::now(),
+                rebooting: true,
             };
         }
         self.node.bump();

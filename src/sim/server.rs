@@ -95,7 +95,7 @@ pub(crate) async fn run_node(shared: Arc<Shared>, node: Arc<Node>, mut first: Op
         changed.borrow_and_update();
         let phase = node.lock().phase;
         match phase {
-            Phase::Down { until } => {
+            Phase::Down { until, .. } => {
                 first = None;
                 tokio::select! {
                     _ = tokio::time::sleep_until(until) => shared.finish_boot(&node),

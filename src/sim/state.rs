@@ -23,6 +23,9 @@ pub enum Phase {
     Down {
         /// When the node comes back.
         until: Instant,
+        /// True for a reboot (services restart, staged upgrades apply, etcd rejoins);
+        /// false for a network outage (the node comes back as it was).
+        rebooting: bool,
     },
     /// Powered off after a Reset without reboot, until `SimNode::power_on`.
     Halted,
@@ -119,6 +122,7 @@ impl Node {
     pub fn reboot(&self, state: &mut NodeState, delay: Duration) {
         state.phase = Phase::Down {
             until: Instant::now() + delay,
+            rebooting: true,
         };
     }
 }
@@ -193,7 +197,18 @@ impl Shared {
     /// bootstrapped) rejoins etcd.
     pub fn finish_boot(&self, node: &Node) {
         let mut state = node.lock();
-        if !matches!(state.phase, Phase::Down { until } if until <= Instant::now()) {
+        let rebooting = match state.phase {
+            Phase::Down { until, rebooting } if until <= Instant::now() => rebooting,
+            _ => return,
+        };
+        if !rebooting {
+            state.phase = if state.config.is_some() {
+                Phase::Secure
+            } else {
+                Phase::Maintenance
+            };
+            drop(state);
+            self.notify_changed();
             return;
         }
         if let Some(image) = state.staged_image.take() {

@@ -154,7 +154,7 @@ pub(crate) fn classify_status(
         return err;
     }
     let code = status.code();
-    let message = status.message().to_string();
+    let message = status.message().trim_end().to_string();
     let path = format!("/{service}/{rpc}");
     match code {
         tonic::Code::PermissionDenied | tonic::Code::Unimplemented
