@@ -7,6 +7,8 @@
 mod talos_pki;
 
 use std::net::IpAddr;
+
+use base64::Engine as _;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
@@ -129,6 +131,17 @@ async fn three_node_cluster_from_maintenance_mode_to_reset() {
         Some(format!("https://{cp1}:6443").as_str())
     );
     assert_eq!(yaml["current-context"].as_str(), Some("admin@demo"));
+    // The admin client certificate is issued by the cluster's Kubernetes CA.
+    let crt = yaml["users"][0]["user"]["client-certificate-data"]
+        .as_str()
+        .unwrap();
+    let crt = base64::engine::general_purpose::STANDARD
+        .decode(crt)
+        .unwrap();
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&crt).unwrap();
+    let cert = pem.parse_x509().unwrap();
+    assert_eq!(cert.subject().to_string(), "CN=admin, O=system:masters");
+    assert_eq!(cert.issuer().to_string(), "O=kubernetes");
     assert!(!format!("{kubeconfig:?}").contains("client-key-data"));
     let err = worker.kubeconfig().await.unwrap_err();
     assert_eq!(err.code(), Some(tonic::Code::Unimplemented), "{err}");

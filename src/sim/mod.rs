@@ -5,6 +5,7 @@
 
 mod certs;
 mod config;
+mod machined;
 mod server;
 mod service;
 mod state;
