@@ -196,7 +196,7 @@ async fn secure_client_against_a_maintenance_node_waits_then_names_the_deadline(
     )
     .await
     .unwrap_err();
-    insta::assert_snapshot!(err.to_string(), @"node 127.77.3.5 (cp-1) did not become up in secure mode within 0.8 s");
+    insta::assert_snapshot!(err.to_string(), @"node 127.77.3.5 (cp-1) was not up in secure mode within 0.8 s");
     let TalosError::Deadline { last, .. } = &err else {
         panic!("{err:?}")
     };
@@ -210,5 +210,50 @@ async fn secure_client_against_a_maintenance_node_waits_then_names_the_deadline(
         ),
         "{last:?}"
     );
+    insta::assert_snapshot!(last.to_string(), @"node 127.77.3.5 (cp-1) presented a server certificate not issued by the talosconfig's CA (is the node still in maintenance mode, or in another cluster?): invalid peer certificate: BadSignature");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn worker_gets_its_certificate_once_a_control_plane_holds_the_os_ca_key() {
+    let (cp, worker) = (ip("127.77.3.6"), ip("127.77.3.7"));
+    let options = SimOptions {
+        talos_version: "v1.13.8".into(),
+        reboot_delay: Duration::ZERO,
+    };
+    let sim = Simulator::start(&[cp, worker], options).await.unwrap();
+    let pki = ClusterPki::new("tls-trustd");
+    let client = wait_maintenance(worker, None, WAIT, FAST).await.unwrap();
+    let config = pki.machine_config("worker", "w-1", cp);
+    client
+        .apply_configuration(config.as_bytes(), &ApplyOptions::default())
+        .await
+        .unwrap();
+    // The worker config has no OS CA key: without a control plane (trustd) to sign its
+    // certificate the worker's API stays closed.
+    let err = wait_secure(
+        worker,
+        Some("w-1"),
+        &pki.admin,
+        Duration::from_millis(500),
+        FAST,
+    )
+    .await
+    .unwrap_err();
+    let TalosError::Deadline { last, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(matches!(**last, TalosError::Unreachable { .. }), "{last:?}");
+
+    let client = wait_maintenance(cp, None, WAIT, FAST).await.unwrap();
+    let config = pki.machine_config("controlplane", "cp-1", cp);
+    client
+        .apply_configuration(config.as_bytes(), &ApplyOptions::default())
+        .await
+        .unwrap();
+    let worker_client = wait_secure(worker, Some("w-1"), &pki.admin, WAIT, FAST)
+        .await
+        .unwrap();
+    assert_eq!(worker_client.version().await.unwrap().tag, "v1.13.8");
     sim.shutdown().await;
 }

@@ -63,7 +63,14 @@ pub enum SimError {
 }
 
 /// A running simulator: one simulated node per address, all sharing etcd state per
-/// cluster. Dropping it stops every node.
+/// cluster (`cluster.id`). Dropping it stops every node.
+///
+/// Certificates: in maintenance mode each boot makes a throwaway self-signed Ed25519
+/// identity; in secure mode apid's certificate is issued from `machine.ca`. A worker's
+/// config has no CA key, so, as Talos workers ask trustd on a control plane (with
+/// `machine.token`), a simulated worker has its certificate signed with the key of a
+/// configured control plane of this simulator that has the same OS CA and token, and
+/// keeps its API closed until there is one.
 pub struct Simulator {
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,

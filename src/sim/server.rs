@@ -181,29 +181,26 @@ async fn bind_retrying(ip: IpAddr) -> std::io::Result<TcpListener> {
 /// control plane to get its certificate from yet.
 fn server_tls(shared: &Shared, node: &Node) -> Result<Option<Arc<ServerConfig>>, String> {
     let provider = crate::talos::tls::provider();
-    let (identity, client_ca) = {
+    // Copy what is needed and release the node's lock before looking at other nodes
+    // (trustd_ca_key locks each node in turn, this one included).
+    let (phase, config, hostname) = {
         let state = node.lock();
-        match (&state.phase, &state.config) {
-            (Phase::Secure, Some(cfg)) => {
-                let key = match &cfg.os_ca_key_pem {
-                    Some(key) => key.clone(),
-                    None => match shared.trustd_ca_key(cfg) {
-                        Some(key) => key,
-                        None => return Ok(None),
-                    },
-                };
-                let hostname = node.hostname(&state);
-                let id = certs::apid_identity(
-                    &cfg.os_ca_crt_pem,
-                    &key,
-                    node.ip,
-                    &hostname,
-                    &cfg.cert_sans,
-                )?;
-                (id, Some(cfg.os_ca_crt_pem.clone()))
-            }
-            _ => (certs::maintenance_identity(node.ip)?, None),
+        (state.phase, state.config.clone(), node.hostname(&state))
+    };
+    let (identity, client_ca) = match (phase, config) {
+        (Phase::Secure, Some(cfg)) => {
+            let key = match &cfg.os_ca_key_pem {
+                Some(key) => key.clone(),
+                None => match shared.trustd_ca_key(&cfg) {
+                    Some(key) => key,
+                    None => return Ok(None),
+                },
+            };
+            let id =
+                certs::apid_identity(&cfg.os_ca_crt_pem, &key, node.ip, &hostname, &cfg.cert_sans)?;
+            (id, Some(cfg.os_ca_crt_pem.clone()))
         }
+        _ => (certs::maintenance_identity(node.ip)?, None),
     };
     let Identity { chain, key } = identity;
     let builder = ServerConfig::builder_with_provider(provider.clone())

@@ -47,7 +47,10 @@ pub enum TalosError {
     },
     /// The node's server certificate was refused by our TLS verification
     /// (unknown issuer, or not valid for the node's IP).
-    #[error("node {node} presented a server certificate that does not verify: {reason}")]
+    #[error(
+        "node {node} presented a server certificate {}: {reason}",
+        if *.unknown_issuer { "not issued by the talosconfig's CA (is the node still in maintenance mode, or in another cluster?)" } else { "that does not verify" }
+    )]
     ServerCertificate {
         /// The node.
         node: NodeName,
@@ -148,7 +151,7 @@ pub enum TalosError {
         last_message: String,
     },
     /// A wait ran out of time. The last error seen is the source.
-    #[error("node {node} did not become {what} within {}", seconds(*.waited))]
+    #[error("node {node} was not {what} within {}", seconds(*.waited))]
     Deadline {
         /// The node.
         node: NodeName,
@@ -172,6 +175,34 @@ fn seconds(d: Duration) -> String {
 }
 
 impl TalosError {
+    /// Names the node's hostname in the error when it does not name one yet.
+    pub fn with_hostname(mut self, hostname: Option<&str>) -> Self {
+        if let Some(h) = hostname
+            && let Some(node) = self.node_mut()
+            && node.hostname.is_none()
+        {
+            node.hostname = Some(h.to_string());
+        }
+        self
+    }
+
+    fn node_mut(&mut self) -> Option<&mut NodeName> {
+        match self {
+            TalosError::Credentials { .. } => None,
+            TalosError::Unreachable { node, .. }
+            | TalosError::ServerCertificate { node, .. }
+            | TalosError::ClientCertificateRejected { node, .. }
+            | TalosError::MaintenanceMode { node, .. }
+            | TalosError::PermissionDenied { node, .. }
+            | TalosError::InvalidConfig { node, .. }
+            | TalosError::NotReady { node, .. }
+            | TalosError::Rpc { node, .. }
+            | TalosError::Kubeconfig { node, .. }
+            | TalosError::UpgradeFailed { node, .. }
+            | TalosError::Deadline { node, .. } => Some(node),
+        }
+    }
+
     /// The node the error concerns, when there is one.
     pub fn node(&self) -> Option<&NodeName> {
         match self {

@@ -110,7 +110,10 @@ pub async fn wait_maintenance(
         timeout,
         backoff,
         || async {
-            let client = named(TalosClient::connect_maintenance(ip).await?, hostname);
+            let client = TalosClient::connect_maintenance(ip)
+                .await
+                .map_err(|e| e.with_hostname(hostname))?;
+            let client = named(client, hostname);
             client.version().await?;
             Ok(client)
         },
@@ -132,10 +135,10 @@ pub async fn wait_secure(
 ) -> Result<TalosClient, TalosError> {
     let node = node_name(ip, hostname);
     retry_until(&node, "up in secure mode", timeout, backoff, || async {
-        let client = named(
-            TalosClient::connect_secure(ip, credentials).await?,
-            hostname,
-        );
+        let client = TalosClient::connect_secure(ip, credentials)
+            .await
+            .map_err(|e| e.with_hostname(hostname))?;
+        let client = named(client, hostname);
         client.version().await?;
         Ok(client)
     })
@@ -229,7 +232,7 @@ mod tests {
         )
         .await
         .unwrap_err();
-        insta::assert_snapshot!(err.to_string(), @"node 127.0.0.9 (cp-1) did not become reachable in maintenance mode within 1 s");
+        insta::assert_snapshot!(err.to_string(), @"node 127.0.0.9 (cp-1) was not reachable in maintenance mode within 1 s");
         let source = std::error::Error::source(&err).unwrap().to_string();
         assert!(source.contains("Connection refused"), "{source}");
     }
