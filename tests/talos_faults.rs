@@ -136,7 +136,7 @@ async fn slow_boot_makes_bootstrap_wait_through_failed_precondition() {
     let sim = Simulator::start(&[addr], options()).await.unwrap();
     let pki = ClusterPki::new("slow-boot");
     let node = sim.node(addr).unwrap();
-    node.set_slow_boot(Duration::from_millis(600));
+    node.set_slow_boot(Duration::from_secs(2));
     let client = configure(addr, &pki, "controlplane", "cp-1", addr).await;
     let early = client.bootstrap().await.unwrap_err();
     assert!(matches!(early, TalosError::NotReady { .. }), "{early:?}");
