@@ -1,6 +1,7 @@
 //! The simulator's rejections and fault switches as the client sees them: a config the
 //! node rejects, a failing apply, refused connections, a slow boot before bootstrap, and
 //! a lost etcd member; plus the etcd maintenance RPCs.
+#![cfg(feature = "sim")]
 
 #[path = "support/talos_pki.rs"]
 mod talos_pki;

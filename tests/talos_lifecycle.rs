@@ -2,6 +2,7 @@
 //! the Talos client against the simulator: apply in maintenance mode, the install
 //! reboot, secure mode, bootstrap (twice), kubeconfig, etcd members, upgrade through
 //! both paths, and reset.
+#![cfg(feature = "sim")]
 
 #[path = "support/talos_pki.rs"]
 mod talos_pki;

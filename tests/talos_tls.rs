@@ -2,6 +2,7 @@
 //! certificate from another CA, a reader calling ApplyConfiguration, a client
 //! certificate with the wrong ExtKeyUsage, a server certificate that does not cover
 //! the node's IP, and a secure client facing a node still in maintenance mode.
+#![cfg(feature = "sim")]
 
 #[path = "support/talos_pki.rs"]
 mod talos_pki;
