@@ -251,3 +251,86 @@ async fn talos_before_1_13_refuses_with_unimplemented_and_upgrades_through_the_l
         "{gone:?}"
     );
 }
+
+#[tokio::test]
+async fn apply_modes_dry_run_and_reboot_in_secure_mode() {
+    let cp = ip("127.77.2.5");
+    let options = SimOptions {
+        talos_version: "v1.13.8".into(),
+        reboot_delay: Duration::from_millis(200),
+    };
+    let sim = Simulator::start(&[cp], options).await.unwrap();
+    let pki = ClusterPki::new("apply-modes");
+    let config = pki.machine_config("controlplane", "cp-1", cp);
+
+    // A dry run in maintenance mode changes nothing.
+    let maintenance = wait_maintenance(cp, None, WAIT, FAST).await.unwrap();
+    let dry = ApplyOptions {
+        dry_run: true,
+        ..ApplyOptions::default()
+    };
+    let outcome = maintenance
+        .apply_configuration(config.as_bytes(), &dry)
+        .await
+        .unwrap();
+    assert!(
+        outcome.mode_details.starts_with("Dry run summary:"),
+        "{outcome:?}"
+    );
+    assert_eq!(sim.node(cp).unwrap().phase(), Phase::Maintenance);
+
+    maintenance
+        .apply_configuration(config.as_bytes(), &ApplyOptions::default())
+        .await
+        .unwrap();
+    let client = wait_secure(cp, Some("cp-1"), &pki.admin, WAIT, FAST)
+        .await
+        .unwrap();
+
+    // AUTO resolves to NO_REBOOT; STAGED and TRY are echoed; REBOOT reboots.
+    for (mode, expected) in [
+        (ApplyMode::Auto, ApplyMode::NoReboot),
+        (ApplyMode::Staged, ApplyMode::Staged),
+        (ApplyMode::Try, ApplyMode::Try),
+    ] {
+        let options = ApplyOptions {
+            mode,
+            dry_run: false,
+            try_mode_timeout: Some(Duration::from_secs(60)),
+        };
+        let outcome = client
+            .apply_configuration(config.as_bytes(), &options)
+            .await
+            .unwrap();
+        assert_eq!(outcome.mode, expected);
+        assert_eq!(sim.node(cp).unwrap().phase(), Phase::Secure);
+    }
+    let reboot = ApplyOptions {
+        mode: ApplyMode::Reboot,
+        ..ApplyOptions::default()
+    };
+    client
+        .apply_configuration(config.as_bytes(), &reboot)
+        .await
+        .unwrap();
+    let node = sim.node(cp).unwrap();
+    assert!(
+        matches!(node.phase(), Phase::Down { .. }),
+        "{:?}",
+        node.phase()
+    );
+    let back = wait_secure(cp, Some("cp-1"), &pki.admin, WAIT, FAST)
+        .await
+        .unwrap();
+    // A worker config cannot replace a control-plane one.
+    let worker = pki.machine_config("worker", "cp-1", cp);
+    let err = back
+        .apply_configuration(worker.as_bytes(), &ApplyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("machine type can't be changed"),
+        "{err}"
+    );
+    sim.shutdown().await;
+}
