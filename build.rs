@@ -29,6 +29,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        // One file that nests every package (common, machine, google.rpc) as modules.
+        .include_file("talos_api.rs")
         .compile_fds(descriptors)?;
     Ok(())
 }

@@ -1,1 +1,27 @@
-//! Talos API gRPC client over our own `proto/` definitions.
+//! Talos API gRPC client over our own `proto/` definitions: maintenance mode (TLS, no
+//! verification) and secure mode (mTLS against the OS CA and the node's IP SAN), typed
+//! methods per RPC, the lifecycle waits, and the mapping of Talos errors.
+//! Only this module (and the simulator) knows proto types.
+
+pub mod api;
+mod calls;
+mod client;
+mod credentials;
+mod error;
+mod kubeconfig;
+pub mod roles;
+pub(crate) mod tls;
+mod types;
+mod wait;
+
+pub use client::{ConnectionMode, TALOS_API_PORT, TalosClient};
+pub use credentials::{ClientCredentials, SecretPem, relabel_ed25519};
+pub use error::{NodeName, TalosError};
+pub use kubeconfig::{KubeconfigArchiveError, extract_kubeconfig, talos_style_tarball};
+pub use types::{
+    ApplyMode, ApplyOptions, ApplyOutcome, BootstrapOutcome, EtcdMember, Kubeconfig, NodeVersion,
+    RebootMode, ResetOptions, ServiceStatus, UpgradeOptions, UpgradePath,
+};
+pub use wait::{
+    Backoff, bootstrap_when_ready, retry_until, wait_etcd_ready, wait_maintenance, wait_secure,
+};

@@ -1,0 +1,333 @@
+//! The simulated nodes' state machine (maintenance → install/reboot → secure mode) and
+//! the per-cluster etcd state shared by the nodes of one simulator process.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::SimOptions;
+use super::config::{MachineType, NodeConfig};
+
+/// Where a simulated node is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Booted without a config: maintenance-mode API.
+    Maintenance,
+    /// Configured and booted: mutual-TLS API.
+    Secure,
+    /// Rebooting, installing, or refusing connections until the instant passes.
+    Down {
+        /// When the node comes back.
+        until: Instant,
+        /// True for a reboot (services restart, staged upgrades apply, etcd rejoins);
+        /// false for a network outage (the node comes back as it was).
+        rebooting: bool,
+    },
+    /// Powered off after a Reset without reboot, until `SimNode::power_on`.
+    Halted,
+}
+
+/// Fault switches a test (or the example's flags) can set on a node.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Faults {
+    /// After each boot, CRI and etcd stay unready this long (Bootstrap answers
+    /// FailedPrecondition "bootstrap is not available yet").
+    pub slow_boot: Duration,
+    /// The next ApplyConfiguration fails with this status.
+    pub fail_next_apply: Option<(tonic::Code, String)>,
+    /// When the node joins etcd it immediately loses its membership.
+    pub lose_etcd_on_join: bool,
+}
+
+/// One RPC the node served, with the code it answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedRpc {
+    /// RPC name, e.g. `ApplyConfiguration`.
+    pub rpc: String,
+    /// The status code of the answer (`Ok` for success).
+    pub code: tonic::Code,
+}
+
+#[derive(Debug)]
+pub(crate) struct NodeState {
+    pub phase: Phase,
+    pub config: Option<NodeConfig>,
+    pub installed: bool,
+    pub tag: String,
+    pub installed_image: Option<String>,
+    pub staged_image: Option<String>,
+    pub upgrades: Vec<String>,
+    pub etcd_data: bool,
+    pub etcd_lost: bool,
+    pub services_ready_at: Instant,
+    pub faults: Faults,
+    pub served: Vec<ServedRpc>,
+}
+
+/// One simulated node.
+#[derive(Debug)]
+pub(crate) struct Node {
+    pub ip: IpAddr,
+    state: Mutex<NodeState>,
+    /// Bumped whenever the node must stop serving and look at its phase again.
+    pub generation: watch::Sender<u64>,
+}
+
+impl Node {
+    pub fn new(ip: IpAddr, tag: String) -> Node {
+        Node {
+            ip,
+            state: Mutex::new(NodeState {
+                phase: Phase::Maintenance,
+                config: None,
+                installed: false,
+                tag,
+                installed_image: None,
+                staged_image: None,
+                upgrades: Vec::new(),
+                etcd_data: false,
+                etcd_lost: false,
+                services_ready_at: Instant::now(),
+                faults: Faults::default(),
+                served: Vec::new(),
+            }),
+            generation: watch::channel(0).0,
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, NodeState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes the node's server loop so it re-reads the phase.
+    pub fn bump(&self) {
+        self.generation.send_modify(|g| *g += 1);
+    }
+
+    /// The hostname Talos would use: the configured one, else a stable name from the IP.
+    pub fn hostname(&self, state: &NodeState) -> String {
+        state
+            .config
+            .as_ref()
+            .and_then(|c| c.hostname.clone())
+            .unwrap_or_else(|| format!("talos-{}", self.ip.to_string().replace(['.', ':'], "-")))
+    }
+
+    /// Starts a reboot: unreachable for `delay` (plus the slow-boot fault), then back in
+    /// the mode the persisted config implies.
+    pub fn reboot(&self, state: &mut NodeState, delay: Duration) {
+        state.phase = Phase::Down {
+            until: Instant::now() + delay,
+            rebooting: true,
+        };
+    }
+}
+
+/// An etcd member of a simulated cluster.
+#[derive(Debug, Clone)]
+pub(crate) struct Member {
+    pub id: u64,
+    pub hostname: String,
+    pub ip: IpAddr,
+}
+
+/// etcd of one simulated cluster (keyed by `cluster.id`).
+#[derive(Debug, Default)]
+pub(crate) struct Cluster {
+    pub bootstrapped: bool,
+    pub members: Vec<Member>,
+    next_id: u64,
+}
+
+impl Cluster {
+    pub fn join(&mut self, ip: IpAddr, hostname: String) -> u64 {
+        if let Some(m) = self.members.iter().find(|m| m.ip == ip) {
+            return m.id;
+        }
+        self.next_id += 1;
+        // etcd member IDs are random 64-bit values; a fixed odd multiplier keeps them
+        // distinct and deterministic.
+        let id = self.next_id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.members.push(Member { id, hostname, ip });
+        id
+    }
+
+    pub fn leave(&mut self, ip: IpAddr) {
+        self.members.retain(|m| m.ip != ip);
+    }
+}
+
+/// Everything the nodes of one simulator share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub options: SimOptions,
+    pub nodes: Vec<Arc<Node>>,
+    clusters: Mutex<HashMap<String, Cluster>>,
+    /// Bumped when any node's config changes (workers wait for a control plane's CA).
+    pub changed: watch::Sender<u64>,
+    /// Set to true to stop every node.
+    pub shutdown: watch::Sender<bool>,
+}
+
+impl Shared {
+    pub fn new(options: SimOptions, nodes: Vec<Arc<Node>>) -> Shared {
+        Shared {
+            options,
+            nodes,
+            clusters: Mutex::new(HashMap::new()),
+            changed: watch::channel(0).0,
+            shutdown: watch::channel(false).0,
+        }
+    }
+
+    pub fn clusters(&self) -> MutexGuard<'_, HashMap<String, Cluster>> {
+        self.clusters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn notify_changed(&self) {
+        self.changed.send_modify(|g| *g += 1);
+    }
+
+    /// Called when a node's Down phase has passed: it boots into secure mode (config
+    /// present) or maintenance mode, applies a staged upgrade, and (control plane, cluster
+    /// bootstrapped) rejoins etcd.
+    pub fn finish_boot(&self, node: &Node) {
+        let mut state = node.lock();
+        let rebooting = match state.phase {
+            Phase::Down { until, rebooting } if until <= Instant::now() => rebooting,
+            _ => return,
+        };
+        if !rebooting {
+            state.phase = if state.config.is_some() {
+                Phase::Secure
+            } else {
+                Phase::Maintenance
+            };
+            drop(state);
+            self.notify_changed();
+            return;
+        }
+        if let Some(image) = state.staged_image.take() {
+            if let Some(tag) = tag_of_image(&image) {
+                state.tag = tag;
+            }
+            state.installed_image = Some(image);
+        }
+        state.services_ready_at = Instant::now() + state.faults.slow_boot;
+        state.phase = if state.config.is_some() {
+            Phase::Secure
+        } else {
+            Phase::Maintenance
+        };
+        let join = match &state.config {
+            Some(cfg) if cfg.machine_type == MachineType::ControlPlane && !state.etcd_lost => {
+                Some(cluster_key(cfg))
+            }
+            _ => None,
+        };
+        let hostname = node.hostname(&state);
+        drop(state);
+        if let Some(key) = join {
+            let mut clusters = self.clusters();
+            let cluster = clusters.entry(key.clone()).or_default();
+            if cluster.bootstrapped {
+                cluster.join(node.ip, hostname);
+                drop(clusters);
+                self.after_join(node, &key);
+            }
+        }
+        tracing::info!(target: "talos_sim", node = %node.ip, phase = ?node.lock().phase, "booted");
+        self.notify_changed();
+    }
+
+    /// Marks the node's etcd as holding data, and applies the lose-on-join fault.
+    pub fn after_join(&self, node: &Node, cluster: &str) {
+        let mut state = node.lock();
+        state.etcd_data = true;
+        if state.faults.lose_etcd_on_join {
+            state.faults.lose_etcd_on_join = false;
+            state.etcd_lost = true;
+            drop(state);
+            self.clusters()
+                .entry(cluster.to_string())
+                .or_default()
+                .leave(node.ip);
+        }
+    }
+
+    /// A control plane of `cluster` holding the OS CA key whose certificate and token
+    /// match, as trustd on that node would use to sign a worker's apid certificate.
+    pub fn trustd_ca_key(&self, cfg: &NodeConfig) -> Option<String> {
+        self.nodes.iter().find_map(|n| {
+            let state = n.lock();
+            let other = state.config.as_ref()?;
+            (other.machine_type == MachineType::ControlPlane
+                && other.os_ca_crt_pem == cfg.os_ca_crt_pem
+                && other.token == cfg.token)
+                .then(|| other.os_ca_key_pem.clone())
+                .flatten()
+        })
+    }
+}
+
+/// The key grouping nodes into one simulated cluster: `cluster.id`, else the name.
+pub(crate) fn cluster_key(cfg: &NodeConfig) -> String {
+    if cfg.cluster_id.is_empty() {
+        cfg.cluster_name.clone()
+    } else {
+        cfg.cluster_id.clone()
+    }
+}
+
+/// `ghcr.io/siderolabs/installer:v1.13.9` → `v1.13.9`.
+pub(crate) fn tag_of_image(image: &str) -> Option<String> {
+    let tail = image.rsplit('/').next()?;
+    let tag = tail.split_once(':')?.1;
+    let tag = tag.split('@').next()?;
+    tag.starts_with('v').then(|| tag.to_string())
+}
+
+/// Parses `v1.13.8` into (1, 13); None for anything else.
+pub(crate) fn minor_version(tag: &str) -> Option<(u32, u32)> {
+    let mut parts = tag.trim_start_matches('v').split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.split('-').next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_tags_become_versions() {
+        assert_eq!(
+            tag_of_image("factory.talos.dev/installer/abc:v1.13.9").as_deref(),
+            Some("v1.13.9")
+        );
+        assert_eq!(tag_of_image("registry:5000/installer"), None);
+        assert_eq!(tag_of_image("ghcr.io/siderolabs/installer:latest"), None);
+    }
+
+    #[test]
+    fn versions_compare_by_minor() {
+        assert_eq!(minor_version("v1.13.8"), Some((1, 13)));
+        assert_eq!(minor_version("v1.12.0-beta.1"), Some((1, 12)));
+        assert_eq!(minor_version("nonsense"), None);
+    }
+
+    #[test]
+    fn members_join_once() {
+        let mut c = Cluster::default();
+        let ip: IpAddr = "127.0.0.5".parse().unwrap();
+        let a = c.join(ip, "cp-1".into());
+        assert_eq!(c.join(ip, "cp-1".into()), a);
+        assert_eq!(c.members.len(), 1);
+        c.leave(ip);
+        assert!(c.members.is_empty());
+    }
+}

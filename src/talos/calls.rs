@@ -1,0 +1,461 @@
+//! Typed methods for each Talos RPC talosprov uses, on [`TalosClient`].
+
+use futures::StreamExt as _;
+use tokio::io::{AsyncWrite, AsyncWriteExt as _};
+
+use super::api::common::{ContainerDriver, ContainerdInstance, ContainerdNamespace, Metadata};
+use super::api::machine::image_service_client::ImageServiceClient;
+use super::api::machine::lifecycle_service_client::LifecycleServiceClient;
+use super::api::machine::machine_service_client::MachineServiceClient;
+use super::api::machine::{self as pb, apply_configuration_request::Mode};
+use super::client::{MAX_MESSAGE_BYTES, TalosClient};
+use super::error::TalosError;
+use super::kubeconfig::extract_kubeconfig;
+use super::types::*;
+
+const MACHINE: &str = "machine.MachineService";
+const IMAGE: &str = "machine.ImageService";
+const LIFECYCLE: &str = "machine.LifecycleService";
+
+impl TalosClient {
+    fn machine(&self) -> MachineServiceClient<tonic::transport::Channel> {
+        MachineServiceClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    fn err(&self, rpc: &'static str, status: tonic::Status) -> TalosError {
+        self.status_error(MACHINE, rpc, status)
+    }
+
+    /// A per-node error carried in reply metadata (one-to-many replies) as an error.
+    fn check_metadata(&self, rpc: &'static str, md: Option<&Metadata>) -> Result<(), TalosError> {
+        match md {
+            Some(md) if !md.error.is_empty() => {
+                let code = md
+                    .status
+                    .as_ref()
+                    .map(|s| tonic::Code::from_i32(s.code))
+                    .unwrap_or(tonic::Code::Unknown);
+                Err(self.err(rpc, tonic::Status::new(code, md.error.clone())))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Sends a machine config (YAML, several documents allowed) with ApplyConfiguration.
+    ///
+    /// In maintenance mode the node always answers with mode NoReboot and then installs
+    /// and reboots by itself when Talos is not installed yet.
+    /// Errors: [`TalosError::InvalidConfig`] with the node's message when the node
+    /// rejects the config; [`TalosError::NotReady`] while another apply runs.
+    pub async fn apply_configuration(
+        &self,
+        config: &[u8],
+        options: &ApplyOptions,
+    ) -> Result<ApplyOutcome, TalosError> {
+        const RPC: &str = "ApplyConfiguration";
+        let request = pb::ApplyConfigurationRequest {
+            data: config.to_vec(),
+            mode: mode_to_proto(options.mode) as i32,
+            dry_run: options.dry_run,
+            try_mode_timeout: options.try_mode_timeout.map(|d| prost_types::Duration {
+                seconds: d.as_secs() as i64,
+                nanos: d.subsec_nanos() as i32,
+            }),
+        };
+        let reply = self
+            .machine()
+            .apply_configuration(request)
+            .await
+            .map_err(|s| match self.err(RPC, s) {
+                // Name the node by the hostname it was given when the caller did not.
+                TalosError::InvalidConfig { mut node, message } => {
+                    if node.hostname.is_none() {
+                        node.hostname = hostname_in_config(config);
+                    }
+                    TalosError::InvalidConfig { node, message }
+                }
+                other => other,
+            })?
+            .into_inner();
+        let message = reply.messages.into_iter().next().unwrap_or_default();
+        self.check_metadata(RPC, message.metadata.as_ref())?;
+        Ok(ApplyOutcome {
+            mode: mode_from_proto(message.mode),
+            warnings: message.warnings,
+            mode_details: message.mode_details,
+        })
+    }
+
+    /// Bootstraps etcd on this control-plane node.
+    ///
+    /// AlreadyExists ("etcd data directory is not empty") counts as success when etcd
+    /// reports members and this node's etcd service is healthy; otherwise it is an error.
+    /// Errors: [`TalosError::NotReady`] (retry), [`TalosError::MaintenanceMode`].
+    pub async fn bootstrap(&self) -> Result<BootstrapOutcome, TalosError> {
+        const RPC: &str = "Bootstrap";
+        match self
+            .machine()
+            .bootstrap(pb::BootstrapRequest::default())
+            .await
+        {
+            Ok(reply) => {
+                let reply = reply.into_inner();
+                if let Some(m) = reply.messages.first() {
+                    self.check_metadata(RPC, m.metadata.as_ref())?;
+                }
+                Ok(BootstrapOutcome::Bootstrapped)
+            }
+            Err(status) if status.code() == tonic::Code::AlreadyExists => {
+                let members = self.etcd_member_list().await?;
+                let etcd_healthy = self
+                    .service_list()
+                    .await?
+                    .iter()
+                    .any(|s| s.id == "etcd" && s.state == "Running" && s.healthy == Some(true));
+                if members.is_empty() || !etcd_healthy {
+                    return Err(self.err(RPC, status));
+                }
+                Ok(BootstrapOutcome::AlreadyBootstrapped { members })
+            }
+            Err(status) => Err(self.err(RPC, status)),
+        }
+    }
+
+    /// Fetches the admin kubeconfig: joins the streamed chunks, gunzips them and reads
+    /// the first tar entry (Talos leaves out the end-of-archive blocks).
+    ///
+    /// Errors: Unimplemented on a worker ([`TalosError::Rpc`]); [`TalosError::Kubeconfig`].
+    pub async fn kubeconfig(&self) -> Result<Kubeconfig, TalosError> {
+        const RPC: &str = "Kubeconfig";
+        let mut stream = self
+            .machine()
+            .kubeconfig(())
+            .await
+            .map_err(|s| self.err(RPC, s))?
+            .into_inner();
+        let mut tarball = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|s| self.err(RPC, s))?;
+            self.check_metadata(RPC, chunk.metadata.as_ref())?;
+            tarball.extend_from_slice(&chunk.bytes);
+        }
+        extract_kubeconfig(&tarball)
+            .map(Kubeconfig::new)
+            .map_err(|e| TalosError::Kubeconfig {
+                node: self.node.clone(),
+                reason: e.to_string(),
+            })
+    }
+
+    /// The node's Talos version and platform.
+    pub async fn version(&self) -> Result<NodeVersion, TalosError> {
+        const RPC: &str = "Version";
+        let reply = self
+            .machine()
+            .version(())
+            .await
+            .map_err(|s| self.err(RPC, s))?
+            .into_inner();
+        let message = reply.messages.into_iter().next().unwrap_or_default();
+        self.check_metadata(RPC, message.metadata.as_ref())?;
+        let version = message.version.unwrap_or_default();
+        let platform = message.platform.unwrap_or_default();
+        Ok(NodeVersion {
+            tag: version.tag,
+            sha: version.sha,
+            arch: version.arch,
+            platform: platform.name,
+            platform_mode: platform.mode,
+        })
+    }
+
+    /// etcd members as this node sees them.
+    pub async fn etcd_member_list(&self) -> Result<Vec<EtcdMember>, TalosError> {
+        const RPC: &str = "EtcdMemberList";
+        let reply = self
+            .machine()
+            .etcd_member_list(pb::EtcdMemberListRequest { query_local: false })
+            .await
+            .map_err(|s| self.err(RPC, s))?
+            .into_inner();
+        let message = reply.messages.into_iter().next().unwrap_or_default();
+        self.check_metadata(RPC, message.metadata.as_ref())?;
+        Ok(message
+            .members
+            .into_iter()
+            .map(|m| EtcdMember {
+                id: m.id,
+                hostname: m.hostname,
+                peer_urls: m.peer_urls,
+                client_urls: m.client_urls,
+                is_learner: m.is_learner,
+            })
+            .collect())
+    }
+
+    /// Makes this node leave etcd (call it on the node that is leaving).
+    pub async fn etcd_leave_cluster(&self) -> Result<(), TalosError> {
+        const RPC: &str = "EtcdLeaveCluster";
+        self.machine()
+            .etcd_leave_cluster(pb::EtcdLeaveClusterRequest {})
+            .await
+            .map_err(|s| self.err(RPC, s))?;
+        Ok(())
+    }
+
+    /// Removes the etcd member `member_id` (for members whose node is gone).
+    pub async fn etcd_remove_member_by_id(&self, member_id: u64) -> Result<(), TalosError> {
+        const RPC: &str = "EtcdRemoveMemberByID";
+        self.machine()
+            .etcd_remove_member_by_id(pb::EtcdRemoveMemberByIdRequest { member_id })
+            .await
+            .map_err(|s| self.err(RPC, s))?;
+        Ok(())
+    }
+
+    /// Streams an etcd snapshot into `out`; returns the number of bytes written.
+    pub async fn etcd_snapshot(
+        &self,
+        out: &mut (impl AsyncWrite + Unpin),
+    ) -> Result<u64, TalosError> {
+        const RPC: &str = "EtcdSnapshot";
+        let mut stream = self
+            .machine()
+            .etcd_snapshot(pb::EtcdSnapshotRequest {})
+            .await
+            .map_err(|s| self.err(RPC, s))?
+            .into_inner();
+        let mut written = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|s| self.err(RPC, s))?;
+            self.check_metadata(RPC, chunk.metadata.as_ref())?;
+            out.write_all(&chunk.bytes)
+                .await
+                .map_err(|e| TalosError::Rpc {
+                    node: self.node.clone(),
+                    rpc: RPC,
+                    code: tonic::Code::Internal,
+                    message: format!("writing the snapshot: {e}"),
+                })?;
+            written += chunk.bytes.len() as u64;
+        }
+        Ok(written)
+    }
+
+    /// The node's services and their states.
+    pub async fn service_list(&self) -> Result<Vec<ServiceStatus>, TalosError> {
+        const RPC: &str = "ServiceList";
+        let reply = self
+            .machine()
+            .service_list(())
+            .await
+            .map_err(|s| self.err(RPC, s))?
+            .into_inner();
+        let message = reply.messages.into_iter().next().unwrap_or_default();
+        self.check_metadata(RPC, message.metadata.as_ref())?;
+        Ok(message
+            .services
+            .into_iter()
+            .map(|s| {
+                let health = s.health.unwrap_or_default();
+                ServiceStatus {
+                    id: s.id,
+                    state: s.state,
+                    healthy: (!health.unknown).then_some(health.healthy),
+                    last_message: health.last_message,
+                }
+            })
+            .collect())
+    }
+
+    /// Reboots the node. The connection drops; use a wait to see it come back.
+    pub async fn reboot(&self, mode: RebootMode) -> Result<(), TalosError> {
+        let mode = match mode {
+            RebootMode::Default => pb::reboot_request::Mode::Default,
+            RebootMode::Powercycle => pb::reboot_request::Mode::Powercycle,
+            RebootMode::Force => pb::reboot_request::Mode::Force,
+        };
+        self.machine()
+            .reboot(pb::RebootRequest { mode: mode as i32 })
+            .await
+            .map_err(|s| self.err("Reboot", s))?;
+        Ok(())
+    }
+
+    /// Resets the node: wipes it and (by default) reboots into maintenance mode.
+    pub async fn reset(&self, options: &ResetOptions) -> Result<(), TalosError> {
+        let request = pb::ResetRequest {
+            graceful: options.graceful,
+            reboot: options.reboot,
+            system_partitions_to_wipe: options
+                .system_partitions
+                .iter()
+                .map(|label| pb::ResetPartitionSpec {
+                    label: label.clone(),
+                    wipe: true,
+                })
+                .collect(),
+            user_disks_to_wipe: Vec::new(),
+            mode: pb::reset_request::WipeMode::All as i32,
+        };
+        self.machine()
+            .reset(request)
+            .await
+            .map_err(|s| self.err("Reset", s))?;
+        Ok(())
+    }
+
+    /// Upgrades the node: the Talos 1.13 path (image pull, lifecycle upgrade, reboot),
+    /// falling back to the legacy Upgrade RPC when the node does not know it
+    /// (Unimplemented), as talosctl does.
+    pub async fn upgrade(&self, options: &UpgradeOptions) -> Result<UpgradePath, TalosError> {
+        match self.image_pull(&options.image).await {
+            Ok(()) => {
+                self.lifecycle_upgrade(&options.image).await?;
+                self.reboot(RebootMode::Default).await?;
+                Ok(UpgradePath::Lifecycle)
+            }
+            Err(TalosError::Rpc {
+                code: tonic::Code::Unimplemented,
+                ..
+            }) => {
+                self.upgrade_legacy(options).await?;
+                Ok(UpgradePath::Legacy)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// ImageService/Pull into the system containerd namespace; drains the progress stream.
+    pub async fn image_pull(&self, image: &str) -> Result<(), TalosError> {
+        const RPC: &str = "Pull";
+        let mut client = ImageServiceClient::new(self.channel.clone());
+        let request = pb::ImageServicePullRequest {
+            containerd: Some(system_containerd()),
+            image_ref: image.to_string(),
+        };
+        let mut stream = client
+            .pull(request)
+            .await
+            .map_err(|s| self.status_error(IMAGE, RPC, s))?
+            .into_inner();
+        while let Some(item) = stream.next().await {
+            item.map_err(|s| self.status_error(IMAGE, RPC, s))?;
+        }
+        Ok(())
+    }
+
+    /// LifecycleService/Upgrade with `image`; does not reboot.
+    ///
+    /// Errors: [`TalosError::UpgradeFailed`] when the installer exits non-zero.
+    pub async fn lifecycle_upgrade(&self, image: &str) -> Result<(), TalosError> {
+        use pb::lifecycle_service_install_progress::Response;
+        const RPC: &str = "Upgrade";
+        let mut client = LifecycleServiceClient::new(self.channel.clone());
+        let request = pb::LifecycleServiceUpgradeRequest {
+            containerd: Some(system_containerd()),
+            source: Some(pb::InstallArtifactsSource {
+                image_name: image.to_string(),
+            }),
+        };
+        let mut stream = client
+            .upgrade(request)
+            .await
+            .map_err(|s| self.status_error(LIFECYCLE, RPC, s))?
+            .into_inner();
+        let mut last_message = String::new();
+        while let Some(item) = stream.next().await {
+            let item = item.map_err(|s| self.status_error(LIFECYCLE, RPC, s))?;
+            match item.progress.and_then(|p| p.response) {
+                Some(Response::Message(m)) => last_message = m,
+                Some(Response::ExitCode(0)) | None => {}
+                Some(Response::ExitCode(exit_code)) => {
+                    return Err(TalosError::UpgradeFailed {
+                        node: self.node.clone(),
+                        exit_code,
+                        last_message,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The legacy MachineService/Upgrade RPC; the node reboots by itself.
+    pub async fn upgrade_legacy(&self, options: &UpgradeOptions) -> Result<(), TalosError> {
+        let request = pb::UpgradeRequest {
+            image: options.image.clone(),
+            preserve: false,
+            stage: options.stage,
+            force: options.force,
+            reboot_mode: pb::upgrade_request::RebootMode::Default as i32,
+        };
+        self.machine()
+            .upgrade(request)
+            .await
+            .map_err(|s| self.err("Upgrade", s))?;
+        Ok(())
+    }
+}
+
+/// The containerd instance Talos uses for system images: `{driver: CRI, namespace: NS_SYSTEM}`.
+fn system_containerd() -> ContainerdInstance {
+    ContainerdInstance {
+        driver: ContainerDriver::Cri as i32,
+        namespace: ContainerdNamespace::NsSystem as i32,
+    }
+}
+
+/// The hostname a machine config sets: `machine.network.hostname`, else the
+/// `hostname` of a HostnameConfig document. None when unset or not YAML.
+fn hostname_in_config(config: &[u8]) -> Option<String> {
+    use serde::Deserialize as _;
+    let mut from_hostname_config = None;
+    for document in serde_yaml_ng::Deserializer::from_slice(config) {
+        let doc = serde_yaml_ng::Value::deserialize(document).ok()?;
+        if let Some(h) = doc["machine"]["network"]["hostname"].as_str() {
+            return Some(h.to_string());
+        }
+        if doc["kind"].as_str() == Some("HostnameConfig") {
+            from_hostname_config = doc["hostname"].as_str().map(str::to_string);
+        }
+    }
+    from_hostname_config
+}
+
+fn mode_to_proto(mode: ApplyMode) -> Mode {
+    match mode {
+        ApplyMode::Reboot => Mode::Reboot,
+        ApplyMode::Auto => Mode::Auto,
+        ApplyMode::NoReboot => Mode::NoReboot,
+        ApplyMode::Staged => Mode::Staged,
+        ApplyMode::Try => Mode::Try,
+    }
+}
+
+fn mode_from_proto(mode: i32) -> ApplyMode {
+    match Mode::try_from(mode).unwrap_or(Mode::Reboot) {
+        Mode::Reboot => ApplyMode::Reboot,
+        Mode::Auto => ApplyMode::Auto,
+        Mode::NoReboot => ApplyMode::NoReboot,
+        Mode::Staged => ApplyMode::Staged,
+        Mode::Try => ApplyMode::Try,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostname_comes_from_the_v1alpha1_document_or_hostname_config() {
+        let v1 = b"machine:\n  network:\n    hostname: cp-1\n";
+        assert_eq!(hostname_in_config(v1).as_deref(), Some("cp-1"));
+        let hc = b"machine:\n  type: worker\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nhostname: w-9\n";
+        assert_eq!(hostname_in_config(hc).as_deref(), Some("w-9"));
+        assert_eq!(hostname_in_config(b"machine: {}\n"), None);
+        assert_eq!(hostname_in_config(b"machine: ["), None);
+    }
+}

@@ -1,0 +1,168 @@
+//! Client credentials for secure mode, in talosconfig form: the OS CA certificate, and
+//! a client certificate and key signed by it (PEM). The key never appears in output.
+
+use base64::Engine as _;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::error::TalosError;
+
+/// A private key in PEM form whose `Debug` and `Display` print `(sensitive)`.
+#[derive(Clone)]
+pub struct SecretPem(String);
+
+impl SecretPem {
+    /// Wraps PEM text.
+    pub fn new(pem: impl Into<String>) -> Self {
+        SecretPem(pem.into())
+    }
+
+    /// The PEM text. Callers must not print it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretPem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("(sensitive)")
+    }
+}
+
+impl std::fmt::Display for SecretPem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("(sensitive)")
+    }
+}
+
+/// The `ca`, `crt` and `key` of a talosconfig context, decoded to PEM.
+///
+/// `ca` is the OS CA (`machine.ca`) that signs node server certificates; `crt` and `key`
+/// are the client certificate (roles in its Organization) and its key. Talos writes
+/// Ed25519 keys with the non-standard label `ED25519 PRIVATE KEY`; both that and
+/// `PRIVATE KEY` are accepted.
+#[derive(Debug, Clone)]
+pub struct ClientCredentials {
+    /// OS CA certificate, PEM.
+    pub ca_pem: String,
+    /// Client certificate, PEM.
+    pub crt_pem: String,
+    /// Client key, PEM (PKCS#8, or SEC1 / PKCS#1).
+    pub key_pem: SecretPem,
+}
+
+impl ClientCredentials {
+    /// Builds credentials from PEM text.
+    pub fn from_pem(ca: impl Into<String>, crt: impl Into<String>, key: SecretPem) -> Self {
+        ClientCredentials {
+            ca_pem: ca.into(),
+            crt_pem: crt.into(),
+            key_pem: key,
+        }
+    }
+
+    /// Builds credentials from a talosconfig context's fields, which are standard base64
+    /// of the PEM text.
+    ///
+    /// Errors: [`TalosError::Credentials`] naming the field that is not base64 UTF-8.
+    pub fn from_talosconfig_fields(ca: &str, crt: &str, key: &str) -> Result<Self, TalosError> {
+        let decode = |field: &str, value: &str| -> Result<String, TalosError> {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(value.trim())
+                .map_err(|e| TalosError::Credentials {
+                    reason: format!("talosconfig {field} is not base64: {e}"),
+                })?;
+            String::from_utf8(bytes).map_err(|_| TalosError::Credentials {
+                reason: format!("talosconfig {field} is not PEM text"),
+            })
+        };
+        Ok(ClientCredentials {
+            ca_pem: decode("ca", ca)?,
+            crt_pem: decode("crt", crt)?,
+            key_pem: SecretPem::new(decode("key", key)?),
+        })
+    }
+
+    /// The CA certificates, DER.
+    pub(crate) fn ca_certs(&self) -> Result<Vec<CertificateDer<'static>>, TalosError> {
+        certs_from_pem(&self.ca_pem, "ca")
+    }
+
+    /// The client certificate chain, DER.
+    pub(crate) fn client_chain(&self) -> Result<Vec<CertificateDer<'static>>, TalosError> {
+        certs_from_pem(&self.crt_pem, "crt")
+    }
+
+    /// The client key, DER.
+    pub(crate) fn client_key(&self) -> Result<PrivateKeyDer<'static>, TalosError> {
+        private_key_from_pem(self.key_pem.expose())
+    }
+}
+
+/// Parses every certificate in `pem`. Errors name `field`, never the content.
+pub(crate) fn certs_from_pem(
+    pem: &str,
+    field: &str,
+) -> Result<Vec<CertificateDer<'static>>, TalosError> {
+    let certs = rustls_pemfile::certs(&mut pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TalosError::Credentials {
+            reason: format!("{field} is not PEM: {e}"),
+        })?;
+    if certs.is_empty() {
+        return Err(TalosError::Credentials {
+            reason: format!("{field} holds no CERTIFICATE block"),
+        });
+    }
+    Ok(certs)
+}
+
+/// Parses a private key, accepting Talos's `ED25519 PRIVATE KEY` label for PKCS#8.
+pub(crate) fn private_key_from_pem(pem: &str) -> Result<PrivateKeyDer<'static>, TalosError> {
+    let relabelled = relabel_ed25519(pem);
+    rustls_pemfile::private_key(&mut relabelled.as_bytes())
+        .map_err(|e| TalosError::Credentials {
+            reason: format!("key is not PEM: {e}"),
+        })?
+        .ok_or_else(|| TalosError::Credentials {
+            reason: "key holds no PRIVATE KEY block".to_string(),
+        })
+}
+
+/// Talos labels PKCS#8 Ed25519 keys `ED25519 PRIVATE KEY`; standard parsers want
+/// `PRIVATE KEY` (siderolabs/crypto x509 PEMEncodedKey).
+pub fn relabel_ed25519(pem: &str) -> String {
+    pem.replace("BEGIN ED25519 PRIVATE KEY", "BEGIN PRIVATE KEY")
+        .replace("END ED25519 PRIVATE KEY", "END PRIVATE KEY")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_pem_never_prints_its_content() {
+        let key = SecretPem::new("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----");
+        assert_eq!(format!("{key}"), "(sensitive)");
+        assert_eq!(format!("{key:?}"), "(sensitive)");
+        let creds = ClientCredentials::from_pem("ca", "crt", key);
+        assert!(!format!("{creds:?}").contains("AAAA"));
+    }
+
+    #[test]
+    fn talos_ed25519_label_is_accepted() {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        let talos_pem = key
+            .serialize_pem()
+            .replace("PRIVATE KEY", "ED25519 PRIVATE KEY");
+        assert!(private_key_from_pem(&talos_pem).is_ok());
+    }
+
+    #[test]
+    fn talosconfig_fields_that_are_not_base64_are_named() {
+        let err = ClientCredentials::from_talosconfig_fields("!!", "", "").unwrap_err();
+        assert!(
+            err.to_string().contains("talosconfig ca is not base64"),
+            "{err}"
+        );
+    }
+}
