@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 pub mod error;
+mod validate;
 mod version;
 
 pub use error::{CommandError, Outcome};
@@ -33,6 +34,8 @@ pub struct Cli {
 /// Every command, in the order `--help` lists them.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Check the topology file and the patch tree, offline; print a summary or every problem.
+    Validate(validate::ValidateArgs),
     /// Print the talosprov version and the Talos config contracts it generates.
     Version(version::VersionArgs),
 }
@@ -72,6 +75,7 @@ pub fn main() -> ExitCode {
 /// Whatever the command fails with; see [`CommandError`].
 pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
     match cli.command {
+        Command::Validate(args) => validate::run(args),
         Command::Version(args) => version::run(args),
     }
 }
