@@ -34,7 +34,14 @@ pub struct Cli {
 /// Every command, in the order `--help` lists them.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Check the topology file and the patch tree, offline; print a summary or every problem.
+    /// Check the topology file and the patch tree, offline (no Proxmox, no Talos).
+    ///
+    /// Prints a summary (cluster, schematics, nodes, and each node's patch files
+    /// in merge order) and exits 0; or prints every problem found at once, each
+    /// with its code, file:line:column, node and field, and exits 1. Warnings
+    /// are printed in both cases, on stderr.
+    ///
+    /// Example: talosprov validate -f examples/homelab/cluster.yaml
     Validate(validate::ValidateArgs),
     /// Print the talosprov version and the Talos config contracts it generates.
     Version(version::VersionArgs),

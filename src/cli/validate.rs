@@ -10,14 +10,11 @@ use crate::patch::discover::{self, PatchFile, PatchTree};
 use crate::topology::{self, Code, Diagnostic, Topology, diagnostics};
 use crate::ui::summary::ValidateReport;
 
-/// Check the topology file and the patch tree without touching Proxmox or Talos.
-///
-/// Prints a summary (cluster, schematics, nodes, and each node's patch files in
-/// merge order) and exits 0, or prints every problem found, each with its file,
-/// line, node and field, and exits 1. Warnings are printed in both cases.
+/// Arguments of `talosprov validate` (its help text is on `Command::Validate`).
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// The topology file.
+    /// The topology file; patches are read from its `patches_dir`
+    /// (default: the `patches` folder beside it).
     #[arg(
         short = 'f',
         long = "file",

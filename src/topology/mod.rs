@@ -333,7 +333,15 @@ pub fn parse(text: &str, file: &Path, env: &Environment) -> Loaded {
     let (raw, mut diagnostics) = read::read(text, file);
     let topology = match raw {
         Some(raw) => {
-            let (topology, more) = validate::validate(&raw, file, env);
+            let (topology, mut more) = validate::validate(&raw, file, env);
+            // A field with a value of the wrong type reads as absent; it is not
+            // also "missing".
+            let wrong: Vec<Option<String>> = diagnostics
+                .iter()
+                .filter(|d| d.code == Code::WrongType)
+                .map(|d| d.field.clone())
+                .collect();
+            more.retain(|d| d.code != Code::MissingField || !wrong.contains(&d.field));
             diagnostics.extend(more);
             topology.filter(|_| !diagnostics::has_errors(&diagnostics))
         }

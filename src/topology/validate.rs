@@ -45,14 +45,29 @@ pub fn validate(
     };
     let schematics = cx.schematics(raw);
     let pci_mappings = cx.pci_mappings(raw);
+    let declared_schematics: Vec<&String> = raw
+        .schematics
+        .iter()
+        .flat_map(|s| &s.value)
+        .map(|e| &e.name.value)
+        .collect();
+    let declared_pci_mappings: Vec<&String> = raw
+        .pci_mappings
+        .iter()
+        .flat_map(|s| &s.value)
+        .map(|e| &e.name.value)
+        .collect();
     let default_schematic = raw.default_schematic.as_ref().and_then(|d| {
         if schematics.contains_key(&d.value) {
             Some(d.value.clone())
+        } else if declared_schematics.contains(&&d.value) {
+            // Declared but invalid: that schematic's own error says why.
+            None
         } else {
             let msg = format!(
                 "default_schematic `{}` is not declared under `schematics`{}",
                 d.value,
-                known(schematics.keys())
+                known(declared_schematics.iter().copied())
             );
             cx.error(Code::UnknownSchematic, d.pos, "default_schematic", msg);
             None
@@ -68,6 +83,8 @@ pub fn validate(
             schematics: &schematics,
             default_schematic: default_schematic.as_deref(),
             pci_mappings: &pci_mappings,
+            declared_schematics: declared_schematics.clone(),
+            declared_pci_mappings,
         },
     );
     let state = cx.state(raw.state.as_ref(), base);

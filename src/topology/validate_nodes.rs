@@ -25,6 +25,10 @@ pub(super) struct NodeContext<'a> {
     pub default_schematic: Option<&'a str>,
     /// The valid PCI mappings.
     pub pci_mappings: &'a IndexMap<String, PciMapping>,
+    /// Every schematic name declared, valid or not.
+    pub declared_schematics: Vec<&'a String>,
+    /// Every PCI mapping name declared, valid or not.
+    pub declared_pci_mappings: Vec<&'a String>,
 }
 
 /// What one node contributes to the checks across nodes.
@@ -161,8 +165,12 @@ fn one(
             None
         }
         (Some(m), Some(role)) if m.value < u64::from(role.min_memory_mib()) => {
+            let what = match role {
+                Role::Controlplane => "a control plane",
+                Role::Worker => "a worker",
+            };
             let msg = format!(
-                "memory {} MiB is below Talos's minimum of {} MiB for a {role}",
+                "memory {} MiB is below Talos's minimum of {} MiB for {what}",
                 m.value,
                 role.min_memory_mib()
             );
@@ -237,11 +245,12 @@ fn one(
     let schematic = match &r.schematic {
         None => Some(ctx.default_schematic.map(str::to_owned)),
         Some(s) if ctx.schematics.contains_key(&s.value) => Some(Some(s.value.clone())),
+        Some(s) if ctx.declared_schematics.contains(&&s.value) => None,
         Some(s) => {
             let msg = format!(
                 "schematic `{}` is not declared under `schematics`{}",
                 s.value,
-                known(ctx.schematics.keys())
+                known(ctx.declared_schematics.iter().copied())
             );
             err(cx, Code::UnknownSchematic, s.pos, "schematic", msg);
             None
@@ -293,11 +302,13 @@ fn one(
                 None
             }
             Some(m) => match ctx.pci_mappings.get(&m.value) {
+                // Declared but invalid: that mapping's own error says why.
+                None if ctx.declared_pci_mappings.contains(&&m.value) => None,
                 None => {
                     let msg = format!(
                         "mapping `{}` is not declared under `pci_mappings`{}",
                         m.value,
-                        known(ctx.pci_mappings.keys())
+                        known(ctx.declared_pci_mappings.iter().copied())
                     );
                     err(cx, Code::UnknownPciMapping, m.pos, &key("mapping"), msg);
                     None
