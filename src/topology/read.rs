@@ -442,3 +442,117 @@ impl Reader<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> (Option<RawTopology>, Vec<Diagnostic>) {
+        read(text, Path::new("c.yaml"))
+    }
+
+    #[test]
+    fn every_key_keeps_its_line_and_column() {
+        let (raw, d) = one("cluster:\n  name: lab\nnodes:\n  - hostname: a\n    memory: 4096\n");
+        assert!(d.is_empty(), "{d:?}");
+        let raw = raw.expect("raw");
+        let cluster = raw.cluster.expect("cluster");
+        assert_eq!(cluster.pos, Pos::new(1, 1));
+        assert_eq!(cluster.value.name.expect("name").pos, Pos::new(2, 3));
+        let node = &raw.nodes.expect("nodes").value[0];
+        assert_eq!(node.pos, Pos::new(4, 5));
+        let memory = node.value.memory.as_ref().expect("memory");
+        assert_eq!((memory.value, memory.pos), (4096, Pos::new(5, 5)));
+    }
+
+    #[test]
+    fn all_unknown_keys_are_reported_with_suggestions() {
+        let (_, d) = one("clustr: {}\nnodes:\n  - hostnme: a\n    zzz: 1\n");
+        let msgs: Vec<(&str, Option<Pos>)> =
+            d.iter().map(|d| (d.message.as_str(), d.pos)).collect();
+        assert_eq!(
+            msgs,
+            [
+                (
+                    "unknown key `hostnme` in `nodes[0]`; did you mean `hostname`?",
+                    Some(Pos::new(3, 5))
+                ),
+                ("unknown key `zzz` in `nodes[0]`", Some(Pos::new(4, 5))),
+                (
+                    "unknown key `clustr` at the top level; did you mean `cluster`?",
+                    Some(Pos::new(1, 1))
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn syntax_errors_have_a_position() {
+        let (raw, d) = one("cluster:\n  name: [a\n");
+        assert!(raw.is_none());
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].code, Code::YamlSyntax);
+        assert!(d[0].pos.is_some());
+    }
+
+    #[test]
+    fn duplicate_keys_are_syntax_errors() {
+        let (raw, d) = one("cluster:\n  name: a\n  name: b\n");
+        assert!(raw.is_none());
+        assert_eq!(d[0].code, Code::YamlSyntax);
+        assert_eq!(d[0].pos.map(|p| p.line), Some(3));
+    }
+
+    #[test]
+    fn the_file_must_be_one_mapping() {
+        for text in [
+            "",
+            "# only a comment\n",
+            "- a\n- b\n",
+            "a: 1\n---\nb: 2\n",
+            "just text",
+        ] {
+            let (raw, d) = one(text);
+            assert!(raw.is_none(), "{text:?}");
+            assert_eq!(d.len(), 1, "{text:?}");
+            assert_eq!(d[0].code, Code::YamlSyntax, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn null_values_read_as_absent() {
+        let (raw, d) = one("cluster:\n  name:\n  vip: ~\n");
+        assert!(d.is_empty(), "{d:?}");
+        let c = raw.expect("raw").cluster.expect("cluster").value;
+        assert_eq!((c.name, c.vip), (None, None));
+    }
+
+    #[test]
+    fn anchors_and_aliases_are_expanded() {
+        let text = "nodes:\n  - &n {hostname: a, cores: 2}\n  - *n\n";
+        let (raw, d) = one(text);
+        assert!(d.is_empty(), "{d:?}");
+        let nodes = raw.expect("raw").nodes.expect("nodes").value;
+        assert_eq!(nodes.len(), 2);
+        assert_eq!(nodes[1].value.cores.as_ref().map(|c| c.value), Some(2));
+    }
+
+    #[test]
+    fn wrong_types_are_all_reported() {
+        let (_, d) = one(
+            "cluster:\n  prefix_length: -1\n  nameservers: 1.1.1.1\nproxmox:\n  insecure: yes\n",
+        );
+        let fields: Vec<_> = d
+            .iter()
+            .map(|d| (d.code, d.field.clone().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                (Code::WrongType, "cluster.prefix_length".to_owned()),
+                (Code::WrongType, "cluster.nameservers".to_owned()),
+                (Code::WrongType, "proxmox.insecure".to_owned()),
+            ]
+        );
+    }
+}
