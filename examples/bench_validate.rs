@@ -34,7 +34,11 @@ fn topology_text(nodes: usize) -> String {
 
 fn write_tree(root: &Path, nodes: usize) -> std::io::Result<()> {
     let patch = "machine:\n  sysctls:\n    vm.max_map_count: \"262144\"\n";
-    let mut folders = vec![root.join("common"), root.join("controlplane"), root.join("worker")];
+    let mut folders = vec![
+        root.join("common"),
+        root.join("controlplane"),
+        root.join("worker"),
+    ];
     folders.extend((0..nodes).map(|i| root.join("nodes").join(format!("node-{i:04}"))));
     for dir in folders {
         std::fs::create_dir_all(&dir)?;
@@ -68,9 +72,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let start = Instant::now();
         let loaded = topology::load(&file)?;
         let loaded_at = Instant::now();
-        let t = loaded.topology.ok_or("the generated topology is not valid")?;
+        let t = loaded
+            .topology
+            .ok_or("the generated topology is not valid")?;
         let tree = discover::list_tree(&t.patches_dir)?;
-        patch_count = t.nodes.iter().map(|n| tree.patches_for(&n.hostname, n.role).len()).sum();
+        patch_count = t
+            .nodes
+            .iter()
+            .map(|n| tree.patches_for(&n.hostname, n.role).len())
+            .sum();
         let warnings = tree.check(t.nodes.iter().map(|n| n.hostname.as_str()));
         assert!(warnings.is_empty() && loaded.diagnostics.is_empty());
         let end = Instant::now();
@@ -84,8 +94,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     println!("patches given to nodes: {patch_count}");
     println!("runs: {runs} (median)");
-    println!("  load + validate:              {:>8.1} ms", median(&mut load).as_secs_f64() * 1e3);
-    println!("  list tree + discover + check: {:>8.1} ms", median(&mut discover_times).as_secs_f64() * 1e3);
-    println!("  total:                        {:>8.1} ms", median(&mut total).as_secs_f64() * 1e3);
+    println!(
+        "  load + validate:              {:>8.1} ms",
+        median(&mut load).as_secs_f64() * 1e3
+    );
+    println!(
+        "  list tree + discover + check: {:>8.1} ms",
+        median(&mut discover_times).as_secs_f64() * 1e3
+    );
+    println!(
+        "  total:                        {:>8.1} ms",
+        median(&mut total).as_secs_f64() * 1e3
+    );
     Ok(())
 }

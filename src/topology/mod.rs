@@ -8,6 +8,7 @@ pub mod read;
 pub mod syntax;
 pub mod validate;
 mod validate_nodes;
+mod validate_sections;
 
 pub use diagnostics::{Code, Diagnostic, Pos, Severity};
 pub use syntax::Version;
