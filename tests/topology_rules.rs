@@ -289,3 +289,22 @@ fn a_wrong_type_is_not_also_reported_missing() {
         )]
     );
 }
+
+#[test]
+fn a_section_of_the_wrong_type_does_not_also_report_its_fields_missing() {
+    let text = BASE.replacen("cluster:\n", "cluster: []\nold_cluster:\n", 1);
+    let loaded = parse(&text, Path::new("c.yaml"), &env());
+    let fields: Vec<(Code, Option<&str>)> = loaded
+        .diagnostics
+        .iter()
+        .map(|d| (d.code, d.field.as_deref()))
+        .collect();
+    assert!(
+        fields.contains(&(Code::WrongType, Some("cluster"))),
+        "{fields:?}"
+    );
+    assert!(
+        !fields.iter().any(|(c, _)| *c == Code::MissingField),
+        "{fields:?}"
+    );
+}

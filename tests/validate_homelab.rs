@@ -78,4 +78,5 @@ fn homelab_json_report_has_the_model_with_defaults_and_patch_kinds() {
     assert_eq!(cp[1]["kind"], "templatefile");
     assert_eq!(cp[1]["level"], "role");
     assert_eq!(v["patches"]["talos-gpu-01"][1]["level"], "node");
+    insta::assert_json_snapshot!("homelab_json", v);
 }

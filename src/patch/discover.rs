@@ -440,4 +440,54 @@ mod tests {
             .collect();
         assert_eq!(ignored, ["p/README.md", "p/common/notes.txt"]);
     }
+
+    #[test]
+    fn list_tree_reads_the_folders_and_a_missing_root_is_empty() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path().join("patches");
+        assert_eq!(list_tree(&root)?.patches_for("a", Role::Worker), []);
+        std::fs::create_dir_all(root.join("common"))?;
+        std::fs::create_dir_all(root.join("worker/sub"))?;
+        std::fs::create_dir_all(root.join("nodes/a"))?;
+        std::fs::write(root.join("common/10-x.yaml"), "machine: {}\n")?;
+        std::fs::write(root.join("common/20-empty.yaml"), "")?;
+        std::fs::write(root.join("worker/10-w.yaml.j2"), "machine: {}\n")?;
+        std::fs::write(root.join("nodes/a/10-n.yaml.tftpl"), "machine: {}\n")?;
+        std::fs::write(root.join("nodes/stray.yaml"), "machine: {}\n")?;
+        let tree = list_tree(&root)?;
+        let got: Vec<(String, PatchKind)> = tree
+            .patches_for("a", Role::Worker)
+            .into_iter()
+            .map(|f| {
+                (
+                    f.path
+                        .strip_prefix(&root)
+                        .unwrap_or(&f.path)
+                        .display()
+                        .to_string(),
+                    f.kind,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("common/10-x.yaml".to_owned(), PatchKind::Literal),
+                ("worker/10-w.yaml.j2".to_owned(), PatchKind::Jinja),
+                (
+                    "nodes/a/10-n.yaml.tftpl".to_owned(),
+                    PatchKind::Templatefile
+                ),
+            ]
+        );
+        let ignored: Vec<PathBuf> = tree.ignored();
+        assert_eq!(
+            ignored,
+            [root.join("worker/sub"), root.join("nodes/stray.yaml")]
+        );
+        let warnings = tree.check(["a"]);
+        assert_eq!(warnings.len(), 1);
+        assert_eq!(warnings[0].code, Code::EmptyPatch);
+        Ok(())
+    }
 }

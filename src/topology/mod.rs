@@ -335,14 +335,26 @@ pub fn parse(text: &str, file: &Path, env: &Environment) -> Loaded {
     let topology = match raw {
         Some(raw) => {
             let (topology, mut more) = validate::validate(&raw, file, env);
-            // A field with a value of the wrong type reads as absent; it is not
-            // also "missing".
-            let wrong: Vec<Option<String>> = diagnostics
+            // A field with a value of the wrong type reads as absent; neither it
+            // nor anything inside it is also "missing".
+            let wrong: Vec<String> = diagnostics
                 .iter()
                 .filter(|d| d.code == Code::WrongType)
-                .map(|d| d.field.clone())
+                .filter_map(|d| d.field.clone())
                 .collect();
-            more.retain(|d| d.code != Code::MissingField || !wrong.contains(&d.field));
+            let inside = |field: &str, w: &str| {
+                field == w
+                    || field
+                        .strip_prefix(w)
+                        .is_some_and(|rest| rest.starts_with(['.', '[']))
+            };
+            more.retain(|d| {
+                d.code != Code::MissingField
+                    || !d
+                        .field
+                        .as_deref()
+                        .is_some_and(|f| wrong.iter().any(|w| inside(f, w)))
+            });
             diagnostics.extend(more);
             topology.filter(|_| !diagnostics::has_errors(&diagnostics))
         }
