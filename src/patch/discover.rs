@@ -2,6 +2,7 @@
 //! `nodes/<hostname>/`, each folder sorted byte-wise by file name. Listing the
 //! folders is the only I/O ([`list_tree`]); ordering and classifying are pure.
 
+use crate::topology::diagnostics::did_you_mean;
 use crate::topology::{Code, Diagnostic, Role};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -220,18 +221,14 @@ impl PatchTree {
             let matches = name.to_str().is_some_and(|n| hostnames.contains(&n));
             if !matches {
                 let dir = self.root.join("nodes").join(name);
-                let close = name.to_str().and_then(|n| {
-                    hostnames
-                        .iter()
-                        .map(|h| (strsim::jaro_winkler(h, n), *h))
-                        .filter(|(s, _)| *s >= 0.8)
-                        .max_by(|a, b| a.0.total_cmp(&b.0))
-                        .map(|(_, h)| format!("; did you mean `{h}`?"))
-                });
+                let close = name
+                    .to_str()
+                    .map(|n| did_you_mean(n, hostnames.iter().copied()))
+                    .unwrap_or_default();
                 let msg = format!(
                     "patch folder {} matches no node, so its patches apply to nothing{}",
                     dir.display(),
-                    close.unwrap_or_default()
+                    close
                 );
                 let name = name.to_string_lossy().into_owned();
                 out.push(

@@ -234,6 +234,19 @@ impl Diagnostic {
     }
 }
 
+/// `"; did you mean `x`?"` for the candidate closest to `value` (Jaro-Winkler
+/// similarity of at least 0.8, ignoring case), or an empty string.
+pub fn did_you_mean<'a>(value: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    let value = value.to_lowercase();
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(&c.to_lowercase(), &value), c))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| format!("; did you mean `{c}`?"))
+        .unwrap_or_default()
+}
+
 /// Whether any diagnostic in the list is an error.
 pub fn has_errors(diagnostics: &[Diagnostic]) -> bool {
     diagnostics.iter().any(Diagnostic::is_error)
@@ -259,6 +272,19 @@ mod tests {
         let names: HashSet<_> = Code::ALL.iter().map(|c| c.name()).collect();
         assert_eq!(codes.len(), Code::ALL.len());
         assert_eq!(names.len(), Code::ALL.len());
+    }
+
+    #[test]
+    fn did_you_mean_picks_the_closest_candidate() {
+        assert_eq!(
+            did_you_mean("wroker", ["controlplane", "worker"]),
+            "; did you mean `worker`?"
+        );
+        assert_eq!(
+            did_you_mean("Controlplane", ["controlplane", "worker"]),
+            "; did you mean `controlplane`?"
+        );
+        assert_eq!(did_you_mean("zzz", ["controlplane", "worker"]), "");
     }
 
     #[test]

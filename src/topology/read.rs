@@ -2,7 +2,7 @@
 //! line and column of every key. Every unknown key and every value of the wrong
 //! type is reported, not only the first; unknown keys get a "did you mean".
 
-use super::diagnostics::{Code, Diagnostic, Pos};
+use super::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use super::raw::{
     Entry, RawCluster, RawHostPci, RawImageFactory, RawNode, RawPciMapping, RawProxmox,
     RawSchematic, RawState, RawTopology, Spanned,
@@ -165,14 +165,7 @@ impl Reader<'_> {
                 continue;
             }
             let field = child(&f.path, name);
-            let suggestion = f
-                .known
-                .iter()
-                .map(|k| (strsim::jaro_winkler(k, name), *k))
-                .filter(|(score, _)| *score >= 0.8)
-                .max_by(|a, b| a.0.total_cmp(&b.0))
-                .map(|(_, k)| format!("; did you mean `{k}`?"))
-                .unwrap_or_default();
+            let suggestion = did_you_mean(name, f.known.iter().copied());
             let place = if f.path.is_empty() {
                 "at the top level".to_owned()
             } else {

@@ -2,7 +2,7 @@
 //! schematic, PCI devices), then across nodes (duplicates, control-plane count
 //! and placement, PCI mapping ownership).
 
-use super::diagnostics::{Code, Diagnostic, Pos};
+use super::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use super::raw::{RawNode, Spanned};
 use super::syntax::{self, Ipv4Net};
 use super::validate::{Cx, known};
@@ -130,8 +130,9 @@ fn one(
         None => Some(Role::Controlplane),
         Some(s) => Role::parse(&s.value).or_else(|| {
             let msg = format!(
-                "role must be `controlplane` or `worker`, found {:?}",
-                s.value
+                "role must be `controlplane` or `worker`, found {:?}{}",
+                s.value,
+                did_you_mean(&s.value, ["controlplane", "worker"])
             );
             err(cx, Code::InvalidRole, s.pos, "role", msg);
             None

@@ -2,7 +2,7 @@
 //! `schematics`, `pci_mappings` and `state`, each checked with its defaults
 //! applied. Called by `validate::validate`.
 
-use super::diagnostics::Code;
+use super::diagnostics::{Code, did_you_mean};
 use super::raw::{RawCluster, RawProxmox, RawState, RawTopology, Spanned};
 use super::syntax::{self, Ipv4Net, Version};
 use super::validate::{Cx, resolve};
@@ -446,7 +446,10 @@ impl Cx<'_> {
             }
             other => {
                 let pos = s.backend.as_ref().map_or(raw.pos, |b| b.pos);
-                let msg = format!("state.backend must be `local` or `http`, found {other:?}");
+                let msg = format!(
+                    "state.backend must be `local` or `http`, found {other:?}{}",
+                    did_you_mean(other, ["local", "http"])
+                );
                 self.error(Code::InvalidValue, pos, "state.backend", msg);
                 None
             }
