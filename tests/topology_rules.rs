@@ -229,6 +229,42 @@ fn each_validation_reports_its_code_and_field() {
             Code::MissingField,
             "proxmox.datastore",
         ),
+        (
+            "  node: pve\n",
+            "  node: pve_1\n",
+            Code::InvalidValue,
+            "proxmox.node",
+        ),
+        (
+            "datastore: local-lvm",
+            "datastore: Local-LVM",
+            Code::InvalidValue,
+            "proxmox.datastore",
+        ),
+        (
+            "  datastore: local-lvm\n",
+            "  datastore: local-lvm\n  bridge: vmbr 0\n",
+            Code::InvalidValue,
+            "proxmox.bridge",
+        ),
+        (
+            "  datastore: local-lvm\n",
+            "  datastore: local-lvm\n  pool: a b\n",
+            Code::InvalidValue,
+            "proxmox.pool",
+        ),
+        (
+            "    memory: 4096\n",
+            "    memory: 4096\n    proxmox_node: pve.lan\n",
+            Code::InvalidValue,
+            "nodes[0].proxmox_node",
+        ),
+        (
+            "    subsystem_id: \"10de:2507\"\n",
+            "    subsystem_id: \"10de:2507\"\n    node: pve_2\n",
+            Code::InvalidValue,
+            "pci_mappings.gpu.node",
+        ),
     ];
     for (from, to, code, field) in cases {
         let got = problems(from, to);

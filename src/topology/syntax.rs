@@ -151,6 +151,48 @@ pub fn hostpci_index(s: &str) -> Option<u8> {
     n.parse::<u8>().ok().filter(|i| *i <= 15)
 }
 
+/// Whether `s` is a Proxmox node name (PVE's `pve-node` format, a hostname
+/// label): letters, digits and `-`, not starting or ending with `-`, at most 63.
+pub fn is_pve_node_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// Whether `s` is a Proxmox storage ID (PVE's `pve-storage-id` format,
+/// `[a-z][a-z0-9\-_.]*[a-z0-9]`), such as `local-lvm`.
+pub fn is_pve_storage_id(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() >= 2
+        && b[0].is_ascii_lowercase()
+        && (b[b.len() - 1].is_ascii_lowercase() || b[b.len() - 1].is_ascii_digit())
+        && b.iter().all(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'-' | b'_' | b'.')
+        })
+}
+
+/// Whether `s` is a Proxmox bridge name (PVE's `pve-bridge-id` format,
+/// `[-_.\w\d]+`), such as `vmbr0`.
+pub fn is_pve_bridge(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// Whether `s` is a Proxmox pool ID (PVE's `pve-poolid` format,
+/// `[A-Za-z0-9.\-_]+`, with `/` between levels of nested pools, PVE 8.1+).
+pub fn is_pve_pool_id(s: &str) -> bool {
+    s.split('/').all(|part| {
+        !part.is_empty()
+            && part
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_'))
+    })
+}
+
 /// An IPv4 network: the address with the host bits cleared, and the prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ipv4Net {
@@ -275,6 +317,25 @@ mod tests {
         assert!(is_sha256_fingerprint(&vec!["AB"; 32].join(":")));
         assert!(is_sha256_fingerprint(&"ab".repeat(32)));
         assert!(!is_sha256_fingerprint(&vec!["AB"; 20].join(":")));
+    }
+
+    #[test]
+    fn proxmox_names_follow_pve_formats() {
+        assert!(is_pve_node_name("pve"));
+        assert!(is_pve_node_name("PVE-2"));
+        assert!(!is_pve_node_name("pve_2"));
+        assert!(!is_pve_node_name("pve.lan"));
+        assert!(is_pve_storage_id("local-lvm"));
+        assert!(is_pve_storage_id("nfs.iso_1"));
+        assert!(!is_pve_storage_id("Local"));
+        assert!(!is_pve_storage_id("local-"));
+        assert!(!is_pve_storage_id("1local"));
+        assert!(is_pve_bridge("vmbr0"));
+        assert!(!is_pve_bridge("vmbr 0"));
+        assert!(is_pve_pool_id("TALOS"));
+        assert!(is_pve_pool_id("lab/talos"));
+        assert!(!is_pve_pool_id("lab//talos"));
+        assert!(!is_pve_pool_id("a b"));
     }
 
     #[test]

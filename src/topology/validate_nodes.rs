@@ -238,11 +238,18 @@ fn one(
         }
         (None, None) => None,
     };
-    let proxmox_node = r
-        .proxmox_node
-        .as_ref()
-        .map(|p| p.value.clone())
-        .or(ctx.proxmox_node.map(str::to_owned));
+    let proxmox_node = match &r.proxmox_node {
+        None => ctx.proxmox_node.map(str::to_owned),
+        Some(p) if syntax::is_pve_node_name(&p.value) => Some(p.value.clone()),
+        Some(p) => {
+            let msg = format!(
+                "proxmox_node must be a Proxmox node name: letters, digits and '-', found {:?}",
+                p.value
+            );
+            err(cx, Code::InvalidValue, p.pos, "proxmox_node", msg);
+            None
+        }
+    };
     let schematic = match &r.schematic {
         None => Some(ctx.default_schematic.map(str::to_owned)),
         Some(s) if ctx.schematics.contains_key(&s.value) => Some(Some(s.value.clone())),

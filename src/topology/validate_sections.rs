@@ -13,6 +13,45 @@ use indexmap::IndexMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
+/// The kinds of Proxmox identifiers the file names, each with PVE's format.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum PveName {
+    /// A node (host) name, `pve-node`.
+    Node,
+    /// A storage ID, `pve-storage-id`.
+    Storage,
+    /// A bridge, `pve-bridge-id`.
+    Bridge,
+    /// A pool ID, `pve-poolid`.
+    Pool,
+}
+
+impl PveName {
+    fn check(self, s: &str) -> bool {
+        match self {
+            PveName::Node => syntax::is_pve_node_name(s),
+            PveName::Storage => syntax::is_pve_storage_id(s),
+            PveName::Bridge => syntax::is_pve_bridge(s),
+            PveName::Pool => syntax::is_pve_pool_id(s),
+        }
+    }
+
+    fn form(self) -> &'static str {
+        match self {
+            PveName::Node => "a Proxmox node name: letters, digits and '-', such as pve",
+            PveName::Storage => {
+                "a Proxmox storage ID: lowercase letters, digits, '-', '_' and '.', starting with a letter, such as local-lvm"
+            }
+            PveName::Bridge => {
+                "a Proxmox bridge name: letters, digits, '-', '_' and '.', such as vmbr0"
+            }
+            PveName::Pool => {
+                "a Proxmox pool ID: letters, digits, '.', '-' and '_', with '/' between nested pools"
+            }
+        }
+    }
+}
+
 /// `cluster:` as far as it could be validated; `None` marks a field with an error.
 pub(super) struct ClusterDraft {
     pub(super) name: Option<String>,
@@ -27,6 +66,22 @@ pub(super) struct ClusterDraft {
 }
 
 impl Cx<'_> {
+    /// Check a Proxmox identifier against PVE's format for its kind.
+    pub(super) fn pve_name(
+        &mut self,
+        s: &Spanned<String>,
+        field: &str,
+        kind: PveName,
+    ) -> Option<String> {
+        if kind.check(&s.value) {
+            Some(s.value.clone())
+        } else {
+            let msg = format!("`{field}` must be {}, found {:?}", kind.form(), s.value);
+            self.error(Code::InvalidValue, s.pos, field, msg);
+            None
+        }
+    }
+
     pub(super) fn cluster(&mut self, raw: Option<&Spanned<RawCluster>>) -> ClusterDraft {
         let pos = raw.map(|r| r.pos);
         let empty = RawCluster::default();
@@ -161,35 +216,42 @@ impl Cx<'_> {
                 None
             }
         };
-        let required = |cx: &mut Self, v: &Option<Spanned<String>>, field: &str, hint: &str| match v
-        {
-            Some(s) if !s.value.trim().is_empty() => Some(s.value.clone()),
-            Some(s) => {
-                cx.error(
-                    Code::InvalidValue,
-                    s.pos,
-                    field,
-                    format!("`{field}` must not be empty"),
+        let node = match &p.node {
+            None => {
+                self.missing(
+                    pos,
+                    None,
+                    "proxmox.node",
+                    " (the Proxmox host VMs go to by default)",
                 );
                 None
             }
+            Some(n) => self.pve_name(n, "proxmox.node", PveName::Node),
+        };
+        let datastore = match &p.datastore {
             None => {
-                cx.missing(pos, None, field, hint);
+                let hint = " (the storage for VM disks, such as local-lvm)";
+                self.missing(pos, None, "proxmox.datastore", hint);
                 None
             }
+            Some(d) => self.pve_name(d, "proxmox.datastore", PveName::Storage),
         };
-        let node = required(
-            self,
-            &p.node,
-            "proxmox.node",
-            " (the Proxmox host VMs go to by default)",
+        let mut optional =
+            |v: &Option<Spanned<String>>, field: &str, kind: PveName, default: &str| match v {
+                None => Some(default.to_owned()),
+                Some(s) => self.pve_name(s, field, kind),
+            };
+        let image_storage = optional(
+            &p.image_storage,
+            "proxmox.image_storage",
+            PveName::Storage,
+            "local",
         );
-        let datastore = required(
-            self,
-            &p.datastore,
-            "proxmox.datastore",
-            " (the storage for VM disks, such as local-lvm)",
-        );
+        let bridge = optional(&p.bridge, "proxmox.bridge", PveName::Bridge, "vmbr0");
+        let pool = match &p.pool {
+            None => Some(None),
+            Some(s) => self.pve_name(s, "proxmox.pool", PveName::Pool).map(Some),
+        };
         let insecure = p.insecure.as_ref().is_some_and(|i| i.value);
         if let Some(i) = p.insecure.as_ref().filter(|i| i.value) {
             if p.ca_file.is_some() || p.fingerprint.is_some() {
@@ -208,16 +270,13 @@ impl Cx<'_> {
             }
             other => Some(other.as_ref().map(|f| f.value.clone())),
         };
-        let text = |v: &Option<Spanned<String>>, default: &str| {
-            v.as_ref().map_or(default.to_owned(), |s| s.value.clone())
-        };
         Some(ProxmoxSettings {
             endpoint: endpoint?,
             node: node?,
             datastore: datastore?,
-            image_storage: text(&p.image_storage, "local"),
-            bridge: text(&p.bridge, "vmbr0"),
-            pool: p.pool.as_ref().map(|s| s.value.clone()),
+            image_storage: image_storage?,
+            bridge: bridge?,
+            pool: pool?,
             insecure,
             ca_file: p.ca_file.as_ref().map(|f| resolve(base, &f.value)),
             fingerprint: fingerprint?,
@@ -347,8 +406,14 @@ impl Cx<'_> {
                 }
                 Some(g) => u32::try_from(g.value).ok(),
             };
-            if let (Some(path), Some(id), Some(iommu_group), Some(subsystem_id)) =
-                (path, id, iommu_group, subsystem_id)
+            let node = match &m.node {
+                None => Some(None),
+                Some(n) => self
+                    .pve_name(n, &format!("{base}.node"), PveName::Node)
+                    .map(Some),
+            };
+            if let (Some(path), Some(id), Some(iommu_group), Some(subsystem_id), Some(node)) =
+                (path, id, iommu_group, subsystem_id, node)
             {
                 let mapping = PciMapping {
                     path,
@@ -356,7 +421,7 @@ impl Cx<'_> {
                     iommu_group,
                     subsystem_id,
                     comment: m.comment.as_ref().map(|c| c.value.clone()),
-                    node: m.node.as_ref().map(|n| n.value.clone()),
+                    node,
                 };
                 out.insert(name.clone(), mapping);
             }
