@@ -197,8 +197,9 @@ impl PatchTree {
         out
     }
 
-    /// Warnings about the tree: each empty patch file (skipped), and each
-    /// `nodes/<name>/` folder that matches none of `hostnames` (a typo, usually).
+    /// Warnings about the tree: each empty patch file (skipped), each folder
+    /// at the top that is not a patch level, and each `nodes/<name>/` folder
+    /// that matches none of `hostnames` (a typo, usually).
     pub fn check<'a>(&self, hostnames: impl IntoIterator<Item = &'a str>) -> Vec<Diagnostic> {
         let hostnames: Vec<&str> = hostnames.into_iter().collect();
         let mut out = Vec::new();
@@ -216,6 +217,19 @@ impl PatchTree {
         empty(self.root.join("worker"), &self.worker);
         for (name, entries) in &self.nodes {
             empty(self.root.join("nodes").join(name), entries);
+        }
+        for e in sorted(&self.top) {
+            let name = e.name.to_string_lossy();
+            if e.is_dir && !FOLDERS.contains(&name.as_ref()) {
+                let dir = self.root.join(&e.name);
+                let msg = format!(
+                    "patch folder {} is not one of {}, so its files are ignored{}",
+                    dir.display(),
+                    FOLDERS.join(", "),
+                    did_you_mean(&name, FOLDERS)
+                );
+                out.push(Diagnostic::warning(Code::UnknownPatchFolder, &dir, msg));
+            }
         }
         for name in self.nodes.keys() {
             let matches = name.to_str().is_some_and(|n| hostnames.contains(&n));
@@ -425,6 +439,23 @@ mod tests {
             unknown[0].message.contains("did you mean `gpu`?"),
             "{}",
             unknown[0].message
+        );
+    }
+
+    #[test]
+    fn unknown_top_level_folder_is_a_warning_with_a_suggestion() {
+        let mut t = tree();
+        t.top.push(Listed::dir("controlplanes"));
+        let w: Vec<_> = t
+            .check(["gpu", "gpu-typo"])
+            .into_iter()
+            .filter(|d| d.code == Code::UnknownPatchFolder)
+            .collect();
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].message.contains("did you mean `controlplane`?"),
+            "{}",
+            w[0].message
         );
     }
 

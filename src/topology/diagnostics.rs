@@ -150,6 +150,9 @@ codes! {
     UnknownPatchNode = ("P002", "unknown-patch-node"),
     /// The patch tree cannot be read.
     UnreadablePatchTree = ("P003", "unreadable-patch-tree"),
+    /// A folder in the patch tree that is not `common`, `controlplane`,
+    /// `worker` or `nodes`, so its files are ignored.
+    UnknownPatchFolder = ("P004", "unknown-patch-folder"),
 }
 
 impl fmt::Display for Code {
