@@ -19,6 +19,7 @@ mod machineconfig;
 mod machineconfig_gen;
 mod secrets;
 mod secrets_gen;
+mod validate;
 mod version;
 
 pub use error::{CommandError, Outcome};
@@ -47,6 +48,15 @@ pub struct Cli {
 /// Every command, in the order `--help` lists them.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Check the topology file and the patch tree, offline (no Proxmox, no Talos).
+    ///
+    /// Prints a summary (cluster, schematics, nodes, and each node's patch files
+    /// in merge order) and exits 0; or prints every problem found at once, each
+    /// with its code, file:line:column, node and field, and exits 1. Warnings
+    /// are printed in both cases, on stderr.
+    ///
+    /// Example: talosprov validate -f examples/homelab/cluster.yaml
+    Validate(validate::ValidateArgs),
     /// Print the talosprov version and the Talos config contracts it generates.
     Version(version::VersionArgs),
     /// Print the outputs in the state: kubeconfig, talosconfig, machineconfig NODE.
@@ -97,6 +107,7 @@ pub fn main() -> ExitCode {
 /// Whatever the command fails with; see [`CommandError`].
 pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
     match cli.command {
+        Command::Validate(args) => validate::run(args),
         Command::Version(args) => version::run(args),
         Command::Output(args) => output::run(args).await,
         Command::State(args) => state::run(args).await,

@@ -1,1 +1,521 @@
-//! Discovery of the patch tree: common, role and node folders, each sorted by file name.
+//! Discovery of the patch tree: `common/`, then `<role>/`, then
+//! `nodes/<hostname>/`, each folder sorted byte-wise by file name. Listing the
+//! folders is the only I/O ([`list_tree`]); ordering and classifying are pure.
+
+use crate::topology::diagnostics::did_you_mean;
+use crate::topology::{Code, Diagnostic, Role};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// How a patch file is turned into YAML, decided by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PatchKind {
+    /// `.yaml`, `.yml`: taken as written (`{{` is safe in it).
+    Literal,
+    /// `.yaml.j2`, `.yml.j2`, `.yaml.jinja`: a minijinja template.
+    Jinja,
+    /// `.yaml.tftpl`: OpenTofu `templatefile` syntax (`${var}`).
+    Templatefile,
+}
+
+impl PatchKind {
+    /// The kind for a file name, or `None` for a file that is not a patch
+    /// (a README, say). Suffixes are matched case-sensitively, as OpenTofu and
+    /// talosctl see them.
+    pub fn of(name: &str) -> Option<PatchKind> {
+        const SUFFIXES: [(&str, PatchKind); 6] = [
+            (".yaml.tftpl", PatchKind::Templatefile),
+            (".yaml.jinja", PatchKind::Jinja),
+            (".yaml.j2", PatchKind::Jinja),
+            (".yml.j2", PatchKind::Jinja),
+            (".yaml", PatchKind::Literal),
+            (".yml", PatchKind::Literal),
+        ];
+        SUFFIXES
+            .iter()
+            .find(|(suffix, _)| name.len() > suffix.len() && name.ends_with(suffix))
+            .map(|(_, kind)| *kind)
+    }
+}
+
+/// Which folder a patch comes from; patches apply in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PatchLevel {
+    /// `common/`: every node.
+    Common,
+    /// `controlplane/` or `worker/`: every node of that role.
+    Role,
+    /// `nodes/<hostname>/`: one node.
+    Node,
+}
+
+/// One patch file for a node, in merge order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PatchFile {
+    /// The file: `<patches_dir>/<folder>/<name>`.
+    pub path: PathBuf,
+    /// How to render it.
+    pub kind: PatchKind,
+    /// Which folder it comes from.
+    pub level: PatchLevel,
+}
+
+/// One entry of a listed folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// The file name.
+    pub name: OsString,
+    /// Its size in bytes (0 for a folder).
+    pub len: u64,
+    /// Whether it is a folder.
+    pub is_dir: bool,
+}
+
+impl Listed {
+    /// A regular file of `len` bytes.
+    pub fn file(name: &str, len: u64) -> Self {
+        Listed {
+            name: name.into(),
+            len,
+            is_dir: false,
+        }
+    }
+
+    /// A folder.
+    pub fn dir(name: &str) -> Self {
+        Listed {
+            name: name.into(),
+            len: 0,
+            is_dir: true,
+        }
+    }
+}
+
+/// The patch tree as listed from disk: plain data, so ordering and checks are
+/// pure. A folder that does not exist is simply absent (or empty).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PatchTree {
+    /// The `patches_dir`.
+    pub root: PathBuf,
+    /// The entries of the root itself.
+    pub top: Vec<Listed>,
+    /// `common/`.
+    pub common: Vec<Listed>,
+    /// `controlplane/`.
+    pub controlplane: Vec<Listed>,
+    /// `worker/`.
+    pub worker: Vec<Listed>,
+    /// `nodes/<name>/`, by folder name.
+    pub nodes: BTreeMap<OsString, Vec<Listed>>,
+    /// The entries of `nodes/` that are files, not folders.
+    pub nodes_files: Vec<Listed>,
+}
+
+const FOLDERS: [&str; 4] = ["common", "controlplane", "worker", "nodes"];
+
+fn sorted(entries: &[Listed]) -> Vec<&Listed> {
+    let mut v: Vec<&Listed> = entries.iter().collect();
+    v.sort_by(|a, b| a.name.as_encoded_bytes().cmp(b.name.as_encoded_bytes()));
+    v
+}
+
+impl PatchTree {
+    fn folder(
+        &self,
+        level: PatchLevel,
+        role: Role,
+        hostname: &str,
+    ) -> (PathBuf, Option<&Vec<Listed>>) {
+        match level {
+            PatchLevel::Common => (self.root.join("common"), Some(&self.common)),
+            PatchLevel::Role => match role {
+                Role::Controlplane => (self.root.join("controlplane"), Some(&self.controlplane)),
+                Role::Worker => (self.root.join("worker"), Some(&self.worker)),
+            },
+            PatchLevel::Node => (
+                self.root.join("nodes").join(hostname),
+                self.nodes.get(std::ffi::OsStr::new(hostname)),
+            ),
+        }
+    }
+
+    /// The patches of one node in merge order: `common/`, `<role>/`,
+    /// `nodes/<hostname>/`, each sorted byte-wise by name; only files with a
+    /// patch suffix, and empty files are left out (see [`PatchTree::check`]).
+    pub fn patches_for(&self, hostname: &str, role: Role) -> Vec<PatchFile> {
+        let mut out = Vec::new();
+        for level in [PatchLevel::Common, PatchLevel::Role, PatchLevel::Node] {
+            let (dir, entries) = self.folder(level, role, hostname);
+            for e in sorted(entries.map_or(&[][..], Vec::as_slice)) {
+                let Some(kind) = e.name.to_str().and_then(PatchKind::of) else {
+                    continue;
+                };
+                if e.is_dir || e.len == 0 {
+                    continue;
+                }
+                out.push(PatchFile {
+                    path: dir.join(&e.name),
+                    kind,
+                    level,
+                });
+            }
+        }
+        out
+    }
+
+    /// Everything in the tree that is not a patch: other files and folders,
+    /// in path order. `validate` lists them so a misnamed patch is noticed.
+    pub fn ignored(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for e in sorted(&self.top) {
+            let known = e.is_dir && e.name.to_str().is_some_and(|n| FOLDERS.contains(&n));
+            if !known {
+                out.push(self.root.join(&e.name));
+            }
+        }
+        let mut folder = |dir: PathBuf, entries: &[Listed]| {
+            for e in sorted(entries) {
+                if e.is_dir || e.name.to_str().and_then(PatchKind::of).is_none() {
+                    out.push(dir.join(&e.name));
+                }
+            }
+        };
+        folder(self.root.join("common"), &self.common);
+        folder(self.root.join("controlplane"), &self.controlplane);
+        folder(self.root.join("worker"), &self.worker);
+        for (name, entries) in &self.nodes {
+            folder(self.root.join("nodes").join(name), entries);
+        }
+        for e in sorted(&self.nodes_files) {
+            out.push(self.root.join("nodes").join(&e.name));
+        }
+        out
+    }
+
+    /// Warnings about the tree: each empty patch file (skipped), each folder
+    /// at the top that is not a patch level, and each `nodes/<name>/` folder
+    /// that matches none of `hostnames` (a typo, usually).
+    pub fn check<'a>(&self, hostnames: impl IntoIterator<Item = &'a str>) -> Vec<Diagnostic> {
+        let hostnames: Vec<&str> = hostnames.into_iter().collect();
+        let mut out = Vec::new();
+        let mut empty = |dir: PathBuf, entries: &[Listed]| {
+            for e in sorted(entries) {
+                if !e.is_dir && e.len == 0 && e.name.to_str().and_then(PatchKind::of).is_some() {
+                    let path = dir.join(&e.name);
+                    let msg = format!("patch file {} is empty and is skipped", path.display());
+                    out.push(Diagnostic::warning(Code::EmptyPatch, &path, msg));
+                }
+            }
+        };
+        empty(self.root.join("common"), &self.common);
+        empty(self.root.join("controlplane"), &self.controlplane);
+        empty(self.root.join("worker"), &self.worker);
+        for (name, entries) in &self.nodes {
+            empty(self.root.join("nodes").join(name), entries);
+        }
+        for e in sorted(&self.top) {
+            let name = e.name.to_string_lossy();
+            if e.is_dir && !FOLDERS.contains(&name.as_ref()) {
+                let dir = self.root.join(&e.name);
+                let msg = format!(
+                    "patch folder {} is not one of {}, so its files are ignored{}",
+                    dir.display(),
+                    FOLDERS.join(", "),
+                    did_you_mean(&name, FOLDERS)
+                );
+                out.push(Diagnostic::warning(Code::UnknownPatchFolder, &dir, msg));
+            }
+        }
+        for name in self.nodes.keys() {
+            let matches = name.to_str().is_some_and(|n| hostnames.contains(&n));
+            if !matches {
+                let dir = self.root.join("nodes").join(name);
+                let close = name
+                    .to_str()
+                    .map(|n| did_you_mean(n, hostnames.iter().copied()))
+                    .unwrap_or_default();
+                let msg = format!(
+                    "patch folder {} matches no node, so its patches apply to nothing{}",
+                    dir.display(),
+                    close
+                );
+                let name = name.to_string_lossy().into_owned();
+                out.push(
+                    Diagnostic::warning(Code::UnknownPatchNode, &dir, msg).on_node(Some(&name)),
+                );
+            }
+        }
+        out
+    }
+}
+
+fn list_dir(dir: &Path) -> io::Result<Vec<Listed>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        // Follow symlinks, as a shell glob over the folder would.
+        let meta = std::fs::metadata(entry.path())?;
+        out.push(Listed {
+            name: entry.file_name(),
+            len: if meta.is_dir() { 0 } else { meta.len() },
+            is_dir: meta.is_dir(),
+        });
+    }
+    Ok(out)
+}
+
+/// List the patch tree under `root`. A missing `root` or folder is empty.
+///
+/// # Errors
+/// An I/O error reading a folder that exists (permissions, say).
+pub fn list_tree(root: &Path) -> io::Result<PatchTree> {
+    let top = list_dir(root)?;
+    let is_folder = |name: &str| top.iter().any(|e| e.is_dir && e.name == name);
+    let sub = |name: &str| -> io::Result<Vec<Listed>> {
+        if is_folder(name) {
+            list_dir(&root.join(name))
+        } else {
+            Ok(Vec::new())
+        }
+    };
+    let mut tree = PatchTree {
+        root: root.to_path_buf(),
+        common: sub("common")?,
+        controlplane: sub("controlplane")?,
+        worker: sub("worker")?,
+        ..PatchTree::default()
+    };
+    for e in sub("nodes")? {
+        if e.is_dir {
+            let entries = list_dir(&root.join("nodes").join(&e.name))?;
+            tree.nodes.insert(e.name, entries);
+        } else {
+            tree.nodes_files.push(e);
+        }
+    }
+    tree.top = top;
+    Ok(tree)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree() -> PatchTree {
+        let mut t = PatchTree {
+            root: PathBuf::from("p"),
+            top: vec![
+                Listed::dir("common"),
+                Listed::dir("controlplane"),
+                Listed::dir("nodes"),
+                Listed::file("README.md", 10),
+            ],
+            common: vec![
+                Listed::file("b.yaml", 5),
+                Listed::file("a.yaml", 5),
+                Listed::file("B.yaml", 5),
+                Listed::file("notes.txt", 3),
+            ],
+            controlplane: vec![
+                Listed::file("10-net.yaml.tftpl", 9),
+                Listed::file("05-x.yml.j2", 9),
+                Listed::file("20-empty.yaml", 0),
+            ],
+            worker: vec![Listed::file("30-w.yaml.jinja", 4)],
+            ..PatchTree::default()
+        };
+        t.nodes
+            .insert("gpu".into(), vec![Listed::file("30-nvidia.yaml", 8)]);
+        t.nodes
+            .insert("gpu-typo".into(), vec![Listed::file("x.yaml", 8)]);
+        t
+    }
+
+    fn names(files: &[PatchFile]) -> Vec<String> {
+        files.iter().map(|f| f.path.display().to_string()).collect()
+    }
+
+    #[test]
+    fn patches_follow_common_role_node_order_sorted_bytewise() {
+        let got = tree().patches_for("gpu", Role::Controlplane);
+        assert_eq!(
+            names(&got),
+            [
+                "p/common/B.yaml",
+                "p/common/a.yaml",
+                "p/common/b.yaml",
+                "p/controlplane/05-x.yml.j2",
+                "p/controlplane/10-net.yaml.tftpl",
+                "p/nodes/gpu/30-nvidia.yaml"
+            ]
+        );
+        let levels: Vec<PatchLevel> = got.iter().map(|f| f.level).collect();
+        assert_eq!(
+            levels,
+            [
+                PatchLevel::Common,
+                PatchLevel::Common,
+                PatchLevel::Common,
+                PatchLevel::Role,
+                PatchLevel::Role,
+                PatchLevel::Node
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_folders_count_as_empty() {
+        let got = tree().patches_for("other", Role::Worker);
+        assert_eq!(
+            names(&got),
+            [
+                "p/common/B.yaml",
+                "p/common/a.yaml",
+                "p/common/b.yaml",
+                "p/worker/30-w.yaml.jinja"
+            ]
+        );
+        assert!(
+            PatchTree::default()
+                .patches_for("x", Role::Worker)
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn kinds_follow_the_suffix() {
+        assert_eq!(PatchKind::of("a.yaml"), Some(PatchKind::Literal));
+        assert_eq!(PatchKind::of("a.yml"), Some(PatchKind::Literal));
+        assert_eq!(PatchKind::of("a.yaml.j2"), Some(PatchKind::Jinja));
+        assert_eq!(PatchKind::of("a.yml.j2"), Some(PatchKind::Jinja));
+        assert_eq!(PatchKind::of("a.yaml.jinja"), Some(PatchKind::Jinja));
+        assert_eq!(PatchKind::of("a.yaml.tftpl"), Some(PatchKind::Templatefile));
+        assert_eq!(PatchKind::of("README.md"), None);
+        assert_eq!(PatchKind::of("a.json"), None);
+        assert_eq!(PatchKind::of(".yaml"), None);
+    }
+
+    #[test]
+    fn empty_files_are_skipped_with_a_warning() {
+        let t = tree();
+        assert!(
+            !names(&t.patches_for("gpu", Role::Controlplane))
+                .iter()
+                .any(|n| n.contains("20-empty"))
+        );
+        let warnings = t.check(["gpu", "gpu-typo"]);
+        assert_eq!(warnings.len(), 1);
+        assert_eq!(warnings[0].code, Code::EmptyPatch);
+        assert_eq!(
+            warnings[0].file,
+            PathBuf::from("p/controlplane/20-empty.yaml")
+        );
+    }
+
+    #[test]
+    fn node_folder_without_a_node_is_a_warning_with_a_suggestion() {
+        let warnings = tree().check(["gpu"]);
+        let unknown: Vec<_> = warnings
+            .iter()
+            .filter(|d| d.code == Code::UnknownPatchNode)
+            .collect();
+        assert_eq!(unknown.len(), 1);
+        assert!(
+            unknown[0].message.contains("p/nodes/gpu-typo"),
+            "{}",
+            unknown[0].message
+        );
+        assert!(
+            unknown[0].message.contains("did you mean `gpu`?"),
+            "{}",
+            unknown[0].message
+        );
+    }
+
+    #[test]
+    fn unknown_top_level_folder_is_a_warning_with_a_suggestion() {
+        let mut t = tree();
+        t.top.push(Listed::dir("controlplanes"));
+        let w: Vec<_> = t
+            .check(["gpu", "gpu-typo"])
+            .into_iter()
+            .filter(|d| d.code == Code::UnknownPatchFolder)
+            .collect();
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].message.contains("did you mean `controlplane`?"),
+            "{}",
+            w[0].message
+        );
+    }
+
+    #[test]
+    fn non_patch_files_are_listed_as_ignored() {
+        let ignored: Vec<String> = tree()
+            .ignored()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        assert_eq!(ignored, ["p/README.md", "p/common/notes.txt"]);
+    }
+
+    #[test]
+    fn list_tree_reads_the_folders_and_a_missing_root_is_empty() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path().join("patches");
+        assert_eq!(list_tree(&root)?.patches_for("a", Role::Worker), []);
+        std::fs::create_dir_all(root.join("common"))?;
+        std::fs::create_dir_all(root.join("worker/sub"))?;
+        std::fs::create_dir_all(root.join("nodes/a"))?;
+        std::fs::write(root.join("common/10-x.yaml"), "machine: {}\n")?;
+        std::fs::write(root.join("common/20-empty.yaml"), "")?;
+        std::fs::write(root.join("worker/10-w.yaml.j2"), "machine: {}\n")?;
+        std::fs::write(root.join("nodes/a/10-n.yaml.tftpl"), "machine: {}\n")?;
+        std::fs::write(root.join("nodes/stray.yaml"), "machine: {}\n")?;
+        let tree = list_tree(&root)?;
+        let got: Vec<(String, PatchKind)> = tree
+            .patches_for("a", Role::Worker)
+            .into_iter()
+            .map(|f| {
+                (
+                    f.path
+                        .strip_prefix(&root)
+                        .unwrap_or(&f.path)
+                        .display()
+                        .to_string(),
+                    f.kind,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("common/10-x.yaml".to_owned(), PatchKind::Literal),
+                ("worker/10-w.yaml.j2".to_owned(), PatchKind::Jinja),
+                (
+                    "nodes/a/10-n.yaml.tftpl".to_owned(),
+                    PatchKind::Templatefile
+                ),
+            ]
+        );
+        let ignored: Vec<PathBuf> = tree.ignored();
+        assert_eq!(
+            ignored,
+            [root.join("worker/sub"), root.join("nodes/stray.yaml")]
+        );
+        let warnings = tree.check(["a"]);
+        assert_eq!(warnings.len(), 1);
+        assert_eq!(warnings[0].code, Code::EmptyPatch);
+        Ok(())
+    }
+}

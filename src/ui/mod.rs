@@ -4,6 +4,8 @@
 use std::io::Write;
 
 pub mod console;
+pub mod diagnostics;
+pub mod summary;
 
 /// Set up developer logs on stderr: `-v` is debug, `-vv` trace; `RUST_LOG`
 /// overrides both. Quiet (warnings only) by default.
@@ -41,4 +43,19 @@ pub fn print_line(line: &str) {
 /// Print a warning on stderr, prefixed `Warning: `.
 pub fn warn(message: &str) {
     let _ = writeln!(std::io::stderr().lock(), "Warning: {message}");
+}
+
+/// Write text to stdout as is.
+///
+/// # Errors
+/// When stdout is closed (a broken pipe, say).
+pub fn write_stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Write text to stderr as is; a closed stderr is ignored.
+pub fn write_stderr(text: &str) {
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }

@@ -1,0 +1,210 @@
+//! The raw topology: a mirror of `cluster.yaml` exactly as written, every field
+//! optional and carrying the position of its key, before defaults and checks.
+//! `read.rs` fills it from YAML; `validate.rs` turns it into the model.
+
+use super::diagnostics::Pos;
+use serde::Serialize;
+
+/// A value with the position of the key (or list item) that introduced it.
+/// Serializes as the bare value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spanned<T> {
+    /// The value as written.
+    pub value: T,
+    /// Where its key (or list item) starts.
+    pub pos: Pos,
+}
+
+impl<T> Spanned<T> {
+    /// Wrap a value with its position.
+    pub fn new(value: T, pos: Pos) -> Self {
+        Spanned { value, pos }
+    }
+}
+
+impl<T: Serialize> Serialize for Spanned<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.value.serialize(s)
+    }
+}
+
+/// A map entry whose order and key position matter (`schematics`, `pci_mappings`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Entry<T> {
+    /// The key, such as the schematic name.
+    pub name: Spanned<String>,
+    /// The value.
+    pub value: T,
+}
+
+/// The whole file. Every section is optional here; `validate` reports the
+/// required ones that are missing.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RawTopology {
+    /// `cluster:`.
+    pub cluster: Option<Spanned<RawCluster>>,
+    /// `proxmox:`.
+    pub proxmox: Option<Spanned<RawProxmox>>,
+    /// `image_factory:`.
+    pub image_factory: Option<Spanned<RawImageFactory>>,
+    /// `schematics:`, in file order.
+    pub schematics: Option<Spanned<Vec<Entry<RawSchematic>>>>,
+    /// `default_schematic:`.
+    pub default_schematic: Option<Spanned<String>>,
+    /// `pci_mappings:`, in file order.
+    pub pci_mappings: Option<Spanned<Vec<Entry<RawPciMapping>>>>,
+    /// `nodes:`, in file order.
+    pub nodes: Option<Spanned<Vec<Spanned<RawNode>>>>,
+    /// `patches_dir:`, relative to the file's folder.
+    pub patches_dir: Option<Spanned<String>>,
+    /// `state:`.
+    pub state: Option<Spanned<RawState>>,
+}
+
+/// `cluster:`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RawCluster {
+    /// `name`: a DNS label.
+    pub name: Option<Spanned<String>>,
+    /// `talos_version`, such as `v1.13.8`.
+    pub talos_version: Option<Spanned<String>>,
+    /// `kubernetes_version`, such as `v1.36.2`.
+    pub kubernetes_version: Option<Spanned<String>>,
+    /// `vip`: the shared control-plane IPv4 address.
+    pub vip: Option<Spanned<String>>,
+    /// `endpoint`: the Kubernetes API URL.
+    pub endpoint: Option<Spanned<String>>,
+    /// `gateway`: the default route's IPv4 address.
+    pub gateway: Option<Spanned<String>>,
+    /// `prefix_length`: the nodes' network prefix, in bits.
+    pub prefix_length: Option<Spanned<u64>>,
+    /// `nameservers`: IP addresses.
+    pub nameservers: Option<Spanned<Vec<Spanned<String>>>>,
+    /// `install_disk`: the disk Talos installs to.
+    pub install_disk: Option<Spanned<String>>,
+}
+
+/// `proxmox:`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RawProxmox {
+    /// `endpoint`: the PVE API URL (`https://host:8006`).
+    pub endpoint: Option<Spanned<String>>,
+    /// `node`: the default Proxmox host.
+    pub node: Option<Spanned<String>>,
+    /// `datastore`: storage for VM, EFI and cloud-init disks.
+    pub datastore: Option<Spanned<String>>,
+    /// `image_storage`: storage that images are downloaded to.
+    pub image_storage: Option<Spanned<String>>,
+    /// `bridge`: the network bridge.
+    pub bridge: Option<Spanned<String>>,
+    /// `pool`: the resource pool.
+    pub pool: Option<Spanned<String>>,
+    /// `insecure`: skip TLS verification.
+    pub insecure: Option<Spanned<bool>>,
+    /// `ca_file`: a PEM file of CA certificates to trust.
+    pub ca_file: Option<Spanned<String>>,
+    /// `fingerprint`: the SHA-256 fingerprint of the server certificate.
+    pub fingerprint: Option<Spanned<String>>,
+}
+
+/// `image_factory:`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RawImageFactory {
+    /// `url`: the Image Factory base URL.
+    pub url: Option<Spanned<String>>,
+}
+
+/// One `schematics.<name>` entry.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RawSchematic {
+    /// Where the entry starts.
+    #[serde(skip)]
+    pub pos: Pos,
+    /// `extensions`: official extension names, `<org>/<name>`.
+    pub extensions: Option<Spanned<Vec<Spanned<String>>>>,
+    /// `kernel_args`: extra kernel arguments.
+    pub kernel_args: Option<Spanned<Vec<Spanned<String>>>>,
+    /// `id`: a schematic ID already registered with the factory.
+    pub id: Option<Spanned<String>>,
+}
+
+/// One `pci_mappings.<name>` entry (a Proxmox cluster PCI hardware mapping).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RawPciMapping {
+    /// Where the entry starts.
+    #[serde(skip)]
+    pub pos: Pos,
+    /// `path`: the PCI address, `0000:01:00` or `0000:01:00.0`.
+    pub path: Option<Spanned<String>>,
+    /// `id`: vendor and device, `10de:2507`.
+    pub id: Option<Spanned<String>>,
+    /// `iommu_group`.
+    pub iommu_group: Option<Spanned<u64>>,
+    /// `subsystem_id`: subsystem vendor and device, `10de:2507`.
+    pub subsystem_id: Option<Spanned<String>>,
+    /// `comment`.
+    pub comment: Option<Spanned<String>>,
+    /// `node`: the Proxmox host the device is in.
+    pub node: Option<Spanned<String>>,
+}
+
+/// One `nodes[]` entry.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RawNode {
+    /// `hostname`.
+    pub hostname: Option<Spanned<String>>,
+    /// `ip`.
+    pub ip: Option<Spanned<String>>,
+    /// `role`: `controlplane` or `worker`.
+    pub role: Option<Spanned<String>>,
+    /// `cores`.
+    pub cores: Option<Spanned<u64>>,
+    /// `memory`, MiB.
+    pub memory: Option<Spanned<u64>>,
+    /// `disk_size`, GiB.
+    pub disk_size: Option<Spanned<u64>>,
+    /// `vm_id`.
+    pub vm_id: Option<Spanned<u64>>,
+    /// `proxmox_node`.
+    pub proxmox_node: Option<Spanned<String>>,
+    /// `schematic`: a `schematics` key.
+    pub schematic: Option<Spanned<String>>,
+    /// `hostpci`: passed-through PCI devices.
+    pub hostpci: Option<Spanned<Vec<Spanned<RawHostPci>>>>,
+    /// `tags`: Proxmox tags.
+    pub tags: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+/// One `nodes[].hostpci[]` entry.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RawHostPci {
+    /// `device`: `hostpci0`..`hostpci15`.
+    pub device: Option<Spanned<String>>,
+    /// `mapping`: a `pci_mappings` key.
+    pub mapping: Option<Spanned<String>>,
+    /// `pcie`: attach as PCI Express (default true).
+    pub pcie: Option<Spanned<bool>>,
+    /// `rombar`: expose the device ROM (default true).
+    pub rombar: Option<Spanned<bool>>,
+    /// `xvga`: primary GPU (default false).
+    pub xvga: Option<Spanned<bool>>,
+}
+
+/// `state:`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RawState {
+    /// `backend`: `local` or `http`.
+    pub backend: Option<Spanned<String>>,
+    /// `path`: the local state file.
+    pub path: Option<Spanned<String>>,
+    /// `address`: the HTTP backend's state URL.
+    pub address: Option<Spanned<String>>,
+    /// `lock_address`.
+    pub lock_address: Option<Spanned<String>>,
+    /// `unlock_address`.
+    pub unlock_address: Option<Spanned<String>>,
+    /// `lock_method`.
+    pub lock_method: Option<Spanned<String>>,
+    /// `unlock_method`.
+    pub unlock_method: Option<Spanned<String>>,
+}

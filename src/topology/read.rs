@@ -1,0 +1,551 @@
+//! Reading `cluster.yaml` into the raw topology with saphyr, which gives the
+//! line and column of every key. Every unknown key and every value of the wrong
+//! type is reported, not only the first; unknown keys get a "did you mean".
+
+use super::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
+use super::raw::{
+    Entry, RawCluster, RawHostPci, RawImageFactory, RawNode, RawPciMapping, RawProxmox,
+    RawSchematic, RawState, RawTopology, Spanned,
+};
+use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
+use std::path::Path;
+
+/// Parse the topology file's text into the raw model.
+///
+/// Returns `None` for the model when the text is not one YAML mapping (the
+/// diagnostics then hold the one syntax error); otherwise the model with every
+/// field that could be read, and diagnostics for unknown keys and wrong types.
+/// `file` only labels the diagnostics. Never panics, whatever the input.
+pub fn read(text: &str, file: &Path) -> (Option<RawTopology>, Vec<Diagnostic>) {
+    let syntax = |pos: Pos, msg: String| Diagnostic::error(Code::YamlSyntax, file, msg).at(pos);
+    let docs = match MarkedYaml::load_from_str(text) {
+        Ok(docs) => docs,
+        Err(e) => {
+            let m = e.marker();
+            let pos = Pos::new(to_u32(m.line()), to_u32(m.col() + 1));
+            return (
+                None,
+                vec![syntax(pos, format!("invalid YAML: {}", e.info()))],
+            );
+        }
+    };
+    let mut docs = docs.into_iter();
+    let Some(doc) = docs.next() else {
+        let msg =
+            "the file is empty; it must be a YAML mapping with `cluster`, `proxmox` and `nodes`";
+        return (None, vec![syntax(Pos::new(1, 1), msg.into())]);
+    };
+    if let Some(second) = docs.next() {
+        let msg = "the file holds more than one YAML document; put the whole topology in one";
+        return (None, vec![syntax(pos_of(&second), msg.into())]);
+    }
+    let mut reader = Reader {
+        file,
+        node: None,
+        diagnostics: Vec::new(),
+    };
+    if !matches!(unwrap_tag(&doc).data, YamlData::Mapping(_)) {
+        let msg = format!(
+            "the file must be a YAML mapping with `cluster`, `proxmox` and `nodes`, found {}",
+            kind(&doc)
+        );
+        return (None, vec![syntax(pos_of(&doc), msg)]);
+    }
+    let raw = reader.topology(&doc);
+    (raw, reader.diagnostics)
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn pos_of(node: &MarkedYaml<'_>) -> Pos {
+    Pos::new(
+        to_u32(node.span.start.line()),
+        to_u32(node.span.start.col() + 1),
+    )
+}
+
+fn unwrap_tag<'a, 'i>(node: &'a MarkedYaml<'i>) -> &'a MarkedYaml<'i> {
+    match &node.data {
+        YamlData::Tagged(_, inner) => unwrap_tag(inner),
+        _ => node,
+    }
+}
+
+fn is_null(node: &MarkedYaml<'_>) -> bool {
+    matches!(unwrap_tag(node).data, YamlData::Value(Scalar::Null))
+}
+
+/// The YAML type of a node, for messages: "a list", "the integer 12".
+fn kind(node: &MarkedYaml<'_>) -> String {
+    match &unwrap_tag(node).data {
+        YamlData::Mapping(_) => "a mapping".into(),
+        YamlData::Sequence(_) => "a list".into(),
+        YamlData::Value(Scalar::Null) => "nothing (null)".into(),
+        YamlData::Value(Scalar::Boolean(b)) => format!("the boolean {b}"),
+        YamlData::Value(Scalar::Integer(i)) => format!("the integer {i}"),
+        YamlData::Value(Scalar::FloatingPoint(f)) => format!("the number {f}"),
+        YamlData::Value(Scalar::String(s)) => format!("the string {s:?}"),
+        _ => "a value that cannot be read".into(),
+    }
+}
+
+/// The keys of one mapping, and the keys the format knows at that place.
+struct Fields<'a, 'i> {
+    path: String,
+    entries: Vec<(String, Pos, &'a MarkedYaml<'i>)>,
+    known: Vec<&'static str>,
+}
+
+struct Reader<'f> {
+    file: &'f Path,
+    /// Hostname of the node being read, for diagnostics.
+    node: Option<String>,
+    diagnostics: Vec<Diagnostic>,
+}
+
+fn child(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+impl Reader<'_> {
+    fn error(&mut self, code: Code, pos: Pos, field: &str, message: String) {
+        let d = Diagnostic::error(code, self.file, message)
+            .at(pos)
+            .on_node(self.node.as_deref())
+            .field(field);
+        self.diagnostics.push(d);
+    }
+
+    fn wrong_type(&mut self, pos: Pos, field: &str, expected: &str, node: &MarkedYaml<'_>) {
+        let msg = format!("`{field}` must be {expected}, found {}", kind(node));
+        self.error(Code::WrongType, pos, field, msg);
+    }
+
+    /// Open a mapping node; a wrong type is reported and gives `None`.
+    fn fields<'a, 'i>(
+        &mut self,
+        node: &'a MarkedYaml<'i>,
+        pos: Pos,
+        path: &str,
+    ) -> Option<Fields<'a, 'i>> {
+        let YamlData::Mapping(map) = &unwrap_tag(node).data else {
+            self.wrong_type(pos, path, "a mapping", node);
+            return None;
+        };
+        let entries = map
+            .iter()
+            .map(|(k, v)| {
+                let name = match &unwrap_tag(k).data {
+                    YamlData::Value(Scalar::String(s)) => s.to_string(),
+                    YamlData::Value(Scalar::Integer(i)) => i.to_string(),
+                    YamlData::Value(Scalar::Boolean(b)) => b.to_string(),
+                    YamlData::Value(Scalar::FloatingPoint(f)) => f.to_string(),
+                    _ => "(not a plain key)".to_owned(),
+                };
+                (name, pos_of(k), v)
+            })
+            .collect();
+        Some(Fields {
+            path: path.to_owned(),
+            entries,
+            known: Vec::new(),
+        })
+    }
+
+    /// Report every key of `f` that was never asked for, with a suggestion.
+    fn finish(&mut self, f: Fields<'_, '_>) {
+        for (name, pos, _) in &f.entries {
+            if f.known.contains(&name.as_str()) {
+                continue;
+            }
+            let field = child(&f.path, name);
+            let suggestion = did_you_mean(name, f.known.iter().copied());
+            let place = if f.path.is_empty() {
+                "at the top level".to_owned()
+            } else {
+                format!("in `{}`", f.path)
+            };
+            let msg = format!("unknown key `{name}` {place}{suggestion}");
+            self.error(Code::UnknownKey, *pos, &field, msg);
+        }
+    }
+
+    /// Take key `key` of `f`: its key position and value, unless absent or null.
+    fn take<'a, 'i>(
+        &mut self,
+        f: &mut Fields<'a, 'i>,
+        key: &'static str,
+    ) -> Option<(Pos, &'a MarkedYaml<'i>, String)> {
+        f.known.push(key);
+        let (_, pos, value) = f.entries.iter().find(|(k, _, _)| k == key)?;
+        if is_null(value) {
+            return None;
+        }
+        Some((*pos, *value, child(&f.path, key)))
+    }
+
+    fn scalar_string(&mut self, node: &MarkedYaml<'_>, pos: Pos, field: &str) -> Option<String> {
+        match &unwrap_tag(node).data {
+            YamlData::Value(Scalar::String(s)) => Some(s.to_string()),
+            _ => {
+                self.wrong_type(pos, field, "a string", node);
+                None
+            }
+        }
+    }
+
+    fn string(&mut self, f: &mut Fields<'_, '_>, key: &'static str) -> Option<Spanned<String>> {
+        let (pos, node, field) = self.take(f, key)?;
+        let s = self.scalar_string(node, pos, &field)?;
+        Some(Spanned::new(s, pos))
+    }
+
+    fn uint(&mut self, f: &mut Fields<'_, '_>, key: &'static str) -> Option<Spanned<u64>> {
+        let (pos, node, field) = self.take(f, key)?;
+        match &unwrap_tag(node).data {
+            YamlData::Value(Scalar::Integer(i)) if *i >= 0 => {
+                Some(Spanned::new(u64::try_from(*i).unwrap_or(0), pos))
+            }
+            _ => {
+                self.wrong_type(pos, &field, "a whole number, 0 or more", node);
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, f: &mut Fields<'_, '_>, key: &'static str) -> Option<Spanned<bool>> {
+        let (pos, node, field) = self.take(f, key)?;
+        match &unwrap_tag(node).data {
+            YamlData::Value(Scalar::Boolean(b)) => Some(Spanned::new(*b, pos)),
+            _ => {
+                self.wrong_type(pos, &field, "true or false", node);
+                None
+            }
+        }
+    }
+
+    /// A list, each item read by `item` (given the item, its position and path).
+    fn list<'a, 'i, T>(
+        &mut self,
+        f: &mut Fields<'a, 'i>,
+        key: &'static str,
+        mut item: impl FnMut(&mut Self, &'a MarkedYaml<'i>, Pos, &str) -> Option<T>,
+    ) -> Option<Spanned<Vec<Spanned<T>>>> {
+        let (pos, node, field) = self.take(f, key)?;
+        let YamlData::Sequence(items) = &unwrap_tag(node).data else {
+            self.wrong_type(pos, &field, "a list", node);
+            return None;
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for (i, it) in items.iter().enumerate() {
+            let p = pos_of(it);
+            if let Some(v) = item(self, it, p, &format!("{field}[{i}]")) {
+                out.push(Spanned::new(v, p));
+            }
+        }
+        Some(Spanned::new(out, pos))
+    }
+
+    fn string_list(
+        &mut self,
+        f: &mut Fields<'_, '_>,
+        key: &'static str,
+    ) -> Option<Spanned<Vec<Spanned<String>>>> {
+        self.list(f, key, |r, node, pos, field| {
+            r.scalar_string(node, pos, field)
+        })
+    }
+
+    /// A mapping from names to entries, each read by `entry`.
+    fn named<'a, 'i, T>(
+        &mut self,
+        f: &mut Fields<'a, 'i>,
+        key: &'static str,
+        mut entry: impl FnMut(&mut Self, Fields<'a, 'i>, Pos) -> T,
+    ) -> Option<Spanned<Vec<Entry<T>>>> {
+        let (pos, node, field) = self.take(f, key)?;
+        let map = self.fields(node, pos, &field)?;
+        let mut out = Vec::with_capacity(map.entries.len());
+        for (name, npos, value) in map.entries {
+            let path = child(&field, &name);
+            let value = if is_null(value) {
+                // `name:` with nothing after it: an empty entry.
+                Some(Fields {
+                    path,
+                    entries: Vec::new(),
+                    known: Vec::new(),
+                })
+            } else {
+                self.fields(value, npos, &path)
+            };
+            if let Some(fields) = value {
+                let v = entry(self, fields, npos);
+                out.push(Entry {
+                    name: Spanned::new(name, npos),
+                    value: v,
+                });
+            }
+        }
+        Some(Spanned::new(out, pos))
+    }
+
+    /// A sub-mapping read by `section`.
+    fn section<'a, 'i, T>(
+        &mut self,
+        f: &mut Fields<'a, 'i>,
+        key: &'static str,
+        section: impl FnOnce(&mut Self, &mut Fields<'a, 'i>) -> T,
+    ) -> Option<Spanned<T>> {
+        let (pos, node, field) = self.take(f, key)?;
+        let mut fields = self.fields(node, pos, &field)?;
+        let v = section(self, &mut fields);
+        self.finish(fields);
+        Some(Spanned::new(v, pos))
+    }
+
+    fn topology(&mut self, doc: &MarkedYaml<'_>) -> Option<RawTopology> {
+        let mut f = self.fields(doc, pos_of(doc), "")?;
+        let raw = RawTopology {
+            cluster: self.section(&mut f, "cluster", Self::cluster),
+            proxmox: self.section(&mut f, "proxmox", Self::proxmox),
+            image_factory: self.section(&mut f, "image_factory", |r, f| RawImageFactory {
+                url: r.string(f, "url"),
+            }),
+            schematics: self.named(&mut f, "schematics", Self::schematic),
+            default_schematic: self.string(&mut f, "default_schematic"),
+            pci_mappings: self.named(&mut f, "pci_mappings", Self::pci_mapping),
+            nodes: self.list(&mut f, "nodes", |r, node, pos, field| {
+                r.node(node, pos, field)
+            }),
+            patches_dir: self.string(&mut f, "patches_dir"),
+            state: self.section(&mut f, "state", Self::state),
+        };
+        self.finish(f);
+        Some(raw)
+    }
+
+    fn cluster(&mut self, f: &mut Fields<'_, '_>) -> RawCluster {
+        RawCluster {
+            name: self.string(f, "name"),
+            talos_version: self.string(f, "talos_version"),
+            kubernetes_version: self.string(f, "kubernetes_version"),
+            vip: self.string(f, "vip"),
+            endpoint: self.string(f, "endpoint"),
+            gateway: self.string(f, "gateway"),
+            prefix_length: self.uint(f, "prefix_length"),
+            nameservers: self.string_list(f, "nameservers"),
+            install_disk: self.string(f, "install_disk"),
+        }
+    }
+
+    fn proxmox(&mut self, f: &mut Fields<'_, '_>) -> RawProxmox {
+        RawProxmox {
+            endpoint: self.string(f, "endpoint"),
+            node: self.string(f, "node"),
+            datastore: self.string(f, "datastore"),
+            image_storage: self.string(f, "image_storage"),
+            bridge: self.string(f, "bridge"),
+            pool: self.string(f, "pool"),
+            insecure: self.boolean(f, "insecure"),
+            ca_file: self.string(f, "ca_file"),
+            fingerprint: self.string(f, "fingerprint"),
+        }
+    }
+
+    fn schematic(&mut self, mut f: Fields<'_, '_>, pos: Pos) -> RawSchematic {
+        let s = RawSchematic {
+            pos,
+            extensions: self.string_list(&mut f, "extensions"),
+            kernel_args: self.string_list(&mut f, "kernel_args"),
+            id: self.string(&mut f, "id"),
+        };
+        self.finish(f);
+        s
+    }
+
+    fn pci_mapping(&mut self, mut f: Fields<'_, '_>, pos: Pos) -> RawPciMapping {
+        let m = RawPciMapping {
+            pos,
+            path: self.string(&mut f, "path"),
+            id: self.string(&mut f, "id"),
+            iommu_group: self.uint(&mut f, "iommu_group"),
+            subsystem_id: self.string(&mut f, "subsystem_id"),
+            comment: self.string(&mut f, "comment"),
+            node: self.string(&mut f, "node"),
+        };
+        self.finish(f);
+        m
+    }
+
+    fn node(&mut self, node: &MarkedYaml<'_>, pos: Pos, path: &str) -> Option<RawNode> {
+        let mut f = self.fields(node, pos, path)?;
+        // Diagnostics inside a node name it by hostname, when it has a usable one.
+        self.node = f
+            .entries
+            .iter()
+            .find(|(k, _, _)| k == "hostname")
+            .and_then(|(_, _, v)| match &unwrap_tag(v).data {
+                YamlData::Value(Scalar::String(s)) => Some(s.to_string()),
+                _ => None,
+            });
+        let raw = RawNode {
+            hostname: self.string(&mut f, "hostname"),
+            ip: self.string(&mut f, "ip"),
+            role: self.string(&mut f, "role"),
+            cores: self.uint(&mut f, "cores"),
+            memory: self.uint(&mut f, "memory"),
+            disk_size: self.uint(&mut f, "disk_size"),
+            vm_id: self.uint(&mut f, "vm_id"),
+            proxmox_node: self.string(&mut f, "proxmox_node"),
+            schematic: self.string(&mut f, "schematic"),
+            hostpci: self.list(&mut f, "hostpci", |r, n, p, field| {
+                let mut f = r.fields(n, p, field)?;
+                let h = RawHostPci {
+                    device: r.string(&mut f, "device"),
+                    mapping: r.string(&mut f, "mapping"),
+                    pcie: r.boolean(&mut f, "pcie"),
+                    rombar: r.boolean(&mut f, "rombar"),
+                    xvga: r.boolean(&mut f, "xvga"),
+                };
+                r.finish(f);
+                Some(h)
+            }),
+            tags: self.string_list(&mut f, "tags"),
+        };
+        self.finish(f);
+        self.node = None;
+        Some(raw)
+    }
+
+    fn state(&mut self, f: &mut Fields<'_, '_>) -> RawState {
+        RawState {
+            backend: self.string(f, "backend"),
+            path: self.string(f, "path"),
+            address: self.string(f, "address"),
+            lock_address: self.string(f, "lock_address"),
+            unlock_address: self.string(f, "unlock_address"),
+            lock_method: self.string(f, "lock_method"),
+            unlock_method: self.string(f, "unlock_method"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> (Option<RawTopology>, Vec<Diagnostic>) {
+        read(text, Path::new("c.yaml"))
+    }
+
+    #[test]
+    fn every_key_keeps_its_line_and_column() {
+        let (raw, d) = one("cluster:\n  name: lab\nnodes:\n  - hostname: a\n    memory: 4096\n");
+        assert!(d.is_empty(), "{d:?}");
+        let raw = raw.expect("raw");
+        let cluster = raw.cluster.expect("cluster");
+        assert_eq!(cluster.pos, Pos::new(1, 1));
+        assert_eq!(cluster.value.name.expect("name").pos, Pos::new(2, 3));
+        let node = &raw.nodes.expect("nodes").value[0];
+        assert_eq!(node.pos, Pos::new(4, 5));
+        let memory = node.value.memory.as_ref().expect("memory");
+        assert_eq!((memory.value, memory.pos), (4096, Pos::new(5, 5)));
+    }
+
+    #[test]
+    fn all_unknown_keys_are_reported_with_suggestions() {
+        let (_, d) = one("clustr: {}\nnodes:\n  - hostnme: a\n    zzz: 1\n");
+        let msgs: Vec<(&str, Option<Pos>)> =
+            d.iter().map(|d| (d.message.as_str(), d.pos)).collect();
+        assert_eq!(
+            msgs,
+            [
+                (
+                    "unknown key `hostnme` in `nodes[0]`; did you mean `hostname`?",
+                    Some(Pos::new(3, 5))
+                ),
+                ("unknown key `zzz` in `nodes[0]`", Some(Pos::new(4, 5))),
+                (
+                    "unknown key `clustr` at the top level; did you mean `cluster`?",
+                    Some(Pos::new(1, 1))
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn syntax_errors_have_a_position() {
+        let (raw, d) = one("cluster:\n  name: [a\n");
+        assert!(raw.is_none());
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].code, Code::YamlSyntax);
+        assert!(d[0].pos.is_some());
+    }
+
+    #[test]
+    fn duplicate_keys_are_syntax_errors() {
+        let (raw, d) = one("cluster:\n  name: a\n  name: b\n");
+        assert!(raw.is_none());
+        assert_eq!(d[0].code, Code::YamlSyntax);
+        assert_eq!(d[0].pos.map(|p| p.line), Some(3));
+    }
+
+    #[test]
+    fn the_file_must_be_one_mapping() {
+        for text in [
+            "",
+            "# only a comment\n",
+            "- a\n- b\n",
+            "a: 1\n---\nb: 2\n",
+            "just text",
+        ] {
+            let (raw, d) = one(text);
+            assert!(raw.is_none(), "{text:?}");
+            assert_eq!(d.len(), 1, "{text:?}");
+            assert_eq!(d[0].code, Code::YamlSyntax, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn null_values_read_as_absent() {
+        let (raw, d) = one("cluster:\n  name:\n  vip: ~\n");
+        assert!(d.is_empty(), "{d:?}");
+        let c = raw.expect("raw").cluster.expect("cluster").value;
+        assert_eq!((c.name, c.vip), (None, None));
+    }
+
+    #[test]
+    fn anchors_and_aliases_are_expanded() {
+        let text = "nodes:\n  - &n {hostname: a, cores: 2}\n  - *n\n";
+        let (raw, d) = one(text);
+        assert!(d.is_empty(), "{d:?}");
+        let nodes = raw.expect("raw").nodes.expect("nodes").value;
+        assert_eq!(nodes.len(), 2);
+        assert_eq!(nodes[1].value.cores.as_ref().map(|c| c.value), Some(2));
+    }
+
+    #[test]
+    fn wrong_types_are_all_reported() {
+        let (_, d) = one(
+            "cluster:\n  prefix_length: -1\n  nameservers: 1.1.1.1\nproxmox:\n  insecure: yes\n",
+        );
+        let fields: Vec<_> = d
+            .iter()
+            .map(|d| (d.code, d.field.clone().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                (Code::WrongType, "cluster.prefix_length".to_owned()),
+                (Code::WrongType, "cluster.nameservers".to_owned()),
+                (Code::WrongType, "proxmox.insecure".to_owned()),
+            ]
+        );
+    }
+}

@@ -1,0 +1,523 @@
+//! The sections of the topology besides `nodes`: `cluster`, `proxmox`,
+//! `schematics`, `pci_mappings` and `state`, each checked with its defaults
+//! applied. Called by `validate::validate`.
+
+use super::diagnostics::{Code, did_you_mean};
+use super::raw::{RawCluster, RawProxmox, RawState, RawTopology, Spanned};
+use super::syntax::{self, Ipv4Net, Version};
+use super::validate::{Cx, resolve};
+use super::{
+    Environment, PROXMOX_ENDPOINT_ENV, PciMapping, ProxmoxSettings, SchematicSpec, StateSettings,
+};
+use indexmap::IndexMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+
+/// The kinds of Proxmox identifiers the file names, each with PVE's format.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum PveName {
+    /// A node (host) name, `pve-node`.
+    Node,
+    /// A storage ID, `pve-storage-id`.
+    Storage,
+    /// A bridge, `pve-bridge-id`.
+    Bridge,
+    /// A pool ID, `pve-poolid`.
+    Pool,
+}
+
+impl PveName {
+    fn check(self, s: &str) -> bool {
+        match self {
+            PveName::Node => syntax::is_pve_node_name(s),
+            PveName::Storage => syntax::is_pve_storage_id(s),
+            PveName::Bridge => syntax::is_pve_bridge(s),
+            PveName::Pool => syntax::is_pve_pool_id(s),
+        }
+    }
+
+    fn form(self) -> &'static str {
+        match self {
+            PveName::Node => "a Proxmox node name: letters, digits and '-', such as pve",
+            PveName::Storage => {
+                "a Proxmox storage ID: lowercase letters, digits, '-', '_' and '.', starting with a letter, such as local-lvm"
+            }
+            PveName::Bridge => {
+                "a Proxmox bridge name: letters, digits, '-', '_' and '.', such as vmbr0"
+            }
+            PveName::Pool => {
+                "a Proxmox pool ID: letters, digits, '.', '-' and '_', with '/' between nested pools"
+            }
+        }
+    }
+}
+
+/// `cluster:` as far as it could be validated; `None` marks a field with an error.
+pub(super) struct ClusterDraft {
+    pub(super) name: Option<String>,
+    pub(super) talos_version: Option<Version>,
+    pub(super) kubernetes_version: Option<Option<Version>>,
+    pub(super) vip: Option<Ipv4Addr>,
+    pub(super) endpoint: Option<String>,
+    pub(super) gateway: Option<Ipv4Addr>,
+    pub(super) network: Option<Ipv4Net>,
+    pub(super) nameservers: Option<Vec<IpAddr>>,
+    pub(super) install_disk: Option<String>,
+}
+
+impl Cx<'_> {
+    /// Check a Proxmox identifier against PVE's format for its kind.
+    pub(super) fn pve_name(
+        &mut self,
+        s: &Spanned<String>,
+        field: &str,
+        kind: PveName,
+    ) -> Option<String> {
+        if kind.check(&s.value) {
+            Some(s.value.clone())
+        } else {
+            let msg = format!("`{field}` must be {}, found {:?}", kind.form(), s.value);
+            self.error(Code::InvalidValue, s.pos, field, msg);
+            None
+        }
+    }
+
+    pub(super) fn cluster(&mut self, raw: Option<&Spanned<RawCluster>>) -> ClusterDraft {
+        let pos = raw.map(|r| r.pos);
+        let empty = RawCluster::default();
+        let c = raw.map_or(&empty, |r| &r.value);
+        let name = match &c.name {
+            None => {
+                self.missing(pos, None, "cluster.name", " (a DNS label such as homelab)");
+                None
+            }
+            Some(n) if syntax::is_dns_label(&n.value) => Some(n.value.clone()),
+            Some(n) => {
+                let msg = format!(
+                    "cluster name {:?} must be a lowercase RFC 1123 label: a-z, 0-9 and '-', at most 63 characters",
+                    n.value
+                );
+                self.error(Code::InvalidHostname, n.pos, "cluster.name", msg);
+                None
+            }
+        };
+        let talos_version = match &c.talos_version {
+            None => {
+                self.missing(pos, None, "cluster.talos_version", " (such as v1.13.8)");
+                None
+            }
+            Some(v) => self.version(v, "cluster.talos_version"),
+        };
+        let kubernetes_version = match &c.kubernetes_version {
+            None => Some(None),
+            Some(v) => self.version(v, "cluster.kubernetes_version").map(Some),
+        };
+        let vip = c.vip.as_ref().and_then(|v| self.ipv4(v, "cluster.vip"));
+        let endpoint = c
+            .endpoint
+            .as_ref()
+            .and_then(|e| self.url(e, "cluster.endpoint", true));
+        let gateway = match &c.gateway {
+            None => {
+                self.missing(
+                    pos,
+                    None,
+                    "cluster.gateway",
+                    " (the default route's IPv4 address)",
+                );
+                None
+            }
+            Some(g) => self.ipv4(g, "cluster.gateway"),
+        };
+        let prefix = match &c.prefix_length {
+            None => Some(24),
+            Some(p) if (1..=30).contains(&p.value) => u8::try_from(p.value).ok(),
+            Some(p) => {
+                let msg = format!(
+                    "cluster.prefix_length must be 1 to 30 bits, found {}",
+                    p.value
+                );
+                self.error(Code::OutOfRange, p.pos, "cluster.prefix_length", msg);
+                None
+            }
+        };
+        let network = gateway.zip(prefix).map(|(g, p)| Ipv4Net::containing(g, p));
+        if let (Some(net), Some(g)) = (network, &c.gateway) {
+            self.in_network(
+                net,
+                gateway.unwrap_or(net.network),
+                g.pos,
+                None,
+                "cluster.gateway",
+            );
+        }
+        if let (Some(net), Some(addr), Some(v)) = (network, vip, &c.vip) {
+            self.in_network(net, addr, v.pos, None, "cluster.vip");
+        }
+        let nameservers = c.nameservers.as_ref().map_or(Some(Vec::new()), |list| {
+            let mut out = Vec::new();
+            for (i, ns) in list.value.iter().enumerate() {
+                match ns.value.parse::<IpAddr>() {
+                    Ok(a) => out.push(a),
+                    Err(_) => {
+                        let field = format!("cluster.nameservers[{i}]");
+                        let msg = format!("`{field}` must be an IP address, found {:?}", ns.value);
+                        self.error(Code::InvalidIpv4, ns.pos, &field, msg);
+                    }
+                }
+            }
+            (out.len() == list.value.len()).then_some(out)
+        });
+        let install_disk = match &c.install_disk {
+            None => Some("/dev/sda".to_owned()),
+            Some(d) if d.value.starts_with("/dev/") && d.value.len() > 5 => Some(d.value.clone()),
+            Some(d) => {
+                let msg = format!(
+                    "cluster.install_disk must be a device path such as /dev/sda, found {:?}",
+                    d.value
+                );
+                self.error(Code::InvalidValue, d.pos, "cluster.install_disk", msg);
+                None
+            }
+        };
+        ClusterDraft {
+            name,
+            talos_version,
+            kubernetes_version,
+            vip,
+            endpoint,
+            gateway,
+            network,
+            nameservers,
+            install_disk,
+        }
+    }
+
+    pub(super) fn proxmox(
+        &mut self,
+        raw: Option<&Spanned<RawProxmox>>,
+        env: &Environment,
+        base: &Path,
+    ) -> Option<ProxmoxSettings> {
+        let pos = raw.map(|r| r.pos);
+        let empty = RawProxmox::default();
+        let p = raw.map_or(&empty, |r| &r.value);
+        let endpoint = match (&p.endpoint, &env.proxmox_endpoint) {
+            (Some(e), _) => self.url(e, "proxmox.endpoint", true),
+            (None, Some(e)) => {
+                let spanned = Spanned::new(e.clone(), pos.unwrap_or_default());
+                self.url(&spanned, PROXMOX_ENDPOINT_ENV, true)
+            }
+            (None, None) => {
+                let hint = format!(
+                    " (the PVE API URL such as https://pve.example:8006), or set {PROXMOX_ENDPOINT_ENV}"
+                );
+                self.missing(pos, None, "proxmox.endpoint", &hint);
+                None
+            }
+        };
+        let node = match &p.node {
+            None => {
+                self.missing(
+                    pos,
+                    None,
+                    "proxmox.node",
+                    " (the Proxmox host VMs go to by default)",
+                );
+                None
+            }
+            Some(n) => self.pve_name(n, "proxmox.node", PveName::Node),
+        };
+        let datastore = match &p.datastore {
+            None => {
+                let hint = " (the storage for VM disks, such as local-lvm)";
+                self.missing(pos, None, "proxmox.datastore", hint);
+                None
+            }
+            Some(d) => self.pve_name(d, "proxmox.datastore", PveName::Storage),
+        };
+        let mut optional =
+            |v: &Option<Spanned<String>>, field: &str, kind: PveName, default: &str| match v {
+                None => Some(default.to_owned()),
+                Some(s) => self.pve_name(s, field, kind),
+            };
+        let image_storage = optional(
+            &p.image_storage,
+            "proxmox.image_storage",
+            PveName::Storage,
+            "local",
+        );
+        let bridge = optional(&p.bridge, "proxmox.bridge", PveName::Bridge, "vmbr0");
+        let pool = match &p.pool {
+            None => Some(None),
+            Some(s) => self.pve_name(s, "proxmox.pool", PveName::Pool).map(Some),
+        };
+        let insecure = p.insecure.as_ref().is_some_and(|i| i.value);
+        if let Some(i) = p.insecure.as_ref().filter(|i| i.value) {
+            if p.ca_file.is_some() || p.fingerprint.is_some() {
+                let msg = "proxmox.insecure turns certificate checks off, so ca_file and fingerprint would be ignored; use one of them".to_owned();
+                self.error(Code::ConflictingFields, i.pos, "proxmox.insecure", msg);
+            }
+        }
+        let fingerprint = match &p.fingerprint {
+            Some(f) if !syntax::is_sha256_fingerprint(&f.value) => {
+                let msg = format!(
+                    "proxmox.fingerprint must be a SHA-256 fingerprint (32 hex pairs, such as AB:CD:...), found {:?}",
+                    f.value
+                );
+                self.error(Code::InvalidFingerprint, f.pos, "proxmox.fingerprint", msg);
+                None
+            }
+            other => Some(other.as_ref().map(|f| f.value.clone())),
+        };
+        Some(ProxmoxSettings {
+            endpoint: endpoint?,
+            node: node?,
+            datastore: datastore?,
+            image_storage: image_storage?,
+            bridge: bridge?,
+            pool: pool?,
+            insecure,
+            ca_file: p.ca_file.as_ref().map(|f| resolve(base, &f.value)),
+            fingerprint: fingerprint?,
+        })
+    }
+
+    pub(super) fn schematics(&mut self, raw: &RawTopology) -> IndexMap<String, SchematicSpec> {
+        let mut out = IndexMap::new();
+        for entry in raw.schematics.iter().flat_map(|s| &s.value) {
+            let name = &entry.name.value;
+            let s = &entry.value;
+            let base = format!("schematics.{name}");
+            let mut ok = true;
+            if let Some(id) = &s.id {
+                if s.extensions.is_some() || s.kernel_args.is_some() {
+                    let msg = format!(
+                        "schematic `{name}` gives both `id` and extensions/kernel_args; give an existing schematic id, or what to build, not both"
+                    );
+                    self.error(Code::InvalidSchematic, entry.name.pos, &base, msg);
+                    ok = false;
+                }
+                if !syntax::is_schematic_id(&id.value) {
+                    let msg = format!(
+                        "schematic id must be 64 lowercase hex digits, found {:?}",
+                        id.value
+                    );
+                    self.error(Code::InvalidSchematicId, id.pos, &format!("{base}.id"), msg);
+                    ok = false;
+                }
+                if ok {
+                    out.insert(name.clone(), SchematicSpec::Id(id.value.clone()));
+                }
+                continue;
+            }
+            let mut extensions = Vec::new();
+            for (i, ext) in s.extensions.iter().flat_map(|e| &e.value).enumerate() {
+                if syntax::is_extension_name(&ext.value) {
+                    extensions.push(ext.value.clone());
+                } else {
+                    let msg = format!(
+                        "extension {:?} must be an official extension name <org>/<name>, such as siderolabs/qemu-guest-agent",
+                        ext.value
+                    );
+                    self.error(
+                        Code::InvalidExtension,
+                        ext.pos,
+                        &format!("{base}.extensions[{i}]"),
+                        msg,
+                    );
+                    ok = false;
+                }
+            }
+            let kernel_args: Vec<String> = s
+                .kernel_args
+                .iter()
+                .flat_map(|k| &k.value)
+                .map(|k| k.value.clone())
+                .collect();
+            if ok {
+                out.insert(
+                    name.clone(),
+                    SchematicSpec::Customization {
+                        extensions,
+                        kernel_args,
+                    },
+                );
+            }
+        }
+        out
+    }
+
+    pub(super) fn pci_mappings(&mut self, raw: &RawTopology) -> IndexMap<String, PciMapping> {
+        let mut out = IndexMap::new();
+        for entry in raw.pci_mappings.iter().flat_map(|s| &s.value) {
+            let name = &entry.name.value;
+            let m = &entry.value;
+            let base = format!("pci_mappings.{name}");
+            let text = |cx: &mut Self,
+                        v: &Option<Spanned<String>>,
+                        key: &str,
+                        valid: fn(&str) -> bool,
+                        form: &str| {
+                let field = format!("{base}.{key}");
+                match v {
+                    None => {
+                        cx.missing(Some(m.pos), None, &field, &format!(" ({form})"));
+                        None
+                    }
+                    Some(s) if valid(&s.value) => Some(s.value.clone()),
+                    Some(s) => {
+                        let msg = format!("`{field}` must be {form}, found {:?}", s.value);
+                        cx.error(Code::InvalidPciMapping, s.pos, &field, msg);
+                        None
+                    }
+                }
+            };
+            let path = text(
+                self,
+                &m.path,
+                "path",
+                syntax::is_pci_path,
+                "a PCI address such as 0000:01:00",
+            );
+            let id = text(
+                self,
+                &m.id,
+                "id",
+                syntax::is_pci_id,
+                "vendor:device such as 10de:2507",
+            );
+            let subsystem_id = text(
+                self,
+                &m.subsystem_id,
+                "subsystem_id",
+                syntax::is_pci_id,
+                "vendor:device such as 10de:2507",
+            );
+            let iommu_group = match &m.iommu_group {
+                None => {
+                    self.missing(
+                        Some(m.pos),
+                        None,
+                        &format!("{base}.iommu_group"),
+                        " (the device's IOMMU group number)",
+                    );
+                    None
+                }
+                Some(g) => u32::try_from(g.value).ok(),
+            };
+            let node = match &m.node {
+                None => Some(None),
+                Some(n) => self
+                    .pve_name(n, &format!("{base}.node"), PveName::Node)
+                    .map(Some),
+            };
+            if let (Some(path), Some(id), Some(iommu_group), Some(subsystem_id), Some(node)) =
+                (path, id, iommu_group, subsystem_id, node)
+            {
+                let mapping = PciMapping {
+                    path,
+                    id,
+                    iommu_group,
+                    subsystem_id,
+                    comment: m.comment.as_ref().map(|c| c.value.clone()),
+                    node,
+                };
+                out.insert(name.clone(), mapping);
+            }
+        }
+        out
+    }
+
+    pub(super) fn state(
+        &mut self,
+        raw: Option<&Spanned<RawState>>,
+        base: &Path,
+    ) -> Option<StateSettings> {
+        let Some(raw) = raw else {
+            return Some(StateSettings::Local { path: None });
+        };
+        let s = &raw.value;
+        let backend = s.backend.as_ref().map_or("local", |b| b.value.as_str());
+        let not_for = |cx: &mut Self, v: &Option<Spanned<String>>, key: &str| {
+            if let Some(v) = v {
+                let msg = format!("state.{key} does not apply to the `{backend}` backend");
+                cx.error(Code::ConflictingFields, v.pos, &format!("state.{key}"), msg);
+            }
+        };
+        match backend {
+            "local" => {
+                for (v, key) in [
+                    (&s.address, "address"),
+                    (&s.lock_address, "lock_address"),
+                    (&s.unlock_address, "unlock_address"),
+                    (&s.lock_method, "lock_method"),
+                    (&s.unlock_method, "unlock_method"),
+                ] {
+                    not_for(self, v, key);
+                }
+                Some(StateSettings::Local {
+                    path: s.path.as_ref().map(|p| resolve(base, &p.value)),
+                })
+            }
+            "http" => {
+                not_for(self, &s.path, "path");
+                let address = match &s.address {
+                    None => {
+                        self.missing(
+                            Some(raw.pos),
+                            None,
+                            "state.address",
+                            " for the http backend (the state URL)",
+                        );
+                        None
+                    }
+                    Some(a) => self.url(a, "state.address", false),
+                };
+                let lock_address = s
+                    .lock_address
+                    .as_ref()
+                    .map(|a| self.url(a, "state.lock_address", false));
+                let unlock_address = s
+                    .unlock_address
+                    .as_ref()
+                    .map(|a| self.url(a, "state.unlock_address", false));
+                let mut method = |v: &Option<Spanned<String>>, key: &str, default: &str| match v {
+                    None => Some(default.to_owned()),
+                    Some(m)
+                        if !m.value.is_empty()
+                            && m.value.bytes().all(|c| c.is_ascii_uppercase()) =>
+                    {
+                        Some(m.value.clone())
+                    }
+                    Some(m) => {
+                        let msg = format!(
+                            "state.{key} must be an HTTP method in capitals such as {default} or POST, found {:?}",
+                            m.value
+                        );
+                        self.error(Code::InvalidValue, m.pos, &format!("state.{key}"), msg);
+                        None
+                    }
+                };
+                let lock_method = method(&s.lock_method, "lock_method", "LOCK");
+                let unlock_method = method(&s.unlock_method, "unlock_method", "UNLOCK");
+                Some(StateSettings::Http {
+                    address: address?,
+                    lock_address: lock_address.map_or(Some(None), |a| a.map(Some))?,
+                    unlock_address: unlock_address.map_or(Some(None), |a| a.map(Some))?,
+                    lock_method: lock_method?,
+                    unlock_method: unlock_method?,
+                })
+            }
+            other => {
+                let pos = s.backend.as_ref().map_or(raw.pos, |b| b.pos);
+                let msg = format!(
+                    "state.backend must be `local` or `http`, found {other:?}{}",
+                    did_you_mean(other, ["local", "http"])
+                );
+                self.error(Code::InvalidValue, pos, "state.backend", msg);
+                None
+            }
+        }
+    }
+}

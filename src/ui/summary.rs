@@ -1,0 +1,272 @@
+//! The `validate` report: a one-screen text summary of a valid topology (cluster,
+//! schematics, nodes, each node's patches in merge order), and the JSON view of
+//! the same report.
+
+use super::diagnostics::{JsonDiagnostic, count_line};
+use crate::patch::discover::PatchFile;
+use crate::topology::{Diagnostic, Role, SchematicSpec, Topology};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Everything `validate` found, ready to show.
+#[derive(Debug, Clone, Copy)]
+pub struct ValidateReport<'a> {
+    /// The topology file, as given.
+    pub file: &'a Path,
+    /// The model, when the topology has no error.
+    pub topology: Option<&'a Topology>,
+    /// Each node's patch files in merge order, by hostname, in node order.
+    pub patches: &'a [(String, Vec<PatchFile>)],
+    /// Files in the patch tree that are not patches.
+    pub ignored: &'a [PathBuf],
+    /// Every diagnostic of every stage.
+    pub diagnostics: &'a [Diagnostic],
+}
+
+fn table(rows: &[Vec<String>], indent: &str) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = indent.to_owned();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<w$}  ", w = widths[c]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The text summary of a valid topology (stdout of `validate`). Paths of
+/// patches are shown relative to `patches_dir`.
+pub fn summary_text(report: &ValidateReport<'_>) -> String {
+    let Some(t) = report.topology else {
+        return String::new();
+    };
+    let c = &t.cluster;
+    let p = &t.proxmox;
+    let mut out = String::new();
+    let k8s = c.kubernetes_version.map_or_else(
+        || format!("the default for Talos {}", c.talos_version),
+        |v| v.to_string(),
+    );
+    let _ = writeln!(
+        out,
+        "cluster {}: Talos {}, Kubernetes {k8s}",
+        c.name, c.talos_version
+    );
+    let _ = writeln!(
+        out,
+        "  endpoint {}{}",
+        c.endpoint,
+        c.vip.map_or(String::new(), |v| format!(" (VIP {v})"))
+    );
+    let dns = if c.nameservers.is_empty() {
+        "Talos's default nameservers".to_owned()
+    } else {
+        format!(
+            "nameservers {}",
+            c.nameservers
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let _ = writeln!(
+        out,
+        "  network /{} via {}, {dns}; install disk {}",
+        c.prefix_length, c.gateway, c.install_disk
+    );
+    let pool = p
+        .pool
+        .as_ref()
+        .map_or(String::new(), |pool| format!(", pool {pool}"));
+    let _ = writeln!(
+        out,
+        "proxmox {}: node {}, datastore {}, images on {}, bridge {}{pool}",
+        p.endpoint, p.node, p.datastore, p.image_storage, p.bridge
+    );
+
+    out.push_str("\nschematics:\n");
+    if t.schematics.is_empty() {
+        out.push_str("  (none: nodes boot Talos without extensions)\n");
+    }
+    let rows: Vec<Vec<String>> = t
+        .schematics
+        .iter()
+        .map(|(name, s)| {
+            let what = match s {
+                SchematicSpec::Id(id) => format!("id {id}"),
+                SchematicSpec::Customization {
+                    extensions,
+                    kernel_args,
+                } => {
+                    let mut w = if extensions.is_empty() {
+                        "no extensions".to_owned()
+                    } else {
+                        extensions.join(", ")
+                    };
+                    if !kernel_args.is_empty() {
+                        let _ = write!(w, "; kernel args: {}", kernel_args.join(" "));
+                    }
+                    w
+                }
+            };
+            vec![name.clone(), what]
+        })
+        .collect();
+    out.push_str(&table(&rows, "  "));
+
+    out.push_str("\nnodes:\n");
+    let mut rows = vec![
+        [
+            "HOSTNAME",
+            "ROLE",
+            "IP",
+            "VMID",
+            "PROXMOX",
+            "SCHEMATIC",
+            "CORES",
+            "MEMORY",
+            "DISK",
+            "PCI",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for n in &t.nodes {
+        let pci: Vec<String> = n
+            .hostpci
+            .iter()
+            .map(|h| format!("{}={}", h.device(), h.mapping))
+            .collect();
+        rows.push(vec![
+            n.hostname.clone(),
+            n.role.to_string(),
+            n.ip.to_string(),
+            n.vm_id.to_string(),
+            n.proxmox_node.clone(),
+            n.schematic.clone().unwrap_or_else(|| "-".into()),
+            n.cores.to_string(),
+            format!("{} MiB", n.memory),
+            format!("{} GiB", n.disk_size),
+            if pci.is_empty() {
+                "-".into()
+            } else {
+                pci.join(",")
+            },
+        ]);
+    }
+    out.push_str(&table(&rows, "  "));
+
+    let _ = writeln!(
+        out,
+        "\npatches from {} (merge order):",
+        t.patches_dir.display()
+    );
+    for (hostname, files) in report.patches {
+        let _ = writeln!(out, "  {hostname}:");
+        if files.is_empty() {
+            out.push_str("    (none)\n");
+        }
+        let rows: Vec<Vec<String>> = files
+            .iter()
+            .map(|f| {
+                let rel = f.path.strip_prefix(&t.patches_dir).unwrap_or(&f.path);
+                vec![rel.display().to_string(), serde_plain(&f.kind)]
+            })
+            .collect();
+        out.push_str(&table(&rows, "    "));
+    }
+    if !report.ignored.is_empty() {
+        out.push_str("ignored (not patches):\n");
+        for i in report.ignored {
+            let _ = writeln!(out, "  {}", i.display());
+        }
+    }
+    let cps = t
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::Controlplane)
+        .count();
+    let _ = writeln!(
+        out,
+        "\n{} is valid: {} node(s), {cps} control plane(s), {} worker(s); {}",
+        report.file.display(),
+        t.nodes.len(),
+        t.nodes.len() - cps,
+        count_line(report.diagnostics)
+    );
+    out
+}
+
+fn serde_plain<T: Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// The JSON view of a report (`validate --json`), one object:
+///
+/// ```text
+/// { "file": str, "valid": bool, "errors": int, "warnings": int,
+///   "diagnostics": [JsonDiagnostic...],
+///   "topology": <the validated model> | null,
+///   "patches": { "<hostname>": [{"path": str, "kind": "literal"|"jinja"|"templatefile",
+///                                "level": "common"|"role"|"node"}...] },
+///   "ignored": [str...] }
+/// ```
+///
+/// `topology` is the model with every default applied (`Topology` serialized:
+/// `cluster`, `proxmox`, `image_factory_url`, `schematics`, `pci_mappings`,
+/// `nodes`, `patches_dir`, `state`); `patches` keeps node order.
+pub fn json(report: &ValidateReport<'_>) -> String {
+    #[derive(Serialize)]
+    struct View<'a> {
+        file: String,
+        valid: bool,
+        errors: usize,
+        warnings: usize,
+        diagnostics: Vec<JsonDiagnostic<'a>>,
+        topology: Option<&'a Topology>,
+        patches: indexmap::IndexMap<&'a str, &'a [PatchFile]>,
+        ignored: &'a [PathBuf],
+    }
+    let errors = report.diagnostics.iter().filter(|d| d.is_error()).count();
+    let view = View {
+        file: report.file.display().to_string(),
+        valid: errors == 0,
+        errors,
+        warnings: report.diagnostics.len() - errors,
+        diagnostics: report
+            .diagnostics
+            .iter()
+            .map(JsonDiagnostic::from)
+            .collect(),
+        topology: report.topology,
+        patches: report
+            .patches
+            .iter()
+            .map(|(h, f)| (h.as_str(), f.as_slice()))
+            .collect(),
+        ignored: report.ignored,
+    };
+    serde_json::to_string_pretty(&view).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
