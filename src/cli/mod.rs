@@ -7,7 +7,11 @@ use std::process::ExitCode;
 mod argv;
 pub mod error;
 mod force_unlock;
+mod machineconfig;
+mod machineconfig_gen;
 mod output;
+mod secrets;
+mod secrets_gen;
 mod state;
 mod state_decrypt;
 mod state_encrypt;
@@ -15,10 +19,6 @@ mod state_list;
 mod state_options;
 mod state_rm;
 mod state_show;
-mod machineconfig;
-mod machineconfig_gen;
-mod secrets;
-mod secrets_gen;
 mod validate;
 mod version;
 
@@ -57,18 +57,18 @@ pub enum Command {
     ///
     /// Example: talosprov validate -f examples/homelab/cluster.yaml
     Validate(validate::ValidateArgs),
-    /// Print the talosprov version and the Talos config contracts it generates.
-    Version(version::VersionArgs),
     /// Print the outputs in the state: kubeconfig, talosconfig, machineconfig NODE.
     Output(output::OutputArgs),
+    /// Generate the cluster secrets bundle (talosctl's secrets.yaml format).
+    Secrets(secrets::SecretsArgs),
+    /// Work on machine config files directly, like `talosctl machineconfig`.
+    Machineconfig(machineconfig::MachineconfigArgs),
     /// Inspect and edit the state: list, show, rm, encrypt, decrypt.
     State(state::StateArgs),
     /// Release a state lock left by a killed or cancelled run.
     ForceUnlock(force_unlock::ForceUnlockArgs),
-    /// Work on machine config files directly, like `talosctl machineconfig`.
-    Machineconfig(machineconfig::MachineconfigArgs),
-    /// Generate the cluster secrets bundle (talosctl's secrets.yaml format).
-    Secrets(secrets::SecretsArgs),
+    /// Print the talosprov version and the Talos config contracts it generates.
+    Version(version::VersionArgs),
 }
 
 /// Parse the command line, run the command on a fresh tokio runtime, print the
