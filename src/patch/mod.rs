@@ -11,9 +11,11 @@ pub mod load;
 pub mod merge;
 pub mod render;
 pub mod rules;
+pub mod set;
 pub mod tftpl;
 
 pub use apply::{ApplyError, Provenance, apply_patch, apply_patches, apply_patches_traced};
 pub use document::{DocumentId, MachineConfig};
 pub use load::{LoadError, Patch, PatchBody, load_documents, load_patch};
 pub use render::{PatchKind, RenderError, Renderer, TemplateVars, render_patch};
+pub use set::PatchSet;
