@@ -392,12 +392,20 @@ impl Build<'_> {
         } else {
             format!("{}.{}", doc.kind, problem.field)
         };
-        let d = match source_of(&doc, &problem.field) {
+        // A field that is missing (an empty list Talos wants filled, say) has no setter: the
+        // patch that wrote its nearest parent, below the top-level section, is the one to fix.
+        let mut path = problem.field.as_str();
+        let mut source = source_of(&doc, path);
+        while source.is_none() && path.matches('.').count() > 1 {
+            path = path.rsplit_once('.').map_or("", |(parent, _)| parent);
+            source = source_of(&doc, path);
+        }
+        let d = match source {
             Some(source) => {
                 let file = std::path::PathBuf::from(source);
                 let message = format!("{verdict}: {}", problem.message);
                 let mut d = Diagnostic::error(code, &file, message);
-                if let Some(pos) = self.patches.locate(&file, &problem.field) {
+                if let Some(pos) = self.patches.locate(&file, path) {
                     d = d.at(pos);
                 }
                 d

@@ -419,3 +419,66 @@ cluster:
         assert_eq!(locate(NET, "cluster.proxy"), None);
     }
 }
+
+#[cfg(test)]
+mod build_tests {
+    use super::*;
+    use crate::patch::discover::Listed;
+    use crate::topology::Environment;
+
+    fn topology(nodes: usize) -> Topology {
+        let mut text = String::from(
+            "cluster:\n  name: lab\n  talos_version: v1.13.8\n  gateway: 10.0.0.1\n\
+             proxmox:\n  endpoint: https://pve.test:8006\n  node: pve\n  datastore: local-lvm\nnodes:\n",
+        );
+        for i in 0..nodes {
+            text.push_str(&format!(
+                "  - {{hostname: n{i}, ip: 10.0.0.{}, cores: 2, memory: 4096}}\n",
+                101 + i
+            ));
+        }
+        crate::topology::parse(&text, Path::new("c.yaml"), &Environment::default())
+            .topology
+            .expect("valid")
+    }
+
+    #[test]
+    fn a_file_shared_by_every_node_is_read_once() {
+        let t = topology(5);
+        let tree = PatchTree {
+            root: PathBuf::from("p"),
+            top: vec![Listed::dir("common")],
+            common: vec![
+                Listed::file("10-a.yaml", 10),
+                Listed::file("20-b.yaml.j2", 10),
+            ],
+            ..PatchTree::default()
+        };
+        let mut reads = Vec::new();
+        let set = PatchSet::build(&t, &tree, |p| {
+            reads.push(p.to_path_buf());
+            Ok("machine:\n  nodeLabels:\n    a: \"{{ hostname }}\"\n".to_string())
+        });
+        assert_eq!(reads.len(), 2, "{reads:?}");
+        assert!(set.errors().is_empty());
+        assert_eq!(set.for_node("n3").len(), 2);
+    }
+
+    #[test]
+    fn a_template_syntax_error_is_one_diagnostic_with_its_line() {
+        let t = topology(3);
+        let tree = PatchTree {
+            root: PathBuf::from("p"),
+            top: vec![Listed::dir("common")],
+            common: vec![Listed::file("10-a.yaml.j2", 10)],
+            ..PatchTree::default()
+        };
+        let set = PatchSet::build(&t, &tree, |_| Ok("machine:\n  a: {{ x \n".to_string()));
+        assert_eq!(set.errors().len(), 1);
+        let d = &set.errors()[0];
+        assert_eq!(d.code, Code::TemplateError);
+        assert_eq!(d.file, Path::new("p/common/10-a.yaml.j2"));
+        assert_eq!(d.pos.map(|p| p.line), Some(2));
+        assert!(set.is_broken(Path::new("p/common/10-a.yaml.j2")));
+    }
+}
