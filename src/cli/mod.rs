@@ -10,6 +10,7 @@ mod force_unlock;
 mod machineconfig;
 mod machineconfig_gen;
 mod output;
+mod render;
 mod secrets;
 mod secrets_gen;
 mod state;
@@ -57,6 +58,17 @@ pub enum Command {
     ///
     /// Example: talosprov validate -f examples/homelab/cluster.yaml
     Validate(validate::ValidateArgs),
+    /// Print the final machine config of nodes, exactly as apply sends it.
+    ///
+    /// Each config is the base config for the node's role and Talos version,
+    /// with the node's patches merged in order and Talos's checks passed.
+    /// Secret values show as (sensitive) unless --show-sensitive. The secrets
+    /// come from --secrets FILE, else the state, else a throwaway bundle
+    /// generated now (with a warning). With --out-dir, each node's config is
+    /// written to DIR/<hostname>.yaml, mode 0600, secrets included.
+    ///
+    /// Example: talosprov render talos-gpu-01 -f examples/homelab/cluster.yaml
+    Render(render::RenderArgs),
     /// Print the talosprov version and the Talos config contracts it generates.
     Version(version::VersionArgs),
     /// Print the outputs in the state: kubeconfig, talosconfig, machineconfig NODE.
@@ -108,6 +120,7 @@ pub fn main() -> ExitCode {
 pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
     match cli.command {
         Command::Validate(args) => validate::run(args),
+        Command::Render(args) => render::run(args).await,
         Command::Version(args) => version::run(args),
         Command::Output(args) => output::run(args).await,
         Command::State(args) => state::run(args).await,

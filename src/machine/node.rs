@@ -62,7 +62,20 @@ pub fn node_configs(
     secrets: &SecretsBundle,
     patches: &PatchSet,
 ) -> Result<Vec<NodeConfig>, Vec<Diagnostic>> {
-    let mut errors: Vec<Diagnostic> = patches.errors().to_vec();
+    // A broken file is reported once, and only when one of these nodes uses it.
+    let mut errors: Vec<Diagnostic> = patches
+        .errors()
+        .iter()
+        .filter(|d| {
+            topology.nodes.iter().any(|n| {
+                patches
+                    .for_node(&n.hostname)
+                    .iter()
+                    .any(|f| f.path == d.file)
+            })
+        })
+        .cloned()
+        .collect();
     let file = &topology.file;
     let cluster = &topology.cluster;
     let talos_text = cluster.talos_version.to_string();
