@@ -12,7 +12,9 @@ mod machineconfig_gen;
 mod output;
 mod render;
 mod secrets;
+mod secrets_export;
 mod secrets_gen;
+mod secrets_import;
 mod state;
 mod state_decrypt;
 mod state_encrypt;
@@ -79,7 +81,7 @@ pub enum Command {
     ForceUnlock(force_unlock::ForceUnlockArgs),
     /// Work on machine config files directly, like `talosctl machineconfig`.
     Machineconfig(machineconfig::MachineconfigArgs),
-    /// Generate the cluster secrets bundle (talosctl's secrets.yaml format).
+    /// Generate, import and export the cluster secrets bundle (talosctl's secrets.yaml).
     Secrets(secrets::SecretsArgs),
 }
 
@@ -126,6 +128,6 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
         Command::State(args) => state::run(args).await,
         Command::ForceUnlock(args) => force_unlock::run(args).await,
         Command::Machineconfig(args) => machineconfig::run(args),
-        Command::Secrets(args) => secrets::run(args),
+        Command::Secrets(args) => secrets::run(args).await,
     }
 }
