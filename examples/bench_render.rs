@@ -88,10 +88,10 @@ fn topology_text() -> String {
         } else {
             "worker"
         };
-        let _ = write!(
+        let _ = writeln!(
             t,
             "  - {{hostname: node-{i:03}, ip: 10.0.1.{}, role: {role}, cores: 2, memory: 4096, \
-             vm_id: {}, proxmox_node: pve{}}}\n",
+             vm_id: {}, proxmox_node: pve{}}}",
             10 + i,
             1000 + i,
             i % 3
