@@ -223,6 +223,17 @@ mod tests {
     use rand::SeedableRng;
 
     #[test]
+    fn bundle_for_checks_has_an_ecdsa_service_account_key_and_round_trips() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(2);
+        let now = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        let bundle = SecretsBundle::generate_for_checks(&mut rng, now).unwrap();
+        let key = PrivateKey::from_pem(bundle.certs.k8s_service_account.expose()).unwrap();
+        assert_eq!(key.algorithm(), super::super::KeyAlgorithm::EcdsaP256);
+        let text = super::super::secrets_yaml(&bundle);
+        assert_eq!(super::super::parse_secrets_yaml(&text).unwrap(), bundle);
+    }
+
+    #[test]
     fn tokens_have_the_kubeadm_format() {
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
         for _ in 0..200 {
