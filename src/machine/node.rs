@@ -365,6 +365,8 @@ impl Build<'_> {
             }
         }
         if !problems.is_empty() {
+            // Within a node, in file and line order like every other stage.
+            crate::topology::diagnostics::sort(&mut problems);
             return Err(problems);
         }
         let yaml = machine_config_yaml(&config.documents);

@@ -1,5 +1,6 @@
-//! Machine config patches: discovery of the patch tree, template rendering, and
-//! Talos's strategic-merge and JSON 6902 rules.
+//! Machine config patches: discovery of the patch tree, the `PatchSet` of files the
+//! nodes use (each read and compiled once), template rendering, and Talos's
+//! strategic-merge and JSON 6902 rules.
 
 pub mod apply;
 pub mod delete;
