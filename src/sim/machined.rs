@@ -8,7 +8,7 @@ use tonic::Status;
 use super::config::{self, MachineType};
 use super::server::{Peer, ServeMode};
 use super::service::Api;
-use super::state::{Phase, cluster_key};
+use super::state::{Phase, UpgradeRecord, cluster_key};
 use crate::talos::api::machine::{self as pb, apply_configuration_request::Mode};
 
 impl Api {
@@ -300,6 +300,26 @@ impl Api {
         }
         state.staged_image = Some(image.to_string());
         state.upgrades.push(image.to_string());
+        let cfg = state.config.clone();
+        drop(state);
+        let (control_plane, etcd_healthy) = match &cfg {
+            Some(cfg) => (
+                cfg.machine_type == MachineType::ControlPlane,
+                self.shared.etcd_healthy(&cluster_key(cfg)),
+            ),
+            None => (false, false),
+        };
+        self.shared.log_upgrade(UpgradeRecord {
+            node: self.node.ip,
+            image: image.to_string(),
+            control_plane,
+            etcd_healthy,
+        });
         Ok(())
+    }
+
+    /// Takes the fail-next-upgrade fault, when set.
+    pub(super) fn take_upgrade_fault(&self) -> Option<String> {
+        self.node.lock().faults.fail_next_upgrade.take()
     }
 }
