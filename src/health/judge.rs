@@ -95,6 +95,20 @@ pub fn judge(answers: &[NodeAnswers], expect: &Expectations) -> HealthReport {
     report
 }
 
+/// The checks of one node after it rebooted: it answers in secure mode at
+/// `talos_version`, and apid and kubelet are Running and healthy.
+pub fn judge_node(answer: &NodeAnswers, talos_version: &str) -> HealthReport {
+    let one = std::slice::from_ref(answer);
+    HealthReport {
+        checks: vec![
+            apid_ready(one),
+            self::talos_version(one, talos_version),
+            service_healthy(one, CheckName::ApidHealthy, "apid"),
+            service_healthy(one, CheckName::KubeletHealthy, "kubelet"),
+        ],
+    }
+}
+
 /// The three etcd checks only: the gate before and after a control-plane upgrade
 /// or removal. Workers in `answers` are ignored.
 pub fn judge_etcd(answers: &[NodeAnswers]) -> HealthReport {

@@ -9,8 +9,10 @@ mod report;
 
 use std::net::IpAddr;
 
-pub use judge::{CheckName, Expectations, NodeAnswers, judge, judge_etcd};
-pub use probe::{HealthError, observe, run_checks, wait_etcd_healthy, wait_healthy};
+pub use judge::{CheckName, Expectations, NodeAnswers, judge, judge_etcd, judge_node};
+pub use probe::{
+    HealthError, observe, run_checks, wait_etcd_healthy, wait_healthy, wait_node_healthy,
+};
 pub use report::{Check, CheckStatus, HealthReport};
 
 pub use crate::topology::Role;

@@ -8,7 +8,7 @@ use futures::future::join_all;
 use tokio::time::{Instant, timeout};
 
 use super::ClusterNode;
-use super::judge::{Expectations, NodeAnswers, judge, judge_etcd};
+use super::judge::{Expectations, NodeAnswers, judge, judge_etcd, judge_node};
 use super::report::HealthReport;
 use crate::talos::{Backoff, ClientCredentials, TalosClient, TalosError};
 
@@ -184,6 +184,23 @@ pub async fn wait_etcd_healthy(
         .collect();
     poll("etcd was", wait, backoff, async || {
         judge_etcd(&observe(&control_planes, credentials).await)
+    })
+    .await
+}
+
+/// Waits until one node answers in secure mode at `talos_version` with apid and
+/// kubelet Running and healthy, or `wait` passes.
+///
+/// Errors: [`HealthError::Unhealthy`] ("the node was not healthy within N s").
+pub async fn wait_node_healthy(
+    node: &ClusterNode,
+    credentials: &ClientCredentials,
+    talos_version: &str,
+    wait: Duration,
+    backoff: Backoff,
+) -> Result<HealthReport, HealthError> {
+    poll("the node was", wait, backoff, async || {
+        judge_node(&ask(node, credentials).await, talos_version)
     })
     .await
 }
