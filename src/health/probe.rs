@@ -121,12 +121,18 @@ pub async fn run_checks(
     judge(&observe(nodes, credentials).await, expect)
 }
 
-async fn poll(
+// A plain closure returning a future, not an async closure: the futures of async
+// closures are not provably Send, and the engine runs these waits on spawned tasks.
+async fn poll<F, Fut>(
     scope: &'static str,
     wait: Duration,
     backoff: Backoff,
-    mut run: impl AsyncFnMut() -> HealthReport,
-) -> Result<HealthReport, HealthError> {
+    mut run: F,
+) -> Result<HealthReport, HealthError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = HealthReport>,
+{
     let deadline = Instant::now() + wait;
     let mut attempt = 0u32;
     loop {
@@ -160,8 +166,8 @@ pub async fn wait_healthy(
     wait: Duration,
     backoff: Backoff,
 ) -> Result<HealthReport, HealthError> {
-    poll("the cluster was", wait, backoff, async || {
-        run_checks(nodes, credentials, expect).await
+    poll("the cluster was", wait, backoff, || {
+        run_checks(nodes, credentials, expect)
     })
     .await
 }
@@ -182,8 +188,9 @@ pub async fn wait_etcd_healthy(
         .filter(|n| n.is_control_plane())
         .cloned()
         .collect();
-    poll("etcd was", wait, backoff, async || {
-        judge_etcd(&observe(&control_planes, credentials).await)
+    let control_planes = &control_planes;
+    poll("etcd was", wait, backoff, || async move {
+        judge_etcd(&observe(control_planes, credentials).await)
     })
     .await
 }
@@ -199,7 +206,7 @@ pub async fn wait_node_healthy(
     wait: Duration,
     backoff: Backoff,
 ) -> Result<HealthReport, HealthError> {
-    poll("the node was", wait, backoff, async || {
+    poll("the node was", wait, backoff, || async move {
         judge_node(&ask(node, credentials).await, talos_version)
     })
     .await

@@ -261,8 +261,11 @@ impl Api {
                     Some(true),
                     "Health check successful",
                 ));
+                // After a boot etcd waits for CRI like every other service, member or not.
                 list.push(if lost {
                     service("etcd", "Failed", Some(false), "etcd member was removed from the cluster")
+                } else if !ready {
+                    service("etcd", "Waiting", None, "Waiting for service \"cri\" to be \"up\"")
                 } else if self.is_member(&cfg) {
                     service("etcd", "Running", Some(true), "Health check successful")
                 } else if ready {

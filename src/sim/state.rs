@@ -249,8 +249,8 @@ impl Shared {
     }
 
     /// Whether etcd of `cluster` is bootstrapped and every member is healthy: its node
-    /// (when this simulator serves it) is up in secure mode and has not lost its
-    /// membership. Locks the clusters, then each member node in turn.
+    /// (when this simulator serves it) is up in secure mode, its services have started
+    /// after the last boot, and it has not lost its membership. Locks the clusters, then each member node in turn.
     pub fn etcd_healthy(&self, cluster: &str) -> bool {
         let members: Vec<IpAddr> = {
             let clusters = self.clusters();
@@ -264,7 +264,9 @@ impl Shared {
         members.iter().all(|ip| {
             self.nodes.iter().find(|n| n.ip == *ip).is_none_or(|n| {
                 let state = n.lock();
-                state.phase == Phase::Secure && !state.etcd_lost
+                state.phase == Phase::Secure
+                    && !state.etcd_lost
+                    && Instant::now() >= state.services_ready_at
             })
         })
     }
