@@ -224,16 +224,7 @@ async fn reach(
 
 /// The member that is `node`: same hostname, or a peer URL on its address.
 fn member_of<'a>(members: &'a [EtcdMember], node: &ClusterNode) -> Option<&'a EtcdMember> {
-    let ip = node.ip.to_string();
-    members.iter().find(|m| {
-        m.hostname == node.hostname
-            || m.peer_urls.iter().any(|u| {
-                url::Url::parse(u)
-                    .ok()
-                    .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']) == ip))
-                    .unwrap_or(false)
-            })
-    })
+    members.iter().find(|m| crate::health::is_member(m, node))
 }
 
 /// Removes `node` from the cluster (`cluster` lists every node, the one removed

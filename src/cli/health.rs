@@ -106,11 +106,18 @@ pub async fn run(args: HealthArgs) -> Result<Outcome, CommandError> {
         .iter()
         .filter(|n| n.role == Role::Controlplane)
         .count();
+    let count = |n: usize, word: &str| {
+        if n == 1 {
+            format!("{n} {word}")
+        } else {
+            format!("{n} {word}s")
+        }
+    };
     crate::ui::print_line(&format!(
-        "Checking cluster {} ({} control planes, {} workers, Talos {}):",
+        "Checking cluster {} ({}, {}, Talos {}):",
         topology.cluster.name,
-        control_planes,
-        nodes.len() - control_planes,
+        count(control_planes, "control plane"),
+        count(nodes.len() - control_planes, "worker"),
         expect.talos_version
     ));
     let report = if args.wait == 0 {

@@ -133,7 +133,7 @@ fn check(name: CheckName, problems: Vec<String>, total: usize, pass: String) -> 
             reason: pass,
         }
     } else {
-        let mut reason = format!("{} of {total} nodes failed", problems.len());
+        let mut reason = format!("failed on {} of {}", problems.len(), plural(total, "node"));
         for p in problems {
             reason.push('\n');
             reason.push_str(&p);
@@ -243,6 +243,14 @@ fn etcd_consistent(control_planes: &[&NodeAnswers]) -> Check {
         ),
         None => "no control plane".to_string(),
     };
+    // A control plane absent from the list it answered is not a member at all.
+    for a in control_planes {
+        if let Some(Ok(members)) = &a.etcd_members
+            && !members.iter().any(|m| is_member(m, &a.node))
+        {
+            problems.push(format!("{}: is not an etcd member", a.node.label()));
+        }
+    }
     if reference.is_none() && problems.is_empty() {
         problems.push("no control plane answered EtcdMemberList".to_string());
     }
@@ -252,6 +260,16 @@ fn etcd_consistent(control_planes: &[&NodeAnswers]) -> Check {
         control_planes.len(),
         pass,
     )
+}
+
+/// Whether `member` is `node`: the same hostname, or a peer URL on its address.
+pub fn is_member(member: &EtcdMember, node: &ClusterNode) -> bool {
+    let ip = node.ip.to_string();
+    member.hostname == node.hostname
+        || member
+            .peer_urls
+            .iter()
+            .any(|u| url_host(u).is_some_and(|h| h == ip))
 }
 
 /// The host of a URL such as `https://10.0.0.5:2380`.

@@ -105,7 +105,7 @@ fn etcd_preparing_on_one_control_plane_fails_the_etcd_check_naming_it() {
     assert_eq!(status, CheckStatus::Fail);
     assert_eq!(
         reason,
-        "1 of 2 nodes failed\ncp-2 (10.0.0.2): etcd is Preparing"
+        "failed on 1 of 2 nodes\ncp-2 (10.0.0.2): etcd is Preparing"
     );
     assert_eq!(report.failing_names(), "etcd to be healthy");
 }
@@ -199,4 +199,18 @@ fn kubernetes_checks_say_why_they_are_skipped_with_a_cni() {
     );
     assert_eq!(status, CheckStatus::Skipped);
     assert!(reason.contains("Kubernetes API"), "{reason}");
+}
+
+#[test]
+fn a_control_plane_missing_from_the_member_lists_is_inconsistent() {
+    let mut answers = healthy_cluster();
+    for a in answers.iter_mut().filter(|a| a.etcd_members.is_some()) {
+        a.etcd_members = Some(Ok(vec![member(1, "cp-1", 1)]));
+    }
+    let (status, reason) = status_of(&judge_etcd(&answers), CheckName::EtcdConsistent);
+    assert_eq!(status, CheckStatus::Fail);
+    assert_eq!(
+        reason,
+        "failed on 1 of 2 nodes\ncp-2 (10.0.0.2): is not an etcd member"
+    );
 }

@@ -9,7 +9,7 @@ mod report;
 
 use std::net::IpAddr;
 
-pub use judge::{CheckName, Expectations, NodeAnswers, judge, judge_etcd, judge_node};
+pub use judge::{CheckName, Expectations, NodeAnswers, is_member, judge, judge_etcd, judge_node};
 pub use probe::{
     HealthError, observe, run_checks, wait_etcd_healthy, wait_healthy, wait_node_healthy,
 };

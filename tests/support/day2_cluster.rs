@@ -40,9 +40,20 @@ impl TestCluster {
         workers: usize,
         version: &str,
     ) -> TestCluster {
+        Self::start_from(prefix, 1, control_planes, workers, version).await
+    }
+
+    /// As [`TestCluster::start`], with the first node at `<prefix>.<first>`.
+    pub async fn start_from(
+        prefix: &str,
+        first: usize,
+        control_planes: usize,
+        workers: usize,
+        version: &str,
+    ) -> TestCluster {
         let mut nodes = Vec::new();
         for i in 0..control_planes + workers {
-            let ip: IpAddr = format!("{prefix}.{}", i + 1).parse().unwrap();
+            let ip: IpAddr = format!("{prefix}.{}", first + i).parse().unwrap();
             let (hostname, role) = if i < control_planes {
                 (format!("cp-{}", i + 1), Role::Controlplane)
             } else {
