@@ -15,11 +15,11 @@ use std::sync::Mutex;
 
 use day2_cluster::{FAST, TestCluster, WAIT};
 use talosprov::apply::upgrade::{
-    ConfigUpdate, RolloutOptions, SnapshotPolicy, UpgradeError, UpgradeEvent, UpgradeNode,
-    UpgradeTarget, rolling_upgrade, upgrade_kubernetes,
+    ConfigUpdate, KubernetesPhase, KubernetesRoll, RolloutOptions, SnapshotPolicy, UpgradeError,
+    UpgradeEvent, UpgradeNode, UpgradeTarget, rolling_upgrade, upgrade_kubernetes,
 };
 use talosprov::factory::SchematicId;
-use talosprov::health::{Cni, Expectations, run_checks};
+use talosprov::health::{ClusterNode, Cni, Expectations, run_checks};
 use talosprov::sim::{LoggedRpc, Phase};
 use talosprov::talos::UpgradePath;
 
@@ -348,37 +348,55 @@ async fn workers_upgrade_at_most_max_parallel_at_a_time() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubernetes_images_change_through_apply_config_without_reboots_control_planes_first() {
+async fn kubernetes_roll_applies_components_then_kubelets_without_reboots_control_planes_first() {
     let cluster = TestCluster::start("127.78.4", 3, 1, "v1.13.8").await;
     let endpoint = cluster.node("cp-1").ip;
-    // The cluster's workers come first in the list; the roll still starts with the
-    // control planes.
-    let updates: Vec<ConfigUpdate> = cluster
-        .nodes
-        .iter()
-        .rev()
-        .map(|n| ConfigUpdate {
-            node: n.clone(),
-            config: cluster
-                .pki
-                .machine_config(n.role.as_str(), &n.hostname, endpoint)
-                .replace(
-                    "  certSANs: []\n",
-                    "  certSANs: []\n  kubelet:\n    image: ghcr.io/siderolabs/kubelet:v1.36.3\n",
-                )
-                .into_bytes(),
-        })
-        .collect();
+    let config = |n: &ClusterNode, kubelet: &str| {
+        cluster
+            .pki
+            .machine_config(n.role.as_str(), &n.hostname, endpoint)
+            .replace(
+                "  certSANs: []\n",
+                &format!(
+                    "  certSANs: []\n  kubelet:\n    image: ghcr.io/siderolabs/kubelet:{kubelet}\n"
+                ),
+            )
+            .replace(
+                "cluster:\n",
+                "cluster:\n  apiServer:\n    image: registry.k8s.io/kube-apiserver:v1.36.3\n",
+            )
+            .into_bytes()
+    };
+    // The worker comes first in the lists; the roll still starts with the control
+    // planes, and phase 1 touches control planes only.
+    let nodes: Vec<ClusterNode> = cluster.nodes.iter().rev().cloned().collect();
+    let roll = KubernetesRoll {
+        control_plane_components: nodes
+            .iter()
+            .map(|n| ConfigUpdate {
+                node: n.clone(),
+                config: config(n, "v1.36.2"),
+            })
+            .collect(),
+        kubelet: nodes
+            .iter()
+            .map(|n| ConfigUpdate {
+                node: n.clone(),
+                config: config(n, "v1.36.3"),
+            })
+            .collect(),
+    };
+    let dir = tempfile::tempdir().unwrap();
     let before = cluster.sim.rpc_log().len();
     let recorder = Recorder::default();
-    upgrade_kubernetes(
+    assert_send(upgrade_kubernetes(
         &cluster.nodes,
-        &updates,
+        &roll,
         "v1.13.8",
         &cluster.pki.admin,
-        &options(SnapshotPolicy::Skip),
+        &options(SnapshotPolicy::SaveIn(dir.path().to_path_buf())),
         &|e| recorder.record(e),
-    )
+    ))
     .await
     .unwrap();
     let log = cluster.sim.rpc_log();
@@ -387,19 +405,43 @@ async fn kubernetes_images_change_through_apply_config_without_reboots_control_p
         .filter(|e| e.rpc == "ApplyConfiguration" && e.code == tonic::Code::Ok)
         .map(|e| cluster.hostname_of(e.node))
         .collect();
-    assert_eq!(applied, ["cp-3", "cp-2", "cp-1", "w-1"]);
+    assert_eq!(
+        applied,
+        ["cp-3", "cp-2", "cp-1", "cp-3", "cp-2", "cp-1", "w-1"]
+    );
+    let phases: Vec<(String, KubernetesPhase)> = recorder
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            UpgradeEvent::ConfigApplied { node, phase } => Some((node.clone(), *phase)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        phases[2],
+        ("cp-1".into(), KubernetesPhase::ControlPlaneComponents)
+    );
+    assert_eq!(phases[3], ("cp-3".into(), KubernetesPhase::Kubelet));
     assert!(
         log[before..]
             .iter()
             .all(|e| !e.rpc.contains("Reboot") && !e.rpc.contains("Upgrade")),
         "no reboot and no upgrade"
     );
-    let debug = format!("{updates:?}");
+    for n in &cluster.nodes {
+        assert_eq!(cluster.sim.node(n.ip).unwrap().phase(), Phase::Secure);
+    }
+    // One snapshot, before the first control plane.
+    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(files, ["etcd-cp-3-before-kubernetes-upgrade.snapshot"]);
+    let debug = format!("{:?}", roll.kubelet[0]);
     assert!(
         !debug.contains("kubelet") && debug.contains("(sensitive"),
         "{debug}"
     );
-    for n in &cluster.nodes {
-        assert_eq!(cluster.sim.node(n.ip).unwrap().phase(), Phase::Secure);
-    }
 }

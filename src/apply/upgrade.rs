@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 
-pub use kubernetes::{ConfigUpdate, upgrade_kubernetes};
+pub use kubernetes::{ConfigUpdate, KubernetesPhase, KubernetesRoll, upgrade_kubernetes};
 pub use snapshot::{
     SnapshotError, SnapshotFile, SnapshotPolicy, save_snapshot, snapshot_file_name,
 };
@@ -127,10 +127,12 @@ pub enum UpgradeEvent {
         /// The version it runs.
         version: String,
     },
-    /// The Kubernetes images of the node were changed through apply-config.
+    /// A Kubernetes roll's config was applied to the node, which is healthy again.
     ConfigApplied {
         /// The node.
         node: String,
+        /// Which phase.
+        phase: KubernetesPhase,
     },
 }
 
@@ -278,12 +280,13 @@ pub async fn rolling_upgrade(
     Ok(())
 }
 
-/// Before touching a control plane: the etcd gate, then the snapshot.
+/// Before touching a control plane: the etcd gate, then the snapshot when
+/// `snapshot` names the action (and the policy does not skip it).
 pub(crate) async fn before_control_plane(
     cluster: &[ClusterNode],
     node: &ClusterNode,
     client: &TalosClient,
-    action: &str,
+    snapshot: Option<&str>,
     credentials: &ClientCredentials,
     options: &RolloutOptions,
     on_event: &(dyn Fn(UpgradeEvent) + Send + Sync),
@@ -302,7 +305,7 @@ pub(crate) async fn before_control_plane(
         node: node.hostname.clone(),
         source,
     })?;
-    if let SnapshotPolicy::SaveIn(dir) = &options.etcd_snapshot {
+    if let (SnapshotPolicy::SaveIn(dir), Some(action)) = (&options.etcd_snapshot, snapshot) {
         let name = snapshot_file_name(&node.hostname, action);
         let file =
             save_snapshot(client, dir, &name)
@@ -400,7 +403,7 @@ async fn upgrade_one(
             cluster,
             node,
             &client,
-            &action,
+            Some(&action),
             credentials,
             options,
             on_event,

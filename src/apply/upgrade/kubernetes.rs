@@ -33,56 +33,90 @@ impl std::fmt::Debug for ConfigUpdate {
     }
 }
 
-/// Applies each node's new config with mode NO_REBOOT, one node at a time,
-/// control planes first (in the order given), then workers. Before each control
-/// plane etcd must be healthy (and a snapshot is saved unless skipped); after each
-/// node it must answer healthy at `talos_version`, and etcd be healthy again.
+/// The configs of a Kubernetes version change, in the two phases talosctl's
+/// `upgrade-k8s` uses, so that no kubelet is ever newer than an API server it may
+/// reach (Kubernetes version skew policy).
+#[derive(Debug, Clone)]
+pub struct KubernetesRoll {
+    /// Phase 1, control planes only: configs with the new kube-apiserver,
+    /// kube-controller-manager and kube-scheduler images and the old kubelet image.
+    /// Empty to go straight to phase 2 (a patch release, say).
+    pub control_plane_components: Vec<ConfigUpdate>,
+    /// Phase 2, every node: the final configs, with the new kubelet image.
+    pub kubelet: Vec<ConfigUpdate>,
+}
+
+/// Which phase of a Kubernetes roll a config belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubernetesPhase {
+    /// The control-plane component images.
+    ControlPlaneComponents,
+    /// The kubelet image.
+    Kubelet,
+}
+
+/// Applies a Kubernetes version change with mode NO_REBOOT, one node at a time:
+/// phase 1 on the control planes, then phase 2 on the control planes and then the
+/// workers (each in the order given). Before each control plane etcd must be
+/// healthy; an etcd snapshot is saved before the first one unless skipped. After
+/// each node it must answer healthy at `talos_version`, and etcd be healthy again.
 /// Stops at the first failure; the nodes after it keep their config.
 ///
 /// Errors: [`UpgradeError`] naming the node; [`UpgradeError::Apply`] when Talos
 /// refuses the config or says it would need a reboot.
 pub async fn upgrade_kubernetes(
     cluster: &[ClusterNode],
-    updates: &[ConfigUpdate],
+    roll: &KubernetesRoll,
     talos_version: &str,
     credentials: &ClientCredentials,
     options: &RolloutOptions,
     on_event: &(dyn Fn(UpgradeEvent) + Send + Sync),
 ) -> Result<(), UpgradeError> {
     let one_at_a_time = std::num::NonZeroUsize::MIN;
-    for wave in rollout_waves(updates, |u| &u.node, one_at_a_time) {
-        for update in wave {
-            let node = &update.node;
-            let client = connect(node, credentials).await?;
-            if node.is_control_plane() {
-                before_control_plane(
-                    cluster,
-                    node,
-                    &client,
-                    "kubernetes-upgrade",
-                    credentials,
-                    options,
-                    on_event,
-                )
-                .await?;
-            }
-            let apply = ApplyOptions {
-                mode: ApplyMode::NoReboot,
-                dry_run: false,
-                try_mode_timeout: None,
-            };
-            client
-                .apply_configuration(&update.config, &apply)
-                .await
-                .map_err(|source| UpgradeError::Apply {
-                    node: node.hostname.clone(),
-                    source,
-                })?;
-            after_change(cluster, node, talos_version, credentials, options).await?;
-            on_event(UpgradeEvent::ConfigApplied {
-                node: node.hostname.clone(),
-            });
+    let components = roll
+        .control_plane_components
+        .iter()
+        .filter(|u| u.node.is_control_plane())
+        .map(|u| (u, KubernetesPhase::ControlPlaneComponents));
+    let kubelet = rollout_waves(&roll.kubelet, |u| &u.node, one_at_a_time)
+        .into_iter()
+        .flatten()
+        .map(|u| (u, KubernetesPhase::Kubelet));
+    let mut snapshot_taken = false;
+    for (update, phase) in components.chain(kubelet) {
+        let node = &update.node;
+        let client = connect(node, credentials).await?;
+        if node.is_control_plane() {
+            let snapshot = (!snapshot_taken).then_some("kubernetes-upgrade");
+            before_control_plane(
+                cluster,
+                node,
+                &client,
+                snapshot,
+                credentials,
+                options,
+                on_event,
+            )
+            .await?;
+            snapshot_taken = true;
         }
+        let apply = ApplyOptions {
+            mode: ApplyMode::NoReboot,
+            dry_run: false,
+            try_mode_timeout: None,
+        };
+        client
+            .apply_configuration(&update.config, &apply)
+            .await
+            .map_err(|source| UpgradeError::Apply {
+                node: node.hostname.clone(),
+                source,
+            })?;
+        after_change(cluster, node, talos_version, credentials, options).await?;
+        on_event(UpgradeEvent::ConfigApplied {
+            node: node.hostname.clone(),
+            phase,
+        });
     }
     Ok(())
 }
