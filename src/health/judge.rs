@@ -191,14 +191,16 @@ fn etcd_healthy(control_planes: &[&NodeAnswers]) -> Check {
 }
 
 /// A member list as compared across nodes: (id, hostname, learner), sorted.
-fn member_set(members: &[EtcdMember]) -> BTreeSet<(u64, String, bool)> {
+type MemberSet = BTreeSet<(u64, String, bool)>;
+
+fn member_set(members: &[EtcdMember]) -> MemberSet {
     members
         .iter()
         .map(|m| (m.id, m.hostname.clone(), m.is_learner))
         .collect()
 }
 
-fn describe_members(set: &BTreeSet<(u64, String, bool)>) -> String {
+fn describe_members(set: &MemberSet) -> String {
     let names: Vec<String> = set
         .iter()
         .map(|(_, h, learner)| {
@@ -214,7 +216,7 @@ fn describe_members(set: &BTreeSet<(u64, String, bool)>) -> String {
 
 fn etcd_consistent(control_planes: &[&NodeAnswers]) -> Check {
     let mut problems = Vec::new();
-    let mut reference: Option<(&NodeAnswers, BTreeSet<(u64, String, bool)>)> = None;
+    let mut reference: Option<(&NodeAnswers, MemberSet)> = None;
     for a in control_planes {
         match &a.etcd_members {
             Some(Ok(members)) => {
