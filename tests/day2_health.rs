@@ -101,3 +101,15 @@ async fn unhealthy_cluster_fails_naming_each_failing_check_and_node() {
     assert_eq!(code, 1, "{text}");
     insta::assert_snapshot!(text);
 }
+
+#[test]
+fn health_help_says_where_the_nodes_and_credentials_come_from() {
+    let output = assert_cmd::Command::cargo_bin("talosprov")
+        .unwrap()
+        .env_clear()
+        .args(["health", "--help"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    insta::assert_snapshot!(String::from_utf8_lossy(&output.stdout));
+}
