@@ -51,7 +51,9 @@ async fn write_files(dir: &Path, cluster: &TestCluster, topology: &str) {
 
 /// Runs `talosprov health` in `dir` (off the runtime, so the simulator keeps serving)
 /// and returns its exit code, stdout and stderr in one text.
-async fn health(dir: &Path, args: &[&str]) -> (i32, String) {
+async fn health(dir: &Path, cluster: &TestCluster, args: &[&str]) -> (i32, String) {
+    let key_pem = cluster.pki.admin.key_pem.expose().to_string();
+    let key_b64 = base64::engine::general_purpose::STANDARD.encode(&key_pem);
     let dir = dir.to_path_buf();
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     let output = tokio::task::spawn_blocking(move || {
@@ -68,6 +70,16 @@ async fn health(dir: &Path, args: &[&str]) -> (i32, String) {
     .await
     .unwrap();
     let code = output.status.code().unwrap_or(-1);
+    // Neither the client key nor its base64 form is ever printed.
+    for secret in [&key_pem, &key_b64] {
+        for line in secret
+            .lines()
+            .filter(|l| l.len() > 20 && !l.starts_with("-----"))
+        {
+            assert!(!String::from_utf8_lossy(&output.stdout).contains(line));
+            assert!(!String::from_utf8_lossy(&output.stderr).contains(line));
+        }
+    }
     let text = format!(
         "exit: {code}\n--- stdout\n{}--- stderr\n{}",
         String::from_utf8_lossy(&output.stdout),
@@ -81,7 +93,12 @@ async fn healthy_cluster_passes_every_check_and_skips_the_cni_ones() {
     let cluster = TestCluster::start_from("127.78.8", 121, 1, 1, "v1.13.8").await;
     let dir = tempfile::tempdir().unwrap();
     write_files(dir.path(), &cluster, &topology("127.78.8", "v1.13.8")).await;
-    let (code, text) = health(dir.path(), &["-f", "cluster.yaml", "--wait", "30"]).await;
+    let (code, text) = health(
+        dir.path(),
+        &cluster,
+        &["-f", "cluster.yaml", "--wait", "30"],
+    )
+    .await;
     assert_eq!(code, 0, "{text}");
     insta::assert_snapshot!(text);
 }
@@ -97,7 +114,7 @@ async fn unhealthy_cluster_fails_naming_each_failing_check_and_node() {
     worker.refuse_connections_for(Duration::from_secs(600));
     let dir = tempfile::tempdir().unwrap();
     write_files(dir.path(), &cluster, &topology("127.78.10", "v1.13.9")).await;
-    let (code, text) = health(dir.path(), &["-f", "cluster.yaml"]).await;
+    let (code, text) = health(dir.path(), &cluster, &["-f", "cluster.yaml"]).await;
     assert_eq!(code, 1, "{text}");
     insta::assert_snapshot!(text);
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use day2_cluster::{FAST, TestCluster, WAIT};
 use talosprov::apply::remove::{
-    RemovalOptions, RemovalOutcome, RemovalRefused, RemoveError, remove_node,
+    RemovalOptions, RemovalOutcome, RemovalRefused, RemovalWarning, RemoveError, remove_node,
 };
 use talosprov::apply::upgrade::SnapshotPolicy;
 use talosprov::sim::Phase;
@@ -67,6 +67,10 @@ async fn a_reachable_control_plane_is_reset_gracefully_and_leaves_etcd() {
     .await
     .unwrap();
     assert_eq!(removal.outcome, RemovalOutcome::Reset);
+    assert_eq!(
+        removal.warnings,
+        [RemovalWarning::EvenControlPlanes { remaining: 2 }]
+    );
     let snapshot = removal.snapshot.unwrap();
     assert_eq!(
         snapshot.path,

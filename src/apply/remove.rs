@@ -133,6 +133,8 @@ pub struct Removal {
     pub outcome: RemovalOutcome,
     /// The snapshot saved first, if any.
     pub snapshot: Option<SnapshotFile>,
+    /// What the operator should know about the cluster left behind.
+    pub warnings: Vec<RemovalWarning>,
 }
 
 /// The removal could not be done; the node may still be in the cluster.
@@ -267,6 +269,7 @@ pub async fn remove_node(
         return Ok(Removal {
             outcome,
             snapshot: None,
+            warnings: Vec::new(),
         });
     }
     let control_planes: Vec<&str> = cluster
@@ -274,7 +277,7 @@ pub async fn remove_node(
         .filter(|n| n.is_control_plane())
         .map(|n| n.hostname.as_str())
         .collect();
-    check_removal(&control_planes, &[hostname.as_str()])?;
+    let warnings = check_removal(&control_planes, &[hostname.as_str()])?;
     let remaining: Vec<ClusterNode> = cluster
         .iter()
         .filter(|n| n.hostname != hostname)
@@ -362,7 +365,11 @@ pub async fn remove_node(
         }
     };
     settle(node, &remaining, &others, credentials, options).await?;
-    Ok(Removal { outcome, snapshot })
+    Ok(Removal {
+        outcome,
+        snapshot,
+        warnings,
+    })
 }
 
 /// Waits until no remaining control plane lists the node, then for etcd healthy.
