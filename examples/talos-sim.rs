@@ -33,6 +33,10 @@ struct Args {
     /// Fault: this node loses its etcd membership as soon as it joins.
     #[arg(long)]
     lose_etcd_member: Option<IpAddr>,
+    /// Fault: the first upgrade of this node fails (installer exit code 1) and it
+    /// stays on its version.
+    #[arg(long)]
+    fail_upgrade: Option<IpAddr>,
 }
 
 fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
@@ -68,6 +72,9 @@ async fn main() -> anyhow::Result<()> {
         }
         if args.lose_etcd_member == Some(*ip) {
             node.lose_etcd_member();
+        }
+        if args.fail_upgrade == Some(*ip) {
+            node.fail_next_upgrade("installer: simulated failure (--fail-upgrade)");
         }
         eprintln!(
             "talos-sim: node {ip}:50000 in maintenance mode (Talos {})",

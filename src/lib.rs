@@ -14,8 +14,10 @@
 //!
 //! The I/O modules depend on the pure ones, never the other way around.
 
+pub mod apply;
 pub mod cli;
 pub mod factory;
+pub mod health;
 pub mod machine;
 pub mod patch;
 pub mod proxmox;

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 mod argv;
 pub mod error;
 mod force_unlock;
+mod health;
 mod machineconfig;
 mod machineconfig_gen;
 mod output;
@@ -81,6 +82,16 @@ pub enum Command {
     State(state::StateArgs),
     /// Release a state lock left by a killed or cancelled run.
     ForceUnlock(force_unlock::ForceUnlockArgs),
+    /// Check the cluster's health the way `talosctl health` does.
+    ///
+    /// Asks every node in the topology, with the talosconfig from the state:
+    /// etcd healthy and consistent on the control planes, every node up in
+    /// secure mode at the topology's Talos version, apid and kubelet healthy.
+    /// Checks that need a CNI are skipped when the CNI is `none`. Prints each
+    /// check; exits 1 naming the failing ones.
+    ///
+    /// Example: talosprov health -f cluster.yaml --wait 300
+    Health(health::HealthArgs),
     /// Print the talosprov version and the Talos config contracts it generates.
     Version(version::VersionArgs),
 }
@@ -127,6 +138,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
         Command::Output(args) => output::run(args).await,
         Command::State(args) => state::run(args).await,
         Command::ForceUnlock(args) => force_unlock::run(args).await,
+        Command::Health(args) => health::run(args).await,
         Command::Machineconfig(args) => machineconfig::run(args),
         Command::Secrets(args) => secrets::run(args).await,
     }

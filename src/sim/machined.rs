@@ -8,7 +8,7 @@ use tonic::Status;
 use super::config::{self, MachineType};
 use super::server::{Peer, ServeMode};
 use super::service::Api;
-use super::state::{Phase, cluster_key};
+use super::state::{Phase, UpgradeRecord, cluster_key};
 use crate::talos::api::machine::{self as pb, apply_configuration_request::Mode};
 
 impl Api {
@@ -261,8 +261,11 @@ impl Api {
                     Some(true),
                     "Health check successful",
                 ));
+                // After a boot etcd waits for CRI like every other service, member or not.
                 list.push(if lost {
                     service("etcd", "Failed", Some(false), "etcd member was removed from the cluster")
+                } else if !ready {
+                    service("etcd", "Waiting", None, "Waiting for service \"cri\" to be \"up\"")
                 } else if self.is_member(&cfg) {
                     service("etcd", "Running", Some(true), "Health check successful")
                 } else if ready {
@@ -300,6 +303,26 @@ impl Api {
         }
         state.staged_image = Some(image.to_string());
         state.upgrades.push(image.to_string());
+        let cfg = state.config.clone();
+        drop(state);
+        let (control_plane, etcd_healthy) = match &cfg {
+            Some(cfg) => (
+                cfg.machine_type == MachineType::ControlPlane,
+                self.shared.etcd_healthy(&cluster_key(cfg)),
+            ),
+            None => (false, false),
+        };
+        self.shared.log_upgrade(UpgradeRecord {
+            node: self.node.ip,
+            image: image.to_string(),
+            control_plane,
+            etcd_healthy,
+        });
         Ok(())
+    }
+
+    /// Takes the fail-next-upgrade fault, when set.
+    pub(super) fn take_upgrade_fault(&self) -> Option<String> {
+        self.node.lock().faults.fail_next_upgrade.take()
     }
 }

@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 pub use config::{MachineType, NodeConfig, load as load_config};
-pub use state::{Phase, ServedRpc};
+pub use state::{LoggedRpc, Phase, ServedRpc, UpgradeRecord};
 
 use crate::talos::TALOS_API_PORT;
 use state::{Node, Shared};
@@ -114,6 +114,17 @@ impl Simulator {
                 shared: self.shared.clone(),
                 node: node.clone(),
             })
+    }
+
+    /// Every RPC any node served so far, in the order they were answered.
+    pub fn rpc_log(&self) -> Vec<LoggedRpc> {
+        self.shared.rpc_log()
+    }
+
+    /// Every upgrade any node accepted so far, in order, each with whether etcd was
+    /// healthy at that moment.
+    pub fn upgrade_log(&self) -> Vec<UpgradeRecord> {
+        self.shared.upgrade_log()
     }
 
     /// Stops every node and waits for their servers to close.
@@ -212,6 +223,13 @@ impl SimNode {
     /// Fault: the next ApplyConfiguration fails with `code` and `message`.
     pub fn fail_next_apply(&self, code: tonic::Code, message: impl Into<String>) {
         self.node.lock().faults.fail_next_apply = Some((code, message.into()));
+    }
+
+    /// Fault: the next upgrade fails and the node stays on its version. The 1.13 path
+    /// streams the installer `message` and exit code 1 (as Talos does, without a gRPC
+    /// error); the legacy Upgrade RPC answers Internal with `message`.
+    pub fn fail_next_upgrade(&self, message: impl Into<String>) {
+        self.node.lock().faults.fail_next_upgrade = Some(message.into());
     }
 
     /// Fault: the node's etcd member is lost (removed from the cluster, etcd Failed).

@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 use super::certs;
 use super::config::MachineType;
 use super::server::{Peer, ServeMode};
-use super::state::{Node, Phase, ServedRpc, Shared, cluster_key, minor_version};
+use super::state::{LoggedRpc, Node, Phase, ServedRpc, Shared, cluster_key, minor_version};
 use crate::talos::api::common::{Data, Metadata};
 use crate::talos::api::machine as pb;
 use crate::talos::roles;
@@ -72,6 +72,11 @@ impl Api {
             }
         }
         self.node.lock().served.push(ServedRpc {
+            rpc: rpc.to_string(),
+            code,
+        });
+        self.shared.log_rpc(LoggedRpc {
+            node: self.node.ip,
             rpc: rpc.to_string(),
             code,
         });
@@ -276,6 +281,9 @@ impl pb::machine_service_server::MachineService for Api {
     async fn upgrade(&self, request: Request<pb::UpgradeRequest>) -> Reply<pb::UpgradeResponse> {
         const RPC: &str = "Upgrade";
         let result = self.authorize(&request, MACHINE, RPC).and_then(|_| {
+            if let Some(message) = self.take_upgrade_fault() {
+                return Err(Status::internal(message));
+            }
             self.stage_upgrade(&request.get_ref().image)?;
             // Without `stage` Talos upgrades and then reboots by itself; with it, the
             // upgrade is written to META and applied during the reboot. Both end rebooted.
@@ -371,12 +379,23 @@ impl pb::lifecycle_service_server::LifecycleService for Api {
                     .as_ref()
                     .map(|s| s.image_name.clone())
                     .unwrap_or_default();
-                self.stage_upgrade(&image)?;
                 let item = |r: R| {
                     Ok(pb::LifecycleServiceUpgradeResponse {
                         progress: Some(pb::LifecycleServiceInstallProgress { response: Some(r) }),
                     })
                 };
+                if let Some(message) = self.take_upgrade_fault() {
+                    // The installer's failure travels in the stream, not as a gRPC error.
+                    let items = vec![
+                        item(R::Message(format!(
+                            "running installer {image} in upgrade mode"
+                        ))),
+                        item(R::Message(message)),
+                        item(R::ExitCode(1)),
+                    ];
+                    return Ok(futures::stream::iter(items).boxed());
+                }
+                self.stage_upgrade(&image)?;
                 let items = vec![
                     item(R::Message(format!(
                         "running installer {image} in upgrade mode"

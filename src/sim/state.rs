@@ -41,6 +41,35 @@ pub(crate) struct Faults {
     pub fail_next_apply: Option<(tonic::Code, String)>,
     /// When the node joins etcd it immediately loses its membership.
     pub lose_etcd_on_join: bool,
+    /// The next upgrade fails with this installer message (LifecycleService: exit
+    /// code 1 in the progress stream; legacy Upgrade: an Internal status) and the
+    /// node stays on its version.
+    pub fail_next_upgrade: Option<String>,
+}
+
+/// One RPC any node of the simulator served, in the order they were answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedRpc {
+    /// The node that served it.
+    pub node: IpAddr,
+    /// RPC name, e.g. `ImageService/Pull`.
+    pub rpc: String,
+    /// The status code of the answer (`Ok` for success).
+    pub code: tonic::Code,
+}
+
+/// An upgrade a node accepted, with what etcd looked like at that moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpgradeRecord {
+    /// The node that accepted it.
+    pub node: IpAddr,
+    /// The installer image.
+    pub image: String,
+    /// Whether the node is a control plane.
+    pub control_plane: bool,
+    /// Whether, when the upgrade was accepted, etcd of the node's cluster had been
+    /// bootstrapped and every member was up in secure mode and in the cluster.
+    pub etcd_healthy: bool,
 }
 
 /// One RPC the node served, with the code it answered.
@@ -171,6 +200,10 @@ pub(crate) struct Shared {
     pub changed: watch::Sender<u64>,
     /// Set to true to stop every node.
     pub shutdown: watch::Sender<bool>,
+    /// Every RPC served by any node, in order.
+    log: Mutex<Vec<LoggedRpc>>,
+    /// Every upgrade accepted by any node, in order.
+    upgrade_log: Mutex<Vec<UpgradeRecord>>,
 }
 
 impl Shared {
@@ -181,7 +214,61 @@ impl Shared {
             clusters: Mutex::new(HashMap::new()),
             changed: watch::channel(0).0,
             shutdown: watch::channel(false).0,
+            log: Mutex::new(Vec::new()),
+            upgrade_log: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Appends to the simulator-wide RPC log.
+    pub fn log_rpc(&self, entry: LoggedRpc) {
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(entry);
+    }
+
+    /// The simulator-wide RPC log.
+    pub fn rpc_log(&self) -> Vec<LoggedRpc> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Appends to the upgrade log.
+    pub fn log_upgrade(&self, record: UpgradeRecord) {
+        self.upgrade_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(record);
+    }
+
+    /// The upgrade log.
+    pub fn upgrade_log(&self) -> Vec<UpgradeRecord> {
+        self.upgrade_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Whether etcd of `cluster` is bootstrapped and every member is healthy: its node
+    /// (when this simulator serves it) is up in secure mode, its services have started
+    /// after the last boot, and it has not lost its membership. Locks the clusters, then each member node in turn.
+    pub fn etcd_healthy(&self, cluster: &str) -> bool {
+        let members: Vec<IpAddr> = {
+            let clusters = self.clusters();
+            match clusters.get(cluster) {
+                Some(c) if c.bootstrapped && !c.members.is_empty() => {
+                    c.members.iter().map(|m| m.ip).collect()
+                }
+                _ => return false,
+            }
+        };
+        members.iter().all(|ip| {
+            self.nodes.iter().find(|n| n.ip == *ip).is_none_or(|n| {
+                let state = n.lock();
+                state.phase == Phase::Secure
+                    && !state.etcd_lost
+                    && Instant::now() >= state.services_ready_at
+            })
+        })
     }
 
     pub fn clusters(&self) -> MutexGuard<'_, HashMap<String, Cluster>> {

@@ -1,0 +1,149 @@
+//! `talosprov health`: the `talosctl health` checks that apply to the cluster, with
+//! the node list from the topology and the talosconfig from the state (read only).
+//! Prints each check by name; exits 1 naming the failing checks.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use clap::Args;
+
+use super::state_options::{StateOptions, no_state};
+use super::{CommandError, Outcome};
+use crate::health::{self, ClusterNode, Cni, Expectations};
+use crate::state::State;
+use crate::talos::{Backoff, ClientCredentials};
+use crate::topology::{self, Role, Topology};
+
+/// Arguments of `talosprov health`.
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// Keep checking until every check passes or this many seconds have passed
+    /// (0: check once).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    wait: u64,
+
+    #[command(flatten)]
+    state: StateOptions,
+}
+
+/// The client credentials of the talosconfig in the state: its current context's
+/// `ca`, `crt` and `key`.
+fn credentials(state: &State) -> anyhow::Result<ClientCredentials> {
+    let output =
+        state.outputs.talosconfig.as_ref().ok_or_else(|| {
+            anyhow!("the state has no talosconfig yet: run `talosprov apply` first")
+        })?;
+    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(output.value.expose())
+        .map_err(|_| anyhow!("the talosconfig in the state is not YAML"))?;
+    let context = doc["context"]
+        .as_str()
+        .ok_or_else(|| anyhow!("the talosconfig in the state has no current context"))?;
+    let ctx = &doc["contexts"][context];
+    let field = |name: &str| {
+        ctx[name].as_str().ok_or_else(|| {
+            anyhow!("the talosconfig in the state has no {name} in context {context:?}")
+        })
+    };
+    Ok(ClientCredentials::from_talosconfig_fields(
+        field("ca")?,
+        field("crt")?,
+        field("key")?,
+    )?)
+}
+
+/// The cluster's CNI, from the first control plane's machine config in the state.
+fn cni(topology: &Topology, state: &State) -> Option<Cni> {
+    topology
+        .controlplanes()
+        .chain(topology.nodes.iter())
+        .find_map(|n| state.outputs.machineconfigs.get(&n.hostname))
+        .and_then(|c| Cni::from_machine_config(c.value.expose()))
+}
+
+/// The nodes to check, in topology order.
+pub fn cluster_nodes(topology: &Topology) -> Vec<ClusterNode> {
+    topology
+        .nodes
+        .iter()
+        .map(|n| ClusterNode {
+            hostname: n.hostname.clone(),
+            ip: IpAddr::V4(n.ip),
+            role: n.role,
+        })
+        .collect()
+}
+
+fn load_topology(args: &HealthArgs) -> Result<Topology, CommandError> {
+    let loaded = topology::load(&args.state.file)?;
+    match loaded.topology {
+        Some(t) => Ok(t),
+        None => {
+            crate::ui::write_stderr(&crate::ui::diagnostics::render_all(
+                &loaded.diagnostics,
+                crate::ui::diagnostics::stderr_colour(),
+            ));
+            Err(CommandError::Reported)
+        }
+    }
+}
+
+/// Run the checks and print them.
+///
+/// # Errors
+/// A topology with errors, no state or no talosconfig in it, or a failing check.
+pub async fn run(args: HealthArgs) -> Result<Outcome, CommandError> {
+    let topology = load_topology(&args)?;
+    let store = args.state.open()?;
+    let loaded = store.load().await?.ok_or_else(|| no_state(&store))?;
+    let credentials = credentials(&loaded.state).context("cannot connect to the nodes")?;
+    let nodes = cluster_nodes(&topology);
+    let expect = Expectations {
+        talos_version: topology.cluster.talos_version.to_string(),
+        cni: cni(&topology, &loaded.state),
+    };
+    let control_planes = nodes
+        .iter()
+        .filter(|n| n.role == Role::Controlplane)
+        .count();
+    let count = |n: usize, word: &str| {
+        if n == 1 {
+            format!("{n} {word}")
+        } else {
+            format!("{n} {word}s")
+        }
+    };
+    crate::ui::print_line(&format!(
+        "Checking cluster {} ({}, {}, Talos {}):",
+        topology.cluster.name,
+        count(control_planes, "control plane"),
+        count(nodes.len() - control_planes, "worker"),
+        expect.talos_version
+    ));
+    let report = if args.wait == 0 {
+        health::run_checks(&nodes, &credentials, &expect).await
+    } else {
+        let wait = Duration::from_secs(args.wait);
+        match health::wait_healthy(&nodes, &credentials, &expect, wait, Backoff::default()).await {
+            Ok(r) => r,
+            Err(e) => e.report().clone(),
+        }
+    };
+    crate::ui::console::print_lines(&report.render())?;
+    let failing = report.failing().count();
+    if failing > 0 {
+        let waited = if args.wait > 0 {
+            format!(" after waiting {} s", args.wait)
+        } else {
+            String::new()
+        };
+        return Err(anyhow!(
+            "the cluster is not healthy{waited}: {failing} of {} checks failed: {}",
+            report.checks.len(),
+            report.failing_names()
+        )
+        .into());
+    }
+    crate::ui::print_line("The cluster is healthy.");
+    Ok(Outcome::Success)
+}

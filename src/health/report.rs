@@ -1,0 +1,125 @@
+//! The result of a health run: each check with pass, fail or skipped and the reason,
+//! and its plain-text form (one line per check, failures named at the end).
+
+use std::fmt;
+
+use super::judge::CheckName;
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckStatus {
+    /// The check held.
+    Pass,
+    /// The check did not hold; the reason says where.
+    Fail,
+    /// The check does not apply to this cluster; the reason says why.
+    Skipped,
+}
+
+impl fmt::Display for CheckStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CheckStatus::Pass => "OK",
+            CheckStatus::Fail => "FAIL",
+            CheckStatus::Skipped => "SKIP",
+        })
+    }
+}
+
+/// One check and how it came out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// Which check.
+    pub name: CheckName,
+    /// Pass, fail or skipped.
+    pub status: CheckStatus,
+    /// What was seen: for a failure, each node and what was wrong with it.
+    pub reason: String,
+}
+
+/// Every check of one run, in the order `talosctl health` runs them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HealthReport {
+    /// The checks.
+    pub checks: Vec<Check>,
+}
+
+impl HealthReport {
+    /// True when no check failed (skipped checks do not count against health).
+    pub fn is_healthy(&self) -> bool {
+        self.checks.iter().all(|c| c.status != CheckStatus::Fail)
+    }
+
+    /// The failed checks.
+    pub fn failing(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| c.status == CheckStatus::Fail)
+    }
+
+    /// The names of the failed checks, joined with `, `.
+    pub fn failing_names(&self) -> String {
+        self.failing()
+            .map(|c| c.name.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// One line per check: `[ OK ] etcd to be healthy: ...`; failure reasons that
+    /// list several nodes go on indented lines below.
+    pub fn render(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for check in &self.checks {
+            let mark = format!("[{:^4}]", check.status.to_string());
+            let mut reason = check.reason.lines();
+            let first = reason.next().unwrap_or_default();
+            lines.push(format!("{mark} {}: {first}", check.name));
+            for more in reason {
+                lines.push(format!("       {more}"));
+            }
+        }
+        lines
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skipped_checks_do_not_make_a_cluster_unhealthy() {
+        let report = HealthReport {
+            checks: vec![
+                Check {
+                    name: CheckName::EtcdHealthy,
+                    status: CheckStatus::Pass,
+                    reason: "1 control plane".into(),
+                },
+                Check {
+                    name: CheckName::KubernetesNodesReady,
+                    status: CheckStatus::Skipped,
+                    reason: "CNI is none".into(),
+                },
+            ],
+        };
+        assert!(report.is_healthy());
+        assert_eq!(report.failing_names(), "");
+    }
+
+    #[test]
+    fn rendering_puts_each_failing_node_on_its_own_line() {
+        let report = HealthReport {
+            checks: vec![Check {
+                name: CheckName::ApidReady,
+                status: CheckStatus::Fail,
+                reason: "1 of 2 nodes do not answer\ncp-2 (10.0.0.2): refused".into(),
+            }],
+        };
+        assert_eq!(
+            report.render(),
+            [
+                "[FAIL] apid to be ready: 1 of 2 nodes do not answer",
+                "       cp-2 (10.0.0.2): refused"
+            ]
+        );
+        assert_eq!(report.failing_names(), "apid to be ready");
+    }
+}
