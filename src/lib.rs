@@ -18,6 +18,7 @@ pub mod cli;
 pub mod factory;
 pub mod machine;
 pub mod patch;
+pub mod plan;
 pub mod proxmox;
 #[cfg(feature = "sim")]
 pub mod sim;
