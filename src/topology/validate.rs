@@ -129,7 +129,7 @@ pub fn validate(
     (topology, cx.diagnostics)
 }
 
-/// "; declared: a, b" or "; none is declared", for reference errors.
+/// " (declared: a, b)" or " (none is declared)", for reference errors.
 pub(super) fn known<'a>(names: impl Iterator<Item = &'a String>) -> String {
     let names: Vec<&str> = names.map(String::as_str).collect();
     if names.is_empty() {
