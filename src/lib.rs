@@ -14,6 +14,7 @@
 //!
 //! The I/O modules depend on the pure ones, never the other way around.
 
+pub mod apply;
 pub mod cli;
 pub mod factory;
 pub mod machine;

@@ -1,0 +1,15 @@
+//! Apply: refresh (reading Proxmox and Talos for the plan), and the executor
+//! that runs a plan's changes in dependency order with bounded parallelism,
+//! saves the state after every step and emits events for the views.
+
+pub mod event;
+pub mod executor;
+pub mod record;
+pub mod refresh;
+pub mod steps;
+
+pub use event::{Event, EventKind};
+pub use executor::{RunOutcome, Saver, execute};
+pub use record::Record;
+pub use refresh::refresh;
+pub use steps::{Context, Waits};
