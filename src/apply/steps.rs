@@ -65,8 +65,9 @@ pub struct Context {
     pub desired: Desired,
     /// Schematic contents by ID, for registration; `None` for IDs given as is.
     pub schematics: BTreeMap<String, Option<Schematic>>,
-    /// Talos API client credentials (from the talosconfig).
-    pub credentials: ClientCredentials,
+    /// Talos API client credentials (from the talosconfig); `None` when the
+    /// state has none (a destroy then deletes VMs without a reset).
+    pub credentials: Option<ClientCredentials>,
     /// Node addresses by hostname (topology), for the Talos API.
     pub ips: BTreeMap<String, IpAddr>,
     /// Recorded VMs when the run started (for deletes and replaces).
@@ -173,6 +174,12 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
             action.as_str()
         ),
     }
+}
+
+fn credentials(ctx: &Context) -> anyhow::Result<&ClientCredentials> {
+    ctx.credentials
+        .as_ref()
+        .context("no talosconfig: the Talos API cannot be reached")
 }
 
 async fn image(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result<()> {
@@ -331,12 +338,16 @@ async fn update_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
 /// Reset a node through the Talos API if it answers (graceful for control
 /// planes, so it leaves etcd); a node that does not answer is left as is.
 async fn reset_node(ctx: &Context, host: &str, r: &Reporter) {
+    let Some(credentials) = &ctx.credentials else {
+        r.warn("no talosconfig in the state: not reset through the Talos API");
+        return;
+    };
     let Some(ip) = ctx.ips.get(host).copied() else {
         r.warn("no address known for this node: not reset through the Talos API");
         return;
     };
     let connect = tokio::time::timeout(ctx.waits.probe, async {
-        let c = TalosClient::connect_secure(ip, &ctx.credentials).await?;
+        let c = TalosClient::connect_secure(ip, credentials).await?;
         let c = c.with_hostname(host);
         c.version().await?;
         Ok::<_, talos::TalosError>(c)
@@ -385,6 +396,7 @@ async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result
     let ip = want.ip;
     let w = &ctx.waits;
     let recorded = ctx.recorded_configs.get(host);
+    let credentials = credentials(ctx)?;
     let config_record = |secure_mode: bool| Record::Config {
         host: host.to_owned(),
         config: format::NodeConfig {
@@ -398,7 +410,7 @@ async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result
     // recorded one (a re-run after a kill), or this is a change to apply live.
     r.progress("checking the Talos API");
     let secure = tokio::time::timeout(w.probe, async {
-        let c = TalosClient::connect_secure(ip, &ctx.credentials).await?;
+        let c = TalosClient::connect_secure(ip, credentials).await?;
         let c = c.with_hostname(host);
         c.version().await?;
         Ok::<_, talos::TalosError>(c)
@@ -422,7 +434,7 @@ async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result
                 if outcome.mode == ApplyMode::Reboot {
                     r.record(config_record(false));
                     r.progress("waiting for the node to reboot into secure mode");
-                    talos::wait_secure(ip, Some(host), &ctx.credentials, w.secure, w.backoff)
+                    talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff)
                         .await?;
                 }
                 r.record(config_record(true));
@@ -449,7 +461,7 @@ async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result
     }
     r.record(config_record(false));
     r.progress("waiting for secure mode");
-    talos::wait_secure(ip, Some(host), &ctx.credentials, w.secure, w.backoff).await?;
+    talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff).await?;
     r.record(Record::SecureMode(host.to_owned()));
     Ok(())
 }
@@ -465,7 +477,8 @@ async fn bootstrap(ctx: &Context, r: &Reporter) -> anyhow::Result<()> {
         .get(host)
         .with_context(|| format!("no address for {host}"))?;
     let w = &ctx.waits;
-    let client = talos::wait_secure(ip, Some(host), &ctx.credentials, w.secure, w.backoff).await?;
+    let credentials = credentials(ctx)?;
+    let client = talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff).await?;
     r.progress(format!("waiting for etcd on {host}"));
     talos::wait_etcd_ready(&client, w.bootstrap, w.backoff).await?;
     r.progress(format!("bootstrapping etcd on {host}"));
@@ -487,12 +500,13 @@ async fn kubeconfig(ctx: &Context, r: &Reporter) -> anyhow::Result<()> {
         .map(|(h, c)| (h, c.ip))
         .collect();
     let w = &ctx.waits;
+    let credentials = credentials(ctx)?;
     let mut last = None;
     for (host, ip) in controlplanes {
         r.progress(format!("fetching the kubeconfig from {host}"));
         let fetched = async {
             let client =
-                talos::wait_secure(ip, Some(host), &ctx.credentials, w.kubeconfig, w.backoff)
+                talos::wait_secure(ip, Some(host), credentials, w.kubeconfig, w.backoff)
                     .await?;
             client.kubeconfig().await
         }

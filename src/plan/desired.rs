@@ -65,8 +65,8 @@ pub struct DesiredConfig {
     pub yaml: Sensitive<String>,
 }
 
-/// Everything the topology asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Everything the topology asks for (`Default`: nothing, as for a destroy).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Desired {
     /// Images keyed by address name.
     pub images: BTreeMap<String, DesiredImage>,

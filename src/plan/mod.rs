@@ -8,6 +8,7 @@ pub mod desired;
 pub mod diff;
 pub mod observed;
 pub mod order;
+pub mod saved;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -20,6 +21,7 @@ pub use desired::{
 pub use diff::{PlanError, PlanInput, destroy_plan, plan};
 pub use observed::{Observed, ObservedVm};
 pub use order::target;
+pub use saved::{SavedPlan, StalePlan, check_fresh};
 
 /// The version of the plan's JSON format (`plan -json`, `plan -out`). A reader
 /// refuses a newer one.
