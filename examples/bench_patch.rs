@@ -33,7 +33,7 @@ fn patch_file(level: &str, i: usize) -> (PathBuf, PatchKind, String) {
         ),
         _ => (
             PathBuf::from(format!("patches/{level}/{i:02}-network.yaml.tftpl")),
-            PatchKind::Tftpl,
+            PatchKind::Templatefile,
             "machine:\n  network:\n    interfaces:\n      - deviceSelector:\n          physical: true\n        addresses:\n          - ${node_ip}/${prefix_length}\n        routes:\n          - network: 0.0.0.0/0\n            gateway: ${gateway}\n%{ if vip != null ~}\n        vip:\n          ip: ${vip}\n%{ endif ~}\n"
                 .to_string(),
         ),

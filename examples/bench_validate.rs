@@ -1,14 +1,16 @@
-//! Benchmark of the offline pipeline on a large generated topology: 1000 nodes
-//! (3 control planes), 10 patch files in each of common/, controlplane/,
-//! worker/ and every nodes/<hostname>/. Prints the time to load and validate
-//! the file, list the patch tree, and give every node its patches in order.
+//! Benchmark of the offline pipeline `validate` runs, on a large generated topology: 1000
+//! nodes (3 control planes), 10 patch files in each of common/, controlplane/, worker/ and
+//! every nodes/<hostname>/ (literal, Jinja and templatefile). Prints the time to load and
+//! validate the file, list and read the patch tree, and render, merge and check every
+//! node's machine config. The secrets bundle is made once, as `validate` makes it.
 //!
 //! Run: cargo run --release --example bench_validate [-- NODES [RUNS]]
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use talosprov::patch::discover;
+use talosprov::machine::{SecretsBundle, node_configs};
+use talosprov::patch::PatchSet;
 use talosprov::topology;
 
 const PATCHES_PER_LEVEL: usize = 10;
@@ -32,18 +34,43 @@ fn topology_text(nodes: usize) -> String {
     t
 }
 
+/// Patch `j` of a folder: mostly literal files, one Jinja and one templatefile template, each
+/// setting its own sysctl so every merge changes the config.
+fn patch(level: &str, j: usize) -> (String, String) {
+    match j {
+        8 => (
+            format!("{j:02}-patch.yaml.j2"),
+            format!(
+                "machine:\n  sysctls:\n    bench.{level}.{j}: \"{{{{ hostname }}}}-{{{{ node_ip }}}}\"\n"
+            ),
+        ),
+        9 => (
+            format!("{j:02}-patch.yaml.tftpl"),
+            format!("machine:\n  nodeLabels:\n    bench.{level}/{j}: \"${{cluster_name}}\"\n"),
+        ),
+        _ => (
+            format!("{j:02}-patch.yaml"),
+            format!("machine:\n  sysctls:\n    bench.{level}.{j}: \"262144\"\n"),
+        ),
+    }
+}
+
 fn write_tree(root: &Path, nodes: usize) -> std::io::Result<()> {
-    let patch = "machine:\n  sysctls:\n    vm.max_map_count: \"262144\"\n";
     let mut folders = vec![
-        root.join("common"),
-        root.join("controlplane"),
-        root.join("worker"),
+        ("common".to_string(), root.join("common")),
+        ("controlplane".to_string(), root.join("controlplane")),
+        ("worker".to_string(), root.join("worker")),
     ];
-    folders.extend((0..nodes).map(|i| root.join("nodes").join(format!("node-{i:04}"))));
-    for dir in folders {
+    folders.extend((0..nodes).map(|i| {
+        let name = format!("node-{i:04}");
+        let dir = root.join("nodes").join(&name);
+        (name, dir)
+    }));
+    for (level, dir) in folders {
         std::fs::create_dir_all(&dir)?;
         for j in 0..PATCHES_PER_LEVEL {
-            std::fs::write(dir.join(format!("{j:02}-patch.yaml")), patch)?;
+            let (name, text) = patch(&level, j);
+            std::fs::write(dir.join(name), text)?;
         }
     }
     Ok(())
@@ -64,10 +91,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         PATCHES_PER_LEVEL * (3 + nodes)
     );
 
+    let secrets = SecretsBundle::generate_for_checks(
+        &mut rand::rngs::OsRng,
+        time::OffsetDateTime::now_utc(),
+    )?;
     let mut load = Vec::new();
-    let mut discover_times = Vec::new();
+    let mut read = Vec::new();
+    let mut build = Vec::new();
     let mut total = Vec::new();
     let mut patch_count = 0;
+    let mut bytes = 0;
     for _ in 0..runs {
         let start = Instant::now();
         let loaded = topology::load(&file)?;
@@ -75,36 +108,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t = loaded
             .topology
             .ok_or("the generated topology is not valid")?;
-        let tree = discover::list_tree(&t.patches_dir)?;
-        patch_count = t
-            .nodes
-            .iter()
-            .map(|n| tree.patches_for(&n.hostname, n.role).len())
-            .sum();
-        let warnings = tree.check(t.nodes.iter().map(|n| n.hostname.as_str()));
-        assert!(warnings.is_empty() && loaded.diagnostics.is_empty());
+        let set = PatchSet::load(&t).map_err(|d| format!("{d:?}"))?;
+        let read_at = Instant::now();
+        patch_count = set.node_patches().iter().map(|(_, p)| p.len()).sum();
+        assert!(set.warnings().is_empty() && loaded.diagnostics.is_empty());
+        let configs = node_configs(&t, &secrets, &set).map_err(|d| format!("{d:?}"))?;
+        bytes = configs.iter().map(|c| c.yaml.expose().len()).sum::<usize>();
         let end = Instant::now();
         load.push(loaded_at - start);
-        discover_times.push(end - loaded_at);
+        read.push(read_at - loaded_at);
+        build.push(end - read_at);
         total.push(end - start);
     }
     let median = |v: &mut Vec<Duration>| {
         v.sort();
         v[v.len() / 2]
     };
-    println!("patches given to nodes: {patch_count}");
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "patches given to nodes: {patch_count}; configs: {nodes} ({} KiB)",
+        bytes / 1024
+    );
     println!("runs: {runs} (median)");
     println!(
-        "  load + validate:              {:>8.1} ms",
-        median(&mut load).as_secs_f64() * 1e3
+        "  load + validate topology:          {:>8.1} ms",
+        ms(median(&mut load))
     );
     println!(
-        "  list tree + discover + check: {:>8.1} ms",
-        median(&mut discover_times).as_secs_f64() * 1e3
+        "  list + read + compile patch tree:  {:>8.1} ms",
+        ms(median(&mut read))
     );
     println!(
-        "  total:                        {:>8.1} ms",
-        median(&mut total).as_secs_f64() * 1e3
+        "  render + merge + check + write:    {:>8.1} ms",
+        ms(median(&mut build))
+    );
+    println!(
+        "  total:                             {:>8.1} ms",
+        ms(median(&mut total))
     );
     Ok(())
 }

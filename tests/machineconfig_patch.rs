@@ -113,7 +113,10 @@ fn json6902_patch_in_yaml_applies() {
     );
     let out = stdout(patch(&config, &[ops.to_str().unwrap()]));
     assert!(!out.contains("inlineManifests"), "{out}");
-    assert!(out.contains("certSANs:\n  - talos.example.com"), "{out}");
+    assert!(
+        out.contains("certSANs:\n        - talos.example.com"),
+        "{out}"
+    );
 }
 
 #[test]

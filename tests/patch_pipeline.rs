@@ -78,7 +78,7 @@ fn rendered_templates_merge_over_the_base_config_in_order() {
     ];
     let mut renderer = Renderer::new();
     for (name, text) in files {
-        let kind = PatchKind::of_file_name(name).unwrap();
+        let kind = PatchKind::of(name).unwrap();
         renderer.add(Path::new(name), kind, text).unwrap();
     }
     let patches: Vec<_> = files

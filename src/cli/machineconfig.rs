@@ -72,9 +72,8 @@ fn run_patch(args: PatchArgs) -> Result<Outcome, CommandError> {
         patches.push(read_patch(arg, i + 1)?);
     }
     let patched = apply_patches(&config, &patches)?;
-    let yaml = patched
-        .to_yaml()
-        .context("cannot write the patched config as YAML")?;
+    // The same Talos-style writer as `machineconfig gen` and `render`.
+    let yaml = crate::machine::machine_config_yaml(&patched.documents);
     match &args.output {
         Some(path) => write_private(path, &yaml)
             .with_context(|| format!("cannot write {}", path.display()))?,

@@ -10,8 +10,11 @@ mod force_unlock;
 mod machineconfig;
 mod machineconfig_gen;
 mod output;
+mod render;
 mod secrets;
+mod secrets_export;
 mod secrets_gen;
+mod secrets_import;
 mod state;
 mod state_decrypt;
 mod state_encrypt;
@@ -57,18 +60,29 @@ pub enum Command {
     ///
     /// Example: talosprov validate -f examples/homelab/cluster.yaml
     Validate(validate::ValidateArgs),
-    /// Print the talosprov version and the Talos config contracts it generates.
-    Version(version::VersionArgs),
+    /// Print the final machine config of nodes, exactly as apply sends it.
+    ///
+    /// Each config is the base config for the node's role and Talos version,
+    /// with the node's patches merged in order and Talos's checks passed.
+    /// Secret values show as (sensitive) unless --show-sensitive. The secrets
+    /// come from --secrets FILE, else the state, else a throwaway bundle
+    /// generated now (with a warning). With --out-dir, each node's config is
+    /// written to DIR/<hostname>.yaml, mode 0600, secrets included.
+    ///
+    /// Example: talosprov render talos-gpu-01 -f examples/homelab/cluster.yaml
+    Render(render::RenderArgs),
     /// Print the outputs in the state: kubeconfig, talosconfig, machineconfig NODE.
     Output(output::OutputArgs),
+    /// Generate, import and export the cluster secrets bundle (talosctl's secrets.yaml).
+    Secrets(secrets::SecretsArgs),
+    /// Work on machine config files directly, like `talosctl machineconfig`.
+    Machineconfig(machineconfig::MachineconfigArgs),
     /// Inspect and edit the state: list, show, rm, encrypt, decrypt.
     State(state::StateArgs),
     /// Release a state lock left by a killed or cancelled run.
     ForceUnlock(force_unlock::ForceUnlockArgs),
-    /// Work on machine config files directly, like `talosctl machineconfig`.
-    Machineconfig(machineconfig::MachineconfigArgs),
-    /// Generate the cluster secrets bundle (talosctl's secrets.yaml format).
-    Secrets(secrets::SecretsArgs),
+    /// Print the talosprov version and the Talos config contracts it generates.
+    Version(version::VersionArgs),
 }
 
 /// Parse the command line, run the command on a fresh tokio runtime, print the
@@ -108,11 +122,12 @@ pub fn main() -> ExitCode {
 pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
     match cli.command {
         Command::Validate(args) => validate::run(args),
+        Command::Render(args) => render::run(args).await,
         Command::Version(args) => version::run(args),
         Command::Output(args) => output::run(args).await,
         Command::State(args) => state::run(args).await,
         Command::ForceUnlock(args) => force_unlock::run(args).await,
         Command::Machineconfig(args) => machineconfig::run(args),
-        Command::Secrets(args) => secrets::run(args),
+        Command::Secrets(args) => secrets::run(args).await,
     }
 }

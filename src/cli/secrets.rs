@@ -1,8 +1,11 @@
-//! `talosprov secrets`: the cluster secrets bundle in talosctl's secrets.yaml format.
+//! `talosprov secrets`: the cluster secrets bundle in talosctl's secrets.yaml format: generate
+//! one, import an existing cluster's into a new state, export the state's.
 
 use clap::{Args, Subcommand};
 
+use super::secrets_export::{self, SecretsExportArgs};
 use super::secrets_gen::{self, SecretsGenArgs};
+use super::secrets_import::{self, SecretsImportArgs};
 use super::{CommandError, Outcome};
 
 /// Arguments of `talosprov secrets`.
@@ -18,14 +21,26 @@ pub struct SecretsArgs {
 pub enum SecretsCommand {
     /// Generate a new secrets bundle, as `talosctl gen secrets` does.
     Gen(SecretsGenArgs),
+    /// Store an existing cluster's bundle (talosctl's secrets.yaml) in a new state.
+    ///
+    /// Refused when the state already has secrets: a cluster's secrets are
+    /// never replaced. Takes the state lock.
+    Import(SecretsImportArgs),
+    /// Print the state's bundle in talosctl's secrets.yaml format.
+    ///
+    /// With -o FILE it is written to FILE instead (mode 0600). It is printed
+    /// only to a pipe or a file, not to a terminal, unless --force.
+    Export(SecretsExportArgs),
 }
 
 /// Run a `secrets` subcommand.
 ///
 /// # Errors
 /// Whatever the subcommand fails with.
-pub fn run(args: SecretsArgs) -> Result<Outcome, CommandError> {
+pub async fn run(args: SecretsArgs) -> Result<Outcome, CommandError> {
     match args.command {
         SecretsCommand::Gen(a) => secrets_gen::run(a),
+        SecretsCommand::Import(a) => secrets_import::run(a).await,
+        SecretsCommand::Export(a) => secrets_export::run(a).await,
     }
 }

@@ -1,13 +1,17 @@
-//! `talosprov validate`: every check that needs no network, on the topology file
-//! and the patch tree, with all problems reported together. Each stage returns
-//! diagnostics; later stages (rendering, merging) append theirs the same way.
+//! `talosprov validate`: every check that needs no network, on the topology file,
+//! the patch tree and each node's final machine config, with all problems
+//! reported together. Each stage returns diagnostics and the next appends its own.
 
 use clap::Args;
 use std::path::{Path, PathBuf};
 
+use anyhow::Context as _;
+
 use super::{CommandError, Outcome};
-use crate::patch::discover::{self, PatchFile, PatchTree};
-use crate::topology::{self, Code, Diagnostic, Topology, diagnostics};
+use crate::machine::{SecretsBundle, node, node_configs};
+use crate::patch::PatchSet;
+use crate::patch::discover::PatchFile;
+use crate::topology::{self, Diagnostic, Topology, diagnostics};
 use crate::ui::summary::ValidateReport;
 
 /// Arguments of `talosprov validate` (its help text is on `Command::Validate`).
@@ -45,37 +49,17 @@ pub struct Validation {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// The patch-tree stage: list the tree, give each node its patches, and warn
-/// about empty files and `nodes/<name>` folders that match no node.
-pub fn patch_tree_stage(t: &Topology) -> (PatchTree, NodePatches, Vec<Diagnostic>) {
-    let tree = match discover::list_tree(&t.patches_dir) {
-        Ok(tree) => tree,
-        Err(e) => {
-            let msg = format!(
-                "cannot read the patch tree {}: {e}",
-                t.patches_dir.display()
-            );
-            let d = Diagnostic::error(Code::UnreadablePatchTree, &t.patches_dir, msg)
-                .field("patches_dir");
-            return (PatchTree::default(), Vec::new(), vec![d]);
-        }
-    };
-    let patches = t
-        .nodes
-        .iter()
-        .map(|n| (n.hostname.clone(), tree.patches_for(&n.hostname, n.role)))
-        .collect();
-    let mut diagnostics = tree.check(t.nodes.iter().map(|n| n.hostname.as_str()));
-    diagnostics::sort(&mut diagnostics);
-    (tree, patches, diagnostics)
-}
-
-/// Run every stage on `file`. Stages after the topology run only when it has
-/// no error (they need the model).
+/// Run every stage on `file`: the topology, then (when it has no error) the patch tree and
+/// every node's final machine config, so template errors, patches that cannot apply and
+/// configs Talos would refuse are reported with the topology's problems.
+///
+/// The configs are built with a secrets bundle made for the purpose
+/// ([`SecretsBundle::generate_for_checks`]: real keys, no RSA): no check depends on the
+/// secret values, and nothing is printed or kept.
 ///
 /// # Errors
-/// When the topology file cannot be read at all.
-pub fn check(file: &Path) -> Result<Validation, topology::LoadError> {
+/// When the topology file cannot be read at all, or the throwaway bundle cannot be made.
+pub fn check(file: &Path) -> anyhow::Result<Validation> {
     let loaded = topology::load(file)?;
     let mut v = Validation {
         topology: loaded.topology,
@@ -83,11 +67,25 @@ pub fn check(file: &Path) -> Result<Validation, topology::LoadError> {
         ignored: Vec::new(),
         diagnostics: loaded.diagnostics,
     };
-    if let Some(t) = &v.topology {
-        let (tree, patches, diagnostics) = patch_tree_stage(t);
-        v.ignored = tree.ignored();
-        v.patches = patches;
-        v.diagnostics.extend(diagnostics);
+    let Some(t) = &v.topology else {
+        return Ok(v);
+    };
+    let set = match PatchSet::load(t) {
+        Ok(set) => set,
+        Err(diagnostics) => {
+            v.diagnostics.extend(diagnostics);
+            return Ok(v);
+        }
+    };
+    v.patches = set.node_patches().to_vec();
+    v.ignored = set.ignored().to_vec();
+    v.diagnostics.extend(set.warnings().iter().cloned());
+    let secrets =
+        SecretsBundle::generate_for_checks(&mut rand::rngs::OsRng, time::OffsetDateTime::now_utc())
+            .context("cannot make the secrets bundle for checking the machine configs")?;
+    match node_configs(t, &secrets, &set) {
+        Ok(configs) => v.diagnostics.extend(node::warnings(&configs)),
+        Err(diagnostics) => v.diagnostics.extend(diagnostics),
     }
     Ok(v)
 }

@@ -14,6 +14,13 @@ pub struct VersionArgs {}
 /// # Errors
 /// Only when stdout is closed.
 pub fn run(_args: VersionArgs) -> Result<Outcome, CommandError> {
+    use crate::machine::version::Contract;
     crate::ui::print_line(&format!("talosprov {}", env!("CARGO_PKG_VERSION")));
+    crate::ui::print_line(&format!(
+        "machine config contracts: {}, {} (default {}); other Talos releases get the nearest one, with a warning",
+        Contract::V1_12,
+        Contract::V1_13,
+        Contract::DEFAULT
+    ));
     Ok(Outcome::Success)
 }

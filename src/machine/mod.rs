@@ -5,6 +5,7 @@
 pub mod config;
 pub mod keys;
 pub mod kubeconfig;
+pub mod node;
 pub mod pki;
 pub mod redact;
 pub mod secrets;
@@ -21,6 +22,7 @@ pub use config::{
 };
 pub use keys::{KeyAlgorithm, KeyError, PrivateKey};
 pub use kubeconfig::{AdminKubeconfig, KubeconfigInput};
+pub use node::{NodeConfig, node_configs};
 pub use pki::{CertAndKey, PkiError};
 pub use redact::redact_secrets;
 pub use secrets::{Certs, ClusterIdentity, EncryptionSecret, SecretsBundle, SecretsError};

@@ -100,6 +100,28 @@ impl SecretsBundle {
         rng: &mut R,
         now: OffsetDateTime,
     ) -> Result<Self, SecretsError> {
+        Self::generate_with(rng, now, ServiceAccountKey::Rsa4096)
+    }
+
+    /// Generate a bundle whose service-account key is ECDSA P-256, as `talosctl gen secrets`
+    /// made before contract 1.7 (Talos still accepts it). Every key and certificate is real,
+    /// but there is no RSA key to wait for: it is meant for checking configs offline
+    /// (`validate`), where the secret values do not change the outcome, never for a cluster.
+    ///
+    /// # Errors
+    /// [`SecretsError`] when a certificate cannot be made (not expected with these keys).
+    pub fn generate_for_checks<R: RngCore + CryptoRng>(
+        rng: &mut R,
+        now: OffsetDateTime,
+    ) -> Result<Self, SecretsError> {
+        Self::generate_with(rng, now, ServiceAccountKey::EcdsaP256)
+    }
+
+    fn generate_with<R: RngCore + CryptoRng>(
+        rng: &mut R,
+        now: OffsetDateTime,
+        service_account_key: ServiceAccountKey,
+    ) -> Result<Self, SecretsError> {
         let now = now.replace_nanosecond(0).unwrap_or(now);
         let not_after = now + CA_VALIDITY;
         let ca = |what: &'static str, key: PrivateKey, organization: Option<&str>, rng: &mut R| {
@@ -117,13 +139,14 @@ impl SecretsBundle {
         let k8s = ca("Kubernetes CA", k8s_key, Some("kubernetes"), rng)?;
         let aggregator_key = PrivateKey::generate_p256(rng);
         let k8s_aggregator = ca("Kubernetes aggregator CA", aggregator_key, None, rng)?;
-        let service_account =
-            PrivateKey::generate_rsa(rng, SERVICE_ACCOUNT_RSA_BITS).map_err(|e| {
-                SecretsError::Generate {
-                    what: "service-account key",
-                    source: e.into(),
-                }
-            })?;
+        let service_account = match service_account_key {
+            ServiceAccountKey::Rsa4096 => PrivateKey::generate_rsa(rng, SERVICE_ACCOUNT_RSA_BITS)
+                .map_err(|e| SecretsError::Generate {
+                what: "service-account key",
+                source: e.into(),
+            })?,
+            ServiceAccountKey::EcdsaP256 => PrivateKey::generate_p256(rng),
+        };
         let os_key = PrivateKey::generate_ed25519(rng);
         let os = ca("Talos API CA", os_key, Some("talos"), rng)?;
 
@@ -149,6 +172,15 @@ impl SecretsBundle {
             },
         })
     }
+}
+
+/// The service-account key type a bundle is generated with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ServiceAccountKey {
+    /// RSA 4096, what talosctl makes today.
+    Rsa4096,
+    /// ECDSA P-256, what talosctl made before contract 1.7.
+    EcdsaP256,
 }
 
 fn random_32<R: RngCore>(rng: &mut R) -> [u8; 32] {
@@ -189,6 +221,17 @@ pub fn is_token(s: &str) -> bool {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    #[test]
+    fn bundle_for_checks_has_an_ecdsa_service_account_key_and_round_trips() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(2);
+        let now = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        let bundle = SecretsBundle::generate_for_checks(&mut rng, now).unwrap();
+        let key = PrivateKey::from_pem(bundle.certs.k8s_service_account.expose()).unwrap();
+        assert_eq!(key.algorithm(), super::super::KeyAlgorithm::EcdsaP256);
+        let text = super::super::secrets_yaml(&bundle);
+        assert_eq!(super::super::parse_secrets_yaml(&text).unwrap(), bundle);
+    }
 
     #[test]
     fn tokens_have_the_kubeadm_format() {

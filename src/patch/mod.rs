@@ -1,5 +1,6 @@
-//! Machine config patches: discovery of the patch tree, template rendering, and
-//! Talos's strategic-merge and JSON 6902 rules.
+//! Machine config patches: discovery of the patch tree, the `PatchSet` of files the
+//! nodes use (each read and compiled once), template rendering, and Talos's
+//! strategic-merge and JSON 6902 rules.
 
 pub mod apply;
 pub mod delete;
@@ -11,9 +12,11 @@ pub mod load;
 pub mod merge;
 pub mod render;
 pub mod rules;
+pub mod set;
 pub mod tftpl;
 
 pub use apply::{ApplyError, Provenance, apply_patch, apply_patches, apply_patches_traced};
 pub use document::{DocumentId, MachineConfig};
 pub use load::{LoadError, Patch, PatchBody, load_documents, load_patch};
 pub use render::{PatchKind, RenderError, Renderer, TemplateVars, render_patch};
+pub use set::PatchSet;

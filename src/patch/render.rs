@@ -9,38 +9,9 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+pub use super::discover::PatchKind;
 use super::document::{DocumentError, parse_documents};
 use super::tftpl::{self, Translated};
-
-/// How a patch file is turned into YAML, from its file name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PatchKind {
-    /// `.yaml`, `.yml`: taken literally (a `{{` inside is safe).
-    Literal,
-    /// `.yaml.j2`, `.yml.j2`, `.yaml.jinja`: minijinja.
-    Jinja,
-    /// `.yaml.tftpl`: OpenTofu `templatefile` syntax.
-    Tftpl,
-}
-
-impl PatchKind {
-    /// The kind of a patch file from its name; `None` for files that are not
-    /// patches (a README, say).
-    pub fn of_file_name(name: &str) -> Option<Self> {
-        const KINDS: [(&str, PatchKind); 6] = [
-            (".yaml.j2", PatchKind::Jinja),
-            (".yml.j2", PatchKind::Jinja),
-            (".yaml.jinja", PatchKind::Jinja),
-            (".yaml.tftpl", PatchKind::Tftpl),
-            (".yaml", PatchKind::Literal),
-            (".yml", PatchKind::Literal),
-        ];
-        KINDS
-            .iter()
-            .find(|(suffix, _)| name.len() > suffix.len() && name.ends_with(suffix))
-            .map(|(_, kind)| *kind)
-    }
-}
 
 /// The variables a patch template sees. Filled from the topology for each node.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -217,7 +188,7 @@ impl Renderer {
                     .map_err(|e| template_error(file, text, None, &e))?;
                 None
             }
-            PatchKind::Tftpl => {
+            PatchKind::Templatefile => {
                 let t = tftpl::translate(text).map_err(|e| {
                     let (line, col) = line_col(text, e.offset);
                     RenderError::Template {
@@ -258,7 +229,7 @@ impl Renderer {
         let env = match entry.kind {
             PatchKind::Literal => return Ok(entry.text.clone()),
             PatchKind::Jinja => &self.jinja,
-            PatchKind::Tftpl => &self.tftpl,
+            PatchKind::Templatefile => &self.tftpl,
         };
         let name = file.display().to_string();
         env.get_template(&name)

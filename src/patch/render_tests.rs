@@ -22,7 +22,7 @@ fn vars() -> TemplateVars {
 
 fn render(name: &str, text: &str) -> Result<String, RenderError> {
     let file = Path::new(name);
-    let kind = PatchKind::of_file_name(name).expect("a patch file name");
+    let kind = PatchKind::of(name).expect("a patch file name");
     let mut r = Renderer::new();
     r.add(file, kind, text)?;
     r.render(file, &vars())
@@ -30,32 +30,17 @@ fn render(name: &str, text: &str) -> Result<String, RenderError> {
 
 #[test]
 fn kinds_follow_the_file_name() {
+    assert_eq!(PatchKind::of("10-a.yaml"), Some(PatchKind::Literal));
+    assert_eq!(PatchKind::of("10-a.yml"), Some(PatchKind::Literal));
+    assert_eq!(PatchKind::of("10-a.yaml.j2"), Some(PatchKind::Jinja));
+    assert_eq!(PatchKind::of("10-a.yml.j2"), Some(PatchKind::Jinja));
+    assert_eq!(PatchKind::of("10-a.yaml.jinja"), Some(PatchKind::Jinja));
     assert_eq!(
-        PatchKind::of_file_name("10-a.yaml"),
-        Some(PatchKind::Literal)
+        PatchKind::of("10-a.yaml.tftpl"),
+        Some(PatchKind::Templatefile)
     );
-    assert_eq!(
-        PatchKind::of_file_name("10-a.yml"),
-        Some(PatchKind::Literal)
-    );
-    assert_eq!(
-        PatchKind::of_file_name("10-a.yaml.j2"),
-        Some(PatchKind::Jinja)
-    );
-    assert_eq!(
-        PatchKind::of_file_name("10-a.yml.j2"),
-        Some(PatchKind::Jinja)
-    );
-    assert_eq!(
-        PatchKind::of_file_name("10-a.yaml.jinja"),
-        Some(PatchKind::Jinja)
-    );
-    assert_eq!(
-        PatchKind::of_file_name("10-a.yaml.tftpl"),
-        Some(PatchKind::Tftpl)
-    );
-    assert_eq!(PatchKind::of_file_name("README.md"), None);
-    assert_eq!(PatchKind::of_file_name(".yaml"), None);
+    assert_eq!(PatchKind::of("README.md"), None);
+    assert_eq!(PatchKind::of(".yaml"), None);
 }
 
 #[test]
@@ -209,7 +194,7 @@ fn invalid_yaml_after_rendering_names_file_and_line() {
 fn rendered_documents_are_parsed() {
     let docs = render_patch(
         Path::new("a.yaml.tftpl"),
-        PatchKind::Tftpl,
+        PatchKind::Templatefile,
         "machine:\n  network:\n    hostname: ${hostname}\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nauto: off\n",
         &vars(),
     )
@@ -229,7 +214,7 @@ proptest! {
         text in "(\\$\\{|%\\{|\\$\\$\\{|\\{\\{|\\{%|\\}\\}|%\\}|\\}|~|\"|\\?|:|!|&&|\\|\\||[a-z_ ]{0,4}|\n|\\(|\\)|\\[|\\]|.){0,40}",
         jinja in any::<bool>(),
     ) {
-        let kind = if jinja { PatchKind::Jinja } else { PatchKind::Tftpl };
+        let kind = if jinja { PatchKind::Jinja } else { PatchKind::Templatefile };
         let file = Path::new("fuzz.yaml.tmpl");
         let mut r = Renderer::new();
         if r.add(file, kind, &text).is_ok() {

@@ -204,9 +204,12 @@ impl Backend for LocalBackend {
         file.write_all(&body)
             .and_then(|()| file.sync_all())
             .map_err(self.io("write the lock file", &lock_path))?;
-        if let Some(dir) = lock_path.parent() {
-            sync_dir(dir).map_err(self.io("sync the folder of", &lock_path))?;
-        }
+        // A bare file name (`--state s.tfstate`) has an empty parent: its folder is `.`.
+        let dir = match lock_path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        sync_dir(dir).map_err(self.io("sync the folder of", &lock_path))?;
         *self.held.lock().expect("lock state poisoned") = Some(HeldLock {
             id: info.id.clone(),
             _file: file,

@@ -153,6 +153,25 @@ codes! {
     /// A folder in the patch tree that is not `common`, `controlplane`,
     /// `worker` or `nodes`, so its files are ignored.
     UnknownPatchFolder = ("P004", "unknown-patch-folder"),
+    /// A patch file cannot be read (permissions, not UTF-8).
+    UnreadablePatch = ("P005", "unreadable-patch"),
+    /// A patch template does not compile or fails to render for a node
+    /// (undefined variable, failed function call).
+    TemplateError = ("P006", "template-error"),
+    /// A patch (as written, or as rendered for a node) is not valid YAML, or
+    /// neither a config patch nor a JSON patch.
+    InvalidPatch = ("P007", "invalid-patch"),
+    /// A patch cannot be applied to the node's config (a value of another
+    /// shape, a JSON patch path that does not exist).
+    PatchConflict = ("P008", "patch-conflict"),
+    /// The base machine config cannot be generated (no default Kubernetes
+    /// version for the Talos release, say).
+    BaseConfig = ("M001", "base-config"),
+    /// Talos would refuse the node's final machine config.
+    ConfigRejected = ("M002", "config-rejected"),
+    /// Talos accepts the node's final machine config but warns about it, or
+    /// the Talos version is outside the contracts talosprov generates.
+    ConfigWarning = ("M003", "config-warning"),
 }
 
 impl fmt::Display for Code {

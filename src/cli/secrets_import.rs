@@ -1,0 +1,65 @@
+//! `talosprov secrets import FILE`: seed a new state with an existing cluster's secrets
+//! bundle (talosctl's secrets.yaml), so talosprov builds configs with the same CAs and tokens.
+//! A state that already has secrets is refused: a lineage's secrets never change.
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use std::path::PathBuf;
+
+use super::state_options::{StateOptions, with_lock};
+use super::{CommandError, Outcome};
+use crate::machine::{parse_secrets_yaml, secrets_yaml};
+use crate::state::{Backend as _, Sensitive, State};
+
+/// Arguments of `talosprov secrets import`.
+#[derive(Debug, Args)]
+pub struct SecretsImportArgs {
+    /// The bundle, in talosctl's secrets.yaml format (`talosctl gen secrets`).
+    #[arg(value_name = "FILE")]
+    pub bundle: PathBuf,
+
+    #[command(flatten)]
+    pub state: StateOptions,
+}
+
+/// Check the bundle, then store it in the state under the lock: a new state (new lineage)
+/// when there is none, or an existing state that has no secrets yet. The state is saved
+/// encrypted when state encryption keys are configured, or when it already was.
+///
+/// # Errors
+/// An unreadable or invalid bundle, a state that already holds secrets, a lock conflict or
+/// a failed save.
+pub async fn run(args: SecretsImportArgs) -> Result<Outcome, CommandError> {
+    let path = &args.bundle;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the secrets bundle {}", path.display()))?;
+    let bundle = parse_secrets_yaml(&text)
+        .with_context(|| format!("{} is not a valid secrets bundle", path.display()))?;
+    let store = args.state.open()?;
+    let location = store.backend().describe();
+    let (lineage, serial) = with_lock(&store, "secrets import", async |store| {
+        let (mut state, encrypted) = match store.load().await? {
+            Some(loaded) if loaded.state.secrets.is_some() => bail!(
+                "the state {location} already has a secrets bundle (lineage {}): a cluster's \
+                 secrets are never replaced; to start another cluster from {}, use a new state \
+                 (--state PATH)",
+                loaded.state.lineage,
+                path.display()
+            ),
+            Some(loaded) => (loaded.state, loaded.encrypted),
+            None => (State::new(uuid::Uuid::new_v4()), store.has_keys()),
+        };
+        state.secrets = Some(Sensitive::new(secrets_yaml(&bundle)));
+        store
+            .save(&mut state, encrypted)
+            .await
+            .context("cannot save the state")?;
+        Ok((state.lineage, state.serial))
+    })
+    .await?;
+    crate::ui::print_line(&format!(
+        "Imported the secrets bundle {} into the state {location} (lineage {lineage}, serial {serial}).",
+        path.display()
+    ));
+    Ok(Outcome::Success)
+}

@@ -1,0 +1,484 @@
+//! The patch files a topology's nodes use, each read and compiled once however many nodes
+//! share it (a file in `common/` used by 1000 nodes is read once). Listing and reading files
+//! is the only I/O here ([`PatchSet::load`]); [`PatchSet::build`] takes the reads as a function.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::discover::{self, PatchFile, PatchKind, PatchTree};
+use super::load::{LoadError, Patch, load_documents, load_patch};
+use super::render::{RenderError, Renderer, TemplateVars};
+use crate::topology::{Code, Diagnostic, Pos, Topology, diagnostics};
+
+/// Every patch file of a topology, read once, templates compiled once.
+pub struct PatchSet {
+    /// Each node's patch files in merge order, by hostname, in node order.
+    nodes: Vec<(String, Vec<PatchFile>)>,
+    /// Files in the tree that are not patches.
+    ignored: Vec<PathBuf>,
+    /// Warnings about the tree (empty files, stray folders).
+    warnings: Vec<Diagnostic>,
+    /// Problems with single files (unreadable, template syntax, invalid literal YAML).
+    errors: Vec<Diagnostic>,
+    /// Files with an error in `errors`: nodes that use them cannot be rendered.
+    broken: std::collections::HashSet<PathBuf>,
+    /// The source text of every readable file, for locating fields.
+    texts: HashMap<PathBuf, String>,
+    /// Compiled templates.
+    renderer: Renderer,
+    /// Literal files, loaded as patches once.
+    literal: HashMap<PathBuf, Patch>,
+}
+
+impl std::fmt::Debug for PatchSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PatchSet")
+            .field("nodes", &self.nodes.len())
+            .field("files", &self.texts.len())
+            .field("errors", &self.errors.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PatchSet {
+    /// List the topology's patch tree and read every file its nodes use.
+    ///
+    /// # Errors
+    /// A `P003 unreadable-patch-tree` diagnostic when a folder of the tree cannot be listed.
+    /// Problems with single files are kept in [`PatchSet::errors`] so that they are reported
+    /// together with every other problem.
+    pub fn load(topology: &Topology) -> Result<PatchSet, Vec<Diagnostic>> {
+        let tree = discover::list_tree(&topology.patches_dir).map_err(|e| {
+            let msg = format!(
+                "cannot read the patch tree {}: {e}",
+                topology.patches_dir.display()
+            );
+            vec![
+                Diagnostic::error(Code::UnreadablePatchTree, &topology.patches_dir, msg)
+                    .field("patches_dir"),
+            ]
+        })?;
+        Ok(PatchSet::build(topology, &tree, |p| {
+            std::fs::read_to_string(p)
+        }))
+    }
+
+    /// Build the set from a listed tree, reading each file the nodes use once through `read`.
+    pub fn build(
+        topology: &Topology,
+        tree: &PatchTree,
+        mut read: impl FnMut(&Path) -> io::Result<String>,
+    ) -> PatchSet {
+        let nodes: Vec<(String, Vec<PatchFile>)> = topology
+            .nodes
+            .iter()
+            .map(|n| (n.hostname.clone(), tree.patches_for(&n.hostname, n.role)))
+            .collect();
+        let mut warnings = tree.check(topology.nodes.iter().map(|n| n.hostname.as_str()));
+        diagnostics::sort(&mut warnings);
+        let mut set = PatchSet {
+            nodes: Vec::new(),
+            ignored: tree.ignored(),
+            warnings,
+            errors: Vec::new(),
+            broken: Default::default(),
+            texts: HashMap::new(),
+            renderer: Renderer::new(),
+            literal: HashMap::new(),
+        };
+        for file in nodes.iter().flat_map(|(_, files)| files) {
+            if set.texts.contains_key(&file.path) || set.broken.contains(&file.path) {
+                continue;
+            }
+            match read(&file.path) {
+                Ok(text) => set.add(file, text),
+                Err(e) => {
+                    let msg = format!("cannot read the patch file {}: {e}", file.path.display());
+                    set.fail(Diagnostic::error(Code::UnreadablePatch, &file.path, msg));
+                }
+            }
+        }
+        diagnostics::sort(&mut set.errors);
+        set.nodes = nodes;
+        set
+    }
+
+    fn fail(&mut self, d: Diagnostic) {
+        self.broken.insert(d.file.clone());
+        self.errors.push(d);
+    }
+
+    fn add(&mut self, file: &PatchFile, text: String) {
+        if let Err(e) = self.renderer.add(&file.path, file.kind, &text) {
+            self.fail(render_diagnostic(&e, None));
+        } else if file.kind == PatchKind::Literal {
+            let source = file.path.display().to_string();
+            match load_patch(source, &text) {
+                Ok(patch) => {
+                    self.literal.insert(file.path.clone(), patch);
+                }
+                Err(e) => {
+                    let d = match self.renderer.render_documents(&file.path, &empty_vars()) {
+                        Err(render) => render_diagnostic(&render, None),
+                        Ok(_) => load_diagnostic(&file.path, &e, &text),
+                    };
+                    self.fail(d);
+                }
+            }
+        }
+        self.texts.insert(file.path.clone(), text);
+    }
+
+    /// Each node's patch files in merge order, by hostname, in node order.
+    pub fn node_patches(&self) -> &[(String, Vec<PatchFile>)] {
+        &self.nodes
+    }
+
+    /// One node's patch files in merge order (empty for an unknown hostname).
+    pub fn for_node(&self, hostname: &str) -> &[PatchFile] {
+        self.nodes
+            .iter()
+            .find(|(h, _)| h == hostname)
+            .map_or(&[][..], |(_, files)| files.as_slice())
+    }
+
+    /// Files in the tree that are not patches, in path order.
+    pub fn ignored(&self) -> &[PathBuf] {
+        &self.ignored
+    }
+
+    /// Warnings about the tree: empty patch files, stray folders.
+    pub fn warnings(&self) -> &[Diagnostic] {
+        &self.warnings
+    }
+
+    /// Problems with single files, found once for every node that uses them: unreadable
+    /// files, template syntax errors, literal files that are not valid patches.
+    pub fn errors(&self) -> &[Diagnostic] {
+        &self.errors
+    }
+
+    /// Whether the file has one of the [`PatchSet::errors`].
+    pub fn is_broken(&self, file: &Path) -> bool {
+        self.broken.contains(file)
+    }
+
+    /// The patch a file gives for one node: rendered with `vars` when it is a template.
+    ///
+    /// # Errors
+    /// A `P006 template-error` (with the template's line) or `P007 invalid-patch` diagnostic
+    /// naming the file and the node.
+    pub fn patch(&self, file: &Path, vars: &TemplateVars) -> Result<Cow<'_, Patch>, Diagnostic> {
+        if let Some(p) = self.literal.get(file) {
+            return Ok(Cow::Borrowed(p));
+        }
+        let docs = self
+            .renderer
+            .render_documents(file, vars)
+            .map_err(|e| render_diagnostic(&e, Some(&vars.hostname)))?;
+        let source = file.display().to_string();
+        load_documents(source, docs).map(Cow::Owned).map_err(|e| {
+            let text = self.texts.get(file).map_or("", String::as_str);
+            load_diagnostic(file, &e, text).on_node(Some(&vars.hostname))
+        })
+    }
+
+    /// The line where a field (a dotted path such as `machine.network.hostname`, list indices
+    /// allowed) is written in a patch file, found from the file's indentation; `None` when the
+    /// file is not known or does not spell the field out in block style.
+    pub fn locate(&self, file: &Path, field: &str) -> Option<Pos> {
+        locate(self.texts.get(file)?, field)
+    }
+}
+
+/// Variables for reading a literal file's documents (they are not rendered).
+fn empty_vars() -> TemplateVars {
+    TemplateVars {
+        hostname: String::new(),
+        node_ip: String::new(),
+        role: String::new(),
+        vip: None,
+        gateway: String::new(),
+        nameservers: Vec::new(),
+        prefix_length: 0,
+        cluster_name: String::new(),
+        talos_version: String::new(),
+        kubernetes_version: String::new(),
+        node: serde_json::Value::Null,
+    }
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// A render error as a diagnostic: `P006` for templates, `P007` for YAML.
+fn render_diagnostic(e: &RenderError, hostname: Option<&str>) -> Diagnostic {
+    let d = match e {
+        RenderError::Template {
+            file,
+            line,
+            column,
+            message,
+        } => Diagnostic::error(
+            Code::TemplateError,
+            file,
+            format!("template error: {message}"),
+        )
+        .at(Pos::new(to_u32(*line), to_u32(column.unwrap_or(1)))),
+        RenderError::Yaml {
+            file,
+            line,
+            column,
+            rendered,
+            message,
+        } => {
+            let place = if *rendered {
+                format!("line {line} of the rendered patch")
+            } else {
+                format!("line {line}")
+            };
+            let d = Diagnostic::error(
+                Code::InvalidPatch,
+                file,
+                format!("invalid YAML at {place}: {message}"),
+            );
+            if *rendered {
+                d
+            } else {
+                d.at(Pos::new(to_u32(*line), to_u32(column.unwrap_or(1))))
+            }
+        }
+        RenderError::NotLoaded { file } => {
+            Diagnostic::error(Code::UnreadablePatch, file, e.to_string())
+        }
+    };
+    d.on_node(hostname)
+}
+
+/// A patch that reads as YAML but is neither a config patch nor a JSON patch.
+fn load_diagnostic(file: &Path, e: &LoadError, text: &str) -> Diagnostic {
+    let mut message = format!("not a machine config patch: {e}");
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let c_text = c.to_string();
+        if !message.contains(&c_text) {
+            message.push_str(&format!(": {c_text}"));
+        }
+        cause = c.source();
+    }
+    let d = Diagnostic::error(Code::InvalidPatch, file, message);
+    match e {
+        LoadError::UnknownField { field } => match locate(text, field) {
+            Some(pos) => d.at(pos).field(field.clone()),
+            None => d.field(field.clone()),
+        },
+        _ => d,
+    }
+}
+
+/// Find the line of a dotted field path in block-style YAML text: each key is looked for
+/// inside the block of the previous one (deeper indentation). List indices (`[0]`) count the
+/// items of the list. Flow style (`{a: 1}`) is not searched.
+pub fn locate(text: &str, field: &str) -> Option<Pos> {
+    // (line number, column of the dash if the line is a list item, column of its key, key text)
+    let lines: Vec<(usize, Option<usize>, usize, &str)> = text
+        .lines()
+        .enumerate()
+        .filter_map(|(n, line)| {
+            let trimmed = line.trim_start();
+            if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with("---") {
+                return None;
+            }
+            let indent = line.len() - trimmed.len();
+            match trimmed.strip_prefix('-') {
+                Some(rest) if rest.is_empty() || rest.starts_with(' ') => {
+                    let body = rest.trim_start();
+                    Some((n, Some(indent), indent + (trimmed.len() - body.len()), body))
+                }
+                _ => Some((n, None, indent, trimmed)),
+            }
+        })
+        .collect();
+    let mut from = 0usize;
+    let mut parent: Option<usize> = None;
+    let mut found = None;
+    for part in field.split('.').filter(|p| !p.is_empty()) {
+        let (key, rest) = part.split_once('[').unwrap_or((part, ""));
+        let indices = rest
+            .split('[')
+            .filter_map(|i| i.trim_end_matches(']').parse::<usize>().ok());
+        // The key, inside the parent's block.
+        let mut hit = None;
+        for (i, &(n, dash, col, body)) in lines.iter().enumerate().skip(from) {
+            if i > from && parent.is_some_and(|p| dash.unwrap_or(col) <= p) {
+                break;
+            }
+            let is_key = [key.to_string(), format!("\"{key}\"")].iter().any(|k| {
+                body.strip_prefix(k.as_str())
+                    .is_some_and(|r| r.starts_with(':'))
+            });
+            if is_key && parent.is_none_or(|p| col > p) {
+                hit = Some((i, n, col));
+                break;
+            }
+        }
+        let (i, n, col) = hit?;
+        found = Some((n, col));
+        parent = Some(col);
+        from = i + 1;
+        for index in indices {
+            // The index-th item of the list under the key (or under the previous item).
+            let list_col = parent.unwrap_or(0);
+            let mut item = 0usize;
+            let mut dash_col = None;
+            let mut hit = None;
+            for (j, &(m, dash, c, _)) in lines.iter().enumerate().skip(from) {
+                let ended = match dash {
+                    Some(d) => d < list_col,
+                    None => c <= list_col,
+                };
+                if ended {
+                    break;
+                }
+                let Some(d) = dash else { continue };
+                if *dash_col.get_or_insert(d) != d {
+                    continue;
+                }
+                if item == index {
+                    hit = Some((j, m, c, d));
+                    break;
+                }
+                item += 1;
+            }
+            let (j, m, c, d) = hit?;
+            found = Some((m, c));
+            // Keys of the item sit right of its dash, starting on the dash's own line.
+            parent = Some(d);
+            from = j;
+        }
+    }
+    let (n, col) = found?;
+    Some(Pos::new(to_u32(n + 1), to_u32(col + 1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NET: &str = "\
+machine:
+  kubelet:
+    extraArgs:
+      a: b
+  network:
+    hostname: x
+    interfaces:
+      - interface: eth0
+        dhcp: true
+      - deviceSelector:
+          physical: true
+        vip:
+          ip: 10.0.0.2
+cluster:
+  network:
+    cni:
+      name: none
+";
+
+    #[test]
+    fn locate_finds_nested_keys_below_their_parents() {
+        assert_eq!(
+            locate(NET, "machine.network.hostname"),
+            Some(Pos::new(6, 5))
+        );
+        assert_eq!(
+            locate(NET, "cluster.network.cni.name"),
+            Some(Pos::new(17, 7))
+        );
+        assert_eq!(locate(NET, "cluster.network"), Some(Pos::new(15, 3)));
+    }
+
+    #[test]
+    fn locate_counts_list_items() {
+        assert_eq!(
+            locate(NET, "machine.network.interfaces[1].vip.ip"),
+            Some(Pos::new(13, 11))
+        );
+        assert_eq!(
+            locate(NET, "machine.network.interfaces[0].dhcp"),
+            Some(Pos::new(9, 9))
+        );
+    }
+
+    #[test]
+    fn locate_gives_none_for_a_field_the_file_does_not_write() {
+        assert_eq!(locate(NET, "machine.install.disk"), None);
+        assert_eq!(locate(NET, "cluster.proxy"), None);
+    }
+}
+
+#[cfg(test)]
+mod build_tests {
+    use super::*;
+    use crate::patch::discover::Listed;
+    use crate::topology::Environment;
+
+    fn topology(nodes: usize) -> Topology {
+        let mut text = String::from(
+            "cluster:\n  name: lab\n  talos_version: v1.13.8\n  gateway: 10.0.0.1\n\
+             proxmox:\n  endpoint: https://pve.test:8006\n  node: pve\n  datastore: local-lvm\nnodes:\n",
+        );
+        for i in 0..nodes {
+            text.push_str(&format!(
+                "  - {{hostname: n{i}, ip: 10.0.0.{}, cores: 2, memory: 4096}}\n",
+                101 + i
+            ));
+        }
+        crate::topology::parse(&text, Path::new("c.yaml"), &Environment::default())
+            .topology
+            .expect("valid")
+    }
+
+    #[test]
+    fn a_file_shared_by_every_node_is_read_once() {
+        let t = topology(5);
+        let tree = PatchTree {
+            root: PathBuf::from("p"),
+            top: vec![Listed::dir("common")],
+            common: vec![
+                Listed::file("10-a.yaml", 10),
+                Listed::file("20-b.yaml.j2", 10),
+            ],
+            ..PatchTree::default()
+        };
+        let mut reads = Vec::new();
+        let set = PatchSet::build(&t, &tree, |p| {
+            reads.push(p.to_path_buf());
+            Ok("machine:\n  nodeLabels:\n    a: \"{{ hostname }}\"\n".to_string())
+        });
+        assert_eq!(reads.len(), 2, "{reads:?}");
+        assert!(set.errors().is_empty());
+        assert_eq!(set.for_node("n3").len(), 2);
+    }
+
+    #[test]
+    fn a_template_syntax_error_is_one_diagnostic_with_its_line() {
+        let t = topology(3);
+        let tree = PatchTree {
+            root: PathBuf::from("p"),
+            top: vec![Listed::dir("common")],
+            common: vec![Listed::file("10-a.yaml.j2", 10)],
+            ..PatchTree::default()
+        };
+        let set = PatchSet::build(&t, &tree, |_| Ok("machine:\n  a: {{ x \n".to_string()));
+        assert_eq!(set.errors().len(), 1);
+        let d = &set.errors()[0];
+        assert_eq!(d.code, Code::TemplateError);
+        assert_eq!(d.file, Path::new("p/common/10-a.yaml.j2"));
+        assert_eq!(d.pos.map(|p| p.line), Some(2));
+        assert!(set.is_broken(Path::new("p/common/10-a.yaml.j2")));
+    }
+}
