@@ -32,7 +32,11 @@ fn schematic_of(body: &[u8]) -> Result<Schematic, String> {
         serde_yaml_ng::from_slice(body).map_err(|e| format!("invalid schematic: {e}"))?;
     let list = |v: Option<&serde_yaml_ng::Value>| -> Vec<String> {
         v.and_then(|v| v.as_sequence())
-            .map(|s| s.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+            .map(|s| {
+                s.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let c = doc.get("customization");
@@ -65,7 +69,9 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
             Err(e) => reply(StatusCode::BAD_REQUEST, e),
         });
     }
-    if method == Method::GET && path.starts_with("/image/") && path.ends_with("/nocloud-amd64.qcow2")
+    if method == Method::GET
+        && path.starts_with("/image/")
+        && path.ends_with("/nocloud-amd64.qcow2")
     {
         let mut image = vec![0u8; IMAGE_BYTES];
         image[..4].copy_from_slice(b"QFI\xfb");

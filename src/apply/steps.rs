@@ -48,7 +48,12 @@ impl Default for Waits {
             kubeconfig: Duration::from_secs(300),
             probe: Duration::from_secs(5),
             shutdown_secs: 120,
-            backoff: Backoff::default(),
+            // Probe every 2 s at most: a node's reboot ends sooner than the
+            // Talos client's 5 s cap would notice.
+            backoff: Backoff {
+                initial: Duration::from_millis(200),
+                max: Duration::from_secs(2),
+            },
         }
     }
 }
@@ -387,6 +392,90 @@ async fn delete_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
     Ok(())
 }
 
+/// A secure-mode client if the node answers Version with mutual TLS within
+/// the probe time.
+async fn probe_secure(
+    ip: IpAddr,
+    host: &str,
+    credentials: &ClientCredentials,
+    probe: Duration,
+) -> Result<TalosClient, String> {
+    let answer = tokio::time::timeout(probe, async {
+        let c = TalosClient::connect_secure(ip, credentials).await?;
+        let c = c.with_hostname(host);
+        c.version().await?;
+        Ok::<_, talos::TalosError>(c)
+    })
+    .await;
+    match answer {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {} s", probe.as_secs())),
+    }
+}
+
+/// A maintenance-mode client if the node answers Version without a client
+/// certificate within the probe time.
+async fn probe_maintenance(ip: IpAddr, host: &str, probe: Duration) -> Result<TalosClient, String> {
+    let answer = tokio::time::timeout(probe, async {
+        let c = TalosClient::connect_maintenance(ip).await?;
+        let c = c.with_hostname(host);
+        c.version().await?;
+        Ok::<_, talos::TalosError>(c)
+    })
+    .await;
+    match answer {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {} s", probe.as_secs())),
+    }
+}
+
+/// Where a node stands: configured (secure mode) or waiting for a config.
+enum NodeMode {
+    Secure(TalosClient),
+    Maintenance(TalosClient),
+}
+
+/// Wait until the node serves either mode. A node can be in either after a
+/// run that stopped mid-step, so both are probed on every attempt.
+async fn wait_either(
+    ctx: &Context,
+    ip: IpAddr,
+    host: &str,
+    credentials: &ClientCredentials,
+    r: &Reporter,
+) -> anyhow::Result<NodeMode> {
+    let w = &ctx.waits;
+    let deadline = tokio::time::Instant::now() + w.maintenance;
+    let mut attempt = 0;
+    loop {
+        let secure = probe_secure(ip, host, credentials, w.probe).await;
+        if let Ok(c) = secure {
+            return Ok(NodeMode::Secure(c));
+        }
+        let maintenance = probe_maintenance(ip, host, w.probe).await;
+        match maintenance {
+            Ok(c) => return Ok(NodeMode::Maintenance(c)),
+            Err(last) => {
+                let delay = w.backoff.delay(attempt);
+                if tokio::time::Instant::now() + delay > deadline {
+                    anyhow::bail!(
+                        "node {ip} ({host}) reached neither maintenance mode nor secure mode \
+                         within {} s; last answer: {last}",
+                        w.maintenance.as_secs()
+                    );
+                }
+                if attempt == 0 {
+                    r.progress("waiting for maintenance mode");
+                }
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+        }
+    }
+}
+
 async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()> {
     let want = ctx
         .desired
@@ -405,52 +494,45 @@ async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result
         },
         yaml: Sensitive::new(want.yaml.expose().clone()),
     };
-
-    // A configured node answers with mutual TLS: either its config is the
-    // recorded one (a re-run after a kill), or this is a change to apply live.
     r.progress("checking the Talos API");
-    let secure = tokio::time::timeout(w.probe, async {
-        let c = TalosClient::connect_secure(ip, credentials).await?;
-        let c = c.with_hostname(host);
-        c.version().await?;
-        Ok::<_, talos::TalosError>(c)
-    })
-    .await;
-    if let Ok(Ok(client)) = secure {
-        match recorded {
-            Some(rec) if rec.config_sha256 == want.record.config_sha256 => {
-                r.record(Record::SecureMode(host.to_owned()));
-                return Ok(());
-            }
-            Some(_) => {
-                r.progress("applying the machine config (auto mode)");
-                let outcome = client
-                    .apply_configuration(want.yaml.expose().as_bytes(), &ApplyOptions::default())
-                    .await
-                    .with_context(|| format!("{host} refused the machine config"))?;
-                for warning in outcome.warnings {
-                    r.warn(warning);
+    let client = match wait_either(ctx, ip, host, credentials, r).await? {
+        NodeMode::Maintenance(c) => c,
+        // A configured node: either its config is the recorded one (a re-run
+        // after a stop), or this is a change to apply to the running node.
+        NodeMode::Secure(client) => {
+            match recorded {
+                Some(rec) if rec.config_sha256 == want.record.config_sha256 => {
+                    r.record(Record::SecureMode(host.to_owned()));
                 }
-                if outcome.mode == ApplyMode::Reboot {
-                    r.record(config_record(false));
-                    r.progress("waiting for the node to reboot into secure mode");
-                    talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff)
-                        .await?;
+                Some(_) => {
+                    r.progress("applying the machine config (auto mode)");
+                    let outcome = client
+                        .apply_configuration(
+                            want.yaml.expose().as_bytes(),
+                            &ApplyOptions::default(),
+                        )
+                        .await
+                        .with_context(|| format!("{host} refused the machine config"))?;
+                    for warning in outcome.warnings {
+                        r.warn(warning);
+                    }
+                    if outcome.mode == ApplyMode::Reboot {
+                        r.record(config_record(false));
+                        r.progress("waiting for the node to reboot into secure mode");
+                        talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff)
+                            .await?;
+                    }
+                    r.record(config_record(true));
                 }
-                r.record(config_record(true));
-                return Ok(());
+                None => {
+                    // Sent by a run that stopped before recording it.
+                    r.warn("the node is configured already; recording the config as applied");
+                    r.record(config_record(true));
+                }
             }
-            None => {
-                // Applied by a run that stopped before recording it.
-                r.warn("the node is configured already; recording the config as applied");
-                r.record(config_record(true));
-                return Ok(());
-            }
+            return Ok(());
         }
-    }
-
-    r.progress("waiting for maintenance mode");
-    let client = talos::wait_maintenance(ip, Some(host), w.maintenance, w.backoff).await?;
+    };
     r.progress("applying the machine config");
     let outcome = client
         .apply_configuration(want.yaml.expose().as_bytes(), &ApplyOptions::default())
@@ -506,8 +588,7 @@ async fn kubeconfig(ctx: &Context, r: &Reporter) -> anyhow::Result<()> {
         r.progress(format!("fetching the kubeconfig from {host}"));
         let fetched = async {
             let client =
-                talos::wait_secure(ip, Some(host), credentials, w.kubeconfig, w.backoff)
-                    .await?;
+                talos::wait_secure(ip, Some(host), credentials, w.kubeconfig, w.backoff).await?;
             client.kubeconfig().await
         }
         .await;

@@ -4,12 +4,17 @@
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
+mod apply;
 mod argv;
+mod cluster;
+mod destroy;
 pub mod error;
 mod force_unlock;
 mod machineconfig;
 mod machineconfig_gen;
 mod output;
+mod plan;
+mod planning;
 mod render;
 mod secrets;
 mod secrets_export;
@@ -71,6 +76,16 @@ pub enum Command {
     ///
     /// Example: talosprov render talos-gpu-01 -f examples/homelab/cluster.yaml
     Render(render::RenderArgs),
+    /// Show what apply would change: every create, update, replace, delete,
+    /// config apply and bootstrap, with reasons, field changes and config diffs.
+    ///
+    /// Example: talosprov plan -f examples/lab/cluster.yaml -out lab.plan
+    Plan(plan::PlanArgs),
+    /// Make the changes: VMs, machine configs, bootstrap and kubeconfig, in
+    /// dependency order, saving the state after every step.
+    ///
+    /// Example: talosprov apply -f examples/lab/cluster.yaml -auto-approve
+    Apply(apply::ApplyArgs),
     /// Print the outputs in the state: kubeconfig, talosconfig, machineconfig NODE.
     Output(output::OutputArgs),
     /// Generate, import and export the cluster secrets bundle (talosctl's secrets.yaml).
@@ -79,6 +94,8 @@ pub enum Command {
     Machineconfig(machineconfig::MachineconfigArgs),
     /// Inspect and edit the state: list, show, rm, encrypt, decrypt.
     State(state::StateArgs),
+    /// Reset the Talos nodes and delete the VMs, the pool and the PCI mappings.
+    Destroy(destroy::DestroyArgs),
     /// Release a state lock left by a killed or cancelled run.
     ForceUnlock(force_unlock::ForceUnlockArgs),
     /// Print the talosprov version and the Talos config contracts it generates.
@@ -123,6 +140,9 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
     match cli.command {
         Command::Validate(args) => validate::run(args),
         Command::Render(args) => render::run(args).await,
+        Command::Plan(args) => plan::run(args).await,
+        Command::Apply(args) => apply::run(args).await,
+        Command::Destroy(args) => destroy::run(args).await,
         Command::Version(args) => version::run(args),
         Command::Output(args) => output::run(args).await,
         Command::State(args) => state::run(args).await,

@@ -46,7 +46,9 @@ impl SavedPlan {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StalePlan {
     /// The state belongs to another cluster.
-    #[error("the saved plan was made for state lineage {planned}, but the state has lineage {current}")]
+    #[error(
+        "the saved plan was made for state lineage {planned}, but the state has lineage {current}"
+    )]
     Lineage {
         /// The plan's lineage.
         planned: String,
