@@ -267,3 +267,46 @@ async fn stale_saved_plan_is_refused_and_a_second_apply_names_the_lock_holder() 
     assert!(!out.status.success());
     assert!(stderr(&out).contains("stale"), "{}", stderr(&out));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_apply_saves_state_releases_the_lock_and_exits_130() {
+    let lab = Lab::start("1.5", Duration::from_secs(3)).await;
+    lab.import_secrets().await;
+    let mut child = lab
+        .command(&["apply", "-auto-approve"])
+        .spawn()
+        .expect("start apply");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while lab.state().resources.vms.len() < 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "VMs not recorded in time"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = child.id().expect("pid").to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill -TERM");
+    assert!(sent.success());
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("apply stops promptly")
+        .expect("wait");
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        !lab.dir.path().join(".talosprov.tfstate.lock.info").exists(),
+        "lock released"
+    );
+    assert_eq!(lab.state().resources.vms.len(), 3);
+
+    let out = lab.run(&["apply", "-auto-approve"]).await;
+    assert!(out.status.success(), "apply after the interruption failed");
+    assert_eq!(
+        lab.pve.count("POST", "/nodes/pve1/qemu").await,
+        3,
+        "one create per VM"
+    );
+    assert!(lab.state().resources.bootstrap.is_some_and(|b| b.done));
+}

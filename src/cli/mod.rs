@@ -76,13 +76,19 @@ pub enum Command {
     ///
     /// Example: talosprov render talos-gpu-01 -f examples/homelab/cluster.yaml
     Render(render::RenderArgs),
-    /// Show what apply would change: every create, update, replace, delete,
-    /// config apply and bootstrap, with reasons, field changes and config diffs.
+    /// Show what apply would change, without changing anything.
+    ///
+    /// Every create, update, replace, delete, config apply and bootstrap, with
+    /// its reason, field changes and config diffs (secrets redacted), drift
+    /// found by refresh, and a summary line.
     ///
     /// Example: talosprov plan -f examples/lab/cluster.yaml -out lab.plan
     Plan(plan::PlanArgs),
-    /// Make the changes: VMs, machine configs, bootstrap and kubeconfig, in
-    /// dependency order, saving the state after every step.
+    /// Make the changes of a new plan (after "yes") or of a saved one.
+    ///
+    /// Images, mappings and pool, then VMs, machine configs, bootstrap and the
+    /// kubeconfig, in dependency order and in parallel where possible, saving
+    /// the state after every step.
     ///
     /// Example: talosprov apply -f examples/lab/cluster.yaml -auto-approve
     Apply(apply::ApplyArgs),
