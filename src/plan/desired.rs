@@ -145,7 +145,6 @@ pub fn desired(
 ) -> Result<Desired, Vec<DesiredError>> {
     let mut errors = Vec::new();
     let px = &topology.proxmox;
-    let talos_version = topology.cluster.talos_version.to_string();
     let by_host: BTreeMap<&str, &RenderedConfig> =
         configs.iter().map(|c| (c.hostname.as_str(), c)).collect();
     // The shared-storage download runs on the first host by name, as
@@ -185,26 +184,25 @@ pub fn desired(
     };
 
     for node in &topology.nodes {
-        let spec = match &node.schematic {
-            Some(name) => match topology.schematics.get(name) {
-                Some(s) => Some(s),
-                None => {
-                    errors.push(DesiredError::UnknownSchematic {
-                        hostname: node.hostname.clone(),
-                        schematic: name.clone(),
-                    });
-                    continue;
-                }
-            },
-            None => None,
-        };
-        let id = schematic_id(spec);
+        if let Some(name) = &node.schematic
+            && !topology.schematics.contains_key(name)
+        {
+            errors.push(DesiredError::UnknownSchematic {
+                hostname: node.hostname.clone(),
+                schematic: name.clone(),
+            });
+            continue;
+        }
         let Some(rendered) = by_host.get(node.hostname.as_str()) else {
             errors.push(DesiredError::MissingConfig {
                 hostname: node.hostname.clone(),
             });
             continue;
         };
+        // The machine module picked the schematic and version the installer
+        // image names; the disk image must be the same.
+        let id = rendered.schematic_id.clone();
+        let talos_version = rendered.talos_version.clone();
         let image_host = if image_storage_shared {
             None
         } else {
