@@ -310,3 +310,34 @@ async fn sigterm_mid_apply_saves_state_releases_the_lock_and_exits_130() {
     );
     assert!(lab.state().resources.bootstrap.is_some_and(|b| b.done));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saved_plan_is_sealed_like_an_encrypted_state() {
+    use age::secrecy::ExposeSecret;
+    let mut lab = Lab::start("1.6", Duration::from_millis(100)).await;
+    let identity = age::x25519::Identity::generate();
+    let key_file = lab.dir.path().join("state.key");
+    std::fs::write(&key_file, identity.to_string().expose_secret()).expect("key file");
+    lab.env.push((
+        talosprov::state::encrypt::IDENTITY_FILE_VAR.to_owned(),
+        key_file.display().to_string(),
+    ));
+    lab.import_secrets().await;
+    let plan_file = lab.dir.path().join("sealed.plan");
+    let out = lab
+        .run(&["plan", "-out", plan_file.to_str().expect("utf-8")])
+        .await;
+    assert!(out.status.success());
+    let bytes = std::fs::read(&plan_file).expect("plan file");
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(!text.contains("format_version"), "the plan is sealed");
+    assert!(
+        !text.contains("config/talos-worker-01"),
+        "the plan is sealed"
+    );
+    let out = lab
+        .run(&["apply", plan_file.to_str().expect("utf-8")])
+        .await;
+    assert!(out.status.success(), "applying the sealed plan failed");
+    assert_eq!(lab.vms().await.len(), 3);
+}

@@ -25,6 +25,8 @@ pub struct Lab {
     pub dir: tempfile::TempDir,
     /// The node addresses.
     pub ips: Vec<String>,
+    /// Extra environment for every talosprov run.
+    pub env: Vec<(String, String)>,
 }
 
 /// The repository root.
@@ -71,6 +73,7 @@ impl Lab {
             sim: Some(sim),
             dir,
             ips,
+            env: Vec::new(),
         };
         lab.write_topology(|t| t);
         lab
@@ -112,6 +115,7 @@ impl Lab {
                 format!("{ROOT_TOKEN_ID}={ROOT_TOKEN_SECRET}"),
             )
             .env_remove("RUST_LOG")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
         c
