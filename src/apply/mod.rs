@@ -7,6 +7,7 @@ pub mod executor;
 pub mod record;
 pub mod refresh;
 pub mod steps;
+mod talos_steps;
 
 pub use event::{Event, EventKind};
 pub use executor::{RunOutcome, Saver, execute};

@@ -15,10 +15,10 @@ use crate::plan::{Action, Change, Desired};
 use crate::proxmox::{self, lifecycle, mapping, pool, storage, vm};
 use crate::state::format;
 use crate::state::{Address, Sensitive};
-use crate::talos::{self, ApplyMode, ApplyOptions, Backoff, ClientCredentials, TalosClient};
-use crate::topology::Role;
+use crate::talos::{Backoff, ClientCredentials};
 
 use super::record::Record;
+use super::talos_steps;
 
 /// Deadlines of the waits, and their backoff.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,17 +115,17 @@ impl Reporter {
         Reporter { address, tx }
     }
 
-    fn progress(&self, what: impl Into<String>) {
+    pub(super) fn progress(&self, what: impl Into<String>) {
         let _ = self
             .tx
             .send(StepMessage::Progress(self.address.clone(), what.into()));
     }
 
-    fn record(&self, r: Record) {
+    pub(super) fn record(&self, r: Record) {
         let _ = self.tx.send(StepMessage::Record(r));
     }
 
-    fn warn(&self, message: impl Into<String>) {
+    pub(super) fn warn(&self, message: impl Into<String>) {
         let _ = self
             .tx
             .send(StepMessage::Warning(self.address.clone(), message.into()));
@@ -171,9 +171,11 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
             create_vm(ctx, host, r).await
         }
         (Address::Vm(host), Action::Delete) => delete_vm(ctx, host, r).await,
-        (Address::Config(host), Action::ApplyConfig) => apply_config(ctx, host, r).await,
-        (Address::Bootstrap, Action::Bootstrap) => bootstrap(ctx, r).await,
-        (Address::Kubeconfig, Action::Create) => kubeconfig(ctx, r).await,
+        (Address::Config(host), Action::ApplyConfig) => {
+            talos_steps::apply_config(ctx, host, r).await
+        }
+        (Address::Bootstrap, Action::Bootstrap) => talos_steps::bootstrap(ctx, r).await,
+        (Address::Kubeconfig, Action::Create) => talos_steps::kubeconfig(ctx, r).await,
         (address, action) => anyhow::bail!(
             "{address}: {} is not something apply can do yet",
             action.as_str()
@@ -181,7 +183,7 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
     }
 }
 
-fn credentials(ctx: &Context) -> anyhow::Result<&ClientCredentials> {
+pub(super) fn credentials(ctx: &Context) -> anyhow::Result<&ClientCredentials> {
     ctx.credentials
         .as_ref()
         .context("no talosconfig: the Talos API cannot be reached")
@@ -340,271 +342,16 @@ async fn update_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
     Ok(())
 }
 
-/// Reset a node through the Talos API if it answers (graceful for control
-/// planes, so it leaves etcd); a node that does not answer is left as is.
-async fn reset_node(ctx: &Context, host: &str, r: &Reporter) {
-    let Some(credentials) = &ctx.credentials else {
-        r.warn("no talosconfig in the state: not reset through the Talos API");
-        return;
-    };
-    let Some(ip) = ctx.ips.get(host).copied() else {
-        r.warn("no address known for this node: not reset through the Talos API");
-        return;
-    };
-    let connect = tokio::time::timeout(ctx.waits.probe, async {
-        let c = TalosClient::connect_secure(ip, credentials).await?;
-        let c = c.with_hostname(host);
-        c.version().await?;
-        Ok::<_, talos::TalosError>(c)
-    })
-    .await;
-    let Ok(Ok(client)) = connect else {
-        r.warn("the Talos API does not answer: the VM is deleted without a reset");
-        return;
-    };
-    let graceful = ctx.controlplanes.iter().any(|h| h == host);
-    r.progress(if graceful {
-        "resetting Talos (graceful: leaving etcd)"
-    } else {
-        "resetting Talos"
-    });
-    let options = talos::ResetOptions {
-        graceful,
-        reboot: false,
-        system_partitions: Vec::new(),
-    };
-    if let Err(e) = client.reset(&options).await {
-        r.warn(format!("Talos reset failed ({e}); deleting the VM anyway"));
-    }
-}
-
 async fn delete_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()> {
     let Some(rec) = ctx.recorded_vms.get(host) else {
         r.record(Record::VmGone(host.to_owned()));
         return Ok(());
     };
-    reset_node(ctx, host, r).await;
+    talos_steps::reset_node(ctx, host, r).await;
     r.progress(format!("shutting down and deleting VM {}", rec.vmid));
     lifecycle::destroy_vm(&ctx.proxmox, &rec.node, rec.vmid, ctx.waits.shutdown_secs)
         .await
         .with_context(|| format!("cannot delete VM {} ({host})", rec.vmid))?;
     r.record(Record::VmGone(host.to_owned()));
-    Ok(())
-}
-
-/// A secure-mode client if the node answers Version with mutual TLS within
-/// the probe time.
-async fn probe_secure(
-    ip: IpAddr,
-    host: &str,
-    credentials: &ClientCredentials,
-    probe: Duration,
-) -> Result<TalosClient, String> {
-    let answer = tokio::time::timeout(probe, async {
-        let c = TalosClient::connect_secure(ip, credentials).await?;
-        let c = c.with_hostname(host);
-        c.version().await?;
-        Ok::<_, talos::TalosError>(c)
-    })
-    .await;
-    match answer {
-        Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {} s", probe.as_secs())),
-    }
-}
-
-/// A maintenance-mode client if the node answers Version without a client
-/// certificate within the probe time.
-async fn probe_maintenance(ip: IpAddr, host: &str, probe: Duration) -> Result<TalosClient, String> {
-    let answer = tokio::time::timeout(probe, async {
-        let c = TalosClient::connect_maintenance(ip).await?;
-        let c = c.with_hostname(host);
-        c.version().await?;
-        Ok::<_, talos::TalosError>(c)
-    })
-    .await;
-    match answer {
-        Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {} s", probe.as_secs())),
-    }
-}
-
-/// Where a node stands: configured (secure mode) or waiting for a config.
-enum NodeMode {
-    Secure(TalosClient),
-    Maintenance(TalosClient),
-}
-
-/// Wait until the node serves either mode. A node can be in either after a
-/// run that stopped mid-step, so both are probed on every attempt.
-async fn wait_either(
-    ctx: &Context,
-    ip: IpAddr,
-    host: &str,
-    credentials: &ClientCredentials,
-    r: &Reporter,
-) -> anyhow::Result<NodeMode> {
-    let w = &ctx.waits;
-    let deadline = tokio::time::Instant::now() + w.maintenance;
-    let mut attempt = 0;
-    loop {
-        let secure = probe_secure(ip, host, credentials, w.probe).await;
-        if let Ok(c) = secure {
-            return Ok(NodeMode::Secure(c));
-        }
-        let maintenance = probe_maintenance(ip, host, w.probe).await;
-        match maintenance {
-            Ok(c) => return Ok(NodeMode::Maintenance(c)),
-            Err(last) => {
-                let delay = w.backoff.delay(attempt);
-                if tokio::time::Instant::now() + delay > deadline {
-                    anyhow::bail!(
-                        "node {ip} ({host}) reached neither maintenance mode nor secure mode \
-                         within {} s; last answer: {last}",
-                        w.maintenance.as_secs()
-                    );
-                }
-                if attempt == 0 {
-                    r.progress("waiting for maintenance mode");
-                }
-                tokio::time::sleep(delay).await;
-                attempt += 1;
-            }
-        }
-    }
-}
-
-async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()> {
-    let want = ctx
-        .desired
-        .configs
-        .get(host)
-        .with_context(|| format!("config/{host} is not in the topology"))?;
-    let ip = want.ip;
-    let w = &ctx.waits;
-    let recorded = ctx.recorded_configs.get(host);
-    let credentials = credentials(ctx)?;
-    let config_record = |secure_mode: bool| Record::Config {
-        host: host.to_owned(),
-        config: format::NodeConfig {
-            secure_mode,
-            ..want.record.clone()
-        },
-        yaml: Sensitive::new(want.yaml.expose().clone()),
-    };
-    r.progress("checking the Talos API");
-    let client = match wait_either(ctx, ip, host, credentials, r).await? {
-        NodeMode::Maintenance(c) => c,
-        // A configured node: either its config is the recorded one (a re-run
-        // after a stop), or this is a change to apply to the running node.
-        NodeMode::Secure(client) => {
-            match recorded {
-                Some(rec) if rec.config_sha256 == want.record.config_sha256 => {
-                    r.record(Record::SecureMode(host.to_owned()));
-                }
-                Some(_) => {
-                    r.progress("applying the machine config (auto mode)");
-                    let outcome = client
-                        .apply_configuration(
-                            want.yaml.expose().as_bytes(),
-                            &ApplyOptions::default(),
-                        )
-                        .await
-                        .with_context(|| format!("{host} refused the machine config"))?;
-                    for warning in outcome.warnings {
-                        r.warn(warning);
-                    }
-                    if outcome.mode == ApplyMode::Reboot {
-                        r.record(config_record(false));
-                        r.progress("waiting for the node to reboot into secure mode");
-                        talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff)
-                            .await?;
-                    }
-                    r.record(config_record(true));
-                }
-                None => {
-                    // Sent by a run that stopped before recording it.
-                    r.warn("the node is configured already; recording the config as applied");
-                    r.record(config_record(true));
-                }
-            }
-            return Ok(());
-        }
-    };
-    r.progress("applying the machine config");
-    let outcome = client
-        .apply_configuration(want.yaml.expose().as_bytes(), &ApplyOptions::default())
-        .await
-        .with_context(|| format!("{host} refused the machine config"))?;
-    for warning in outcome.warnings {
-        r.warn(warning);
-    }
-    r.record(config_record(false));
-    r.progress("waiting for secure mode");
-    talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff).await?;
-    r.record(Record::SecureMode(host.to_owned()));
-    Ok(())
-}
-
-async fn bootstrap(ctx: &Context, r: &Reporter) -> anyhow::Result<()> {
-    let host = ctx
-        .desired
-        .bootstrap_node
-        .as_deref()
-        .context("the topology has no control plane to bootstrap")?;
-    let ip = *ctx
-        .ips
-        .get(host)
-        .with_context(|| format!("no address for {host}"))?;
-    let w = &ctx.waits;
-    let credentials = credentials(ctx)?;
-    let client = talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff).await?;
-    r.progress(format!("waiting for etcd on {host}"));
-    talos::wait_etcd_ready(&client, w.bootstrap, w.backoff).await?;
-    r.progress(format!("bootstrapping etcd on {host}"));
-    talos::bootstrap_when_ready(&client, w.bootstrap, w.backoff).await?;
-    r.record(Record::Bootstrap(format::Bootstrap {
-        done: true,
-        node: host.to_owned(),
-        at: ctx.started_at.clone(),
-    }));
-    Ok(())
-}
-
-async fn kubeconfig(ctx: &Context, r: &Reporter) -> anyhow::Result<()> {
-    let controlplanes: Vec<(&String, IpAddr)> = ctx
-        .desired
-        .configs
-        .iter()
-        .filter(|(_, c)| c.role == Role::Controlplane)
-        .map(|(h, c)| (h, c.ip))
-        .collect();
-    let w = &ctx.waits;
-    let credentials = credentials(ctx)?;
-    let mut last = None;
-    for (host, ip) in controlplanes {
-        r.progress(format!("fetching the kubeconfig from {host}"));
-        let fetched = async {
-            let client =
-                talos::wait_secure(ip, Some(host), credentials, w.kubeconfig, w.backoff).await?;
-            client.kubeconfig().await
-        }
-        .await;
-        match fetched {
-            Ok(k) => {
-                let text = String::from_utf8_lossy(k.expose()).into_owned();
-                r.record(Record::Kubeconfig(Sensitive::new(text)));
-                return Ok(());
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    r.warn(format!(
-        "the Talos API gave no kubeconfig ({}); using one signed offline by the cluster CA",
-        last.map_or_else(|| "no control plane".to_owned(), |e| e.to_string())
-    ));
-    r.record(Record::Kubeconfig(ctx.offline_kubeconfig.clone()));
     Ok(())
 }

@@ -6,6 +6,7 @@
 pub mod config_diff;
 pub mod desired;
 pub mod diff;
+mod diff_vm;
 pub mod observed;
 pub mod order;
 pub mod saved;
