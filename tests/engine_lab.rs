@@ -341,3 +341,44 @@ async fn saved_plan_is_sealed_like_an_encrypted_state() {
     assert!(out.status.success(), "applying the sealed plan failed");
     assert_eq!(lab.vms().await.len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_removed_from_the_topology_is_reset_then_deleted() {
+    let lab = Lab::start("1.7", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+
+    lab.write_topology(|t| {
+        let start = t.find("  - hostname: talos-gpu-01").expect("gpu node");
+        let end = t[start..].find("\n\n").map_or(t.len(), |e| start + e);
+        format!("{}{}", &t[..start], &t[end..])
+    });
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let text = stdout(&out);
+    assert!(text.contains("- vm/talos-gpu-01"), "{text}");
+    assert!(
+        text.contains("Plan: 0 to add, 0 to change, 1 to destroy."),
+        "{text}"
+    );
+
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    assert_eq!(lab.vms().await.len(), 2);
+    let gpu: std::net::IpAddr = lab.ips[2].parse().expect("ip");
+    let served = lab
+        .sim
+        .as_ref()
+        .expect("sim")
+        .node(gpu)
+        .expect("node")
+        .served();
+    assert!(
+        served
+            .iter()
+            .any(|s| s.rpc == "Reset" && s.code == tonic::Code::Ok),
+        "the removed node was reset: {served:?}"
+    );
+    let state = lab.state();
+    assert!(!state.resources.vms.contains_key("talos-gpu-01"));
+    assert!(!state.outputs.machineconfigs.contains_key("talos-gpu-01"));
+}

@@ -23,7 +23,11 @@ pub(super) async fn reset_node(ctx: &Context, host: &str, r: &Reporter) {
         r.warn("no talosconfig in the state: not reset through the Talos API");
         return;
     };
-    let Some(ip) = ctx.ips.get(host).copied() else {
+    let ip = match ctx.ips.get(host) {
+        Some(ip) => Some(*ip),
+        None => address_from_proxmox(ctx, host).await,
+    };
+    let Some(ip) = ip else {
         r.warn("no address known for this node: not reset through the Talos API");
         return;
     };
@@ -52,6 +56,28 @@ pub(super) async fn reset_node(ctx: &Context, host: &str, r: &Reporter) {
     if let Err(e) = client.reset(&options).await {
         r.warn(format!("Talos reset failed ({e}); deleting the VM anyway"));
     }
+}
+
+/// The address of a node no longer in the topology, from its VM's cloud-init
+/// `ipconfig0`.
+async fn address_from_proxmox(ctx: &Context, host: &str) -> Option<IpAddr> {
+    let vm = ctx.recorded_vms.get(host)?;
+    let config = crate::proxmox::observe::vm_config(&ctx.proxmox, &vm.node, vm.vmid)
+        .await
+        .ok()?;
+    config
+        .raw
+        .get("ipconfig0")
+        .and_then(|v| ipconfig_address(v))
+}
+
+/// The address in a cloud-init `ipconfigN` value: `ip=192.168.1.122/24,gw=...`.
+pub fn ipconfig_address(value: &str) -> Option<IpAddr> {
+    value
+        .split(',')
+        .find_map(|part| part.strip_prefix("ip="))
+        .and_then(|cidr| cidr.split('/').next())
+        .and_then(|ip| ip.parse().ok())
 }
 
 /// A secure-mode client if the node answers Version with mutual TLS within
@@ -269,4 +295,18 @@ pub(super) async fn kubeconfig(ctx: &Context, r: &Reporter) -> anyhow::Result<()
     ));
     r.record(Record::Kubeconfig(ctx.offline_kubeconfig.clone()));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipconfig_gives_the_node_address() {
+        assert_eq!(
+            ipconfig_address("ip=192.168.1.122/24,gw=192.168.1.1"),
+            Some("192.168.1.122".parse().expect("ip"))
+        );
+        assert_eq!(ipconfig_address("ip=dhcp"), None);
+    }
 }

@@ -84,7 +84,7 @@ pub(super) fn context(
         recorded_vms: state.resources.vms.clone(),
         recorded_configs: state.resources.configs.clone(),
         recorded_images: state.resources.images.clone(),
-        controlplanes: cluster::controlplanes(topology),
+        controlplanes: cluster::controlplanes(topology, state),
         offline_kubeconfig,
         started_at,
         waits: Waits::default(),

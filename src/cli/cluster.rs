@@ -286,14 +286,22 @@ pub fn storage_shared(observed: &Observed, state: Option<&State>) -> bool {
     })
 }
 
-/// Hostnames recorded or declared as control planes.
-pub fn controlplanes(topology: &Topology) -> Vec<String> {
-    topology
+/// Hostnames declared as control planes, or recorded as such (a removed
+/// node's applied machine config says `machine.type: controlplane`).
+pub fn controlplanes(topology: &Topology, state: &State) -> Vec<String> {
+    let mut hosts: Vec<String> = topology
         .nodes
         .iter()
         .filter(|n| n.role == Role::Controlplane)
         .map(|n| n.hostname.clone())
-        .collect()
+        .collect();
+    for (host, config) in &state.outputs.machineconfigs {
+        if crate::plan::config_diff::is_controlplane(config.value.expose()) && !hosts.contains(host)
+        {
+            hosts.push(host.clone());
+        }
+    }
+    hosts
 }
 
 /// The keys that seal the state, which also seal saved plans.

@@ -95,6 +95,16 @@ pub fn needs_reboot(before: &str, after: &str) -> bool {
     strip(before) != strip(after)
 }
 
+/// Whether a machine config is a control plane's (`machine.type`).
+pub fn is_controlplane(text: &str) -> bool {
+    documents(text).iter().any(|d| {
+        d.get("machine")
+            .and_then(|m| m.get("type"))
+            .and_then(Value::as_str)
+            == Some("controlplane")
+    })
+}
+
 fn at_path<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(doc, |v, key| v.get(key))
 }

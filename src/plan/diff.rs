@@ -142,14 +142,11 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     }
     for (host, vm) in &rec.vms {
         if !d.vms.contains_key(host) {
-            let controlplane = state.outputs.machineconfigs.get(host).is_some_and(|m| {
-                config_diff::documents(m.value.expose()).iter().any(|doc| {
-                    doc.get("machine")
-                        .and_then(|m| m.get("type"))
-                        .and_then(|t| t.as_str())
-                        == Some("controlplane")
-                })
-            });
+            let controlplane = state
+                .outputs
+                .machineconfigs
+                .get(host)
+                .is_some_and(|m| config_diff::is_controlplane(m.value.expose()));
             let how = if controlplane {
                 "Talos reset (graceful: leaves etcd), then"
             } else {
