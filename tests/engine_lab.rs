@@ -382,3 +382,32 @@ async fn node_removed_from_the_topology_is_reset_then_deleted() {
     assert!(!state.resources.vms.contains_key("talos-gpu-01"));
     assert!(!state.outputs.machineconfigs.contains_key("talos-gpu-01"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn targeted_saved_plan_applies_only_the_target_and_its_dependencies() {
+    let lab = Lab::start("1.8", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    let plan_file = lab.dir.path().join("controlplane.plan");
+    let file = plan_file.to_str().expect("utf-8");
+    let out = lab
+        .run(&[
+            "plan",
+            "-target",
+            "config/talos-controlplane-01",
+            "-out",
+            file,
+        ])
+        .await;
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(text.contains("+ vm/talos-controlplane-01"), "{text}");
+    assert!(!text.contains("vm/talos-worker-01"), "{text}");
+
+    assert!(lab.run(&["apply", file]).await.status.success());
+    let vms = lab.vms().await;
+    assert_eq!(vms.len(), 1);
+    assert_eq!(vms[0]["name"], "talos-controlplane-01");
+    let state = lab.state();
+    assert!(state.resources.configs["talos-controlplane-01"].secure_mode);
+    assert!(state.resources.bootstrap.is_none());
+}

@@ -165,6 +165,12 @@ pub(super) async fn run_plan(
 /// refused changes, failed steps; [`CommandError::Interrupted`] on Ctrl-C.
 pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
     let topology = cluster::load_topology(&args.state.file)?;
+    if args.planfile.is_some() && !args.target.is_empty() {
+        return Err(anyhow::anyhow!(
+            "a saved plan keeps the targets it was made with: drop -target, or make a new plan"
+        )
+        .into());
+    }
     let saved = args
         .planfile
         .as_deref()
@@ -180,12 +186,21 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
         if let Some(s) = &saved {
             check_fresh(&s.plan, had_state.then_some((state.lineage, state.serial)))?;
         }
+        let targets: Vec<Address> = match &saved {
+            Some(s) => s
+                .targets
+                .iter()
+                .map(|t| t.parse())
+                .collect::<Result<_, _>>()
+                .context("the saved plan names an invalid target")?,
+            None => args.target.clone(),
+        };
         let planned = make_plan(
             &topology,
             had_state.then_some(&state),
             saved.as_ref().and_then(|s| s.secrets.as_ref()),
             false,
-            &args.target,
+            &targets,
         )
         .await?;
         if let Some(s) = &saved {

@@ -75,6 +75,7 @@ pub async fn run(args: PlanArgs) -> Result<Outcome, CommandError> {
             &SavedPlan {
                 plan: plan.clone(),
                 secrets: planned.generated.clone(),
+                targets: args.target.iter().map(ToString::to_string).collect(),
             },
         )?;
         if !args.json {

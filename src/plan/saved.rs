@@ -19,6 +19,9 @@ pub struct SavedPlan {
     /// plan when there was no state; `None` when the state holds them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets: Option<Sensitive>,
+    /// The `-target` addresses the plan was made with (apply plans with the same).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
 }
 
 impl SavedPlan {
@@ -138,6 +141,7 @@ mod tests {
         let s = SavedPlan {
             plan: plan(None),
             secrets: Some(Sensitive::new("cluster: secret")),
+            targets: vec!["vm/cp-01".into()],
         };
         assert_eq!(SavedPlan::from_json(&s.to_json()).expect("reads"), s);
         assert!(!format!("{s:?}").contains("cluster: secret"));
