@@ -20,6 +20,7 @@ pub mod factory;
 pub mod health;
 pub mod machine;
 pub mod patch;
+pub mod plan;
 pub mod proxmox;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -1,3 +1,20 @@
-//! Applying changes to a running cluster: rolling Talos and Kubernetes upgrades and node removal.
+//! Apply: refresh (reading Proxmox and Talos for the plan), the executor that
+//! runs a plan's changes in dependency order with bounded parallelism, saves the
+//! state after every step and emits events for the views; and the day-two
+//! operations on a running cluster: rolling Talos and Kubernetes upgrades and
+//! node removal.
+
+pub mod event;
+pub mod executor;
+pub mod record;
+pub mod refresh;
 pub mod remove;
+pub mod steps;
+mod talos_steps;
 pub mod upgrade;
+
+pub use event::{Event, EventKind};
+pub use executor::{RunOutcome, Saver, execute};
+pub use record::Record;
+pub use refresh::refresh;
+pub use steps::{Context, Waits};

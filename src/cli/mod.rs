@@ -4,13 +4,18 @@
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
+mod apply;
 mod argv;
+mod cluster;
+mod destroy;
 pub mod error;
 mod force_unlock;
 mod health;
 mod machineconfig;
 mod machineconfig_gen;
 mod output;
+mod plan;
+mod planning;
 mod render;
 mod secrets;
 mod secrets_export;
@@ -72,6 +77,22 @@ pub enum Command {
     ///
     /// Example: talosprov render talos-gpu-01 -f examples/homelab/cluster.yaml
     Render(render::RenderArgs),
+    /// Show what apply would change, without changing anything.
+    ///
+    /// Every create, update, replace, delete, config apply and bootstrap, with
+    /// its reason, field changes and config diffs (secrets redacted), drift
+    /// found by refresh, and a summary line.
+    ///
+    /// Example: talosprov plan -f examples/lab/cluster.yaml -out lab.plan
+    Plan(plan::PlanArgs),
+    /// Make the changes of a new plan (after "yes") or of a saved one.
+    ///
+    /// Images, mappings and pool, then VMs, machine configs, bootstrap and the
+    /// kubeconfig, in dependency order and in parallel where possible, saving
+    /// the state after every step.
+    ///
+    /// Example: talosprov apply -f examples/lab/cluster.yaml -auto-approve
+    Apply(apply::ApplyArgs),
     /// Print the outputs in the state: kubeconfig, talosconfig, machineconfig NODE.
     Output(output::OutputArgs),
     /// Generate, import and export the cluster secrets bundle (talosctl's secrets.yaml).
@@ -80,6 +101,8 @@ pub enum Command {
     Machineconfig(machineconfig::MachineconfigArgs),
     /// Inspect and edit the state: list, show, rm, encrypt, decrypt.
     State(state::StateArgs),
+    /// Reset the Talos nodes and delete the VMs, the pool and the PCI mappings.
+    Destroy(destroy::DestroyArgs),
     /// Release a state lock left by a killed or cancelled run.
     ForceUnlock(force_unlock::ForceUnlockArgs),
     /// Check the cluster's health the way `talosctl health` does.
@@ -134,6 +157,9 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
     match cli.command {
         Command::Validate(args) => validate::run(args),
         Command::Render(args) => render::run(args).await,
+        Command::Plan(args) => plan::run(args).await,
+        Command::Apply(args) => apply::run(args).await,
+        Command::Destroy(args) => destroy::run(args).await,
         Command::Version(args) => version::run(args),
         Command::Output(args) => output::run(args).await,
         Command::State(args) => state::run(args).await,

@@ -198,6 +198,25 @@ pub async fn ensure_mapping(
     }
 }
 
+/// Delete the mapping (`DELETE /cluster/mapping/pci/{id}`); already gone is success.
+///
+/// # Errors
+/// Request errors, e.g. a missing `Mapping.Modify` (403).
+pub async fn delete_mapping(client: &Client, id: &str) -> Result<(), ProxmoxError> {
+    if read(client, id).await?.is_none() {
+        return Ok(());
+    }
+    let req = Request::delete(
+        &["cluster", "mapping", "pci", id],
+        Operation::new(format!("delete PCI mapping {id}")),
+    );
+    match client.send(&req).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

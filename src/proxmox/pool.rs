@@ -86,6 +86,26 @@ pub async fn ensure_pool(
     }
 }
 
+/// `DELETE /pools?poolid=<pool>` request (PVE 8.1+; the pool must be empty).
+pub fn delete_request(pool: &str) -> Request {
+    Request::delete(&["pools"], Operation::new(format!("delete pool {pool}"))).query("poolid", pool)
+}
+
+/// Delete the pool; already gone is success.
+///
+/// # Errors
+/// Request errors, e.g. "pool 'x' is not empty (contains VM 100)".
+pub async fn delete_pool(client: &Client, pool: &str) -> Result<(), ProxmoxError> {
+    if members(client, pool).await?.is_none() {
+        return Ok(());
+    }
+    match client.send(&delete_request(pool)).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,8 @@ use std::io::Write;
 
 pub mod console;
 pub mod diagnostics;
+pub mod plan;
+pub mod progress;
 pub mod summary;
 
 /// Set up developer logs on stderr: `-v` is debug, `-vv` trace; `RUST_LOG`

@@ -3,5 +3,8 @@
 #![allow(dead_code)]
 
 pub mod examples;
+pub mod factory;
 pub mod fakepve;
 pub mod image_server;
+#[cfg(feature = "sim")]
+pub mod lab;

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The main job on loopback: starts fakepve (Proxmox), a factory stand-in and the
+# Talos simulator, then runs `talosprov plan`, `apply -auto-approve` and
+# `output kubeconfig`, and stops them all. Nothing reaches beyond 127.0.0.0/8.
+#   examples/lab/run.sh            # from the repository root or anywhere
+# Each run starts from nothing (fakepve and the simulator keep no state), so the
+# previous run's examples/lab/talosprov.tfstate is removed first.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+lab=examples/lab
+run=$lab/.run
+pve_host=127.0.0.110
+factory=127.0.0.1:18080
+nodes=(127.0.0.121 127.0.0.122 127.0.0.123)
+token_id='root@pam!talosprov'
+token_secret='5d2a2b7e-6c1f-4a39-9d0e-3f6c2a1b8e70'
+
+echo "== building talosprov, the simulator and the factory stand-in"
+cargo build --quiet --bin talosprov --example talos-sim --example factory-stub
+bin=target/debug
+
+venv=target/venv
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import fakepve' 2>/dev/null; then
+  echo "== installing fakepve 0.5.0 into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check 'fakepve==0.5.0'
+fi
+
+rm -rf "$run" "$lab"/talosprov.tfstate*
+mkdir -p "$run"
+pids=()
+cleanup() {
+  exec 3>&- 2>/dev/null || true
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+echo "== certificates for fakepve ($pve_host)"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+  -subj "/CN=talosprov lab CA" -keyout "$run/ca.key" -out "$run/ca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+  -subj "/CN=fakepve" -keyout "$run/server.key" -out "$run/server.csr" 2>/dev/null
+printf 'subjectAltName=IP:%s\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' "$pve_host" > "$run/server.ext"
+openssl x509 -req -in "$run/server.csr" -CA "$run/ca.pem" -CAkey "$run/ca.key" -CAcreateserial \
+  -days 2 -extfile "$run/server.ext" -out "$run/server.pem" 2>/dev/null
+
+echo "== starting fakepve"
+config=$(printf '{"host":"%s","port":0,"cert":"%s","key":"%s","password":"lab","tokens":{"%s":"%s"},"grants":[],"nodes":["pve1"],"storages":{"local":{"content":"iso,vztmpl,backup,import"}},"time_scale":0,"fetch_downloads":true}' \
+  "$pve_host" "$PWD/$run/server.pem" "$PWD/$run/server.key" "$token_id" "$token_secret")
+mkfifo "$run/fakepve.in"
+"$venv/bin/python" tests/support/fakepve_launch.py "$config" < "$run/fakepve.in" > "$run/fakepve.out" 2> "$run/fakepve.log" &
+pids+=($!)
+exec 3> "$run/fakepve.in"   # the launcher runs until its stdin closes
+for _ in $(seq 300); do [ -s "$run/fakepve.out" ] && break; sleep 0.1; done
+url=$(sed -n 's/.*"url": *"\([^"]*\)".*/\1/p' "$run/fakepve.out" | head -n 1)
+[ -n "$url" ] || { echo "fakepve did not start; see $run/fakepve.log" >&2; exit 1; }
+echo "   $url"
+
+echo "== starting the Image Factory stand-in on $factory"
+"$bin/examples/factory-stub" --listen "$factory" > "$run/factory.out" 2> "$run/factory.log" &
+pids+=($!)
+
+echo "== starting the Talos simulator on ${nodes[*]} (port 50000)"
+sim_args=()
+for ip in "${nodes[@]}"; do sim_args+=(--node "$ip"); done
+"$bin/examples/talos-sim" "${sim_args[@]}" --reboot-delay 1 2> "$run/talos-sim.log" &
+pids+=($!)
+for _ in $(seq 300); do [ -s "$run/factory.out" ] && grep -q "127.0.0.123:50000" "$run/talos-sim.log" && break; sleep 0.1; done
+
+export PROXMOX_VE_ENDPOINT="$url"
+export PROXMOX_VE_API_TOKEN="$token_id=$token_secret"
+tp() { echo "\$ talosprov $*"; "$bin/talosprov" "$@"; }
+
+tp plan -f "$lab/cluster.yaml"
+tp apply -f "$lab/cluster.yaml" -auto-approve
+tp output kubeconfig -f "$lab/cluster.yaml" --out-file "$run/kubeconfig"
+tp output talosconfig -f "$lab/cluster.yaml" --out-file "$run/talosconfig"
+echo "== kubeconfig in $run/kubeconfig, talosconfig in $run/talosconfig (mode 0600)"
+tp plan -f "$lab/cluster.yaml" -detailed-exitcode
+tp destroy -f "$lab/cluster.yaml" -auto-approve

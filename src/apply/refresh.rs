@@ -1,0 +1,124 @@
+//! Refresh: read back what planning compares with. One cluster-wide VM
+//! listing (plus the config of each recorded VM, for its PCI devices), the
+//! image storage's `shared` flag, and the Talos version of each configured
+//! node that answers within a short probe.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::plan::{Observed, ObservedVm};
+use crate::proxmox::{self, observe, storage};
+use crate::state::format::State;
+use crate::talos::{ClientCredentials, TalosClient};
+
+/// What refresh needs to know beyond the state.
+#[derive(Debug)]
+pub struct RefreshInput<'a> {
+    /// Proxmox host whose view of the image storage is read.
+    pub image_node: &'a str,
+    /// The image storage.
+    pub image_storage: &'a str,
+    /// Node addresses by hostname, for the Talos API.
+    pub ips: &'a BTreeMap<String, IpAddr>,
+    /// Talos client credentials, when the state has a talosconfig.
+    pub credentials: Option<&'a ClientCredentials>,
+    /// How long to wait for each node's answer.
+    pub probe: Duration,
+}
+
+/// Observe the cluster for a plan.
+///
+/// # Errors
+/// Proxmox request errors (the Talos API is best effort: a node that does not
+/// answer is left out).
+pub async fn refresh(
+    client: &proxmox::Client,
+    state: Option<&State>,
+    input: &RefreshInput<'_>,
+) -> anyhow::Result<Observed> {
+    let recorded: Vec<observe::ExpectedVm> = state
+        .map(|s| {
+            s.resources
+                .vms
+                .values()
+                .map(|vm| observe::ExpectedVm {
+                    vmid: vm.vmid,
+                    node: Some(vm.node.clone()),
+                    name: Some(vm.name.clone()),
+                    cores: None,
+                    memory_mib: None,
+                    disk_gib: None,
+                    tags: None,
+                    pool: None,
+                    want_config: true,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let seen = observe::observe(client, &recorded)
+        .await
+        .context("cannot read the cluster's VMs from Proxmox")?;
+    let mut out = Observed {
+        refreshed: true,
+        ..Observed::default()
+    };
+    for (vmid, vm) in &seen.all {
+        if !vm.is_vm() {
+            continue;
+        }
+        let config = seen
+            .expected
+            .get(vmid)
+            .and_then(|o| o.as_ref())
+            .and_then(|o| o.config.as_ref());
+        out.vms.insert(
+            *vmid,
+            ObservedVm {
+                vmid: *vmid,
+                node: vm.node.clone(),
+                name: vm.name.clone(),
+                status: vm.status.clone(),
+                cores: config
+                    .and_then(|c| c.cores)
+                    .or(vm.maxcpu)
+                    .and_then(|c| u32::try_from(c).ok()),
+                memory_mib: config.and_then(|c| c.memory_mib).or(vm.memory_mib()),
+                disk_gib: config.and_then(|c| c.disk_gib).or(vm.disk_gib()),
+                hostpci: config.map(|c| c.hostpci.clone()),
+                tags: config.map_or_else(|| vm.tag_set(), |c| c.tags.clone()),
+            },
+        );
+    }
+    match storage::storage_status(client, input.image_node, input.image_storage).await {
+        Ok(s) => out.image_storage_shared = Some(s.shared),
+        Err(e) => tracing::debug!(error = %e, "image storage status not read"),
+    }
+    if let (Some(state), Some(creds)) = (state, input.credentials) {
+        let probes = state
+            .resources
+            .configs
+            .iter()
+            .filter(|(_, c)| c.secure_mode)
+            .filter_map(|(host, _)| input.ips.get(host).map(|ip| (host.clone(), *ip)))
+            .map(|(host, ip)| async move {
+                let answer = tokio::time::timeout(input.probe, async {
+                    let c = TalosClient::connect_secure(ip, creds).await?;
+                    c.version().await
+                })
+                .await;
+                match answer {
+                    Ok(Ok(v)) => Some((host, v.tag)),
+                    _ => None,
+                }
+            });
+        out.talos_versions = futures::future::join_all(probes)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+    }
+    Ok(out)
+}

@@ -1,0 +1,312 @@
+//! The Talos steps: reset before a delete, machine configs (a node found in
+//! maintenance mode gets its config and is waited for in secure mode; one
+//! found configured is checked against the record), the bootstrap and the
+//! kubeconfig (through the Talos API, else signed offline).
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::state::Sensitive;
+use crate::state::format;
+use crate::talos::{self, ApplyMode, ApplyOptions, ClientCredentials, TalosClient};
+use crate::topology::Role;
+
+use super::record::Record;
+use super::steps::{Context, Reporter, credentials};
+
+/// Reset a node through the Talos API if it answers (graceful for control
+/// planes, so it leaves etcd); a node that does not answer is left as is.
+pub(super) async fn reset_node(ctx: &Context, host: &str, r: &Reporter) {
+    let Some(credentials) = &ctx.credentials else {
+        r.warn("no talosconfig in the state: not reset through the Talos API");
+        return;
+    };
+    let ip = match ctx.ips.get(host) {
+        Some(ip) => Some(*ip),
+        None => address_from_proxmox(ctx, host).await,
+    };
+    let Some(ip) = ip else {
+        r.warn("no address known for this node: not reset through the Talos API");
+        return;
+    };
+    let connect = tokio::time::timeout(ctx.waits.probe, async {
+        let c = TalosClient::connect_secure(ip, credentials).await?;
+        let c = c.with_hostname(host);
+        c.version().await?;
+        Ok::<_, talos::TalosError>(c)
+    })
+    .await;
+    let Ok(Ok(client)) = connect else {
+        r.warn("the Talos API does not answer: the VM is deleted without a reset");
+        return;
+    };
+    let graceful = ctx.controlplanes.iter().any(|h| h == host);
+    r.progress(if graceful {
+        "resetting Talos (graceful: leaving etcd)"
+    } else {
+        "resetting Talos"
+    });
+    let options = talos::ResetOptions {
+        graceful,
+        reboot: false,
+        system_partitions: Vec::new(),
+    };
+    if let Err(e) = client.reset(&options).await {
+        r.warn(format!("Talos reset failed ({e}); deleting the VM anyway"));
+    }
+}
+
+/// The address of a node no longer in the topology, from its VM's cloud-init
+/// `ipconfig0`.
+async fn address_from_proxmox(ctx: &Context, host: &str) -> Option<IpAddr> {
+    let vm = ctx.recorded_vms.get(host)?;
+    let config = crate::proxmox::observe::vm_config(&ctx.proxmox, &vm.node, vm.vmid)
+        .await
+        .ok()?;
+    config
+        .raw
+        .get("ipconfig0")
+        .and_then(|v| ipconfig_address(v))
+}
+
+/// The address in a cloud-init `ipconfigN` value: `ip=192.168.1.122/24,gw=...`.
+pub fn ipconfig_address(value: &str) -> Option<IpAddr> {
+    value
+        .split(',')
+        .find_map(|part| part.strip_prefix("ip="))
+        .and_then(|cidr| cidr.split('/').next())
+        .and_then(|ip| ip.parse().ok())
+}
+
+/// A secure-mode client if the node answers Version with mutual TLS within
+/// the probe time.
+async fn probe_secure(
+    ip: IpAddr,
+    host: &str,
+    credentials: &ClientCredentials,
+    probe: Duration,
+) -> Result<TalosClient, String> {
+    let answer = tokio::time::timeout(probe, async {
+        let c = TalosClient::connect_secure(ip, credentials).await?;
+        let c = c.with_hostname(host);
+        c.version().await?;
+        Ok::<_, talos::TalosError>(c)
+    })
+    .await;
+    match answer {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {} s", probe.as_secs())),
+    }
+}
+
+/// A maintenance-mode client if the node answers Version without a client
+/// certificate within the probe time.
+async fn probe_maintenance(ip: IpAddr, host: &str, probe: Duration) -> Result<TalosClient, String> {
+    let answer = tokio::time::timeout(probe, async {
+        let c = TalosClient::connect_maintenance(ip).await?;
+        let c = c.with_hostname(host);
+        c.version().await?;
+        Ok::<_, talos::TalosError>(c)
+    })
+    .await;
+    match answer {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {} s", probe.as_secs())),
+    }
+}
+
+/// Where a node stands: configured (secure mode) or waiting for a config.
+enum NodeMode {
+    Secure(TalosClient),
+    Maintenance(TalosClient),
+}
+
+/// Wait until the node serves either mode. A node can be in either after a
+/// run that stopped mid-step, so both are probed on every attempt.
+async fn wait_either(
+    ctx: &Context,
+    ip: IpAddr,
+    host: &str,
+    credentials: &ClientCredentials,
+    r: &Reporter,
+) -> anyhow::Result<NodeMode> {
+    let w = &ctx.waits;
+    let deadline = tokio::time::Instant::now() + w.maintenance;
+    let mut attempt = 0;
+    loop {
+        let secure = probe_secure(ip, host, credentials, w.probe).await;
+        if let Ok(c) = secure {
+            return Ok(NodeMode::Secure(c));
+        }
+        let maintenance = probe_maintenance(ip, host, w.probe).await;
+        match maintenance {
+            Ok(c) => return Ok(NodeMode::Maintenance(c)),
+            Err(last) => {
+                let delay = w.backoff.delay(attempt);
+                if tokio::time::Instant::now() + delay > deadline {
+                    anyhow::bail!(
+                        "node {ip} ({host}) reached neither maintenance mode nor secure mode \
+                         within {} s; last answer: {last}",
+                        w.maintenance.as_secs()
+                    );
+                }
+                if attempt == 0 {
+                    r.progress("waiting for maintenance mode");
+                }
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+        }
+    }
+}
+
+pub(super) async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()> {
+    let want = ctx
+        .desired
+        .configs
+        .get(host)
+        .with_context(|| format!("config/{host} is not in the topology"))?;
+    let ip = want.ip;
+    let w = &ctx.waits;
+    let recorded = ctx.recorded_configs.get(host);
+    let credentials = credentials(ctx)?;
+    let config_record = |secure_mode: bool| Record::Config {
+        host: host.to_owned(),
+        config: format::NodeConfig {
+            secure_mode,
+            ..want.record.clone()
+        },
+        yaml: Sensitive::new(want.yaml.expose().clone()),
+    };
+    r.progress("checking the Talos API");
+    let client = match wait_either(ctx, ip, host, credentials, r).await? {
+        NodeMode::Maintenance(c) => c,
+        // A configured node: either its config is the recorded one (a re-run
+        // after a stop), or this is a change to apply to the running node.
+        NodeMode::Secure(client) => {
+            match recorded {
+                Some(rec) if rec.config_sha256 == want.record.config_sha256 => {
+                    r.record(Record::SecureMode(host.to_owned()));
+                }
+                Some(_) => {
+                    r.progress("applying the machine config (auto mode)");
+                    let outcome = client
+                        .apply_configuration(
+                            want.yaml.expose().as_bytes(),
+                            &ApplyOptions::default(),
+                        )
+                        .await
+                        .with_context(|| format!("{host} refused the machine config"))?;
+                    for warning in outcome.warnings {
+                        r.warn(warning);
+                    }
+                    if outcome.mode == ApplyMode::Reboot {
+                        r.record(config_record(false));
+                        r.progress("waiting for the node to reboot into secure mode");
+                        talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff)
+                            .await?;
+                    }
+                    r.record(config_record(true));
+                }
+                None => {
+                    // Sent by a run that stopped before recording it.
+                    r.warn("the node is configured already; recording the config as applied");
+                    r.record(config_record(true));
+                }
+            }
+            return Ok(());
+        }
+    };
+    r.progress("applying the machine config");
+    let outcome = client
+        .apply_configuration(want.yaml.expose().as_bytes(), &ApplyOptions::default())
+        .await
+        .with_context(|| format!("{host} refused the machine config"))?;
+    for warning in outcome.warnings {
+        r.warn(warning);
+    }
+    r.record(config_record(false));
+    r.progress("waiting for secure mode");
+    talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff).await?;
+    r.record(Record::SecureMode(host.to_owned()));
+    Ok(())
+}
+
+pub(super) async fn bootstrap(ctx: &Context, r: &Reporter) -> anyhow::Result<()> {
+    let host = ctx
+        .desired
+        .bootstrap_node
+        .as_deref()
+        .context("the topology has no control plane to bootstrap")?;
+    let ip = *ctx
+        .ips
+        .get(host)
+        .with_context(|| format!("no address for {host}"))?;
+    let w = &ctx.waits;
+    let credentials = credentials(ctx)?;
+    let client = talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff).await?;
+    r.progress(format!("waiting for etcd on {host}"));
+    talos::wait_etcd_ready(&client, w.bootstrap, w.backoff).await?;
+    r.progress(format!("bootstrapping etcd on {host}"));
+    talos::bootstrap_when_ready(&client, w.bootstrap, w.backoff).await?;
+    r.record(Record::Bootstrap(format::Bootstrap {
+        done: true,
+        node: host.to_owned(),
+        at: ctx.started_at.clone(),
+    }));
+    Ok(())
+}
+
+pub(super) async fn kubeconfig(ctx: &Context, r: &Reporter) -> anyhow::Result<()> {
+    let controlplanes: Vec<(&String, IpAddr)> = ctx
+        .desired
+        .configs
+        .iter()
+        .filter(|(_, c)| c.role == Role::Controlplane)
+        .map(|(h, c)| (h, c.ip))
+        .collect();
+    let w = &ctx.waits;
+    let credentials = credentials(ctx)?;
+    let mut last = None;
+    for (host, ip) in controlplanes {
+        r.progress(format!("fetching the kubeconfig from {host}"));
+        let fetched = async {
+            let client =
+                talos::wait_secure(ip, Some(host), credentials, w.kubeconfig, w.backoff).await?;
+            client.kubeconfig().await
+        }
+        .await;
+        match fetched {
+            Ok(k) => {
+                let text = String::from_utf8_lossy(k.expose()).into_owned();
+                r.record(Record::Kubeconfig(Sensitive::new(text)));
+                return Ok(());
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    r.warn(format!(
+        "the Talos API gave no kubeconfig ({}); using one signed offline by the cluster CA",
+        last.map_or_else(|| "no control plane".to_owned(), |e| e.to_string())
+    ));
+    r.record(Record::Kubeconfig(ctx.offline_kubeconfig.clone()));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipconfig_gives_the_node_address() {
+        assert_eq!(
+            ipconfig_address("ip=192.168.1.122/24,gw=192.168.1.1"),
+            Some("192.168.1.122".parse().expect("ip"))
+        );
+        assert_eq!(ipconfig_address("ip=dhcp"), None);
+    }
+}

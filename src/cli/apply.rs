@@ -1,0 +1,267 @@
+//! `talosprov apply [PLANFILE]`: make the changes of a new plan (after a "yes")
+//! or of a saved one, in dependency order, saving the state after every step.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Args;
+use tokio::sync::watch;
+
+use super::cluster;
+use super::planning::make_plan;
+use super::state_options::StateOptions;
+use super::{CommandError, Outcome};
+use crate::apply::{self, Context, Record, RunOutcome, Saver, Waits};
+use crate::plan::{Action, Desired, Plan, check_fresh};
+use crate::state::format::State;
+use crate::state::{Address, Sensitive, StateBackend, StateStore};
+use crate::topology::Topology;
+
+/// Arguments of `talosprov apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// Topology file and state location.
+    #[command(flatten)]
+    pub state: StateOptions,
+
+    /// A plan saved with `talosprov plan -out FILE`: applied without asking,
+    /// refused when the state has changed since.
+    #[arg(value_name = "PLANFILE")]
+    pub planfile: Option<PathBuf>,
+
+    /// Apply without asking for "yes".
+    #[arg(long = "auto-approve")]
+    pub auto_approve: bool,
+
+    /// At most N changes at once.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub parallelism: usize,
+
+    /// Apply only this resource and what it depends on (repeatable).
+    #[arg(long = "target", value_name = "ADDR")]
+    pub target: Vec<Address>,
+}
+
+/// Changes apply cannot make yet, each with the reason.
+fn refusals(plan: &Plan) -> Vec<String> {
+    plan.changes
+        .iter()
+        .filter(|c| c.action == Action::Upgrade)
+        .map(|c| {
+            format!(
+                "{}: {}; apply does not upgrade Talos on a running node yet: keep the node's \
+                 talos_version and schematic as they are, or upgrade it with talosctl first",
+                c.address, c.reason
+            )
+        })
+        .collect()
+}
+
+/// What the executor needs, for apply and destroy.
+pub(super) fn context(
+    topology: &Topology,
+    state: &State,
+    desired: Desired,
+    offline_kubeconfig: Sensitive,
+) -> anyhow::Result<Context> {
+    let credentials = state
+        .outputs
+        .talosconfig
+        .as_ref()
+        .map(|t| cluster::credentials_from_talosconfig(t.value.expose()))
+        .transpose()?;
+    let started_at = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    Ok(Context {
+        proxmox: cluster::proxmox_client(topology)?,
+        factory: cluster::factory_client(topology)?,
+        desired,
+        schematics: cluster::schematics(topology),
+        credentials,
+        ips: cluster::node_ips(topology),
+        recorded_vms: state.resources.vms.clone(),
+        recorded_configs: state.resources.configs.clone(),
+        recorded_images: state.resources.images.clone(),
+        controlplanes: cluster::controlplanes(topology, state),
+        offline_kubeconfig,
+        started_at,
+        waits: Waits::default(),
+    })
+}
+
+/// Ask for confirmation unless `skip`; with no terminal, refuse and say what
+/// to add.
+pub(super) async fn approve(
+    skip: bool,
+    question: &str,
+    flag_hint: &str,
+    cancel: watch::Receiver<bool>,
+) -> Result<(), CommandError> {
+    if skip {
+        return Ok(());
+    }
+    if !crate::ui::console::stdin_is_terminal() {
+        return Err(anyhow::anyhow!(
+            "no terminal to confirm on: add {flag_hint} to run without asking"
+        )
+        .into());
+    }
+    if cluster::confirm(question.to_owned(), cancel).await? {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!("cancelled: nothing was changed").into())
+    }
+}
+
+/// Run the plan's changes with the progress view, and turn the outcome into
+/// the command's result.
+pub(super) async fn run_plan(
+    ctx: Context,
+    plan: &Plan,
+    store: &StateStore<StateBackend>,
+    encrypted: bool,
+    state: &mut State,
+    parallelism: usize,
+    cancel: watch::Receiver<bool>,
+) -> Result<(), CommandError> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let view = tokio::spawn(crate::ui::progress::show(
+        rx,
+        crate::ui::progress::stderr_is_terminal(),
+    ));
+    let mut saver = Saver {
+        store,
+        encrypted,
+        state,
+    };
+    let outcome = apply::execute(Arc::new(ctx), plan, &mut saver, parallelism, &tx, cancel).await;
+    drop(tx);
+    let _ = view.await;
+    match outcome? {
+        RunOutcome::Done => Ok(()),
+        RunOutcome::Interrupted => {
+            crate::ui::warn("interrupted: the finished steps are saved in the state; run apply again to continue");
+            Err(CommandError::Interrupted)
+        }
+        RunOutcome::Failed(failures) => Err(anyhow::anyhow!(
+            "{} change(s) failed; the finished steps are saved, and apply continues from them when run again:\n  {}",
+            failures.len(),
+            failures
+                .iter()
+                .map(|(a, m)| format!("{a}: {m}"))
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        )
+        .into()),
+    }
+}
+
+/// Run `apply`.
+///
+/// # Errors
+/// Topology diagnostics, a held lock (naming its holder), a stale saved plan,
+/// refused changes, failed steps; [`CommandError::Interrupted`] on Ctrl-C.
+pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
+    let topology = cluster::load_topology(&args.state.file)?;
+    if args.planfile.is_some() && !args.target.is_empty() {
+        return Err(anyhow::anyhow!(
+            "a saved plan keeps the targets it was made with: drop -target, or make a new plan"
+        )
+        .into());
+    }
+    let saved = args
+        .planfile
+        .as_deref()
+        .map(cluster::read_saved_plan)
+        .transpose()?;
+    cluster::locked(&args.state, "apply", async |store, cancel| {
+        let loaded = store.load().await?;
+        let had_state = loaded.is_some();
+        let (mut state, encrypted) = match loaded {
+            Some(l) => (l.state, l.encrypted),
+            None => (State::new(uuid::Uuid::new_v4()), store.has_keys()),
+        };
+        if let Some(s) = &saved {
+            check_fresh(&s.plan, had_state.then_some((state.lineage, state.serial)))?;
+        }
+        let targets: Vec<Address> = match &saved {
+            Some(s) => s
+                .targets
+                .iter()
+                .map(|t| t.parse())
+                .collect::<Result<_, _>>()
+                .context("the saved plan names an invalid target")?,
+            None => args.target.clone(),
+        };
+        let planned = make_plan(
+            &topology,
+            had_state.then_some(&state),
+            saved.as_ref().and_then(|s| s.secrets.as_ref()),
+            false,
+            &targets,
+        )
+        .await?;
+        if let Some(s) = &saved {
+            let key = |p: &Plan| -> Vec<(Address, Action)> {
+                p.changes.iter().map(|c| (c.address.clone(), c.action)).collect()
+            };
+            if key(&s.plan) != key(&planned.plan) {
+                return Err(anyhow::anyhow!(
+                    "the topology or the cluster changed since the plan was saved; run `talosprov plan` again"
+                )
+                .into());
+            }
+        } else {
+            crate::ui::write_stdout(&crate::ui::plan::render(&planned.plan))?;
+        }
+        let refused = refusals(&planned.plan);
+        if !refused.is_empty() {
+            return Err(anyhow::anyhow!("{}", refused.join("\n")).into());
+        }
+        // Secrets are made once per lineage, and saved before anything else.
+        if state.secrets.is_none() {
+            let text = match (&planned.generated, saved.as_ref().and_then(|s| s.secrets.clone())) {
+                (Some(g), _) => g.clone(),
+                (None, Some(s)) => s,
+                (None, None) => Sensitive::new(crate::machine::secrets_yaml(&planned.secrets)),
+            };
+            if planned.plan.is_empty() && !had_state {
+                // Nothing to create: do not start a state for nothing.
+            } else {
+                state.secrets = Some(text);
+                store.save(&mut state, encrypted).await?;
+            }
+        }
+        if planned.plan.is_empty() {
+            crate::ui::write_stdout("\nApply complete! Resources: 0 added, 0 changed, 0 destroyed.\n")?;
+            return Ok(Outcome::Success);
+        }
+        approve(
+            args.auto_approve || saved.is_some(),
+            "Do you want to perform these actions?\n  talosprov will perform the actions described above.",
+            "-auto-approve (or apply a plan saved with `plan -out FILE`)",
+            cancel.clone(),
+        )
+        .await?;
+        if state.outputs.talosconfig.is_none() {
+            let t = cluster::new_talosconfig(&topology, &planned.secrets)?;
+            apply::record::apply(&mut state, Record::Talosconfig(Sensitive::new(t.to_yaml())));
+            store.save(&mut state, encrypted).await?;
+        }
+        let offline = cluster::offline_kubeconfig(&topology, &planned.secrets)?;
+        let ctx = context(&topology, &state, planned.desired, offline)
+            .context("cannot prepare the apply")?;
+        run_plan(ctx, &planned.plan, store, encrypted, &mut state, args.parallelism, cancel).await?;
+        let s = planned.plan.summary();
+        crate::ui::write_stdout(&format!(
+            "\nApply complete! Resources: {} added, {} changed, {} destroyed.\n",
+            s.add,
+            s.change + s.apply_config + s.bootstrap,
+            s.destroy
+        ))?;
+        Ok(Outcome::Success)
+    })
+    .await
+}

@@ -1,0 +1,435 @@
+//! What plan, apply and destroy share at the edge: loading the topology (its
+//! diagnostics printed), the secrets (generated once, with the OS RNG and the
+//! clock), the rendered configs, the talosconfig, the clients, refresh, the
+//! saved plan file (0600, sealed when the state is encrypted) and the lock
+//! held across a run that stops cleanly on Ctrl-C or SIGTERM.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::Path;
+
+use anyhow::Context as _;
+use tokio::sync::watch;
+
+use super::CommandError;
+use super::state_options::{StateOptions, new_lock_info, state_env};
+use crate::apply::refresh::{RefreshInput, refresh};
+use crate::factory::{FactoryClient, Schematic};
+use crate::machine::{
+    AdminKubeconfig, KubeconfigInput, SecretsBundle, Talosconfig, TalosconfigInput,
+    parse_secrets_yaml, secrets_yaml,
+};
+use crate::plan::{Observed, RenderedConfig, SavedPlan};
+use crate::proxmox;
+use crate::state::encrypt::{self, StateKeys};
+use crate::state::format::State;
+use crate::state::{Sensitive, StateBackend, StateStore};
+use crate::talos::ClientCredentials;
+use crate::topology::{self, Role, SchematicSpec, Topology};
+
+/// Load and validate the topology; print its diagnostics on stderr.
+///
+/// # Errors
+/// [`CommandError::Reported`] when it has errors (already printed); a failure
+/// when the file cannot be read.
+pub fn load_topology(file: &Path) -> Result<Topology, CommandError> {
+    let loaded = topology::load(file).map_err(anyhow::Error::new)?;
+    if !loaded.diagnostics.is_empty() {
+        crate::ui::write_stderr(&crate::ui::diagnostics::render_all(
+            &loaded.diagnostics,
+            crate::ui::diagnostics::stderr_colour(),
+        ));
+    }
+    match loaded.topology {
+        Some(t) if !topology::diagnostics::has_errors(&loaded.diagnostics) => Ok(t),
+        _ => Err(CommandError::Reported),
+    }
+}
+
+/// The state's secrets bundle, if it has one.
+///
+/// # Errors
+/// When the stored bundle does not parse.
+pub fn state_secrets(state: &State) -> anyhow::Result<Option<SecretsBundle>> {
+    state
+        .secrets
+        .as_ref()
+        .map(|s| parse_secrets_yaml(s.expose()).context("the state's secrets bundle is invalid"))
+        .transpose()
+}
+
+/// The secrets of `state`, if there is a state and it has them.
+///
+/// # Errors
+/// When the stored bundle does not parse.
+pub fn state_secrets_opt(state: Option<&State>) -> anyhow::Result<Option<SecretsBundle>> {
+    match state {
+        Some(s) => state_secrets(s),
+        None => Ok(None),
+    }
+}
+
+/// A new secrets bundle from the OS RNG and the current time, and its text.
+///
+/// # Errors
+/// When a certificate cannot be made.
+pub fn generate_secrets() -> anyhow::Result<(SecretsBundle, Sensitive)> {
+    let bundle = SecretsBundle::generate(&mut rand::rngs::OsRng, time::OffsetDateTime::now_utc())
+        .context("cannot generate the cluster secrets")?;
+    let text = Sensitive::new(secrets_yaml(&bundle));
+    Ok((bundle, text))
+}
+
+/// Each node's final machine config, as planning takes it.
+///
+/// # Errors
+/// [`CommandError::Reported`] after printing the template, patch and config
+/// diagnostics.
+pub fn render_configs(
+    topology: &Topology,
+    secrets: &SecretsBundle,
+) -> Result<Vec<RenderedConfig>, CommandError> {
+    let patches = match crate::patch::PatchSet::load(topology) {
+        Ok(p) => p,
+        Err(diagnostics) => return Err(report(&diagnostics)),
+    };
+    let configs =
+        crate::machine::node::node_configs(topology, secrets, &patches).map_err(|d| report(&d))?;
+    Ok(configs
+        .into_iter()
+        .map(|c| RenderedConfig {
+            hostname: c.hostname,
+            schematic_id: c.schematic_id,
+            installer_image: c.installer_image,
+            talos_version: c.talos_version,
+            sha256: c.sha256,
+            yaml: c.yaml,
+        })
+        .collect())
+}
+
+fn report(diagnostics: &[topology::Diagnostic]) -> CommandError {
+    crate::ui::write_stderr(&crate::ui::diagnostics::render_all(
+        diagnostics,
+        crate::ui::diagnostics::stderr_colour(),
+    ));
+    CommandError::Reported
+}
+
+/// Node addresses by hostname.
+pub fn node_ips(topology: &Topology) -> BTreeMap<String, IpAddr> {
+    topology
+        .nodes
+        .iter()
+        .map(|n| (n.hostname.clone(), IpAddr::V4(n.ip)))
+        .collect()
+}
+
+/// Schematic contents by ID, for registration with the factory.
+pub fn schematics(topology: &Topology) -> BTreeMap<String, Option<Schematic>> {
+    let mut out = BTreeMap::new();
+    let mut specs: Vec<Option<&SchematicSpec>> = topology.schematics.values().map(Some).collect();
+    specs.push(None);
+    for spec in specs {
+        let id = crate::plan::desired::schematic_id(spec);
+        let schematic = match spec {
+            Some(SchematicSpec::Id(_)) => None,
+            Some(SchematicSpec::Customization {
+                extensions,
+                kernel_args,
+            }) => Some(Schematic {
+                extensions: extensions.clone(),
+                kernel_args: kernel_args.clone(),
+            }),
+            None => Some(Schematic::default()),
+        };
+        out.insert(id, schematic);
+    }
+    out
+}
+
+/// A new talosconfig: an admin client certificate from the OS CA, endpoints
+/// the control planes, nodes every node.
+///
+/// # Errors
+/// When the OS CA cannot sign.
+pub fn new_talosconfig(
+    topology: &Topology,
+    secrets: &SecretsBundle,
+) -> anyhow::Result<Talosconfig> {
+    let input = TalosconfigInput {
+        context: topology.cluster.name.clone(),
+        endpoints: topology.controlplanes().map(|n| n.ip.to_string()).collect(),
+        nodes: topology.nodes.iter().map(|n| n.ip.to_string()).collect(),
+        secrets,
+        now: time::OffsetDateTime::now_utc(),
+    };
+    Talosconfig::generate(&input, &mut rand::rngs::OsRng).context("cannot issue the talosconfig")
+}
+
+/// Talos client credentials from a talosconfig's text (its current context).
+///
+/// # Errors
+/// When the text is not a talosconfig.
+pub fn credentials_from_talosconfig(text: &str) -> anyhow::Result<ClientCredentials> {
+    let doc: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(text).context("the stored talosconfig is not YAML")?;
+    let context = doc
+        .get("context")
+        .and_then(|c| c.as_str())
+        .context("the stored talosconfig has no context")?;
+    let ctx = doc
+        .get("contexts")
+        .and_then(|c| c.get(context))
+        .context("the stored talosconfig lacks its context")?;
+    let field = |name: &str| ctx.get(name).and_then(|v| v.as_str()).unwrap_or_default();
+    Ok(ClientCredentials::from_talosconfig_fields(
+        field("ca"),
+        field("crt"),
+        field("key"),
+    )?)
+}
+
+/// The admin kubeconfig signed offline by the cluster's Kubernetes CA.
+///
+/// # Errors
+/// When the CA cannot sign.
+pub fn offline_kubeconfig(
+    topology: &Topology,
+    secrets: &SecretsBundle,
+) -> anyhow::Result<Sensitive> {
+    let input = KubeconfigInput {
+        cluster_name: topology.cluster.name.clone(),
+        endpoint: topology.cluster.endpoint.clone(),
+        secrets,
+        now: time::OffsetDateTime::now_utc(),
+        lifetime: crate::machine::kubeconfig::DEFAULT_CERTIFICATE_LIFETIME,
+    };
+    let k = AdminKubeconfig::generate(&input, &mut rand::rngs::OsRng)
+        .context("cannot sign the offline kubeconfig")?;
+    Ok(Sensitive::new(k.yaml))
+}
+
+/// The Proxmox client for the topology (endpoint, CA or fingerprint from the
+/// file; token and fallbacks from the environment).
+///
+/// # Errors
+/// Missing endpoint or credentials, a bad fingerprint.
+pub fn proxmox_client(topology: &Topology) -> anyhow::Result<proxmox::Client> {
+    let p = &topology.proxmox;
+    let endpoint = (!p.endpoint.is_empty()).then_some(p.endpoint.as_str());
+    let settings = proxmox::Settings::from_env(
+        endpoint,
+        p.ca_file.as_deref(),
+        p.fingerprint.as_deref(),
+        p.insecure,
+    )?;
+    if let Some(w) = settings.warning() {
+        crate::ui::warn(w);
+    }
+    Ok(proxmox::Client::new(settings)?)
+}
+
+/// The Image Factory client.
+///
+/// # Errors
+/// A URL that does not parse.
+pub fn factory_client(topology: &Topology) -> anyhow::Result<FactoryClient> {
+    let url = url::Url::parse(&topology.image_factory_url).with_context(|| {
+        format!(
+            "image_factory.url {} is not a URL",
+            topology.image_factory_url
+        )
+    })?;
+    Ok(FactoryClient::new(url)?)
+}
+
+/// Observe the cluster, or nothing with `offline`.
+///
+/// # Errors
+/// Proxmox errors.
+pub async fn observe(
+    topology: &Topology,
+    state: Option<&State>,
+    offline: bool,
+) -> anyhow::Result<Observed> {
+    if offline {
+        return Ok(Observed::default());
+    }
+    let client = proxmox_client(topology)?;
+    let credentials = state
+        .and_then(|s| s.outputs.talosconfig.as_ref())
+        .map(|t| credentials_from_talosconfig(t.value.expose()))
+        .transpose()?;
+    let ips = node_ips(topology);
+    let input = RefreshInput {
+        image_node: &topology.proxmox.node,
+        image_storage: &topology.proxmox.image_storage,
+        ips: &ips,
+        credentials: credentials.as_ref(),
+        probe: std::time::Duration::from_secs(5),
+    };
+    refresh(&client, state, &input).await
+}
+
+/// Whether images are on shared storage: as observed, else as the recorded
+/// image addresses say (a host suffix means not shared), else shared.
+pub fn storage_shared(observed: &Observed, state: Option<&State>) -> bool {
+    if let Some(shared) = observed.image_storage_shared {
+        return shared;
+    }
+    !state.is_some_and(|s| {
+        s.resources
+            .images
+            .iter()
+            .any(|(name, i)| name.ends_with(&format!("-{}", i.node)))
+    })
+}
+
+/// Hostnames declared as control planes, or recorded as such (a removed
+/// node's applied machine config says `machine.type: controlplane`).
+pub fn controlplanes(topology: &Topology, state: &State) -> Vec<String> {
+    let mut hosts: Vec<String> = topology
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::Controlplane)
+        .map(|n| n.hostname.clone())
+        .collect();
+    for (host, config) in &state.outputs.machineconfigs {
+        if crate::plan::config_diff::is_controlplane(config.value.expose()) && !hosts.contains(host)
+        {
+            hosts.push(host.clone());
+        }
+    }
+    hosts
+}
+
+/// The keys that seal the state, which also seal saved plans.
+///
+/// # Errors
+/// A key setting that is wrong.
+pub fn state_keys() -> anyhow::Result<Option<StateKeys>> {
+    Ok(StateKeys::load(&encrypt::key_source(&state_env())?)?)
+}
+
+/// Write a saved plan with mode 0600, sealed when state keys are set.
+///
+/// # Errors
+/// Write and encryption errors.
+pub fn write_saved_plan(path: &Path, saved: &SavedPlan) -> anyhow::Result<()> {
+    use std::io::Write;
+    let json = saved.to_json();
+    let bytes = match state_keys()? {
+        Some(keys) => encrypt::seal_bytes(&json, &keys)?.into_bytes(),
+        None => json,
+    };
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(&bytes)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Read a saved plan, opening it with the state keys when it is sealed.
+///
+/// # Errors
+/// Read, decryption and format errors.
+pub fn read_saved_plan(path: &Path) -> anyhow::Result<SavedPlan> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read plan {}", path.display()))?;
+    let json = if bytes.starts_with(b"{") {
+        bytes
+    } else {
+        let keys = state_keys()?.with_context(|| {
+            format!(
+                "{} is encrypted: set the state encryption key to read it",
+                path.display()
+            )
+        })?;
+        let text = String::from_utf8(bytes).context("the plan file is not text")?;
+        encrypt::open_bytes(&text, &keys)?
+    };
+    SavedPlan::from_json(&json).with_context(|| format!("cannot read plan {}", path.display()))
+}
+
+/// Open the store, take the lock, and run `body` with a receiver that turns
+/// true on Ctrl-C or SIGTERM. The body decides how to stop (the executor
+/// finishes saving first); the lock is released on every way out.
+///
+/// # Errors
+/// The lock conflict (naming the holder), `body`'s error, or the unlock failure.
+pub async fn locked<T>(
+    options: &StateOptions,
+    operation: &str,
+    body: impl AsyncFnOnce(&StateStore<StateBackend>, watch::Receiver<bool>) -> Result<T, CommandError>,
+) -> Result<T, CommandError> {
+    let store = options.open()?;
+    let info = new_lock_info(operation, &store);
+    store.lock(&info).await.context("cannot lock the state")?;
+    let (tx, rx) = watch::channel(false);
+    let signals = tokio::spawn(async move {
+        interrupted().await;
+        let _ = tx.send(true);
+    });
+    let result = body(&store, rx).await;
+    signals.abort();
+    match store.unlock(&info.id).await {
+        Ok(()) => result,
+        Err(u) => {
+            let hint = format!(
+                "cannot release the state lock ({u}); release it with `talosprov force-unlock {}`",
+                info.id
+            );
+            match result {
+                Ok(_) => Err(anyhow::anyhow!(hint).into()),
+                Err(e) => {
+                    crate::ui::warn(&hint);
+                    Err(e)
+                }
+            }
+        }
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM; never when the handlers cannot be installed.
+async fn interrupted() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Ask for "yes" on the terminal, giving up when `cancel` turns true.
+///
+/// # Errors
+/// [`CommandError::Interrupted`]; stdin errors.
+pub async fn confirm(
+    question: String,
+    mut cancel: watch::Receiver<bool>,
+) -> Result<bool, CommandError> {
+    let ask = tokio::task::spawn_blocking(move || crate::ui::console::confirm(&question));
+    tokio::select! {
+        answer = ask => Ok(answer.map_err(anyhow::Error::new)??),
+        _ = cancel.wait_for(|c| *c) => Err(CommandError::Interrupted),
+    }
+}

@@ -1,0 +1,67 @@
+//! `talosprov destroy`: show the destroy plan, confirm, reset the Talos nodes
+//! that answer (gracefully for control planes), then shut down and delete the
+//! VMs, the pool and the PCI mappings. Images stay unless `--purge-images`.
+
+use clap::Args;
+
+use super::apply::{approve, context, run_plan};
+use super::cluster;
+use super::state_options::StateOptions;
+use super::{CommandError, Outcome};
+use crate::plan::{Desired, Observed, destroy_plan};
+use crate::state::Sensitive;
+
+/// Arguments of `talosprov destroy`.
+#[derive(Debug, Args)]
+pub struct DestroyArgs {
+    /// Topology file and state location.
+    #[command(flatten)]
+    pub state: StateOptions,
+
+    /// Destroy without asking for "yes".
+    #[arg(long = "auto-approve")]
+    pub auto_approve: bool,
+
+    /// Delete the downloaded Talos images too.
+    #[arg(long = "purge-images")]
+    pub purge_images: bool,
+
+    /// At most N deletions at once.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub parallelism: usize,
+}
+
+/// Run `destroy`.
+///
+/// # Errors
+/// A held lock, no confirmation, failed deletions; Ctrl-C.
+pub async fn run(args: DestroyArgs) -> Result<Outcome, CommandError> {
+    let topology = cluster::load_topology(&args.state.file)?;
+    cluster::locked(&args.state, "destroy", async |store, cancel| {
+        let Some(loaded) = store.load().await? else {
+            crate::ui::write_stdout("No state: nothing to destroy.\n")?;
+            return Ok(Outcome::Success);
+        };
+        let (mut state, encrypted) = (loaded.state, loaded.encrypted);
+        let plan = destroy_plan(Some(&state), &Observed::default(), args.purge_images);
+        crate::ui::write_stdout(&crate::ui::plan::render(&plan))?;
+        if plan.is_empty() {
+            return Ok(Outcome::Success);
+        }
+        approve(
+            args.auto_approve,
+            "Do you really want to destroy all resources?\n  talosprov will destroy all the resources described above. There is no undo.",
+            "-auto-approve",
+            cancel.clone(),
+        )
+        .await?;
+        let ctx = context(&topology, &state, Desired::default(), Sensitive::default())?;
+        run_plan(ctx, &plan, store, encrypted, &mut state, args.parallelism, cancel).await?;
+        crate::ui::write_stdout(&format!(
+            "\nDestroy complete! Resources: {} destroyed.\n",
+            plan.summary().destroy
+        ))?;
+        Ok(Outcome::Success)
+    })
+    .await
+}

@@ -1,0 +1,93 @@
+//! `talosprov plan`: show what apply would change, without changing anything.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::cluster;
+use super::planning::make_plan;
+use super::state_options::StateOptions;
+use super::{CommandError, Outcome};
+use crate::plan::SavedPlan;
+use crate::state::Address;
+
+/// Arguments of `talosprov plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Topology file and state location.
+    #[command(flatten)]
+    pub state: StateOptions,
+
+    /// Save the plan to FILE (mode 0600; it holds secrets, and is encrypted like
+    /// the state when state encryption is on). `talosprov apply FILE` then
+    /// makes exactly these changes, unless the state has moved on.
+    #[arg(long = "out", value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    /// Exit 0 when there are no changes, 2 when there are, 1 on error.
+    #[arg(long = "detailed-exitcode")]
+    pub detailed_exitcode: bool,
+
+    /// Print the plan as JSON (format_version 1; see `talosprov::plan::Plan`).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Read back Proxmox and the Talos nodes first (`-refresh=false`: plan from
+    /// the state alone, with no network at all).
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub refresh: bool,
+
+    /// Same as `-refresh=false`: no network at all.
+    #[arg(long)]
+    pub offline: bool,
+
+    /// Plan only this resource and what it depends on (repeatable), e.g.
+    /// `vm/talos-worker-01`.
+    #[arg(long = "target", value_name = "ADDR")]
+    pub target: Vec<Address>,
+
+    /// How many changes apply runs at once (accepted here for symmetry with apply).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub parallelism: usize,
+}
+
+/// Run `plan`.
+///
+/// # Errors
+/// Topology diagnostics, state and refresh errors, refused changes.
+pub async fn run(args: PlanArgs) -> Result<Outcome, CommandError> {
+    let topology = cluster::load_topology(&args.state.file)?;
+    let store = args.state.open()?;
+    let loaded = store.load().await?;
+    let state = loaded.as_ref().map(|l| &l.state);
+    let offline = args.offline || !args.refresh;
+    let planned = make_plan(&topology, state, None, offline, &args.target).await?;
+    let plan = &planned.plan;
+    if args.json {
+        crate::ui::write_stdout(&(plan.to_json() + "\n"))?;
+    } else {
+        crate::ui::write_stdout(&crate::ui::plan::render(plan))?;
+    }
+    if let Some(out) = &args.out {
+        cluster::write_saved_plan(
+            out,
+            &SavedPlan {
+                plan: plan.clone(),
+                secrets: planned.generated.clone(),
+                targets: args.target.iter().map(ToString::to_string).collect(),
+            },
+        )?;
+        if !args.json {
+            crate::ui::write_stdout(&format!(
+                "\nSaved the plan to: {0}\n\nTo perform exactly these actions, run:\n    talosprov apply {0}\n",
+                out.display()
+            ))?;
+        }
+    }
+    if args.detailed_exitcode && !plan.is_empty() {
+        Ok(Outcome::Changes)
+    } else {
+        Ok(Outcome::Success)
+    }
+}

@@ -1,0 +1,91 @@
+//! Making a plan at the edge, for `plan` and `apply`: secrets (the state's, a
+//! saved plan's, or new ones), rendered configs, refresh, then the pure
+//! planning, `-target` and the refusals (a disk shrink).
+
+use anyhow::Context as _;
+
+use super::CommandError;
+use super::cluster;
+use crate::machine::{SecretsBundle, parse_secrets_yaml};
+use crate::plan::{self, Desired, Plan, PlanInput};
+use crate::state::format::State;
+use crate::state::{Address, Sensitive};
+use crate::topology::Topology;
+
+/// A plan and what it was made from.
+#[derive(Debug)]
+pub struct Planned {
+    /// The plan.
+    pub plan: Plan,
+    /// The desired resources it leads to.
+    pub desired: Desired,
+    /// The secrets its configs were rendered with.
+    pub secrets: SecretsBundle,
+    /// The secrets text when they were generated for this plan (no state yet).
+    pub generated: Option<Sensitive>,
+}
+
+/// Make the plan.
+///
+/// `secrets`: the bundle text to use when the state has none (from a saved
+/// plan); new ones are generated when neither has any.
+///
+/// # Errors
+/// Rendering diagnostics (printed), Proxmox errors during refresh, and the
+/// plan's refusals.
+pub async fn make_plan(
+    topology: &Topology,
+    state: Option<&State>,
+    secrets: Option<&Sensitive>,
+    offline: bool,
+    targets: &[Address],
+) -> Result<Planned, CommandError> {
+    let (bundle, generated) = match (cluster::state_secrets_opt(state)?, secrets) {
+        (Some(b), _) => (b, None),
+        (None, Some(text)) => (
+            parse_secrets_yaml(text.expose()).context("the saved plan's secrets are invalid")?,
+            None,
+        ),
+        (None, None) => {
+            let (b, text) = cluster::generate_secrets()?;
+            (b, Some(text))
+        }
+    };
+    let configs = cluster::render_configs(topology, &bundle)?;
+    let observed = cluster::observe(topology, state, offline)
+        .await
+        .context("cannot refresh (use -refresh=false to plan from the state alone)")?;
+    let shared = cluster::storage_shared(&observed, state);
+    let desired = plan::desired(topology, &configs, shared).map_err(|errors| {
+        anyhow::anyhow!(
+            "{}",
+            errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    })?;
+    let mut p = plan::plan(PlanInput {
+        desired: &desired,
+        state,
+        observed: &observed,
+    })
+    .map_err(|errors| {
+        anyhow::anyhow!(
+            "the plan has changes talosprov refuses to make:\n  {}",
+            errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        )
+    })?;
+    plan::target(&mut p, targets);
+    Ok(Planned {
+        plan: p,
+        desired,
+        secrets: bundle,
+        generated,
+    })
+}

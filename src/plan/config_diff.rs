@@ -1,0 +1,167 @@
+//! Machine config comparisons (pure): the redacted text of a config, the
+//! unified diff between two, whether applying the new one reboots the node,
+//! and which changed settings Talos applies only at bootstrap.
+
+use serde::Deserialize;
+use serde_yaml_ng::Value;
+
+use crate::machine::{machine_config_yaml, redact_secrets};
+
+/// Settings under `machine` that Talos applies without a reboot in `auto`
+/// mode (machined `v1alpha1_runtime.go`, `CanApplyImmediate`); with the whole
+/// `cluster` and `debug` sections, and every document other than v1alpha1.
+const MACHINE_IMMEDIATE: &[&str] = &[
+    "time",
+    "certSANs",
+    "install",
+    "network",
+    "nodeLabels",
+    "nodeAnnotations",
+    "nodeTaints",
+    "sysfs",
+    "sysctls",
+    "logging",
+    "controlPlane",
+    "kubelet",
+    "kernel",
+    "registries",
+    "pods",
+    "seccompProfiles",
+    "features",
+];
+
+/// Settings Talos acts on only when the cluster is bootstrapped (the
+/// bootstrap manifests): changing them later has no effect on the cluster.
+pub const BOOTSTRAP_ONLY: &[(&str, &str)] = &[
+    ("cluster.network.cni", "the CNI"),
+    ("cluster.proxy", "kube-proxy"),
+    ("cluster.coreDNS", "CoreDNS"),
+    ("cluster.extraManifests", "extraManifests"),
+    ("cluster.extraManifestHeaders", "extraManifests"),
+    ("cluster.inlineManifests", "inlineManifests"),
+];
+
+/// The documents of a multi-document machine config; unparsable text gives
+/// one string document, so a diff still shows something.
+pub fn documents(text: &str) -> Vec<Value> {
+    let mut docs = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(text) {
+        match Value::deserialize(doc) {
+            Ok(Value::Null) => {}
+            Ok(v) => docs.push(v),
+            Err(_) => return vec![Value::String("(not valid YAML)".into())],
+        }
+    }
+    docs
+}
+
+/// The config with every secret value replaced by `(sensitive)`, in Talos's
+/// own layout, for diffs and views.
+pub fn redacted(text: &str) -> String {
+    let mut docs = documents(text);
+    redact_secrets(&mut docs);
+    machine_config_yaml(&docs)
+}
+
+/// Unified diff (3 lines of context) from `before` to `after`, both already
+/// redacted, headed `recorded` and `desired`.
+pub fn unified_diff(before: &str, after: &str) -> String {
+    similar::TextDiff::from_lines(before, after)
+        .unified_diff()
+        .context_radius(3)
+        .header("recorded", "desired")
+        .to_string()
+}
+
+/// The v1alpha1 document (no `kind`) of a config.
+fn v1alpha1(docs: &[Value]) -> Option<&Value> {
+    docs.iter()
+        .find(|d| d.get("kind").is_none() && d.is_mapping())
+}
+
+/// Whether applying `after` over `before` in `auto` mode reboots the node: a
+/// change to a v1alpha1 `machine` setting outside [`MACHINE_IMMEDIATE`].
+pub fn needs_reboot(before: &str, after: &str) -> bool {
+    let strip = |text: &str| -> Option<Value> {
+        let docs = documents(text);
+        let mut machine = v1alpha1(&docs)?.get("machine")?.clone();
+        if let Value::Mapping(m) = &mut machine {
+            for key in MACHINE_IMMEDIATE {
+                m.remove(*key);
+            }
+        }
+        Some(machine)
+    };
+    strip(before) != strip(after)
+}
+
+/// Whether a machine config is a control plane's (`machine.type`).
+pub fn is_controlplane(text: &str) -> bool {
+    documents(text).iter().any(|d| {
+        d.get("machine")
+            .and_then(|m| m.get("type"))
+            .and_then(Value::as_str)
+            == Some("controlplane")
+    })
+}
+
+fn at_path<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(doc, |v, key| v.get(key))
+}
+
+/// The bootstrap-only settings (their names, deduplicated) that differ
+/// between two configs.
+pub fn bootstrap_only_changes(before: &str, after: &str) -> Vec<&'static str> {
+    let (b, a) = (documents(before), documents(after));
+    let (b, a) = (v1alpha1(&b), v1alpha1(&a));
+    let mut names: Vec<&'static str> = Vec::new();
+    for (path, name) in BOOTSTRAP_ONLY {
+        let before = b.and_then(|d| at_path(d, path));
+        let after = a.and_then(|d| at_path(d, path));
+        if before != after && !names.contains(name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "version: v1alpha1\nmachine:\n    type: worker\n    token: abc.0123456789abcdef\n    kubelet:\n        image: k:1\ncluster:\n    secret: c2VjcmV0\n    network:\n        cni:\n            name: flannel\n";
+
+    #[test]
+    fn redaction_hides_the_token_and_secret() {
+        let r = redacted(BASE);
+        assert!(!r.contains("abc.0123456789abcdef"), "{r}");
+        assert!(!r.contains("c2VjcmV0"), "{r}");
+        assert!(r.contains("(sensitive)"));
+    }
+
+    #[test]
+    fn kubelet_changes_apply_without_reboot() {
+        let after = BASE.replace("k:1", "k:2");
+        assert!(!needs_reboot(BASE, &after));
+    }
+
+    #[test]
+    fn machine_type_change_reboots() {
+        let after = BASE.replace("type: worker", "type: controlplane");
+        assert!(needs_reboot(BASE, &after));
+    }
+
+    #[test]
+    fn cni_change_is_bootstrap_only() {
+        let after = BASE.replace("flannel", "none");
+        assert_eq!(bootstrap_only_changes(BASE, &after), vec!["the CNI"]);
+        assert!(bootstrap_only_changes(BASE, BASE).is_empty());
+    }
+
+    #[test]
+    fn diff_is_unified_with_headers() {
+        let d = unified_diff("a\nb\n", "a\nc\n");
+        assert!(d.starts_with("--- recorded\n+++ desired\n"), "{d}");
+        assert!(d.contains("-b\n+c\n"), "{d}");
+    }
+}

@@ -1,0 +1,418 @@
+//! The diff (pure): desired resources against the recorded state and the
+//! observed cluster give the changes, each with an action, a reason and field
+//! values; drift (observed differs from recorded) is listed apart; a disk
+//! shrink is refused. `order` then sorts the result.
+
+use std::collections::BTreeSet;
+
+use crate::state::format::{self, State};
+use crate::state::{Address, Sensitive};
+
+use super::config_diff;
+use super::desired::Desired;
+use super::diff_vm::plan_vm;
+use super::observed::Observed;
+use super::{
+    Action, Change, Drift, DriftKind, FieldChange, PLAN_FORMAT_VERSION, Plan, PlanWarning,
+};
+
+/// What planning reads: all plain data.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInput<'a> {
+    /// What the topology asks for.
+    pub desired: &'a Desired,
+    /// The state, `None` before the first apply.
+    pub state: Option<&'a State>,
+    /// What refresh saw (`Observed::default()` offline).
+    pub observed: &'a Observed,
+}
+
+/// A change planning refuses to make.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// Proxmox cannot shrink a disk, and talosprov never loses data to do it.
+    #[error(
+        "vm/{hostname} (vmid {vmid}): disk_size {wanted_gib} GiB is smaller than the disk's \
+         {current_gib} GiB; disks only grow (raise disk_size back, or replace the node)"
+    )]
+    DiskShrink {
+        /// The node.
+        hostname: String,
+        /// Its vmid.
+        vmid: u32,
+        /// Size now, GiB.
+        current_gib: u64,
+        /// Size asked for, GiB.
+        wanted_gib: u64,
+    },
+}
+
+pub(super) fn change(address: Address, action: Action, reason: impl Into<String>) -> Change {
+    Change {
+        address,
+        action,
+        reason: reason.into(),
+        fields: Vec::new(),
+        config_diff: None,
+        reboot: None,
+        depends_on: Vec::new(),
+    }
+}
+
+pub(super) fn field<T: ToString>(name: &str, before: Option<T>, after: Option<T>) -> FieldChange {
+    FieldChange::new(
+        name,
+        before.map(|v| v.to_string()),
+        after.map(|v| v.to_string()),
+    )
+}
+
+/// Plan an apply: every change that brings the cluster to `desired`.
+///
+/// # Errors
+/// Every [`PlanError`] found (each a change refused).
+pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
+    let empty = State::new(uuid::Uuid::nil());
+    let state = input.state.unwrap_or(&empty);
+    let rec = &state.resources;
+    let d = input.desired;
+    let obs = input.observed;
+    let mut changes = Vec::new();
+    let mut drift = Vec::new();
+    let mut warnings = Vec::new();
+    let mut errors = Vec::new();
+
+    for (name, image) in &d.images {
+        if !rec.images.contains_key(name) {
+            let mut c = change(
+                Address::Image(name.clone()),
+                Action::Create,
+                format!(
+                    "download Talos {} ({}) to {} on {}",
+                    image.record.talos_version,
+                    short(&image.record.schematic_id),
+                    image.record.storage,
+                    image.record.node
+                ),
+            );
+            c.fields
+                .push(field("volid", None, Some(&image.record.volid)));
+            changes.push(c);
+        }
+    }
+    if let Some(pool) = &d.pool
+        && !rec.pools.contains_key(pool)
+    {
+        changes.push(change(
+            Address::Pool(pool.clone()),
+            Action::Create,
+            "resource pool for the cluster's VMs",
+        ));
+    }
+    for name in rec.pools.keys() {
+        if d.pool.as_ref() != Some(name) {
+            changes.push(change(
+                Address::Pool(name.clone()),
+                Action::Delete,
+                "no longer in the topology",
+            ));
+        }
+    }
+    plan_mappings(d, rec, &mut changes);
+
+    let mut fresh_vms: BTreeSet<&str> = BTreeSet::new();
+    for (host, want) in &d.vms {
+        match plan_vm(
+            host,
+            want,
+            rec.vms.get(host),
+            obs,
+            &mut drift,
+            &mut warnings,
+        ) {
+            Ok(Some(c)) => {
+                if matches!(c.action, Action::Create | Action::Replace) {
+                    fresh_vms.insert(host.as_str());
+                }
+                changes.push(c);
+            }
+            Ok(None) => {}
+            Err(e) => errors.push(e),
+        }
+    }
+    for (host, vm) in &rec.vms {
+        if !d.vms.contains_key(host) {
+            let controlplane = state
+                .outputs
+                .machineconfigs
+                .get(host)
+                .is_some_and(|m| config_diff::is_controlplane(m.value.expose()));
+            let how = if controlplane {
+                "Talos reset (graceful: leaves etcd), then"
+            } else {
+                "Talos reset, then"
+            };
+            let mut c = change(
+                Address::Vm(host.clone()),
+                Action::Delete,
+                format!(
+                    "not in the topology: {how} VM {} shut down and deleted",
+                    vm.vmid
+                ),
+            );
+            c.fields.push(field("vmid", Some(vm.vmid), None));
+            changes.push(c);
+        }
+    }
+
+    let bootstrapped = rec.bootstrap.as_ref().is_some_and(|b| b.done);
+    for (host, want) in &d.configs {
+        let recorded = rec.configs.get(host);
+        let recorded_text = state.outputs.machineconfigs.get(host).map(|o| &o.value);
+        if let (Some(r), Some(seen)) = (recorded, obs.talos_versions.get(host))
+            && r.secure_mode
+            && *seen != r.talos_version
+        {
+            drift.push(Drift {
+                address: Address::Config(host.clone()),
+                kind: DriftKind::Changed,
+                fields: vec![field("talos_version", Some(&r.talos_version), Some(seen))],
+            });
+        }
+        let address = Address::Config(host.clone());
+        let current = match recorded {
+            Some(r) if !fresh_vms.contains(host.as_str()) => r,
+            _ => {
+                let why = if fresh_vms.contains(host.as_str()) {
+                    "new VM: applied in maintenance mode"
+                } else {
+                    "no config applied yet: applied in maintenance mode"
+                };
+                let mut c = change(address, Action::ApplyConfig, why);
+                c.fields.push(field(
+                    "config_sha256",
+                    None,
+                    Some(&want.record.config_sha256),
+                ));
+                changes.push(c);
+                continue;
+            }
+        };
+        // A version seen on the node outranks the record (an upgrade made
+        // outside talosprov).
+        let running = obs
+            .talos_versions
+            .get(host)
+            .unwrap_or(&current.talos_version);
+        let upgrade = *running != want.record.talos_version
+            || current.installer_image != want.record.installer_image;
+        let config_changed = current.config_sha256 != want.record.config_sha256;
+        if !upgrade && !config_changed {
+            if !current.secure_mode {
+                changes.push(change(
+                    address,
+                    Action::ApplyConfig,
+                    "applied, but the node was not seen in secure mode: checked and applied if missing",
+                ));
+            }
+            continue;
+        }
+        let mut c = change(
+            address.clone(),
+            Action::ApplyConfig,
+            "machine config changed",
+        );
+        if upgrade {
+            c.action = Action::Upgrade;
+            c.reason = format!(
+                "Talos {running} -> {} (installer image {})",
+                want.record.talos_version, want.record.installer_image
+            );
+            c.reboot = Some(true);
+            if *running != want.record.talos_version {
+                c.fields.push(field(
+                    "talos_version",
+                    Some(running),
+                    Some(&want.record.talos_version),
+                ));
+            }
+            if current.installer_image != want.record.installer_image {
+                c.fields.push(field(
+                    "installer_image",
+                    Some(&current.installer_image),
+                    Some(&want.record.installer_image),
+                ));
+            }
+        }
+        if config_changed {
+            c.fields.push(field(
+                "config_sha256",
+                Some(&current.config_sha256),
+                Some(&want.record.config_sha256),
+            ));
+            let before = recorded_text.map(Sensitive::expose).unwrap_or("");
+            let after = want.yaml.expose();
+            c.config_diff = Some(config_diff::unified_diff(
+                &config_diff::redacted(before),
+                &config_diff::redacted(after),
+            ));
+            if !upgrade {
+                c.reboot = Some(config_diff::needs_reboot(before, after));
+            }
+            if bootstrapped {
+                for name in config_diff::bootstrap_only_changes(before, after) {
+                    warnings.push(PlanWarning {
+                        address: Some(address.clone()),
+                        message: format!(
+                            "{name} is applied only when the cluster is bootstrapped; this \
+                             cluster is, so the change has no effect on it"
+                        ),
+                    });
+                }
+            }
+        }
+        changes.push(c);
+    }
+
+    if let Some(node) = &d.bootstrap_node
+        && !bootstrapped
+    {
+        changes.push(change(
+            Address::Bootstrap,
+            Action::Bootstrap,
+            format!("etcd bootstrap on the first control plane, {node}"),
+        ));
+    }
+    let bootstrap_planned = changes.iter().any(|c| c.action == Action::Bootstrap);
+    if d.bootstrap_node.is_some() && (state.outputs.kubeconfig.is_none() || bootstrap_planned) {
+        changes.push(change(
+            Address::Kubeconfig,
+            Action::Create,
+            "admin kubeconfig, fetched through the Talos API after bootstrap",
+        ));
+    }
+
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let mut plan = Plan {
+        format_version: PLAN_FORMAT_VERSION,
+        lineage: input.state.map(|s| s.lineage),
+        serial: input.state.map(|s| s.serial),
+        refreshed: obs.refreshed,
+        destroy: false,
+        changes,
+        drift,
+        warnings,
+    };
+    super::order::order(&mut plan, d);
+    Ok(plan)
+}
+
+fn short(id: &str) -> String {
+    id.chars().take(8).collect()
+}
+
+fn plan_mappings(d: &Desired, rec: &format::Resources, changes: &mut Vec<Change>) {
+    for (name, want) in &d.pci_mappings {
+        let address = Address::PciMapping(name.clone());
+        match rec.pci_mappings.get(name) {
+            None => {
+                let mut c = change(address, Action::Create, "PCI hardware mapping");
+                c.fields.push(field("map", None, Some(map_text(want))));
+                changes.push(c);
+            }
+            Some(have) if have != want => {
+                let mut c = change(address, Action::Update, "PCI mapping changed");
+                if have.description != want.description {
+                    c.fields.push(field(
+                        "description",
+                        have.description.as_ref(),
+                        want.description.as_ref(),
+                    ));
+                }
+                if have.map != want.map {
+                    c.fields
+                        .push(field("map", Some(map_text(have)), Some(map_text(want))));
+                }
+                changes.push(c);
+            }
+            Some(_) => {}
+        }
+    }
+    for name in rec.pci_mappings.keys() {
+        if !d.pci_mappings.contains_key(name) {
+            changes.push(change(
+                Address::PciMapping(name.clone()),
+                Action::Delete,
+                "no longer in the topology",
+            ));
+        }
+    }
+}
+
+fn map_text(m: &format::PciMapping) -> String {
+    m.map
+        .iter()
+        .map(|e| format!("{}:{}={}", e.node, e.path, e.id))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Plan a destroy: every recorded VM, the pool and the PCI mappings are
+/// deleted; images too when `purge_images`.
+pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bool) -> Plan {
+    let mut changes = Vec::new();
+    if let Some(s) = state {
+        let r = &s.resources;
+        for (host, vm) in &r.vms {
+            let mut c = change(
+                Address::Vm(host.clone()),
+                Action::Delete,
+                format!(
+                    "Talos reset where reachable, then VM {} on {} shut down and deleted",
+                    vm.vmid, vm.node
+                ),
+            );
+            c.fields.push(field("vmid", Some(vm.vmid), None));
+            changes.push(c);
+        }
+        for name in r.pools.keys() {
+            changes.push(change(
+                Address::Pool(name.clone()),
+                Action::Delete,
+                "cluster destroyed",
+            ));
+        }
+        for name in r.pci_mappings.keys() {
+            changes.push(change(
+                Address::PciMapping(name.clone()),
+                Action::Delete,
+                "cluster destroyed",
+            ));
+        }
+        if purge_images {
+            for (name, image) in &r.images {
+                let mut c = change(
+                    Address::Image(name.clone()),
+                    Action::Delete,
+                    "--purge-images",
+                );
+                c.fields.push(field("volid", Some(&image.volid), None));
+                changes.push(c);
+            }
+        }
+    }
+    let mut plan = Plan {
+        format_version: PLAN_FORMAT_VERSION,
+        lineage: state.map(|s| s.lineage),
+        serial: state.map(|s| s.serial),
+        refreshed: observed.refreshed,
+        destroy: true,
+        changes,
+        drift: Vec::new(),
+        warnings: Vec::new(),
+    };
+    super::order::order_destroy(&mut plan);
+    plan
+}

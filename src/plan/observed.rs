@@ -1,0 +1,48 @@
+//! What refresh saw (plain data, filled by the apply module's refresh): each
+//! VM as Proxmox reports it, the Talos version each reachable node runs, and
+//! whether the image storage is shared. Planning reads it and never fetches.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+/// The cluster as observed at plan time. `Observed::default()` (with
+/// `refreshed: false`) is what `--offline` plans with.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observed {
+    /// True when Proxmox was read back; when false, nothing below is known
+    /// and the plan compares the topology with the state only.
+    pub refreshed: bool,
+    /// Every VM of the cluster-wide listing (`/cluster/resources?type=vm`),
+    /// keyed by vmid.
+    pub vms: BTreeMap<u32, ObservedVm>,
+    /// The Talos version each node reported (`Version` over the Talos API),
+    /// keyed by hostname; nodes that did not answer are absent.
+    pub talos_versions: BTreeMap<String, String>,
+    /// Whether `proxmox.image_storage` is shared between hosts (`shared` in
+    /// `/storage/{storage}`); `None` when not read.
+    pub image_storage_shared: Option<bool>,
+}
+
+/// One VM as observed: listing values, and config values where read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservedVm {
+    /// Proxmox VM ID.
+    pub vmid: u32,
+    /// Proxmox node it runs on.
+    pub node: String,
+    /// VM name.
+    pub name: Option<String>,
+    /// `running`, `stopped`, ...
+    pub status: String,
+    /// Cores (`maxcpu`, or `cores` from the config).
+    pub cores: Option<u32>,
+    /// Memory, MiB.
+    pub memory_mib: Option<u64>,
+    /// Size of `scsi0`, GiB.
+    pub disk_gib: Option<u64>,
+    /// `hostpciN` values, from the config; `None` when the config was not read.
+    pub hostpci: Option<BTreeMap<String, String>>,
+    /// Tags, lower-cased.
+    pub tags: BTreeSet<String>,
+}

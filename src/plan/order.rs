@@ -1,0 +1,115 @@
+//! Dependency order (pure): images, PCI mappings and the pool, then VMs, then
+//! configs, then the bootstrap, then the kubeconfig; deletes run the other way
+//! (VMs before the pool and mappings they use). Each change lists the changes
+//! it waits for; `-target` keeps a change and what it depends on.
+
+use std::collections::BTreeSet;
+
+use crate::state::Address;
+
+use super::desired::Desired;
+use super::{Action, Change, Plan};
+
+/// Where a change runs in the apply: lower first.
+fn phase(c: &Change) -> u8 {
+    let delete = c.action == Action::Delete;
+    match (&c.address, delete) {
+        (Address::Image(_) | Address::PciMapping(_) | Address::Pool(_), false) => 0,
+        (Address::Vm(_), false) => 1,
+        (Address::Config(_), _) => 2,
+        (Address::Bootstrap, _) => 3,
+        (Address::Kubeconfig, _) => 4,
+        (Address::Vm(_), true) => 5,
+        (Address::Image(_) | Address::PciMapping(_) | Address::Pool(_), true) => 6,
+    }
+}
+
+fn sort(plan: &mut Plan) {
+    plan.changes
+        .sort_by(|a, b| (phase(a), &a.address).cmp(&(phase(b), &b.address)));
+}
+
+/// Fill each change's `depends_on` with the planned changes it waits for, and
+/// sort the changes so that each comes after those.
+pub fn order(plan: &mut Plan, desired: &Desired) {
+    let planned: BTreeSet<Address> = plan.changes.iter().map(|c| c.address.clone()).collect();
+    let vm_deletes: Vec<Address> = plan
+        .changes
+        .iter()
+        .filter(|c| matches!(c.address, Address::Vm(_)) && c.action == Action::Delete)
+        .map(|c| c.address.clone())
+        .collect();
+    for c in &mut plan.changes {
+        let mut deps: Vec<Address> = Vec::new();
+        match (&c.address, c.action) {
+            (Address::Vm(host), Action::Create | Action::Replace | Action::Update) => {
+                if let Some(vm) = desired.vms.get(host) {
+                    deps.push(Address::Image(vm.image.clone()));
+                    if let Some(pool) = &vm.spec.pool {
+                        deps.push(Address::Pool(pool.clone()));
+                    }
+                    for d in &vm.spec.hostpci {
+                        deps.push(Address::PciMapping(d.mapping.clone()));
+                    }
+                }
+            }
+            (Address::Config(host), _) => deps.push(Address::Vm(host.clone())),
+            (Address::Bootstrap, _) => {
+                if let Some(node) = &desired.bootstrap_node {
+                    deps.push(Address::Config(node.clone()));
+                }
+            }
+            (Address::Kubeconfig, _) => {
+                deps.push(Address::Bootstrap);
+                // The kubeconfig is fetched once the control planes are up.
+                for (host, cfg) in &desired.configs {
+                    if cfg.role == crate::topology::Role::Controlplane {
+                        deps.push(Address::Config(host.clone()));
+                    }
+                }
+            }
+            (Address::Pool(_) | Address::PciMapping(_), Action::Delete) => {
+                deps.extend(vm_deletes.iter().cloned());
+            }
+            _ => {}
+        }
+        deps.retain(|a| planned.contains(a) && *a != c.address);
+        deps.sort();
+        deps.dedup();
+        c.depends_on = deps;
+    }
+    sort(plan);
+}
+
+/// Order a destroy plan: VMs first, then the pool, mappings and images.
+pub fn order_destroy(plan: &mut Plan) {
+    let vms: Vec<Address> = plan
+        .changes
+        .iter()
+        .filter(|c| matches!(c.address, Address::Vm(_)))
+        .map(|c| c.address.clone())
+        .collect();
+    for c in &mut plan.changes {
+        if !matches!(c.address, Address::Vm(_)) {
+            c.depends_on = vms.clone();
+        }
+    }
+    sort(plan);
+}
+
+/// Keep only the changes at `targets` and the changes they depend on
+/// (transitively), as OpenTofu's `-target` does. An empty `targets` keeps all.
+pub fn target(plan: &mut Plan, targets: &[Address]) {
+    if targets.is_empty() {
+        return;
+    }
+    let mut keep: BTreeSet<Address> = targets.iter().cloned().collect();
+    // Changes are in dependency order, so one pass from the end closes the set.
+    for c in plan.changes.iter().rev() {
+        if keep.contains(&c.address) {
+            keep.extend(c.depends_on.iter().cloned());
+        }
+    }
+    plan.changes.retain(|c| keep.contains(&c.address));
+    plan.drift.retain(|d| keep.contains(&d.address));
+}

@@ -1,0 +1,233 @@
+//! The human view of a plan, in OpenTofu's style: drift first, then one block
+//! per change (mark, address, reason, fields, config diff, reboot note), the
+//! warnings, and the summary line. Values in a plan are already redacted.
+
+use std::fmt::Write;
+
+use crate::plan::{Action, Change, DriftKind, FieldChange, Plan, Summary};
+
+/// The whole plan as text, ending with the summary line.
+pub fn render(plan: &Plan) -> String {
+    let mut out = String::new();
+    if !plan.refreshed && !plan.destroy {
+        out.push_str("Note: planned offline (no refresh): drift is not known.\n\n");
+    }
+    if !plan.drift.is_empty() {
+        out.push_str("Note: objects have changed outside of talosprov\n\n");
+        for d in &plan.drift {
+            match d.kind {
+                DriftKind::Deleted => {
+                    let _ = writeln!(out, "  # {} has been deleted", d.address);
+                }
+                DriftKind::Changed => {
+                    let _ = writeln!(out, "  # {} has changed", d.address);
+                    for f in &d.fields {
+                        field_line(&mut out, f);
+                    }
+                }
+            }
+        }
+        out.push('\n');
+    }
+    if plan.changes.is_empty() {
+        out.push_str("No changes. The cluster matches the topology.\n");
+    } else {
+        out.push_str("talosprov will perform the following actions:\n\n");
+        for c in &plan.changes {
+            change_block(&mut out, c);
+        }
+    }
+    for w in &plan.warnings {
+        match &w.address {
+            Some(a) => {
+                let _ = writeln!(out, "Warning: {a}: {}", w.message);
+            }
+            None => {
+                let _ = writeln!(out, "Warning: {}", w.message);
+            }
+        }
+    }
+    if !plan.warnings.is_empty() {
+        out.push('\n');
+    }
+    if !plan.changes.is_empty() {
+        out.push_str(&summary_line(&plan.summary()));
+        out.push('\n');
+    }
+    out
+}
+
+fn verb(action: Action) -> &'static str {
+    match action {
+        Action::Create => "will be created",
+        Action::Update => "will be updated in place",
+        Action::Replace => "must be replaced",
+        Action::Delete => "will be destroyed",
+        Action::ApplyConfig => "will have its machine config applied",
+        Action::Upgrade => "will be upgraded",
+        Action::Bootstrap => "will be run",
+    }
+}
+
+fn change_block(out: &mut String, c: &Change) {
+    let _ = writeln!(out, "  # {} {}: {}", c.address, verb(c.action), c.reason);
+    let _ = writeln!(out, "{:>3} {}", c.action.mark(), c.address);
+    for f in &c.fields {
+        field_line(out, f);
+    }
+    if let Some(diff) = c.config_diff.as_deref().filter(|d| !d.is_empty()) {
+        for line in diff.lines() {
+            let _ = writeln!(out, "      {line}");
+        }
+    }
+    match (c.action, c.reboot) {
+        (Action::ApplyConfig | Action::Upgrade, Some(true)) => {
+            out.push_str("      (the node reboots)\n");
+        }
+        (Action::ApplyConfig, Some(false)) => {
+            out.push_str("      (applied without a reboot)\n");
+        }
+        (Action::Update, Some(true)) => {
+            out.push_str("      (the VM restarts through Proxmox for the change to apply)\n");
+        }
+        _ => {}
+    }
+    out.push('\n');
+}
+
+fn field_line(out: &mut String, f: &FieldChange) {
+    let _ = match (&f.before, &f.after) {
+        (None, Some(a)) => writeln!(out, "      + {} = {a}", f.name),
+        (Some(b), None) => writeln!(out, "      - {} = {b}", f.name),
+        (Some(b), Some(a)) => writeln!(out, "      ~ {} = {b} -> {a}", f.name),
+        (None, None) => Ok(()),
+    };
+}
+
+/// `Plan: 3 to add, 1 to change, 0 to destroy.`, followed by the Talos
+/// operations when there are any: `3 configs to apply, 1 bootstrap.`
+pub fn summary_line(s: &Summary) -> String {
+    let mut line = format!(
+        "Plan: {} to add, {} to change, {} to destroy.",
+        s.add, s.change, s.destroy
+    );
+    let mut talos = Vec::new();
+    if s.apply_config > 0 {
+        let noun = if s.apply_config == 1 {
+            "config"
+        } else {
+            "configs"
+        };
+        talos.push(format!("{} {noun} to apply", s.apply_config));
+    }
+    if s.upgrade > 0 {
+        let noun = if s.upgrade == 1 {
+            "upgrade"
+        } else {
+            "upgrades"
+        };
+        talos.push(format!("{} Talos {noun}", s.upgrade));
+    }
+    if s.bootstrap > 0 {
+        talos.push("1 bootstrap".to_owned());
+    }
+    if !talos.is_empty() {
+        let _ = write!(line, " Talos: {}.", talos.join(", "));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Drift, PLAN_FORMAT_VERSION, PlanWarning};
+    use crate::state::Address;
+
+    fn sample() -> Plan {
+        Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            lineage: None,
+            serial: None,
+            refreshed: true,
+            destroy: false,
+            changes: vec![
+                Change {
+                    address: Address::Vm("worker-01".into()),
+                    action: Action::Update,
+                    reason: "memory_mib changed".into(),
+                    fields: vec![FieldChange::new(
+                        "memory_mib",
+                        Some("8192".into()),
+                        Some("12288".into()),
+                    )],
+                    config_diff: None,
+                    reboot: Some(true),
+                    depends_on: vec![],
+                },
+                Change {
+                    address: Address::Config("worker-01".into()),
+                    action: Action::ApplyConfig,
+                    reason: "machine config changed".into(),
+                    fields: vec![],
+                    config_diff: Some(
+                        "--- recorded\n+++ desired\n@@ -1,2 +1,3 @@\n machine:\n+    nodeLabels: {}\n     token: (sensitive)\n"
+                            .into(),
+                    ),
+                    reboot: Some(false),
+                    depends_on: vec![],
+                },
+                Change {
+                    address: Address::Vm("old-01".into()),
+                    action: Action::Replace,
+                    reason: "moves to VM 131".into(),
+                    fields: vec![FieldChange::new("vmid", Some("130".into()), Some("131".into()))],
+                    config_diff: None,
+                    reboot: None,
+                    depends_on: vec![],
+                },
+            ],
+            drift: vec![Drift {
+                address: Address::Vm("cp-01".into()),
+                kind: DriftKind::Changed,
+                fields: vec![FieldChange::new("cores", Some("2".into()), Some("8".into()))],
+            }],
+            warnings: vec![PlanWarning {
+                address: Some(Address::Config("worker-01".into())),
+                message: "the CNI is applied only at bootstrap".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn human_plan_uses_tofu_marks_and_ends_with_the_summary() {
+        insta::assert_snapshot!(render(&sample()));
+    }
+
+    #[test]
+    fn empty_plan_says_no_changes() {
+        let mut p = sample();
+        p.changes.clear();
+        p.drift.clear();
+        p.warnings.clear();
+        assert_eq!(
+            render(&p),
+            "No changes. The cluster matches the topology.\n"
+        );
+    }
+
+    #[test]
+    fn summary_counts_talos_operations_apart() {
+        let s = Summary {
+            add: 3,
+            change: 1,
+            destroy: 0,
+            apply_config: 3,
+            upgrade: 0,
+            bootstrap: 1,
+        };
+        assert_eq!(
+            summary_line(&s),
+            "Plan: 3 to add, 1 to change, 0 to destroy. Talos: 3 configs to apply, 1 bootstrap."
+        );
+    }
+}

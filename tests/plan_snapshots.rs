@@ -1,0 +1,360 @@
+//! Planning as a pure function: topology, state and observations in, plan out.
+//! Each test checks one behaviour and snapshots the plan it gives.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use talosprov::machine::Sensitive;
+use talosprov::plan::{
+    self, Action, Observed, ObservedVm, Plan, PlanError, PlanInput, RenderedConfig,
+};
+use talosprov::state::Address;
+use talosprov::state::format::{Bootstrap, Output, Pool, State};
+use talosprov::topology::{self, Environment, Topology};
+
+const TOPOLOGY: &str = "
+cluster:
+  name: lab
+  talos_version: v1.13.8
+  kubernetes_version: v1.36.2
+  vip: 10.0.0.120
+  gateway: 10.0.0.1
+  prefix_length: 24
+  nameservers: [10.0.0.1]
+proxmox:
+  endpoint: https://pve.example:8006
+  node: pve
+  datastore: local-lvm
+  image_storage: local
+  bridge: vmbr0
+  pool: TALOS
+schematics:
+  base: { extensions: [siderolabs/qemu-guest-agent] }
+default_schematic: base
+pci_mappings:
+  gpu: { path: \"0000:01:00\", id: \"10de:2507\", iommu_group: 10, subsystem_id: \"10de:2507\", comment: GPU }
+nodes:
+  - { hostname: cp-01, ip: 10.0.0.121, role: controlplane, cores: 2, memory: 4096, disk_size: 50 }
+  - { hostname: worker-01, ip: 10.0.0.122, role: worker, cores: 4, memory: 8192, disk_size: 100 }
+  - { hostname: gpu-01, ip: 10.0.0.123, role: worker, cores: 4, memory: 12288, disk_size: 100,
+      hostpci: [ { device: hostpci0, mapping: gpu } ] }
+";
+
+/// A secret that must never reach a plan.
+const TOKEN: &str = "q7x9zk.0123456789abcdef";
+
+fn topology(text: &str) -> Topology {
+    let loaded = topology::parse(
+        text,
+        Path::new("/lab/cluster.yaml"),
+        &Environment::default(),
+    );
+    loaded
+        .topology
+        .unwrap_or_else(|| panic!("valid topology: {:#?}", loaded.diagnostics))
+}
+
+fn config_text(host: &str, extra: &str) -> String {
+    let kind = if host.starts_with("cp") {
+        "controlplane"
+    } else {
+        "worker"
+    };
+    format!(
+        "version: v1alpha1\nmachine:\n    type: {kind}\n    token: {TOKEN}\n    install:\n        image: factory.talos.dev/nocloud-installer/x:v1.13.8\n{extra}cluster:\n    secret: c2VjcmV0LXZhbHVl\n    network:\n        cni:\n            name: flannel\n"
+    )
+}
+
+fn rendered(t: &Topology, extra: &BTreeMap<&str, &str>) -> Vec<RenderedConfig> {
+    t.nodes
+        .iter()
+        .map(|n| {
+            let yaml = config_text(&n.hostname, extra.get(n.hostname.as_str()).unwrap_or(&""));
+            RenderedConfig {
+                hostname: n.hostname.clone(),
+                schematic_id: plan::desired::schematic_id(t.schematics.get("base")),
+                installer_image: "factory.talos.dev/nocloud-installer/x:v1.13.8".into(),
+                talos_version: "v1.13.8".into(),
+                sha256: format!("{:x}", yaml.len()),
+                yaml: Sensitive::new(yaml),
+            }
+        })
+        .collect()
+}
+
+/// The state an apply of `t` with `configs` leaves.
+fn applied(t: &Topology, configs: &[RenderedConfig]) -> State {
+    let d = plan::desired(t, configs, true).expect("desired");
+    let mut s = State::new(uuid::Uuid::from_u128(7));
+    s.serial = 4;
+    let r = &mut s.resources;
+    for (name, i) in &d.images {
+        r.images.insert(name.clone(), i.record.clone());
+    }
+    r.pools.insert("TALOS".into(), Pool { comment: None });
+    r.pci_mappings = d.pci_mappings.clone();
+    for (h, vm) in &d.vms {
+        r.vms.insert(h.clone(), vm.record.clone());
+    }
+    for (h, c) in &d.configs {
+        r.configs.insert(h.clone(), c.record.clone());
+        s.outputs
+            .machineconfigs
+            .insert(h.clone(), Output::sensitive(c.yaml.expose().clone()));
+    }
+    r.bootstrap = Some(Bootstrap {
+        done: true,
+        node: "cp-01".into(),
+        at: "2026-01-01T00:00:00Z".into(),
+    });
+    s.outputs.kubeconfig = Some(Output::sensitive("kubeconfig"));
+    s
+}
+
+fn observed_from(s: &State) -> Observed {
+    let mut o = Observed {
+        refreshed: true,
+        image_storage_shared: Some(true),
+        ..Observed::default()
+    };
+    for (h, vm) in &s.resources.vms {
+        o.vms.insert(
+            vm.vmid,
+            ObservedVm {
+                vmid: vm.vmid,
+                node: vm.node.clone(),
+                name: Some(h.clone()),
+                status: "running".into(),
+                cores: Some(vm.cores),
+                memory_mib: Some(vm.memory_mib),
+                disk_gib: Some(vm.disk_gib),
+                hostpci: Some(vm.hostpci.clone()),
+                tags: vm.tags.iter().cloned().collect::<BTreeSet<_>>(),
+            },
+        );
+        o.talos_versions.insert(h.clone(), "v1.13.8".into());
+    }
+    o
+}
+
+fn run(
+    t: &Topology,
+    configs: &[RenderedConfig],
+    state: Option<&State>,
+    obs: &Observed,
+) -> Result<Plan, Vec<PlanError>> {
+    let d = plan::desired(t, configs, obs.image_storage_shared.unwrap_or(true)).expect("desired");
+    plan::plan(PlanInput {
+        desired: &d,
+        state,
+        observed: obs,
+    })
+}
+
+fn assert_no_secret(p: &Plan) {
+    let json = p.to_json();
+    assert!(!json.contains(TOKEN), "token in plan");
+    assert!(!json.contains("c2VjcmV0LXZhbHVl"), "cluster secret in plan");
+}
+
+#[test]
+fn first_plan_creates_everything_in_dependency_order() {
+    let t = topology(TOPOLOGY);
+    let c = rendered(&t, &BTreeMap::new());
+    let p = run(&t, &c, None, &Observed::default()).expect("plan");
+    assert_no_secret(&p);
+    let s = p.summary();
+    assert_eq!(
+        (s.add, s.change, s.destroy, s.apply_config, s.bootstrap),
+        (7, 0, 0, 3, 1)
+    );
+    insta::assert_json_snapshot!(p);
+}
+
+#[test]
+fn applied_cluster_plans_no_changes() {
+    let t = topology(TOPOLOGY);
+    let c = rendered(&t, &BTreeMap::new());
+    let s = applied(&t, &c);
+    let p = run(&t, &c, Some(&s), &observed_from(&s)).expect("plan");
+    assert!(p.is_empty(), "{:#?}", p.changes);
+    assert!(p.drift.is_empty());
+    assert_eq!((p.lineage, p.serial), (Some(s.lineage), Some(4)));
+}
+
+#[test]
+fn raised_memory_is_one_in_place_update_with_restart() {
+    let t = topology(TOPOLOGY);
+    let c = rendered(&t, &BTreeMap::new());
+    let s = applied(&t, &c);
+    let t2 = topology(&TOPOLOGY.replace("memory: 8192", "memory: 12288"));
+    let p = run(&t2, &c, Some(&s), &observed_from(&s)).expect("plan");
+    assert_eq!(p.changes.len(), 1);
+    assert_eq!(p.changes[0].action, Action::Update);
+    assert_eq!(p.changes[0].address, Address::Vm("worker-01".into()));
+    insta::assert_json_snapshot!(p.changes);
+}
+
+#[test]
+fn disk_shrink_is_refused() {
+    let t = topology(TOPOLOGY);
+    let c = rendered(&t, &BTreeMap::new());
+    let s = applied(&t, &c);
+    let t2 = topology(&TOPOLOGY.replace(
+        "memory: 8192, disk_size: 100",
+        "memory: 8192, disk_size: 60",
+    ));
+    let errors = run(&t2, &c, Some(&s), &observed_from(&s)).expect_err("refused");
+    insta::assert_snapshot!(
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn patched_node_gets_one_apply_config_with_a_redacted_diff() {
+    let t = topology(TOPOLOGY);
+    let c = rendered(&t, &BTreeMap::new());
+    let s = applied(&t, &c);
+    let extra = BTreeMap::from([("worker-01", "    nodeLabels:\n        zone: a\n")]);
+    let c2 = rendered(&t, &extra);
+    let p = run(&t, &c2, Some(&s), &observed_from(&s)).expect("plan");
+    assert_eq!(p.changes.len(), 1);
+    let ch = &p.changes[0];
+    assert_eq!(ch.action, Action::ApplyConfig);
+    assert_eq!(ch.reboot, Some(false));
+    assert_no_secret(&p);
+    insta::assert_snapshot!(ch.config_diff.clone().unwrap_or_default());
+}
+
+#[test]
+fn cni_change_on_a_bootstrapped_cluster_warns() {
+    let t = topology(TOPOLOGY);
+    let c = rendered(&t, &BTreeMap::new());
+    let s = applied(&t, &c);
+    let mut c2 = c.clone();
+    for r in &mut c2 {
+        let y = r.yaml.expose().replace("flannel", "none");
+        r.sha256 = format!("cni-{}", r.hostname);
+        r.yaml = Sensitive::new(y);
+    }
+    let p = run(&t, &c2, Some(&s), &observed_from(&s)).expect("plan");
+    assert_eq!(p.summary().apply_config, 3);
+    assert_eq!(p.warnings.len(), 3);
+    insta::assert_json_snapshot!(p.warnings);
+}
+
+#[test]
+fn vm_deleted_outside_is_drift_and_created_again() {
+    let t = topology(TOPOLOGY);
+    let c = rendered(&t, &BTreeMap::new());
+    let s = applied(&t, &c);
+    let mut o = observed_from(&s);
+    o.vms.remove(&122);
+    o.vms.get_mut(&121).expect("cp").cores = Some(8);
+    let p = run(&t, &c, Some(&s), &o).expect("plan");
+    insta::assert_json_snapshot!(p);
+}
+
+#[test]
+fn removed_node_is_deleted_and_version_change_is_an_upgrade() {
+    let t = topology(TOPOLOGY);
+    let c = rendered(&t, &BTreeMap::new());
+    let s = applied(&t, &c);
+    let t2 = topology(&TOPOLOGY.replace(
+        "  - { hostname: gpu-01, ip: 10.0.0.123, role: worker, cores: 4, memory: 12288, disk_size: 100,\n      hostpci: [ { device: hostpci0, mapping: gpu } ] }\n",
+        "",
+    ));
+    let mut c2: Vec<RenderedConfig> = c
+        .iter()
+        .filter(|r| r.hostname != "gpu-01")
+        .cloned()
+        .collect();
+    c2[0].talos_version = "v1.13.9".into();
+    let p = run(&t2, &c2, Some(&s), &observed_from(&s)).expect("plan");
+    let actions: Vec<(String, Action)> = p
+        .changes
+        .iter()
+        .map(|c| (c.address.to_string(), c.action))
+        .collect();
+    assert_eq!(
+        actions,
+        vec![
+            // New VMs of the new version boot from its disk image.
+            ("image/ce4c9805-v1.13.9".to_owned(), Action::Create),
+            ("config/cp-01".to_owned(), Action::Upgrade),
+            ("vm/gpu-01".to_owned(), Action::Delete),
+        ]
+    );
+    insta::assert_json_snapshot!(p.changes);
+}
+
+#[test]
+fn target_keeps_the_change_and_its_dependencies() {
+    let t = topology(TOPOLOGY);
+    let c = rendered(&t, &BTreeMap::new());
+    let mut p = run(&t, &c, None, &Observed::default()).expect("plan");
+    plan::target(&mut p, &[Address::Config("worker-01".into())]);
+    let kept: Vec<String> = p.changes.iter().map(|c| c.address.to_string()).collect();
+    assert_eq!(kept.len(), 4, "{kept:?}");
+    assert!(kept.contains(&"vm/worker-01".to_owned()));
+    assert!(kept.contains(&"pool/TALOS".to_owned()));
+    assert_eq!(kept.last().map(String::as_str), Some("config/worker-01"));
+}
+
+#[test]
+fn unshared_image_storage_downloads_per_host() {
+    let text = TOPOLOGY.replace(
+        "memory: 8192, disk_size: 100 }",
+        "memory: 8192, disk_size: 100, proxmox_node: pve2 }",
+    );
+    let t = topology(&text);
+    let c = rendered(&t, &BTreeMap::new());
+    let d = plan::desired(&t, &c, false).expect("desired");
+    let names: Vec<&String> = d.images.keys().collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(
+        names
+            .iter()
+            .all(|n| n.ends_with("-pve") || n.ends_with("-pve2"))
+    );
+    let shared = plan::desired(&t, &c, true).expect("desired");
+    assert_eq!(shared.images.len(), 1);
+}
+
+#[test]
+fn destroy_plan_deletes_vms_before_pool_and_keeps_images() {
+    let t = topology(TOPOLOGY);
+    let c = rendered(&t, &BTreeMap::new());
+    let s = applied(&t, &c);
+    let p = plan::destroy_plan(Some(&s), &Observed::default(), false);
+    let order: Vec<String> = p.changes.iter().map(|c| c.address.to_string()).collect();
+    assert_eq!(
+        order,
+        vec![
+            "vm/cp-01",
+            "vm/gpu-01",
+            "vm/worker-01",
+            "pci_mapping/gpu",
+            "pool/TALOS"
+        ]
+    );
+    let purge = plan::destroy_plan(Some(&s), &Observed::default(), true);
+    assert_eq!(purge.summary().destroy, 6);
+}
+
+#[test]
+fn plan_json_round_trips_and_newer_versions_are_refused() {
+    let t = topology(TOPOLOGY);
+    let c = rendered(&t, &BTreeMap::new());
+    let p = run(&t, &c, None, &Observed::default()).expect("plan");
+    let back = Plan::from_json(p.to_json().as_bytes()).expect("reads");
+    assert_eq!(back, p);
+    let newer = p
+        .to_json()
+        .replace("\"format_version\": 1", "\"format_version\": 9");
+    assert!(Plan::from_json(newer.as_bytes()).is_err());
+}

@@ -1,0 +1,174 @@
+//! The loopback lab for end-to-end tests: fakepve, the factory stand-in and
+//! the Talos simulator on addresses of the test's own (127.<a>.<b>.121-123),
+//! the lab topology rewritten for them in a temporary folder, and a runner for
+//! the talosprov binary with the Proxmox environment set.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::Value;
+use talosprov::sim::{SimOptions, Simulator};
+
+use super::factory::Factory;
+use super::fakepve::{FakeOptions, FakePve, ROOT_TOKEN_ID, ROOT_TOKEN_SECRET};
+
+/// One running lab.
+pub struct Lab {
+    /// fakepve.
+    pub pve: FakePve,
+    /// The factory stand-in.
+    pub factory: Factory,
+    /// The simulated nodes.
+    pub sim: Option<Simulator>,
+    /// The folder holding cluster.yaml, patches/ and the state.
+    pub dir: tempfile::TempDir,
+    /// The node addresses.
+    pub ips: Vec<String>,
+    /// Extra environment for every talosprov run.
+    pub env: Vec<(String, String)>,
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read patches") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+impl Lab {
+    /// Start a lab whose nodes are `127.<net>.121` to `.123` (`net` like
+    /// "1.7": distinct per test, so tests run in parallel), with the
+    /// simulator's install reboot taking `reboot`.
+    pub async fn start(net: &str, reboot: Duration) -> Lab {
+        let pve = FakePve::start(FakeOptions::default()).await;
+        let factory = Factory::start().await;
+        let ips: Vec<String> = (121..=123).map(|n| format!("127.{net}.{n}")).collect();
+        let addrs: Vec<std::net::IpAddr> = ips.iter().map(|s| s.parse().expect("ip")).collect();
+        let sim = Simulator::start(
+            &addrs,
+            SimOptions {
+                talos_version: "v1.13.8".into(),
+                reboot_delay: reboot,
+            },
+        )
+        .await
+        .expect("start the simulator");
+        let dir = tempfile::tempdir().expect("temp dir");
+        copy_tree(&repo().join("patches"), &dir.path().join("patches"));
+        let lab = Lab {
+            pve,
+            factory,
+            sim: Some(sim),
+            dir,
+            ips,
+            env: Vec::new(),
+        };
+        lab.write_topology(|t| t);
+        lab
+    }
+
+    /// The topology file.
+    pub fn topology(&self) -> PathBuf {
+        self.dir.path().join("cluster.yaml")
+    }
+
+    /// The state file.
+    pub fn state_file(&self) -> PathBuf {
+        self.dir.path().join("talosprov.tfstate")
+    }
+
+    /// Write the lab topology for this lab, passed through `edit`.
+    pub fn write_topology(&self, edit: impl Fn(String) -> String) {
+        let text = std::fs::read_to_string(repo().join("examples/lab/cluster.yaml"))
+            .expect("lab topology");
+        let text = text
+            .replace("127.0.0.121", &self.ips[0])
+            .replace("127.0.0.122", &self.ips[1])
+            .replace("127.0.0.123", &self.ips[2])
+            .replace("http://127.0.0.1:18080", &self.factory.url)
+            .replace(".run/ca.pem", &self.pve.ca_file.display().to_string())
+            .replace("../../patches", "patches");
+        std::fs::write(self.topology(), edit(text)).expect("write topology");
+    }
+
+    /// A `talosprov` command for this lab (`-f` is added after the args).
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_talosprov"));
+        c.args(args)
+            .arg("-f")
+            .arg(self.topology())
+            .env("PROXMOX_VE_ENDPOINT", &self.pve.url)
+            .env(
+                "PROXMOX_VE_API_TOKEN",
+                format!("{ROOT_TOKEN_ID}={ROOT_TOKEN_SECRET}"),
+            )
+            .env_remove("RUST_LOG")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Run talosprov to the end (at most 120 s).
+    pub async fn run(&self, args: &[&str]) -> Output {
+        let out = tokio::time::timeout(Duration::from_secs(120), self.command(args).output())
+            .await
+            .expect("talosprov finished within 120 s")
+            .expect("run talosprov");
+        eprintln!(
+            "$ talosprov {}\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// Seed the state with the fixture secrets bundle (no key generation).
+    pub async fn import_secrets(&self) {
+        let fixture = repo().join("tests/fixtures/secrets.yaml");
+        let out = self
+            .run(&["secrets", "import", fixture.to_str().expect("utf-8")])
+            .await;
+        assert!(out.status.success(), "secrets import failed");
+    }
+
+    /// The VMs fakepve holds, by vmid.
+    pub async fn vms(&self) -> Vec<Value> {
+        let all = self.pve.get("/cluster/resources").await;
+        all.as_array()
+            .expect("list")
+            .iter()
+            .filter(|r| r["type"] == "qemu")
+            .cloned()
+            .collect()
+    }
+
+    /// The state, parsed.
+    pub fn state(&self) -> talosprov::state::State {
+        let bytes = std::fs::read(self.state_file()).expect("state file");
+        talosprov::state::State::from_json(&bytes).expect("state JSON")
+    }
+}
+
+/// stdout as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
