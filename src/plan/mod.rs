@@ -7,6 +7,7 @@ pub mod config_diff;
 pub mod desired;
 pub mod diff;
 mod diff_vm;
+pub mod gitlab_report;
 pub mod observed;
 pub mod order;
 pub mod saved;
@@ -19,6 +20,7 @@ use crate::state::Address;
 pub use desired::{
     Desired, DesiredConfig, DesiredError, DesiredImage, DesiredVm, RenderedConfig, desired,
 };
+pub use gitlab_report::GitlabReport;
 pub use diff::{PlanError, PlanInput, destroy_plan, plan};
 pub use observed::{Observed, ObservedVm};
 pub use order::target;
