@@ -88,7 +88,11 @@ fn pipeline_passes_a_yaml_lint() {
     for (n, line) in text.lines().enumerate() {
         assert!(!line.contains('\t'), "line {}: a tab", n + 1);
         assert_eq!(line, line.trim_end(), "line {}: trailing spaces", n + 1);
-        assert!(line.chars().count() <= 160, "line {}: longer than 160", n + 1);
+        assert!(
+            line.chars().count() <= 160,
+            "line {}: longer than 160",
+            n + 1
+        );
         let indent = line.len() - line.trim_start().len();
         assert_eq!(indent % 2, 0, "line {}: indentation not by two", n + 1);
     }
@@ -107,7 +111,10 @@ fn pipeline_passes_a_yaml_lint() {
     for (name, job) in doc.as_mapping().expect("mapping") {
         if let Some(stage) = job.get("stage") {
             let stage = stage.as_str().expect("stage");
-            assert!(stages.contains(&stage), "{name:?} uses an undeclared stage {stage}");
+            assert!(
+                stages.contains(&stage),
+                "{name:?} uses an undeclared stage {stage}"
+            );
         }
     }
 }
@@ -116,36 +123,59 @@ fn pipeline_passes_a_yaml_lint() {
 fn pipeline_plans_with_the_report_and_applies_by_hand_on_main() {
     let doc = pipeline();
     let plan = &doc["plan"];
-    assert_eq!(plan["artifacts"]["reports"]["terraform"].as_str(), Some("plan.json"));
-    let paths = plan["artifacts"]["paths"].as_sequence().expect("plan artifacts");
+    assert_eq!(
+        plan["artifacts"]["reports"]["terraform"].as_str(),
+        Some("plan.json")
+    );
+    let paths = plan["artifacts"]["paths"]
+        .as_sequence()
+        .expect("plan artifacts");
     assert!(paths.iter().any(|p| p.as_str() == Some("plan.cache")));
 
     let apply = &doc["apply"];
     let rule = &apply["rules"][0];
-    assert_eq!(rule["if"].as_str(), Some("$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"));
+    assert_eq!(
+        rule["if"].as_str(),
+        Some("$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH")
+    );
     assert_eq!(rule["when"].as_str(), Some("manual"));
     let script = apply["script"].as_sequence().expect("apply script");
     assert!(
-        script.iter().any(|l| l.as_str().is_some_and(|l| l.contains("talosprov apply") && l.contains("plan.cache"))),
+        script.iter().any(|l| l
+            .as_str()
+            .is_some_and(|l| l.contains("talosprov apply") && l.contains("plan.cache"))),
         "apply applies the saved plan"
     );
 
-    let rules = doc["workflow"]["rules"].as_sequence().expect("workflow rules");
+    let rules = doc["workflow"]["rules"]
+        .as_sequence()
+        .expect("workflow rules");
     let changes = rules[0]["changes"].as_sequence().expect("rules:changes");
     let files: Vec<&str> = changes.iter().filter_map(Value::as_str).collect();
-    assert!(files.contains(&"cluster.yaml") && files.contains(&"patches/**/*"), "{files:?}");
+    assert!(
+        files.contains(&"cluster.yaml") && files.contains(&"patches/**/*"),
+        "{files:?}"
+    );
 
     let vars = &doc["variables"];
     let address = vars["TF_HTTP_ADDRESS"].as_str().expect("TF_HTTP_ADDRESS");
     assert!(address.starts_with("${CI_API_V4_URL}/projects/${CI_PROJECT_ID}/terraform/state/"));
-    assert!(vars["TF_HTTP_LOCK_ADDRESS"].as_str().expect("lock").ends_with("/lock"));
+    assert!(
+        vars["TF_HTTP_LOCK_ADDRESS"]
+            .as_str()
+            .expect("lock")
+            .ends_with("/lock")
+    );
     assert_eq!(vars["TF_HTTP_LOCK_METHOD"].as_str(), Some("POST"));
     assert_eq!(vars["TF_HTTP_UNLOCK_METHOD"].as_str(), Some("DELETE"));
     assert_eq!(vars["TF_HTTP_USERNAME"].as_str(), Some("gitlab-ci-token"));
     assert_eq!(vars["TF_HTTP_PASSWORD"].as_str(), Some("${CI_JOB_TOKEN}"));
     // Secrets are masked project variables, never written in the file.
     for secret in ["PROXMOX_VE_API_TOKEN", "TALOSPROV_STATE_PASSPHRASE"] {
-        assert!(vars.get(secret).is_none(), "{secret} must not be in the file");
+        assert!(
+            vars.get(secret).is_none(),
+            "{secret} must not be in the file"
+        );
     }
 
     for cleanup in ["unlock-plan", "unlock-apply"] {
@@ -154,18 +184,30 @@ fn pipeline_plans_with_the_report_and_applies_by_hand_on_main() {
             || job["rules"][0]["when"].as_str() == Some("on_failure");
         assert!(on_failure, "{cleanup} runs on failure");
         let script = serde_yaml_ng::to_string(&job["script"]).expect("script");
-        assert!(script.contains("talosprov force-unlock"), "{cleanup}: {script}");
+        assert!(
+            script.contains("talosprov force-unlock"),
+            "{cleanup}: {script}"
+        );
     }
 }
 
 #[test]
 fn cleanup_reads_the_lock_id_line_the_runs_print() {
     let doc = pipeline();
-    for (job, variable) in [("plan", "TALOSPROV_PLAN_LOCK_ID"), ("apply", "TALOSPROV_APPLY_LOCK_ID")] {
+    for (job, variable) in [
+        ("plan", "TALOSPROV_PLAN_LOCK_ID"),
+        ("apply", "TALOSPROV_APPLY_LOCK_ID"),
+    ] {
         let after = serde_yaml_ng::to_string(&doc[job]["after_script"]).expect("after_script");
-        assert!(after.contains("State lock ID: "), "{job} greps the lock ID line");
+        assert!(
+            after.contains("State lock ID: "),
+            "{job} greps the lock ID line"
+        );
         assert!(after.contains(variable), "{job} writes {variable}");
-        assert_eq!(doc[job]["artifacts"]["reports"]["dotenv"].as_str(), Some("lock.env"));
+        assert_eq!(
+            doc[job]["artifacts"]["reports"]["dotenv"].as_str(),
+            Some("lock.env")
+        );
         assert_eq!(doc[job]["artifacts"]["when"].as_str(), Some("always"));
     }
     let unlock = serde_yaml_ng::to_string(&doc["unlock-apply"]["script"]).expect("script");
@@ -181,7 +223,9 @@ fn every_talosprov_command_line_is_accepted() {
         .collect();
     for expected in ["validate", "plan", "apply", "force-unlock", "version"] {
         assert!(
-            commands.iter().any(|c| c.starts_with(&format!("talosprov {expected}"))),
+            commands
+                .iter()
+                .any(|c| c.starts_with(&format!("talosprov {expected}"))),
             "no talosprov {expected} in {commands:?}"
         );
     }
@@ -199,7 +243,10 @@ fn every_talosprov_command_line_is_accepted() {
             String::from_utf8_lossy(&out.stderr)
         );
         let help = String::from_utf8_lossy(&out.stdout);
-        assert!(help.contains("Usage: talosprov"), "`{command}` printed no help: {help}");
+        assert!(
+            help.contains("Usage: talosprov"),
+            "`{command}` printed no help: {help}"
+        );
     }
 }
 
@@ -210,8 +257,13 @@ fn command_extraction_stops_at_pipes_and_redirections() {
         vec!["talosprov plan -out plan.cache"]
     );
     assert_eq!(
-        talosprov_commands("test -n x || { echo; }; talosprov force-unlock -force \"${ID}\" || echo gone"),
+        talosprov_commands(
+            "test -n x || { echo; }; talosprov force-unlock -force \"${ID}\" || echo gone"
+        ),
         vec!["talosprov force-unlock -force \"${ID}\""]
     );
-    assert_eq!(words("talosprov validate -f \"${T}\""), vec!["talosprov", "validate", "-f", "value"]);
+    assert_eq!(
+        words("talosprov validate -f \"${T}\""),
+        vec!["talosprov", "validate", "-f", "value"]
+    );
 }

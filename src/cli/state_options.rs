@@ -55,14 +55,8 @@ impl StateOptions {
         let overrides = config::parse_overrides(&self.backend_config)?;
         let dir = folder_of(&self.file);
         let section = state_section(&self.file)?;
-        let resolved = config::resolve(
-            &section,
-            &env,
-            &overrides,
-            dir,
-            self.state.as_deref(),
-        )
-        .context("cannot configure the state backend")?;
+        let resolved = config::resolve(&section, &env, &overrides, dir, self.state.as_deref())
+            .context("cannot configure the state backend")?;
         let keys = StateKeys::load(&encrypt::key_source(&env)?)?;
         let backend = StateBackend::open(resolved)?;
         if let StateBackend::Http(h) = &backend

@@ -20,8 +20,8 @@ use crate::state::Address;
 pub use desired::{
     Desired, DesiredConfig, DesiredError, DesiredImage, DesiredVm, RenderedConfig, desired,
 };
-pub use gitlab_report::GitlabReport;
 pub use diff::{PlanError, PlanInput, destroy_plan, plan};
+pub use gitlab_report::GitlabReport;
 pub use observed::{Observed, ObservedVm};
 pub use order::target;
 pub use saved::{SavedPlan, StalePlan, check_fresh};

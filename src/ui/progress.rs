@@ -80,8 +80,9 @@ pub async fn show(mut rx: UnboundedReceiver<Event>, live: bool) -> Tally {
     } else {
         "{prefix}"
     };
-    let style = ProgressStyle::with_template(&format!("{{spinner}} {prefix} {{wide_msg}} [{{elapsed}}]"))
-        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+    let style =
+        ProgressStyle::with_template(&format!("{{spinner}} {prefix} {{wide_msg}} [{{elapsed}}]"))
+            .unwrap_or_else(|_| ProgressStyle::default_spinner());
     let done_style = ProgressStyle::with_template(&format!("  {prefix} {{wide_msg}}"))
         .unwrap_or_else(|_| ProgressStyle::default_spinner());
     let mut bars: BTreeMap<Address, ProgressBar> = BTreeMap::new();
