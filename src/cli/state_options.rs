@@ -211,3 +211,49 @@ pub fn folder_of(path: &Path) -> &Path {
         _ => Path::new("."),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_section_is_read_from_the_topology_and_other_keys_are_ignored() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("cluster.yaml");
+        std::fs::write(
+            &file,
+            "cluster:\n  name: lab\nstate:\n  backend: http\n  address: https://gitlab.example/s\n  \
+             lock_method: POST\n",
+        )
+        .expect("write");
+        let section = state_section(&file).expect("reads");
+        assert_eq!(section.backend.as_deref(), Some("http"));
+        assert_eq!(section.address.as_deref(), Some("https://gitlab.example/s"));
+        assert_eq!(section.lock_method.as_deref(), Some("POST"));
+    }
+
+    #[test]
+    fn missing_topology_or_section_gives_the_default() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("cluster.yaml");
+        assert_eq!(
+            state_section(&file).expect("no file"),
+            StateSection::default()
+        );
+        std::fs::write(&file, "cluster:\n  name: lab\n").expect("write");
+        assert_eq!(
+            state_section(&file).expect("no section"),
+            StateSection::default()
+        );
+    }
+
+    #[test]
+    fn unknown_state_setting_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("cluster.yaml");
+        std::fs::write(&file, "state:\n  password: hunter2\n").expect("write");
+        let e = format!("{:#}", state_section(&file).unwrap_err());
+        assert!(e.contains("cluster.yaml") && e.contains("state:"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+    }
+}
