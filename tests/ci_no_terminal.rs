@@ -34,7 +34,21 @@ async fn topology_state_section_selects_the_gitlab_state_and_backend_config_over
     // Only the credentials come from the environment.
     lab.env.push(("TF_HTTP_USERNAME".into(), USERNAME.into()));
     lab.env.push(("TF_HTTP_PASSWORD".into(), TOKEN.into()));
-    lab.import_secrets().await;
+    // A save whose answer is lost is retried, and logged at -v: plainly.
+    server
+        .drop_saves
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let fixture = support::lab::repo().join("tests/fixtures/secrets.yaml");
+    let out = lab
+        .run(&["secrets", "import", fixture.to_str().expect("utf-8"), "-v"])
+        .await;
+    assert!(out.status.success(), "secrets import failed");
+    assert!(
+        stderr(&out).contains("DEBUG"),
+        "debug logs at -v: {}",
+        stderr(&out)
+    );
+    assert_plain(&out);
     assert!(
         server.state().is_some(),
         "the secrets went to the state: section's backend"
