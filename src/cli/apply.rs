@@ -220,6 +220,16 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
         if !refused.is_empty() {
             return Err(anyhow::anyhow!("{}", refused.join("\n")).into());
         }
+        // Nothing is written, not even new secrets, before the changes are approved.
+        if !planned.plan.is_empty() {
+            approve(
+                args.auto_approve || saved.is_some(),
+                "Do you want to perform these actions?\n  talosprov will perform the actions described above.",
+                "-auto-approve (or apply a plan saved with `plan -out FILE`)",
+                cancel.clone(),
+            )
+            .await?;
+        }
         // Secrets are made once per lineage, and saved before anything else.
         if state.secrets.is_none() {
             let text = match (&planned.generated, saved.as_ref().and_then(|s| s.secrets.clone())) {
@@ -238,13 +248,6 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             crate::ui::write_stdout("\nApply complete! Resources: 0 added, 0 changed, 0 destroyed.\n")?;
             return Ok(Outcome::Success);
         }
-        approve(
-            args.auto_approve || saved.is_some(),
-            "Do you want to perform these actions?\n  talosprov will perform the actions described above.",
-            "-auto-approve (or apply a plan saved with `plan -out FILE`)",
-            cancel.clone(),
-        )
-        .await?;
         if state.outputs.talosconfig.is_none() {
             let t = cluster::new_talosconfig(&topology, &planned.secrets)?;
             apply::record::apply(&mut state, Record::Talosconfig(Sensitive::new(t.to_yaml())));

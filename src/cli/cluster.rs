@@ -346,8 +346,10 @@ pub fn read_saved_plan(path: &Path) -> anyhow::Result<SavedPlan> {
     } else {
         let keys = state_keys()?.with_context(|| {
             format!(
-                "{} is encrypted: set the state encryption key to read it",
-                path.display()
+                "{} is encrypted like the state: set {} (or {} for age identities) to read it",
+                path.display(),
+                encrypt::PASSPHRASE_VAR,
+                encrypt::IDENTITY_FILE_VAR
             )
         })?;
         let text = String::from_utf8(bytes).context("the plan file is not text")?;
@@ -370,6 +372,7 @@ pub async fn locked<T>(
     let store = options.open()?;
     let info = new_lock_info(operation, &store);
     store.lock(&info).await.context("cannot lock the state")?;
+    super::state_options::announce_lock(&store, &info.id);
     let (tx, rx) = watch::channel(false);
     let signals = tokio::spawn(async move {
         interrupted().await;

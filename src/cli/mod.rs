@@ -21,6 +21,7 @@ mod secrets;
 mod secrets_export;
 mod secrets_gen;
 mod secrets_import;
+mod show;
 mod state;
 mod state_decrypt;
 mod state_encrypt;
@@ -93,6 +94,12 @@ pub enum Command {
     ///
     /// Example: talosprov apply -f examples/lab/cluster.yaml -auto-approve
     Apply(apply::ApplyArgs),
+    /// Print a plan saved with `plan -out FILE`, as text or JSON (-json).
+    ///
+    /// A plan sealed by state encryption is opened with the state's key.
+    ///
+    /// Example: talosprov show -json plan.cache
+    Show(show::ShowArgs),
     /// Print the outputs in the state: kubeconfig, talosconfig, machineconfig NODE.
     Output(output::OutputArgs),
     /// Generate, import and export the cluster secrets bundle (talosctl's secrets.yaml).
@@ -162,6 +169,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
         Command::Destroy(args) => destroy::run(args).await,
         Command::Version(args) => version::run(args),
         Command::Output(args) => output::run(args).await,
+        Command::Show(args) => show::run(args).await,
         Command::State(args) => state::run(args).await,
         Command::ForceUnlock(args) => force_unlock::run(args).await,
         Command::Health(args) => health::run(args).await,

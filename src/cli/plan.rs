@@ -2,14 +2,16 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context as _;
 use clap::Args;
 
 use super::cluster;
 use super::planning::make_plan;
 use super::state_options::StateOptions;
 use super::{CommandError, Outcome};
-use crate::plan::SavedPlan;
-use crate::state::Address;
+use crate::plan::{GitlabReport, SavedPlan};
+use crate::state::{Address, StateBackend, StateStore};
+use crate::topology::Topology;
 
 /// Arguments of `talosprov plan`.
 #[derive(Debug, Args)]
@@ -23,6 +25,11 @@ pub struct PlanArgs {
     /// makes exactly these changes, unless the state has moved on.
     #[arg(long = "out", value_name = "FILE")]
     pub out: Option<PathBuf>,
+
+    /// Also write GitLab's merge-request report to FILE,
+    /// `{"create":N,"update":N,"delete":N}`, for `artifacts:reports:terraform`.
+    #[arg(long = "report-gitlab", value_name = "FILE")]
+    pub report_gitlab: Option<PathBuf>,
 
     /// Exit 0 when there are no changes, 2 when there are, 1 on error.
     #[arg(long = "detailed-exitcode")]
@@ -58,16 +65,37 @@ pub struct PlanArgs {
 /// Topology diagnostics, state and refresh errors, refused changes.
 pub async fn run(args: PlanArgs) -> Result<Outcome, CommandError> {
     let topology = cluster::load_topology(&args.state.file)?;
-    let store = args.state.open()?;
+    // The state stays locked while planning, as OpenTofu's plan does, so that
+    // the plan is made from a state no apply is writing.
+    cluster::locked(&args.state, "plan", async |store, mut cancel| {
+        tokio::select! {
+            r = plan_locked(&args, &topology, store) => r,
+            _ = cancel.wait_for(|c| *c) => Err(CommandError::Interrupted),
+        }
+    })
+    .await
+}
+
+/// Plan from the locked state, print it, and write the saved plan and the
+/// GitLab report.
+async fn plan_locked(
+    args: &PlanArgs,
+    topology: &Topology,
+    store: &StateStore<StateBackend>,
+) -> Result<Outcome, CommandError> {
     let loaded = store.load().await?;
     let state = loaded.as_ref().map(|l| &l.state);
     let offline = args.offline || !args.refresh;
-    let planned = make_plan(&topology, state, None, offline, &args.target).await?;
+    let planned = make_plan(topology, state, None, offline, &args.target).await?;
     let plan = &planned.plan;
     if args.json {
         crate::ui::write_stdout(&(plan.to_json() + "\n"))?;
     } else {
         crate::ui::write_stdout(&crate::ui::plan::render(plan))?;
+    }
+    if let Some(report) = &args.report_gitlab {
+        std::fs::write(report, GitlabReport::of(plan).to_json() + "\n")
+            .with_context(|| format!("cannot write {}", report.display()))?;
     }
     if let Some(out) = &args.out {
         cluster::write_saved_plan(

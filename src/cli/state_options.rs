@@ -54,16 +54,9 @@ impl StateOptions {
         let env = state_env();
         let overrides = config::parse_overrides(&self.backend_config)?;
         let dir = folder_of(&self.file);
-        // The topology's `state:` section is read by the topology loader; the
-        // state commands take the backend from the environment and flags.
-        let resolved = config::resolve(
-            &StateSection::default(),
-            &env,
-            &overrides,
-            dir,
-            self.state.as_deref(),
-        )
-        .context("cannot configure the state backend")?;
+        let section = state_section(&self.file)?;
+        let resolved = config::resolve(&section, &env, &overrides, dir, self.state.as_deref())
+            .context("cannot configure the state backend")?;
         let keys = StateKeys::load(&encrypt::key_source(&env)?)?;
         let backend = StateBackend::open(resolved)?;
         if let StateBackend::Http(h) = &backend
@@ -75,6 +68,31 @@ impl StateOptions {
         }
         Ok(StateStore::new(backend, keys))
     }
+}
+
+/// The topology file's `state:` section; the default (local, or whatever
+/// `TF_HTTP_*` and `--backend-config` say) when the file does not exist, so a
+/// laptop can reach a GitLab-managed state with the environment alone.
+///
+/// # Errors
+/// A file that cannot be read, or a `state:` section that is not a mapping of
+/// the known settings.
+pub fn state_section(file: &Path) -> anyhow::Result<StateSection> {
+    /// Only the `state:` key of the topology; every other key is ignored here
+    /// (the topology loader checks them).
+    #[derive(serde::Deserialize)]
+    struct StateOnly {
+        #[serde(default)]
+        state: Option<StateSection>,
+    }
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(StateSection::default()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
+    };
+    let only: StateOnly = serde_yaml_ng::from_str(&text)
+        .with_context(|| format!("{}: the state: section is invalid", file.display()))?;
+    Ok(only.state.unwrap_or_default())
 }
 
 /// A new lock info for `operation`: a fresh UUID, `user@host`, this pid and
@@ -113,12 +131,7 @@ pub async fn with_lock<T>(
 ) -> Result<T, CommandError> {
     let info = new_lock_info(operation, store);
     store.lock(&info).await.context("cannot lock the state")?;
-    if matches!(store.backend(), StateBackend::Http(_)) {
-        crate::ui::warn(&format!(
-            "holding state lock {id}; if this run is killed, release it with              `talosprov force-unlock {id}`",
-            id = info.id
-        ));
-    }
+    announce_lock(store, &info.id);
     let result = tokio::select! {
         r = body(store) => r.map_err(CommandError::Failed),
         () = interrupted() => Err(CommandError::Interrupted),
@@ -141,6 +154,22 @@ pub async fn with_lock<T>(
         }
     }
 }
+
+/// On the http backend, print the lock ID on stderr as `State lock ID: <uuid>`
+/// (one line, a fixed prefix a CI job can grep), so that a cleanup job can
+/// release a lock left by a run killed outright (`force-unlock -force ID`).
+/// A local lock dies with its process's lock file and is not announced.
+pub fn announce_lock(store: &StateStore<StateBackend>, id: &str) {
+    if matches!(store.backend(), StateBackend::Http(_)) {
+        crate::ui::write_stderr(&format!(
+            "{LOCK_ID_PREFIX}{id} (if this run is killed, release it with \
+             `talosprov force-unlock -force {id}`)\n"
+        ));
+    }
+}
+
+/// The start of the line [`announce_lock`] prints, before the lock ID.
+pub const LOCK_ID_PREFIX: &str = "State lock ID: ";
 
 /// Resolves on Ctrl-C or SIGTERM. If the handlers cannot be installed it never
 /// resolves, and the default signal behaviour stays.
@@ -180,5 +209,51 @@ pub fn folder_of(path: &Path) -> &Path {
     match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_section_is_read_from_the_topology_and_other_keys_are_ignored() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("cluster.yaml");
+        std::fs::write(
+            &file,
+            "cluster:\n  name: lab\nstate:\n  backend: http\n  address: https://gitlab.example/s\n  \
+             lock_method: POST\n",
+        )
+        .expect("write");
+        let section = state_section(&file).expect("reads");
+        assert_eq!(section.backend.as_deref(), Some("http"));
+        assert_eq!(section.address.as_deref(), Some("https://gitlab.example/s"));
+        assert_eq!(section.lock_method.as_deref(), Some("POST"));
+    }
+
+    #[test]
+    fn missing_topology_or_section_gives_the_default() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("cluster.yaml");
+        assert_eq!(
+            state_section(&file).expect("no file"),
+            StateSection::default()
+        );
+        std::fs::write(&file, "cluster:\n  name: lab\n").expect("write");
+        assert_eq!(
+            state_section(&file).expect("no section"),
+            StateSection::default()
+        );
+    }
+
+    #[test]
+    fn unknown_state_setting_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("cluster.yaml");
+        std::fs::write(&file, "state:\n  password: hunter2\n").expect("write");
+        let e = format!("{:#}", state_section(&file).unwrap_err());
+        assert!(e.contains("cluster.yaml") && e.contains("state:"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
     }
 }

@@ -7,6 +7,7 @@ pub mod config_diff;
 pub mod desired;
 pub mod diff;
 mod diff_vm;
+pub mod gitlab_report;
 pub mod observed;
 pub mod order;
 pub mod saved;
@@ -20,6 +21,7 @@ pub use desired::{
     Desired, DesiredConfig, DesiredError, DesiredImage, DesiredVm, RenderedConfig, desired,
 };
 pub use diff::{PlanError, PlanInput, destroy_plan, plan};
+pub use gitlab_report::GitlabReport;
 pub use observed::{Observed, ObservedVm};
 pub use order::target;
 pub use saved::{SavedPlan, StalePlan, check_fresh};

@@ -10,7 +10,8 @@ pub mod progress;
 pub mod summary;
 
 /// Set up developer logs on stderr: `-v` is debug, `-vv` trace; `RUST_LOG`
-/// overrides both. Quiet (warnings only) by default.
+/// overrides both. Quiet (warnings only) by default. Coloured only on a
+/// terminal without `NO_COLOR`, like the rest of the output.
 pub fn init_logging(verbose: u8) {
     let default = match verbose {
         0 => "warn",
@@ -23,6 +24,7 @@ pub fn init_logging(verbose: u8) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(diagnostics::stderr_colour())
         .try_init();
 }
 

@@ -74,9 +74,16 @@ pub async fn show(mut rx: UnboundedReceiver<Event>, live: bool) -> Tally {
         return tally;
     }
     let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
-    let style = ProgressStyle::with_template("{spinner} {prefix:.bold} {wide_msg} [{elapsed}]")
-        .unwrap_or_else(|_| ProgressStyle::default_spinner());
-    let done_style = ProgressStyle::with_template("  {prefix:.bold} {wide_msg}")
+    // Bold addresses only where colour is wanted (a terminal, no NO_COLOR).
+    let prefix = if crate::ui::diagnostics::stderr_colour() {
+        "{prefix:.bold}"
+    } else {
+        "{prefix}"
+    };
+    let style =
+        ProgressStyle::with_template(&format!("{{spinner}} {prefix} {{wide_msg}} [{{elapsed}}]"))
+            .unwrap_or_else(|_| ProgressStyle::default_spinner());
+    let done_style = ProgressStyle::with_template(&format!("  {prefix} {{wide_msg}}"))
         .unwrap_or_else(|_| ProgressStyle::default_spinner());
     let mut bars: BTreeMap<Address, ProgressBar> = BTreeMap::new();
     while let Some(e) = rx.recv().await {
