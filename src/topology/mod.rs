@@ -271,8 +271,9 @@ pub enum StateSettings {
     },
     /// OpenTofu's HTTP backend protocol (GitLab-managed state, say).
     Http {
-        /// The state URL (GET and POST).
-        address: String,
+        /// The state URL (GET and POST); `None` means `TF_HTTP_ADDRESS` gives it
+        /// at run time.
+        address: Option<String>,
         /// The lock URL; `None` means no locking.
         lock_address: Option<String>,
         /// The unlock URL; `None` means no locking.

@@ -371,6 +371,15 @@ mod tests {
     }
 
     #[test]
+    fn http_state_backend_may_take_its_address_from_the_environment() {
+        let text = format!("{BASE}state:\n  backend: http\n");
+        match valid(&text, &env()).state {
+            StateSettings::Http { address, .. } => assert_eq!(address, None),
+            other => panic!("expected the http backend, got {other:?}"),
+        }
+    }
+
+    #[test]
     fn http_state_backend_defaults_its_methods() {
         let text = format!(
             "{BASE}state:\n  backend: http\n  address: https://gitlab.example/state\n  lock_address: https://gitlab.example/state/lock\n"
@@ -383,7 +392,7 @@ mod tests {
                 lock_method,
                 unlock_method,
             } => {
-                assert_eq!(address, "https://gitlab.example/state");
+                assert_eq!(address.as_deref(), Some("https://gitlab.example/state"));
                 assert_eq!(
                     lock_address.as_deref(),
                     Some("https://gitlab.example/state/lock")

@@ -462,18 +462,12 @@ impl Cx<'_> {
             }
             "http" => {
                 not_for(self, &s.path, "path");
-                let address = match &s.address {
-                    None => {
-                        self.missing(
-                            Some(raw.pos),
-                            None,
-                            "state.address",
-                            " for the http backend (the state URL)",
-                        );
-                        None
-                    }
-                    Some(a) => self.url(a, "state.address", false),
-                };
+                // Without an address here, the backend takes TF_HTTP_ADDRESS at run
+                // time, as GitLab's OpenTofu tooling sets it.
+                let address = s
+                    .address
+                    .as_ref()
+                    .map(|a| self.url(a, "state.address", false));
                 let lock_address = s
                     .lock_address
                     .as_ref()
@@ -502,7 +496,7 @@ impl Cx<'_> {
                 let lock_method = method(&s.lock_method, "lock_method", "LOCK");
                 let unlock_method = method(&s.unlock_method, "unlock_method", "UNLOCK");
                 Some(StateSettings::Http {
-                    address: address?,
+                    address: address.map_or(Some(None), |a| a.map(Some))?,
                     lock_address: lock_address.map_or(Some(None), |a| a.map(Some))?,
                     unlock_address: unlock_address.map_or(Some(None), |a| a.map(Some))?,
                     lock_method: lock_method?,
