@@ -26,29 +26,6 @@ struct Args {
     listen: SocketAddr,
 }
 
-/// The schematic's extensions and kernel args, read from the YAML body.
-fn schematic_of(body: &[u8]) -> Result<Schematic, String> {
-    let doc: serde_yaml_ng::Value =
-        serde_yaml_ng::from_slice(body).map_err(|e| format!("invalid schematic: {e}"))?;
-    let list = |v: Option<&serde_yaml_ng::Value>| -> Vec<String> {
-        v.and_then(|v| v.as_sequence())
-            .map(|s| {
-                s.iter()
-                    .filter_map(|x| x.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let c = doc.get("customization");
-    Ok(Schematic {
-        extensions: list(
-            c.and_then(|c| c.get("systemExtensions"))
-                .and_then(|s| s.get("officialExtensions")),
-        ),
-        kernel_args: list(c.and_then(|c| c.get("extraKernelArgs"))),
-    })
-}
-
 fn reply(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(body.into()));
     *r.status_mut() = status;
@@ -64,7 +41,7 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
             Ok(b) => b.to_bytes(),
             Err(e) => return Ok(reply(StatusCode::BAD_REQUEST, e.to_string())),
         };
-        return Ok(match schematic_of(&body) {
+        return Ok(match Schematic::from_yaml(&body) {
             Ok(s) => reply(StatusCode::CREATED, format!("{{\"id\":\"{}\"}}", s.id())),
             Err(e) => reply(StatusCode::BAD_REQUEST, e),
         });

@@ -62,6 +62,43 @@ impl Schematic {
         to_string(&Value::Mapping(doc), Flavour::Marshal)
     }
 
+    /// Read a schematic in the factory's YAML shape (the body of `POST /schematics`):
+    /// `customization.systemExtensions.officialExtensions` and
+    /// `customization.extraKernelArgs`, both optional lists of strings.
+    ///
+    /// # Errors
+    /// Text that is not YAML, or a list item that is not a string.
+    pub fn from_yaml(text: &[u8]) -> Result<Schematic, String> {
+        let doc: Value =
+            serde_yaml_ng::from_slice(text).map_err(|e| format!("invalid schematic: {e}"))?;
+        let customization = doc.get("customization");
+        let list = |v: Option<&Value>, what: &str| -> Result<Vec<String>, String> {
+            let Some(items) = v.and_then(Value::as_sequence) else {
+                return Ok(Vec::new());
+            };
+            items
+                .iter()
+                .map(|x| {
+                    x.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| format!("invalid schematic: {what} must be strings"))
+                })
+                .collect()
+        };
+        Ok(Schematic {
+            extensions: list(
+                customization
+                    .and_then(|c| c.get("systemExtensions"))
+                    .and_then(|s| s.get("officialExtensions")),
+                "officialExtensions",
+            )?,
+            kernel_args: list(
+                customization.and_then(|c| c.get("extraKernelArgs")),
+                "extraKernelArgs",
+            )?,
+        })
+    }
+
     /// The schematic ID: lowercase hex SHA-256 of [`Schematic::to_yaml`].
     pub fn id(&self) -> SchematicId {
         SchematicId(hex::encode(Sha256::digest(self.to_yaml().as_bytes())))
@@ -91,6 +128,26 @@ pub fn installer_image(factory: &url::Url, id: &SchematicId, version: &TalosVers
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn from_yaml_reads_back_what_to_yaml_writes() {
+        let schematic = Schematic {
+            extensions: vec![
+                "siderolabs/qemu-guest-agent".into(),
+                "siderolabs/iscsi-tools".into(),
+            ],
+            kernel_args: vec!["console=ttyS0".into()],
+        };
+        assert_eq!(
+            Schematic::from_yaml(schematic.to_yaml().as_bytes()),
+            Ok(schematic)
+        );
+        assert_eq!(
+            Schematic::from_yaml(b"customization: {}\n"),
+            Ok(Schematic::default())
+        );
+        assert!(Schematic::from_yaml(b"customization: {extraKernelArgs: [{a: 1}]}").is_err());
+    }
     use super::*;
 
     fn schematic(ext: &[&str]) -> Schematic {

@@ -16,27 +16,6 @@ pub struct Factory {
     task: tokio::task::JoinHandle<()>,
 }
 
-fn schematic_of(body: &[u8]) -> Option<Schematic> {
-    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_slice(body).ok()?;
-    let list = |v: Option<&serde_yaml_ng::Value>| -> Vec<String> {
-        v.and_then(|v| v.as_sequence())
-            .map(|s| {
-                s.iter()
-                    .filter_map(|x| x.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let c = doc.get("customization");
-    Some(Schematic {
-        extensions: list(
-            c.and_then(|c| c.get("systemExtensions"))
-                .and_then(|s| s.get("officialExtensions")),
-        ),
-        kernel_args: list(c.and_then(|c| c.get("extraKernelArgs"))),
-    })
-}
-
 async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
     let path = req.uri().path().to_owned();
     let (status, body): (StatusCode, Bytes) =
@@ -47,7 +26,7 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, std::co
                 .await
                 .map(|b| b.to_bytes())
                 .unwrap_or_default();
-            match schematic_of(&body) {
+            match Schematic::from_yaml(&body).ok() {
                 Some(s) => (
                     StatusCode::CREATED,
                     format!("{{\"id\":\"{}\"}}", s.id()).into(),
