@@ -12,6 +12,7 @@ pub mod remove;
 pub mod steps;
 mod talos_steps;
 pub mod upgrade;
+mod upgrade_step;
 
 pub use event::{Event, EventKind};
 pub use executor::{RunOutcome, Saver, execute};

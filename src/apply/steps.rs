@@ -19,6 +19,8 @@ use crate::talos::{Backoff, ClientCredentials};
 
 use super::record::Record;
 use super::talos_steps;
+use super::upgrade::RolloutOptions;
+use super::upgrade_step;
 
 /// Deadlines of the waits, and their backoff.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +91,9 @@ pub struct Context {
     pub started_at: String,
     /// Deadlines.
     pub waits: Waits,
+    /// How Talos upgrades run: the etcd snapshot policy, health and reboot
+    /// deadlines.
+    pub rollout: RolloutOptions,
 }
 
 /// What a step sends while it runs.
@@ -174,6 +179,7 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
         (Address::Config(host), Action::ApplyConfig) => {
             talos_steps::apply_config(ctx, host, r).await
         }
+        (Address::Config(host), Action::Upgrade) => upgrade_step::upgrade(ctx, host, r).await,
         (Address::Bootstrap, Action::Bootstrap) => talos_steps::bootstrap(ctx, r).await,
         (Address::Kubeconfig, Action::Create) => talos_steps::kubeconfig(ctx, r).await,
         (address, action) => anyhow::bail!(

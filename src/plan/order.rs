@@ -3,7 +3,8 @@
 //! (VMs before the pool and mappings they use). Each change lists the changes
 //! it waits for; `-target` keeps a change and what it depends on.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroUsize;
 
 use crate::state::Address;
 
@@ -24,9 +25,75 @@ fn phase(c: &Change) -> u8 {
     }
 }
 
-fn sort(plan: &mut Plan) {
-    plan.changes
-        .sort_by(|a, b| (phase(a), &a.address).cmp(&(phase(b), &b.address)));
+/// Within the configs: other changes first, then control-plane upgrades, then
+/// worker upgrades (the rollout order).
+fn rank(c: &Change, desired: &Desired) -> u8 {
+    match (&c.address, c.action) {
+        (Address::Config(host), Action::Upgrade) => {
+            if is_control_plane(desired, host) {
+                1
+            } else {
+                2
+            }
+        }
+        _ => 0,
+    }
+}
+
+fn is_control_plane(desired: &Desired, host: &str) -> bool {
+    desired
+        .configs
+        .get(host)
+        .is_some_and(|c| c.role == crate::topology::Role::Controlplane)
+}
+
+fn sort(plan: &mut Plan, desired: &Desired) {
+    plan.changes.sort_by(|a, b| {
+        (phase(a), rank(a, desired), &a.address).cmp(&(phase(b), rank(b, desired), &b.address))
+    });
+}
+
+/// Chain the Talos upgrades into a rollout (pure): each control plane alone
+/// and after the one before it, then the workers in waves of at most
+/// `max_parallel` (`--max-parallel-upgrades`), each wave after the previous
+/// one. Dependencies
+/// between upgrades set by an earlier call are replaced.
+pub fn chain_upgrades(plan: &mut Plan, desired: &Desired, max_parallel: NonZeroUsize) {
+    sort(plan, desired);
+    let upgrades: BTreeSet<Address> = plan
+        .changes
+        .iter()
+        .filter(|c| c.action == Action::Upgrade)
+        .map(|c| c.address.clone())
+        .collect();
+    let mut waves: Vec<Vec<Address>> = Vec::new();
+    let mut workers: Vec<Address> = Vec::new();
+    for c in plan.changes.iter().filter(|c| c.action == Action::Upgrade) {
+        match &c.address {
+            Address::Config(host) if is_control_plane(desired, host) => {
+                waves.push(vec![c.address.clone()]);
+            }
+            a => workers.push(a.clone()),
+        }
+    }
+    waves.extend(workers.chunks(max_parallel.get()).map(<[Address]>::to_vec));
+    let mut wave_of: BTreeMap<Address, usize> = BTreeMap::new();
+    for (i, w) in waves.iter().enumerate() {
+        for a in w {
+            wave_of.insert(a.clone(), i);
+        }
+    }
+    for c in &mut plan.changes {
+        let Some(&i) = wave_of.get(&c.address) else {
+            continue;
+        };
+        c.depends_on.retain(|d| !upgrades.contains(d));
+        if i > 0 {
+            c.depends_on.extend(waves[i - 1].iter().cloned());
+        }
+        c.depends_on.sort();
+        c.depends_on.dedup();
+    }
 }
 
 /// Fill each change's `depends_on` with the planned changes it waits for, and
@@ -78,7 +145,7 @@ pub fn order(plan: &mut Plan, desired: &Desired) {
         deps.dedup();
         c.depends_on = deps;
     }
-    sort(plan);
+    chain_upgrades(plan, desired, NonZeroUsize::MIN);
 }
 
 /// Order a destroy plan: VMs first, then the pool, mappings and images.
@@ -94,7 +161,7 @@ pub fn order_destroy(plan: &mut Plan) {
             c.depends_on = vms.clone();
         }
     }
-    sort(plan);
+    sort(plan, &Desired::default());
 }
 
 /// Keep only the changes at `targets` and the changes they depend on

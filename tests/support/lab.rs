@@ -52,6 +52,12 @@ impl Lab {
     /// "1.7": distinct per test, so tests run in parallel), with the
     /// simulator's install reboot taking `reboot`.
     pub async fn start(net: &str, reboot: Duration) -> Lab {
+        Lab::start_at(net, reboot, "v1.13.8").await
+    }
+
+    /// As [`Lab::start`], with the simulated nodes booting `talos_version`
+    /// (write the topology with the same version).
+    pub async fn start_at(net: &str, reboot: Duration, talos_version: &str) -> Lab {
         let pve = FakePve::start(FakeOptions::default()).await;
         let factory = Factory::start().await;
         let ips: Vec<String> = (121..=123).map(|n| format!("127.{net}.{n}")).collect();
@@ -59,7 +65,7 @@ impl Lab {
         let sim = Simulator::start(
             &addrs,
             SimOptions {
-                talos_version: "v1.13.8".into(),
+                talos_version: talos_version.into(),
                 reboot_delay: reboot,
             },
         )
