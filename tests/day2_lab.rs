@@ -42,12 +42,23 @@ async fn talos_version_change_upgrades_nodes_in_place_control_planes_first() {
         .find("~ config/talos-worker-01")
         .expect("worker upgrade");
     assert!(cp < worker, "control planes come first:\n{text}");
+    assert_eq!(
+        text.matches("~ upgrade talos v1.13.7 -> v1.13.8 (reboot)")
+            .count(),
+        3,
+        "{text}"
+    );
     assert!(!text.contains("vm/"), "no VM changes:\n{text}");
+    assert!(!text.contains("image/"), "no new disk image:\n{text}");
 
-    let out = lab
-        .run(&["apply", "-auto-approve", "--skip-etcd-snapshot"])
-        .await;
+    let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(out.status.success(), "the upgrade apply failed");
+    let snapshot = lab
+        .dir
+        .path()
+        .join("etcd-talos-controlplane-01-before-talos-v1.13.8.snapshot");
+    let meta = std::fs::metadata(&snapshot).expect("etcd snapshot next to the state");
+    assert!(meta.len() > 0);
 
     let sim = lab.sim.as_ref().expect("sim");
     let log = sim.upgrade_log();

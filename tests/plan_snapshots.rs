@@ -283,8 +283,7 @@ fn removed_node_is_deleted_and_version_change_is_an_upgrade() {
     assert_eq!(
         actions,
         vec![
-            // New VMs of the new version boot from its disk image.
-            ("image/ce4c9805-v1.13.9".to_owned(), Action::Create),
+            // Upgraded in place: no new disk image until a node is created.
             ("config/cp-01".to_owned(), Action::Upgrade),
             ("vm/gpu-01".to_owned(), Action::Delete),
         ]

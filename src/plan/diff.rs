@@ -82,24 +82,6 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     let mut warnings = Vec::new();
     let mut errors = Vec::new();
 
-    for (name, image) in &d.images {
-        if !rec.images.contains_key(name) {
-            let mut c = change(
-                Address::Image(name.clone()),
-                Action::Create,
-                format!(
-                    "download Talos {} ({}) to {} on {}",
-                    image.record.talos_version,
-                    short(&image.record.schematic_id),
-                    image.record.storage,
-                    image.record.node
-                ),
-            );
-            c.fields
-                .push(field("volid", None, Some(&image.record.volid)));
-            changes.push(c);
-        }
-    }
     if let Some(pool) = &d.pool
         && !rec.pools.contains_key(pool)
     {
@@ -138,6 +120,32 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             }
             Ok(None) => {}
             Err(e) => errors.push(e),
+        }
+    }
+    // An image is downloaded for the VMs created from it: a node upgraded in
+    // place keeps its disk, so a new version's image waits for a new node.
+    let needed: BTreeSet<&str> = d
+        .vms
+        .iter()
+        .filter(|(host, _)| fresh_vms.contains(host.as_str()))
+        .map(|(_, vm)| vm.image.as_str())
+        .collect();
+    for (name, image) in &d.images {
+        if !rec.images.contains_key(name) && needed.contains(name.as_str()) {
+            let mut c = change(
+                Address::Image(name.clone()),
+                Action::Create,
+                format!(
+                    "download Talos {} ({}) to {} on {}",
+                    image.record.talos_version,
+                    short(&image.record.schematic_id),
+                    image.record.storage,
+                    image.record.node
+                ),
+            );
+            c.fields
+                .push(field("volid", None, Some(&image.record.volid)));
+            changes.push(c);
         }
     }
     for (host, vm) in &rec.vms {
