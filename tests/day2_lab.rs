@@ -86,3 +86,74 @@ async fn talos_version_change_upgrades_nodes_in_place_control_planes_first() {
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+fn vmids(vms: &[serde_json::Value]) -> Vec<u64> {
+    let mut ids: Vec<u64> = vms.iter().filter_map(|v| v["vmid"].as_u64()).collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollout_stopped_by_a_failed_upgrade_records_the_upgraded_nodes_and_continues() {
+    let lab = Lab::start_ha("2.2", Duration::from_millis(100), "v1.13.7").await;
+    lab.write_topology(at_version("v1.13.7"));
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    let vms_before = vmids(&lab.vms().await);
+    assert_eq!(vms_before.len(), 5);
+
+    lab.write_topology(at_version("v1.13.8"));
+    let sim = lab.sim.as_ref().expect("sim");
+    let worker_02: std::net::IpAddr = lab.ips[4].parse().expect("ip");
+    sim.node(worker_02)
+        .expect("node")
+        .fail_next_upgrade("installer failed: disk full");
+    let out = lab
+        .run(&["apply", "-auto-approve", "--skip-etcd-snapshot"])
+        .await;
+    assert!(!out.status.success(), "the failed upgrade fails the apply");
+
+    // Control planes one at a time, each accepted with etcd healthy, then the workers.
+    let log = sim.upgrade_log();
+    let order: Vec<std::net::IpAddr> = log.iter().map(|u| u.node).collect();
+    let ip = |i: usize| -> std::net::IpAddr { lab.ips[i].parse().expect("ip") };
+    assert_eq!(order, vec![ip(0), ip(1), ip(2), ip(3)], "{log:?}");
+    assert!(log[..3].iter().all(|u| u.control_plane && u.etcd_healthy));
+    let state = lab.state();
+    let version = |h: &str| state.resources.configs[h].talos_version.clone();
+    for h in [
+        "talos-cp-01",
+        "talos-cp-02",
+        "talos-cp-03",
+        "talos-worker-01",
+    ] {
+        assert_eq!(version(h), "v1.13.8", "{h} is recorded as upgraded");
+    }
+    assert_eq!(version("talos-worker-02"), "v1.13.7");
+
+    // The next apply plans the one node left, and upgrades it.
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    let text = stdout(&out);
+    assert_eq!(
+        text.matches("~ upgrade talos v1.13.7 -> v1.13.8 (reboot)")
+            .count(),
+        1,
+        "{text}"
+    );
+    assert!(text.contains("~ config/talos-worker-02"), "{text}");
+    let out = lab
+        .run(&["apply", "-auto-approve", "--skip-etcd-snapshot"])
+        .await;
+    assert!(
+        out.status.success(),
+        "the second apply continues the rollout"
+    );
+    assert_eq!(sim.upgrade_log().len(), 5);
+    for ip in &lab.ips {
+        let node = sim.node(ip.parse().expect("ip")).expect("node");
+        assert_eq!(node.talos_tag(), "v1.13.8");
+    }
+    assert_eq!(vmids(&lab.vms().await), vms_before, "no VM was re-created");
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
