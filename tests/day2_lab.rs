@@ -7,7 +7,8 @@ mod support;
 
 use std::time::Duration;
 
-use support::lab::{Lab, stdout};
+use support::lab::{Lab, stderr, stdout};
+use talosprov::talos::{ClientCredentials, TalosClient};
 
 fn at_version(version: &'static str) -> impl Fn(String) -> String {
     move |t| {
@@ -156,4 +157,94 @@ async fn rollout_stopped_by_a_failed_upgrade_records_the_upgraded_nodes_and_cont
     assert_eq!(vmids(&lab.vms().await), vms_before, "no VM was re-created");
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+/// The etcd members control plane `ip` lists, by peer address, through the Talos API
+/// with the state's talosconfig.
+async fn etcd_members(lab: &Lab, ip: &str) -> Vec<String> {
+    let text = stdout(&lab.run(&["output", "talosconfig", "-raw"]).await);
+    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("talosconfig YAML");
+    let context = doc["context"].as_str().expect("context").to_owned();
+    let field = |f: &str| {
+        doc["contexts"][context.as_str()][f]
+            .as_str()
+            .expect("field")
+            .to_owned()
+    };
+    let credentials =
+        ClientCredentials::from_talosconfig_fields(&field("ca"), &field("crt"), &field("key"))
+            .expect("credentials");
+    let client = TalosClient::connect_secure(ip.parse().expect("ip"), &credentials)
+        .await
+        .expect("connect");
+    let mut names: Vec<String> = client
+        .etcd_member_list()
+        .await
+        .expect("members")
+        .into_iter()
+        .flat_map(|m| m.peer_urls)
+        .filter_map(|u| url::Url::parse(&u).ok()?.host_str().map(str::to_owned))
+        .collect();
+    names.sort();
+    names
+}
+
+fn without_node(hostname: &'static str) -> impl Fn(String) -> String {
+    move |t| {
+        t.lines()
+            .filter(|l| !l.contains(&format!("hostname: {hostname},")))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removed_control_plane_leaves_etcd_and_the_last_one_is_refused_at_plan_time() {
+    let lab = Lab::start_ha("2.3", Duration::from_millis(100), "v1.13.8").await;
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    assert_eq!(etcd_members(&lab, &lab.ips[0]).await, lab.ips[..3]);
+
+    lab.write_topology(without_node("talos-cp-03"));
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let text = stdout(&out);
+    assert!(text.contains("- vm/talos-cp-03"), "{text}");
+    assert!(
+        text.contains("Warning: 2 control planes will remain"),
+        "an even number of control planes is a warning:\n{text}"
+    );
+    let out = lab.run(&["apply", "-auto-approve"]).await;
+    assert!(out.status.success(), "removing a control plane failed");
+    assert_eq!(
+        etcd_members(&lab, &lab.ips[0]).await,
+        lab.ips[..2],
+        "etcd has exactly the control planes left"
+    );
+    assert!(
+        lab.dir
+            .path()
+            .join("etcd-talos-cp-03-before-removal.snapshot")
+            .exists(),
+        "an etcd snapshot is saved before the removal"
+    );
+    assert_eq!(lab.vms().await.len(), 4);
+
+    // Replacing every control plane of the running cluster by new ones (which
+    // could not join an etcd that is gone) is refused before anything changes.
+    lab.write_topology(|t| {
+        without_node("talos-cp-03")(t)
+            .replace("hostname: talos-cp-01,", "hostname: talos-cp-11,")
+            .replace("hostname: talos-cp-02,", "hostname: talos-cp-12,")
+    });
+    let out = lab.run(&["plan"]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no control plane would remain"),
+        "{}",
+        stderr(&out)
+    );
+    let out = lab.run(&["apply", "-auto-approve"]).await;
+    assert!(!out.status.success());
+    assert_eq!(lab.vms().await.len(), 4, "nothing was deleted");
 }

@@ -9,6 +9,7 @@ pub mod executor;
 pub mod record;
 pub mod refresh;
 pub mod remove;
+mod remove_step;
 pub mod steps;
 mod talos_steps;
 pub mod upgrade;

@@ -18,6 +18,7 @@ use crate::state::{Address, Sensitive};
 use crate::talos::{Backoff, ClientCredentials};
 
 use super::record::Record;
+use super::remove_step;
 use super::talos_steps;
 use super::upgrade::RolloutOptions;
 use super::upgrade_step;
@@ -353,7 +354,12 @@ async fn delete_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
         r.record(Record::VmGone(host.to_owned()));
         return Ok(());
     };
-    talos_steps::reset_node(ctx, host, r).await;
+    if !ctx.desired.vms.contains_key(host) {
+        remove_step::remove(ctx, host, r).await?;
+    } else {
+        // Replaced: the node is the same cluster member under a new VM.
+        talos_steps::reset_node(ctx, host, r).await;
+    }
     r.progress(format!("shutting down and deleting VM {}", rec.vmid));
     lifecycle::destroy_vm(&ctx.proxmox, &rec.node, rec.vmid, ctx.waits.shutdown_secs)
         .await

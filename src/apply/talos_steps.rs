@@ -18,16 +18,14 @@ use super::steps::{Context, Reporter, credentials};
 
 /// Reset a node through the Talos API if it answers (graceful for control
 /// planes, so it leaves etcd); a node that does not answer is left as is.
+/// Used when the whole cluster goes (destroy); a node leaving a cluster that
+/// stays goes through `remove_step`.
 pub(super) async fn reset_node(ctx: &Context, host: &str, r: &Reporter) {
     let Some(credentials) = &ctx.credentials else {
         r.warn("no talosconfig in the state: not reset through the Talos API");
         return;
     };
-    let ip = match ctx.ips.get(host) {
-        Some(ip) => Some(*ip),
-        None => address_from_proxmox(ctx, host).await,
-    };
-    let Some(ip) = ip else {
+    let Some(ip) = node_address(ctx, host).await else {
         r.warn("no address known for this node: not reset through the Talos API");
         return;
     };
@@ -55,6 +53,15 @@ pub(super) async fn reset_node(ctx: &Context, host: &str, r: &Reporter) {
     };
     if let Err(e) = client.reset(&options).await {
         r.warn(format!("Talos reset failed ({e}); deleting the VM anyway"));
+    }
+}
+
+/// The node's Talos API address: the topology's, else (a node no longer in it)
+/// its VM's cloud-init `ipconfig0`.
+pub(super) async fn node_address(ctx: &Context, host: &str) -> Option<IpAddr> {
+    match ctx.ips.get(host) {
+        Some(ip) => Some(*ip),
+        None => address_from_proxmox(ctx, host).await,
     }
 }
 

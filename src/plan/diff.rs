@@ -8,6 +8,8 @@ use std::collections::BTreeSet;
 use crate::state::format::{self, State};
 use crate::state::{Address, Sensitive};
 
+use crate::apply::remove::{RemovalRefused, check_removal};
+
 use super::config_diff;
 use super::desired::Desired;
 use super::diff_vm::plan_vm;
@@ -45,6 +47,10 @@ pub enum PlanError {
         /// Size asked for, GiB.
         wanted_gib: u64,
     },
+    /// The topology removes every control plane the cluster has (see
+    /// [`check_removal`]).
+    #[error(transparent)]
+    Removal(#[from] RemovalRefused),
 }
 
 pub(super) fn change(address: Address, action: Action, reason: impl Into<String>) -> Change {
@@ -148,13 +154,46 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             changes.push(c);
         }
     }
+    let recorded_controlplane = |host: &str| {
+        state
+            .outputs
+            .machineconfigs
+            .get(host)
+            .is_some_and(|m| config_diff::is_controlplane(m.value.expose()))
+    };
+    let controlplanes: Vec<&str> = rec
+        .vms
+        .keys()
+        .map(String::as_str)
+        .filter(|h| recorded_controlplane(h))
+        .collect();
+    let removing: Vec<&str> = rec
+        .vms
+        .keys()
+        .map(String::as_str)
+        .filter(|h| !d.vms.contains_key(*h))
+        .collect();
+    // Refused when no control plane of the running cluster stays (new ones
+    // cannot join an etcd that is gone); the count left includes new ones.
+    let mut after: Vec<&str> = controlplanes.clone();
+    after.extend(
+        d.configs
+            .iter()
+            .filter(|(h, c)| {
+                c.role == crate::topology::Role::Controlplane && !rec.vms.contains_key(*h)
+            })
+            .map(|(h, _)| h.as_str()),
+    );
+    match check_removal(&controlplanes, &removing).and_then(|_| check_removal(&after, &removing)) {
+        Ok(found) => warnings.extend(found.into_iter().map(|w| PlanWarning {
+            address: None,
+            message: w.to_string(),
+        })),
+        Err(refused) => errors.push(refused.into()),
+    }
     for (host, vm) in &rec.vms {
         if !d.vms.contains_key(host) {
-            let controlplane = state
-                .outputs
-                .machineconfigs
-                .get(host)
-                .is_some_and(|m| config_diff::is_controlplane(m.value.expose()));
+            let controlplane = recorded_controlplane(host);
             let how = if controlplane {
                 "Talos reset (graceful: leaves etcd), then"
             } else {
