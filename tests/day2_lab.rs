@@ -248,3 +248,66 @@ async fn removed_control_plane_leaves_etcd_and_the_last_one_is_refused_at_plan_t
     assert!(!out.status.success());
     assert_eq!(lab.vms().await.len(), 4, "nothing was deleted");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn added_worker_is_created_and_joined_and_nothing_else_changes() {
+    let lab = Lab::start_ha("2.4", Duration::from_millis(100), "v1.13.8").await;
+    lab.write_topology(without_node("talos-worker-02"));
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    let sim = lab.sim.as_ref().expect("sim");
+    let served = |i: usize| {
+        sim.node(lab.ips[i].parse().expect("ip"))
+            .expect("node")
+            .served()
+            .len()
+    };
+    let before: Vec<usize> = (0..4).map(served).collect();
+    let state_before = lab.state();
+
+    lab.write_topology(|t| t);
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let text = stdout(&out);
+    assert!(text.contains("+ vm/talos-worker-02"), "{text}");
+    assert!(
+        text.contains("Plan: 1 to add, 0 to change, 0 to destroy."),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("  ~ ").count(),
+        1,
+        "only the new node's config:\n{text}"
+    );
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+
+    let node = sim.node(lab.ips[4].parse().expect("ip")).expect("node");
+    assert_eq!(node.phase(), talosprov::sim::Phase::Secure);
+    let state = lab.state();
+    assert!(state.resources.configs["talos-worker-02"].secure_mode);
+    for (i, host) in [
+        "talos-cp-01",
+        "talos-cp-02",
+        "talos-cp-03",
+        "talos-worker-01",
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert_eq!(
+            state.resources.configs[*host], state_before.resources.configs[*host],
+            "{host} keeps its record"
+        );
+        let after = sim
+            .node(lab.ips[i].parse().expect("ip"))
+            .expect("node")
+            .served();
+        let new_calls: Vec<&str> = after[before[i]..].iter().map(|s| s.rpc.as_str()).collect();
+        assert!(
+            !new_calls
+                .iter()
+                .any(|r| matches!(*r, "ApplyConfiguration" | "Reboot" | "Upgrade" | "Reset")),
+            "{host} was touched: {new_calls:?}"
+        );
+    }
+}
