@@ -311,3 +311,16 @@ async fn added_worker_is_created_and_joined_and_nothing_else_changes() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_plan_before_secrets_exist_shows_digests_known_after_apply() {
+    let lab = Lab::start("2.5", Duration::from_millis(100)).await;
+    let out = lab.run(&["plan"]).await;
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert_eq!(
+        text.matches("+ config_sha256 = (known after apply)").count(),
+        3,
+        "{text}"
+    );
+}

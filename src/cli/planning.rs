@@ -82,6 +82,9 @@ pub async fn make_plan(
         )
     })?;
     plan::target(&mut p, targets);
+    if generated.is_some() {
+        plan::digests_known_after_apply(&mut p);
+    }
     Ok(Planned {
         plan: p,
         desired,

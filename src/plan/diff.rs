@@ -73,6 +73,24 @@ pub(super) fn field<T: ToString>(name: &str, before: Option<T>, after: Option<T>
     )
 }
 
+/// What a plan shows for a value computed only during the apply, as OpenTofu
+/// does.
+pub const KNOWN_AFTER_APPLY: &str = "(known after apply)";
+
+/// Show the machine config digests as [`KNOWN_AFTER_APPLY`] (pure): for a plan
+/// rendered with cluster secrets generated only for it (no state yet), whose
+/// configs, and so digests, are made again with the secrets the apply keeps.
+pub fn digests_known_after_apply(plan: &mut Plan) {
+    for f in plan
+        .changes
+        .iter_mut()
+        .flat_map(|c| c.fields.iter_mut())
+        .filter(|f| f.name == "config_sha256" && f.after.is_some())
+    {
+        f.after = Some(KNOWN_AFTER_APPLY.to_owned());
+    }
+}
+
 /// Plan an apply: every change that brings the cluster to `desired`.
 ///
 /// # Errors
@@ -462,4 +480,30 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
     };
     super::order::order_destroy(&mut plan);
     plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_of_configs_from_new_secrets_are_known_after_apply() {
+        let mut c = change(Address::Config("cp-01".into()), Action::ApplyConfig, "new");
+        c.fields.push(field("config_sha256", None, Some("ab12")));
+        c.fields.push(field("talos_version", None, Some("v1.13.8")));
+        let mut p = Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            lineage: None,
+            serial: None,
+            refreshed: true,
+            destroy: false,
+            changes: vec![c],
+            drift: Vec::new(),
+            warnings: Vec::new(),
+        };
+        digests_known_after_apply(&mut p);
+        let fields = &p.changes[0].fields;
+        assert_eq!(fields[0].after.as_deref(), Some(KNOWN_AFTER_APPLY));
+        assert_eq!(fields[1].after.as_deref(), Some("v1.13.8"));
+    }
 }
