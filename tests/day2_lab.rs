@@ -319,8 +319,41 @@ async fn first_plan_before_secrets_exist_shows_digests_known_after_apply() {
     assert!(out.status.success());
     let text = stdout(&out);
     assert_eq!(
-        text.matches("+ config_sha256 = (known after apply)").count(),
+        text.matches("+ config_sha256 = (known after apply)")
+            .count(),
         3,
         "{text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_change_talos_applies_at_once_is_planned_and_applied_without_a_reboot() {
+    let lab = Lab::start("2.6", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    let sim = lab.sim.as_ref().expect("sim");
+    let reboots = |sim: &talosprov::sim::Simulator| -> Vec<u32> {
+        lab.ips
+            .iter()
+            .map(|ip| sim.node(ip.parse().expect("ip")).expect("node").reboots())
+            .collect()
+    };
+    let before = reboots(sim);
+
+    // machine.network (the control plane's): Talos applies it at once.
+    lab.write_topology(|t| t.replace("nameservers: [127.0.0.1]", "nameservers: [127.0.0.53]"));
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let text = stdout(&out);
+    assert_eq!(
+        text.matches("(applied without a reboot)").count(),
+        1,
+        "the node's dry run says no reboot:\n{text}"
+    );
+    assert!(text.contains("~ config/talos-controlplane-01"), "{text}");
+    assert!(!text.contains("(the node reboots)"), "{text}");
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    assert_eq!(reboots(sim), before, "no node rebooted");
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }

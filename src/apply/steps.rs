@@ -92,6 +92,9 @@ pub struct Context {
     pub started_at: String,
     /// Deadlines.
     pub waits: Waits,
+    /// Apply a changed machine config to running nodes in staged mode (taken
+    /// at their next reboot) instead of the least disruptive mode (`--staged`).
+    pub staged_configs: bool,
     /// How Talos upgrades run: the etcd snapshot policy, health and reboot
     /// deadlines.
     pub rollout: RolloutOptions,

@@ -200,16 +200,24 @@ pub(super) async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> any
                     r.record(Record::SecureMode(host.to_owned()));
                 }
                 Some(_) => {
-                    r.progress("applying the machine config (auto mode)");
+                    let mode = least_disruptive_mode(ctx, &client, want.yaml.expose(), r).await?;
                     let outcome = client
                         .apply_configuration(
                             want.yaml.expose().as_bytes(),
-                            &ApplyOptions::default(),
+                            &ApplyOptions {
+                                mode,
+                                ..ApplyOptions::default()
+                            },
                         )
                         .await
                         .with_context(|| format!("{host} refused the machine config"))?;
                     for warning in outcome.warnings {
                         r.warn(warning);
+                    }
+                    if outcome.mode == ApplyMode::Staged {
+                        r.warn(
+                            "staged: the node applies the new machine config at its next reboot",
+                        );
                     }
                     if outcome.mode == ApplyMode::Reboot {
                         r.record(config_record(false));
@@ -241,6 +249,38 @@ pub(super) async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> any
     talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff).await?;
     r.record(Record::SecureMode(host.to_owned()));
     Ok(())
+}
+
+/// The mode to apply a changed config to a running node in: staged with
+/// `--staged`; otherwise what the node resolves auto mode to in a dry run
+/// (no reboot when Talos can apply the change at once), asked for explicitly
+/// so that a change the node cannot apply at once is never applied without
+/// its reboot, nor rebooted for when it can.
+async fn least_disruptive_mode(
+    ctx: &Context,
+    client: &TalosClient,
+    yaml: &str,
+    r: &Reporter,
+) -> anyhow::Result<ApplyMode> {
+    if ctx.staged_configs {
+        r.progress("staging the machine config for the next reboot");
+        return Ok(ApplyMode::Staged);
+    }
+    let dry_run = ApplyOptions {
+        dry_run: true,
+        ..ApplyOptions::default()
+    };
+    let answer = client
+        .apply_configuration(yaml.as_bytes(), &dry_run)
+        .await
+        .context("the node refused a dry run of the machine config")?;
+    Ok(if answer.mode == ApplyMode::Reboot {
+        r.progress("applying the machine config (the node reboots for it)");
+        ApplyMode::Reboot
+    } else {
+        r.progress("applying the machine config without a reboot");
+        ApplyMode::NoReboot
+    })
 }
 
 pub(super) async fn bootstrap(ctx: &Context, r: &Reporter) -> anyhow::Result<()> {

@@ -57,6 +57,13 @@ pub struct ApplyArgs {
     /// Kubernetes secret.
     #[arg(long = "skip-etcd-snapshot")]
     pub skip_etcd_snapshot: bool,
+
+    /// Stage machine config changes on running nodes: each node takes its
+    /// new config at its next reboot. Without it, a change is applied at once
+    /// when Talos can, and with a reboot when it must (the node is asked with
+    /// a dry run).
+    #[arg(long)]
+    pub staged: bool,
 }
 
 /// Where etcd snapshots go: the local state file's folder, else the
@@ -103,6 +110,7 @@ pub(super) fn context(
         offline_kubeconfig,
         started_at,
         waits: Waits::default(),
+        staged_configs: false,
         rollout: RolloutOptions {
             backoff: Waits::default().backoff,
             ..RolloutOptions::new(SnapshotPolicy::Skip)
@@ -271,6 +279,7 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
         let mut ctx = context(&topology, &state, planned.desired, offline)
             .context("cannot prepare the apply")?;
         ctx.rollout.etcd_snapshot = snapshot_policy(&args);
+        ctx.staged_configs = args.staged;
         run_plan(ctx, &plan, store, encrypted, &mut state, args.parallelism, cancel).await?;
         let s = plan.summary();
         crate::ui::write_stdout(&format!(

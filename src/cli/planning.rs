@@ -52,7 +52,7 @@ pub async fn make_plan(
         }
     };
     let configs = cluster::render_configs(topology, &bundle)?;
-    let observed = cluster::observe(topology, state, offline)
+    let observed = cluster::observe(topology, state, &configs, offline)
         .await
         .context("cannot refresh (use -refresh=false to plan from the state alone)")?;
     let shared = cluster::storage_shared(&observed, state);

@@ -322,7 +322,14 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
                 &config_diff::redacted(after),
             ));
             if !upgrade {
-                c.reboot = Some(config_diff::needs_reboot(before, after));
+                // The node's own answer to a dry run; unknown when it did not
+                // answer at plan time (the view then gives the settings' hint).
+                c.reboot = obs.apply_reboots.get(host).copied();
+                if c.reboot.is_none() && config_diff::needs_reboot(before, after) {
+                    c.reason =
+                        "machine config changed; by the settings changed, likely with a reboot"
+                            .into();
+                }
             }
             if bootstrapped {
                 for name in config_diff::bootstrap_only_changes(before, after) {

@@ -90,6 +90,9 @@ fn change_block(out: &mut String, c: &Change) {
         (Action::ApplyConfig, Some(false)) => {
             out.push_str("      (applied without a reboot)\n");
         }
+        (Action::ApplyConfig, None) if c.config_diff.is_some() => {
+            out.push_str("      (whether the node reboots: unknown until apply)\n");
+        }
         (Action::Update, Some(true)) => {
             out.push_str("      (the VM restarts through Proxmox for the change to apply)\n");
         }
