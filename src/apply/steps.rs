@@ -340,9 +340,12 @@ async fn update_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
             "restarting through Proxmox to apply {}",
             outcome.pending.join(", ")
         ));
-        lifecycle::reboot(&ctx.proxmox, &w.node, w.vmid)
-            .await
-            .with_context(|| format!("cannot restart VM {} ({host})", w.vmid))?;
+        upgrade_step::gated_restart(ctx, host, r, async {
+            lifecycle::reboot(&ctx.proxmox, &w.node, w.vmid)
+                .await
+                .with_context(|| format!("cannot restart VM {} ({host})", w.vmid))
+        })
+        .await?;
     }
     r.record(Record::Vm {
         host: host.to_owned(),

@@ -116,3 +116,49 @@ pub(super) async fn upgrade(ctx: &Context, host: &str, r: &Reporter) -> anyhow::
     }
     Ok(())
 }
+
+/// Restart the VM of `host` through Proxmox with the health gate: for a
+/// configured control plane, etcd healthy first; afterwards the node healthy
+/// at its recorded Talos version (and etcd again). A node not configured yet
+/// (or with no talosconfig) is restarted without the gate.
+///
+/// # Errors
+/// The restart's error, or the [`upgrade::UpgradeError`] of the gate.
+pub(super) async fn gated_restart(
+    ctx: &Context,
+    host: &str,
+    r: &Reporter,
+    restart: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let cluster = cluster_nodes(ctx);
+    let gate = match (
+        ctx.credentials.as_ref(),
+        ctx.recorded_configs.get(host).filter(|c| c.secure_mode),
+        cluster.iter().find(|n| n.hostname == host),
+    ) {
+        (Some(credentials), Some(recorded), Some(node)) => {
+            Some((credentials, recorded.talos_version.clone(), node.clone()))
+        }
+        _ => None,
+    };
+    let Some((credentials, version, node)) = gate else {
+        return restart.await;
+    };
+    if node.is_control_plane() {
+        let client = upgrade::connect(&node, credentials).await?;
+        upgrade::before_control_plane(
+            &cluster,
+            &node,
+            &client,
+            None,
+            credentials,
+            &ctx.rollout,
+            &|e| r.progress(describe(&e)),
+        )
+        .await?;
+    }
+    restart.await?;
+    r.progress("waiting for the node to be healthy again");
+    upgrade::after_change(&cluster, &node, &version, credentials, &ctx.rollout).await?;
+    Ok(())
+}

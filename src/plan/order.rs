@@ -53,6 +53,25 @@ fn sort(plan: &mut Plan, desired: &Desired) {
     });
 }
 
+/// VM updates that restart the VM run one at a time (pure): each waits for
+/// the one before it, so at most one node is down for its restart.
+fn chain_restarts(plan: &mut Plan) {
+    let mut previous: Option<Address> = None;
+    for c in &mut plan.changes {
+        if matches!(c.address, Address::Vm(_))
+            && c.action == Action::Update
+            && c.reboot == Some(true)
+        {
+            if let Some(p) = previous.replace(c.address.clone())
+                && !c.depends_on.contains(&p)
+            {
+                c.depends_on.push(p);
+                c.depends_on.sort();
+            }
+        }
+    }
+}
+
 /// Chain the Talos upgrades into a rollout (pure): each control plane alone
 /// and after the one before it, then the workers in waves of at most
 /// `max_parallel` (`--max-parallel-upgrades`), each wave after the previous
@@ -66,6 +85,7 @@ pub fn chain_upgrades(plan: &mut Plan, desired: &Desired, max_parallel: NonZeroU
         .filter(|c| c.action == Action::Upgrade)
         .map(|c| c.address.clone())
         .collect();
+    chain_restarts(plan);
     let mut waves: Vec<Vec<Address>> = Vec::new();
     let mut workers: Vec<Address> = Vec::new();
     for c in plan.changes.iter().filter(|c| c.action == Action::Upgrade) {
@@ -179,4 +199,56 @@ pub fn target(plan: &mut Plan, targets: &[Address]) {
     }
     plan.changes.retain(|c| keep.contains(&c.address));
     plan.drift.retain(|d| keep.contains(&d.address));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::PLAN_FORMAT_VERSION;
+
+    fn update(host: &str, reboot: Option<bool>) -> Change {
+        Change {
+            address: Address::Vm(host.into()),
+            action: Action::Update,
+            reason: "cores 2 -> 4".into(),
+            fields: Vec::new(),
+            config_diff: None,
+            reboot,
+            depends_on: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn vm_restarts_run_one_at_a_time_and_live_updates_do_not_wait() {
+        let mut plan = Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            lineage: None,
+            serial: None,
+            refreshed: true,
+            destroy: false,
+            changes: vec![
+                update("a", Some(true)),
+                update("b", Some(false)),
+                update("c", Some(true)),
+                update("d", Some(true)),
+            ],
+            drift: Vec::new(),
+            warnings: Vec::new(),
+        };
+        chain_upgrades(&mut plan, &Desired::default(), NonZeroUsize::MIN);
+        let deps: Vec<Vec<String>> = plan
+            .changes
+            .iter()
+            .map(|c| c.depends_on.iter().map(ToString::to_string).collect())
+            .collect();
+        assert_eq!(
+            deps,
+            [
+                vec![],
+                vec![],
+                vec!["vm/a".to_owned()],
+                vec!["vm/c".to_owned()]
+            ]
+        );
+    }
 }
