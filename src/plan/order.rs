@@ -61,13 +61,11 @@ fn chain_restarts(plan: &mut Plan) {
         if matches!(c.address, Address::Vm(_))
             && c.action == Action::Update
             && c.reboot == Some(true)
+            && let Some(p) = previous.replace(c.address.clone())
+            && !c.depends_on.contains(&p)
         {
-            if let Some(p) = previous.replace(c.address.clone())
-                && !c.depends_on.contains(&p)
-            {
-                c.depends_on.push(p);
-                c.depends_on.sort();
-            }
+            c.depends_on.push(p);
+            c.depends_on.sort();
         }
     }
 }
