@@ -8,6 +8,7 @@ mod support;
 use std::time::Duration;
 
 use support::lab::{Lab, stderr, stdout};
+use talosprov::sim::Phase;
 use talosprov::talos::{ClientCredentials, TalosClient};
 
 fn at_version(version: &'static str) -> impl Fn(String) -> String {
@@ -162,19 +163,7 @@ async fn rollout_stopped_by_a_failed_upgrade_records_the_upgraded_nodes_and_cont
 /// The etcd members control plane `ip` lists, by peer address, through the Talos API
 /// with the state's talosconfig.
 async fn etcd_members(lab: &Lab, ip: &str) -> Vec<String> {
-    let text = stdout(&lab.run(&["output", "talosconfig", "-raw"]).await);
-    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("talosconfig YAML");
-    let context = doc["context"].as_str().expect("context").to_owned();
-    let field = |f: &str| {
-        doc["contexts"][context.as_str()][f]
-            .as_str()
-            .expect("field")
-            .to_owned()
-    };
-    let credentials =
-        ClientCredentials::from_talosconfig_fields(&field("ca"), &field("crt"), &field("key"))
-            .expect("credentials");
-    let client = TalosClient::connect_secure(ip.parse().expect("ip"), &credentials)
+    let client = TalosClient::connect_secure(ip.parse().expect("ip"), &credentials(lab).await)
         .await
         .expect("connect");
     let mut names: Vec<String> = client
@@ -187,6 +176,21 @@ async fn etcd_members(lab: &Lab, ip: &str) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// The Talos client credentials of the lab's state.
+async fn credentials(lab: &Lab) -> ClientCredentials {
+    let text = stdout(&lab.run(&["output", "talosconfig", "-raw"]).await);
+    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("talosconfig YAML");
+    let context = doc["context"].as_str().expect("context").to_owned();
+    let field = |f: &str| {
+        doc["contexts"][context.as_str()][f]
+            .as_str()
+            .expect("field")
+            .to_owned()
+    };
+    ClientCredentials::from_talosconfig_fields(&field("ca"), &field("crt"), &field("key"))
+        .expect("credentials")
 }
 
 fn without_node(hostname: &'static str) -> impl Fn(String) -> String {
@@ -282,7 +286,7 @@ async fn added_worker_is_created_and_joined_and_nothing_else_changes() {
     assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
 
     let node = sim.node(lab.ips[4].parse().expect("ip")).expect("node");
-    assert_eq!(node.phase(), talosprov::sim::Phase::Secure);
+    assert_eq!(node.phase(), Phase::Secure);
     let state = lab.state();
     assert!(state.resources.configs["talos-worker-02"].secure_mode);
     for (i, host) in [
@@ -354,6 +358,53 @@ async fn config_change_talos_applies_at_once_is_planned_and_applied_without_a_re
     assert!(!text.contains("(the node reboots)"), "{text}");
     assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
     assert_eq!(reboots(sim), before, "no node rebooted");
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_reset_by_hand_is_drift_and_apply_configures_it_again() {
+    let lab = Lab::start("2.7", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    let worker: std::net::IpAddr = lab.ips[1].parse().expect("ip");
+    let client = TalosClient::connect_secure(worker, &credentials(&lab).await)
+        .await
+        .expect("connect");
+    client
+        .reset(&talosprov::talos::ResetOptions {
+            graceful: false,
+            reboot: false,
+            system_partitions: Vec::new(),
+        })
+        .await
+        .expect("reset");
+    let sim = lab.sim.as_ref().expect("sim");
+    let node = sim.node(worker).expect("node");
+    assert!(
+        node.wait_for_phase(|p| p == Phase::Halted, Duration::from_secs(30))
+            .await
+    );
+    node.power_on();
+    assert!(
+        node.wait_for_phase(|p| p == Phase::Maintenance, Duration::from_secs(30))
+            .await
+    );
+
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let text = stdout(&out);
+    assert!(
+        text.contains("# config/talos-worker-01 has changed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("~ mode = secure -> maintenance (reset)"),
+        "{text}"
+    );
+    assert!(text.contains("~ config/talos-worker-01"), "{text}");
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    assert_eq!(node.phase(), Phase::Secure);
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }

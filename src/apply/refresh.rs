@@ -146,8 +146,15 @@ pub async fn refresh(
                 })
                 .await;
                 match answer {
-                    Ok(Ok((v, reboot))) => Some((host, v.tag, reboot)),
-                    _ => None,
+                    Ok(Ok((v, reboot))) => Some((host, Ok(v.tag), reboot)),
+                    _ => {
+                        // Not in secure mode: reset by hand, back in maintenance mode?
+                        let maintenance = tokio::time::timeout(input.probe, async {
+                            TalosClient::connect_maintenance(ip).await?.version().await
+                        })
+                        .await;
+                        matches!(maintenance, Ok(Ok(_))).then_some((host, Err(()), None))
+                    }
                 }
             });
         for (host, tag, reboot) in futures::future::join_all(probes)
@@ -158,7 +165,14 @@ pub async fn refresh(
             if let Some(Some(reboot)) = reboot {
                 out.apply_reboots.insert(host.clone(), reboot);
             }
-            out.talos_versions.insert(host, tag);
+            match tag {
+                Ok(tag) => {
+                    out.talos_versions.insert(host, tag);
+                }
+                Err(()) => {
+                    out.in_maintenance.insert(host);
+                }
+            }
         }
     }
     Ok(out)

@@ -245,6 +245,29 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             });
         }
         let address = Address::Config(host.clone());
+        if let Some(r) = recorded.filter(|r| r.secure_mode)
+            && obs.in_maintenance.contains(host)
+            && !fresh_vms.contains(host.as_str())
+        {
+            drift.push(Drift {
+                address: address.clone(),
+                kind: DriftKind::Changed,
+                fields: vec![field("mode", Some("secure"), Some("maintenance (reset)"))],
+            });
+            let mut c = change(
+                address,
+                Action::ApplyConfig,
+                "the node was reset outside talosprov and waits in maintenance mode: its machine \
+                 config is applied again",
+            );
+            c.fields.push(field(
+                "config_sha256",
+                Some(&r.config_sha256),
+                Some(&want.record.config_sha256),
+            ));
+            changes.push(c);
+            continue;
+        }
         let current = match recorded {
             Some(r) if !fresh_vms.contains(host.as_str()) => r,
             _ => {

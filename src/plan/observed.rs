@@ -19,6 +19,10 @@ pub struct Observed {
     /// The Talos version each node reported (`Version` over the Talos API),
     /// keyed by hostname; nodes that did not answer are absent.
     pub talos_versions: BTreeMap<String, String>,
+    /// Nodes recorded as configured that answered in maintenance mode instead
+    /// (reset outside talosprov), by hostname.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub in_maintenance: BTreeSet<String>,
     /// Whether applying the desired machine config reboots the node, as the
     /// node answered an ApplyConfiguration dry run in auto mode, keyed by
     /// hostname; only nodes whose config changes and that answered.
