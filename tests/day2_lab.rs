@@ -408,3 +408,60 @@ async fn node_reset_by_hand_is_drift_and_apply_configures_it_again() {
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refresh_only_shows_drift_alone_and_apply_records_it_without_changing_anything() {
+    let lab = Lab::start("2.8", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    let gpu = lab.state().resources.vms["talos-gpu-01"].clone();
+    // The VM deleted by hand in Proxmox.
+    talosprov::proxmox::lifecycle::destroy_vm(&lab.pve.client(), &gpu.node, gpu.vmid, 5)
+        .await
+        .expect("delete by hand");
+
+    // A normal plan shows the drift and the create that repairs it.
+    let text = stdout(&lab.run(&["plan"]).await);
+    assert!(
+        text.contains("# vm/talos-gpu-01 has been deleted"),
+        "{text}"
+    );
+    assert!(text.contains("+ vm/talos-gpu-01"), "{text}");
+
+    // -refresh-only shows the drift alone.
+    let out = lab
+        .run(&["plan", "-refresh-only", "-detailed-exitcode"])
+        .await;
+    assert_eq!(out.status.code(), Some(2));
+    let text = stdout(&out);
+    assert!(
+        text.contains("# vm/talos-gpu-01 has been deleted"),
+        "{text}"
+    );
+    assert!(!text.contains("+ vm/talos-gpu-01"), "{text}");
+    assert!(text.contains("refresh-only"), "{text}");
+
+    let requests_before = lab.pve.request_total().await;
+    let serial = lab.state().serial;
+    let out = lab.run(&["apply", "-refresh-only", "-auto-approve"]).await;
+    assert!(out.status.success());
+    let state = lab.state();
+    assert!(
+        !state.resources.vms.contains_key("talos-gpu-01"),
+        "recorded as gone"
+    );
+    assert_eq!(state.serial, serial + 1);
+    let writes = lab
+        .pve
+        .requests()
+        .await
+        .into_iter()
+        .skip(requests_before)
+        .filter(|(method, _, _)| method != "GET")
+        .count();
+    assert_eq!(writes, 0, "apply -refresh-only changed nothing in Proxmox");
+    let out = lab
+        .run(&["plan", "-refresh-only", "-detailed-exitcode"])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}

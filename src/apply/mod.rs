@@ -8,6 +8,7 @@ pub mod event;
 pub mod executor;
 pub mod record;
 pub mod refresh;
+pub mod refresh_only;
 pub mod remove;
 mod remove_step;
 pub mod steps;

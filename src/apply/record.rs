@@ -54,6 +54,8 @@ pub enum Record {
     },
     /// The node answered in secure mode with the recorded config.
     SecureMode(String),
+    /// The node was found out of secure mode (reset outside talosprov).
+    NotSecure(String),
     /// The node was upgraded and runs this Talos version from this installer
     /// image (its machine config record is otherwise kept).
     Upgraded {
@@ -124,6 +126,11 @@ pub fn apply(state: &mut State, record: Record) {
         Record::SecureMode(host) => {
             if let Some(c) = r.configs.get_mut(&host) {
                 c.secure_mode = true;
+            }
+        }
+        Record::NotSecure(host) => {
+            if let Some(c) = r.configs.get_mut(&host) {
+                c.secure_mode = false;
             }
         }
         Record::Upgraded {

@@ -64,6 +64,11 @@ pub struct ApplyArgs {
     /// a dry run).
     #[arg(long)]
     pub staged: bool,
+
+    /// Record in the state what changed outside talosprov (drift), changing
+    /// nothing in Proxmox or on the nodes.
+    #[arg(long = "refresh-only", conflicts_with = "planfile")]
+    pub refresh_only: bool,
 }
 
 /// Where etcd snapshots go: the local state file's folder, else the
@@ -230,6 +235,20 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             &targets,
         )
         .await?;
+        if args.refresh_only {
+            if !had_state {
+                return Err(anyhow::anyhow!("no state yet: nothing to refresh").into());
+            }
+            return super::apply_refresh_only::run(
+                &planned,
+                store,
+                &mut state,
+                encrypted,
+                args.auto_approve,
+                cancel,
+            )
+            .await;
+        }
         if let Some(s) = &saved {
             let key = |p: &Plan| -> Vec<(Address, Action)> {
                 p.changes.iter().map(|c| (c.address.clone(), c.action)).collect()

@@ -23,6 +23,8 @@ pub struct Planned {
     pub secrets: SecretsBundle,
     /// The secrets text when they were generated for this plan (no state yet).
     pub generated: Option<Sensitive>,
+    /// What refresh saw (`Observed::default()` offline).
+    pub observed: plan::Observed,
 }
 
 /// Make the plan.
@@ -90,5 +92,6 @@ pub async fn make_plan(
         desired,
         secrets: bundle,
         generated,
+        observed,
     })
 }

@@ -6,6 +6,15 @@ use std::fmt::Write;
 
 use crate::plan::{Action, Change, DriftKind, FieldChange, Plan, Summary};
 
+/// Keep only the drift of `plan` (pure): what `-refresh-only` shows.
+pub fn refresh_only(plan: &Plan) -> Plan {
+    Plan {
+        changes: Vec::new(),
+        warnings: Vec::new(),
+        ..plan.clone()
+    }
+}
+
 /// The whole plan as text, ending with the summary line.
 pub fn render(plan: &Plan) -> String {
     let mut out = String::new();
@@ -29,7 +38,12 @@ pub fn render(plan: &Plan) -> String {
         }
         out.push('\n');
     }
-    if plan.changes.is_empty() {
+    if plan.changes.is_empty() && !plan.drift.is_empty() {
+        out.push_str(
+            "This is a refresh-only plan: talosprov will not undo these changes. \
+             `talosprov apply -refresh-only` records them in the state.\n",
+        );
+    } else if plan.changes.is_empty() {
         out.push_str("No changes. The cluster matches the topology.\n");
     } else {
         out.push_str("talosprov will perform the following actions:\n\n");
