@@ -465,3 +465,54 @@ async fn refresh_only_shows_drift_alone_and_apply_records_it_without_changing_an
         .await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_version_change_rolls_control_planes_first_without_reboots() {
+    let lab = Lab::start("2.9", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    let sim = lab.sim.as_ref().expect("sim");
+    let reboots = |sim: &talosprov::sim::Simulator| -> Vec<u32> {
+        lab.ips
+            .iter()
+            .map(|ip| sim.node(ip.parse().expect("ip")).expect("node").reboots())
+            .collect()
+    };
+    let before = reboots(sim);
+    let logged = sim.rpc_log().len();
+
+    lab.write_topology(|t| t.replace("kubernetes_version: v1.36.2", "kubernetes_version: v1.36.3"));
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let text = stdout(&out);
+    assert_eq!(
+        text.matches("~ kubernetes_version = v1.36.2 -> v1.36.3")
+            .count(),
+        3,
+        "{text}"
+    );
+    assert!(text.contains("bootstrap manifests"), "{text}");
+    let cp = text.find("~ config/talos-controlplane-01").expect("cp");
+    let gpu = text.find("~ config/talos-gpu-01").expect("gpu");
+    assert!(cp < gpu, "control planes first:\n{text}");
+
+    let out = lab
+        .run(&["apply", "-auto-approve", "--skip-etcd-snapshot"])
+        .await;
+    assert!(out.status.success(), "the Kubernetes roll failed");
+    assert_eq!(reboots(sim), before, "no node rebooted");
+    let applies: Vec<std::net::IpAddr> = sim.rpc_log()[logged..]
+        .iter()
+        .filter(|l| l.rpc.ends_with("ApplyConfiguration") && l.code == tonic::Code::Ok)
+        .map(|l| l.node)
+        .collect();
+    // The plans' dry runs come first; the roll's three applies are last.
+    let ip = |i: usize| -> std::net::IpAddr { lab.ips[i].parse().expect("ip") };
+    assert_eq!(
+        applies[applies.len() - 3..],
+        [ip(0), ip(2), ip(1)],
+        "the control plane first, then the workers one at a time: {applies:?}"
+    );
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}

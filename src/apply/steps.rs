@@ -180,6 +180,15 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
             create_vm(ctx, host, r).await
         }
         (Address::Vm(host), Action::Delete) => delete_vm(ctx, host, r).await,
+        (Address::Config(host), Action::ApplyConfig)
+            if change.fields.iter().any(|f| f.name == "kubernetes_version")
+                && ctx
+                    .recorded_configs
+                    .get(host)
+                    .is_some_and(|c| c.secure_mode) =>
+        {
+            upgrade_step::kubernetes(ctx, host, r).await
+        }
         (Address::Config(host), Action::ApplyConfig) => {
             talos_steps::apply_config(ctx, host, r).await
         }

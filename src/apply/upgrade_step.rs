@@ -162,3 +162,57 @@ pub(super) async fn gated_restart(
     upgrade::after_change(&cluster, &node, &version, credentials, &ctx.rollout).await?;
     Ok(())
 }
+
+/// A Kubernetes version change on `host` through
+/// [`upgrade::upgrade_kubernetes`]: for a control plane the etcd gate and
+/// snapshot first; the new machine config (component and kubelet images)
+/// applied with no reboot; then the node healthy and etcd healthy again. The
+/// plan orders the nodes (control planes one at a time, then workers).
+///
+/// # Errors
+/// The [`upgrade::UpgradeError`] naming the node (Talos refusing the config, or
+/// saying it needs a reboot, included).
+pub(super) async fn kubernetes(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()> {
+    let want = ctx
+        .desired
+        .configs
+        .get(host)
+        .with_context(|| format!("config/{host} is not in the topology"))?;
+    let recorded = ctx
+        .recorded_configs
+        .get(host)
+        .with_context(|| format!("config/{host} has no applied config"))?;
+    let credentials = credentials(ctx)?;
+    let cluster = cluster_nodes(ctx);
+    let node = cluster
+        .iter()
+        .find(|n| n.hostname == host)
+        .cloned()
+        .with_context(|| format!("{host} is not in the topology"))?;
+    let roll = upgrade::KubernetesRoll {
+        control_plane_components: Vec::new(),
+        kubelet: vec![upgrade::ConfigUpdate {
+            node,
+            config: want.yaml.expose().as_bytes().to_vec(),
+        }],
+    };
+    upgrade::upgrade_kubernetes(
+        &cluster,
+        &roll,
+        &recorded.talos_version,
+        credentials,
+        &ctx.rollout,
+        &|e| r.progress(describe(&e)),
+    )
+    .await
+    .map_err(anyhow::Error::new)?;
+    r.record(Record::Config {
+        host: host.to_owned(),
+        config: crate::state::format::NodeConfig {
+            secure_mode: true,
+            ..want.record.clone()
+        },
+        yaml: crate::state::Sensitive::new(want.yaml.expose().clone()),
+    });
+    Ok(())
+}

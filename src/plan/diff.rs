@@ -344,6 +344,21 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
                 &config_diff::redacted(before),
                 &config_diff::redacted(after),
             ));
+            let kubernetes = (
+                config_diff::kubernetes_version(before),
+                config_diff::kubernetes_version(after),
+            );
+            if let (false, (Some(from), Some(to))) = (upgrade, &kubernetes)
+                && from != to
+            {
+                c.reason = format!(
+                    "Kubernetes {from} -> {to}: control planes one at a time, then workers, no \
+                     reboot, each behind the health gate; the bootstrap manifests (kube-proxy, \
+                     CoreDNS) are not synced through the Kubernetes API by this change"
+                );
+                c.fields
+                    .insert(0, field("kubernetes_version", Some(from), Some(to)));
+            }
             if !upgrade {
                 // The node's own answer to a dry run; unknown when it did not
                 // answer at plan time (the view then gives the settings' hint).

@@ -28,8 +28,8 @@ fn phase(c: &Change) -> u8 {
 /// Within the configs: other changes first, then control-plane upgrades, then
 /// worker upgrades (the rollout order).
 fn rank(c: &Change, desired: &Desired) -> u8 {
-    match (&c.address, c.action) {
-        (Address::Config(host), Action::Upgrade) => {
+    match (&c.address, in_rollout(c)) {
+        (Address::Config(host), true) => {
             if is_control_plane(desired, host) {
                 1
             } else {
@@ -38,6 +38,14 @@ fn rank(c: &Change, desired: &Desired) -> u8 {
         }
         _ => 0,
     }
+}
+
+/// A Talos upgrade, or a Kubernetes version change (a config change with a
+/// `kubernetes_version` field): both roll node by node.
+fn in_rollout(c: &Change) -> bool {
+    c.action == Action::Upgrade
+        || (c.action == Action::ApplyConfig
+            && c.fields.iter().any(|f| f.name == "kubernetes_version"))
 }
 
 fn is_control_plane(desired: &Desired, host: &str) -> bool {
@@ -70,7 +78,8 @@ fn chain_restarts(plan: &mut Plan) {
     }
 }
 
-/// Chain the Talos upgrades into a rollout (pure): each control plane alone
+/// Chain the Talos upgrades and Kubernetes version changes into a rollout
+/// (pure): each control plane alone
 /// and after the one before it, then the workers in waves of at most
 /// `max_parallel` (`--max-parallel-upgrades`), each wave after the previous
 /// one. Dependencies
@@ -80,13 +89,13 @@ pub fn chain_upgrades(plan: &mut Plan, desired: &Desired, max_parallel: NonZeroU
     let upgrades: BTreeSet<Address> = plan
         .changes
         .iter()
-        .filter(|c| c.action == Action::Upgrade)
+        .filter(|c| in_rollout(c))
         .map(|c| c.address.clone())
         .collect();
     chain_restarts(plan);
     let mut waves: Vec<Vec<Address>> = Vec::new();
     let mut workers: Vec<Address> = Vec::new();
-    for c in plan.changes.iter().filter(|c| c.action == Action::Upgrade) {
+    for c in plan.changes.iter().filter(|c| in_rollout(c)) {
         match &c.address {
             Address::Config(host) if is_control_plane(desired, host) => {
                 waves.push(vec![c.address.clone()]);
