@@ -225,6 +225,94 @@ mod tests {
         }
     }
 
+    fn upgrade(host: &str) -> Change {
+        Change {
+            address: Address::Config(host.into()),
+            action: Action::Upgrade,
+            reason: "Talos v1.13.7 -> v1.13.8".into(),
+            fields: Vec::new(),
+            config_diff: None,
+            reboot: Some(true),
+            depends_on: Vec::new(),
+        }
+    }
+
+    fn desired(nodes: &[(&str, crate::topology::Role)]) -> Desired {
+        let mut d = Desired::default();
+        for (host, role) in nodes {
+            d.configs.insert(
+                (*host).into(),
+                super::super::desired::DesiredConfig {
+                    role: *role,
+                    ip: "10.0.0.1".parse().expect("ip"),
+                    record: crate::state::format::NodeConfig {
+                        config_sha256: String::new(),
+                        talos_version: "v1.13.8".into(),
+                        installer_image: String::new(),
+                        secure_mode: true,
+                    },
+                    yaml: crate::machine::Sensitive::new(String::new()),
+                },
+            );
+        }
+        d
+    }
+
+    #[test]
+    fn upgrades_roll_control_planes_alone_first_then_workers_in_waves() {
+        use crate::topology::Role::{Controlplane, Worker};
+        let d = desired(&[
+            ("cp-1", Controlplane),
+            ("cp-2", Controlplane),
+            ("w-1", Worker),
+            ("w-2", Worker),
+            ("w-3", Worker),
+        ]);
+        let mut plan = Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            lineage: None,
+            serial: None,
+            refreshed: true,
+            destroy: false,
+            changes: ["w-3", "w-1", "cp-2", "w-2", "cp-1"]
+                .into_iter()
+                .map(upgrade)
+                .collect(),
+            drift: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let two = NonZeroUsize::new(2).expect("two");
+        chain_upgrades(&mut plan, &d, two);
+        let rows: Vec<(String, Vec<String>)> = plan
+            .changes
+            .iter()
+            .map(|c| {
+                (
+                    c.address.to_string(),
+                    c.depends_on.iter().map(ToString::to_string).collect(),
+                )
+            })
+            .collect();
+        let row =
+            |a: &str, deps: &[&str]| (a.to_owned(), deps.iter().map(|d| (*d).to_owned()).collect());
+        assert_eq!(
+            rows,
+            vec![
+                row("config/cp-1", &[]),
+                row("config/cp-2", &["config/cp-1"]),
+                row("config/w-1", &["config/cp-2"]),
+                row("config/w-2", &["config/cp-2"]),
+                row("config/w-3", &["config/w-1", "config/w-2"]),
+            ]
+        );
+        // Made again with one at a time (the default), the waves are replaced.
+        chain_upgrades(&mut plan, &d, NonZeroUsize::MIN);
+        assert_eq!(
+            plan.changes[3].depends_on,
+            vec![Address::Config("w-1".into())]
+        );
+    }
+
     #[test]
     fn vm_restarts_run_one_at_a_time_and_live_updates_do_not_wait() {
         let mut plan = Plan {
