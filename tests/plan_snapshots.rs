@@ -221,7 +221,13 @@ fn patched_node_gets_one_apply_config_with_a_redacted_diff() {
     let s = applied(&t, &c);
     let extra = BTreeMap::from([("worker-01", "    nodeLabels:\n        zone: a\n")]);
     let c2 = rendered(&t, &extra);
+    // The node did not answer the dry run: whether it reboots is unknown.
     let p = run(&t, &c2, Some(&s), &observed_from(&s)).expect("plan");
+    assert_eq!(p.changes[0].reboot, None);
+    // It answered that auto mode applies the change without a reboot.
+    let mut o = observed_from(&s);
+    o.apply_reboots.insert("worker-01".into(), false);
+    let p = run(&t, &c2, Some(&s), &o).expect("plan");
     assert_eq!(p.changes.len(), 1);
     let ch = &p.changes[0];
     assert_eq!(ch.action, Action::ApplyConfig);
@@ -283,8 +289,7 @@ fn removed_node_is_deleted_and_version_change_is_an_upgrade() {
     assert_eq!(
         actions,
         vec![
-            // New VMs of the new version boot from its disk image.
-            ("image/ce4c9805-v1.13.9".to_owned(), Action::Create),
+            // Upgraded in place: no new disk image until a node is created.
             ("config/cp-01".to_owned(), Action::Upgrade),
             ("vm/gpu-01".to_owned(), Action::Delete),
         ]

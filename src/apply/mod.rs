@@ -8,10 +8,13 @@ pub mod event;
 pub mod executor;
 pub mod record;
 pub mod refresh;
+pub mod refresh_only;
 pub mod remove;
+mod remove_step;
 pub mod steps;
 mod talos_steps;
 pub mod upgrade;
+mod upgrade_step;
 
 pub use event::{Event, EventKind};
 pub use executor::{RunOutcome, Saver, execute};

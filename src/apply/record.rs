@@ -54,6 +54,18 @@ pub enum Record {
     },
     /// The node answered in secure mode with the recorded config.
     SecureMode(String),
+    /// The node was found out of secure mode (reset outside talosprov).
+    NotSecure(String),
+    /// The node was upgraded and runs this Talos version from this installer
+    /// image (its machine config record is otherwise kept).
+    Upgraded {
+        /// Hostname.
+        host: String,
+        /// The Talos version it reports, e.g. `v1.13.8`.
+        talos_version: String,
+        /// The installer image it was upgraded with.
+        installer_image: String,
+    },
     /// The cluster was bootstrapped.
     Bootstrap(format::Bootstrap),
     /// The admin kubeconfig.
@@ -114,6 +126,21 @@ pub fn apply(state: &mut State, record: Record) {
         Record::SecureMode(host) => {
             if let Some(c) = r.configs.get_mut(&host) {
                 c.secure_mode = true;
+            }
+        }
+        Record::NotSecure(host) => {
+            if let Some(c) = r.configs.get_mut(&host) {
+                c.secure_mode = false;
+            }
+        }
+        Record::Upgraded {
+            host,
+            talos_version,
+            installer_image,
+        } => {
+            if let Some(c) = r.configs.get_mut(&host) {
+                c.talos_version = talos_version;
+                c.installer_image = installer_image;
             }
         }
         Record::Bootstrap(b) => r.bootstrap = Some(b),

@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+use crate::machine::Sensitive;
 use crate::plan::{Observed, ObservedVm};
 use crate::proxmox::{self, observe, storage};
 use crate::state::format::State;
-use crate::talos::{ClientCredentials, TalosClient};
+use crate::talos::{ApplyMode, ApplyOptions, ClientCredentials, TalosClient};
 
 /// What refresh needs to know beyond the state.
 #[derive(Debug)]
@@ -27,6 +28,29 @@ pub struct RefreshInput<'a> {
     pub credentials: Option<&'a ClientCredentials>,
     /// How long to wait for each node's answer.
     pub probe: Duration,
+    /// The desired machine configs by hostname (with their SHA-256): a
+    /// configured node whose recorded digest differs is asked, with a dry run,
+    /// whether applying it reboots the node.
+    pub configs: &'a BTreeMap<String, (String, Sensitive<String>)>,
+}
+
+/// Whether the node would reboot to apply `yaml` in auto mode, by its answer
+/// to a dry run (the mode it resolves AUTO to); `None` when it refuses.
+async fn dry_run_reboots(client: &TalosClient, yaml: &Sensitive<String>) -> Option<bool> {
+    let options = ApplyOptions {
+        dry_run: true,
+        ..ApplyOptions::default()
+    };
+    match client
+        .apply_configuration(yaml.expose().as_bytes(), &options)
+        .await
+    {
+        Ok(outcome) => Some(outcome.mode == ApplyMode::Reboot),
+        Err(e) => {
+            tracing::debug!(error = %e, "the dry run of the machine config was refused");
+            None
+        }
+    }
 }
 
 /// Observe the cluster for a plan.
@@ -102,23 +126,54 @@ pub async fn refresh(
             .configs
             .iter()
             .filter(|(_, c)| c.secure_mode)
-            .filter_map(|(host, _)| input.ips.get(host).map(|ip| (host.clone(), *ip)))
-            .map(|(host, ip)| async move {
+            .filter_map(|(host, c)| {
+                input
+                    .ips
+                    .get(host)
+                    .map(|ip| (host.clone(), *ip, &c.config_sha256))
+            })
+            .map(|(host, ip, recorded)| async move {
                 let answer = tokio::time::timeout(input.probe, async {
                     let c = TalosClient::connect_secure(ip, creds).await?;
-                    c.version().await
+                    let version = c.version().await?;
+                    let reboot = match input.configs.get(&host) {
+                        Some((sha, yaml)) if sha != recorded => {
+                            Some(dry_run_reboots(&c, yaml).await)
+                        }
+                        _ => None,
+                    };
+                    Ok::<_, crate::talos::TalosError>((version, reboot))
                 })
                 .await;
                 match answer {
-                    Ok(Ok(v)) => Some((host, v.tag)),
-                    _ => None,
+                    Ok(Ok((v, reboot))) => Some((host, Ok(v.tag), reboot)),
+                    _ => {
+                        // Not in secure mode: reset by hand, back in maintenance mode?
+                        let maintenance = tokio::time::timeout(input.probe, async {
+                            TalosClient::connect_maintenance(ip).await?.version().await
+                        })
+                        .await;
+                        matches!(maintenance, Ok(Ok(_))).then_some((host, Err(()), None))
+                    }
                 }
             });
-        out.talos_versions = futures::future::join_all(probes)
+        for (host, tag, reboot) in futures::future::join_all(probes)
             .await
             .into_iter()
             .flatten()
-            .collect();
+        {
+            if let Some(Some(reboot)) = reboot {
+                out.apply_reboots.insert(host.clone(), reboot);
+            }
+            match tag {
+                Ok(tag) => {
+                    out.talos_versions.insert(host, tag);
+                }
+                Err(()) => {
+                    out.in_maintenance.insert(host);
+                }
+            }
+        }
     }
     Ok(out)
 }

@@ -18,7 +18,10 @@ use crate::state::{Address, Sensitive};
 use crate::talos::{Backoff, ClientCredentials};
 
 use super::record::Record;
+use super::remove_step;
 use super::talos_steps;
+use super::upgrade::RolloutOptions;
+use super::upgrade_step;
 
 /// Deadlines of the waits, and their backoff.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +92,12 @@ pub struct Context {
     pub started_at: String,
     /// Deadlines.
     pub waits: Waits,
+    /// Apply a changed machine config to running nodes in staged mode (taken
+    /// at their next reboot) instead of the least disruptive mode (`--staged`).
+    pub staged_configs: bool,
+    /// How Talos upgrades run: the etcd snapshot policy, health and reboot
+    /// deadlines.
+    pub rollout: RolloutOptions,
 }
 
 /// What a step sends while it runs.
@@ -171,9 +180,19 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
             create_vm(ctx, host, r).await
         }
         (Address::Vm(host), Action::Delete) => delete_vm(ctx, host, r).await,
+        (Address::Config(host), Action::ApplyConfig)
+            if change.fields.iter().any(|f| f.name == "kubernetes_version")
+                && ctx
+                    .recorded_configs
+                    .get(host)
+                    .is_some_and(|c| c.secure_mode) =>
+        {
+            upgrade_step::kubernetes(ctx, host, r).await
+        }
         (Address::Config(host), Action::ApplyConfig) => {
             talos_steps::apply_config(ctx, host, r).await
         }
+        (Address::Config(host), Action::Upgrade) => upgrade_step::upgrade(ctx, host, r).await,
         (Address::Bootstrap, Action::Bootstrap) => talos_steps::bootstrap(ctx, r).await,
         (Address::Kubeconfig, Action::Create) => talos_steps::kubeconfig(ctx, r).await,
         (address, action) => anyhow::bail!(
@@ -330,9 +349,12 @@ async fn update_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
             "restarting through Proxmox to apply {}",
             outcome.pending.join(", ")
         ));
-        lifecycle::reboot(&ctx.proxmox, &w.node, w.vmid)
-            .await
-            .with_context(|| format!("cannot restart VM {} ({host})", w.vmid))?;
+        upgrade_step::gated_restart(ctx, host, r, async {
+            lifecycle::reboot(&ctx.proxmox, &w.node, w.vmid)
+                .await
+                .with_context(|| format!("cannot restart VM {} ({host})", w.vmid))
+        })
+        .await?;
     }
     r.record(Record::Vm {
         host: host.to_owned(),
@@ -347,7 +369,12 @@ async fn delete_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
         r.record(Record::VmGone(host.to_owned()));
         return Ok(());
     };
-    talos_steps::reset_node(ctx, host, r).await;
+    if !ctx.desired.vms.contains_key(host) {
+        remove_step::remove(ctx, host, r).await?;
+    } else {
+        // Replaced: the node is the same cluster member under a new VM.
+        talos_steps::reset_node(ctx, host, r).await;
+    }
     r.progress(format!("shutting down and deleting VM {}", rec.vmid));
     lifecycle::destroy_vm(&ctx.proxmox, &rec.node, rec.vmid, ctx.waits.shutdown_secs)
         .await

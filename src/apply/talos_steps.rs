@@ -18,16 +18,14 @@ use super::steps::{Context, Reporter, credentials};
 
 /// Reset a node through the Talos API if it answers (graceful for control
 /// planes, so it leaves etcd); a node that does not answer is left as is.
+/// Used when the whole cluster goes (destroy); a node leaving a cluster that
+/// stays goes through `remove_step`.
 pub(super) async fn reset_node(ctx: &Context, host: &str, r: &Reporter) {
     let Some(credentials) = &ctx.credentials else {
         r.warn("no talosconfig in the state: not reset through the Talos API");
         return;
     };
-    let ip = match ctx.ips.get(host) {
-        Some(ip) => Some(*ip),
-        None => address_from_proxmox(ctx, host).await,
-    };
-    let Some(ip) = ip else {
+    let Some(ip) = node_address(ctx, host).await else {
         r.warn("no address known for this node: not reset through the Talos API");
         return;
     };
@@ -55,6 +53,15 @@ pub(super) async fn reset_node(ctx: &Context, host: &str, r: &Reporter) {
     };
     if let Err(e) = client.reset(&options).await {
         r.warn(format!("Talos reset failed ({e}); deleting the VM anyway"));
+    }
+}
+
+/// The node's Talos API address: the topology's, else (a node no longer in it)
+/// its VM's cloud-init `ipconfig0`.
+pub(super) async fn node_address(ctx: &Context, host: &str) -> Option<IpAddr> {
+    match ctx.ips.get(host) {
+        Some(ip) => Some(*ip),
+        None => address_from_proxmox(ctx, host).await,
     }
 }
 
@@ -193,16 +200,24 @@ pub(super) async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> any
                     r.record(Record::SecureMode(host.to_owned()));
                 }
                 Some(_) => {
-                    r.progress("applying the machine config (auto mode)");
+                    let mode = least_disruptive_mode(ctx, &client, want.yaml.expose(), r).await?;
                     let outcome = client
                         .apply_configuration(
                             want.yaml.expose().as_bytes(),
-                            &ApplyOptions::default(),
+                            &ApplyOptions {
+                                mode,
+                                ..ApplyOptions::default()
+                            },
                         )
                         .await
                         .with_context(|| format!("{host} refused the machine config"))?;
                     for warning in outcome.warnings {
                         r.warn(warning);
+                    }
+                    if outcome.mode == ApplyMode::Staged {
+                        r.warn(
+                            "staged: the node applies the new machine config at its next reboot",
+                        );
                     }
                     if outcome.mode == ApplyMode::Reboot {
                         r.record(config_record(false));
@@ -234,6 +249,38 @@ pub(super) async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> any
     talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff).await?;
     r.record(Record::SecureMode(host.to_owned()));
     Ok(())
+}
+
+/// The mode to apply a changed config to a running node in: staged with
+/// `--staged`; otherwise what the node resolves auto mode to in a dry run
+/// (no reboot when Talos can apply the change at once), asked for explicitly
+/// so that a change the node cannot apply at once is never applied without
+/// its reboot, nor rebooted for when it can.
+async fn least_disruptive_mode(
+    ctx: &Context,
+    client: &TalosClient,
+    yaml: &str,
+    r: &Reporter,
+) -> anyhow::Result<ApplyMode> {
+    if ctx.staged_configs {
+        r.progress("staging the machine config for the next reboot");
+        return Ok(ApplyMode::Staged);
+    }
+    let dry_run = ApplyOptions {
+        dry_run: true,
+        ..ApplyOptions::default()
+    };
+    let answer = client
+        .apply_configuration(yaml.as_bytes(), &dry_run)
+        .await
+        .context("the node refused a dry run of the machine config")?;
+    Ok(if answer.mode == ApplyMode::Reboot {
+        r.progress("applying the machine config (the node reboots for it)");
+        ApplyMode::Reboot
+    } else {
+        r.progress("applying the machine config without a reboot");
+        ApplyMode::NoReboot
+    })
 }
 
 pub(super) async fn bootstrap(ctx: &Context, r: &Reporter) -> anyhow::Result<()> {

@@ -1,6 +1,7 @@
 //! `talosprov apply [PLANFILE]`: make the changes of a new plan (after a "yes")
 //! or of a saved one, in dependency order, saving the state after every step.
 
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -12,7 +13,9 @@ use super::cluster;
 use super::planning::make_plan;
 use super::state_options::StateOptions;
 use super::{CommandError, Outcome};
+use crate::apply::upgrade::{RolloutOptions, SnapshotPolicy};
 use crate::apply::{self, Context, Record, RunOutcome, Saver, Waits};
+use crate::plan::order::chain_upgrades;
 use crate::plan::{Action, Desired, Plan, check_fresh};
 use crate::state::format::State;
 use crate::state::{Address, Sensitive, StateBackend, StateStore};
@@ -41,21 +44,45 @@ pub struct ApplyArgs {
     /// Apply only this resource and what it depends on (repeatable).
     #[arg(long = "target", value_name = "ADDR")]
     pub target: Vec<Address>,
+
+    /// Workers upgraded at once in a Talos rollout (control planes always go
+    /// one at a time, first).
+    #[arg(long = "max-parallel-upgrades", value_name = "N", default_value_t = NonZeroUsize::MIN)]
+    pub max_parallel_upgrades: NonZeroUsize,
+
+    /// Do not save an etcd snapshot before each control-plane upgrade or
+    /// removal. Without this flag the snapshot is written to
+    /// `etcd-<node>-before-<action>.snapshot` next to the state file (the
+    /// topology's folder for a remote state), mode 0600: it holds every
+    /// Kubernetes secret.
+    #[arg(long = "skip-etcd-snapshot")]
+    pub skip_etcd_snapshot: bool,
+
+    /// Stage machine config changes on running nodes: each node takes its
+    /// new config at its next reboot. Without it, a change is applied at once
+    /// when Talos can, and with a reboot when it must (the node is asked with
+    /// a dry run).
+    #[arg(long)]
+    pub staged: bool,
+
+    /// Record in the state what changed outside talosprov (drift), changing
+    /// nothing in Proxmox or on the nodes.
+    #[arg(long = "refresh-only", conflicts_with = "planfile")]
+    pub refresh_only: bool,
 }
 
-/// Changes apply cannot make yet, each with the reason.
-fn refusals(plan: &Plan) -> Vec<String> {
-    plan.changes
-        .iter()
-        .filter(|c| c.action == Action::Upgrade)
-        .map(|c| {
-            format!(
-                "{}: {}; apply does not upgrade Talos on a running node yet: keep the node's \
-                 talos_version and schematic as they are, or upgrade it with talosctl first",
-                c.address, c.reason
-            )
-        })
-        .collect()
+/// Where etcd snapshots go: the local state file's folder, else the
+/// topology's.
+fn snapshot_policy(args: &ApplyArgs) -> SnapshotPolicy {
+    if args.skip_etcd_snapshot {
+        return SnapshotPolicy::Skip;
+    }
+    let next_to = args.state.state.as_deref().unwrap_or(&args.state.file);
+    let dir = match next_to.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    SnapshotPolicy::SaveIn(dir)
 }
 
 /// What the executor needs, for apply and destroy.
@@ -88,6 +115,11 @@ pub(super) fn context(
         offline_kubeconfig,
         started_at,
         waits: Waits::default(),
+        staged_configs: false,
+        rollout: RolloutOptions {
+            backoff: Waits::default().backoff,
+            ..RolloutOptions::new(SnapshotPolicy::Skip)
+        },
     })
 }
 
@@ -203,6 +235,20 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             &targets,
         )
         .await?;
+        if args.refresh_only {
+            if !had_state {
+                return Err(anyhow::anyhow!("no state yet: nothing to refresh").into());
+            }
+            return super::apply_refresh_only::run(
+                &planned,
+                store,
+                &mut state,
+                encrypted,
+                args.auto_approve,
+                cancel,
+            )
+            .await;
+        }
         if let Some(s) = &saved {
             let key = |p: &Plan| -> Vec<(Address, Action)> {
                 p.changes.iter().map(|c| (c.address.clone(), c.action)).collect()
@@ -216,10 +262,6 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
         } else {
             crate::ui::write_stdout(&crate::ui::plan::render(&planned.plan))?;
         }
-        let refused = refusals(&planned.plan);
-        if !refused.is_empty() {
-            return Err(anyhow::anyhow!("{}", refused.join("\n")).into());
-        }
         // Nothing is written, not even new secrets, before the changes are approved.
         if !planned.plan.is_empty() {
             approve(
@@ -230,6 +272,8 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             )
             .await?;
         }
+        let mut plan = planned.plan;
+        chain_upgrades(&mut plan, &planned.desired, args.max_parallel_upgrades);
         // Secrets are made once per lineage, and saved before anything else.
         if state.secrets.is_none() {
             let text = match (&planned.generated, saved.as_ref().and_then(|s| s.secrets.clone())) {
@@ -237,14 +281,14 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
                 (None, Some(s)) => s,
                 (None, None) => Sensitive::new(crate::machine::secrets_yaml(&planned.secrets)),
             };
-            if planned.plan.is_empty() && !had_state {
+            if plan.is_empty() && !had_state {
                 // Nothing to create: do not start a state for nothing.
             } else {
                 state.secrets = Some(text);
                 store.save(&mut state, encrypted).await?;
             }
         }
-        if planned.plan.is_empty() {
+        if plan.is_empty() {
             crate::ui::write_stdout("\nApply complete! Resources: 0 added, 0 changed, 0 destroyed.\n")?;
             return Ok(Outcome::Success);
         }
@@ -254,10 +298,12 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             store.save(&mut state, encrypted).await?;
         }
         let offline = cluster::offline_kubeconfig(&topology, &planned.secrets)?;
-        let ctx = context(&topology, &state, planned.desired, offline)
+        let mut ctx = context(&topology, &state, planned.desired, offline)
             .context("cannot prepare the apply")?;
-        run_plan(ctx, &planned.plan, store, encrypted, &mut state, args.parallelism, cancel).await?;
-        let s = planned.plan.summary();
+        ctx.rollout.etcd_snapshot = snapshot_policy(&args);
+        ctx.staged_configs = args.staged;
+        run_plan(ctx, &plan, store, encrypted, &mut state, args.parallelism, cancel).await?;
+        let s = plan.summary();
         crate::ui::write_stdout(&format!(
             "\nApply complete! Resources: {} added, {} changed, {} destroyed.\n",
             s.add,

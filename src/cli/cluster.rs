@@ -251,6 +251,7 @@ pub fn factory_client(topology: &Topology) -> anyhow::Result<FactoryClient> {
 pub async fn observe(
     topology: &Topology,
     state: Option<&State>,
+    configs: &[RenderedConfig],
     offline: bool,
 ) -> anyhow::Result<Observed> {
     if offline {
@@ -268,6 +269,10 @@ pub async fn observe(
         ips: &ips,
         credentials: credentials.as_ref(),
         probe: std::time::Duration::from_secs(5),
+        configs: &configs
+            .iter()
+            .map(|c| (c.hostname.clone(), (c.sha256.clone(), c.yaml.clone())))
+            .collect(),
     };
     refresh(&client, state, &input).await
 }

@@ -54,6 +54,11 @@ pub struct PlanArgs {
     #[arg(long = "target", value_name = "ADDR")]
     pub target: Vec<Address>,
 
+    /// Show only what changed outside talosprov (drift), with no changes to
+    /// undo it; `apply -refresh-only` records it in the state.
+    #[arg(long = "refresh-only", conflicts_with_all = ["offline", "out"])]
+    pub refresh_only: bool,
+
     /// How many changes apply runs at once (accepted here for symmetry with apply).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub parallelism: usize,
@@ -87,7 +92,10 @@ async fn plan_locked(
     let state = loaded.as_ref().map(|l| &l.state);
     let offline = args.offline || !args.refresh;
     let planned = make_plan(topology, state, None, offline, &args.target).await?;
-    let plan = &planned.plan;
+    let drift_only = args
+        .refresh_only
+        .then(|| crate::ui::plan::refresh_only(&planned.plan));
+    let plan = drift_only.as_ref().unwrap_or(&planned.plan);
     if args.json {
         crate::ui::write_stdout(&(plan.to_json() + "\n"))?;
     } else {
@@ -113,7 +121,12 @@ async fn plan_locked(
             ))?;
         }
     }
-    if args.detailed_exitcode && !plan.is_empty() {
+    let pending = if args.refresh_only {
+        !plan.drift.is_empty()
+    } else {
+        !plan.is_empty()
+    };
+    if args.detailed_exitcode && pending {
         Ok(Outcome::Changes)
     } else {
         Ok(Outcome::Success)

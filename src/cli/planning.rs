@@ -23,6 +23,8 @@ pub struct Planned {
     pub secrets: SecretsBundle,
     /// The secrets text when they were generated for this plan (no state yet).
     pub generated: Option<Sensitive>,
+    /// What refresh saw (`Observed::default()` offline).
+    pub observed: plan::Observed,
 }
 
 /// Make the plan.
@@ -52,7 +54,7 @@ pub async fn make_plan(
         }
     };
     let configs = cluster::render_configs(topology, &bundle)?;
-    let observed = cluster::observe(topology, state, offline)
+    let observed = cluster::observe(topology, state, &configs, offline)
         .await
         .context("cannot refresh (use -refresh=false to plan from the state alone)")?;
     let shared = cluster::storage_shared(&observed, state);
@@ -82,10 +84,14 @@ pub async fn make_plan(
         )
     })?;
     plan::target(&mut p, targets);
+    if generated.is_some() {
+        plan::digests_known_after_apply(&mut p);
+    }
     Ok(Planned {
         plan: p,
         desired,
         secrets: bundle,
         generated,
+        observed,
     })
 }

@@ -95,6 +95,15 @@ pub fn needs_reboot(before: &str, after: &str) -> bool {
     strip(before) != strip(after)
 }
 
+/// The Kubernetes version a machine config runs: the tag of
+/// `machine.kubelet.image`, e.g. `v1.36.2`; `None` when it has none.
+pub fn kubernetes_version(text: &str) -> Option<String> {
+    let docs = documents(text);
+    let image = at_path(v1alpha1(&docs)?, "machine.kubelet.image")?.as_str()?;
+    let (_, tag) = image.rsplit_once(':')?;
+    (!tag.contains('/')).then(|| tag.to_owned())
+}
+
 /// Whether a machine config is a control plane's (`machine.type`).
 pub fn is_controlplane(text: &str) -> bool {
     documents(text).iter().any(|d| {

@@ -8,6 +8,8 @@ use std::collections::BTreeSet;
 use crate::state::format::{self, State};
 use crate::state::{Address, Sensitive};
 
+use crate::apply::remove::{RemovalRefused, check_removal};
+
 use super::config_diff;
 use super::desired::Desired;
 use super::diff_vm::plan_vm;
@@ -45,6 +47,10 @@ pub enum PlanError {
         /// Size asked for, GiB.
         wanted_gib: u64,
     },
+    /// The topology removes every control plane the cluster has (see
+    /// [`check_removal`]).
+    #[error(transparent)]
+    Removal(#[from] RemovalRefused),
 }
 
 pub(super) fn change(address: Address, action: Action, reason: impl Into<String>) -> Change {
@@ -67,6 +73,24 @@ pub(super) fn field<T: ToString>(name: &str, before: Option<T>, after: Option<T>
     )
 }
 
+/// What a plan shows for a value computed only during the apply, as OpenTofu
+/// does.
+pub const KNOWN_AFTER_APPLY: &str = "(known after apply)";
+
+/// Show the machine config digests as [`KNOWN_AFTER_APPLY`] (pure): for a plan
+/// rendered with cluster secrets generated only for it (no state yet), whose
+/// configs, and so digests, are made again with the secrets the apply keeps.
+pub fn digests_known_after_apply(plan: &mut Plan) {
+    for f in plan
+        .changes
+        .iter_mut()
+        .flat_map(|c| c.fields.iter_mut())
+        .filter(|f| f.name == "config_sha256" && f.after.is_some())
+    {
+        f.after = Some(KNOWN_AFTER_APPLY.to_owned());
+    }
+}
+
 /// Plan an apply: every change that brings the cluster to `desired`.
 ///
 /// # Errors
@@ -82,24 +106,6 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     let mut warnings = Vec::new();
     let mut errors = Vec::new();
 
-    for (name, image) in &d.images {
-        if !rec.images.contains_key(name) {
-            let mut c = change(
-                Address::Image(name.clone()),
-                Action::Create,
-                format!(
-                    "download Talos {} ({}) to {} on {}",
-                    image.record.talos_version,
-                    short(&image.record.schematic_id),
-                    image.record.storage,
-                    image.record.node
-                ),
-            );
-            c.fields
-                .push(field("volid", None, Some(&image.record.volid)));
-            changes.push(c);
-        }
-    }
     if let Some(pool) = &d.pool
         && !rec.pools.contains_key(pool)
     {
@@ -140,13 +146,72 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             Err(e) => errors.push(e),
         }
     }
+    // An image is downloaded for the VMs created from it: a node upgraded in
+    // place keeps its disk, so a new version's image waits for a new node.
+    let needed: BTreeSet<&str> = d
+        .vms
+        .iter()
+        .filter(|(host, _)| fresh_vms.contains(host.as_str()))
+        .map(|(_, vm)| vm.image.as_str())
+        .collect();
+    for (name, image) in &d.images {
+        if !rec.images.contains_key(name) && needed.contains(name.as_str()) {
+            let mut c = change(
+                Address::Image(name.clone()),
+                Action::Create,
+                format!(
+                    "download Talos {} ({}) to {} on {}",
+                    image.record.talos_version,
+                    short(&image.record.schematic_id),
+                    image.record.storage,
+                    image.record.node
+                ),
+            );
+            c.fields
+                .push(field("volid", None, Some(&image.record.volid)));
+            changes.push(c);
+        }
+    }
+    let recorded_controlplane = |host: &str| {
+        state
+            .outputs
+            .machineconfigs
+            .get(host)
+            .is_some_and(|m| config_diff::is_controlplane(m.value.expose()))
+    };
+    let controlplanes: Vec<&str> = rec
+        .vms
+        .keys()
+        .map(String::as_str)
+        .filter(|h| recorded_controlplane(h))
+        .collect();
+    let removing: Vec<&str> = rec
+        .vms
+        .keys()
+        .map(String::as_str)
+        .filter(|h| !d.vms.contains_key(*h))
+        .collect();
+    // Refused when no control plane of the running cluster stays (new ones
+    // cannot join an etcd that is gone); the count left includes new ones.
+    let mut after: Vec<&str> = controlplanes.clone();
+    after.extend(
+        d.configs
+            .iter()
+            .filter(|(h, c)| {
+                c.role == crate::topology::Role::Controlplane && !rec.vms.contains_key(*h)
+            })
+            .map(|(h, _)| h.as_str()),
+    );
+    match check_removal(&controlplanes, &removing).and_then(|_| check_removal(&after, &removing)) {
+        Ok(found) => warnings.extend(found.into_iter().map(|w| PlanWarning {
+            address: None,
+            message: w.to_string(),
+        })),
+        Err(refused) => errors.push(refused.into()),
+    }
     for (host, vm) in &rec.vms {
         if !d.vms.contains_key(host) {
-            let controlplane = state
-                .outputs
-                .machineconfigs
-                .get(host)
-                .is_some_and(|m| config_diff::is_controlplane(m.value.expose()));
+            let controlplane = recorded_controlplane(host);
             let how = if controlplane {
                 "Talos reset (graceful: leaves etcd), then"
             } else {
@@ -180,6 +245,29 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             });
         }
         let address = Address::Config(host.clone());
+        if let Some(r) = recorded.filter(|r| r.secure_mode)
+            && obs.in_maintenance.contains(host)
+            && !fresh_vms.contains(host.as_str())
+        {
+            drift.push(Drift {
+                address: address.clone(),
+                kind: DriftKind::Changed,
+                fields: vec![field("mode", Some("secure"), Some("maintenance (reset)"))],
+            });
+            let mut c = change(
+                address,
+                Action::ApplyConfig,
+                "the node was reset outside talosprov and waits in maintenance mode: its machine \
+                 config is applied again",
+            );
+            c.fields.push(field(
+                "config_sha256",
+                Some(&r.config_sha256),
+                Some(&want.record.config_sha256),
+            ));
+            changes.push(c);
+            continue;
+        }
         let current = match recorded {
             Some(r) if !fresh_vms.contains(host.as_str()) => r,
             _ => {
@@ -256,8 +344,30 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
                 &config_diff::redacted(before),
                 &config_diff::redacted(after),
             ));
+            let kubernetes = (
+                config_diff::kubernetes_version(before),
+                config_diff::kubernetes_version(after),
+            );
+            if let (false, (Some(from), Some(to))) = (upgrade, &kubernetes)
+                && from != to
+            {
+                c.reason = format!(
+                    "Kubernetes {from} -> {to}: control planes one at a time, then workers, no \
+                     reboot, each behind the health gate; the bootstrap manifests (kube-proxy, \
+                     CoreDNS) are not synced through the Kubernetes API by this change"
+                );
+                c.fields
+                    .insert(0, field("kubernetes_version", Some(from), Some(to)));
+            }
             if !upgrade {
-                c.reboot = Some(config_diff::needs_reboot(before, after));
+                // The node's own answer to a dry run; unknown when it did not
+                // answer at plan time (the view then gives the settings' hint).
+                c.reboot = obs.apply_reboots.get(host).copied();
+                if c.reboot.is_none() && config_diff::needs_reboot(before, after) {
+                    c.reason =
+                        "machine config changed; by the settings changed, likely with a reboot"
+                            .into();
+                }
             }
             if bootstrapped {
                 for name in config_diff::bootstrap_only_changes(before, after) {
@@ -415,4 +525,30 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
     };
     super::order::order_destroy(&mut plan);
     plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_of_configs_from_new_secrets_are_known_after_apply() {
+        let mut c = change(Address::Config("cp-01".into()), Action::ApplyConfig, "new");
+        c.fields.push(field("config_sha256", None, Some("ab12")));
+        c.fields.push(field("talos_version", None, Some("v1.13.8")));
+        let mut p = Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            lineage: None,
+            serial: None,
+            refreshed: true,
+            destroy: false,
+            changes: vec![c],
+            drift: Vec::new(),
+            warnings: Vec::new(),
+        };
+        digests_known_after_apply(&mut p);
+        let fields = &p.changes[0].fields;
+        assert_eq!(fields[0].after.as_deref(), Some(KNOWN_AFTER_APPLY));
+        assert_eq!(fields[1].after.as_deref(), Some("v1.13.8"));
+    }
 }

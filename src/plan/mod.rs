@@ -20,7 +20,9 @@ use crate::state::Address;
 pub use desired::{
     Desired, DesiredConfig, DesiredError, DesiredImage, DesiredVm, RenderedConfig, desired,
 };
-pub use diff::{PlanError, PlanInput, destroy_plan, plan};
+pub use diff::{
+    KNOWN_AFTER_APPLY, PlanError, PlanInput, destroy_plan, digests_known_after_apply, plan,
+};
 pub use gitlab_report::GitlabReport;
 pub use observed::{Observed, ObservedVm};
 pub use order::target;

@@ -19,6 +19,15 @@ pub struct Observed {
     /// The Talos version each node reported (`Version` over the Talos API),
     /// keyed by hostname; nodes that did not answer are absent.
     pub talos_versions: BTreeMap<String, String>,
+    /// Nodes recorded as configured that answered in maintenance mode instead
+    /// (reset outside talosprov), by hostname.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub in_maintenance: BTreeSet<String>,
+    /// Whether applying the desired machine config reboots the node, as the
+    /// node answered an ApplyConfiguration dry run in auto mode, keyed by
+    /// hostname; only nodes whose config changes and that answered.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub apply_reboots: BTreeMap<String, bool>,
     /// Whether `proxmox.image_storage` is shared between hosts (`shared` in
     /// `/storage/{storage}`); `None` when not read.
     pub image_storage_shared: Option<bool>,

@@ -3,7 +3,8 @@
 //! (VMs before the pool and mappings they use). Each change lists the changes
 //! it waits for; `-target` keeps a change and what it depends on.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroUsize;
 
 use crate::state::Address;
 
@@ -24,9 +25,102 @@ fn phase(c: &Change) -> u8 {
     }
 }
 
-fn sort(plan: &mut Plan) {
-    plan.changes
-        .sort_by(|a, b| (phase(a), &a.address).cmp(&(phase(b), &b.address)));
+/// Within the configs: other changes first, then control-plane upgrades, then
+/// worker upgrades (the rollout order).
+fn rank(c: &Change, desired: &Desired) -> u8 {
+    match (&c.address, in_rollout(c)) {
+        (Address::Config(host), true) => {
+            if is_control_plane(desired, host) {
+                1
+            } else {
+                2
+            }
+        }
+        _ => 0,
+    }
+}
+
+/// A Talos upgrade, or a Kubernetes version change (a config change with a
+/// `kubernetes_version` field): both roll node by node.
+fn in_rollout(c: &Change) -> bool {
+    c.action == Action::Upgrade
+        || (c.action == Action::ApplyConfig
+            && c.fields.iter().any(|f| f.name == "kubernetes_version"))
+}
+
+fn is_control_plane(desired: &Desired, host: &str) -> bool {
+    desired
+        .configs
+        .get(host)
+        .is_some_and(|c| c.role == crate::topology::Role::Controlplane)
+}
+
+fn sort(plan: &mut Plan, desired: &Desired) {
+    plan.changes.sort_by(|a, b| {
+        (phase(a), rank(a, desired), &a.address).cmp(&(phase(b), rank(b, desired), &b.address))
+    });
+}
+
+/// VM updates that restart the VM run one at a time (pure): each waits for
+/// the one before it, so at most one node is down for its restart.
+fn chain_restarts(plan: &mut Plan) {
+    let mut previous: Option<Address> = None;
+    for c in &mut plan.changes {
+        if matches!(c.address, Address::Vm(_))
+            && c.action == Action::Update
+            && c.reboot == Some(true)
+            && let Some(p) = previous.replace(c.address.clone())
+            && !c.depends_on.contains(&p)
+        {
+            c.depends_on.push(p);
+            c.depends_on.sort();
+        }
+    }
+}
+
+/// Chain the Talos upgrades and Kubernetes version changes into a rollout
+/// (pure): each control plane alone
+/// and after the one before it, then the workers in waves of at most
+/// `max_parallel` (`--max-parallel-upgrades`), each wave after the previous
+/// one. Dependencies
+/// between upgrades set by an earlier call are replaced.
+pub fn chain_upgrades(plan: &mut Plan, desired: &Desired, max_parallel: NonZeroUsize) {
+    sort(plan, desired);
+    let upgrades: BTreeSet<Address> = plan
+        .changes
+        .iter()
+        .filter(|c| in_rollout(c))
+        .map(|c| c.address.clone())
+        .collect();
+    chain_restarts(plan);
+    let mut waves: Vec<Vec<Address>> = Vec::new();
+    let mut workers: Vec<Address> = Vec::new();
+    for c in plan.changes.iter().filter(|c| in_rollout(c)) {
+        match &c.address {
+            Address::Config(host) if is_control_plane(desired, host) => {
+                waves.push(vec![c.address.clone()]);
+            }
+            a => workers.push(a.clone()),
+        }
+    }
+    waves.extend(workers.chunks(max_parallel.get()).map(<[Address]>::to_vec));
+    let mut wave_of: BTreeMap<Address, usize> = BTreeMap::new();
+    for (i, w) in waves.iter().enumerate() {
+        for a in w {
+            wave_of.insert(a.clone(), i);
+        }
+    }
+    for c in &mut plan.changes {
+        let Some(&i) = wave_of.get(&c.address) else {
+            continue;
+        };
+        c.depends_on.retain(|d| !upgrades.contains(d));
+        if i > 0 {
+            c.depends_on.extend(waves[i - 1].iter().cloned());
+        }
+        c.depends_on.sort();
+        c.depends_on.dedup();
+    }
 }
 
 /// Fill each change's `depends_on` with the planned changes it waits for, and
@@ -78,7 +172,7 @@ pub fn order(plan: &mut Plan, desired: &Desired) {
         deps.dedup();
         c.depends_on = deps;
     }
-    sort(plan);
+    chain_upgrades(plan, desired, NonZeroUsize::MIN);
 }
 
 /// Order a destroy plan: VMs first, then the pool, mappings and images.
@@ -94,7 +188,7 @@ pub fn order_destroy(plan: &mut Plan) {
             c.depends_on = vms.clone();
         }
     }
-    sort(plan);
+    sort(plan, &Desired::default());
 }
 
 /// Keep only the changes at `targets` and the changes they depend on
@@ -112,4 +206,144 @@ pub fn target(plan: &mut Plan, targets: &[Address]) {
     }
     plan.changes.retain(|c| keep.contains(&c.address));
     plan.drift.retain(|d| keep.contains(&d.address));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::PLAN_FORMAT_VERSION;
+
+    fn update(host: &str, reboot: Option<bool>) -> Change {
+        Change {
+            address: Address::Vm(host.into()),
+            action: Action::Update,
+            reason: "cores 2 -> 4".into(),
+            fields: Vec::new(),
+            config_diff: None,
+            reboot,
+            depends_on: Vec::new(),
+        }
+    }
+
+    fn upgrade(host: &str) -> Change {
+        Change {
+            address: Address::Config(host.into()),
+            action: Action::Upgrade,
+            reason: "Talos v1.13.7 -> v1.13.8".into(),
+            fields: Vec::new(),
+            config_diff: None,
+            reboot: Some(true),
+            depends_on: Vec::new(),
+        }
+    }
+
+    fn desired(nodes: &[(&str, crate::topology::Role)]) -> Desired {
+        let mut d = Desired::default();
+        for (host, role) in nodes {
+            d.configs.insert(
+                (*host).into(),
+                super::super::desired::DesiredConfig {
+                    role: *role,
+                    ip: "10.0.0.1".parse().expect("ip"),
+                    record: crate::state::format::NodeConfig {
+                        config_sha256: String::new(),
+                        talos_version: "v1.13.8".into(),
+                        installer_image: String::new(),
+                        secure_mode: true,
+                    },
+                    yaml: crate::machine::Sensitive::new(String::new()),
+                },
+            );
+        }
+        d
+    }
+
+    #[test]
+    fn upgrades_roll_control_planes_alone_first_then_workers_in_waves() {
+        use crate::topology::Role::{Controlplane, Worker};
+        let d = desired(&[
+            ("cp-1", Controlplane),
+            ("cp-2", Controlplane),
+            ("w-1", Worker),
+            ("w-2", Worker),
+            ("w-3", Worker),
+        ]);
+        let mut plan = Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            lineage: None,
+            serial: None,
+            refreshed: true,
+            destroy: false,
+            changes: ["w-3", "w-1", "cp-2", "w-2", "cp-1"]
+                .into_iter()
+                .map(upgrade)
+                .collect(),
+            drift: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let two = NonZeroUsize::new(2).expect("two");
+        chain_upgrades(&mut plan, &d, two);
+        let rows: Vec<(String, Vec<String>)> = plan
+            .changes
+            .iter()
+            .map(|c| {
+                (
+                    c.address.to_string(),
+                    c.depends_on.iter().map(ToString::to_string).collect(),
+                )
+            })
+            .collect();
+        let row =
+            |a: &str, deps: &[&str]| (a.to_owned(), deps.iter().map(|d| (*d).to_owned()).collect());
+        assert_eq!(
+            rows,
+            vec![
+                row("config/cp-1", &[]),
+                row("config/cp-2", &["config/cp-1"]),
+                row("config/w-1", &["config/cp-2"]),
+                row("config/w-2", &["config/cp-2"]),
+                row("config/w-3", &["config/w-1", "config/w-2"]),
+            ]
+        );
+        // Made again with one at a time (the default), the waves are replaced.
+        chain_upgrades(&mut plan, &d, NonZeroUsize::MIN);
+        assert_eq!(
+            plan.changes[3].depends_on,
+            vec![Address::Config("w-1".into())]
+        );
+    }
+
+    #[test]
+    fn vm_restarts_run_one_at_a_time_and_live_updates_do_not_wait() {
+        let mut plan = Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            lineage: None,
+            serial: None,
+            refreshed: true,
+            destroy: false,
+            changes: vec![
+                update("a", Some(true)),
+                update("b", Some(false)),
+                update("c", Some(true)),
+                update("d", Some(true)),
+            ],
+            drift: Vec::new(),
+            warnings: Vec::new(),
+        };
+        chain_upgrades(&mut plan, &Desired::default(), NonZeroUsize::MIN);
+        let deps: Vec<Vec<String>> = plan
+            .changes
+            .iter()
+            .map(|c| c.depends_on.iter().map(ToString::to_string).collect())
+            .collect();
+        assert_eq!(
+            deps,
+            [
+                vec![],
+                vec![],
+                vec!["vm/a".to_owned()],
+                vec!["vm/c".to_owned()]
+            ]
+        );
+    }
 }

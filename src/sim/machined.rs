@@ -6,6 +6,7 @@ use tokio::time::Instant;
 use tonic::Status;
 
 use super::config::{self, MachineType};
+use super::immediate;
 use super::server::{Peer, ServeMode};
 use super::service::Api;
 use super::state::{Phase, UpgradeRecord, cluster_key};
@@ -59,13 +60,37 @@ impl Api {
         }
         let cfg = config::load(&request.data).map_err(Status::invalid_argument)?;
         let requested = Mode::try_from(request.mode).unwrap_or(Mode::Reboot);
+        let mut state = self.node.lock();
+        // A running node resolves AUTO by whether the change applies at once
+        // (Talos's CanApplyImmediate); NO_REBOOT is refused when it does not.
+        let immediate = state
+            .config
+            .as_ref()
+            .is_none_or(|c| immediate::can_apply_immediate(&c.raw, &cfg.raw));
+        let resolved = match requested {
+            Mode::Auto if immediate => Mode::NoReboot,
+            Mode::Auto => Mode::Reboot,
+            m => m,
+        };
         if request.dry_run {
+            drop(state);
+            if peer.mode == ServeMode::Maintenance {
+                return Ok(reply(
+                    requested,
+                    "Dry run summary:\nNode is running in maintenance mode and does not have a config yet.",
+                ));
+            }
+            let what = match resolved {
+                Mode::Reboot => "Applied configuration with a reboot",
+                Mode::Staged => "Staged configuration to be applied after a reboot",
+                Mode::Try => "Applied configuration in try mode",
+                Mode::Auto | Mode::NoReboot => "Applied configuration without a reboot",
+            };
             return Ok(reply(
-                requested,
-                "Dry run summary:\nNode is running in maintenance mode and does not have a config yet.",
+                resolved,
+                &format!("Dry run summary:\n{what} (skipped in dry-run)."),
             ));
         }
-        let mut state = self.node.lock();
         if peer.mode == ServeMode::Maintenance {
             // Maintenance mode rewrites REBOOT and AUTO to NO_REBOOT, then installs and
             // reboots by itself when Talos is not on disk yet.
@@ -87,10 +112,15 @@ impl Api {
                 "1 error occurred:\n\t* machine type can't be changed\n\n",
             ));
         }
+        if requested == Mode::NoReboot && !immediate {
+            return Err(Status::invalid_argument(
+                "configuration cannot be applied without a reboot",
+            ));
+        }
         state.config = Some(cfg);
         drop(state);
         self.shared.notify_changed();
-        Ok(match requested {
+        Ok(match resolved {
             Mode::Reboot => {
                 self.reboot_now();
                 reply(Mode::Reboot, "Applied configuration with a reboot")

@@ -5,6 +5,7 @@
 
 mod certs;
 mod config;
+mod immediate;
 mod machined;
 mod server;
 mod service;
@@ -169,6 +170,11 @@ impl SimNode {
     /// The installer image the node last installed or upgraded to.
     pub fn installed_image(&self) -> Option<String> {
         self.node.lock().installed_image.clone()
+    }
+
+    /// How many times the node rebooted (install, upgrade, config, Reboot).
+    pub fn reboots(&self) -> u32 {
+        self.node.lock().reboots
     }
 
     /// Every upgrade image the node accepted, in order.

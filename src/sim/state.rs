@@ -95,6 +95,8 @@ pub(crate) struct NodeState {
     pub services_ready_at: Instant,
     pub faults: Faults,
     pub served: Vec<ServedRpc>,
+    /// How many times the node went down to reboot.
+    pub reboots: u32,
 }
 
 /// One simulated node.
@@ -123,6 +125,7 @@ impl Node {
                 services_ready_at: Instant::now(),
                 faults: Faults::default(),
                 served: Vec::new(),
+                reboots: 0,
             }),
             generation: watch::channel(0).0,
         }
@@ -149,6 +152,7 @@ impl Node {
     /// Starts a reboot: unreachable for `delay` (plus the slow-boot fault), then back in
     /// the mode the persisted config implies.
     pub fn reboot(&self, state: &mut NodeState, delay: Duration) {
+        state.reboots += 1;
         state.phase = Phase::Down {
             until: Instant::now() + delay,
             rebooting: true,

@@ -6,6 +6,15 @@ use std::fmt::Write;
 
 use crate::plan::{Action, Change, DriftKind, FieldChange, Plan, Summary};
 
+/// Keep only the drift of `plan` (pure): what `-refresh-only` shows.
+pub fn refresh_only(plan: &Plan) -> Plan {
+    Plan {
+        changes: Vec::new(),
+        warnings: Vec::new(),
+        ..plan.clone()
+    }
+}
+
 /// The whole plan as text, ending with the summary line.
 pub fn render(plan: &Plan) -> String {
     let mut out = String::new();
@@ -29,7 +38,12 @@ pub fn render(plan: &Plan) -> String {
         }
         out.push('\n');
     }
-    if plan.changes.is_empty() {
+    if plan.changes.is_empty() && !plan.drift.is_empty() {
+        out.push_str(
+            "This is a refresh-only plan: talosprov will not undo these changes. \
+             `talosprov apply -refresh-only` records them in the state.\n",
+        );
+    } else if plan.changes.is_empty() {
         out.push_str("No changes. The cluster matches the topology.\n");
     } else {
         out.push_str("talosprov will perform the following actions:\n\n");
@@ -72,6 +86,9 @@ fn verb(action: Action) -> &'static str {
 fn change_block(out: &mut String, c: &Change) {
     let _ = writeln!(out, "  # {} {}: {}", c.address, verb(c.action), c.reason);
     let _ = writeln!(out, "{:>3} {}", c.action.mark(), c.address);
+    if c.action == Action::Upgrade {
+        let _ = writeln!(out, "      ~ {}", upgrade_line(c));
+    }
     for f in &c.fields {
         field_line(out, f);
     }
@@ -81,11 +98,14 @@ fn change_block(out: &mut String, c: &Change) {
         }
     }
     match (c.action, c.reboot) {
-        (Action::ApplyConfig | Action::Upgrade, Some(true)) => {
+        (Action::ApplyConfig, Some(true)) => {
             out.push_str("      (the node reboots)\n");
         }
         (Action::ApplyConfig, Some(false)) => {
             out.push_str("      (applied without a reboot)\n");
+        }
+        (Action::ApplyConfig, None) if c.config_diff.is_some() => {
+            out.push_str("      (whether the node reboots: unknown until apply)\n");
         }
         (Action::Update, Some(true)) => {
             out.push_str("      (the VM restarts through Proxmox for the change to apply)\n");
@@ -93,6 +113,25 @@ fn change_block(out: &mut String, c: &Change) {
         _ => {}
     }
     out.push('\n');
+}
+
+/// `upgrade talos v1.13.7 -> v1.13.8 (reboot)`; a schematic change at the
+/// same version names the installer image instead.
+fn upgrade_line(c: &Change) -> String {
+    let field = |name: &str| c.fields.iter().find(|f| f.name == name);
+    let what = match (field("talos_version"), field("installer_image")) {
+        (
+            Some(FieldChange {
+                before: Some(b),
+                after: Some(a),
+                ..
+            }),
+            _,
+        ) => format!("upgrade talos {b} -> {a}"),
+        (_, Some(FieldChange { after: Some(a), .. })) => format!("upgrade talos to {a}"),
+        _ => "upgrade talos".to_owned(),
+    };
+    format!("{what} (reboot)")
 }
 
 fn field_line(out: &mut String, f: &FieldChange) {
@@ -201,6 +240,29 @@ mod tests {
     #[test]
     fn human_plan_uses_tofu_marks_and_ends_with_the_summary() {
         insta::assert_snapshot!(render(&sample()));
+    }
+
+    #[test]
+    fn upgrade_names_both_versions_and_the_reboot() {
+        let mut p = sample();
+        p.changes = vec![Change {
+            address: Address::Config("cp-01".into()),
+            action: Action::Upgrade,
+            reason: "Talos v1.13.7 -> v1.13.8".into(),
+            fields: vec![FieldChange::new(
+                "talos_version",
+                Some("v1.13.7".into()),
+                Some("v1.13.8".into()),
+            )],
+            config_diff: None,
+            reboot: Some(true),
+            depends_on: vec![],
+        }];
+        let text = render(&p);
+        assert!(
+            text.contains("  ~ config/cp-01\n      ~ upgrade talos v1.13.7 -> v1.13.8 (reboot)\n"),
+            "{text}"
+        );
     }
 
     #[test]

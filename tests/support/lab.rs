@@ -27,7 +27,19 @@ pub struct Lab {
     pub ips: Vec<String>,
     /// Extra environment for every talosprov run.
     pub env: Vec<(String, String)>,
+    /// Three control planes and two workers instead of the lab's nodes.
+    pub ha: bool,
 }
+
+/// The highly available lab's nodes: control planes `talos-cp-01..03` at
+/// `.121-.123`, workers `talos-worker-01..02` at `.124-.125`.
+const HA_NODES: &str = "nodes:
+  - { hostname: talos-cp-01, ip: 127.0.0.121, role: controlplane, cores: 2, memory: 4096, disk_size: 50 }
+  - { hostname: talos-cp-02, ip: 127.0.0.122, role: controlplane, cores: 2, memory: 4096, disk_size: 50 }
+  - { hostname: talos-cp-03, ip: 127.0.0.123, role: controlplane, cores: 2, memory: 4096, disk_size: 50 }
+  - { hostname: talos-worker-01, ip: 127.0.0.124, role: worker, cores: 4, memory: 8192, disk_size: 100 }
+  - { hostname: talos-worker-02, ip: 127.0.0.125, role: worker, cores: 4, memory: 8192, disk_size: 100 }
+";
 
 /// The repository root.
 pub fn repo() -> PathBuf {
@@ -52,14 +64,31 @@ impl Lab {
     /// "1.7": distinct per test, so tests run in parallel), with the
     /// simulator's install reboot taking `reboot`.
     pub async fn start(net: &str, reboot: Duration) -> Lab {
+        Lab::start_at(net, reboot, "v1.13.8").await
+    }
+
+    /// As [`Lab::start`], with the simulated nodes booting `talos_version`
+    /// (write the topology with the same version).
+    pub async fn start_at(net: &str, reboot: Duration, talos_version: &str) -> Lab {
+        Lab::start_with(net, reboot, talos_version, false).await
+    }
+
+    /// A lab of three control planes and two workers (see `HA_NODES`) at
+    /// `127.<net>.121-125`, booting `talos_version`.
+    pub async fn start_ha(net: &str, reboot: Duration, talos_version: &str) -> Lab {
+        Lab::start_with(net, reboot, talos_version, true).await
+    }
+
+    async fn start_with(net: &str, reboot: Duration, talos_version: &str, ha: bool) -> Lab {
         let pve = FakePve::start(FakeOptions::default()).await;
         let factory = Factory::start().await;
-        let ips: Vec<String> = (121..=123).map(|n| format!("127.{net}.{n}")).collect();
+        let last = if ha { 125 } else { 123 };
+        let ips: Vec<String> = (121..=last).map(|n| format!("127.{net}.{n}")).collect();
         let addrs: Vec<std::net::IpAddr> = ips.iter().map(|s| s.parse().expect("ip")).collect();
         let sim = Simulator::start(
             &addrs,
             SimOptions {
-                talos_version: "v1.13.8".into(),
+                talos_version: talos_version.into(),
                 reboot_delay: reboot,
             },
         )
@@ -74,6 +103,7 @@ impl Lab {
             dir,
             ips,
             env: Vec::new(),
+            ha,
         };
         lab.write_topology(|t| t);
         lab
@@ -91,8 +121,16 @@ impl Lab {
 
     /// Write the lab topology for this lab, passed through `edit`.
     pub fn write_topology(&self, edit: impl Fn(String) -> String) {
-        let text = std::fs::read_to_string(repo().join("examples/lab/cluster.yaml"))
+        let mut text = std::fs::read_to_string(repo().join("examples/lab/cluster.yaml"))
             .expect("lab topology");
+        if self.ha {
+            let start = text.find("nodes:\n").expect("nodes");
+            let end = text.find("\n# The same reference").expect("patches_dir");
+            text = format!("{}{HA_NODES}{}", &text[..start], &text[end..]);
+        }
+        for (i, ip) in self.ips.iter().enumerate().skip(3) {
+            text = text.replace(&format!("127.0.0.{}", 121 + i), ip);
+        }
         let text = text
             .replace("127.0.0.121", &self.ips[0])
             .replace("127.0.0.122", &self.ips[1])
