@@ -375,7 +375,10 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
                         address: Some(address.clone()),
                         message: format!(
                             "{name} is applied only when the cluster is bootstrapped; this \
-                             cluster is, so the change has no effect on it"
+                             cluster is, so the change has no effect on it. To roll it out, \
+                             run `talosctl --nodes <control plane> upgrade-k8s --to <the \
+                             cluster's Kubernetes version>`, which syncs the bootstrap \
+                             manifests, or apply the manifests with kubectl"
                         ),
                     });
                 }
