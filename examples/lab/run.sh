@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job on loopback: starts fakepve (Proxmox), a factory stand-in and the
-# Talos simulator, then runs `talosprov plan`, `apply -auto-approve` and
+# Talos simulator, then runs `talosprov validate`, `plan`, `apply -auto-approve` and
 # `output kubeconfig`, and stops them all. Nothing reaches beyond 127.0.0.0/8.
 #   examples/lab/run.sh            # from the repository root or anywhere
 # Each run starts from nothing (fakepve and the simulator keep no state), so the
@@ -15,8 +15,8 @@ nodes=(127.0.0.121 127.0.0.122 127.0.0.123)
 token_id='root@pam!talosprov'
 token_secret='5d2a2b7e-6c1f-4a39-9d0e-3f6c2a1b8e70'
 
-echo "== building talosprov, the simulator and the factory stand-in"
-cargo build --quiet --bin talosprov --example talos-sim --example factory-stub
+echo "== building talosprov, the simulator and the factory stand-in (the first build takes several minutes)"
+cargo build --bin talosprov --example talos-sim --example factory-stub
 bin=target/debug
 
 venv=target/venv
@@ -72,6 +72,7 @@ export PROXMOX_VE_ENDPOINT="$url"
 export PROXMOX_VE_API_TOKEN="$token_id=$token_secret"
 tp() { echo "\$ talosprov $*"; "$bin/talosprov" "$@"; }
 
+tp validate -f "$lab/cluster.yaml"
 tp plan -f "$lab/cluster.yaml"
 tp apply -f "$lab/cluster.yaml" -auto-approve
 tp output kubeconfig -f "$lab/cluster.yaml" --out-file "$run/kubeconfig"
