@@ -380,7 +380,7 @@ pub async fn locked<T>(
     super::state_options::announce_lock(&store, &info.id);
     let (tx, rx) = watch::channel(false);
     let signals = tokio::spawn(async move {
-        interrupted().await;
+        super::state_options::interrupted().await;
         let _ = tx.send(true);
     });
     let result = body(&store, rx).await;
@@ -399,30 +399,6 @@ pub async fn locked<T>(
                     Err(e)
                 }
             }
-        }
-    }
-}
-
-/// Resolves on Ctrl-C or SIGTERM; never when the handlers cannot be installed.
-async fn interrupted() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
-            return std::future::pending().await;
-        };
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
         }
     }
 }

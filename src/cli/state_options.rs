@@ -173,7 +173,7 @@ pub const LOCK_ID_PREFIX: &str = "State lock ID: ";
 
 /// Resolves on Ctrl-C or SIGTERM. If the handlers cannot be installed it never
 /// resolves, and the default signal behaviour stays.
-async fn interrupted() {
+pub(super) async fn interrupted() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
