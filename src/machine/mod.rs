@@ -3,6 +3,7 @@
 //! are parameters; nothing here does I/O.
 
 pub mod config;
+pub mod immediate;
 pub mod keys;
 pub mod kubeconfig;
 pub mod node;

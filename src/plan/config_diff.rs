@@ -7,29 +7,6 @@ use serde_yaml_ng::Value;
 
 use crate::machine::{machine_config_yaml, redact_secrets};
 
-/// Settings under `machine` that Talos applies without a reboot in `auto`
-/// mode (machined `v1alpha1_runtime.go`, `CanApplyImmediate`); with the whole
-/// `cluster` and `debug` sections, and every document other than v1alpha1.
-const MACHINE_IMMEDIATE: &[&str] = &[
-    "time",
-    "certSANs",
-    "install",
-    "network",
-    "nodeLabels",
-    "nodeAnnotations",
-    "nodeTaints",
-    "sysfs",
-    "sysctls",
-    "logging",
-    "controlPlane",
-    "kubelet",
-    "kernel",
-    "registries",
-    "pods",
-    "seccompProfiles",
-    "features",
-];
-
 /// Settings Talos acts on only when the cluster is bootstrapped (the
 /// bootstrap manifests): changing them later has no effect on the cluster.
 pub const BOOTSTRAP_ONLY: &[(&str, &str)] = &[
@@ -79,20 +56,10 @@ fn v1alpha1(docs: &[Value]) -> Option<&Value> {
         .find(|d| d.get("kind").is_none() && d.is_mapping())
 }
 
-/// Whether applying `after` over `before` in `auto` mode reboots the node: a
-/// change to a v1alpha1 `machine` setting outside [`MACHINE_IMMEDIATE`].
+/// Whether applying `after` over `before` in `auto` mode reboots the node, by
+/// Talos's `CanApplyImmediate` rule ([`crate::machine::immediate`]).
 pub fn needs_reboot(before: &str, after: &str) -> bool {
-    let strip = |text: &str| -> Option<Value> {
-        let docs = documents(text);
-        let mut machine = v1alpha1(&docs)?.get("machine")?.clone();
-        if let Value::Mapping(m) = &mut machine {
-            for key in MACHINE_IMMEDIATE {
-                m.remove(*key);
-            }
-        }
-        Some(machine)
-    };
-    strip(before) != strip(after)
+    !crate::machine::immediate::can_apply_immediate(before.as_bytes(), after.as_bytes())
 }
 
 /// The Kubernetes version a machine config runs: the tag of

@@ -6,10 +6,10 @@ use tokio::time::Instant;
 use tonic::Status;
 
 use super::config::{self, MachineType};
-use super::immediate;
 use super::server::{Peer, ServeMode};
 use super::service::Api;
 use super::state::{Phase, UpgradeRecord, cluster_key};
+use crate::machine::immediate::can_apply_immediate;
 use crate::talos::api::machine::{self as pb, apply_configuration_request::Mode};
 
 impl Api {
@@ -66,7 +66,7 @@ impl Api {
         let immediate = state
             .config
             .as_ref()
-            .is_none_or(|c| immediate::can_apply_immediate(&c.raw, &cfg.raw));
+            .is_none_or(|c| can_apply_immediate(&c.raw, &cfg.raw));
         let resolved = match requested {
             Mode::Auto if immediate => Mode::NoReboot,
             Mode::Auto => Mode::Reboot,

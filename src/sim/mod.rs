@@ -5,7 +5,6 @@
 
 mod certs;
 mod config;
-mod immediate;
 mod machined;
 mod server;
 mod service;

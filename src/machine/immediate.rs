@@ -58,8 +58,10 @@ fn reboot_relevant(raw: &[u8]) -> Option<Value> {
     Some(doc)
 }
 
-/// True when `after` can replace `before` on a running node without a reboot.
-pub(super) fn can_apply_immediate(before: &[u8], after: &[u8]) -> bool {
+/// True when `after` can replace `before` on a running node without a reboot:
+/// the plan's reboot hint and the simulator's `auto` mode both use this rule.
+/// Inputs are whole machine configs (YAML, several documents allowed).
+pub fn can_apply_immediate(before: &[u8], after: &[u8]) -> bool {
     reboot_relevant(before) == reboot_relevant(after)
 }
 
