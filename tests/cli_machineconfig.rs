@@ -51,6 +51,25 @@ fn machineconfig_gen_prints_the_base_config_without_install_fields_not_given() {
 }
 
 #[test]
+fn machineconfig_gen_output_writes_the_same_config_to_a_private_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("controlplane.yaml");
+    let to_file = gen_config(&["--type", "controlplane", "-o", path.to_str().unwrap()]).success();
+    assert!(
+        to_file.get_output().stdout.is_empty(),
+        "nothing on stdout with -o"
+    );
+    let printed = gen_config(&["--type", "controlplane"]).success();
+    assert_eq!(std::fs::read(&path).unwrap(), printed.get_output().stdout);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+}
+
+#[test]
 fn machineconfig_gen_writes_install_disk_and_image_when_given() {
     let out = gen_config(&[
         "--type",

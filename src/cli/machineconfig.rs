@@ -106,7 +106,8 @@ fn read_file(path: &Path) -> anyhow::Result<String> {
 }
 
 /// Write a file that may hold secrets: created with mode 0600 on Unix.
-fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+/// Write a file that holds secrets (a machine config): mode 0600, synced.
+pub(super) fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }

@@ -56,9 +56,15 @@ pub struct GenArgs {
     /// Extra certificate SAN for both machine.certSANs and cluster.apiServer.certSANs (repeatable).
     #[arg(long = "additional-sans")]
     pub additional_sans: Vec<String>,
+
+    /// Write the config to this file (mode 0600: it holds the cluster's keys)
+    /// instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
-/// Print the base config on stdout; warnings go to stderr.
+/// Print the base config on stdout, or write it to `--output` (mode 0600);
+/// warnings go to stderr.
 ///
 /// # Errors
 /// An unreadable or invalid secrets file, an invalid endpoint or version, or a closed stdout.
@@ -87,8 +93,14 @@ pub fn run(args: GenArgs) -> Result<Outcome, CommandError> {
     for warning in &config.warnings {
         crate::ui::warn(warning);
     }
+    let yaml = config.to_yaml();
+    if let Some(path) = &args.output {
+        super::machineconfig::write_private(path, &yaml)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        return Ok(Outcome::Success);
+    }
     let mut out = std::io::stdout().lock();
-    out.write_all(config.to_yaml().as_bytes())?;
+    out.write_all(yaml.as_bytes())?;
     out.flush()?;
     Ok(Outcome::Success)
 }
