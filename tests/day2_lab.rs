@@ -479,7 +479,6 @@ async fn kubernetes_version_change_rolls_control_planes_first_without_reboots() 
             .collect()
     };
     let before = reboots(sim);
-    let logged = sim.rpc_log().len();
 
     lab.write_topology(|t| t.replace("kubernetes_version: v1.36.2", "kubernetes_version: v1.36.3"));
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
@@ -496,22 +495,109 @@ async fn kubernetes_version_change_rolls_control_planes_first_without_reboots() 
     let gpu = text.find("~ config/talos-gpu-01").expect("gpu");
     assert!(cp < gpu, "control planes first:\n{text}");
 
+    let logged = sim.rpc_log().len();
     let out = lab
         .run(&["apply", "-auto-approve", "--skip-etcd-snapshot"])
         .await;
-    assert!(out.status.success(), "the Kubernetes roll failed");
+    assert!(
+        out.status.success(),
+        "the Kubernetes roll failed: {}",
+        stderr(&out)
+    );
     assert_eq!(reboots(sim), before, "no node rebooted");
     let applies: Vec<std::net::IpAddr> = sim.rpc_log()[logged..]
         .iter()
         .filter(|l| l.rpc.ends_with("ApplyConfiguration") && l.code == tonic::Code::Ok)
         .map(|l| l.node)
         .collect();
-    // The plans' dry runs come first; the roll's three applies are last.
+    // The plan's dry runs come first; the roll's four applies are last: the
+    // control plane's new component images, then each kubelet.
+    let ip = |i: usize| -> std::net::IpAddr { lab.ips[i].parse().expect("ip") };
+    let err = stderr(&out);
+    let components = err
+        .find("new control-plane component images applied on talos-controlplane-01")
+        .unwrap_or_else(|| panic!("phase 1 on the control plane:\n{err}"));
+    let kubelet = err
+        .find("new kubelet image applied on talos-controlplane-01")
+        .unwrap_or_else(|| panic!("phase 2 on the control plane:\n{err}"));
+    assert!(components < kubelet, "{err}");
+    assert_eq!(
+        applies[applies.len() - 4..],
+        [ip(0), ip(0), ip(2), ip(1)],
+        "the control plane's components, then each kubelet, control plane first: {applies:?}"
+    );
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_version_change_gives_every_control_plane_its_components_before_any_kubelet() {
+    let lab = Lab::start_ha("2.10", Duration::from_millis(100), "v1.13.8").await;
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    let sim = lab.sim.as_ref().expect("sim");
+    let reboots = |sim: &talosprov::sim::Simulator| -> Vec<u32> {
+        lab.ips
+            .iter()
+            .map(|ip| sim.node(ip.parse().expect("ip")).expect("node").reboots())
+            .collect()
+    };
+    let before = reboots(sim);
+
+    lab.write_topology(|t| t.replace("kubernetes_version: v1.36.2", "kubernetes_version: v1.36.3"));
+    let text = stdout(&lab.run(&["plan"]).await);
+    assert_eq!(
+        text.matches("~ kubernetes_version = v1.36.2 -> v1.36.3")
+            .count(),
+        5,
+        "{text}"
+    );
+    assert!(
+        text.contains("the new control-plane component images on every control plane first"),
+        "{text}"
+    );
+    let logged = sim.rpc_log().len();
+    let out = lab
+        .run(&["apply", "-auto-approve", "--skip-etcd-snapshot"])
+        .await;
+    assert!(
+        out.status.success(),
+        "the Kubernetes roll failed: {}",
+        stderr(&out)
+    );
+    assert_eq!(reboots(sim), before, "no node rebooted");
+    let log = sim.rpc_log();
+    let applies: Vec<(usize, std::net::IpAddr)> = log
+        .iter()
+        .enumerate()
+        .skip(logged)
+        .filter(|(_, l)| l.rpc.ends_with("ApplyConfiguration") && l.code == tonic::Code::Ok)
+        .map(|(i, l)| (i, l.node))
+        .collect();
+    // The plan's dry runs come first; the roll's eight applies are last.
+    let roll = &applies[applies.len() - 8..];
     let ip = |i: usize| -> std::net::IpAddr { lab.ips[i].parse().expect("ip") };
     assert_eq!(
-        applies[applies.len() - 3..],
-        [ip(0), ip(2), ip(1)],
-        "the control plane first, then the workers one at a time: {applies:?}"
+        roll.iter().map(|(_, n)| *n).collect::<Vec<_>>(),
+        [ip(0), ip(1), ip(2), ip(0), ip(1), ip(2), ip(3), ip(4)],
+        "phase 1 on each control plane, then every kubelet, control planes first: {applies:?}"
+    );
+    // Before each control plane's apply, etcd was asked for its members.
+    for pair in roll[..6].windows(2) {
+        assert!(
+            log[pair[0].0 + 1..pair[1].0]
+                .iter()
+                .any(|l| l.rpc.ends_with("EtcdMemberList") && l.code == tonic::Code::Ok),
+            "etcd checked between two control-plane applies: {:?}",
+            &log[pair[0].0..=pair[1].0]
+        );
+    }
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "new control-plane component images first, on talos-cp-01, talos-cp-02, talos-cp-03"
+        ),
+        "{err}"
     );
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));

@@ -21,3 +21,4 @@ pub use executor::{RunOutcome, Saver, execute};
 pub use record::Record;
 pub use refresh::refresh;
 pub use steps::{Context, Waits};
+pub use upgrade_step::kubernetes_control_planes;

@@ -82,6 +82,14 @@ pub struct Context {
     pub recorded_vms: BTreeMap<String, format::Vm>,
     /// Recorded configs when the run started.
     pub recorded_configs: BTreeMap<String, format::NodeConfig>,
+    /// Recorded machine configs (the YAML each node was given) when the run
+    /// started, by hostname. Sensitive: they hold the cluster's secrets.
+    pub recorded_machineconfigs: BTreeMap<String, Sensitive>,
+    /// The control planes of a planned Kubernetes version change, in rollout
+    /// order (see [`upgrade_step::kubernetes_control_planes`]): the first one's
+    /// step gives every one of them the new control-plane component images
+    /// before any kubelet changes. Empty when no such change is planned.
+    pub kubernetes_control_planes: Vec<String>,
     /// Recorded images when the run started (for `--purge-images`).
     pub recorded_images: BTreeMap<String, format::Image>,
     /// Hostnames recorded as control planes (their reset is graceful).
@@ -181,11 +189,7 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
         }
         (Address::Vm(host), Action::Delete) => delete_vm(ctx, host, r).await,
         (Address::Config(host), Action::ApplyConfig)
-            if change.fields.iter().any(|f| f.name == "kubernetes_version")
-                && ctx
-                    .recorded_configs
-                    .get(host)
-                    .is_some_and(|c| c.secure_mode) =>
+            if upgrade_step::is_kubernetes_roll(ctx, change) =>
         {
             upgrade_step::kubernetes(ctx, host, r).await
         }

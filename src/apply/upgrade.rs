@@ -14,7 +14,10 @@ use std::time::Duration;
 use futures::future::join_all;
 
 pub use events::{UpgradeError, UpgradeEvent};
-pub use kubernetes::{ConfigUpdate, KubernetesPhase, KubernetesRoll, upgrade_kubernetes};
+pub use kubernetes::{
+    ConfigUpdate, KubernetesPhase, KubernetesRoll, PhaseOneError, kubelet_image,
+    upgrade_kubernetes, with_kubelet_image,
+};
 pub use snapshot::{
     SnapshotError, SnapshotFile, SnapshotPolicy, save_snapshot, snapshot_file_name,
 };

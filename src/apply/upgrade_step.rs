@@ -6,6 +6,8 @@
 use anyhow::Context as _;
 
 use crate::health::{ClusterNode, Role};
+use crate::plan::{Action, Change, Plan};
+use crate::state::Address;
 use crate::topology;
 
 use super::record::Record;
@@ -42,11 +44,13 @@ fn describe(event: &UpgradeEvent) -> String {
         UpgradeEvent::AlreadyUpgraded { version, .. } => {
             format!("already at {version} (upgraded by an earlier run), healthy")
         }
-        UpgradeEvent::ConfigApplied { phase, .. } => match phase {
+        UpgradeEvent::ConfigApplied { node, phase } => match phase {
             upgrade::KubernetesPhase::ControlPlaneComponents => {
-                "control-plane component images applied".into()
+                format!("new control-plane component images applied on {node}, healthy")
             }
-            upgrade::KubernetesPhase::Kubelet => "kubelet image applied".into(),
+            upgrade::KubernetesPhase::Kubelet => {
+                format!("new kubelet image applied on {node}, healthy")
+            }
         },
     }
 }
@@ -163,11 +167,96 @@ pub(super) async fn gated_restart(
     Ok(())
 }
 
+/// Whether `change` is a Kubernetes version change of a configured node: a
+/// machine config change with a `kubernetes_version` field, on a node recorded
+/// in secure mode. Such a change rolls through [`kubernetes`].
+pub(super) fn is_kubernetes_roll(ctx: &Context, change: &Change) -> bool {
+    let Address::Config(host) = &change.address else {
+        return false;
+    };
+    change.action == Action::ApplyConfig
+        && change.fields.iter().any(|f| f.name == "kubernetes_version")
+        && ctx
+            .recorded_configs
+            .get(host)
+            .is_some_and(|c| c.secure_mode)
+}
+
+/// The control planes of `plan`'s Kubernetes version change, in the order the
+/// plan rolls them (pure). The step of the first one gives all of them the new
+/// control-plane component images before any kubelet changes.
+pub fn kubernetes_control_planes(plan: &Plan, ctx: &Context) -> Vec<String> {
+    plan.changes
+        .iter()
+        .filter(|c| is_kubernetes_roll(ctx, c))
+        .filter_map(|c| match &c.address {
+            Address::Config(host) => Some(host),
+            _ => None,
+        })
+        .filter(|host| {
+            ctx.desired
+                .configs
+                .get(*host)
+                .is_some_and(|c| c.role == topology::Role::Controlplane)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Phase 1 of a Kubernetes version change, for the step of the first control
+/// plane of the roll (empty for any other step): for each control plane of the
+/// roll, its new machine config with the kubelet image it runs now, so that the
+/// new kube-apiserver, kube-controller-manager and kube-scheduler run on every
+/// control plane before any kubelet is newer (Kubernetes version skew policy).
+/// A control plane whose kubelet image does not change needs no phase 1.
+fn control_plane_components(
+    ctx: &Context,
+    host: &str,
+    cluster: &[ClusterNode],
+) -> anyhow::Result<Vec<upgrade::ConfigUpdate>> {
+    if ctx.kubernetes_control_planes.first().map(String::as_str) != Some(host) {
+        return Ok(Vec::new());
+    }
+    let mut updates = Vec::new();
+    for cp in &ctx.kubernetes_control_planes {
+        let new = ctx
+            .desired
+            .configs
+            .get(cp)
+            .with_context(|| format!("config/{cp} is not in the topology"))?
+            .yaml
+            .expose();
+        let running = ctx
+            .recorded_machineconfigs
+            .get(cp)
+            .and_then(|m| upgrade::kubelet_image(m.expose()));
+        let (Some(running), Some(node)) = (running, cluster.iter().find(|n| &n.hostname == cp))
+        else {
+            continue;
+        };
+        if upgrade::kubelet_image(new).as_deref() == Some(running.as_str()) {
+            continue;
+        }
+        let config = upgrade::with_kubelet_image(new, &running)
+            .with_context(|| format!("cannot make the control-plane component config of {cp}"))?;
+        updates.push(upgrade::ConfigUpdate {
+            node: node.clone(),
+            config: config.into_bytes(),
+        });
+    }
+    Ok(updates)
+}
+
 /// A Kubernetes version change on `host` through
-/// [`upgrade::upgrade_kubernetes`]: for a control plane the etcd gate and
-/// snapshot first; the new machine config (component and kubelet images)
-/// applied with no reboot; then the node healthy and etcd healthy again. The
-/// plan orders the nodes (control planes one at a time, then workers).
+/// [`upgrade::upgrade_kubernetes`], in talosctl `upgrade-k8s`'s two phases.
+/// The step of the roll's first control plane first applies phase 1 (see
+/// [`control_plane_components`]) to every control plane of the roll, one at a
+/// time; every step then applies its node's final config (the new kubelet
+/// image). Each apply uses mode NO_REBOOT; before a control plane etcd must be
+/// healthy (an etcd snapshot first unless skipped), and after each the node
+/// must be healthy and etcd healthy again. The plan orders the steps (control
+/// planes one at a time, then workers). The final config is recorded once
+/// applied; phase 1 is not recorded (an interrupted roll applies it again).
 ///
 /// # Errors
 /// The [`upgrade::UpgradeError`] naming the node (Talos refusing the config, or
@@ -190,12 +279,22 @@ pub(super) async fn kubernetes(ctx: &Context, host: &str, r: &Reporter) -> anyho
         .cloned()
         .with_context(|| format!("{host} is not in the topology"))?;
     let roll = upgrade::KubernetesRoll {
-        control_plane_components: Vec::new(),
+        control_plane_components: control_plane_components(ctx, host, &cluster)?,
         kubelet: vec![upgrade::ConfigUpdate {
             node,
             config: want.yaml.expose().as_bytes().to_vec(),
         }],
     };
+    if !roll.control_plane_components.is_empty() {
+        r.progress(format!(
+            "new control-plane component images first, on {}",
+            roll.control_plane_components
+                .iter()
+                .map(|u| u.node.hostname.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     upgrade::upgrade_kubernetes(
         &cluster,
         &roll,

@@ -110,6 +110,13 @@ pub(super) fn context(
         ips: cluster::node_ips(topology),
         recorded_vms: state.resources.vms.clone(),
         recorded_configs: state.resources.configs.clone(),
+        recorded_machineconfigs: state
+            .outputs
+            .machineconfigs
+            .iter()
+            .map(|(host, o)| (host.clone(), o.value.clone()))
+            .collect(),
+        kubernetes_control_planes: Vec::new(),
         recorded_images: state.resources.images.clone(),
         controlplanes: cluster::controlplanes(topology, state),
         offline_kubeconfig,
@@ -167,6 +174,10 @@ pub(super) async fn run_plan(
         store,
         encrypted,
         state,
+    };
+    let ctx = Context {
+        kubernetes_control_planes: apply::kubernetes_control_planes(plan, &ctx),
+        ..ctx
     };
     let outcome = apply::execute(Arc::new(ctx), plan, &mut saver, parallelism, &tx, cancel).await;
     drop(tx);

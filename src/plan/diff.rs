@@ -352,9 +352,11 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
                 && from != to
             {
                 c.reason = format!(
-                    "Kubernetes {from} -> {to}: control planes one at a time, then workers, no \
-                     reboot, each behind the health gate; the bootstrap manifests (kube-proxy, \
-                     CoreDNS) are not synced through the Kubernetes API by this change"
+                    "Kubernetes {from} -> {to}: the new control-plane component images on every \
+                     control plane first, then the kubelet node by node (control planes, then \
+                     workers), no reboot, each behind the health gate; the bootstrap manifests \
+                     (kube-proxy, CoreDNS) are not synced through the Kubernetes API by this \
+                     change"
                 );
                 c.fields
                     .insert(0, field("kubernetes_version", Some(from), Some(to)));

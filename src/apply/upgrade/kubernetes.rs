@@ -3,7 +3,11 @@
 //! first, behind the same etcd gate as a Talos upgrade. The bootstrap manifests
 //! (kube-proxy, CoreDNS) are not synced through the Kubernetes API here.
 
+use serde_yaml_ng::Value;
+
 use crate::health::ClusterNode;
+use crate::machine::config::machine_config_yaml;
+use crate::patch::document::parse_documents;
 use crate::talos::{ApplyMode, ApplyOptions, ClientCredentials};
 
 use super::{
@@ -119,4 +123,108 @@ pub async fn upgrade_kubernetes(
         });
     }
     Ok(())
+}
+
+/// Why a phase-1 config could not be made from a node's new machine config.
+#[derive(Debug, thiserror::Error)]
+pub enum PhaseOneError {
+    /// The config text is not YAML (the position is given, never the text: it
+    /// holds secrets).
+    #[error("the machine config is not YAML: {0}")]
+    Yaml(String),
+    /// No v1alpha1 document with a `machine` section.
+    #[error("the machine config has no v1alpha1 document with a machine section")]
+    NoMachine,
+}
+
+fn v1alpha1_machine(docs: &mut [Value]) -> Option<&mut serde_yaml_ng::Mapping> {
+    docs.iter_mut()
+        .find(|d| d.get("kind").is_none() && d.get("machine").is_some())
+        .and_then(|d| d.get_mut("machine"))
+        .and_then(Value::as_mapping_mut)
+}
+
+/// The kubelet image a machine config runs (`machine.kubelet.image`), e.g.
+/// `ghcr.io/siderolabs/kubelet:v1.36.2`; `None` when it sets none or is not YAML.
+pub fn kubelet_image(config: &str) -> Option<String> {
+    let mut docs = parse_documents(config).ok()?;
+    v1alpha1_machine(&mut docs)?
+        .get("kubelet")?
+        .get("image")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// The phase-1 config of a control plane (pure): `new_config`, its whole new
+/// machine config, with `machine.kubelet.image` set back to `running_kubelet`,
+/// the image its kubelet runs now, so that only the control-plane component
+/// images (kube-apiserver, kube-controller-manager, kube-scheduler, under
+/// `cluster`) change. Written in Talos's style ([`machine_config_yaml`]).
+///
+/// # Errors
+/// [`PhaseOneError`] when `new_config` is not YAML or has no `machine`.
+pub fn with_kubelet_image(
+    new_config: &str,
+    running_kubelet: &str,
+) -> Result<String, PhaseOneError> {
+    let mut docs = parse_documents(new_config).map_err(|e| PhaseOneError::Yaml(e.to_string()))?;
+    let machine = v1alpha1_machine(&mut docs).ok_or(PhaseOneError::NoMachine)?;
+    let kubelet = machine
+        .entry(Value::from("kubelet"))
+        .or_insert_with(|| Value::Mapping(serde_yaml_ng::Mapping::new()));
+    if !kubelet.is_mapping() {
+        *kubelet = Value::Mapping(serde_yaml_ng::Mapping::new());
+    }
+    if let Some(k) = kubelet.as_mapping_mut() {
+        k.insert(Value::from("image"), Value::from(running_kubelet));
+    }
+    Ok(machine_config_yaml(&docs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NEW: &str = "version: v1alpha1\nmachine:\n    type: controlplane\n    token: abc.0123456789abcdef\n    kubelet:\n        image: ghcr.io/siderolabs/kubelet:v1.36.3\n        extraArgs:\n            rotate-server-certificates: \"true\"\ncluster:\n    apiServer:\n        image: registry.k8s.io/kube-apiserver:v1.36.3\n    scheduler:\n        image: registry.k8s.io/kube-scheduler:v1.36.3\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nhostname: cp-1\n";
+
+    #[test]
+    fn phase_one_keeps_the_running_kubelet_and_the_new_component_images() {
+        let out = with_kubelet_image(NEW, "ghcr.io/siderolabs/kubelet:v1.36.2").expect("phase 1");
+        assert_eq!(
+            kubelet_image(&out).as_deref(),
+            Some("ghcr.io/siderolabs/kubelet:v1.36.2")
+        );
+        assert!(
+            out.contains("image: registry.k8s.io/kube-apiserver:v1.36.3"),
+            "{out}"
+        );
+        assert!(
+            out.contains("image: registry.k8s.io/kube-scheduler:v1.36.3"),
+            "{out}"
+        );
+        assert!(
+            out.contains("rotate-server-certificates: \"true\""),
+            "{out}"
+        );
+        assert!(
+            out.contains("kind: HostnameConfig"),
+            "other documents kept:\n{out}"
+        );
+        // Setting the image the config already has gives the config back.
+        let same = with_kubelet_image(NEW, "ghcr.io/siderolabs/kubelet:v1.36.3").expect("same");
+        assert_eq!(
+            same,
+            machine_config_yaml(&parse_documents(NEW).expect("yaml"))
+        );
+    }
+
+    #[test]
+    fn a_config_without_machine_is_refused_without_its_text() {
+        let err =
+            with_kubelet_image("cluster:\n    secret: c2VjcmV0\n", "k:1").expect_err("no machine");
+        assert!(matches!(err, PhaseOneError::NoMachine));
+        let err = with_kubelet_image("machine: [\n  secret", "k:1").expect_err("not YAML");
+        assert!(!err.to_string().contains("secret"), "{err}");
+        assert_eq!(kubelet_image("version: v1alpha1\n"), None);
+    }
 }
