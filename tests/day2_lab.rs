@@ -602,3 +602,58 @@ async fn kubernetes_version_change_gives_every_control_plane_its_components_befo
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vm_deleted_by_hand_is_drift_and_apply_creates_and_configures_it_again() {
+    let lab = Lab::start("2.11", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    let worker = lab.state().resources.vms["talos-worker-01"].clone();
+    talosprov::proxmox::lifecycle::destroy_vm(&lab.pve.client(), &worker.node, worker.vmid, 5)
+        .await
+        .expect("delete by hand");
+    // A VM created again boots a fresh disk: Talos in maintenance mode.
+    let ip: std::net::IpAddr = lab.ips[1].parse().expect("ip");
+    let client = TalosClient::connect_secure(ip, &credentials(&lab).await)
+        .await
+        .expect("connect");
+    client
+        .reset(&talosprov::talos::ResetOptions {
+            graceful: false,
+            reboot: false,
+            system_partitions: Vec::new(),
+        })
+        .await
+        .expect("reset");
+    let sim = lab.sim.as_ref().expect("sim");
+    let node = sim.node(ip).expect("node");
+    assert!(
+        node.wait_for_phase(|p| p == Phase::Halted, Duration::from_secs(30))
+            .await
+    );
+    node.power_on();
+
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let text = stdout(&out);
+    assert!(
+        text.contains("# vm/talos-worker-01 has been deleted"),
+        "{text}"
+    );
+    assert!(text.contains("+ vm/talos-worker-01"), "{text}");
+    assert!(text.contains("config/talos-worker-01"), "{text}");
+    assert!(!text.contains("vm/talos-controlplane-01"), "{text}");
+
+    let out = lab.run(&["apply", "-auto-approve"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let vms = lab.vms().await;
+    assert!(
+        vms.iter()
+            .any(|v| v["vmid"].as_u64() == Some(u64::from(worker.vmid))
+                && v["status"] == "running"),
+        "{vms:?}"
+    );
+    assert_eq!(node.phase(), Phase::Secure);
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
