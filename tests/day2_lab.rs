@@ -657,3 +657,50 @@ async fn vm_deleted_by_hand_is_drift_and_apply_creates_and_configures_it_again()
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_with_refresh_false_plans_from_the_state_and_reads_nothing_back() {
+    let lab = Lab::start("2.12", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    lab.write_topology(|t| t.replace("nameservers: [127.0.0.1]", "nameservers: [127.0.0.53]"));
+    let reads = |requests: &[(String, String, String)], from: usize| {
+        requests[from..]
+            .iter()
+            .filter(|(method, path, _)| method == "GET" && path.contains("cluster/resources"))
+            .count()
+    };
+
+    let from = lab.pve.request_total().await;
+    let out = lab.run(&["apply", "-auto-approve", "-refresh=false"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("~ config/talos-controlplane-01"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(reads(&lab.pve.requests().await, from), 0, "no read-back");
+
+    // A plan saved with -refresh=false is applied the same way.
+    lab.write_topology(|t| t.replace("nameservers: [127.0.0.1]", "nameservers: [127.0.0.54]"));
+    let plan = lab.dir.path().join("offline.tfplan");
+    let plan = plan.to_str().expect("utf-8");
+    assert!(
+        lab.run(&["plan", "-refresh=false", "-out", plan])
+            .await
+            .status
+            .success()
+    );
+    let from = lab.pve.request_total().await;
+    let out = lab.run(&["apply", plan]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(reads(&lab.pve.requests().await, from), 0, "no read-back");
+
+    let out = lab
+        .run(&["apply", "-auto-approve", "-refresh-only", "-refresh=false"])
+        .await;
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("-refresh=false"), "{}", stderr(&out));
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}

@@ -69,6 +69,13 @@ pub struct ApplyArgs {
     /// nothing in Proxmox or on the nodes.
     #[arg(long = "refresh-only", conflicts_with = "planfile")]
     pub refresh_only: bool,
+
+    /// Read back Proxmox and the Talos nodes before planning
+    /// (`-refresh=false`: plan from the state alone, as `plan -refresh=false`
+    /// does; a plan saved that way is applied that way).
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub refresh: bool,
 }
 
 /// Where etcd snapshots go: the local state file's folder, else the
@@ -238,11 +245,18 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
                 .context("the saved plan names an invalid target")?,
             None => args.target.clone(),
         };
+        if args.refresh_only && !args.refresh {
+            return Err(anyhow::anyhow!(
+                "-refresh-only reads the cluster back: it cannot be used with -refresh=false"
+            )
+            .into());
+        }
+        let offline = !args.refresh || saved.as_ref().is_some_and(|s| !s.plan.refreshed);
         let planned = make_plan(
             &topology,
             had_state.then_some(&state),
             saved.as_ref().and_then(|s| s.secrets.as_ref()),
-            false,
+            offline,
             &targets,
         )
         .await?;
