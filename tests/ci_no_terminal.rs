@@ -119,10 +119,12 @@ async fn without_a_terminal_errors_name_the_missing_flag_or_variable() {
         .await
         .expect("run plan");
     assert!(!out.status.success());
+    let err = stderr(&out);
     assert!(
-        stderr(&out).contains("PROXMOX_VE_API_TOKEN"),
-        "{}",
-        stderr(&out)
+        err.contains("PROXMOX_VE_API_TOKEN")
+            && err.contains("cannot read the cluster back from Proxmox")
+            && err.contains("-refresh=false"),
+        "{err}"
     );
 
     // force-unlock without -force.

@@ -247,7 +247,8 @@ pub fn factory_client(topology: &Topology) -> anyhow::Result<FactoryClient> {
 /// Observe the cluster, or nothing with `offline`.
 ///
 /// # Errors
-/// Proxmox errors.
+/// Missing or invalid Proxmox settings, and Proxmox errors during the
+/// refresh; both say that `-refresh=false` plans without them.
 pub async fn observe(
     topology: &Topology,
     state: Option<&State>,
@@ -257,7 +258,8 @@ pub async fn observe(
     if offline {
         return Ok(Observed::default());
     }
-    let client = proxmox_client(topology)?;
+    let client = proxmox_client(topology)
+        .context("cannot read the cluster back from Proxmox (use -refresh=false to plan from the state alone)")?;
     let credentials = state
         .and_then(|s| s.outputs.talosconfig.as_ref())
         .map(|t| credentials_from_talosconfig(t.value.expose()))
@@ -274,7 +276,9 @@ pub async fn observe(
             .map(|c| (c.hostname.clone(), (c.sha256.clone(), c.yaml.clone())))
             .collect(),
     };
-    refresh(&client, state, &input).await
+    refresh(&client, state, &input)
+        .await
+        .context("cannot refresh (use -refresh=false to plan from the state alone)")
 }
 
 /// Whether images are on shared storage: as observed, else as the recorded

@@ -54,9 +54,7 @@ pub async fn make_plan(
         }
     };
     let configs = cluster::render_configs(topology, &bundle)?;
-    let observed = cluster::observe(topology, state, &configs, offline)
-        .await
-        .context("cannot refresh (use -refresh=false to plan from the state alone)")?;
+    let observed = cluster::observe(topology, state, &configs, offline).await?;
     let shared = cluster::storage_shared(&observed, state);
     let desired = plan::desired(topology, &configs, shared).map_err(|errors| {
         anyhow::anyhow!(
