@@ -89,6 +89,21 @@ async fn lab_flow_plans_applies_updates_and_destroys() {
     let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(out.status.success(), "apply failed");
     assert_eq!(lab.vms().await.len(), 3);
+    // The apply counts what it did as the plan counted it.
+    let text = stdout(&out);
+    let planned = text
+        .lines()
+        .find(|l| l.starts_with("Plan: "))
+        .expect("the plan's summary")
+        .trim_start_matches("Plan: ")
+        .replace(" to add", " added")
+        .replace(" to change", " changed")
+        .replace(" to destroy", " destroyed")
+        .replace(" to apply", " applied");
+    assert!(
+        text.contains(&format!("Apply complete! Resources: {planned}")),
+        "{text}"
+    );
 
     // 3. the outputs parse and chain to the state's CAs.
     let state = lab.state();

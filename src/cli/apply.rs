@@ -328,12 +328,9 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
         ctx.rollout.etcd_snapshot = snapshot_policy(&args);
         ctx.staged_configs = args.staged;
         run_plan(ctx, &plan, store, encrypted, &mut state, args.parallelism, cancel).await?;
-        let s = plan.summary();
         crate::ui::write_stdout(&format!(
-            "\nApply complete! Resources: {} added, {} changed, {} destroyed.\n",
-            s.add,
-            s.change + s.apply_config + s.bootstrap,
-            s.destroy
+            "\n{}\n",
+            crate::ui::plan::apply_summary_line(&plan.summary())
         ))?;
         Ok(Outcome::Success)
     })

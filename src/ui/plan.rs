@@ -143,13 +143,11 @@ fn field_line(out: &mut String, f: &FieldChange) {
     };
 }
 
-/// `Plan: 3 to add, 1 to change, 0 to destroy.`, followed by the Talos
-/// operations when there are any: `3 configs to apply, 1 bootstrap.`
-pub fn summary_line(s: &Summary) -> String {
-    let mut line = format!(
-        "Plan: {} to add, {} to change, {} to destroy.",
-        s.add, s.change, s.destroy
-    );
+/// The Talos operations of a summary, in the plan's tense (`3 configs to
+/// apply, 1 Talos upgrade, 1 bootstrap`) or, with `done`, the apply's
+/// (`3 configs applied, 1 Talos upgrade, 1 bootstrap`); `None` when there are
+/// none.
+fn talos_operations(s: &Summary, done: bool) -> Option<String> {
     let mut talos = Vec::new();
     if s.apply_config > 0 {
         let noun = if s.apply_config == 1 {
@@ -157,7 +155,8 @@ pub fn summary_line(s: &Summary) -> String {
         } else {
             "configs"
         };
-        talos.push(format!("{} {noun} to apply", s.apply_config));
+        let verb = if done { "applied" } else { "to apply" };
+        talos.push(format!("{} {noun} {verb}", s.apply_config));
     }
     if s.upgrade > 0 {
         let noun = if s.upgrade == 1 {
@@ -170,8 +169,33 @@ pub fn summary_line(s: &Summary) -> String {
     if s.bootstrap > 0 {
         talos.push("1 bootstrap".to_owned());
     }
-    if !talos.is_empty() {
-        let _ = write!(line, " Talos: {}.", talos.join(", "));
+    (!talos.is_empty()).then(|| talos.join(", "))
+}
+
+/// `Plan: 3 to add, 1 to change, 0 to destroy.`, followed by the Talos
+/// operations when there are any: `Talos: 3 configs to apply, 1 bootstrap.`
+pub fn summary_line(s: &Summary) -> String {
+    let mut line = format!(
+        "Plan: {} to add, {} to change, {} to destroy.",
+        s.add, s.change, s.destroy
+    );
+    if let Some(talos) = talos_operations(s, false) {
+        let _ = write!(line, " Talos: {talos}.");
+    }
+    line
+}
+
+/// What a finished apply did, counted as its plan was (`Plan:` and `Apply
+/// complete!` give the same numbers): `Apply complete! Resources: 3 added, 1
+/// changed, 0 destroyed.`, then `Talos: 3 configs applied, 1 bootstrap.` when
+/// there were Talos operations.
+pub fn apply_summary_line(s: &Summary) -> String {
+    let mut line = format!(
+        "Apply complete! Resources: {} added, {} changed, {} destroyed.",
+        s.add, s.change, s.destroy
+    );
+    if let Some(talos) = talos_operations(s, true) {
+        let _ = write!(line, " Talos: {talos}.");
     }
     line
 }
@@ -290,6 +314,22 @@ mod tests {
         assert_eq!(
             summary_line(&s),
             "Plan: 3 to add, 1 to change, 0 to destroy. Talos: 3 configs to apply, 1 bootstrap."
+        );
+        assert_eq!(
+            apply_summary_line(&s),
+            "Apply complete! Resources: 3 added, 1 changed, 0 destroyed. Talos: 3 configs \
+             applied, 1 bootstrap."
+        );
+        let one = Summary {
+            apply_config: 1,
+            upgrade: 2,
+            bootstrap: 0,
+            ..s
+        };
+        assert_eq!(
+            apply_summary_line(&one),
+            "Apply complete! Resources: 3 added, 1 changed, 0 destroyed. Talos: 1 config \
+             applied, 2 Talos upgrades."
         );
     }
 }
