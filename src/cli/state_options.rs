@@ -72,27 +72,50 @@ impl StateOptions {
 
 /// The topology file's `state:` section; the default (local, or whatever
 /// `TF_HTTP_*` and `--backend-config` say) when the file does not exist, so a
-/// laptop can reach a GitLab-managed state with the environment alone.
+/// laptop can reach a GitLab-managed state with the environment alone. Read
+/// by the topology's own reader ([`crate::topology::read::read`]), so the
+/// section means the same here as in `validate`; the rest of the file is left
+/// to the topology loader (a state command works while a node is invalid).
 ///
 /// # Errors
-/// A file that cannot be read, or a `state:` section that is not a mapping of
-/// the known settings.
+/// A file that cannot be read or is not YAML, or a `state:` section with an
+/// unknown key or a wrong type, with its file:line:col diagnostics.
 pub fn state_section(file: &Path) -> anyhow::Result<StateSection> {
-    /// Only the `state:` key of the topology; every other key is ignored here
-    /// (the topology loader checks them).
-    #[derive(serde::Deserialize)]
-    struct StateOnly {
-        #[serde(default)]
-        state: Option<StateSection>,
-    }
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(StateSection::default()),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
     };
-    let only: StateOnly = serde_yaml_ng::from_str(&text)
-        .with_context(|| format!("{}: the state: section is invalid", file.display()))?;
-    Ok(only.state.unwrap_or_default())
+    let (raw, diagnostics) = crate::topology::read::read(&text, file);
+    let in_state = |d: &crate::topology::Diagnostic| {
+        d.is_error()
+            && (raw.is_none()
+                || d.field
+                    .as_deref()
+                    .is_some_and(|f| f == "state" || f.starts_with("state.")))
+    };
+    let errors: Vec<crate::topology::Diagnostic> =
+        diagnostics.into_iter().filter(in_state).collect();
+    if !errors.is_empty() {
+        anyhow::bail!(
+            "{}: the state: section is invalid:\n{}",
+            file.display(),
+            crate::ui::diagnostics::render_all(&errors, false).trim_end()
+        );
+    }
+    let Some(state) = raw.and_then(|r| r.state).map(|s| s.value) else {
+        return Ok(StateSection::default());
+    };
+    let text = |v: Option<crate::topology::raw::Spanned<String>>| v.map(|s| s.value);
+    Ok(StateSection {
+        backend: text(state.backend),
+        path: text(state.path),
+        address: text(state.address),
+        lock_address: text(state.lock_address),
+        unlock_address: text(state.unlock_address),
+        lock_method: text(state.lock_method),
+        unlock_method: text(state.unlock_method),
+    })
 }
 
 /// A new lock info for `operation`: a fresh UUID, `user@host`, this pid and
@@ -254,6 +277,16 @@ mod tests {
         std::fs::write(&file, "state:\n  password: hunter2\n").expect("write");
         let e = format!("{:#}", state_section(&file).unwrap_err());
         assert!(e.contains("cluster.yaml") && e.contains("state:"), "{e}");
+        assert!(e.contains("state.password") && e.contains("2:3"), "{e}");
         assert!(!e.contains("hunter2"), "{e}");
+        // A problem elsewhere is the topology loader's, not the state's.
+        std::fs::write(&file, "nodes: 3\nstate:\n  backend: local\n").expect("write");
+        assert_eq!(
+            state_section(&file).expect("reads").backend.as_deref(),
+            Some("local")
+        );
+        std::fs::write(&file, "state:\n  lock_method: [POST]\n").expect("write");
+        let e = format!("{:#}", state_section(&file).unwrap_err());
+        assert!(e.contains("state.lock_method"), "{e}");
     }
 }

@@ -7,15 +7,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
 use url::Url;
 
 use super::Sensitive;
 use super::local::DEFAULT_STATE_FILE;
 
-/// The topology's `state:` section, as written (credentials never go here).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The topology's `state:` section, as written (credentials never go here);
+/// read with the topology's own reader ([`crate::topology::read`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StateSection {
     /// `local` or `http`.
     pub backend: Option<String>,
