@@ -130,6 +130,7 @@ fn observed_from(s: &State) -> Observed {
                 disk_gib: Some(vm.disk_gib),
                 hostpci: Some(vm.hostpci.clone()),
                 tags: vm.tags.iter().cloned().collect::<BTreeSet<_>>(),
+                running: BTreeMap::new(),
             },
         );
         o.talos_versions.insert(h.clone(), "v1.13.8".into());
@@ -192,6 +193,45 @@ fn raised_memory_is_one_in_place_update_with_restart() {
     assert_eq!(p.changes.len(), 1);
     assert_eq!(p.changes[0].action, Action::Update);
     assert_eq!(p.changes[0].address, Address::Vm("worker-01".into()));
+    insta::assert_json_snapshot!(p.changes);
+}
+
+#[test]
+fn memory_set_by_hand_and_pending_is_drift_set_back_without_a_restart() {
+    let t = topology(TOPOLOGY);
+    let c = rendered(&t, &BTreeMap::new());
+    let s = applied(&t, &c);
+    let mut o = observed_from(&s);
+    let worker = o.vms.get_mut(&122).expect("worker");
+    worker.memory_mib = Some(6144);
+    worker
+        .running
+        .insert("memory_mib".into(), Some("8192".into()));
+    let p = run(&t, &c, Some(&s), &o).expect("plan");
+    assert_eq!(p.drift.len(), 1);
+    assert!(p.drift[0].fields[0].pending);
+    assert_eq!(p.changes.len(), 1);
+    assert_eq!(p.changes[0].reboot, Some(false));
+    insta::assert_snapshot!(talosprov::ui::plan::render(&p));
+    insta::assert_json_snapshot!((&p.drift, &p.changes));
+}
+
+#[test]
+fn memory_left_pending_by_an_interrupted_apply_restarts_the_vm() {
+    let t = topology(&TOPOLOGY.replace("memory: 8192", "memory: 12288"));
+    let c = rendered(&t, &BTreeMap::new());
+    let s = applied(&t, &c);
+    let mut o = observed_from(&s);
+    o.vms
+        .get_mut(&122)
+        .expect("worker")
+        .running
+        .insert("memory_mib".into(), Some("8192".into()));
+    let p = run(&t, &c, Some(&s), &o).expect("plan");
+    assert!(p.drift.is_empty(), "{:?}", p.drift);
+    assert_eq!(p.changes.len(), 1);
+    assert_eq!(p.changes[0].reboot, Some(true));
+    insta::assert_snapshot!(talosprov::ui::plan::render(&p));
     insta::assert_json_snapshot!(p.changes);
 }
 

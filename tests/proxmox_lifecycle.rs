@@ -288,3 +288,50 @@ async fn destroy_shuts_down_then_deletes_and_keeps_the_image() {
         DestroyOutcome::Absent
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_hand_edit_set_back_needs_no_reboot_and_a_pending_change_left_behind_does() {
+    let (fake, _factory) = cluster().await;
+    let client = fake.client();
+    let memory = |mib: u64| VmUpdate {
+        memory_mib: Some(mib),
+        ..VmUpdate::default()
+    };
+    // By hand on the running VM: pending, the VM still runs with 4096.
+    let edit = lifecycle::update_vm(&client, "pve1", 121, &memory(6144))
+        .await
+        .expect("edit");
+    assert_eq!(edit.pending, vec!["memory".to_string()]);
+
+    // Set back: compared with the next-start value (6144), so it is sent;
+    // the pending entry then equals the running value and is not pending.
+    let before = fake.request_total().await;
+    let back = lifecycle::update_vm(&client, "pve1", 121, &memory(4096))
+        .await
+        .expect("set back");
+    assert_eq!(back.changed, vec!["memory".to_string()]);
+    assert!(back.pending.is_empty() && !back.needs_reboot(), "{back:?}");
+    assert_eq!(
+        fake.request_total().await - before,
+        3,
+        "GET pending, PUT config, GET pending"
+    );
+
+    // A change left pending (an apply stopped before its restart): nothing to
+    // set, yet the VM needs its restart.
+    lifecycle::update_vm(&client, "pve1", 121, &memory(8192))
+        .await
+        .expect("left pending");
+    let before = fake.request_total().await;
+    let left = lifecycle::update_vm(&client, "pve1", 121, &memory(8192))
+        .await
+        .expect("again");
+    assert!(left.changed.is_empty(), "{left:?}");
+    assert_eq!(left.pending, vec!["memory".to_string()]);
+    assert!(left.needs_reboot());
+    assert_eq!(
+        fake.request_total().await - before,
+        2,
+        "GET pending, status/current"
+    );
+}

@@ -1,7 +1,8 @@
 //! Refresh: read back what planning compares with. One cluster-wide VM
-//! listing (plus the config of each recorded VM, for its PCI devices), the
-//! image storage's `shared` flag, and the Talos version of each configured
-//! node that answers within a short probe.
+//! listing (plus the config of each recorded VM with its pending values, for
+//! its PCI devices and what it runs with), the image storage's `shared` flag,
+//! and the Talos version of each configured node that answers within a short
+//! probe.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -53,6 +54,31 @@ async fn dry_run_reboots(client: &TalosClient, yaml: &Sensitive<String>) -> Opti
     }
 }
 
+/// The plan's view of what a running VM does not run with yet: for each
+/// setting whose next-start value differs from the one it was started with,
+/// the field name (`cores`, `memory_mib`, `hostpciN`) and the running value.
+fn running_values(
+    current: &observe::VmConfig,
+    next: &observe::VmConfig,
+) -> BTreeMap<String, Option<String>> {
+    observe::awaiting_restart(current, next)
+        .into_iter()
+        .map(|s| match s {
+            observe::RestartSetting::Cores => {
+                ("cores".to_owned(), current.cores.map(|c| c.to_string()))
+            }
+            observe::RestartSetting::Memory => (
+                "memory_mib".to_owned(),
+                current.memory_mib.map(|m| m.to_string()),
+            ),
+            observe::RestartSetting::HostPci(key) => {
+                let value = current.hostpci.get(&key).cloned();
+                (key, value)
+            }
+        })
+        .collect()
+}
+
 /// Observe the cluster for a plan.
 ///
 /// # Errors
@@ -93,11 +119,12 @@ pub async fn refresh(
         if !vm.is_vm() {
             continue;
         }
-        let config = seen
-            .expected
-            .get(vmid)
-            .and_then(|o| o.as_ref())
-            .and_then(|o| o.config.as_ref());
+        let read = seen.expected.get(vmid).and_then(|o| o.as_ref());
+        let config = read.and_then(|o| o.config.as_ref());
+        let running = match read.and_then(|o| o.current.as_ref()).zip(config) {
+            Some((current, next)) if vm.status == "running" => running_values(current, next),
+            _ => BTreeMap::new(),
+        };
         out.vms.insert(
             *vmid,
             ObservedVm {
@@ -113,6 +140,7 @@ pub async fn refresh(
                 disk_gib: config.and_then(|c| c.disk_gib).or(vm.disk_gib()),
                 hostpci: config.map(|c| c.hostpci.clone()),
                 tags: config.map_or_else(|| vm.tag_set(), |c| c.tags.clone()),
+                running,
             },
         );
     }

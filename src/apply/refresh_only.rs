@@ -121,6 +121,7 @@ mod tests {
                 disk_gib: Some(50),
                 hostpci: None,
                 tags: Default::default(),
+                running: Default::default(),
             },
         );
         o.in_maintenance.insert("cp-01".into());

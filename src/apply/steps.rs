@@ -348,6 +348,14 @@ async fn update_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
     let outcome = lifecycle::update_vm(&ctx.proxmox, &w.node, w.vmid, &update)
         .await
         .with_context(|| format!("cannot update VM {} ({host})", w.vmid))?;
+    // Recorded before the restart: the config holds the values now, and a run
+    // stopped before the restart leaves them pending, which the next plan
+    // reads back from Proxmox and finishes with a restart.
+    r.record(Record::Vm {
+        host: host.to_owned(),
+        vm: w.clone(),
+        fresh: false,
+    });
     if outcome.needs_reboot() {
         r.progress(format!(
             "restarting through Proxmox to apply {}",
@@ -359,12 +367,12 @@ async fn update_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
                 .with_context(|| format!("cannot restart VM {} ({host})", w.vmid))
         })
         .await?;
+    } else if outcome.stopped {
+        r.progress(format!(
+            "the VM is stopped: it takes {} at its next start",
+            outcome.pending.join(", ")
+        ));
     }
-    r.record(Record::Vm {
-        host: host.to_owned(),
-        vm: w.clone(),
-        fresh: false,
-    });
     Ok(())
 }
 

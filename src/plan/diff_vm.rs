@@ -1,7 +1,8 @@
 //! The VM part of the diff (pure): a desired VM against its record and what
 //! Proxmox shows gives create, replace (another vmid or host), update (cores,
 //! memory, disk growth, PCI devices, tags) or nothing; drift is noted; a disk
-//! shrink is refused.
+//! shrink is refused. An update restarts the VM through Proxmox only when the
+//! running VM does not have the wanted values (Proxmox keeps them pending).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -167,7 +168,11 @@ pub(super) fn plan_vm(
         None
     };
     let current = current_of(rec, seen);
-    let drifted = vm_fields(rec, &current);
+    let running = seen.map(|s| &s.running);
+    let mut drifted = vm_fields(rec, &current);
+    for f in &mut drifted {
+        f.pending = running.is_some_and(|r| r.contains_key(&f.name));
+    }
     if !drifted.is_empty() {
         drift.push(Drift {
             address: address.clone(),
@@ -183,30 +188,171 @@ pub(super) fn plan_vm(
             wanted_gib: w.disk_gib,
         });
     }
-    let fields = vm_fields(&current, w);
+    let mut fields = vm_fields(&current, w);
+    let changed: Vec<String> = fields.iter().map(|f| f.name.clone()).collect();
+    // Unknown power state (an offline plan): assume the VM runs.
+    let runs = seen.is_none_or(|s| s.status == "running");
+    let empty = BTreeMap::new();
+    let to_restart = if runs {
+        restart_fields(&current, running.unwrap_or(&empty), w)
+    } else {
+        Vec::new()
+    };
+    // Already set for the next start, but not running yet.
+    let waiting: Vec<&String> = to_restart
+        .iter()
+        .map(|(name, _)| name)
+        .filter(|name| !changed.contains(name))
+        .collect();
+    for (name, run) in &to_restart {
+        if waiting.contains(&name) {
+            let mut f = FieldChange::new(name, run.clone(), value_of(w, name));
+            f.pending = true;
+            fields.push(f);
+        }
+    }
     if fields.is_empty() {
         return Ok(None);
     }
-    // Without CPU and memory hotplug, Proxmox keeps these pending on a running
-    // VM until it restarts; tags and a disk grow apply at once.
-    let restart = fields
-        .iter()
-        .any(|f| f.name == "cores" || f.name == "memory_mib" || f.name.starts_with("hostpci"));
-    let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+    let restart = !to_restart.is_empty();
+    let mut parts = Vec::new();
+    if !changed.is_empty() {
+        parts.push(format!("{} changed", changed.join(", ")));
+    }
+    if !waiting.is_empty() {
+        let names: Vec<&str> = waiting.iter().map(|n| n.as_str()).collect();
+        parts.push(format!("{} set but pending in Proxmox", names.join(", ")));
+    }
+    let suffix = if restart {
+        ": the VM restarts through Proxmox to apply it"
+    } else if !changed.iter().any(|n| restart_class(n)) {
+        ""
+    } else if runs {
+        ": the VM already runs with the wanted value, so it is not restarted"
+    } else {
+        ": the VM is stopped and takes it at its next start"
+    };
     let mut c = change(
         address,
         Action::Update,
-        format!(
-            "{} changed{}",
-            names.join(", "),
-            if restart {
-                ": the VM restarts through Proxmox to apply it"
-            } else {
-                ""
-            }
-        ),
+        format!("{}{suffix}", parts.join("; ")),
     );
     c.fields = fields;
     c.reboot = Some(restart);
     Ok(Some(c))
+}
+
+/// Fields a running VM takes only at its next start: without CPU and memory
+/// hotplug Proxmox keeps them pending until the VM restarts, and a PCI device
+/// needs a new QEMU process. Tags and a disk grow apply at once.
+fn restart_class(name: &str) -> bool {
+    name == "cores" || name == "memory_mib" || name.starts_with("hostpci")
+}
+
+/// A field's value in a VM record, as text (`None`: no such PCI device).
+fn value_of(vm: &format::Vm, name: &str) -> Option<String> {
+    match name {
+        "cores" => Some(vm.cores.to_string()),
+        "memory_mib" => Some(vm.memory_mib.to_string()),
+        _ => vm.hostpci.get(name).cloned(),
+    }
+}
+
+/// The restart-class fields whose value in the running VM differs from the
+/// desired one, with the running value (pure). The running value is the one
+/// `running` names (what Proxmox keeps pending the VM does not run with), else
+/// the next-start value: a hand edit still pending and set back needs no
+/// restart, a change the VM runs with, or one left pending, does.
+fn restart_fields(
+    next: &format::Vm,
+    running: &BTreeMap<String, Option<String>>,
+    want: &format::Vm,
+) -> Vec<(String, Option<String>)> {
+    let names: BTreeSet<String> = vm_fields(next, want)
+        .into_iter()
+        .map(|f| f.name)
+        .chain(running.keys().cloned())
+        .filter(|n| restart_class(n))
+        .collect();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let run = running
+                .get(&name)
+                .cloned()
+                .unwrap_or_else(|| value_of(next, &name));
+            (run != value_of(want, &name)).then_some((name, run))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vm(cores: u32, memory_mib: u64, hostpci: &[(&str, &str)]) -> format::Vm {
+        format::Vm {
+            vmid: 122,
+            node: "pve1".into(),
+            name: "worker-01".into(),
+            cores,
+            memory_mib,
+            disk_gib: 100,
+            hostpci: hostpci
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            tags: vec!["talos".into()],
+        }
+    }
+
+    fn running(pairs: &[(&str, Option<&str>)]) -> BTreeMap<String, Option<String>> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.map(str::to_owned)))
+            .collect()
+    }
+
+    #[test]
+    fn changed_memory_on_a_running_vm_needs_a_restart() {
+        let r = restart_fields(&vm(4, 8192, &[]), &BTreeMap::new(), &vm(4, 12288, &[]));
+        assert_eq!(r, vec![("memory_mib".to_owned(), Some("8192".to_owned()))]);
+    }
+
+    #[test]
+    fn hand_edit_still_pending_and_set_back_needs_no_restart() {
+        // Next start 6144 (set by hand), the VM runs with 8192, as wanted.
+        let r = restart_fields(
+            &vm(4, 6144, &[]),
+            &running(&[("memory_mib", Some("8192"))]),
+            &vm(4, 8192, &[]),
+        );
+        assert!(r.is_empty(), "{r:?}");
+    }
+
+    #[test]
+    fn value_left_pending_needs_a_restart_though_the_config_matches() {
+        let r = restart_fields(
+            &vm(4, 12288, &[]),
+            &running(&[("memory_mib", Some("8192"))]),
+            &vm(4, 12288, &[]),
+        );
+        assert_eq!(r, vec![("memory_mib".to_owned(), Some("8192".to_owned()))]);
+    }
+
+    #[test]
+    fn pending_pci_device_compares_with_what_the_vm_runs_without() {
+        let gpu = [("hostpci0", "mapping=gpu,pcie=1")];
+        let r = restart_fields(
+            &vm(4, 8192, &gpu),
+            &running(&[("hostpci0", None)]),
+            &vm(4, 8192, &gpu),
+        );
+        assert_eq!(r, vec![("hostpci0".to_owned(), None)]);
+        // Tags and the disk never need one.
+        let mut more = vm(4, 8192, &[]);
+        more.tags.push("gpu".into());
+        more.disk_gib = 200;
+        assert!(restart_fields(&vm(4, 8192, &[]), &BTreeMap::new(), &more).is_empty());
+    }
 }

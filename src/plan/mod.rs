@@ -234,6 +234,11 @@ pub struct FieldChange {
     pub before: Option<String>,
     /// The value wanted (`None`: removed).
     pub after: Option<String>,
+    /// `after` is a value Proxmox holds pending for a running VM: the VM
+    /// takes it at its next start (drift set by hand, or a change an
+    /// interrupted apply left before the restart).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
 }
 
 impl FieldChange {
@@ -243,6 +248,7 @@ impl FieldChange {
             name: name.to_owned(),
             before,
             after,
+            pending: false,
         }
     }
 }

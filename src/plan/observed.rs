@@ -1,6 +1,7 @@
 //! What refresh saw (plain data, filled by the apply module's refresh): each
-//! VM as Proxmox reports it, the Talos version each reachable node runs, and
-//! whether the image storage is shared. Planning reads it and never fetches.
+//! VM as Proxmox reports it (with what a running VM keeps pending), the Talos
+//! version each reachable node runs, and whether the image storage is shared.
+//! Planning reads it and never fetches.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,7 +34,10 @@ pub struct Observed {
     pub image_storage_shared: Option<bool>,
 }
 
-/// One VM as observed: listing values, and config values where read.
+/// One VM as observed: listing values, and config values where read. Where
+/// the config was read, `cores`, `memory_mib`, `disk_gib`, `hostpci` and
+/// `tags` are the values of the VM's next start (pending values applied, as
+/// Proxmox's config view shows them).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObservedVm {
     /// Proxmox VM ID.
@@ -54,4 +58,11 @@ pub struct ObservedVm {
     pub hostpci: Option<BTreeMap<String, String>>,
     /// Tags, lower-cased.
     pub tags: BTreeSet<String>,
+    /// For a running VM, the settings Proxmox keeps pending until its next
+    /// start (`GET .../pending`) that the VM does not run with yet: field name
+    /// (`cores`, `memory_mib`, `hostpciN`) to the value it runs with, as text
+    /// (`None`: the device is not attached). Empty when nothing is pending or
+    /// the VM is stopped (a start applies what is pending).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub running: BTreeMap<String, Option<String>>,
 }

@@ -1,7 +1,8 @@
 //! Changes to existing VMs: update in place (cores, memory, hostpci, tags; a disk may
 //! grow, never shrink), reboot, and removal (shutdown with a timeout and
 //! `forceStop`, then stop, then delete with `purge=1&destroy-unreferenced-disks=1`).
-//! Changes Proxmox keeps pending on a running VM are reported as needing a reboot.
+//! Settings Proxmox keeps pending on a running VM are reported as needing a
+//! restart through Proxmox.
 
 use crate::proxmox::client::Client;
 use crate::proxmox::error::ProxmoxError;
@@ -32,20 +33,26 @@ pub struct VmUpdate {
 pub struct UpdateOutcome {
     /// Config keys set or deleted.
     pub changed: Vec<String>,
-    /// Keys Proxmox keeps pending until the next start: a reboot applies them.
+    /// Keys Proxmox keeps pending until the VM's next start whose value differs
+    /// from the one it runs with (`cores`, `memory`, `hostpciN`): set now, or
+    /// left pending by an earlier run or by hand.
     pub pending: Vec<String>,
+    /// The VM is not running: what is pending applies when it starts.
+    pub stopped: bool,
     /// `scsi0` was grown.
     pub resized: bool,
 }
 
 impl UpdateOutcome {
-    /// True when a reboot through Proxmox is needed for the change to take effect.
+    /// True when a restart through Proxmox is needed for the VM to run with
+    /// the config (a reboot inside the guest keeps the same QEMU process).
     pub fn needs_reboot(&self) -> bool {
-        !self.pending.is_empty()
+        !self.pending.is_empty() && !self.stopped
     }
 }
 
-/// The config changes (`key=value` to set, keys to delete) from the current config. Pure.
+/// The config changes (`key=value` to set, keys to delete) from the config
+/// the VM gets at its next start. Pure.
 pub fn config_changes(
     current: &observe::VmConfig,
     want: &VmUpdate,
@@ -116,8 +123,15 @@ pub fn config_request(
     r
 }
 
-/// Update cores, memory and hostpci in place and grow the disk. The disk check
-/// comes first: asking for a smaller disk changes nothing and fails.
+/// Update cores, memory and hostpci in place and grow the disk, then say which
+/// settings wait for a restart. The settings are compared with the values of
+/// the VM's next start (pending applied, as PVE's config view shows them), so a
+/// value pending by hand is set back. The disk check comes first: asking for a
+/// smaller disk changes nothing and fails.
+///
+/// Requests: `GET .../pending`; when something differs, the `PUT .../config`
+/// and `GET .../pending` again; `status/current` only when a setting awaits a
+/// restart; `resize` only to grow the disk.
 ///
 /// # Errors
 /// [`ProxmoxError::DiskShrink`]; request errors (a held config lock is retried until the deadline).
@@ -127,8 +141,9 @@ pub async fn update_vm(
     vmid: u32,
     want: &VmUpdate,
 ) -> Result<UpdateOutcome, ProxmoxError> {
-    let current = observe::vm_config(client, node, vmid).await?;
-    let current_gib = current.disk_gib.unwrap_or(0);
+    let before = observe::vm_pending(client, node, vmid).await?;
+    let next = &before.next_start;
+    let current_gib = next.disk_gib.unwrap_or(0);
     if let Some(gib) = want.disk_gib
         && gib < current_gib
     {
@@ -140,13 +155,23 @@ pub async fn update_vm(
             wanted_gib: gib,
         });
     }
-    let (set, delete) = config_changes(&current, want);
+    let (set, delete) = config_changes(next, want);
     let mut outcome = UpdateOutcome::default();
-    if !set.is_empty() || !delete.is_empty() {
-        let req = config_request(node, vmid, &set, &delete, current.digest.as_deref());
+    let after = if set.is_empty() && delete.is_empty() {
+        before
+    } else {
+        let req = config_request(node, vmid, &set, &delete, next.digest.as_deref());
         client.send(&req).await?;
         outcome.changed = set.keys().cloned().chain(delete.iter().cloned()).collect();
-        outcome.pending = pending_keys(client, node, vmid).await?;
+        observe::vm_pending(client, node, vmid).await?
+    };
+    outcome.pending = after
+        .awaiting_restart()
+        .iter()
+        .map(|s| s.key().to_owned())
+        .collect();
+    if !outcome.pending.is_empty() {
+        outcome.stopped = power_state(client, node, vmid).await?.as_deref() != Some("running");
     }
     if let Some(gib) = want.disk_gib
         && gib > current_gib
@@ -157,7 +182,8 @@ pub async fn update_vm(
     Ok(outcome)
 }
 
-/// Keys with a pending value or pending delete (`GET .../pending`).
+/// Keys with a pending value or pending delete that differs from the current
+/// value (`GET .../pending`).
 ///
 /// # Errors
 /// Request errors.
@@ -166,23 +192,11 @@ pub async fn pending_keys(
     node: &str,
     vmid: u32,
 ) -> Result<Vec<String>, ProxmoxError> {
-    let req = Request::get(
-        &["nodes", node, "qemu", &vmid.to_string(), "pending"],
-        Operation::new("read pending VM changes")
-            .node(node)
-            .vmid(vmid),
-    );
-    let data = client.send(&req).await?;
-    Ok(data
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter(|i| i.get("pending").is_some() || i.get("delete").is_some())
-                .filter_map(|i| i.get("key").and_then(Value::as_str).map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default())
+    Ok(observe::vm_pending(client, node, vmid)
+        .await?
+        .keys
+        .into_iter()
+        .collect())
 }
 
 /// Reboot the VM through Proxmox (applies pending changes) and wait.

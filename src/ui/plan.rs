@@ -135,10 +135,15 @@ fn upgrade_line(c: &Change) -> String {
 }
 
 fn field_line(out: &mut String, f: &FieldChange) {
+    let note = if f.pending {
+        " (pending in Proxmox: taken at the VM's next start)"
+    } else {
+        ""
+    };
     let _ = match (&f.before, &f.after) {
-        (None, Some(a)) => writeln!(out, "      + {} = {a}", f.name),
-        (Some(b), None) => writeln!(out, "      - {} = {b}", f.name),
-        (Some(b), Some(a)) => writeln!(out, "      ~ {} = {b} -> {a}", f.name),
+        (None, Some(a)) => writeln!(out, "      + {} = {a}{note}", f.name),
+        (Some(b), None) => writeln!(out, "      - {} = {b}{note}", f.name),
+        (Some(b), Some(a)) => writeln!(out, "      ~ {} = {b} -> {a}{note}", f.name),
         (None, None) => Ok(()),
     };
 }
