@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use support::lab::{Lab, stdout};
-use talosprov::proxmox::{lifecycle, observe};
+use talosprov::proxmox::{lifecycle, pending};
 use talosprov::state::format;
 
 const PENDING_NOTE: &str = "(pending in Proxmox: taken at the VM's next start)";
@@ -38,8 +38,8 @@ async fn set_memory_by_hand(lab: &Lab, vm: &format::Vm, mib: u64) {
         .expect("PUT config by hand");
 }
 
-async fn pending_of(lab: &Lab, vm: &format::Vm) -> observe::VmPending {
-    observe::vm_pending(&lab.pve.client(), &vm.node, vm.vmid)
+async fn pending_of(lab: &Lab, vm: &format::Vm) -> pending::VmPending {
+    pending::vm_pending(&lab.pve.client(), &vm.node, vm.vmid)
         .await
         .expect("GET pending")
 }

@@ -12,7 +12,7 @@ use anyhow::Context as _;
 
 use crate::machine::Sensitive;
 use crate::plan::{Observed, ObservedVm};
-use crate::proxmox::{self, observe, storage};
+use crate::proxmox::{self, observe, pending, storage};
 use crate::state::format::State;
 use crate::talos::{ApplyMode, ApplyOptions, ClientCredentials, TalosClient};
 
@@ -61,17 +61,17 @@ fn running_values(
     current: &observe::VmConfig,
     next: &observe::VmConfig,
 ) -> BTreeMap<String, Option<String>> {
-    observe::awaiting_restart(current, next)
+    pending::awaiting_restart(current, next)
         .into_iter()
         .map(|s| match s {
-            observe::RestartSetting::Cores => {
+            pending::RestartSetting::Cores => {
                 ("cores".to_owned(), current.cores.map(|c| c.to_string()))
             }
-            observe::RestartSetting::Memory => (
+            pending::RestartSetting::Memory => (
                 "memory_mib".to_owned(),
                 current.memory_mib.map(|m| m.to_string()),
             ),
-            observe::RestartSetting::HostPci(key) => {
+            pending::RestartSetting::HostPci(key) => {
                 let value = current.hostpci.get(&key).cloned();
                 (key, value)
             }

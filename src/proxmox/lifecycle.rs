@@ -7,6 +7,7 @@
 use crate::proxmox::client::Client;
 use crate::proxmox::error::ProxmoxError;
 use crate::proxmox::observe;
+use crate::proxmox::pending;
 use crate::proxmox::request::{Operation, Request};
 use crate::proxmox::task;
 use crate::proxmox::vm::{self, HostPci};
@@ -141,7 +142,7 @@ pub async fn update_vm(
     vmid: u32,
     want: &VmUpdate,
 ) -> Result<UpdateOutcome, ProxmoxError> {
-    let before = observe::vm_pending(client, node, vmid).await?;
+    let before = pending::vm_pending(client, node, vmid).await?;
     let next = &before.next_start;
     let current_gib = next.disk_gib.unwrap_or(0);
     if let Some(gib) = want.disk_gib
@@ -163,7 +164,7 @@ pub async fn update_vm(
         let req = config_request(node, vmid, &set, &delete, next.digest.as_deref());
         client.send(&req).await?;
         outcome.changed = set.keys().cloned().chain(delete.iter().cloned()).collect();
-        observe::vm_pending(client, node, vmid).await?
+        pending::vm_pending(client, node, vmid).await?
     };
     outcome.pending = after
         .awaiting_restart()
@@ -192,7 +193,7 @@ pub async fn pending_keys(
     node: &str,
     vmid: u32,
 ) -> Result<Vec<String>, ProxmoxError> {
-    Ok(observe::vm_pending(client, node, vmid)
+    Ok(pending::vm_pending(client, node, vmid)
         .await?
         .keys
         .into_iter()

@@ -14,6 +14,7 @@ pub mod lenient;
 pub mod lifecycle;
 pub mod mapping;
 pub mod observe;
+pub mod pending;
 pub mod pool;
 pub mod request;
 pub mod settings;
