@@ -342,7 +342,8 @@ fn target_keeps_the_change_and_its_dependencies() {
     let t = topology(TOPOLOGY);
     let c = rendered(&t, &BTreeMap::new());
     let mut p = run(&t, &c, None, &Observed::default()).expect("plan");
-    plan::target(&mut p, &[Address::Config("worker-01".into())]);
+    let d = plan::desired(&t, &c, true).expect("desired");
+    plan::target(&mut p, &[Address::Config("worker-01".into())], &d);
     let kept: Vec<String> = p.changes.iter().map(|c| c.address.to_string()).collect();
     assert_eq!(kept.len(), 4, "{kept:?}");
     assert!(kept.contains(&"vm/worker-01".to_owned()));

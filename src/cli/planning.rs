@@ -81,7 +81,7 @@ pub async fn make_plan(
                 .join("\n  ")
         )
     })?;
-    plan::target(&mut p, targets);
+    plan::target(&mut p, targets, &desired);
     if generated.is_some() {
         plan::digests_known_after_apply(&mut p);
     }

@@ -191,12 +191,28 @@ pub fn order_destroy(plan: &mut Plan) {
     sort(plan, &Desired::default());
 }
 
+/// A Kubernetes version change (a machine config change with a
+/// `kubernetes_version` field).
+fn is_kubernetes_change(c: &Change) -> bool {
+    c.action == Action::ApplyConfig && c.fields.iter().any(|f| f.name == "kubernetes_version")
+}
+
 /// Keep only the changes at `targets` and the changes they depend on
 /// (transitively), as OpenTofu's `-target` does. An empty `targets` keeps all.
-pub fn target(plan: &mut Plan, targets: &[Address]) {
+/// When the targets keep a worker's Kubernetes version change but leave out a
+/// control plane's, a warning says the kubelet would be newer than an API
+/// server (Kubernetes version skew policy).
+pub fn target(plan: &mut Plan, targets: &[Address], desired: &Desired) {
     if targets.is_empty() {
         return;
     }
+    let kubernetes_control_planes: Vec<Address> = plan
+        .changes
+        .iter()
+        .filter(|c| is_kubernetes_change(c))
+        .filter(|c| matches!(&c.address, Address::Config(h) if is_control_plane(desired, h)))
+        .map(|c| c.address.clone())
+        .collect();
     let mut keep: BTreeSet<Address> = targets.iter().cloned().collect();
     // Changes are in dependency order, so one pass from the end closes the set.
     for c in plan.changes.iter().rev() {
@@ -206,6 +222,32 @@ pub fn target(plan: &mut Plan, targets: &[Address]) {
     }
     plan.changes.retain(|c| keep.contains(&c.address));
     plan.drift.retain(|d| keep.contains(&d.address));
+    let left_out: Vec<String> = kubernetes_control_planes
+        .iter()
+        .filter(|a| !keep.contains(*a))
+        .map(ToString::to_string)
+        .collect();
+    if left_out.is_empty() {
+        return;
+    }
+    let workers: Vec<Address> = plan
+        .changes
+        .iter()
+        .filter(|c| is_kubernetes_change(c))
+        .filter(|c| matches!(&c.address, Address::Config(h) if !is_control_plane(desired, h)))
+        .map(|c| c.address.clone())
+        .collect();
+    for worker in workers {
+        plan.warnings.push(super::PlanWarning {
+            address: Some(worker),
+            message: format!(
+                "the targets leave out the Kubernetes version change of {}: this node's \
+                 kubelet would be newer than their API servers, which Kubernetes does not \
+                 support; target the control planes too, or apply them first",
+                left_out.join(", ")
+            ),
+        });
+    }
 }
 
 #[cfg(test)]
@@ -311,6 +353,58 @@ mod tests {
             plan.changes[3].depends_on,
             vec![Address::Config("w-1".into())]
         );
+    }
+
+    #[test]
+    fn targeting_a_worker_kubelet_without_the_control_planes_warns_of_version_skew() {
+        use crate::topology::Role::{Controlplane, Worker};
+        let d = desired(&[("cp-1", Controlplane), ("w-1", Worker)]);
+        let kubernetes = |host: &str| Change {
+            address: Address::Config(host.into()),
+            action: Action::ApplyConfig,
+            reason: "Kubernetes v1.36.2 -> v1.37.0".into(),
+            fields: vec![crate::plan::FieldChange {
+                name: "kubernetes_version".into(),
+                before: Some("v1.36.2".into()),
+                after: Some("v1.37.0".into()),
+                pending: false,
+            }],
+            config_diff: None,
+            reboot: Some(false),
+            depends_on: Vec::new(),
+        };
+        let plan_of = || Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            lineage: None,
+            serial: None,
+            refreshed: true,
+            destroy: false,
+            changes: vec![kubernetes("cp-1"), kubernetes("w-1")],
+            drift: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let mut only_worker = plan_of();
+        target(&mut only_worker, &[Address::Config("w-1".into())], &d);
+        assert_eq!(only_worker.changes.len(), 1);
+        assert_eq!(only_worker.warnings.len(), 1);
+        assert!(
+            only_worker.warnings[0].message.contains("config/cp-1"),
+            "{:?}",
+            only_worker.warnings
+        );
+        let mut both = plan_of();
+        target(
+            &mut both,
+            &[
+                Address::Config("w-1".into()),
+                Address::Config("cp-1".into()),
+            ],
+            &d,
+        );
+        assert!(both.warnings.is_empty());
+        let mut only_cp = plan_of();
+        target(&mut only_cp, &[Address::Config("cp-1".into())], &d);
+        assert!(only_cp.warnings.is_empty());
     }
 
     #[test]
