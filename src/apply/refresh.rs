@@ -1,7 +1,8 @@
 //! Refresh: read back what planning compares with. One cluster-wide VM
 //! listing (plus the config of each recorded VM, for its PCI devices), the
 //! image storage's `shared` flag, and the Talos version of each configured
-//! node that answers within a short probe.
+//! node that answers within a short probe (with the boot time of a node whose
+//! config is staged, to tell whether it rebooted since).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -48,6 +49,18 @@ async fn dry_run_reboots(client: &TalosClient, yaml: &Sensitive<String>) -> Opti
         Ok(outcome) => Some(outcome.mode == ApplyMode::Reboot),
         Err(e) => {
             tracing::debug!(error = %e, "the dry run of the machine config was refused");
+            None
+        }
+    }
+}
+
+/// When the node booted (SystemStat), read for a node whose config is
+/// staged; `None` when it refuses, and its staged record then stays.
+async fn staged_boot_time(client: &TalosClient) -> Option<u64> {
+    match client.boot_time().await {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::debug!(error = %e, "the node's boot time was not read");
             None
         }
     }
@@ -126,44 +139,46 @@ pub async fn refresh(
             .configs
             .iter()
             .filter(|(_, c)| c.secure_mode)
-            .filter_map(|(host, c)| {
-                input
-                    .ips
-                    .get(host)
-                    .map(|ip| (host.clone(), *ip, &c.config_sha256))
-            })
+            .filter_map(|(host, c)| input.ips.get(host).map(|ip| (host.clone(), *ip, c)))
             .map(|(host, ip, recorded)| async move {
                 let answer = tokio::time::timeout(input.probe, async {
                     let c = TalosClient::connect_secure(ip, creds).await?;
                     let version = c.version().await?;
                     let reboot = match input.configs.get(&host) {
-                        Some((sha, yaml)) if sha != recorded => {
+                        Some((sha, yaml)) if *sha != recorded.config_sha256 => {
                             Some(dry_run_reboots(&c, yaml).await)
                         }
                         _ => None,
                     };
-                    Ok::<_, crate::talos::TalosError>((version, reboot))
+                    let boot_time = match recorded.staged {
+                        Some(_) => staged_boot_time(&c).await,
+                        None => None,
+                    };
+                    Ok::<_, crate::talos::TalosError>((version, reboot, boot_time))
                 })
                 .await;
                 match answer {
-                    Ok(Ok((v, reboot))) => Some((host, Ok(v.tag), reboot)),
+                    Ok(Ok((v, reboot, boot_time))) => Some((host, Ok(v.tag), reboot, boot_time)),
                     _ => {
                         // Not in secure mode: reset by hand, back in maintenance mode?
                         let maintenance = tokio::time::timeout(input.probe, async {
                             TalosClient::connect_maintenance(ip).await?.version().await
                         })
                         .await;
-                        matches!(maintenance, Ok(Ok(_))).then_some((host, Err(()), None))
+                        matches!(maintenance, Ok(Ok(_))).then_some((host, Err(()), None, None))
                     }
                 }
             });
-        for (host, tag, reboot) in futures::future::join_all(probes)
+        for (host, tag, reboot, boot_time) in futures::future::join_all(probes)
             .await
             .into_iter()
             .flatten()
         {
             if let Some(Some(reboot)) = reboot {
                 out.apply_reboots.insert(host.clone(), reboot);
+            }
+            if let Some(t) = boot_time {
+                out.boot_times.insert(host.clone(), t);
             }
             match tag {
                 Ok(tag) => {

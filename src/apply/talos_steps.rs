@@ -214,16 +214,18 @@ pub(super) async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> any
                     for warning in outcome.warnings {
                         r.warn(warning);
                     }
-                    if outcome.mode == ApplyMode::Staged {
-                        r.warn(
-                            "staged: the node applies the new machine config at its next reboot",
-                        );
-                    }
-                    if outcome.mode == ApplyMode::Reboot {
-                        r.record(config_record(false));
-                        r.progress("waiting for the node to reboot into secure mode");
-                        talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff)
-                            .await?;
+                    match outcome.mode {
+                        ApplyMode::Staged => {
+                            r.record(staged_record(&client, host, ip, want, r).await);
+                            return Ok(());
+                        }
+                        ApplyMode::Reboot => {
+                            r.record(config_record(false));
+                            r.progress("waiting for the node to reboot into secure mode");
+                            talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff)
+                                .await?;
+                        }
+                        _ => {}
                     }
                     r.record(config_record(true));
                 }
@@ -249,6 +251,42 @@ pub(super) async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> any
     talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff).await?;
     r.record(Record::SecureMode(host.to_owned()));
     Ok(())
+}
+
+/// The record of a config the node staged: it keeps running its previous
+/// config until its next boot, which refresh then tells by the node's boot
+/// time moving on (read after staging, so a reboot in between can only keep
+/// the record staged a while longer, never clear it early).
+async fn staged_record(
+    client: &TalosClient,
+    host: &str,
+    ip: IpAddr,
+    want: &crate::plan::DesiredConfig,
+    r: &Reporter,
+) -> Record {
+    let boot_time = match client.boot_time().await {
+        Ok(t) => Some(t),
+        Err(e) => {
+            r.warn(format!(
+                "the node's boot time could not be read ({e}): the state keeps the config \
+                 marked staged until a config is applied without --staged"
+            ));
+            None
+        }
+    };
+    r.warn(format!(
+        "staged: the node runs its previous machine config until its next reboot \
+         (`talosctl --nodes {ip} reboot`)"
+    ));
+    Record::Config {
+        host: host.to_owned(),
+        config: format::NodeConfig {
+            secure_mode: true,
+            staged: Some(format::Staged { boot_time }),
+            ..want.record.clone()
+        },
+        yaml: Sensitive::new(want.yaml.expose().clone()),
+    }
 }
 
 /// The mode to apply a changed config to a running node in: staged with

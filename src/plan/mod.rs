@@ -11,6 +11,7 @@ pub mod gitlab_report;
 pub mod observed;
 pub mod order;
 pub mod saved;
+mod staged;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;

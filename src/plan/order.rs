@@ -250,6 +250,7 @@ mod tests {
                         talos_version: "v1.13.8".into(),
                         installer_image: String::new(),
                         secure_mode: true,
+                        staged: None,
                     },
                     yaml: crate::machine::Sensitive::new(String::new()),
                 },

@@ -1,7 +1,8 @@
 //! A simulated Talos node serving the Talos API on `<ip>:50000`, for tests and for
 //! trying talosprov without hardware. It follows the Talos sources: maintenance mode,
-//! config validation, install and reboot, secure mode with roles, etcd bootstrap and
-//! membership, kubeconfig, upgrade and reset; plus fault switches for tests.
+//! config validation, install and reboot, staged configs taken at the next boot, secure
+//! mode with roles, etcd bootstrap and membership, kubeconfig, upgrade and reset; plus
+//! fault switches for tests.
 
 mod certs;
 mod config;
@@ -171,9 +172,32 @@ impl SimNode {
         self.node.lock().installed_image.clone()
     }
 
-    /// How many times the node rebooted (install, upgrade, config, Reboot).
+    /// How many times the node rebooted (install, upgrade, config, Reboot, Reset).
     pub fn reboots(&self) -> u32 {
         self.node.lock().reboots
+    }
+
+    /// The machine config the node runs (YAML as applied); `None` in maintenance mode.
+    pub fn running_config(&self) -> Option<Vec<u8>> {
+        self.node.lock().config.as_ref().map(|c| c.raw.clone())
+    }
+
+    /// A machine config applied in staged mode and waiting for the node's next boot
+    /// (the STATE partition's config when it differs from the running one).
+    pub fn staged_config(&self) -> Option<Vec<u8>> {
+        let state = self.node.lock();
+        match (&state.persisted, &state.config) {
+            (Some(persisted), running) if running.as_ref() != Some(persisted) => {
+                Some(persisted.raw.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// When the node last booted, in seconds since the Unix epoch, as SystemStat
+    /// reports it.
+    pub fn boot_time(&self) -> u64 {
+        self.node.lock().boot_time
     }
 
     /// Every upgrade image the node accepted, in order.

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -84,7 +84,13 @@ pub struct ServedRpc {
 #[derive(Debug)]
 pub(crate) struct NodeState {
     pub phase: Phase,
+    /// The config the node runs (machined's active `MachineConfig`).
     pub config: Option<NodeConfig>,
+    /// The config on the STATE partition, which the next boot loads: ahead of
+    /// `config` after a staged apply (Talos's `PersistentID` config).
+    pub persisted: Option<NodeConfig>,
+    /// When the node last booted, in seconds since the Unix epoch (SystemStat).
+    pub boot_time: u64,
     pub installed: bool,
     pub tag: String,
     pub installed_image: Option<String>,
@@ -115,6 +121,8 @@ impl Node {
             state: Mutex::new(NodeState {
                 phase: Phase::Maintenance,
                 config: None,
+                persisted: None,
+                boot_time: unix_now(),
                 installed: false,
                 tag,
                 installed_image: None,
@@ -308,6 +316,9 @@ impl Shared {
             }
             state.installed_image = Some(image);
         }
+        // The boot loads the config from the STATE partition: a staged one is taken now.
+        state.config = state.persisted.clone();
+        state.boot_time = next_boot_time(state.boot_time, unix_now());
         state.services_ready_at = Instant::now() + state.faults.slow_boot;
         state.phase = if state.config.is_some() {
             Phase::Secure
@@ -365,6 +376,24 @@ impl Shared {
     }
 }
 
+/// The least time between two boots of a simulated node, in seconds: a real
+/// reboot (shutdown, firmware, kernel) takes longer, and a test's instant reboot
+/// must still move the boot time the way a real one does.
+pub(crate) const MIN_REBOOT_SECONDS: u64 = 30;
+
+/// The wall clock in seconds since the Unix epoch (0 before it).
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The boot time of a boot starting at `now` after one at `previous` (seconds
+/// since the Unix epoch): `now`, but at least [`MIN_REBOOT_SECONDS`] later.
+pub(crate) fn next_boot_time(previous: u64, now: u64) -> u64 {
+    now.max(previous + MIN_REBOOT_SECONDS)
+}
+
 /// The key grouping nodes into one simulated cluster: `cluster.id`, else the name.
 pub(crate) fn cluster_key(cfg: &NodeConfig) -> String {
     if cfg.cluster_id.is_empty() {
@@ -409,6 +438,12 @@ mod tests {
         assert_eq!(minor_version("v1.13.8"), Some((1, 13)));
         assert_eq!(minor_version("v1.12.0-beta.1"), Some((1, 12)));
         assert_eq!(minor_version("nonsense"), None);
+    }
+
+    #[test]
+    fn every_boot_moves_the_boot_time_forward_by_a_reboot_at_least() {
+        assert_eq!(next_boot_time(1_000, 1_005), 1_000 + MIN_REBOOT_SECONDS);
+        assert_eq!(next_boot_time(1_000, 5_000), 5_000);
     }
 
     #[test]
