@@ -227,7 +227,7 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
                 .context("the saved plan names an invalid target")?,
             None => args.target.clone(),
         };
-        let planned = make_plan(
+        let mut planned = make_plan(
             &topology,
             had_state.then_some(&state),
             saved.as_ref().and_then(|s| s.secrets.as_ref()),
@@ -235,6 +235,9 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             &targets,
         )
         .await?;
+        if args.staged {
+            crate::plan::stage_config_changes(&mut planned.plan);
+        }
         if args.refresh_only {
             if !had_state {
                 return Err(anyhow::anyhow!("no state yet: nothing to refresh").into());

@@ -9,7 +9,7 @@ use crate::state::Address;
 use crate::state::format::Staged;
 
 use super::diff::field;
-use super::{Drift, DriftKind, PlanWarning};
+use super::{Action, Drift, DriftKind, Plan, PlanWarning};
 
 /// What the plan notes about one node's staged config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +78,24 @@ pub(super) fn staged_note(
     })
 }
 
+/// Make the plan say what `apply --staged` does (pure): each machine config
+/// change on a running node (one with a config diff) is sent in staged mode,
+/// so the node does not reboot now and runs the config from its next boot. A
+/// Kubernetes version change keeps its rollout (applied with no reboot).
+pub fn stage_config_changes(plan: &mut Plan) {
+    for c in plan.changes.iter_mut().filter(|c| {
+        c.action == Action::ApplyConfig
+            && c.config_diff.is_some()
+            && !c.fields.iter().any(|f| f.name == "kubernetes_version")
+    }) {
+        c.reboot = Some(false);
+        c.reason = format!(
+            "{}; staged (--staged): the node runs it from its next reboot",
+            c.reason
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +160,43 @@ mod tests {
                 w.message
             );
         }
+    }
+
+    #[test]
+    fn staged_apply_plans_no_reboot_for_changes_on_running_nodes() {
+        let change = |host: &str, diff: Option<&str>, reboot: Option<bool>| crate::plan::Change {
+            address: Address::Config(host.into()),
+            action: Action::ApplyConfig,
+            reason: "machine config changed".into(),
+            fields: Vec::new(),
+            config_diff: diff.map(str::to_owned),
+            reboot,
+            depends_on: Vec::new(),
+        };
+        let mut plan = Plan {
+            format_version: crate::plan::PLAN_FORMAT_VERSION,
+            lineage: None,
+            serial: None,
+            refreshed: true,
+            destroy: false,
+            changes: vec![
+                change("running", Some("+ env"), Some(true)),
+                change("new", None, None),
+            ],
+            drift: Vec::new(),
+            warnings: Vec::new(),
+        };
+        stage_config_changes(&mut plan);
+        assert_eq!(plan.changes[0].reboot, Some(false));
+        assert_eq!(
+            plan.changes[0].reason,
+            "machine config changed; staged (--staged): the node runs it from its next reboot"
+        );
+        assert_eq!(
+            plan.changes[1],
+            change("new", None, None),
+            "a first apply is not staged"
+        );
     }
 
     #[test]

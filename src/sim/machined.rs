@@ -8,7 +8,7 @@ use tonic::Status;
 use super::config::{self, MachineType};
 use super::server::{Peer, ServeMode};
 use super::service::Api;
-use super::state::{Phase, UpgradeRecord, cluster_key};
+use super::state::{Phase, RebootRecord, UpgradeRecord, cluster_key};
 use crate::machine::immediate::can_apply_immediate;
 use crate::talos::api::machine::{self as pb, apply_configuration_request::Mode};
 
@@ -33,6 +33,16 @@ impl Api {
     /// Starts a reboot after the reply: the server loop closes the port at once and the
     /// in-flight reply still completes (graceful HTTP/2 shutdown).
     pub(super) fn reboot_now(&self) {
+        let cfg = self.node.lock().config.clone();
+        self.shared.log_reboot(RebootRecord {
+            node: self.node.ip,
+            control_plane: cfg
+                .as_ref()
+                .is_some_and(|c| c.machine_type == MachineType::ControlPlane),
+            etcd_healthy: cfg
+                .as_ref()
+                .is_some_and(|c| self.shared.etcd_healthy(&cluster_key(c))),
+        });
         {
             let mut state = self.node.lock();
             let delay = self.shared.options.reboot_delay;

@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 pub use config::{MachineType, NodeConfig, load as load_config};
-pub use state::{LoggedRpc, Phase, ServedRpc, UpgradeRecord};
+pub use state::{LoggedRpc, Phase, RebootRecord, ServedRpc, UpgradeRecord};
 
 use crate::talos::TALOS_API_PORT;
 use state::{Node, Shared};
@@ -126,6 +126,13 @@ impl Simulator {
     /// healthy at that moment.
     pub fn upgrade_log(&self) -> Vec<UpgradeRecord> {
         self.shared.upgrade_log()
+    }
+
+    /// Every reboot a node started through the Talos API so far (Reboot, a
+    /// reboot-mode apply, an install, an upgrade; not a Reset), in order, each
+    /// with whether etcd was healthy as the node went down.
+    pub fn reboot_log(&self) -> Vec<RebootRecord> {
+        self.shared.reboot_log()
     }
 
     /// Stops every node and waits for their servers to close.

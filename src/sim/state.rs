@@ -72,6 +72,19 @@ pub struct UpgradeRecord {
     pub etcd_healthy: bool,
 }
 
+/// A reboot a node started (Reboot, a reboot-mode apply, an install, an upgrade),
+/// with what etcd looked like as it went down.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RebootRecord {
+    /// The node that rebooted.
+    pub node: IpAddr,
+    /// Whether the node is a control plane (by the config it ran).
+    pub control_plane: bool,
+    /// Whether, just before the node went down, etcd of its cluster had been
+    /// bootstrapped and every member was up in secure mode and in the cluster.
+    pub etcd_healthy: bool,
+}
+
 /// One RPC the node served, with the code it answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServedRpc {
@@ -216,6 +229,8 @@ pub(crate) struct Shared {
     log: Mutex<Vec<LoggedRpc>>,
     /// Every upgrade accepted by any node, in order.
     upgrade_log: Mutex<Vec<UpgradeRecord>>,
+    /// Every reboot a node started, in order.
+    reboot_log: Mutex<Vec<RebootRecord>>,
 }
 
 impl Shared {
@@ -228,6 +243,7 @@ impl Shared {
             shutdown: watch::channel(false).0,
             log: Mutex::new(Vec::new()),
             upgrade_log: Mutex::new(Vec::new()),
+            reboot_log: Mutex::new(Vec::new()),
         }
     }
 
@@ -255,6 +271,22 @@ impl Shared {
     /// The upgrade log.
     pub fn upgrade_log(&self) -> Vec<UpgradeRecord> {
         self.upgrade_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Appends to the reboot log.
+    pub fn log_reboot(&self, record: RebootRecord) {
+        self.reboot_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(record);
+    }
+
+    /// The reboot log.
+    pub fn reboot_log(&self) -> Vec<RebootRecord> {
+        self.reboot_log
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
