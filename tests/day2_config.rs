@@ -167,6 +167,7 @@ async fn staged_config_waits_for_a_reboot_and_the_plan_says_so_until_then() {
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
+    assert!(text.contains("No changes to make."), "{text}");
     assert!(text.contains(warning), "{text}");
     assert!(text.contains(&reboot_hint), "{text}");
 

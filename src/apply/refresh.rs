@@ -55,10 +55,11 @@ async fn dry_run_reboots(client: &TalosClient, yaml: &Sensitive<String>) -> Opti
 }
 
 /// When the node booted (SystemStat), read for a node whose config is
-/// staged; `None` when it refuses, and its staged record then stays.
+/// staged; `None` when it refuses or gives none, and its staged record then
+/// stays.
 async fn staged_boot_time(client: &TalosClient) -> Option<u64> {
     match client.boot_time().await {
-        Ok(t) => Some(t),
+        Ok(t) => (t > 0).then_some(t),
         Err(e) => {
             tracing::debug!(error = %e, "the node's boot time was not read");
             None
@@ -150,9 +151,10 @@ pub async fn refresh(
                         }
                         _ => None,
                     };
-                    let boot_time = match recorded.staged {
-                        Some(_) => staged_boot_time(&c).await,
-                        None => None,
+                    let boot_time = if recorded.staged.is_some() {
+                        staged_boot_time(&c).await
+                    } else {
+                        None
                     };
                     Ok::<_, crate::talos::TalosError>((version, reboot, boot_time))
                 })

@@ -295,10 +295,13 @@ async fn staged_record(
     r: &Reporter,
 ) -> Record {
     let boot_time = match client.boot_time().await {
-        Ok(t) => Some(t),
-        Err(e) => {
+        Ok(t) if t > 0 => Some(t),
+        answer => {
+            let why = answer
+                .err()
+                .map_or_else(|| "none given".to_owned(), |e| e.to_string());
             r.warn(format!(
-                "the node's boot time could not be read ({e}): the state keeps the config \
+                "the node's boot time could not be read ({why}): the state keeps the config \
                  marked staged until a config is applied without --staged"
             ));
             None

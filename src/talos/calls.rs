@@ -272,9 +272,10 @@ impl TalosClient {
 
     /// When the node booted, in seconds since the Unix epoch (SystemStat's
     /// `boot_time`, the kernel's `/proc/stat` btime): it changes at every boot,
-    /// which tells whether the node rebooted since an earlier reading.
+    /// which tells whether the node rebooted since an earlier reading. 0 when
+    /// the node's answer carries none.
     ///
-    /// Errors: the RPC's (any role, `os:reader` included, may call it).
+    /// Errors: the RPC's [`TalosError`]; the `os:reader` role suffices.
     pub async fn boot_time(&self) -> Result<u64, TalosError> {
         const RPC: &str = "SystemStat";
         let reply = self
