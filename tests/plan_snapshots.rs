@@ -404,3 +404,27 @@ fn plan_json_round_trips_and_newer_versions_are_refused() {
         .replace("\"format_version\": 1", "\"format_version\": 9");
     assert!(Plan::from_json(newer.as_bytes()).is_err());
 }
+
+#[test]
+fn staged_config_warns_until_the_node_reboots_then_is_drift() {
+    let t = topology(TOPOLOGY);
+    let c = rendered(&t, &BTreeMap::new());
+    let mut s = applied(&t, &c);
+    s.resources
+        .configs
+        .get_mut("worker-01")
+        .expect("config")
+        .staged = Some(talosprov::state::format::Staged {
+        boot_time: Some(1_764_400_000),
+    });
+    let mut o = observed_from(&s);
+    o.boot_times.insert("worker-01".into(), 1_764_400_000);
+    let waiting = run(&t, &c, Some(&s), &o).expect("plan");
+    assert!(waiting.is_empty() && waiting.drift.is_empty());
+    insta::assert_snapshot!("staged_waiting", talosprov::ui::plan::render(&waiting));
+
+    o.boot_times.insert("worker-01".into(), 1_764_403_600);
+    let taken = run(&t, &c, Some(&s), &o).expect("plan");
+    assert!(taken.is_empty() && taken.warnings.is_empty());
+    insta::assert_snapshot!("staged_taken", talosprov::ui::plan::render(&taken));
+}

@@ -54,10 +54,14 @@ pub enum Record {
     },
     /// The node answered in secure mode with the recorded config.
     SecureMode(String),
-    /// The node was found out of secure mode (reset outside talosprov).
+    /// The node was found out of secure mode (reset outside talosprov): a
+    /// config staged on it was wiped too.
     NotSecure(String),
+    /// The node rebooted since its config was staged, and so runs it.
+    StagedTaken(String),
     /// The node was upgraded and runs this Talos version from this installer
-    /// image (its machine config record is otherwise kept).
+    /// image (its machine config record is otherwise kept; a staged config was
+    /// taken at the upgrade's reboot).
     Upgraded {
         /// Hostname.
         host: String,
@@ -131,6 +135,12 @@ pub fn apply(state: &mut State, record: Record) {
         Record::NotSecure(host) => {
             if let Some(c) = r.configs.get_mut(&host) {
                 c.secure_mode = false;
+                c.staged = None;
+            }
+        }
+        Record::StagedTaken(host) => {
+            if let Some(c) = r.configs.get_mut(&host) {
+                c.staged = None;
             }
         }
         Record::Upgraded {
@@ -141,6 +151,7 @@ pub fn apply(state: &mut State, record: Record) {
             if let Some(c) = r.configs.get_mut(&host) {
                 c.talos_version = talos_version;
                 c.installer_image = installer_image;
+                c.staged = None;
             }
         }
         Record::Bootstrap(b) => r.bootstrap = Some(b),
@@ -182,6 +193,7 @@ mod tests {
             talos_version: "v1.13.8".into(),
             installer_image: "i".into(),
             secure_mode: false,
+            staged: None,
         }
     }
 
@@ -233,5 +245,41 @@ mod tests {
         apply(&mut s, Record::VmGone("cp-01".into()));
         assert!(s.resources.bootstrap.is_none());
         assert!(s.outputs.kubeconfig.is_none());
+    }
+
+    #[test]
+    fn a_reboot_an_upgrade_or_a_reset_ends_a_staged_config() {
+        let staged = format::NodeConfig {
+            staged: Some(format::Staged {
+                boot_time: Some(1_000),
+            }),
+            secure_mode: true,
+            ..config()
+        };
+        let records = [
+            Record::StagedTaken("cp-01".into()),
+            Record::Upgraded {
+                host: "cp-01".into(),
+                talos_version: "v1.13.9".into(),
+                installer_image: "i:v1.13.9".into(),
+            },
+            Record::NotSecure("cp-01".into()),
+        ];
+        for record in records {
+            let mut s = State::new(uuid::Uuid::nil());
+            apply(
+                &mut s,
+                Record::Config {
+                    host: "cp-01".into(),
+                    config: staged.clone(),
+                    yaml: Sensitive::new("x"),
+                },
+            );
+            apply(&mut s, Record::SecureMode("cp-01".into()));
+            assert!(s.resources.configs["cp-01"].staged.is_some());
+            let what = format!("{record:?}");
+            apply(&mut s, record);
+            assert_eq!(s.resources.configs["cp-01"].staged, None, "{what}");
+        }
     }
 }

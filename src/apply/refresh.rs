@@ -2,7 +2,8 @@
 //! listing (plus the config of each recorded VM with its pending values, for
 //! its PCI devices and what it runs with), the image storage's `shared` flag,
 //! and the Talos version of each configured node that answers within a short
-//! probe.
+//! probe (with the boot time of a node whose config is staged, to tell whether
+//! it rebooted since).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -77,6 +78,19 @@ fn running_values(
             }
         })
         .collect()
+}
+
+/// When the node booted (SystemStat), read for a node whose config is
+/// staged; `None` when it refuses or gives none, and its staged record then
+/// stays.
+async fn staged_boot_time(client: &TalosClient) -> Option<u64> {
+    match client.boot_time().await {
+        Ok(t) => (t > 0).then_some(t),
+        Err(e) => {
+            tracing::debug!(error = %e, "the node's boot time was not read");
+            None
+        }
+    }
 }
 
 /// Observe the cluster for a plan.
@@ -154,44 +168,47 @@ pub async fn refresh(
             .configs
             .iter()
             .filter(|(_, c)| c.secure_mode)
-            .filter_map(|(host, c)| {
-                input
-                    .ips
-                    .get(host)
-                    .map(|ip| (host.clone(), *ip, &c.config_sha256))
-            })
+            .filter_map(|(host, c)| input.ips.get(host).map(|ip| (host.clone(), *ip, c)))
             .map(|(host, ip, recorded)| async move {
                 let answer = tokio::time::timeout(input.probe, async {
                     let c = TalosClient::connect_secure(ip, creds).await?;
                     let version = c.version().await?;
                     let reboot = match input.configs.get(&host) {
-                        Some((sha, yaml)) if sha != recorded => {
+                        Some((sha, yaml)) if *sha != recorded.config_sha256 => {
                             Some(dry_run_reboots(&c, yaml).await)
                         }
                         _ => None,
                     };
-                    Ok::<_, crate::talos::TalosError>((version, reboot))
+                    let boot_time = if recorded.staged.is_some() {
+                        staged_boot_time(&c).await
+                    } else {
+                        None
+                    };
+                    Ok::<_, crate::talos::TalosError>((version, reboot, boot_time))
                 })
                 .await;
                 match answer {
-                    Ok(Ok((v, reboot))) => Some((host, Ok(v.tag), reboot)),
+                    Ok(Ok((v, reboot, boot_time))) => Some((host, Ok(v.tag), reboot, boot_time)),
                     _ => {
                         // Not in secure mode: reset by hand, back in maintenance mode?
                         let maintenance = tokio::time::timeout(input.probe, async {
                             TalosClient::connect_maintenance(ip).await?.version().await
                         })
                         .await;
-                        matches!(maintenance, Ok(Ok(_))).then_some((host, Err(()), None))
+                        matches!(maintenance, Ok(Ok(_))).then_some((host, Err(()), None, None))
                     }
                 }
             });
-        for (host, tag, reboot) in futures::future::join_all(probes)
+        for (host, tag, reboot, boot_time) in futures::future::join_all(probes)
             .await
             .into_iter()
             .flatten()
         {
             if let Some(Some(reboot)) = reboot {
                 out.apply_reboots.insert(host.clone(), reboot);
+            }
+            if let Some(t) = boot_time {
+                out.boot_times.insert(host.clone(), t);
             }
             match tag {
                 Ok(tag) => {

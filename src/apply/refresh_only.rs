@@ -1,7 +1,7 @@
 //! `-refresh-only` (pure): the records that make the state match what refresh
 //! observed, changing nothing in the cluster, as OpenTofu's refresh-only mode
-//! does: VM settings read back, VMs gone, Talos versions the nodes report, and
-//! nodes found back in maintenance mode.
+//! does: VM settings read back, VMs gone, Talos versions the nodes report,
+//! nodes found back in maintenance mode, and staged configs taken at a reboot.
 
 use crate::plan::Observed;
 use crate::state::format::State;
@@ -62,6 +62,11 @@ pub fn observed_records(state: &State, observed: &Observed) -> Vec<Record> {
         }
         if observed.in_maintenance.contains(host) && config.secure_mode {
             out.push(Record::NotSecure(host.clone()));
+        } else if let (Some(staged), Some(boot_time)) =
+            (config.staged, observed.boot_times.get(host))
+            && staged.taken_at(*boot_time)
+        {
+            out.push(Record::StagedTaken(host.clone()));
         }
     }
     out
@@ -96,6 +101,7 @@ mod tests {
                     talos_version: "v1.13.7".into(),
                     installer_image: "i:v1.13.7".into(),
                     secure_mode: true,
+                    staged: None,
                 },
             );
         }
@@ -134,5 +140,43 @@ mod tests {
         assert!(!after.resources.vms.contains_key("w-01"));
         assert!(!after.resources.configs["cp-01"].secure_mode);
         assert!(observed_records(&s, &Observed::default()).is_empty());
+    }
+
+    #[test]
+    fn refresh_only_records_a_staged_config_taken_at_a_reboot() {
+        let mut s = state();
+        for host in ["cp-01", "w-01"] {
+            s.resources.configs.get_mut(host).expect("config").staged = Some(format::Staged {
+                boot_time: Some(1_000),
+            });
+        }
+        let mut o = Observed {
+            refreshed: true,
+            ..Observed::default()
+        };
+        for (vmid, name) in [(121, "cp-01"), (122, "w-01")] {
+            o.vms.insert(
+                vmid,
+                ObservedVm {
+                    vmid,
+                    node: "pve".into(),
+                    name: Some(name.into()),
+                    status: "running".into(),
+                    cores: Some(2),
+                    memory_mib: Some(4096),
+                    disk_gib: Some(50),
+                    hostpci: None,
+                    tags: Default::default(),
+                    running: Default::default(),
+                },
+            );
+        }
+        // cp-01 rebooted since; w-01 still runs the boot it had when staged.
+        o.boot_times.insert("cp-01".into(), 1_090);
+        o.boot_times.insert("w-01".into(), 1_000);
+        assert_eq!(
+            observed_records(&s, &o),
+            vec![Record::StagedTaken("cp-01".into())]
+        );
     }
 }

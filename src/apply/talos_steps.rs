@@ -15,6 +15,7 @@ use crate::topology::Role;
 
 use super::record::Record;
 use super::steps::{Context, Reporter, credentials};
+use super::upgrade_step::gated_restart;
 
 /// Reset a node through the Talos API if it answers (graceful for control
 /// planes, so it leaves etcd); a node that does not answer is left as is.
@@ -199,34 +200,7 @@ pub(super) async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> any
                 Some(rec) if rec.config_sha256 == want.record.config_sha256 => {
                     r.record(Record::SecureMode(host.to_owned()));
                 }
-                Some(_) => {
-                    let mode = least_disruptive_mode(ctx, &client, want.yaml.expose(), r).await?;
-                    let outcome = client
-                        .apply_configuration(
-                            want.yaml.expose().as_bytes(),
-                            &ApplyOptions {
-                                mode,
-                                ..ApplyOptions::default()
-                            },
-                        )
-                        .await
-                        .with_context(|| format!("{host} refused the machine config"))?;
-                    for warning in outcome.warnings {
-                        r.warn(warning);
-                    }
-                    if outcome.mode == ApplyMode::Staged {
-                        r.warn(
-                            "staged: the node applies the new machine config at its next reboot",
-                        );
-                    }
-                    if outcome.mode == ApplyMode::Reboot {
-                        r.record(config_record(false));
-                        r.progress("waiting for the node to reboot into secure mode");
-                        talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff)
-                            .await?;
-                    }
-                    r.record(config_record(true));
-                }
+                Some(_) => apply_change(ctx, host, &client, r).await?,
                 None => {
                     // Sent by a run that stopped before recording it.
                     r.warn("the node is configured already; recording the config as applied");
@@ -249,6 +223,103 @@ pub(super) async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> any
     talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff).await?;
     r.record(Record::SecureMode(host.to_owned()));
     Ok(())
+}
+
+/// Apply a changed config to a running node in the least disruptive mode.
+/// One that reboots the node goes through the health gate of a restart (for
+/// a control plane etcd healthy first; afterwards the node healthy again, and
+/// etcd), so a config change never takes etcd's quorum down; a staged one is
+/// recorded as staged.
+async fn apply_change(
+    ctx: &Context,
+    host: &str,
+    client: &TalosClient,
+    r: &Reporter,
+) -> anyhow::Result<()> {
+    let want = ctx
+        .desired
+        .configs
+        .get(host)
+        .with_context(|| format!("config/{host} is not in the topology"))?;
+    let (ip, w) = (want.ip, &ctx.waits);
+    let credentials = credentials(ctx)?;
+    let config_record = |secure_mode: bool| Record::Config {
+        host: host.to_owned(),
+        config: format::NodeConfig {
+            secure_mode,
+            ..want.record.clone()
+        },
+        yaml: Sensitive::new(want.yaml.expose().clone()),
+    };
+    let mode = least_disruptive_mode(ctx, client, want.yaml.expose(), r).await?;
+    let send = async {
+        let options = ApplyOptions {
+            mode,
+            ..ApplyOptions::default()
+        };
+        let outcome = client
+            .apply_configuration(want.yaml.expose().as_bytes(), &options)
+            .await
+            .with_context(|| format!("{host} refused the machine config"))?;
+        for warning in outcome.warnings {
+            r.warn(warning);
+        }
+        Ok::<_, anyhow::Error>(outcome.mode)
+    };
+    if mode == ApplyMode::Reboot {
+        gated_restart(ctx, host, r, async {
+            send.await?;
+            r.record(config_record(false));
+            r.progress("waiting for the node to reboot into secure mode");
+            talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff).await?;
+            Ok(())
+        })
+        .await?;
+    } else if send.await? == ApplyMode::Staged {
+        r.record(staged_record(client, host, ip, want, r).await);
+        return Ok(());
+    }
+    r.record(config_record(true));
+    Ok(())
+}
+
+/// The record of a config the node staged: it keeps running its previous
+/// config until its next boot, which refresh then tells by the node's boot
+/// time moving on (read after staging, so a reboot in between can only keep
+/// the record staged a while longer, never clear it early).
+async fn staged_record(
+    client: &TalosClient,
+    host: &str,
+    ip: IpAddr,
+    want: &crate::plan::DesiredConfig,
+    r: &Reporter,
+) -> Record {
+    let boot_time = match client.boot_time().await {
+        Ok(t) if t > 0 => Some(t),
+        answer => {
+            let why = answer
+                .err()
+                .map_or_else(|| "none given".to_owned(), |e| e.to_string());
+            r.warn(format!(
+                "the node's boot time could not be read ({why}): the state keeps the config \
+                 marked staged until a config is applied without --staged"
+            ));
+            None
+        }
+    };
+    r.warn(format!(
+        "staged: the node runs its previous machine config until its next reboot \
+         (`talosctl --nodes {ip} reboot`)"
+    ));
+    Record::Config {
+        host: host.to_owned(),
+        config: format::NodeConfig {
+            secure_mode: true,
+            staged: Some(format::Staged { boot_time }),
+            ..want.record.clone()
+        },
+        yaml: Sensitive::new(want.yaml.expose().clone()),
+    }
 }
 
 /// The mode to apply a changed config to a running node in: staged with

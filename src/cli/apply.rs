@@ -252,7 +252,7 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             .into());
         }
         let offline = !args.refresh || saved.as_ref().is_some_and(|s| !s.plan.refreshed);
-        let planned = make_plan(
+        let mut planned = make_plan(
             &topology,
             had_state.then_some(&state),
             saved.as_ref().and_then(|s| s.secrets.as_ref()),
@@ -260,6 +260,9 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             &targets,
         )
         .await?;
+        if args.staged {
+            crate::plan::stage_config_changes(&mut planned.plan);
+        }
         if args.refresh_only {
             if !had_state {
                 return Err(anyhow::anyhow!("no state yet: nothing to refresh").into());

@@ -289,6 +289,7 @@ pub fn desired(
                     talos_version: rendered.talos_version.clone(),
                     installer_image: rendered.installer_image.clone(),
                     secure_mode: true,
+                    staged: None,
                 },
                 yaml: rendered.yaml.clone(),
             },

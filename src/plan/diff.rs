@@ -14,6 +14,7 @@ use super::config_diff;
 use super::desired::Desired;
 use super::diff_vm::plan_vm;
 use super::observed::Observed;
+use super::staged::{Planned, StagedNote, staged_note};
 use super::{
     Action, Change, Drift, DriftKind, FieldChange, PLAN_FORMAT_VERSION, Plan, PlanWarning,
 };
@@ -295,6 +296,17 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         let upgrade = *running != want.record.talos_version
             || current.installer_image != want.record.installer_image;
         let config_changed = current.config_sha256 != want.record.config_sha256;
+        if let Some(staged) = current.staged {
+            let boot_time = obs.boot_times.get(host).copied();
+            let planned = Planned {
+                upgrade,
+                config_changed,
+            };
+            match staged_note(&address, want.ip, staged, boot_time, obs.refreshed, planned) {
+                StagedNote::Taken(d) => drift.push(d),
+                StagedNote::Waiting(w) => warnings.push(w),
+            }
+        }
         if !upgrade && !config_changed {
             if !current.secure_mode {
                 changes.push(change(

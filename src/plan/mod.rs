@@ -11,6 +11,7 @@ pub mod gitlab_report;
 pub mod observed;
 pub mod order;
 pub mod saved;
+mod staged;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -27,6 +28,7 @@ pub use gitlab_report::GitlabReport;
 pub use observed::{Observed, ObservedVm};
 pub use order::target;
 pub use saved::{SavedPlan, StalePlan, check_fresh};
+pub use staged::stage_config_changes;
 
 /// The version of the plan's JSON format (`plan -json`, `plan -out`). A reader
 /// refuses a newer one.

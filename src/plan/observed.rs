@@ -29,6 +29,13 @@ pub struct Observed {
     /// hostname; only nodes whose config changes and that answered.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub apply_reboots: BTreeMap<String, bool>,
+    /// When each node recorded with a staged machine config last booted, in
+    /// seconds since the Unix epoch (SystemStat `boot_time`), keyed by
+    /// hostname; nodes without a staged config, or that did not answer, are
+    /// absent. A boot time later than the one recorded at staging means the
+    /// node rebooted and runs the staged config.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub boot_times: BTreeMap<String, u64>,
     /// Whether `proxmox.image_storage` is shared between hosts (`shared` in
     /// `/storage/{storage}`); `None` when not read.
     pub image_storage_shared: Option<bool>,

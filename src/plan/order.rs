@@ -40,12 +40,15 @@ fn rank(c: &Change, desired: &Desired) -> u8 {
     }
 }
 
-/// A Talos upgrade, or a Kubernetes version change (a config change with a
-/// `kubernetes_version` field): both roll node by node.
+/// A Talos upgrade, a Kubernetes version change (a config change with a
+/// `kubernetes_version` field), or a config change on a running node (one
+/// with a config diff) that reboots it, or may (its dry run was not read):
+/// all roll node by node, so control planes never reboot together.
 fn in_rollout(c: &Change) -> bool {
     c.action == Action::Upgrade
         || (c.action == Action::ApplyConfig
-            && c.fields.iter().any(|f| f.name == "kubernetes_version"))
+            && (c.fields.iter().any(|f| f.name == "kubernetes_version")
+                || (c.config_diff.is_some() && c.reboot != Some(false))))
 }
 
 fn is_control_plane(desired: &Desired, host: &str) -> bool {
@@ -292,6 +295,7 @@ mod tests {
                         talos_version: "v1.13.8".into(),
                         installer_image: String::new(),
                         secure_mode: true,
+                        staged: None,
                     },
                     yaml: crate::machine::Sensitive::new(String::new()),
                 },
@@ -405,6 +409,64 @@ mod tests {
         let mut only_cp = plan_of();
         target(&mut only_cp, &[Address::Config("cp-1".into())], &d);
         assert!(only_cp.warnings.is_empty());
+    }
+
+    #[test]
+    fn config_changes_that_reboot_roll_one_node_at_a_time() {
+        use crate::topology::Role::{Controlplane, Worker};
+        let d = desired(&[
+            ("cp-1", Controlplane),
+            ("cp-2", Controlplane),
+            ("w-1", Worker),
+            ("w-2", Worker),
+        ]);
+        let config = |host: &str, reboot: Option<bool>| Change {
+            address: Address::Config(host.into()),
+            action: Action::ApplyConfig,
+            reason: "machine config changed".into(),
+            fields: Vec::new(),
+            config_diff: Some("+ env".into()),
+            reboot,
+            depends_on: Vec::new(),
+        };
+        let mut plan = Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            lineage: None,
+            serial: None,
+            refreshed: true,
+            destroy: false,
+            changes: vec![
+                config("w-2", Some(true)),
+                config("cp-2", None),
+                config("w-1", Some(false)),
+                config("cp-1", Some(true)),
+            ],
+            drift: Vec::new(),
+            warnings: Vec::new(),
+        };
+        chain_upgrades(&mut plan, &d, NonZeroUsize::MIN);
+        let rows: Vec<(String, Vec<String>)> = plan
+            .changes
+            .iter()
+            .map(|c| {
+                (
+                    c.address.to_string(),
+                    c.depends_on.iter().map(ToString::to_string).collect(),
+                )
+            })
+            .collect();
+        let row =
+            |a: &str, deps: &[&str]| (a.to_owned(), deps.iter().map(|d| (*d).to_owned()).collect());
+        assert_eq!(
+            rows,
+            vec![
+                row("config/w-1", &[]),
+                row("config/cp-1", &[]),
+                row("config/cp-2", &["config/cp-1"]),
+                row("config/w-2", &["config/cp-2"]),
+            ],
+            "a change applied without a reboot does not wait"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use tonic::Status;
 use super::config::{self, MachineType};
 use super::server::{Peer, ServeMode};
 use super::service::Api;
-use super::state::{Phase, UpgradeRecord, cluster_key};
+use super::state::{Phase, RebootRecord, UpgradeRecord, cluster_key};
 use crate::machine::immediate::can_apply_immediate;
 use crate::talos::api::machine::{self as pb, apply_configuration_request::Mode};
 
@@ -33,6 +33,16 @@ impl Api {
     /// Starts a reboot after the reply: the server loop closes the port at once and the
     /// in-flight reply still completes (graceful HTTP/2 shutdown).
     pub(super) fn reboot_now(&self) {
+        let cfg = self.node.lock().config.clone();
+        self.shared.log_reboot(RebootRecord {
+            node: self.node.ip,
+            control_plane: cfg
+                .as_ref()
+                .is_some_and(|c| c.machine_type == MachineType::ControlPlane),
+            etcd_healthy: cfg
+                .as_ref()
+                .is_some_and(|c| self.shared.etcd_healthy(&cluster_key(c))),
+        });
         {
             let mut state = self.node.lock();
             let delay = self.shared.options.reboot_delay;
@@ -80,15 +90,12 @@ impl Api {
                     "Dry run summary:\nNode is running in maintenance mode and does not have a config yet.",
                 ));
             }
-            let what = match resolved {
-                Mode::Reboot => "Applied configuration with a reboot",
-                Mode::Staged => "Staged configuration to be applied after a reboot",
-                Mode::Try => "Applied configuration in try mode",
-                Mode::Auto | Mode::NoReboot => "Applied configuration without a reboot",
-            };
             return Ok(reply(
                 resolved,
-                &format!("Dry run summary:\n{what} (skipped in dry-run)."),
+                &format!(
+                    "Dry run summary:\n{} (skipped in dry-run).",
+                    mode_details(resolved)
+                ),
             ));
         }
         if peer.mode == ServeMode::Maintenance {
@@ -98,13 +105,11 @@ impl Api {
             state.installed = true;
             state.etcd_data = false;
             state.etcd_lost = false;
+            state.persisted = Some(cfg.clone());
             state.config = Some(cfg);
             drop(state);
             self.reboot_now();
-            return Ok(reply(
-                Mode::NoReboot,
-                "Applied configuration without a reboot",
-            ));
+            return Ok(reply(Mode::NoReboot, mode_details(Mode::NoReboot)));
         }
         let current = state.config.as_ref().map(|c| c.machine_type);
         if current.is_some_and(|t| t != cfg.machine_type) {
@@ -112,28 +117,40 @@ impl Api {
                 "1 error occurred:\n\t* machine type can't be changed\n\n",
             ));
         }
-        if requested == Mode::NoReboot && !immediate {
+        // TRY goes the NO_REBOOT way in machined, refusals included.
+        if matches!(requested, Mode::NoReboot | Mode::Try) && !immediate {
             return Err(Status::invalid_argument(
                 "configuration cannot be applied without a reboot",
             ));
         }
-        state.config = Some(cfg);
+        // As machined does: NO_REBOOT writes the config to the STATE partition and
+        // runs it; STAGED and REBOOT only write it, so the node runs it from its next
+        // boot (REBOOT starts that boot); TRY runs it without writing it.
+        match resolved {
+            Mode::Staged | Mode::Reboot => state.persisted = Some(cfg),
+            Mode::Try => state.config = Some(cfg),
+            Mode::Auto | Mode::NoReboot => {
+                state.persisted = Some(cfg.clone());
+                state.config = Some(cfg);
+            }
+        }
         drop(state);
         self.shared.notify_changed();
-        Ok(match resolved {
-            Mode::Reboot => {
-                self.reboot_now();
-                reply(Mode::Reboot, "Applied configuration with a reboot")
-            }
-            Mode::Staged => reply(
-                Mode::Staged,
-                "Staged configuration to be applied after a reboot",
-            ),
-            Mode::Try => reply(Mode::Try, "Applied configuration in try mode"),
-            Mode::Auto | Mode::NoReboot => {
-                reply(Mode::NoReboot, "Applied configuration without a reboot")
-            }
-        })
+        if resolved == Mode::Reboot {
+            self.reboot_now();
+        }
+        Ok(reply(resolved, mode_details(resolved)))
+    }
+
+    /// When the node booted, in seconds since the Unix epoch, as SystemStat
+    /// reports it; it moves forward at every boot.
+    pub(super) fn system_stat(&self) -> pb::SystemStatResponse {
+        pb::SystemStatResponse {
+            messages: vec![pb::SystemStat {
+                metadata: None,
+                boot_time: self.node.lock().boot_time,
+            }],
+        }
     }
 
     pub(super) fn bootstrap_etcd(&self) -> Result<pb::BootstrapResponse, Status> {
@@ -354,5 +371,16 @@ impl Api {
     /// Takes the fail-next-upgrade fault, when set.
     pub(super) fn take_upgrade_fault(&self) -> Option<String> {
         self.node.lock().faults.fail_next_upgrade.take()
+    }
+}
+
+/// ApplyConfiguration's `mode_details` for the mode the node used, in machined's
+/// words (v1alpha1_server.go, Talos 1.13).
+fn mode_details(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Reboot => "Applied configuration with a reboot",
+        Mode::Staged => "Staged configuration to be applied after the next reboot",
+        Mode::Try => "Applied configuration in try mode",
+        Mode::Auto | Mode::NoReboot => "Applied configuration without a reboot",
     }
 }

@@ -1,7 +1,8 @@
 //! A simulated Talos node serving the Talos API on `<ip>:50000`, for tests and for
 //! trying talosprov without hardware. It follows the Talos sources: maintenance mode,
-//! config validation, install and reboot, secure mode with roles, etcd bootstrap and
-//! membership, kubeconfig, upgrade and reset; plus fault switches for tests.
+//! config validation, install and reboot, staged configs taken at the next boot, secure
+//! mode with roles, etcd bootstrap and membership, kubeconfig, upgrade and reset; plus
+//! fault switches for tests.
 
 mod certs;
 mod config;
@@ -20,7 +21,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 pub use config::{MachineType, NodeConfig, load as load_config};
-pub use state::{LoggedRpc, Phase, ServedRpc, UpgradeRecord};
+pub use state::{LoggedRpc, Phase, RebootRecord, ServedRpc, UpgradeRecord};
 
 use crate::talos::TALOS_API_PORT;
 use state::{Node, Shared};
@@ -127,6 +128,13 @@ impl Simulator {
         self.shared.upgrade_log()
     }
 
+    /// Every reboot a node started through the Talos API so far (Reboot, a
+    /// reboot-mode apply, an install, an upgrade; not a Reset), in order, each
+    /// with whether etcd was healthy as the node went down.
+    pub fn reboot_log(&self) -> Vec<RebootRecord> {
+        self.shared.reboot_log()
+    }
+
     /// Stops every node and waits for their servers to close.
     pub async fn shutdown(mut self) {
         self.shared.shutdown.send_replace(true);
@@ -171,9 +179,32 @@ impl SimNode {
         self.node.lock().installed_image.clone()
     }
 
-    /// How many times the node rebooted (install, upgrade, config, Reboot).
+    /// How many times the node rebooted (install, upgrade, config, Reboot, Reset).
     pub fn reboots(&self) -> u32 {
         self.node.lock().reboots
+    }
+
+    /// The machine config the node runs (YAML as applied); `None` in maintenance mode.
+    pub fn running_config(&self) -> Option<Vec<u8>> {
+        self.node.lock().config.as_ref().map(|c| c.raw.clone())
+    }
+
+    /// A machine config applied in staged mode and waiting for the node's next boot
+    /// (the STATE partition's config when it differs from the running one).
+    pub fn staged_config(&self) -> Option<Vec<u8>> {
+        let state = self.node.lock();
+        match (&state.persisted, &state.config) {
+            (Some(persisted), running) if running.as_ref() != Some(persisted) => {
+                Some(persisted.raw.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// When the node last booted, in seconds since the Unix epoch, as SystemStat
+    /// reports it.
+    pub fn boot_time(&self) -> u64 {
+        self.node.lock().boot_time
     }
 
     /// Every upgrade image the node accepted, in order.

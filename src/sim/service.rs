@@ -247,6 +247,7 @@ impl pb::machine_service_server::MachineService for Api {
             {
                 let mut state = self.node.lock();
                 state.config = None;
+                state.persisted = None;
                 state.installed = false;
                 state.etcd_data = false;
                 state.etcd_lost = false;
@@ -275,6 +276,14 @@ impl pb::machine_service_server::MachineService for Api {
         let result = self
             .authorize(&request, MACHINE, RPC)
             .map(|_| self.services());
+        self.done(RPC, result)
+    }
+
+    async fn system_stat(&self, request: Request<()>) -> Reply<pb::SystemStatResponse> {
+        const RPC: &str = "SystemStat";
+        let result = self
+            .authorize(&request, MACHINE, RPC)
+            .map(|_| self.system_stat());
         self.done(RPC, result)
     }
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -72,6 +72,19 @@ pub struct UpgradeRecord {
     pub etcd_healthy: bool,
 }
 
+/// A reboot a node started (Reboot, a reboot-mode apply, an install, an upgrade),
+/// with what etcd looked like as it went down.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RebootRecord {
+    /// The node that rebooted.
+    pub node: IpAddr,
+    /// Whether the node is a control plane (by the config it ran).
+    pub control_plane: bool,
+    /// Whether, just before the node went down, etcd of its cluster had been
+    /// bootstrapped and every member was up in secure mode and in the cluster.
+    pub etcd_healthy: bool,
+}
+
 /// One RPC the node served, with the code it answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServedRpc {
@@ -84,7 +97,13 @@ pub struct ServedRpc {
 #[derive(Debug)]
 pub(crate) struct NodeState {
     pub phase: Phase,
+    /// The config the node runs (machined's active `MachineConfig`).
     pub config: Option<NodeConfig>,
+    /// The config on the STATE partition, which the next boot loads: ahead of
+    /// `config` after a staged apply (Talos's `PersistentID` config).
+    pub persisted: Option<NodeConfig>,
+    /// When the node last booted, in seconds since the Unix epoch (SystemStat).
+    pub boot_time: u64,
     pub installed: bool,
     pub tag: String,
     pub installed_image: Option<String>,
@@ -115,6 +134,8 @@ impl Node {
             state: Mutex::new(NodeState {
                 phase: Phase::Maintenance,
                 config: None,
+                persisted: None,
+                boot_time: unix_now(),
                 installed: false,
                 tag,
                 installed_image: None,
@@ -208,6 +229,8 @@ pub(crate) struct Shared {
     log: Mutex<Vec<LoggedRpc>>,
     /// Every upgrade accepted by any node, in order.
     upgrade_log: Mutex<Vec<UpgradeRecord>>,
+    /// Every reboot a node started, in order.
+    reboot_log: Mutex<Vec<RebootRecord>>,
 }
 
 impl Shared {
@@ -220,6 +243,7 @@ impl Shared {
             shutdown: watch::channel(false).0,
             log: Mutex::new(Vec::new()),
             upgrade_log: Mutex::new(Vec::new()),
+            reboot_log: Mutex::new(Vec::new()),
         }
     }
 
@@ -247,6 +271,22 @@ impl Shared {
     /// The upgrade log.
     pub fn upgrade_log(&self) -> Vec<UpgradeRecord> {
         self.upgrade_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Appends to the reboot log.
+    pub fn log_reboot(&self, record: RebootRecord) {
+        self.reboot_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(record);
+    }
+
+    /// The reboot log.
+    pub fn reboot_log(&self) -> Vec<RebootRecord> {
+        self.reboot_log
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
@@ -308,6 +348,9 @@ impl Shared {
             }
             state.installed_image = Some(image);
         }
+        // The boot loads the config from the STATE partition: a staged one is taken now.
+        state.config = state.persisted.clone();
+        state.boot_time = next_boot_time(state.boot_time, unix_now());
         state.services_ready_at = Instant::now() + state.faults.slow_boot;
         state.phase = if state.config.is_some() {
             Phase::Secure
@@ -365,6 +408,24 @@ impl Shared {
     }
 }
 
+/// The least time between two boots of a simulated node, in seconds: a real
+/// reboot (shutdown, firmware, kernel) takes longer, and a test's instant reboot
+/// must still move the boot time the way a real one does.
+pub(crate) const MIN_REBOOT_SECONDS: u64 = 30;
+
+/// The wall clock in seconds since the Unix epoch (0 before it).
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The boot time of a boot starting at `now` after one at `previous` (seconds
+/// since the Unix epoch): `now`, but at least [`MIN_REBOOT_SECONDS`] later.
+pub(crate) fn next_boot_time(previous: u64, now: u64) -> u64 {
+    now.max(previous + MIN_REBOOT_SECONDS)
+}
+
 /// The key grouping nodes into one simulated cluster: `cluster.id`, else the name.
 pub(crate) fn cluster_key(cfg: &NodeConfig) -> String {
     if cfg.cluster_id.is_empty() {
@@ -409,6 +470,12 @@ mod tests {
         assert_eq!(minor_version("v1.13.8"), Some((1, 13)));
         assert_eq!(minor_version("v1.12.0-beta.1"), Some((1, 12)));
         assert_eq!(minor_version("nonsense"), None);
+    }
+
+    #[test]
+    fn every_boot_moves_the_boot_time_forward_by_a_reboot_at_least() {
+        assert_eq!(next_boot_time(1_000, 1_005), 1_000 + MIN_REBOOT_SECONDS);
+        assert_eq!(next_boot_time(1_000, 5_000), 5_000);
     }
 
     #[test]

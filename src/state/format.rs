@@ -186,6 +186,40 @@ pub struct NodeConfig {
     /// Whether the node came up in secure mode (Talos API with mTLS) after the
     /// config was applied.
     pub secure_mode: bool,
+    /// Set while the config was applied in staged mode (`apply --staged`) and
+    /// the node has not been seen rebooted since: Talos writes a staged config
+    /// to its STATE partition and keeps running the previous one until its
+    /// next boot. Absent otherwise, and in states written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged: Option<Staged>,
+}
+
+/// A machine config staged on a node, which the node takes at its next boot
+/// (ApplyConfiguration mode STAGED; machined's `SetPersistedConfig`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Staged {
+    /// When the node had last booted at the time the config was staged, in
+    /// seconds since the Unix epoch (SystemStat `boot_time`); `None` when the
+    /// node did not say, and then only a later apply clears the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_time: Option<u64>,
+}
+
+impl Staged {
+    /// How far, in seconds, a node's reported boot time may move without a
+    /// boot: the kernel derives btime from the wall clock in whole seconds, so
+    /// two readings can differ by one. A reboot moves it by at least the
+    /// node's uptime plus the time the reboot takes.
+    pub const BOOT_TIME_SLACK_SECONDS: u64 = 2;
+
+    /// Whether a node that now reports `boot_time` (seconds since the Unix
+    /// epoch) has booted since the config was staged, and so runs it. `false`
+    /// when the boot time at staging is unknown.
+    pub fn taken_at(&self, boot_time: u64) -> bool {
+        self.boot_time
+            .is_some_and(|then| boot_time > then + Self::BOOT_TIME_SLACK_SECONDS)
+    }
 }
 
 /// The cluster bootstrap (etcd on the first control plane), done once.
@@ -456,6 +490,7 @@ pub(crate) mod tests {
                 talos_version: "v1.13.8".to_owned(),
                 installer_image: "factory.talos.dev/nocloud-installer/abc:v1.13.8".to_owned(),
                 secure_mode: true,
+                staged: None,
             },
         );
         r.bootstrap = Some(Bootstrap {
@@ -559,5 +594,36 @@ pub(crate) mod tests {
         assert!(s.remove(&Address::Vm("talos-worker-01".to_owned())));
         assert!(!s.remove(&Address::Vm("talos-worker-01".to_owned())));
         assert!(s.resources.configs.contains_key("talos-worker-01"));
+    }
+
+    #[test]
+    fn staged_config_is_written_only_when_pending_and_older_states_read() {
+        let mut config = sample().resources.configs["talos-worker-01"].clone();
+        let plain = serde_json::to_value(&config).unwrap();
+        assert!(plain.get("staged").is_none(), "{plain}");
+        let back: NodeConfig = serde_json::from_value(plain).unwrap();
+        assert_eq!(
+            back.staged, None,
+            "a state without the field reads as not staged"
+        );
+        config.staged = Some(Staged {
+            boot_time: Some(1_764_400_000),
+        });
+        insta::assert_snapshot!(
+            serde_json::to_string(&config).unwrap(),
+            @r#"{"config_sha256":"abababababababababababababababababababababababababababababababab","talos_version":"v1.13.8","installer_image":"factory.talos.dev/nocloud-installer/abc:v1.13.8","secure_mode":true,"staged":{"boot_time":1764400000}}"#
+        );
+    }
+
+    #[test]
+    fn staged_config_is_taken_once_the_boot_time_moves_on() {
+        let staged = Staged {
+            boot_time: Some(1_000),
+        };
+        assert!(!staged.taken_at(1_000));
+        assert!(!staged.taken_at(1_000 + Staged::BOOT_TIME_SLACK_SECONDS));
+        assert!(staged.taken_at(1_060));
+        assert!(!staged.taken_at(900), "an earlier boot time is not a boot");
+        assert!(!Staged { boot_time: None }.taken_at(5_000));
     }
 }

@@ -270,6 +270,25 @@ impl TalosClient {
             .collect())
     }
 
+    /// When the node booted, in seconds since the Unix epoch (SystemStat's
+    /// `boot_time`, the kernel's `/proc/stat` btime): it changes at every boot,
+    /// which tells whether the node rebooted since an earlier reading. 0 when
+    /// the node's answer carries none.
+    ///
+    /// Errors: the RPC's [`TalosError`]; the `os:reader` role suffices.
+    pub async fn boot_time(&self) -> Result<u64, TalosError> {
+        const RPC: &str = "SystemStat";
+        let reply = self
+            .machine()
+            .system_stat(())
+            .await
+            .map_err(|s| self.err(RPC, s))?
+            .into_inner();
+        let message = reply.messages.into_iter().next().unwrap_or_default();
+        self.check_metadata(RPC, message.metadata.as_ref())?;
+        Ok(message.boot_time)
+    }
+
     /// Reboots the node. The connection drops; use a wait to see it come back.
     pub async fn reboot(&self, mode: RebootMode) -> Result<(), TalosError> {
         let mode = match mode {

@@ -52,7 +52,7 @@ pub fn allowed_roles(path: &str) -> &'static [Role] {
     match path.rsplit('/').next().unwrap_or_default() {
         _ if path.starts_with("/machine.LifecycleService/") => ADMIN,
         "Pull" if path.starts_with("/machine.ImageService/") => OPERATOR,
-        "Version" | "ServiceList" => READER,
+        "Version" | "ServiceList" | "SystemStat" => READER,
         "EtcdMemberList" => ETCD_READER,
         "EtcdSnapshot" => ETCD_BACKUP,
         "Reboot" | "Shutdown" => OPERATOR,
@@ -102,6 +102,7 @@ mod tests {
     fn readers_may_call_version_and_service_list_but_not_reboot() {
         assert!(allowed_roles("/machine.MachineService/Version").contains(&Role::Reader));
         assert!(allowed_roles("/machine.MachineService/ServiceList").contains(&Role::Reader));
+        assert!(allowed_roles("/machine.MachineService/SystemStat").contains(&Role::Reader));
         assert!(!allowed_roles("/machine.MachineService/Reboot").contains(&Role::Reader));
         assert_eq!(
             required_roles_text("/machine.MachineService/Reboot"),

@@ -43,6 +43,12 @@ pub fn render(plan: &Plan) -> String {
             "This is a refresh-only plan: talosprov will not undo these changes. \
              `talosprov apply -refresh-only` records them in the state.\n",
         );
+    } else if plan.changes.is_empty() && !plan.warnings.is_empty() {
+        // Nothing to do, but not all is as the topology says (a staged config
+        // waiting for a reboot): the warnings say what.
+        out.push_str(
+            "No changes to make. The state matches the topology; see the warnings below.\n",
+        );
     } else if plan.changes.is_empty() {
         out.push_str("No changes. The cluster matches the topology.\n");
     } else {

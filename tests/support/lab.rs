@@ -199,6 +199,26 @@ impl Lab {
         let bytes = std::fs::read(self.state_file()).expect("state file");
         talosprov::state::State::from_json(&bytes).expect("state JSON")
     }
+
+    /// The Talos client credentials of the state's talosconfig (`os:admin`), as
+    /// an operator's talosctl would use them.
+    pub async fn talos_credentials(&self) -> talosprov::talos::ClientCredentials {
+        let text = stdout(&self.run(&["output", "talosconfig", "-raw"]).await);
+        let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("talosconfig YAML");
+        let context = doc["context"].as_str().expect("context").to_owned();
+        let field = |f: &str| {
+            doc["contexts"][context.as_str()][f]
+                .as_str()
+                .expect("talosconfig field")
+                .to_owned()
+        };
+        talosprov::talos::ClientCredentials::from_talosconfig_fields(
+            &field("ca"),
+            &field("crt"),
+            &field("key"),
+        )
+        .expect("credentials")
+    }
 }
 
 /// stdout as text.
