@@ -228,13 +228,13 @@ async fn staged_config_waits_for_a_reboot_and_the_plan_says_so_until_then() {
         .run(&["plan", "-refresh-only", "-detailed-exitcode"])
         .await;
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-    let out = lab.run(&["apply", "-refresh-only", "-auto-approve"]).await;
+    // A plain apply keeps what refresh saw, as `apply -refresh-only` would.
+    let serial = lab.state().serial;
+    let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(out.status.success());
-    assert!(
-        lab.state().resources.configs["talos-worker-01"]
-            .staged
-            .is_none()
-    );
+    let state = lab.state();
+    assert!(state.resources.configs["talos-worker-01"].staged.is_none());
+    assert_eq!(state.serial, serial + 1);
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);

@@ -316,6 +316,19 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
                 store.save(&mut state, encrypted).await?;
             }
         }
+        // What refresh saw that no change undoes is kept, as OpenTofu's apply
+        // keeps its refreshed state: a staged config that a reboot has taken.
+        let taken: Vec<Record> =
+            apply::refresh_only::observed_records(&state, &planned.observed)
+                .into_iter()
+                .filter(|r| matches!(r, Record::StagedTaken(_)))
+                .collect();
+        if had_state && !taken.is_empty() {
+            for r in taken {
+                apply::record::apply(&mut state, r);
+            }
+            store.save(&mut state, encrypted).await?;
+        }
         if plan.is_empty() {
             crate::ui::write_stdout("\nApply complete! Resources: 0 added, 0 changed, 0 destroyed.\n")?;
             return Ok(Outcome::Success);
