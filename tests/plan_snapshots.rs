@@ -428,3 +428,39 @@ fn staged_config_warns_until_the_node_reboots_then_is_drift() {
     assert!(taken.is_empty() && taken.warnings.is_empty());
     insta::assert_snapshot!("staged_taken", talosprov::ui::plan::render(&taken));
 }
+
+#[test]
+fn kubernetes_change_rolls_without_a_reboot_unless_the_node_says_it_needs_one() {
+    let t = topology(TOPOLOGY);
+    let kubelet =
+        |v: &str| format!("    kubelet:\n        image: ghcr.io/siderolabs/kubelet:{v}\n");
+    // The digests here are the text lengths: the versions differ in length.
+    let (old, new) = (kubelet("v1.36.2"), kubelet("v1.36.10"));
+    let c = rendered(&t, &BTreeMap::from([("worker-01", old.as_str())]));
+    let s = applied(&t, &c);
+    let c2 = rendered(&t, &BTreeMap::from([("worker-01", new.as_str())]));
+    let mut o = observed_from(&s);
+    o.apply_reboots.insert("worker-01".into(), false);
+    let p = run(&t, &c2, Some(&s), &o).expect("plan");
+    let ch = &p.changes[0];
+    assert_eq!(ch.fields[0].name, "kubernetes_version");
+    assert_eq!(ch.reboot, Some(false));
+    assert!(
+        ch.reason
+            .contains("the new control-plane component images on every control plane first"),
+        "{}",
+        ch.reason
+    );
+    o.apply_reboots.insert("worker-01".into(), true);
+    let p = run(&t, &c2, Some(&s), &o).expect("plan");
+    let ch = &p.changes[0];
+    assert_eq!(ch.fields[0].name, "kubernetes_version");
+    assert_eq!(ch.reboot, Some(true));
+    assert!(
+        ch.reason.contains(
+            "with other settings the node reboots for: the whole config applied with a reboot"
+        ),
+        "{}",
+        ch.reason
+    );
+}

@@ -169,12 +169,15 @@ pub(super) async fn gated_restart(
 
 /// Whether `change` is a Kubernetes version change of a configured node: a
 /// machine config change with a `kubernetes_version` field, on a node recorded
-/// in secure mode. Such a change rolls through [`kubernetes`].
+/// in secure mode, that its dry run did not say needs a reboot. Such a change
+/// rolls through [`kubernetes`]; one with other settings the node must reboot
+/// for is applied with its reboot like any other config change.
 pub(super) fn is_kubernetes_roll(ctx: &Context, change: &Change) -> bool {
     let Address::Config(host) = &change.address else {
         return false;
     };
     change.action == Action::ApplyConfig
+        && change.reboot != Some(true)
         && change.fields.iter().any(|f| f.name == "kubernetes_version")
         && ctx
             .recorded_configs

@@ -382,6 +382,17 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
                         "machine config changed; by the settings changed, likely with a reboot"
                             .into();
                 }
+                if let (Some(true), (Some(from), Some(to))) = (c.reboot, &kubernetes)
+                    && from != to
+                {
+                    c.reason = format!(
+                        "Kubernetes {from} -> {to} with other settings the node reboots for: \
+                         the whole config applied with a reboot, node by node (control planes, \
+                         then workers), each behind the health gate; the bootstrap manifests \
+                         (kube-proxy, CoreDNS) are not synced through the Kubernetes API by \
+                         this change"
+                    );
+                }
             }
             if bootstrapped {
                 for name in config_diff::bootstrap_only_changes(before, after) {
