@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use support::lab::{Lab, stderr, stdout};
 use talosprov::sim::Phase;
-use talosprov::talos::{ClientCredentials, TalosClient};
+use talosprov::talos::TalosClient;
 
 fn at_version(version: &'static str) -> impl Fn(String) -> String {
     move |t| {
@@ -163,9 +163,10 @@ async fn rollout_stopped_by_a_failed_upgrade_records_the_upgraded_nodes_and_cont
 /// The etcd members control plane `ip` lists, by peer address, through the Talos API
 /// with the state's talosconfig.
 async fn etcd_members(lab: &Lab, ip: &str) -> Vec<String> {
-    let client = TalosClient::connect_secure(ip.parse().expect("ip"), &credentials(lab).await)
-        .await
-        .expect("connect");
+    let client =
+        TalosClient::connect_secure(ip.parse().expect("ip"), &lab.talos_credentials().await)
+            .await
+            .expect("connect");
     let mut names: Vec<String> = client
         .etcd_member_list()
         .await
@@ -176,21 +177,6 @@ async fn etcd_members(lab: &Lab, ip: &str) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// The Talos client credentials of the lab's state.
-async fn credentials(lab: &Lab) -> ClientCredentials {
-    let text = stdout(&lab.run(&["output", "talosconfig", "-raw"]).await);
-    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("talosconfig YAML");
-    let context = doc["context"].as_str().expect("context").to_owned();
-    let field = |f: &str| {
-        doc["contexts"][context.as_str()][f]
-            .as_str()
-            .expect("field")
-            .to_owned()
-    };
-    ClientCredentials::from_talosconfig_fields(&field("ca"), &field("crt"), &field("key"))
-        .expect("credentials")
 }
 
 fn without_node(hostname: &'static str) -> impl Fn(String) -> String {
@@ -362,13 +348,10 @@ async fn config_change_talos_applies_at_once_is_planned_and_applied_without_a_re
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_reset_by_hand_is_drift_and_apply_configures_it_again() {
-    let lab = Lab::start("2.7", Duration::from_millis(100)).await;
-    lab.import_secrets().await;
-    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
-    let worker: std::net::IpAddr = lab.ips[1].parse().expect("ip");
-    let client = TalosClient::connect_secure(worker, &credentials(&lab).await)
+/// Reset the node at `ip` through the Talos API as an operator would (no
+/// graceful leave, no reboot), then power it on: it waits in maintenance mode.
+async fn reset_to_maintenance(lab: &Lab, ip: std::net::IpAddr) -> talosprov::sim::SimNode {
+    let client = TalosClient::connect_secure(ip, &lab.talos_credentials().await)
         .await
         .expect("connect");
     client
@@ -379,8 +362,7 @@ async fn node_reset_by_hand_is_drift_and_apply_configures_it_again() {
         })
         .await
         .expect("reset");
-    let sim = lab.sim.as_ref().expect("sim");
-    let node = sim.node(worker).expect("node");
+    let node = lab.sim.as_ref().expect("sim").node(ip).expect("node");
     assert!(
         node.wait_for_phase(|p| p == Phase::Halted, Duration::from_secs(30))
             .await
@@ -390,6 +372,16 @@ async fn node_reset_by_hand_is_drift_and_apply_configures_it_again() {
         node.wait_for_phase(|p| p == Phase::Maintenance, Duration::from_secs(30))
             .await
     );
+    node
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_reset_by_hand_is_drift_and_apply_configures_it_again() {
+    let lab = Lab::start("2.7", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    let worker: std::net::IpAddr = lab.ips[1].parse().expect("ip");
+    let node = reset_to_maintenance(&lab, worker).await;
 
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(2));
@@ -614,24 +606,7 @@ async fn vm_deleted_by_hand_is_drift_and_apply_creates_and_configures_it_again()
         .expect("delete by hand");
     // A VM created again boots a fresh disk: Talos in maintenance mode.
     let ip: std::net::IpAddr = lab.ips[1].parse().expect("ip");
-    let client = TalosClient::connect_secure(ip, &credentials(&lab).await)
-        .await
-        .expect("connect");
-    client
-        .reset(&talosprov::talos::ResetOptions {
-            graceful: false,
-            reboot: false,
-            system_partitions: Vec::new(),
-        })
-        .await
-        .expect("reset");
-    let sim = lab.sim.as_ref().expect("sim");
-    let node = sim.node(ip).expect("node");
-    assert!(
-        node.wait_for_phase(|p| p == Phase::Halted, Duration::from_secs(30))
-            .await
-    );
-    node.power_on();
+    let node = reset_to_maintenance(&lab, ip).await;
 
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(2));

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+use crate::plan::DesiredConfig;
 use crate::state::Sensitive;
 use crate::state::format;
 use crate::talos::{self, ApplyMode, ApplyOptions, ClientCredentials, TalosClient};
@@ -182,14 +183,7 @@ pub(super) async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> any
     let w = &ctx.waits;
     let recorded = ctx.recorded_configs.get(host);
     let credentials = credentials(ctx)?;
-    let config_record = |secure_mode: bool| Record::Config {
-        host: host.to_owned(),
-        config: format::NodeConfig {
-            secure_mode,
-            ..want.record.clone()
-        },
-        yaml: Sensitive::new(want.yaml.expose().clone()),
-    };
+    let config_record = |secure_mode: bool| config_record(host, want, secure_mode);
     r.progress("checking the Talos API");
     let client = match wait_either(ctx, ip, host, credentials, r).await? {
         NodeMode::Maintenance(c) => c,
@@ -243,14 +237,7 @@ async fn apply_change(
         .with_context(|| format!("config/{host} is not in the topology"))?;
     let (ip, w) = (want.ip, &ctx.waits);
     let credentials = credentials(ctx)?;
-    let config_record = |secure_mode: bool| Record::Config {
-        host: host.to_owned(),
-        config: format::NodeConfig {
-            secure_mode,
-            ..want.record.clone()
-        },
-        yaml: Sensitive::new(want.yaml.expose().clone()),
-    };
+    let config_record = |secure_mode: bool| config_record(host, want, secure_mode);
     let mode = least_disruptive_mode(ctx, client, want.yaml.expose(), r).await?;
     let send = async {
         let options = ApplyOptions {
@@ -316,6 +303,19 @@ async fn staged_record(
         config: format::NodeConfig {
             secure_mode: true,
             staged: Some(format::Staged { boot_time }),
+            ..want.record.clone()
+        },
+        yaml: Sensitive::new(want.yaml.expose().clone()),
+    }
+}
+
+/// The record of `host`'s desired config `want` as applied, in secure mode
+/// or not yet, with no staged mark.
+fn config_record(host: &str, want: &DesiredConfig, secure_mode: bool) -> Record {
+    Record::Config {
+        host: host.to_owned(),
+        config: format::NodeConfig {
+            secure_mode,
             ..want.record.clone()
         },
         yaml: Sensitive::new(want.yaml.expose().clone()),

@@ -282,6 +282,26 @@ mod tests {
         }
     }
 
+    /// Each change's address and what it waits for.
+    fn rows(plan: &Plan) -> Vec<(String, Vec<String>)> {
+        plan.changes
+            .iter()
+            .map(|c| {
+                (
+                    c.address.to_string(),
+                    c.depends_on.iter().map(ToString::to_string).collect(),
+                )
+            })
+            .collect()
+    }
+
+    fn row(address: &str, deps: &[&str]) -> (String, Vec<String>) {
+        (
+            address.to_owned(),
+            deps.iter().map(|d| (*d).to_owned()).collect(),
+        )
+    }
+
     fn desired(nodes: &[(&str, crate::topology::Role)]) -> Desired {
         let mut d = Desired::default();
         for (host, role) in nodes {
@@ -329,18 +349,7 @@ mod tests {
         };
         let two = NonZeroUsize::new(2).expect("two");
         chain_upgrades(&mut plan, &d, two);
-        let rows: Vec<(String, Vec<String>)> = plan
-            .changes
-            .iter()
-            .map(|c| {
-                (
-                    c.address.to_string(),
-                    c.depends_on.iter().map(ToString::to_string).collect(),
-                )
-            })
-            .collect();
-        let row =
-            |a: &str, deps: &[&str]| (a.to_owned(), deps.iter().map(|d| (*d).to_owned()).collect());
+        let rows = rows(&plan);
         assert_eq!(
             rows,
             vec![
@@ -445,18 +454,7 @@ mod tests {
             warnings: Vec::new(),
         };
         chain_upgrades(&mut plan, &d, NonZeroUsize::MIN);
-        let rows: Vec<(String, Vec<String>)> = plan
-            .changes
-            .iter()
-            .map(|c| {
-                (
-                    c.address.to_string(),
-                    c.depends_on.iter().map(ToString::to_string).collect(),
-                )
-            })
-            .collect();
-        let row =
-            |a: &str, deps: &[&str]| (a.to_owned(), deps.iter().map(|d| (*d).to_owned()).collect());
+        let rows = rows(&plan);
         assert_eq!(
             rows,
             vec![
