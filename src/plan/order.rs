@@ -200,6 +200,19 @@ fn is_kubernetes_change(c: &Change) -> bool {
     c.action == Action::ApplyConfig && c.fields.iter().any(|f| f.name == "kubernetes_version")
 }
 
+/// The addresses of the Kubernetes version changes of control planes (or,
+/// with `control_planes` false, of workers).
+fn kubernetes_changes(plan: &Plan, desired: &Desired, control_planes: bool) -> Vec<Address> {
+    plan.changes
+        .iter()
+        .filter(|c| is_kubernetes_change(c))
+        .filter(|c| {
+            matches!(&c.address, Address::Config(h) if is_control_plane(desired, h) == control_planes)
+        })
+        .map(|c| c.address.clone())
+        .collect()
+}
+
 /// Keep only the changes at `targets` and the changes they depend on
 /// (transitively), as OpenTofu's `-target` does. An empty `targets` keeps all.
 /// When the targets keep a worker's Kubernetes version change but leave out a
@@ -209,13 +222,7 @@ pub fn target(plan: &mut Plan, targets: &[Address], desired: &Desired) {
     if targets.is_empty() {
         return;
     }
-    let kubernetes_control_planes: Vec<Address> = plan
-        .changes
-        .iter()
-        .filter(|c| is_kubernetes_change(c))
-        .filter(|c| matches!(&c.address, Address::Config(h) if is_control_plane(desired, h)))
-        .map(|c| c.address.clone())
-        .collect();
+    let kubernetes_control_planes = kubernetes_changes(plan, desired, true);
     let mut keep: BTreeSet<Address> = targets.iter().cloned().collect();
     // Changes are in dependency order, so one pass from the end closes the set.
     for c in plan.changes.iter().rev() {
@@ -233,14 +240,7 @@ pub fn target(plan: &mut Plan, targets: &[Address], desired: &Desired) {
     if left_out.is_empty() {
         return;
     }
-    let workers: Vec<Address> = plan
-        .changes
-        .iter()
-        .filter(|c| is_kubernetes_change(c))
-        .filter(|c| matches!(&c.address, Address::Config(h) if !is_control_plane(desired, h)))
-        .map(|c| c.address.clone())
-        .collect();
-    for worker in workers {
+    for worker in kubernetes_changes(plan, desired, false) {
         plan.warnings.push(super::PlanWarning {
             address: Some(worker),
             message: format!(
