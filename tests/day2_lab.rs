@@ -103,6 +103,7 @@ async fn rollout_stopped_by_a_failed_upgrade_records_the_upgraded_nodes_and_cont
     assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
     let vms_before = vmids(&lab.vms().await);
     assert_eq!(vms_before.len(), 5);
+    let disks_before = disks(&lab).await;
 
     lab.write_topology(at_version("v1.13.8"));
     let sim = lab.sim.as_ref().expect("sim");
@@ -156,8 +157,27 @@ async fn rollout_stopped_by_a_failed_upgrade_records_the_upgraded_nodes_and_cont
         assert_eq!(node.talos_tag(), "v1.13.8");
     }
     assert_eq!(vmids(&lab.vms().await), vms_before, "no VM was re-created");
+    assert_eq!(disks(&lab).await, disks_before, "no disk was re-created");
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+/// Each VM's `scsi0` and `efidisk0` (volids and sizes), by vmid.
+async fn disks(lab: &Lab) -> Vec<(u64, String, String)> {
+    let mut out = Vec::new();
+    for vm in lab.vms().await {
+        let vmid = vm["vmid"].as_u64().expect("vmid");
+        let node = vm["node"].as_str().expect("node");
+        let config = lab
+            .pve
+            .get(&format!("/nodes/{node}/qemu/{vmid}/config"))
+            .await;
+        let disk = |key: &str| config[key].as_str().unwrap_or_default().to_owned();
+        assert!(!disk("scsi0").is_empty(), "VM {vmid} has a disk: {config}");
+        out.push((vmid, disk("scsi0"), disk("efidisk0")));
+    }
+    out.sort();
+    out
 }
 
 /// The etcd members control plane `ip` lists, by peer address, through the Talos API
