@@ -60,19 +60,93 @@ fn count(tally: &mut Tally, e: &Event) {
     }
 }
 
+/// How often the plain view shows a step that reported nothing new as still
+/// running (10 s, as OpenTofu's `Still creating... [10s elapsed]`).
+pub const STILL_EVERY: Duration = Duration::from_secs(10);
+
+/// The plain view's line for a step still at `what` after `elapsed`.
+pub fn still_line(address: &Address, what: &str, elapsed: Duration) -> String {
+    let mut chars = what.chars();
+    let what = chars.next().map_or_else(String::new, |c| {
+        c.to_lowercase().chain(chars).collect::<String>()
+    });
+    format!("{address}: still {what} [{}s elapsed]", elapsed.as_secs())
+}
+
+/// A step the plain view has seen start and not end.
+struct Running {
+    started: tokio::time::Instant,
+    what: String,
+    shown: tokio::time::Instant,
+}
+
+fn stamped(out: &mut impl Write, text: &str) {
+    let now = time::OffsetDateTime::now_utc();
+    let stamp = format!("{:02}:{:02}:{:02}", now.hour(), now.minute(), now.second());
+    let _ = writeln!(out, "{stamp} {text}");
+}
+
+/// The plain view (CI, a pipe): a timestamped line per event, and every
+/// `every` a `still …` line for each step that showed nothing new since.
+pub async fn plain(
+    mut rx: UnboundedReceiver<Event>,
+    out: &mut (impl Write + Send),
+    every: Duration,
+) -> Tally {
+    let mut tally = Tally::default();
+    let mut running: BTreeMap<Address, Running> = BTreeMap::new();
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            e = rx.recv() => {
+                let Some(e) = e else { break };
+                count(&mut tally, &e);
+                let now = tokio::time::Instant::now();
+                match &e.kind {
+                    EventKind::Started { action } => {
+                        running.insert(e.address.clone(), Running {
+                            started: now.checked_sub(e.elapsed).unwrap_or(now),
+                            what: verb(*action).0.to_owned(),
+                            shown: now,
+                        });
+                    }
+                    EventKind::Progress { what } => {
+                        if let Some(r) = running.get_mut(&e.address) {
+                            r.what.clone_from(what);
+                            r.shown = now;
+                        }
+                    }
+                    EventKind::Finished { .. } | EventKind::Failed { .. } | EventKind::Skipped { .. } => {
+                        running.remove(&e.address);
+                    }
+                    EventKind::Warning { .. } => {}
+                }
+                stamped(out, &line(&e));
+            }
+            _ = tick.tick() => {
+                let now = tokio::time::Instant::now();
+                for (address, r) in &mut running {
+                    if now.duration_since(r.shown) >= every {
+                        stamped(out, &still_line(address, &r.what, now.duration_since(r.started)));
+                        r.shown = now;
+                    }
+                }
+            }
+        }
+    }
+    tally
+}
+
 /// Show events until the executor drops its sender. `live` picks the
 /// terminal view; pass [`stderr_is_terminal`] normally.
-pub async fn show(mut rx: UnboundedReceiver<Event>, live: bool) -> Tally {
-    let mut tally = Tally::default();
+pub async fn show(rx: UnboundedReceiver<Event>, live: bool) -> Tally {
     if !live {
-        while let Some(e) = rx.recv().await {
-            count(&mut tally, &e);
-            let now = time::OffsetDateTime::now_utc();
-            let stamp = format!("{:02}:{:02}:{:02}", now.hour(), now.minute(), now.second());
-            let _ = writeln!(std::io::stderr().lock(), "{stamp} {}", line(&e));
-        }
-        return tally;
+        return plain(rx, &mut std::io::stderr(), STILL_EVERY).await;
     }
+    let mut rx = rx;
+    let mut tally = Tally::default();
     let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
     // Bold addresses only where colour is wanted (a terminal, no NO_COLOR).
     let prefix = if crate::ui::diagnostics::stderr_colour() {
@@ -144,5 +218,74 @@ mod tests {
             ..e
         };
         assert_eq!(line(&f), "config/cp-01: Config applied after 42s");
+        assert_eq!(
+            still_line(&f.address, "Applying config...", Duration::from_secs(30)),
+            "config/cp-01: still applying config... [30s elapsed]"
+        );
+    }
+
+    /// A `Write` the test reads while the view runs.
+    #[derive(Clone, Default)]
+    struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Shared {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().expect("lock")).into_owned()
+        }
+    }
+
+    #[tokio::test]
+    async fn plain_view_says_a_quiet_step_is_still_running_until_it_ends() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let out = Shared::default();
+        let mut sink = out.clone();
+        let view =
+            tokio::spawn(async move { plain(rx, &mut sink, Duration::from_millis(20)).await });
+        let address = Address::Config("w-01".into());
+        let send = |kind: EventKind| {
+            tx.send(Event {
+                address: address.clone(),
+                kind,
+                elapsed: Duration::ZERO,
+            })
+            .expect("send");
+        };
+        send(EventKind::Started {
+            action: Action::ApplyConfig,
+        });
+        send(EventKind::Progress {
+            what: "Waiting for maintenance mode".into(),
+        });
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !out
+            .text()
+            .contains("config/w-01: still waiting for maintenance mode [")
+        {
+            assert!(tokio::time::Instant::now() < deadline, "{}", out.text());
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        send(EventKind::Finished {
+            action: Action::ApplyConfig,
+        });
+        drop(tx);
+        let tally = view.await.expect("view");
+        assert_eq!(tally.finished, 1);
+        let text = out.text();
+        let done = text.find("Config applied").expect("finished line");
+        assert!(
+            !text[done..].contains("still"),
+            "nothing is still running once it ended:\n{text}"
+        );
     }
 }
