@@ -502,7 +502,7 @@ async fn kubernetes_version_change_rolls_control_planes_first_without_reboots() 
         3,
         "{text}"
     );
-    assert!(text.contains("bootstrap manifests"), "{text}");
+    assert_eq!(text.matches("bootstrap manifests").count(), 1, "{text}");
     let cp = text.find("~ config/talos-controlplane-01").expect("cp");
     let gpu = text.find("~ config/talos-gpu-01").expect("gpu");
     assert!(cp < gpu, "control planes first:\n{text}");

@@ -446,10 +446,16 @@ fn kubernetes_change_rolls_without_a_reboot_unless_the_node_says_it_needs_one() 
     assert_eq!(ch.fields[0].name, "kubernetes_version");
     assert_eq!(ch.reboot, Some(false));
     assert!(
-        ch.reason
-            .contains("the new control-plane component images on every control plane first"),
+        ch.reason.contains("the kubelet, after the control planes"),
         "{}",
         ch.reason
+    );
+    assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+    assert!(
+        p.warnings[0].message.contains("bootstrap manifests")
+            && p.warnings[0].message.contains("upgrade-k8s --to v1.36.10"),
+        "{:?}",
+        p.warnings
     );
     o.apply_reboots.insert("worker-01".into(), true);
     let p = run(&t, &c2, Some(&s), &o).expect("plan");

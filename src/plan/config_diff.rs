@@ -94,7 +94,13 @@ pub fn bootstrap_only_changes(before: &str, after: &str) -> Vec<&'static str> {
     for (path, name) in BOOTSTRAP_ONLY {
         let before = b.and_then(|d| at_path(d, path));
         let after = a.and_then(|d| at_path(d, path));
-        if before != after && !names.contains(name) {
+        // kube-proxy or CoreDNS turned off before and after: its image (it
+        // follows the Kubernetes version) runs nowhere, so nothing is missed.
+        let disabled = |v: Option<&Value>| {
+            v.and_then(|v| v.get("disabled")).and_then(Value::as_bool) == Some(true)
+        };
+        let off_throughout = disabled(before) && disabled(after);
+        if before != after && !off_throughout && !names.contains(name) {
             names.push(name);
         }
     }
@@ -104,6 +110,29 @@ pub fn bootstrap_only_changes(before: &str, after: &str) -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_component_disabled_before_and_after_is_not_a_bootstrap_only_change() {
+        let proxy = |image: &str, disabled: bool| {
+            format!(
+                "version: v1alpha1\nmachine:\n    type: controlplane\ncluster:\n    proxy:\n        \
+                 image: registry.k8s.io/kube-proxy:{image}\n        disabled: {disabled}\n"
+            )
+        };
+        let none: Vec<&str> = Vec::new();
+        assert_eq!(
+            bootstrap_only_changes(&proxy("v1.36.2", true), &proxy("v1.36.3", true)),
+            none
+        );
+        assert_eq!(
+            bootstrap_only_changes(&proxy("v1.36.2", false), &proxy("v1.36.3", false)),
+            vec!["kube-proxy"]
+        );
+        assert_eq!(
+            bootstrap_only_changes(&proxy("v1.36.2", false), &proxy("v1.36.2", true)),
+            vec!["kube-proxy"]
+        );
+    }
 
     const BASE: &str = "version: v1alpha1\nmachine:\n    type: worker\n    token: abc.0123456789abcdef\n    kubelet:\n        image: k:1\ncluster:\n    secret: c2VjcmV0\n    network:\n        cni:\n            name: flannel\n";
 

@@ -105,6 +105,9 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     let mut changes = Vec::new();
     let mut drift = Vec::new();
     let mut warnings = Vec::new();
+    // The first Kubernetes version change seen (from, to), for one plan-wide
+    // warning about the bootstrap manifests.
+    let mut kubernetes_change: Option<(String, String)> = None;
     let mut errors = Vec::new();
 
     if let Some(pool) = &d.pool
@@ -363,15 +366,21 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             if let (false, (Some(from), Some(to))) = (upgrade, &kubernetes)
                 && from != to
             {
-                c.reason = format!(
-                    "Kubernetes {from} -> {to}: the new control-plane component images on every \
-                     control plane first, then the kubelet node by node (control planes, then \
-                     workers), no reboot, each behind the health gate; the bootstrap manifests \
-                     (kube-proxy, CoreDNS) are not synced through the Kubernetes API by this \
-                     change"
-                );
+                c.reason = if want.role == crate::topology::Role::Controlplane {
+                    format!(
+                        "Kubernetes {from} -> {to}: the new control-plane component images on \
+                         every control plane first, then this node's kubelet; no reboot, behind \
+                         the health gate"
+                    )
+                } else {
+                    format!(
+                        "Kubernetes {from} -> {to}: the kubelet, after the control planes; no \
+                         reboot, behind the health gate"
+                    )
+                };
                 c.fields
                     .insert(0, field("kubernetes_version", Some(from), Some(to)));
+                kubernetes_change.get_or_insert_with(|| (from.clone(), to.clone()));
             }
             if !upgrade {
                 // The node's own answer to a dry run; unknown when it did not
@@ -388,9 +397,7 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
                     c.reason = format!(
                         "Kubernetes {from} -> {to} with other settings the node reboots for: \
                          the whole config applied with a reboot, node by node (control planes, \
-                         then workers), each behind the health gate; the bootstrap manifests \
-                         (kube-proxy, CoreDNS) are not synced through the Kubernetes API by \
-                         this change"
+                         then workers), each behind the health gate"
                     );
                 }
             }
@@ -410,6 +417,19 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             }
         }
         changes.push(c);
+    }
+
+    if let Some((from, to)) = kubernetes_change {
+        warnings.push(PlanWarning {
+            address: None,
+            message: format!(
+                "Kubernetes {from} -> {to}: the machine configs carry the new component and \
+                 kubelet images, but the bootstrap manifests (kube-proxy, CoreDNS) are not \
+                 synced through the Kubernetes API by this change. To roll them out, run \
+                 `talosctl --nodes <control plane> upgrade-k8s --to {to}` afterwards, or apply \
+                 them with kubectl"
+            ),
+        });
     }
 
     if let Some(node) = &d.bootstrap_node
