@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use talosprov::sim::{SimOptions, Simulator};
+use talosprov::sim::{Phase, SimNode, SimOptions, Simulator};
 
 /// Simulated Talos nodes: maintenance mode, install and reboot, secure mode (mTLS),
 /// bootstrap, kubeconfig, etcd members, upgrade and reset.
@@ -37,10 +37,29 @@ struct Args {
     /// stays on its version.
     #[arg(long)]
     fail_upgrade: Option<IpAddr>,
+    /// Seconds after which a node halted by a reset without reboot is powered on
+    /// again (it boots into maintenance mode), as when Proxmox starts its VM
+    /// again or a new VM takes its address. Without it a halted node stays off.
+    #[arg(long, value_name = "SECONDS")]
+    power_on_after: Option<f64>,
 }
 
 fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
     Duration::try_from_secs_f64(value).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+}
+
+/// Each time `node` halts, power it on `after` later.
+async fn power_on_when_halted(node: SimNode, after: Duration) {
+    loop {
+        if node
+            .wait_for_phase(|p| p == Phase::Halted, Duration::from_secs(3600))
+            .await
+        {
+            tokio::time::sleep(after).await;
+            eprintln!("talos-sim: node {} powered on again", node.ip());
+            node.power_on();
+        }
+    }
 }
 
 #[tokio::main]
@@ -60,6 +79,10 @@ async fn main() -> anyhow::Result<()> {
     };
     let slow_boot = seconds(args.slow_boot, "slow-boot")?;
     let refuse_for = seconds(args.refuse_for, "refuse-for")?;
+    let power_on_after = args
+        .power_on_after
+        .map(|s| seconds(s, "power-on-after"))
+        .transpose()?;
     let sim = Simulator::start(&args.nodes, options).await?;
     for ip in &args.nodes {
         let node = sim.node(*ip).expect("started above");
@@ -80,6 +103,9 @@ async fn main() -> anyhow::Result<()> {
             "talos-sim: node {ip}:50000 in maintenance mode (Talos {})",
             args.talos_version
         );
+        if let Some(after) = power_on_after {
+            tokio::spawn(power_on_when_halted(node, after));
+        }
     }
     tokio::signal::ctrl_c().await?;
     eprintln!("talos-sim: stopping");

@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # The main job on loopback: starts fakepve (Proxmox), a factory stand-in and the
-# Talos simulator, then runs `talosprov validate`, `plan`, `apply -auto-approve` and
-# `output kubeconfig`, and stops them all. Nothing reaches beyond 127.0.0.0/8.
+# Talos simulator, then runs `talosprov validate`, `plan`, `apply -auto-approve`,
+# `output kubeconfig`, a second plan and `destroy`, and stops them all. Nothing
+# reaches beyond 127.0.0.0/8.
 #   examples/lab/run.sh            # from the repository root or anywhere
+#   examples/lab/run.sh --keep     # skip the destroy and keep the lab up for day two
+#                                  # (prints the environment to use; Ctrl-C stops it)
 # Each run starts from nothing (fakepve and the simulator keep no state), so the
 # previous run's examples/lab/talosprov.tfstate is removed first.
 set -euo pipefail
+keep=0
+case "${1:-}" in
+  --keep) keep=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--keep]" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/../.."
 lab=examples/lab
 run=$lab/.run
@@ -64,7 +73,9 @@ pids+=($!)
 echo "== starting the Talos simulator on ${nodes[*]} (port 50000)"
 sim_args=()
 for ip in "${nodes[@]}"; do sim_args+=(--node "$ip"); done
-"$bin/examples/talos-sim" "${sim_args[@]}" --reboot-delay 1 2> "$run/talos-sim.log" &
+# A node reset without reboot halts; it is powered on again 2 s later, as when
+# its VM is started again or a new VM takes its address.
+"$bin/examples/talos-sim" "${sim_args[@]}" --reboot-delay 1 --power-on-after 2 2> "$run/talos-sim.log" &
 pids+=($!)
 for _ in $(seq 300); do [ -s "$run/factory.out" ] && grep -q "127.0.0.123:50000" "$run/talos-sim.log" && break; sleep 0.1; done
 
@@ -79,4 +90,16 @@ tp output kubeconfig -f "$lab/cluster.yaml" --out-file "$run/kubeconfig"
 tp output talosconfig -f "$lab/cluster.yaml" --out-file "$run/talosconfig"
 echo "== kubeconfig in $run/kubeconfig, talosconfig in $run/talosconfig (mode 0600)"
 tp plan -f "$lab/cluster.yaml" -detailed-exitcode
-tp destroy -f "$lab/cluster.yaml" -auto-approve
+if [ "$keep" = 1 ]; then
+  cat <<EOF
+== the lab stays up (--keep). In another terminal, from $PWD:
+   export PROXMOX_VE_ENDPOINT='$url'
+   export PROXMOX_VE_API_TOKEN='$token_id=$token_secret'
+   $bin/talosprov plan -f $lab/cluster.yaml     # then apply, health, output, destroy
+   Edit $lab/cluster.yaml (talos_version, kubernetes_version, memory, nodes) to try
+   day two. Logs: $run/. Press Ctrl-C here to stop the lab.
+EOF
+  wait
+else
+  tp destroy -f "$lab/cluster.yaml" -auto-approve
+fi
