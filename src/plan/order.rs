@@ -282,6 +282,20 @@ mod tests {
         }
     }
 
+    /// A refreshed plan of `changes`, nothing else.
+    fn plan_with(changes: Vec<Change>) -> Plan {
+        Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            lineage: None,
+            serial: None,
+            refreshed: true,
+            destroy: false,
+            changes,
+            drift: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
     /// Each change's address and what it waits for.
     fn rows(plan: &Plan) -> Vec<(String, Vec<String>)> {
         plan.changes
@@ -334,19 +348,12 @@ mod tests {
             ("w-2", Worker),
             ("w-3", Worker),
         ]);
-        let mut plan = Plan {
-            format_version: PLAN_FORMAT_VERSION,
-            lineage: None,
-            serial: None,
-            refreshed: true,
-            destroy: false,
-            changes: ["w-3", "w-1", "cp-2", "w-2", "cp-1"]
+        let mut plan = plan_with(
+            ["w-3", "w-1", "cp-2", "w-2", "cp-1"]
                 .into_iter()
                 .map(upgrade)
                 .collect(),
-            drift: Vec::new(),
-            warnings: Vec::new(),
-        };
+        );
         let two = NonZeroUsize::new(2).expect("two");
         chain_upgrades(&mut plan, &d, two);
         let rows = rows(&plan);
@@ -386,16 +393,7 @@ mod tests {
             reboot: Some(false),
             depends_on: Vec::new(),
         };
-        let plan_of = || Plan {
-            format_version: PLAN_FORMAT_VERSION,
-            lineage: None,
-            serial: None,
-            refreshed: true,
-            destroy: false,
-            changes: vec![kubernetes("cp-1"), kubernetes("w-1")],
-            drift: Vec::new(),
-            warnings: Vec::new(),
-        };
+        let plan_of = || plan_with(vec![kubernetes("cp-1"), kubernetes("w-1")]);
         let mut only_worker = plan_of();
         target(&mut only_worker, &[Address::Config("w-1".into())], &d);
         assert_eq!(only_worker.changes.len(), 1);
@@ -438,21 +436,12 @@ mod tests {
             reboot,
             depends_on: Vec::new(),
         };
-        let mut plan = Plan {
-            format_version: PLAN_FORMAT_VERSION,
-            lineage: None,
-            serial: None,
-            refreshed: true,
-            destroy: false,
-            changes: vec![
-                config("w-2", Some(true)),
-                config("cp-2", None),
-                config("w-1", Some(false)),
-                config("cp-1", Some(true)),
-            ],
-            drift: Vec::new(),
-            warnings: Vec::new(),
-        };
+        let mut plan = plan_with(vec![
+            config("w-2", Some(true)),
+            config("cp-2", None),
+            config("w-1", Some(false)),
+            config("cp-1", Some(true)),
+        ]);
         chain_upgrades(&mut plan, &d, NonZeroUsize::MIN);
         let rows = rows(&plan);
         assert_eq!(
@@ -469,21 +458,12 @@ mod tests {
 
     #[test]
     fn vm_restarts_run_one_at_a_time_and_live_updates_do_not_wait() {
-        let mut plan = Plan {
-            format_version: PLAN_FORMAT_VERSION,
-            lineage: None,
-            serial: None,
-            refreshed: true,
-            destroy: false,
-            changes: vec![
-                update("a", Some(true)),
-                update("b", Some(false)),
-                update("c", Some(true)),
-                update("d", Some(true)),
-            ],
-            drift: Vec::new(),
-            warnings: Vec::new(),
-        };
+        let mut plan = plan_with(vec![
+            update("a", Some(true)),
+            update("b", Some(false)),
+            update("c", Some(true)),
+            update("d", Some(true)),
+        ]);
         chain_upgrades(&mut plan, &Desired::default(), NonZeroUsize::MIN);
         let deps: Vec<Vec<String>> = plan
             .changes
