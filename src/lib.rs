@@ -14,6 +14,8 @@
 //!
 //! The I/O modules depend on the pure ones, never the other way around.
 
+#![warn(missing_docs)]
+
 pub mod apply;
 pub mod cli;
 pub mod factory;

@@ -52,6 +52,7 @@ pub struct Cli {
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
 
+    /// The command to run.
     #[command(subcommand)]
     pub command: Command,
 }
