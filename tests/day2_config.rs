@@ -151,6 +151,10 @@ async fn staged_config_waits_for_a_reboot_and_the_plan_says_so_until_then() {
         "{text}"
     );
     assert!(!text.contains("(the node reboots)"), "{text}");
+    assert!(
+        text.contains("(staged: no reboot now; the node takes it at its next reboot)"),
+        "{text}"
+    );
     assert_eq!(reboots(&lab), before, "no node rebooted");
     assert_eq!(worker.phase(), Phase::Secure);
     assert!(!has_proxy(worker.running_config()));

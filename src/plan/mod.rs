@@ -28,7 +28,7 @@ pub use gitlab_report::GitlabReport;
 pub use observed::{Observed, ObservedVm};
 pub use order::target;
 pub use saved::{SavedPlan, StalePlan, check_fresh};
-pub use staged::stage_config_changes;
+pub use staged::{STAGED_REASON, stage_config_changes};
 
 /// The version of the plan's JSON format (`plan -json`, `plan -out`). A reader
 /// refuses a newer one.

@@ -78,6 +78,10 @@ pub(super) fn staged_note(
     })
 }
 
+/// How a change's reason ends once [`stage_config_changes`] made it staged;
+/// the plan view reads it to say the node does not reboot now.
+pub const STAGED_REASON: &str = "staged (--staged): the node runs it from its next reboot";
+
 /// Make the plan say what `apply --staged` does (pure): each machine config
 /// change on a running node (one with a config diff) is sent in staged mode,
 /// so the node does not reboot now and runs the config from its next boot. A
@@ -89,10 +93,7 @@ pub fn stage_config_changes(plan: &mut Plan) {
             && !c.fields.iter().any(|f| f.name == "kubernetes_version")
     }) {
         c.reboot = Some(false);
-        c.reason = format!(
-            "{}; staged (--staged): the node runs it from its next reboot",
-            c.reason
-        );
+        c.reason = format!("{}; {STAGED_REASON}", c.reason);
     }
 }
 

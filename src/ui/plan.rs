@@ -107,6 +107,9 @@ fn change_block(out: &mut String, c: &Change) {
         (Action::ApplyConfig, Some(true)) => {
             out.push_str("      (the node reboots)\n");
         }
+        (Action::ApplyConfig, Some(false)) if c.reason.ends_with(crate::plan::STAGED_REASON) => {
+            out.push_str("      (staged: no reboot now; the node takes it at its next reboot)\n");
+        }
         (Action::ApplyConfig, Some(false)) => {
             out.push_str("      (applied without a reboot)\n");
         }
