@@ -51,16 +51,11 @@ impl GitlabReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Change, PLAN_FORMAT_VERSION};
+    use crate::plan::Change;
 
     fn plan_of(actions: &[(&str, Action)]) -> Plan {
-        Plan {
-            format_version: PLAN_FORMAT_VERSION,
-            lineage: None,
-            serial: None,
-            refreshed: true,
-            destroy: false,
-            changes: actions
+        Plan::of_changes(
+            actions
                 .iter()
                 .map(|(a, action)| Change {
                     address: a.parse().expect("address"),
@@ -72,9 +67,7 @@ mod tests {
                     depends_on: vec![],
                 })
                 .collect(),
-            drift: vec![],
-            warnings: vec![],
-        }
+        )
     }
 
     #[test]

@@ -65,6 +65,22 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// A plan of `changes` made after a refresh, with no lineage or serial
+    /// yet, no drift and no warnings (the pure planner's output before the
+    /// state is known; tests build on it).
+    pub fn of_changes(changes: Vec<Change>) -> Plan {
+        Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            lineage: None,
+            serial: None,
+            refreshed: true,
+            destroy: false,
+            changes,
+            drift: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
     /// True when applying would change nothing.
     pub fn is_empty(&self) -> bool {
         self.changes.is_empty()

@@ -256,7 +256,6 @@ pub fn target(plan: &mut Plan, targets: &[Address], desired: &Desired) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::PLAN_FORMAT_VERSION;
 
     fn update(host: &str, reboot: Option<bool>) -> Change {
         Change {
@@ -279,20 +278,6 @@ mod tests {
             config_diff: None,
             reboot: Some(true),
             depends_on: Vec::new(),
-        }
-    }
-
-    /// A refreshed plan of `changes`, nothing else.
-    fn plan_with(changes: Vec<Change>) -> Plan {
-        Plan {
-            format_version: PLAN_FORMAT_VERSION,
-            lineage: None,
-            serial: None,
-            refreshed: true,
-            destroy: false,
-            changes,
-            drift: Vec::new(),
-            warnings: Vec::new(),
         }
     }
 
@@ -348,7 +333,7 @@ mod tests {
             ("w-2", Worker),
             ("w-3", Worker),
         ]);
-        let mut plan = plan_with(
+        let mut plan = Plan::of_changes(
             ["w-3", "w-1", "cp-2", "w-2", "cp-1"]
                 .into_iter()
                 .map(upgrade)
@@ -393,7 +378,7 @@ mod tests {
             reboot: Some(false),
             depends_on: Vec::new(),
         };
-        let plan_of = || plan_with(vec![kubernetes("cp-1"), kubernetes("w-1")]);
+        let plan_of = || Plan::of_changes(vec![kubernetes("cp-1"), kubernetes("w-1")]);
         let mut only_worker = plan_of();
         target(&mut only_worker, &[Address::Config("w-1".into())], &d);
         assert_eq!(only_worker.changes.len(), 1);
@@ -436,7 +421,7 @@ mod tests {
             reboot,
             depends_on: Vec::new(),
         };
-        let mut plan = plan_with(vec![
+        let mut plan = Plan::of_changes(vec![
             config("w-2", Some(true)),
             config("cp-2", None),
             config("w-1", Some(false)),
@@ -458,7 +443,7 @@ mod tests {
 
     #[test]
     fn vm_restarts_run_one_at_a_time_and_live_updates_do_not_wait() {
-        let mut plan = plan_with(vec![
+        let mut plan = Plan::of_changes(vec![
             update("a", Some(true)),
             update("b", Some(false)),
             update("c", Some(true)),

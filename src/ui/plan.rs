@@ -217,16 +217,11 @@ pub fn apply_summary_line(s: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Drift, PLAN_FORMAT_VERSION, PlanWarning};
+    use crate::plan::{Drift, PlanWarning};
     use crate::state::Address;
 
     fn sample() -> Plan {
         Plan {
-            format_version: PLAN_FORMAT_VERSION,
-            lineage: None,
-            serial: None,
-            refreshed: true,
-            destroy: false,
             changes: vec![
                 Change {
                     address: Address::Vm("worker-01".into()),
@@ -272,6 +267,7 @@ mod tests {
                 address: Some(Address::Config("worker-01".into())),
                 message: "the CNI is applied only at bootstrap".into(),
             }],
+            ..Plan::of_changes(Vec::new())
         }
     }
 
