@@ -421,16 +421,22 @@ async fn node_reset_by_hand_is_drift_and_apply_configures_it_again() {
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
 
+/// Delete `host`'s VM in Proxmox as an operator would, behind talosprov's
+/// back; its state record, as it was.
+async fn delete_vm_by_hand(lab: &Lab, host: &str) -> talosprov::state::format::Vm {
+    let vm = lab.state().resources.vms[host].clone();
+    talosprov::proxmox::lifecycle::destroy_vm(&lab.pve.client(), &vm.node, vm.vmid, 5)
+        .await
+        .expect("delete by hand");
+    vm
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refresh_only_shows_drift_alone_and_apply_records_it_without_changing_anything() {
     let lab = Lab::start("2.8", Duration::from_millis(100)).await;
     lab.import_secrets().await;
     assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
-    let gpu = lab.state().resources.vms["talos-gpu-01"].clone();
-    // The VM deleted by hand in Proxmox.
-    talosprov::proxmox::lifecycle::destroy_vm(&lab.pve.client(), &gpu.node, gpu.vmid, 5)
-        .await
-        .expect("delete by hand");
+    delete_vm_by_hand(&lab, "talos-gpu-01").await;
 
     // A normal plan shows the drift and the create that repairs it.
     let text = stdout(&lab.run(&["plan"]).await);
@@ -620,10 +626,7 @@ async fn vm_deleted_by_hand_is_drift_and_apply_creates_and_configures_it_again()
     let lab = Lab::start("2.11", Duration::from_millis(100)).await;
     lab.import_secrets().await;
     assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
-    let worker = lab.state().resources.vms["talos-worker-01"].clone();
-    talosprov::proxmox::lifecycle::destroy_vm(&lab.pve.client(), &worker.node, worker.vmid, 5)
-        .await
-        .expect("delete by hand");
+    let worker = delete_vm_by_hand(&lab, "talos-worker-01").await;
     // A VM created again boots a fresh disk: Talos in maintenance mode.
     let ip: std::net::IpAddr = lab.ips[1].parse().expect("ip");
     let node = reset_to_maintenance(&lab, ip).await;
