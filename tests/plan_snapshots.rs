@@ -393,16 +393,25 @@ fn destroy_plan_deletes_vms_before_pool_and_keeps_images() {
 }
 
 #[test]
-fn plan_json_round_trips_and_newer_versions_are_refused() {
+fn plan_json_round_trips_and_other_versions_are_refused() {
     let t = topology(TOPOLOGY);
     let c = rendered(&t, &BTreeMap::new());
     let p = run(&t, &c, None, &Observed::default()).expect("plan");
     let back = Plan::from_json(p.to_json().as_bytes()).expect("reads");
     assert_eq!(back, p);
-    let newer = p
-        .to_json()
-        .replace("\"format_version\": 1", "\"format_version\": 9");
-    assert!(Plan::from_json(newer.as_bytes()).is_err());
+    let with_version = |v: u32| {
+        p.to_json().replace(
+            &format!(
+                "\"format_version\": {}",
+                talosprov::plan::PLAN_FORMAT_VERSION
+            ),
+            &format!("\"format_version\": {v}"),
+        )
+    };
+    let newer = Plan::from_json(with_version(9).as_bytes()).unwrap_err();
+    assert!(newer.to_string().contains("reads up to 2"), "{newer}");
+    let older = Plan::from_json(with_version(1).as_bytes()).unwrap_err();
+    insta::assert_snapshot!(older.to_string(), @"the plan has format version 1, from an older talosprov: it does not record the values apply sends (format version 2 does); run `talosprov plan` again");
 }
 
 #[test]

@@ -21,4 +21,3 @@ pub use executor::{RunOutcome, Saver, execute};
 pub use record::Record;
 pub use refresh::refresh;
 pub use steps::{Context, Waits};
-pub use upgrade_step::kubernetes_control_planes;

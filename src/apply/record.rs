@@ -194,6 +194,7 @@ mod tests {
             installer_image: "i".into(),
             secure_mode: false,
             staged: None,
+            role: None,
         }
     }
 

@@ -102,6 +102,7 @@ mod tests {
                     installer_image: "i:v1.13.7".into(),
                     secure_mode: true,
                     staged: None,
+                    role: None,
                 },
             );
         }

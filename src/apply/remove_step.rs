@@ -12,7 +12,8 @@ use super::steps::{Context, Reporter};
 use super::talos_steps;
 use super::upgrade_step::cluster_nodes;
 
-/// Take `host` (recorded, no longer in the topology) out of the cluster: a
+/// Take `host` (recorded, no longer in the topology, with the role the state
+/// records) out of the cluster: a
 /// worker is reset when it answers; a control plane leaves etcd (graceful
 /// reset, else `EtcdRemoveMemberByID` through another control plane) after an
 /// etcd snapshot (unless `--skip-etcd-snapshot`), and the step waits until etcd
@@ -22,14 +23,19 @@ use super::upgrade_step::cluster_nodes;
 /// # Errors
 /// The [`remove::RemoveError`]: the VM is then kept, and the next apply tries
 /// again.
-pub(super) async fn remove(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()> {
+pub(super) async fn remove(
+    ctx: &Context,
+    host: &str,
+    recorded_role: Option<crate::topology::Role>,
+    r: &Reporter,
+) -> anyhow::Result<()> {
     let cluster_stays = ctx
         .desired
         .configs
         .values()
         .any(|c| c.role == crate::topology::Role::Controlplane);
     if !cluster_stays {
-        talos_steps::reset_node(ctx, host, r).await;
+        talos_steps::reset_node(ctx, host, recorded_role, r).await;
         return Ok(());
     }
     let Some(credentials) = &ctx.credentials else {
@@ -40,7 +46,7 @@ pub(super) async fn remove(ctx: &Context, host: &str, r: &Reporter) -> anyhow::R
         r.warn("no address known for this node: not reset through the Talos API");
         return Ok(());
     };
-    let role = if ctx.controlplanes.iter().any(|h| h == host) {
+    let role = if recorded_role == Some(crate::topology::Role::Controlplane) {
         Role::Controlplane
     } else {
         Role::Worker

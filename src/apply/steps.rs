@@ -11,11 +11,13 @@ use anyhow::Context as _;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::factory::{FactoryClient, Schematic};
-use crate::plan::{Action, Change, Desired};
+use crate::plan::desired::vm_record;
+use crate::plan::{Action, Change, Desired, PlannedConfig, PlannedImage, PlannedVm};
 use crate::proxmox::{self, lifecycle, mapping, pool, storage, vm};
 use crate::state::format;
 use crate::state::{Address, Sensitive};
 use crate::talos::{Backoff, ClientCredentials};
+use crate::topology::Role;
 
 use super::record::Record;
 use super::remove_step;
@@ -62,7 +64,10 @@ impl Default for Waits {
 }
 
 /// What every step shares: clients, the desired resources and what was
-/// recorded when the run started.
+/// recorded when the run started. What a step sends comes from its change's
+/// typed values ([`Change::vm`], [`Change::config`], ...); `desired` gives
+/// only the machine config bytes (which hold secrets, so the plan carries
+/// their digest) and the cluster's node list for the health gates.
 #[derive(Debug)]
 pub struct Context {
     /// The Proxmox client.
@@ -85,24 +90,14 @@ pub struct Context {
     /// Recorded machine configs (the YAML each node was given) when the run
     /// started, by hostname. Sensitive: they hold the cluster's secrets.
     pub recorded_machineconfigs: BTreeMap<String, Sensitive>,
-    /// The control planes of a planned Kubernetes version change, in rollout
-    /// order (see [`upgrade_step::kubernetes_control_planes`]): the first one's
-    /// step gives every one of them the new control-plane component images
-    /// before any kubelet changes. Empty when no such change is planned.
-    pub kubernetes_control_planes: Vec<String>,
     /// Recorded images when the run started (for `--purge-images`).
     pub recorded_images: BTreeMap<String, format::Image>,
-    /// Hostnames recorded as control planes (their reset is graceful).
-    pub controlplanes: Vec<String>,
     /// The offline admin kubeconfig, used when the Talos API cannot give one.
     pub offline_kubeconfig: Sensitive,
     /// The current time as RFC 3339, for the bootstrap record.
     pub started_at: String,
     /// Deadlines.
     pub waits: Waits,
-    /// Apply a changed machine config to running nodes in staged mode (taken
-    /// at their next reboot) instead of the least disruptive mode (`--staged`).
-    pub staged_configs: bool,
     /// How Talos upgrades run: the etcd snapshot policy, health and reboot
     /// deadlines.
     pub rollout: RolloutOptions,
@@ -149,13 +144,17 @@ impl Reporter {
     }
 }
 
-/// Run the step for one change.
+/// Run the step for one change, with the values the change carries.
 ///
 /// # Errors
-/// The Proxmox, Talos or factory error, with the operator-level context.
+/// The Proxmox, Talos or factory error, with the operator-level context; a
+/// change without the typed values its step needs (a plan not made by
+/// planning).
 pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result<()> {
     match (&change.address, change.action) {
-        (Address::Image(name), Action::Create) => image(ctx, name, r).await,
+        (Address::Image(name), Action::Create) => {
+            image(ctx, name, planned(change, &change.image)?, r).await
+        }
         (Address::Image(name), Action::Delete) => delete_image(ctx, name, r).await,
         (Address::Pool(name), Action::Create) => {
             pool::ensure_pool(&ctx.proxmox, name, None)
@@ -172,7 +171,7 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
             Ok(())
         }
         (Address::PciMapping(name), Action::Create | Action::Update) => {
-            pci_mapping(ctx, name, r).await
+            pci_mapping(ctx, name, planned(change, &change.pci_mapping)?, r).await
         }
         (Address::PciMapping(name), Action::Delete) => {
             mapping::delete_mapping(&ctx.proxmox, name)
@@ -181,22 +180,31 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
             r.record(Record::MappingGone(name.clone()));
             Ok(())
         }
-        (Address::Vm(host), Action::Create) => create_vm(ctx, host, r).await,
-        (Address::Vm(host), Action::Update) => update_vm(ctx, host, r).await,
-        (Address::Vm(host), Action::Replace) => {
-            delete_vm(ctx, host, r).await?;
-            create_vm(ctx, host, r).await
+        (Address::Vm(host), Action::Create) => {
+            create_vm(ctx, host, planned(change, &change.vm)?, r).await
         }
-        (Address::Vm(host), Action::Delete) => delete_vm(ctx, host, r).await,
-        (Address::Config(host), Action::ApplyConfig)
-            if upgrade_step::is_kubernetes_roll(ctx, change) =>
-        {
-            upgrade_step::kubernetes(ctx, host, r).await
+        (Address::Vm(host), Action::Update) => {
+            update_vm(ctx, host, planned(change, &change.vm)?, r).await
+        }
+        (Address::Vm(host), Action::Replace) => {
+            let want = planned(change, &change.vm)?;
+            delete_vm(ctx, host, Leaving::Replaced(change.role), r).await?;
+            create_vm(ctx, host, want, r).await
+        }
+        (Address::Vm(host), Action::Delete) => {
+            delete_vm(ctx, host, Leaving::Removed(change.role), r).await
         }
         (Address::Config(host), Action::ApplyConfig) => {
-            talos_steps::apply_config(ctx, host, r).await
+            let want = planned(change, &change.config)?;
+            if want.kubernetes_roll() {
+                upgrade_step::kubernetes(ctx, host, change, r).await
+            } else {
+                talos_steps::apply_config(ctx, host, change, r).await
+            }
         }
-        (Address::Config(host), Action::Upgrade) => upgrade_step::upgrade(ctx, host, r).await,
+        (Address::Config(host), Action::Upgrade) => {
+            upgrade_step::upgrade(ctx, host, change, r).await
+        }
         (Address::Bootstrap, Action::Bootstrap) => talos_steps::bootstrap(ctx, r).await,
         (Address::Kubeconfig, Action::Create) => talos_steps::kubeconfig(ctx, r).await,
         (address, action) => anyhow::bail!(
@@ -206,18 +214,60 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
     }
 }
 
+/// The typed values a change carries for its step.
+fn planned<'a, T>(change: &Change, value: &'a Option<T>) -> anyhow::Result<&'a T> {
+    value.as_ref().with_context(|| {
+        format!(
+            "{}: the plan does not carry the values to {} it (made by another talosprov?); run \
+             `talosprov plan` again",
+            change.address,
+            change.action.as_str()
+        )
+    })
+}
+
+/// The machine config bytes to send for a config change: the desired
+/// rendering, refused unless its digest is the one the plan carries.
+///
+/// # Errors
+/// When the node has no rendered config, or one with another digest.
+pub(super) fn planned_config<'a>(
+    ctx: &'a Context,
+    host: &str,
+    change: &'a Change,
+) -> anyhow::Result<(&'a PlannedConfig, &'a crate::machine::Sensitive<String>)> {
+    let want = planned(change, &change.config)?;
+    let desired = ctx
+        .desired
+        .configs
+        .get(host)
+        .with_context(|| format!("config/{host} is not in the topology"))?;
+    if desired.record.config_sha256 != want.config_sha256 {
+        anyhow::bail!(
+            "config/{host}: the machine config rendered now (sha256 {}) is not the one the plan \
+             shows (sha256 {}); run `talosprov plan` again",
+            desired.record.config_sha256,
+            want.config_sha256
+        );
+    }
+    Ok((want, &desired.yaml))
+}
+
+/// Why a VM is deleted, with the node's role from the plan: replaced (the
+/// node comes back under a new VM) or removed from the cluster.
+#[derive(Debug, Clone, Copy)]
+enum Leaving {
+    Replaced(Option<Role>),
+    Removed(Option<Role>),
+}
+
 pub(super) fn credentials(ctx: &Context) -> anyhow::Result<&ClientCredentials> {
     ctx.credentials
         .as_ref()
         .context("no talosconfig: the Talos API cannot be reached")
 }
 
-async fn image(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result<()> {
-    let want = ctx
-        .desired
-        .images
-        .get(name)
-        .with_context(|| format!("image/{name} is not in the topology"))?;
+async fn image(ctx: &Context, name: &str, want: &PlannedImage, r: &Reporter) -> anyhow::Result<()> {
     let rec = &want.record;
     if let Some(Some(schematic)) = ctx.schematics.get(&rec.schematic_id) {
         r.progress("registering the schematic with the Image Factory");
@@ -234,7 +284,7 @@ async fn image(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result<()> {
     let outcome = storage::ensure_images(
         &ctx.proxmox,
         &rec.storage,
-        &ctx.desired.factory_url,
+        &want.factory_url,
         &[(rec.node.clone(), image)],
     )
     .await
@@ -263,12 +313,12 @@ async fn delete_image(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result
     Ok(())
 }
 
-async fn pci_mapping(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result<()> {
-    let want = ctx
-        .desired
-        .pci_mappings
-        .get(name)
-        .with_context(|| format!("pci_mapping/{name} is not in the topology"))?;
+async fn pci_mapping(
+    ctx: &Context,
+    name: &str,
+    want: &format::PciMapping,
+    r: &Reporter,
+) -> anyhow::Result<()> {
     let spec = mapping::PciMappingSpec {
         id: name.to_owned(),
         description: want.description.clone(),
@@ -294,12 +344,12 @@ async fn pci_mapping(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result<
     Ok(())
 }
 
-async fn create_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()> {
-    let want = ctx
-        .desired
-        .vms
-        .get(host)
-        .with_context(|| format!("vm/{host} is not in the topology"))?;
+async fn create_vm(
+    ctx: &Context,
+    host: &str,
+    want: &PlannedVm,
+    r: &Reporter,
+) -> anyhow::Result<()> {
     r.progress(format!(
         "creating VM {} on {}",
         want.spec.vmid, want.spec.node
@@ -324,19 +374,19 @@ async fn create_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
     };
     r.record(Record::Vm {
         host: host.to_owned(),
-        vm: want.record.clone(),
+        vm: vm_record(&want.spec),
         fresh,
     });
     Ok(())
 }
 
-async fn update_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()> {
-    let want = ctx
-        .desired
-        .vms
-        .get(host)
-        .with_context(|| format!("vm/{host} is not in the topology"))?;
-    let w = &want.record;
+async fn update_vm(
+    ctx: &Context,
+    host: &str,
+    want: &PlannedVm,
+    r: &Reporter,
+) -> anyhow::Result<()> {
+    let w = &vm_record(&want.spec);
     let update = lifecycle::VmUpdate {
         cores: Some(w.cores),
         memory_mib: Some(w.memory_mib),
@@ -356,7 +406,7 @@ async fn update_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
         vm: w.clone(),
         fresh: false,
     });
-    if outcome.needs_reboot() {
+    if want.restart && outcome.needs_reboot() {
         r.progress(format!(
             "restarting through Proxmox to apply {}",
             outcome.pending.join(", ")
@@ -372,20 +422,29 @@ async fn update_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
             "the VM is stopped: it takes {} at its next start",
             outcome.pending.join(", ")
         ));
+    } else if outcome.needs_reboot() {
+        // The plan did not restart it: Proxmox keeps the values for the
+        // VM's next start, and the next plan shows the restart.
+        r.warn(format!(
+            "Proxmox keeps {} pending: the plan did not restart the VM, so it takes them at its \
+             next start (the next plan restarts it)",
+            outcome.pending.join(", ")
+        ));
+    } else if want.restart {
+        r.progress("nothing is pending in Proxmox any more: no restart needed");
     }
     Ok(())
 }
 
-async fn delete_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()> {
+async fn delete_vm(ctx: &Context, host: &str, why: Leaving, r: &Reporter) -> anyhow::Result<()> {
     let Some(rec) = ctx.recorded_vms.get(host) else {
         r.record(Record::VmGone(host.to_owned()));
         return Ok(());
     };
-    if !ctx.desired.vms.contains_key(host) {
-        remove_step::remove(ctx, host, r).await?;
-    } else {
+    match why {
+        Leaving::Removed(role) => remove_step::remove(ctx, host, role, r).await?,
         // Replaced: the node is the same cluster member under a new VM.
-        talos_steps::reset_node(ctx, host, r).await;
+        Leaving::Replaced(role) => talos_steps::reset_node(ctx, host, role, r).await,
     }
     r.progress(format!("shutting down and deleting VM {}", rec.vmid));
     lifecycle::destroy_vm(&ctx.proxmox, &rec.node, rec.vmid, ctx.waits.shutdown_secs)

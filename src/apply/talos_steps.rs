@@ -8,21 +8,21 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use crate::plan::DesiredConfig;
+use crate::plan::{ApplyMode as PlanMode, Change, PlannedConfig};
 use crate::state::Sensitive;
 use crate::state::format;
 use crate::talos::{self, ApplyMode, ApplyOptions, ClientCredentials, TalosClient};
 use crate::topology::Role;
 
 use super::record::Record;
-use super::steps::{Context, Reporter, credentials};
+use super::steps::{Context, Reporter, credentials, planned_config};
 use super::upgrade_step::gated_restart;
 
 /// Reset a node through the Talos API if it answers (graceful for control
 /// planes, so it leaves etcd); a node that does not answer is left as is.
 /// Used when the whole cluster goes (destroy); a node leaving a cluster that
 /// stays goes through `remove_step`.
-pub(super) async fn reset_node(ctx: &Context, host: &str, r: &Reporter) {
+pub(super) async fn reset_node(ctx: &Context, host: &str, role: Option<Role>, r: &Reporter) {
     let Some(credentials) = &ctx.credentials else {
         r.warn("no talosconfig in the state: not reset through the Talos API");
         return;
@@ -42,7 +42,7 @@ pub(super) async fn reset_node(ctx: &Context, host: &str, r: &Reporter) {
         r.warn("the Talos API does not answer: the VM is deleted without a reset");
         return;
     };
-    let graceful = ctx.controlplanes.iter().any(|h| h == host);
+    let graceful = role == Some(Role::Controlplane);
     r.progress(if graceful {
         "resetting Talos (graceful: leaving etcd)"
     } else {
@@ -173,17 +173,22 @@ async fn wait_either(
     }
 }
 
-pub(super) async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()> {
-    let want = ctx
-        .desired
-        .configs
-        .get(host)
-        .with_context(|| format!("config/{host} is not in the topology"))?;
+/// Apply `change`'s machine config to `host`: a node in maintenance mode gets
+/// it and is waited for in secure mode; a configured node whose recorded
+/// config is the plan's is only recorded (a re-run after a stop); one with
+/// another config gets the change in the plan's apply mode.
+pub(super) async fn apply_config(
+    ctx: &Context,
+    host: &str,
+    change: &Change,
+    r: &Reporter,
+) -> anyhow::Result<()> {
+    let (want, yaml) = planned_config(ctx, host, change)?;
     let ip = want.ip;
     let w = &ctx.waits;
     let recorded = ctx.recorded_configs.get(host);
     let credentials = credentials(ctx)?;
-    let config_record = |secure_mode: bool| config_record(host, want, secure_mode);
+    let config_record = |secure_mode: bool| config_record(host, change, want, yaml, secure_mode);
     r.progress("checking the Talos API");
     let client = match wait_either(ctx, ip, host, credentials, r).await? {
         NodeMode::Maintenance(c) => c,
@@ -191,10 +196,10 @@ pub(super) async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> any
         // after a stop), or this is a change to apply to the running node.
         NodeMode::Secure(client) => {
             match recorded {
-                Some(rec) if rec.config_sha256 == want.record.config_sha256 => {
+                Some(rec) if rec.config_sha256 == want.config_sha256 => {
                     r.record(Record::SecureMode(host.to_owned()));
                 }
-                Some(_) => apply_change(ctx, host, &client, r).await?,
+                Some(_) => apply_change(ctx, host, change, &client, r).await?,
                 None => {
                     // Sent by a run that stopped before recording it.
                     r.warn("the node is configured already; recording the config as applied");
@@ -206,7 +211,7 @@ pub(super) async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> any
     };
     r.progress("applying the machine config");
     let outcome = client
-        .apply_configuration(want.yaml.expose().as_bytes(), &ApplyOptions::default())
+        .apply_configuration(yaml.expose().as_bytes(), &ApplyOptions::default())
         .await
         .with_context(|| format!("{host} refused the machine config"))?;
     for warning in outcome.warnings {
@@ -219,33 +224,30 @@ pub(super) async fn apply_config(ctx: &Context, host: &str, r: &Reporter) -> any
     Ok(())
 }
 
-/// Apply a changed config to a running node in the least disruptive mode.
-/// One that reboots the node goes through the health gate of a restart (for
-/// a control plane etcd healthy first; afterwards the node healthy again, and
-/// etcd), so a config change never takes etcd's quorum down; a staged one is
-/// recorded as staged.
+/// Apply a changed config to a running node in the plan's mode. One that
+/// reboots the node goes through the health gate of a restart (for a control
+/// plane etcd healthy first; afterwards the node healthy again, and etcd), so
+/// a config change never takes etcd's quorum down; a staged one is recorded
+/// as staged.
 async fn apply_change(
     ctx: &Context,
     host: &str,
+    change: &Change,
     client: &TalosClient,
     r: &Reporter,
 ) -> anyhow::Result<()> {
-    let want = ctx
-        .desired
-        .configs
-        .get(host)
-        .with_context(|| format!("config/{host} is not in the topology"))?;
+    let (want, yaml) = planned_config(ctx, host, change)?;
     let (ip, w) = (want.ip, &ctx.waits);
     let credentials = credentials(ctx)?;
-    let config_record = |secure_mode: bool| config_record(host, want, secure_mode);
-    let mode = least_disruptive_mode(ctx, client, want.yaml.expose(), r).await?;
+    let config_record = |secure_mode: bool| config_record(host, change, want, yaml, secure_mode);
+    let mode = planned_mode(want.mode, client, yaml.expose(), r).await?;
     let send = async {
         let options = ApplyOptions {
             mode,
             ..ApplyOptions::default()
         };
         let outcome = client
-            .apply_configuration(want.yaml.expose().as_bytes(), &options)
+            .apply_configuration(yaml.expose().as_bytes(), &options)
             .await
             .with_context(|| format!("{host} refused the machine config"))?;
         for warning in outcome.warnings {
@@ -263,22 +265,23 @@ async fn apply_change(
         })
         .await?;
     } else if send.await? == ApplyMode::Staged {
-        r.record(staged_record(client, host, ip, want, r).await);
+        r.record(staged_record(client, host, ip, config_record(true), r).await);
         return Ok(());
     }
     r.record(config_record(true));
     Ok(())
 }
 
-/// The record of a config the node staged: it keeps running its previous
-/// config until its next boot, which refresh then tells by the node's boot
-/// time moving on (read after staging, so a reboot in between can only keep
-/// the record staged a while longer, never clear it early).
+/// The record of a config the node staged (`applied`, its record as
+/// applied, marked staged): it keeps running its previous config until its
+/// next boot, which refresh then tells by the node's boot time moving on
+/// (read after staging, so a reboot in between can only keep the record
+/// staged a while longer, never clear it early).
 async fn staged_record(
     client: &TalosClient,
     host: &str,
     ip: IpAddr,
-    want: &crate::plan::DesiredConfig,
+    applied: Record,
     r: &Reporter,
 ) -> Record {
     let boot_time = match client.boot_time().await {
@@ -298,44 +301,67 @@ async fn staged_record(
         "staged: the node runs its previous machine config until its next reboot \
          (`talosctl --nodes {ip} reboot`)"
     ));
-    Record::Config {
-        host: host.to_owned(),
-        config: format::NodeConfig {
-            secure_mode: true,
-            staged: Some(format::Staged { boot_time }),
-            ..want.record.clone()
+    match applied {
+        Record::Config { config, yaml, .. } => Record::Config {
+            host: host.to_owned(),
+            config: format::NodeConfig {
+                staged: Some(format::Staged { boot_time }),
+                ..config
+            },
+            yaml,
         },
-        yaml: Sensitive::new(want.yaml.expose().clone()),
+        other => other,
     }
 }
 
-/// The record of `host`'s desired config `want` as applied, in secure mode
-/// or not yet, with no staged mark.
-fn config_record(host: &str, want: &DesiredConfig, secure_mode: bool) -> Record {
+/// The record of `change`'s config (`want`, the bytes `yaml`) as applied to
+/// `host`, in secure mode or not yet, with no staged mark.
+pub(super) fn config_record(
+    host: &str,
+    change: &Change,
+    want: &PlannedConfig,
+    yaml: &crate::machine::Sensitive<String>,
+    secure_mode: bool,
+) -> Record {
     Record::Config {
         host: host.to_owned(),
         config: format::NodeConfig {
+            config_sha256: want.config_sha256.clone(),
+            talos_version: want.talos_version.clone(),
+            installer_image: want.installer_image.clone(),
             secure_mode,
-            ..want.record.clone()
+            staged: None,
+            role: change.role,
         },
-        yaml: Sensitive::new(want.yaml.expose().clone()),
+        yaml: Sensitive::new(yaml.expose().clone()),
     }
 }
 
-/// The mode to apply a changed config to a running node in: staged with
-/// `--staged`; otherwise what the node resolves auto mode to in a dry run
-/// (no reboot when Talos can apply the change at once), asked for explicitly
-/// so that a change the node cannot apply at once is never applied without
-/// its reboot, nor rebooted for when it can.
-async fn least_disruptive_mode(
-    ctx: &Context,
+/// The Talos mode to send a changed config to a running node in: the plan's
+/// (no-reboot, reboot, staged), sent as such, so that a node that would now
+/// reboot for a change planned without one refuses it instead. When the plan
+/// could not ask the node (unknown until apply), the node is asked now in a
+/// dry run and the least disruptive mode it allows is sent.
+async fn planned_mode(
+    mode: PlanMode,
     client: &TalosClient,
     yaml: &str,
     r: &Reporter,
 ) -> anyhow::Result<ApplyMode> {
-    if ctx.staged_configs {
-        r.progress("staging the machine config for the next reboot");
-        return Ok(ApplyMode::Staged);
+    match mode {
+        PlanMode::Staged => {
+            r.progress("staging the machine config for the next reboot");
+            return Ok(ApplyMode::Staged);
+        }
+        PlanMode::NoReboot => {
+            r.progress("applying the machine config without a reboot");
+            return Ok(ApplyMode::NoReboot);
+        }
+        PlanMode::Reboot => {
+            r.progress("applying the machine config (the node reboots for it)");
+            return Ok(ApplyMode::Reboot);
+        }
+        PlanMode::UnknownUntilApply | PlanMode::Maintenance => {}
     }
     let dry_run = ApplyOptions {
         dry_run: true,

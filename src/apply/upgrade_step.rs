@@ -6,12 +6,11 @@
 use anyhow::Context as _;
 
 use crate::health::{ClusterNode, Role};
-use crate::plan::{Action, Change, Plan};
-use crate::state::Address;
+use crate::plan::{Change, KubernetesChange};
 use crate::topology;
 
 use super::record::Record;
-use super::steps::{Context, Reporter, credentials};
+use super::steps::{Context, Reporter, credentials, planned_config};
 use super::talos_steps;
 use super::upgrade::{self, UpgradeEvent, UpgradeNode, UpgradeTarget};
 
@@ -63,12 +62,13 @@ fn describe(event: &UpgradeEvent) -> String {
 ///
 /// # Errors
 /// The [`upgrade::UpgradeError`] naming the node, or the config's error.
-pub(super) async fn upgrade(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()> {
-    let want = ctx
-        .desired
-        .configs
-        .get(host)
-        .with_context(|| format!("config/{host} is not in the topology"))?;
+pub(super) async fn upgrade(
+    ctx: &Context,
+    host: &str,
+    change: &Change,
+    r: &Reporter,
+) -> anyhow::Result<()> {
+    let (want, _) = planned_config(ctx, host, change)?;
     let recorded = ctx
         .recorded_configs
         .get(host)
@@ -81,8 +81,8 @@ pub(super) async fn upgrade(ctx: &Context, host: &str, r: &Reporter) -> anyhow::
         .cloned()
         .with_context(|| format!("{host} is not in the topology"))?;
     let target = UpgradeTarget {
-        image: want.record.installer_image.clone(),
-        version: want.record.talos_version.clone(),
+        image: want.installer_image.clone(),
+        version: want.talos_version.clone(),
     };
     r.progress(format!(
         "upgrading Talos {} -> {}",
@@ -115,8 +115,8 @@ pub(super) async fn upgrade(ctx: &Context, host: &str, r: &Reporter) -> anyhow::
     )
     .await
     .map_err(anyhow::Error::new)?;
-    if recorded.config_sha256 != want.record.config_sha256 {
-        talos_steps::apply_config(ctx, host, r).await?;
+    if recorded.config_sha256 != want.config_sha256 {
+        talos_steps::apply_config(ctx, host, change, r).await?;
     }
     Ok(())
 }
@@ -167,61 +167,20 @@ pub(super) async fn gated_restart(
     Ok(())
 }
 
-/// Whether `change` is a Kubernetes version change of a configured node: a
-/// machine config change with a `kubernetes_version` field, on a node recorded
-/// in secure mode, that its dry run did not say needs a reboot. Such a change
-/// rolls through [`kubernetes`]; one with other settings the node must reboot
-/// for is applied with its reboot like any other config change.
-pub(super) fn is_kubernetes_roll(ctx: &Context, change: &Change) -> bool {
-    let Address::Config(host) = &change.address else {
-        return false;
-    };
-    change.action == Action::ApplyConfig
-        && change.reboot != Some(true)
-        && change.fields.iter().any(|f| f.name == "kubernetes_version")
-        && ctx
-            .recorded_configs
-            .get(host)
-            .is_some_and(|c| c.secure_mode)
-}
-
-/// The control planes of `plan`'s Kubernetes version change, in the order the
-/// plan rolls them (pure). The step of the first one gives all of them the new
-/// control-plane component images before any kubelet changes.
-pub fn kubernetes_control_planes(plan: &Plan, ctx: &Context) -> Vec<String> {
-    plan.changes
-        .iter()
-        .filter(|c| is_kubernetes_roll(ctx, c))
-        .filter_map(|c| match &c.address {
-            Address::Config(host) => Some(host),
-            _ => None,
-        })
-        .filter(|host| {
-            ctx.desired
-                .configs
-                .get(*host)
-                .is_some_and(|c| c.role == topology::Role::Controlplane)
-        })
-        .cloned()
-        .collect()
-}
-
 /// Phase 1 of a Kubernetes version change, for the step of the first control
-/// plane of the roll (empty for any other step): for each control plane of the
-/// roll, its new machine config with the kubelet image it runs now, so that the
-/// new kube-apiserver, kube-controller-manager and kube-scheduler run on every
-/// control plane before any kubelet is newer (Kubernetes version skew policy).
-/// A control plane whose kubelet image does not change needs no phase 1.
+/// plane of the roll (the plan lists the roll's control planes on that
+/// change only): for each, its new machine config with the kubelet image it
+/// runs now, so that the new kube-apiserver, kube-controller-manager and
+/// kube-scheduler run on every control plane before any kubelet is newer
+/// (Kubernetes version skew policy). A control plane whose kubelet image does
+/// not change needs no phase 1.
 fn control_plane_components(
     ctx: &Context,
-    host: &str,
+    roll: &KubernetesChange,
     cluster: &[ClusterNode],
 ) -> anyhow::Result<Vec<upgrade::ConfigUpdate>> {
-    if ctx.kubernetes_control_planes.first().map(String::as_str) != Some(host) {
-        return Ok(Vec::new());
-    }
     let mut updates = Vec::new();
-    for cp in &ctx.kubernetes_control_planes {
+    for cp in &roll.control_plane_components {
         let new = ctx
             .desired
             .configs
@@ -264,12 +223,17 @@ fn control_plane_components(
 /// # Errors
 /// The [`upgrade::UpgradeError`] naming the node (Talos refusing the config, or
 /// saying it needs a reboot, included).
-pub(super) async fn kubernetes(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()> {
-    let want = ctx
-        .desired
-        .configs
-        .get(host)
-        .with_context(|| format!("config/{host} is not in the topology"))?;
+pub(super) async fn kubernetes(
+    ctx: &Context,
+    host: &str,
+    change: &Change,
+    r: &Reporter,
+) -> anyhow::Result<()> {
+    let (want, yaml) = planned_config(ctx, host, change)?;
+    let k8s = want
+        .kubernetes
+        .as_ref()
+        .with_context(|| format!("config/{host}: the plan carries no Kubernetes version change"))?;
     let recorded = ctx
         .recorded_configs
         .get(host)
@@ -282,10 +246,10 @@ pub(super) async fn kubernetes(ctx: &Context, host: &str, r: &Reporter) -> anyho
         .cloned()
         .with_context(|| format!("{host} is not in the topology"))?;
     let roll = upgrade::KubernetesRoll {
-        control_plane_components: control_plane_components(ctx, host, &cluster)?,
+        control_plane_components: control_plane_components(ctx, k8s, &cluster)?,
         kubelet: vec![upgrade::ConfigUpdate {
             node,
-            config: want.yaml.expose().as_bytes().to_vec(),
+            config: yaml.expose().as_bytes().to_vec(),
         }],
     };
     if !roll.control_plane_components.is_empty() {
@@ -308,13 +272,6 @@ pub(super) async fn kubernetes(ctx: &Context, host: &str, r: &Reporter) -> anyho
     )
     .await
     .map_err(anyhow::Error::new)?;
-    r.record(Record::Config {
-        host: host.to_owned(),
-        config: crate::state::format::NodeConfig {
-            secure_mode: true,
-            ..want.record.clone()
-        },
-        yaml: crate::state::Sensitive::new(want.yaml.expose().clone()),
-    });
+    r.record(talos_steps::config_record(host, change, want, yaml, true));
     Ok(())
 }

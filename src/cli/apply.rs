@@ -16,7 +16,7 @@ use super::{CommandError, Outcome};
 use crate::apply::upgrade::{RolloutOptions, SnapshotPolicy};
 use crate::apply::{self, Context, Record, RunOutcome, Saver, Waits};
 use crate::plan::order::chain_upgrades;
-use crate::plan::{Action, Desired, Plan, check_fresh};
+use crate::plan::{Desired, Plan, check_fresh, check_same};
 use crate::state::format::State;
 use crate::state::{Address, Sensitive, StateBackend, StateStore};
 use crate::topology::Topology;
@@ -123,13 +123,10 @@ pub(super) fn context(
             .iter()
             .map(|(host, o)| (host.clone(), o.value.clone()))
             .collect(),
-        kubernetes_control_planes: Vec::new(),
         recorded_images: state.resources.images.clone(),
-        controlplanes: cluster::controlplanes(topology, state),
         offline_kubeconfig,
         started_at,
         waits: Waits::default(),
-        staged_configs: false,
         rollout: RolloutOptions {
             backoff: Waits::default().backoff,
             ..RolloutOptions::new(SnapshotPolicy::Skip)
@@ -182,10 +179,6 @@ pub(super) async fn run_plan(
         encrypted,
         state,
     };
-    let ctx = Context {
-        kubernetes_control_planes: apply::kubernetes_control_planes(plan, &ctx),
-        ..ctx
-    };
     let outcome = apply::execute(Arc::new(ctx), plan, &mut saver, parallelism, &tx, cancel).await;
     drop(tx);
     let _ = view.await;
@@ -226,6 +219,13 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
         .as_deref()
         .map(cluster::read_saved_plan)
         .transpose()?;
+    if args.staged && saved.as_ref().is_some_and(|s| !s.staged) {
+        return Err(anyhow::anyhow!(
+            "the saved plan was made without --staged, and is applied as it was made: make it \
+             with `talosprov plan --staged -out FILE`, or drop --staged"
+        )
+        .into());
+    }
     cluster::locked(&args.state, "apply", async |store, cancel| {
         let loaded = store.load().await?;
         let had_state = loaded.is_some();
@@ -252,17 +252,16 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             .into());
         }
         let offline = !args.refresh || saved.as_ref().is_some_and(|s| !s.plan.refreshed);
-        let mut planned = make_plan(
+        let staged = saved.as_ref().map_or(args.staged, |s| s.staged);
+        let planned = make_plan(
             &topology,
             had_state.then_some(&state),
             saved.as_ref().and_then(|s| s.secrets.as_ref()),
             offline,
             &targets,
+            staged,
         )
         .await?;
-        if args.staged {
-            crate::plan::stage_config_changes(&mut planned.plan);
-        }
         if args.refresh_only {
             if !had_state {
                 return Err(anyhow::anyhow!("no state yet: nothing to refresh").into());
@@ -278,15 +277,10 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             .await;
         }
         if let Some(s) = &saved {
-            let key = |p: &Plan| -> Vec<(Address, Action)> {
-                p.changes.iter().map(|c| (c.address.clone(), c.action)).collect()
-            };
-            if key(&s.plan) != key(&planned.plan) {
-                return Err(anyhow::anyhow!(
-                    "the topology or the cluster changed since the plan was saved; run `talosprov plan` again"
-                )
-                .into());
-            }
+            // Only what the plan showed is applied: the plan made now must be
+            // the saved one, value for value, or nothing is done.
+            check_same(s, &planned.plan, &planned.inputs)
+                .map_err(|e| anyhow::Error::new(*e).context("the saved plan cannot be applied; nothing was changed"))?;
         } else {
             crate::ui::write_stdout(&crate::ui::plan::render(&planned.plan))?;
         }
@@ -342,7 +336,6 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
         let mut ctx = context(&topology, &state, planned.desired, offline)
             .context("cannot prepare the apply")?;
         ctx.rollout.etcd_snapshot = snapshot_policy(&args);
-        ctx.staged_configs = args.staged;
         run_plan(ctx, &plan, store, encrypted, &mut state, args.parallelism, cancel).await?;
         crate::ui::write_stdout(&format!(
             "\n{}\n",

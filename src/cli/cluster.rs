@@ -19,13 +19,14 @@ use crate::machine::{
     AdminKubeconfig, KubeconfigInput, SecretsBundle, Talosconfig, TalosconfigInput,
     parse_secrets_yaml, secrets_yaml,
 };
-use crate::plan::{Observed, RenderedConfig, SavedPlan};
+use crate::plan::{InputDigests, Observed, RenderedConfig, SavedPlan};
 use crate::proxmox;
 use crate::state::encrypt::{self, StateKeys};
 use crate::state::format::State;
 use crate::state::{Sensitive, StateBackend, StateStore};
 use crate::talos::ClientCredentials;
-use crate::topology::{self, Role, SchematicSpec, Topology};
+use crate::topology::{self, SchematicSpec, Topology};
+use sha2::Digest as _;
 
 /// Load and validate the topology; print its diagnostics on stderr.
 ///
@@ -80,22 +81,48 @@ pub fn generate_secrets() -> anyhow::Result<(SecretsBundle, Sensitive)> {
     Ok((bundle, text))
 }
 
-/// Each node's final machine config, as planning takes it.
+/// Each node's final machine config, as planning takes it, and the digests
+/// of the files they were made from (the topology file and each node's patch
+/// files), which a saved plan records.
 ///
 /// # Errors
 /// [`CommandError::Reported`] after printing the template, patch and config
-/// diagnostics.
+/// diagnostics; a failure when the topology file cannot be read again.
 pub fn render_configs(
     topology: &Topology,
     secrets: &SecretsBundle,
-) -> Result<Vec<RenderedConfig>, CommandError> {
+) -> Result<(Vec<RenderedConfig>, InputDigests), CommandError> {
     let patches = match crate::patch::PatchSet::load(topology) {
         Ok(p) => p,
         Err(diagnostics) => return Err(report(&diagnostics)),
     };
     let configs =
         crate::machine::node::node_configs(topology, secrets, &patches).map_err(|d| report(&d))?;
-    Ok(configs
+    let topology_bytes = std::fs::read(&topology.file)
+        .with_context(|| format!("cannot read {}", topology.file.display()))?;
+    let topology_path = topology.file.display().to_string();
+    let mut files: BTreeMap<String, String> = patches
+        .file_digests()
+        .into_iter()
+        .map(|(path, digest)| (path.display().to_string(), digest))
+        .collect();
+    files.insert(
+        topology_path.clone(),
+        hex::encode(sha2::Sha256::digest(&topology_bytes)),
+    );
+    let inputs = InputDigests {
+        topology: topology_path,
+        files,
+        nodes: patches
+            .node_patches()
+            .iter()
+            .map(|(host, list)| {
+                let paths = list.iter().map(|f| f.path.display().to_string()).collect();
+                (host.clone(), paths)
+            })
+            .collect(),
+    };
+    let configs = configs
         .into_iter()
         .map(|c| RenderedConfig {
             hostname: c.hostname,
@@ -105,7 +132,8 @@ pub fn render_configs(
             sha256: c.sha256,
             yaml: c.yaml,
         })
-        .collect())
+        .collect();
+    Ok((configs, inputs))
 }
 
 fn report(diagnostics: &[topology::Diagnostic]) -> CommandError {
@@ -293,24 +321,6 @@ pub fn storage_shared(observed: &Observed, state: Option<&State>) -> bool {
             .iter()
             .any(|(name, i)| name.ends_with(&format!("-{}", i.node)))
     })
-}
-
-/// Hostnames declared as control planes, or recorded as such (a removed
-/// node's applied machine config says `machine.type: controlplane`).
-pub fn controlplanes(topology: &Topology, state: &State) -> Vec<String> {
-    let mut hosts: Vec<String> = topology
-        .nodes
-        .iter()
-        .filter(|n| n.role == Role::Controlplane)
-        .map(|n| n.hostname.clone())
-        .collect();
-    for (host, config) in &state.outputs.machineconfigs {
-        if crate::plan::config_diff::is_controlplane(config.value.expose()) && !hosts.contains(host)
-        {
-            hosts.push(host.clone());
-        }
-    }
-    hosts
 }
 
 /// The keys that seal the state, which also seal saved plans.

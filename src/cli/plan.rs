@@ -35,7 +35,7 @@ pub struct PlanArgs {
     #[arg(long = "detailed-exitcode")]
     pub detailed_exitcode: bool,
 
-    /// Print the plan as JSON (format_version 1; see `talosprov::plan::Plan`).
+    /// Print the plan as JSON (format_version 2; see `talosprov::plan::Plan`).
     #[arg(long)]
     pub json: bool,
 
@@ -58,6 +58,12 @@ pub struct PlanArgs {
     /// undo it; `apply -refresh-only` records it in the state.
     #[arg(long = "refresh-only", conflicts_with_all = ["offline", "out"])]
     pub refresh_only: bool,
+
+    /// Plan machine config changes on running nodes in staged mode, as `apply
+    /// --staged` does: each node takes its new config at its next reboot. A
+    /// plan saved with it is applied that way.
+    #[arg(long)]
+    pub staged: bool,
 
     /// How many changes apply runs at once (accepted here for symmetry with apply).
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -91,7 +97,7 @@ async fn plan_locked(
     let loaded = store.load().await?;
     let state = loaded.as_ref().map(|l| &l.state);
     let offline = args.offline || !args.refresh;
-    let planned = make_plan(topology, state, None, offline, &args.target).await?;
+    let planned = make_plan(topology, state, None, offline, &args.target, args.staged).await?;
     let drift_only = args
         .refresh_only
         .then(|| crate::ui::plan::refresh_only(&planned.plan));
@@ -112,6 +118,8 @@ async fn plan_locked(
                 plan: plan.clone(),
                 secrets: planned.generated.clone(),
                 targets: args.target.iter().map(ToString::to_string).collect(),
+                staged: args.staged,
+                inputs: planned.inputs.clone(),
             },
         )?;
         if !args.json {

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use super::CommandError;
 use super::cluster;
 use crate::machine::{SecretsBundle, parse_secrets_yaml};
-use crate::plan::{self, Desired, Plan, PlanInput};
+use crate::plan::{self, Desired, InputDigests, Plan, PlanInput};
 use crate::state::format::State;
 use crate::state::{Address, Sensitive};
 use crate::topology::Topology;
@@ -25,12 +25,15 @@ pub struct Planned {
     pub generated: Option<Sensitive>,
     /// What refresh saw (`Observed::default()` offline).
     pub observed: plan::Observed,
+    /// The digests of the files the plan was made from.
+    pub inputs: InputDigests,
 }
 
 /// Make the plan.
 ///
 /// `secrets`: the bundle text to use when the state has none (from a saved
-/// plan); new ones are generated when neither has any.
+/// plan); new ones are generated when neither has any. `staged`: config
+/// changes on running nodes are sent in staged mode (`--staged`).
 ///
 /// # Errors
 /// Rendering diagnostics (printed), Proxmox errors during refresh, and the
@@ -41,8 +44,13 @@ pub async fn make_plan(
     secrets: Option<&Sensitive>,
     offline: bool,
     targets: &[Address],
+    staged: bool,
 ) -> Result<Planned, CommandError> {
-    let (bundle, generated) = match (cluster::state_secrets_opt(state)?, secrets) {
+    // Secrets made for this plan (no state has any yet): the configs, and so
+    // their digests, are known only once apply keeps the secrets.
+    let recorded = cluster::state_secrets_opt(state)?;
+    let fresh_secrets = recorded.is_none();
+    let (bundle, generated) = match (recorded, secrets) {
         (Some(b), _) => (b, None),
         (None, Some(text)) => (
             parse_secrets_yaml(text.expose()).context("the saved plan's secrets are invalid")?,
@@ -53,7 +61,7 @@ pub async fn make_plan(
             (b, Some(text))
         }
     };
-    let configs = cluster::render_configs(topology, &bundle)?;
+    let (configs, inputs) = cluster::render_configs(topology, &bundle)?;
     let observed = cluster::observe(topology, state, &configs, offline).await?;
     let shared = cluster::storage_shared(&observed, state);
     let desired = plan::desired(topology, &configs, shared).map_err(|errors| {
@@ -82,7 +90,10 @@ pub async fn make_plan(
         )
     })?;
     plan::target(&mut p, targets, &desired);
-    if generated.is_some() {
+    if staged {
+        plan::stage_config_changes(&mut p);
+    }
+    if fresh_secrets {
         plan::digests_known_after_apply(&mut p);
     }
     Ok(Planned {
@@ -91,5 +102,6 @@ pub async fn make_plan(
         secrets: bundle,
         generated,
         observed,
+        inputs,
     })
 }

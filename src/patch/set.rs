@@ -144,6 +144,16 @@ impl PatchSet {
             .map_or(&[][..], |(_, files)| files.as_slice())
     }
 
+    /// Hex SHA-256 of every patch file read, by path: the inputs a saved plan
+    /// records, so that apply can tell which file changed since.
+    pub fn file_digests(&self) -> std::collections::BTreeMap<PathBuf, String> {
+        use sha2::Digest as _;
+        self.texts
+            .iter()
+            .map(|(path, text)| (path.clone(), hex::encode(sha2::Sha256::digest(text))))
+            .collect()
+    }
+
     /// Files in the tree that are not patches, in path order.
     pub fn ignored(&self) -> &[PathBuf] {
         &self.ignored

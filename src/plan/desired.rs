@@ -132,6 +132,25 @@ pub fn image_name(schematic_id: &str, talos_version: &str, host: Option<&str>) -
     }
 }
 
+/// The state record of a VM made from `spec`: what talosprov compares with
+/// Proxmox on every refresh.
+pub fn vm_record(spec: &VmSpec) -> format::Vm {
+    format::Vm {
+        vmid: spec.vmid,
+        node: spec.node.clone(),
+        name: spec.name.clone(),
+        cores: spec.cores,
+        memory_mib: spec.memory_mib,
+        disk_gib: spec.disk_gib,
+        hostpci: spec
+            .hostpci
+            .iter()
+            .map(|d| (d.key(), d.property_string()))
+            .collect(),
+        tags: spec.tags.clone(),
+    }
+}
+
 /// Build the desired resources. `configs` holds one rendered config per node
 /// (any order); `image_storage_shared` says whether one download serves every
 /// host.
@@ -257,19 +276,7 @@ pub fn desired(
             tags: tags.clone(),
             hostpci: hostpci.clone(),
         };
-        let record = format::Vm {
-            vmid: spec.vmid,
-            node: spec.node.clone(),
-            name: spec.name.clone(),
-            cores: spec.cores,
-            memory_mib: spec.memory_mib,
-            disk_gib: spec.disk_gib,
-            hostpci: hostpci
-                .iter()
-                .map(|d| (d.key(), d.property_string()))
-                .collect(),
-            tags,
-        };
+        let record = vm_record(&spec);
         out.vms.insert(
             node.hostname.clone(),
             DesiredVm {
@@ -290,6 +297,7 @@ pub fn desired(
                     installer_image: rendered.installer_image.clone(),
                     secure_mode: true,
                     staged: None,
+                    role: Some(node.role),
                 },
                 yaml: rendered.yaml.clone(),
             },

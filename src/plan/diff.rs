@@ -14,10 +14,12 @@ use super::config_diff;
 use super::desired::Desired;
 use super::diff_vm::plan_vm;
 use super::observed::Observed;
+use super::planned::{ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedVm};
 use super::staged::{Planned, StagedNote, staged_note};
 use super::{
     Action, Change, Drift, DriftKind, FieldChange, PLAN_FORMAT_VERSION, Plan, PlanWarning,
 };
+use crate::topology::Role;
 
 /// What planning reads: all plain data.
 #[derive(Debug, Clone, Copy)]
@@ -55,15 +57,7 @@ pub enum PlanError {
 }
 
 pub(super) fn change(address: Address, action: Action, reason: impl Into<String>) -> Change {
-    Change {
-        address,
-        action,
-        reason: reason.into(),
-        fields: Vec::new(),
-        config_diff: None,
-        reboot: None,
-        depends_on: Vec::new(),
-    }
+    Change::new(address, action, reason)
 }
 
 pub(super) fn field<T: ToString>(name: &str, before: Option<T>, after: Option<T>) -> FieldChange {
@@ -140,10 +134,15 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             &mut drift,
             &mut warnings,
         ) {
-            Ok(Some(c)) => {
+            Ok(Some(mut c)) => {
                 if matches!(c.action, Action::Create | Action::Replace) {
                     fresh_vms.insert(host.as_str());
                 }
+                c.role = Some(want.role);
+                c.vm = Some(PlannedVm {
+                    spec: want.spec.clone(),
+                    restart: c.action == Action::Update && c.reboot == Some(true),
+                });
                 changes.push(c);
             }
             Ok(None) => {}
@@ -173,16 +172,14 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             );
             c.fields
                 .push(field("volid", None, Some(&image.record.volid)));
+            c.image = Some(PlannedImage {
+                record: image.record.clone(),
+                factory_url: d.factory_url.clone(),
+            });
             changes.push(c);
         }
     }
-    let recorded_controlplane = |host: &str| {
-        state
-            .outputs
-            .machineconfigs
-            .get(host)
-            .is_some_and(|m| config_diff::is_controlplane(m.value.expose()))
-    };
+    let recorded_controlplane = |host: &str| recorded_role(state, host) == Some(Role::Controlplane);
     let controlplanes: Vec<&str> = rec
         .vms
         .keys()
@@ -230,12 +227,28 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
                 ),
             );
             c.fields.push(field("vmid", Some(vm.vmid), None));
+            c.role = recorded_role(state, host);
             changes.push(c);
         }
     }
 
     let bootstrapped = rec.bootstrap.as_ref().is_some_and(|b| b.done);
     for (host, want) in &d.configs {
+        let planned = |mode: ApplyMode| PlannedConfig {
+            ip: want.ip,
+            config_sha256: want.record.config_sha256.clone(),
+            talos_version: want.record.talos_version.clone(),
+            installer_image: want.record.installer_image.clone(),
+            mode,
+            kubernetes: None,
+        };
+        let config_change = |action: Action, reason: &str, mode: ApplyMode| {
+            let mut c = change(Address::Config(host.clone()), action, reason);
+            c.role = Some(want.role);
+            c.config = Some(planned(mode));
+            c.reboot = mode.reboots();
+            c
+        };
         let recorded = rec.configs.get(host);
         let recorded_text = state.outputs.machineconfigs.get(host).map(|o| &o.value);
         if let (Some(r), Some(seen)) = (recorded, obs.talos_versions.get(host))
@@ -258,11 +271,11 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
                 kind: DriftKind::Changed,
                 fields: vec![field("mode", Some("secure"), Some("maintenance (reset)"))],
             });
-            let mut c = change(
-                address,
+            let mut c = config_change(
                 Action::ApplyConfig,
                 "the node was reset outside talosprov and waits in maintenance mode: its machine \
                  config is applied again",
+                ApplyMode::Maintenance,
             );
             c.fields.push(field(
                 "config_sha256",
@@ -280,7 +293,7 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
                 } else {
                     "no config applied yet: applied in maintenance mode"
                 };
-                let mut c = change(address, Action::ApplyConfig, why);
+                let mut c = config_change(Action::ApplyConfig, why, ApplyMode::Maintenance);
                 c.fields.push(field(
                     "config_sha256",
                     None,
@@ -312,18 +325,18 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         }
         if !upgrade && !config_changed {
             if !current.secure_mode {
-                changes.push(change(
-                    address,
+                changes.push(config_change(
                     Action::ApplyConfig,
                     "applied, but the node was not seen in secure mode: checked and applied if missing",
+                    ApplyMode::Maintenance,
                 ));
             }
             continue;
         }
-        let mut c = change(
-            address.clone(),
+        let mut c = config_change(
             Action::ApplyConfig,
             "machine config changed",
+            ApplyMode::UnknownUntilApply,
         );
         if upgrade {
             c.action = Action::Upgrade;
@@ -385,7 +398,28 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             if !upgrade {
                 // The node's own answer to a dry run; unknown when it did not
                 // answer at plan time (the view then gives the settings' hint).
-                c.reboot = obs.apply_reboots.get(host).copied();
+                let mode = match obs.apply_reboots.get(host) {
+                    Some(true) => ApplyMode::Reboot,
+                    Some(false) => ApplyMode::NoReboot,
+                    None => ApplyMode::UnknownUntilApply,
+                };
+                if let Some(p) = c.config.as_mut() {
+                    p.mode = mode;
+                }
+                c.reboot = mode.reboots();
+                if let (Some(from), Some(to)) = &kubernetes
+                    && from != to
+                    && let Some(p) = c.config.as_mut()
+                {
+                    p.kubernetes = Some(KubernetesChange {
+                        from: from.clone(),
+                        to: to.clone(),
+                        // A change the node reboots for is applied whole with
+                        // its reboot; otherwise the two phases of upgrade-k8s.
+                        rolled: mode != ApplyMode::Reboot && current.secure_mode,
+                        control_plane_components: Vec::new(),
+                    });
+                }
                 if c.reboot.is_none() && config_diff::needs_reboot(before, after) {
                     c.reason =
                         "machine config changed; by the settings changed, likely with a reboot"
@@ -467,6 +501,25 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     Ok(plan)
 }
 
+/// The role the state records for `host`: the config record's, else (a
+/// state written before roles were recorded) the applied machine config's
+/// `machine.type`; `None` when the node has no applied config.
+pub fn recorded_role(state: &State, host: &str) -> Option<Role> {
+    state
+        .resources
+        .configs
+        .get(host)
+        .and_then(|c| c.role)
+        .or_else(|| {
+            let text = state.outputs.machineconfigs.get(host)?;
+            Some(if config_diff::is_controlplane(text.value.expose()) {
+                Role::Controlplane
+            } else {
+                Role::Worker
+            })
+        })
+}
+
 fn short(id: &str) -> String {
     id.chars().take(8).collect()
 }
@@ -478,6 +531,7 @@ fn plan_mappings(d: &Desired, rec: &format::Resources, changes: &mut Vec<Change>
             None => {
                 let mut c = change(address, Action::Create, "PCI hardware mapping");
                 c.fields.push(field("map", None, Some(map_text(want))));
+                c.pci_mapping = Some(want.clone());
                 changes.push(c);
             }
             Some(have) if have != want => {
@@ -493,6 +547,7 @@ fn plan_mappings(d: &Desired, rec: &format::Resources, changes: &mut Vec<Change>
                     c.fields
                         .push(field("map", Some(map_text(have)), Some(map_text(want))));
                 }
+                c.pci_mapping = Some(want.clone());
                 changes.push(c);
             }
             Some(_) => {}
@@ -533,6 +588,7 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
                 ),
             );
             c.fields.push(field("vmid", Some(vm.vmid), None));
+            c.role = recorded_role(s, host);
             changes.push(c);
         }
         for name in r.pools.keys() {

@@ -65,6 +65,7 @@ mod tests {
                     config_diff: None,
                     reboot: None,
                     depends_on: vec![],
+                    ..Change::new(crate::state::Address::Bootstrap, Action::Bootstrap, "")
                 })
                 .collect(),
         )

@@ -10,6 +10,7 @@ mod diff_vm;
 pub mod gitlab_report;
 pub mod observed;
 pub mod order;
+pub mod planned;
 pub mod saved;
 mod staged;
 
@@ -17,6 +18,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::state::Address;
+use crate::state::format;
+use crate::topology::Role;
 
 pub use desired::{
     Desired, DesiredConfig, DesiredError, DesiredImage, DesiredVm, RenderedConfig, desired,
@@ -27,12 +30,14 @@ pub use diff::{
 pub use gitlab_report::GitlabReport;
 pub use observed::{Observed, ObservedVm};
 pub use order::target;
-pub use saved::{SavedPlan, StalePlan, check_fresh};
-pub use staged::{STAGED_REASON, stage_config_changes};
+pub use planned::{ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedVm};
+pub use saved::{InputDigests, PlanMismatch, SavedPlan, StalePlan, check_fresh, check_same};
+pub use staged::stage_config_changes;
 
 /// The version of the plan's JSON format (`plan -json`, `plan -out`). A reader
-/// refuses a newer one.
-pub const PLAN_FORMAT_VERSION: u32 = 1;
+/// refuses a newer one, and a saved plan of an older one (version 1 did not
+/// carry the values apply sends).
+pub const PLAN_FORMAT_VERSION: u32 = 2;
 
 /// A plan: what apply will do, and why, computed from one state snapshot.
 ///
@@ -133,6 +138,12 @@ impl Plan {
                 supported: PLAN_FORMAT_VERSION,
             });
         }
+        if version < u64::from(PLAN_FORMAT_VERSION) {
+            return Err(PlanFormatError::Older {
+                found: version,
+                supported: PLAN_FORMAT_VERSION,
+            });
+        }
         serde_json::from_value(value).map_err(|e| PlanFormatError::Syntax(e.to_string()))
     }
 }
@@ -146,6 +157,18 @@ pub enum PlanFormatError {
     /// Written by a newer talosprov.
     #[error("the plan has format version {found}; this talosprov reads up to {supported}")]
     Newer {
+        /// The version in the file.
+        found: u64,
+        /// [`PLAN_FORMAT_VERSION`].
+        supported: u32,
+    },
+    /// Written by an older talosprov, whose plans do not carry every value
+    /// apply sends, so applying one could send values nobody reviewed.
+    #[error(
+        "the plan has format version {found}, from an older talosprov: it does not record the \
+         values apply sends (format version {supported} does); run `talosprov plan` again"
+    )]
+    Older {
         /// The version in the file.
         found: u64,
         /// [`PLAN_FORMAT_VERSION`].
@@ -240,6 +263,54 @@ pub struct Change {
     /// Addresses of other changes in this plan that must finish first.
     #[serde(default, with = "address_list", skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<Address>,
+    /// For `vm/` and `config/` changes: the node's role, from the topology,
+    /// or for a node that leaves it, from the state (a control plane's reset
+    /// is graceful: it leaves etcd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// For a VM create, replace or update: the VM apply makes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<PlannedVm>,
+    /// For an image create: the image apply downloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<PlannedImage>,
+    /// For a PCI mapping create or update: the mapping apply writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_mapping: Option<format::PciMapping>,
+    /// For an apply-config or upgrade: the config apply sends, and how.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<PlannedConfig>,
+}
+
+impl Change {
+    /// A change with no fields, no diff, no dependencies and no typed
+    /// values yet.
+    pub fn new(address: Address, action: Action, reason: impl Into<String>) -> Change {
+        Change {
+            address,
+            action,
+            reason: reason.into(),
+            fields: Vec::new(),
+            config_diff: None,
+            reboot: None,
+            depends_on: Vec::new(),
+            role: None,
+            vm: None,
+            image: None,
+            pci_mapping: None,
+            config: None,
+        }
+    }
+
+    /// The Kubernetes version change this config change carries, if any.
+    pub fn kubernetes(&self) -> Option<&KubernetesChange> {
+        self.config.as_ref().and_then(|c| c.kubernetes.as_ref())
+    }
+
+    /// The apply mode of a config change (`None` for other changes).
+    pub fn apply_mode(&self) -> Option<ApplyMode> {
+        self.config.as_ref().map(|c| c.mode)
+    }
 }
 
 /// One field of a change. Values are display text, already redacted.

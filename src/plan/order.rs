@@ -40,15 +40,14 @@ fn rank(c: &Change, desired: &Desired) -> u8 {
     }
 }
 
-/// A Talos upgrade, a Kubernetes version change (a config change with a
-/// `kubernetes_version` field), or a config change on a running node (one
-/// with a config diff) that reboots it, or may (its dry run was not read):
-/// all roll node by node, so control planes never reboot together.
+/// A Talos upgrade, a Kubernetes version change, or a config change on a
+/// running node (one with a config diff) that reboots it, or may (its dry run
+/// was not read): all roll node by node, so control planes never reboot
+/// together.
 fn in_rollout(c: &Change) -> bool {
     c.action == Action::Upgrade
         || (c.action == Action::ApplyConfig
-            && (c.fields.iter().any(|f| f.name == "kubernetes_version")
-                || (c.config_diff.is_some() && c.reboot != Some(false))))
+            && (c.kubernetes().is_some() || (c.config_diff.is_some() && c.reboot != Some(false))))
 }
 
 fn is_control_plane(desired: &Desired, host: &str) -> bool {
@@ -124,6 +123,34 @@ pub fn chain_upgrades(plan: &mut Plan, desired: &Desired, max_parallel: NonZeroU
         c.depends_on.sort();
         c.depends_on.dedup();
     }
+    assign_control_plane_components(plan, desired);
+}
+
+/// Give the first control plane of a Kubernetes roll (in plan order) the list
+/// of every control plane of the roll, whose new control-plane component
+/// images its step applies first (talosctl `upgrade-k8s`'s phase 1); every
+/// other change's list is cleared (pure).
+fn assign_control_plane_components(plan: &mut Plan, desired: &Desired) {
+    let rolled: Vec<String> = plan
+        .changes
+        .iter()
+        .filter(|c| c.kubernetes().is_some_and(|k| k.rolled))
+        .filter_map(|c| match &c.address {
+            Address::Config(host) if is_control_plane(desired, host) => Some(host.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut first = true;
+    for c in &mut plan.changes {
+        let Some(k) = c.config.as_mut().and_then(|p| p.kubernetes.as_mut()) else {
+            continue;
+        };
+        k.control_plane_components.clear();
+        if first && matches!(&c.address, Address::Config(h) if rolled.first() == Some(h)) {
+            k.control_plane_components = rolled.clone();
+            first = false;
+        }
+    }
 }
 
 /// Fill each change's `depends_on` with the planned changes it waits for, and
@@ -194,10 +221,9 @@ pub fn order_destroy(plan: &mut Plan) {
     sort(plan, &Desired::default());
 }
 
-/// A Kubernetes version change (a machine config change with a
-/// `kubernetes_version` field).
+/// A Kubernetes version change (a machine config change that carries one).
 fn is_kubernetes_change(c: &Change) -> bool {
-    c.action == Action::ApplyConfig && c.fields.iter().any(|f| f.name == "kubernetes_version")
+    c.action == Action::ApplyConfig && c.kubernetes().is_some()
 }
 
 /// The addresses of the Kubernetes version changes of control planes (or,
@@ -232,6 +258,7 @@ pub fn target(plan: &mut Plan, targets: &[Address], desired: &Desired) {
     }
     plan.changes.retain(|c| keep.contains(&c.address));
     plan.drift.retain(|d| keep.contains(&d.address));
+    assign_control_plane_components(plan, desired);
     let left_out: Vec<String> = kubernetes_control_planes
         .iter()
         .filter(|a| !keep.contains(*a))
@@ -258,26 +285,29 @@ mod tests {
     use super::*;
 
     fn update(host: &str, reboot: Option<bool>) -> Change {
-        Change {
-            address: Address::Vm(host.into()),
-            action: Action::Update,
-            reason: "cores 2 -> 4".into(),
-            fields: Vec::new(),
-            config_diff: None,
-            reboot,
-            depends_on: Vec::new(),
-        }
+        let mut c = Change::new(Address::Vm(host.into()), Action::Update, "cores 2 -> 4");
+        c.reboot = reboot;
+        c
     }
 
     fn upgrade(host: &str) -> Change {
-        Change {
-            address: Address::Config(host.into()),
-            action: Action::Upgrade,
-            reason: "Talos v1.13.7 -> v1.13.8".into(),
-            fields: Vec::new(),
-            config_diff: None,
-            reboot: Some(true),
-            depends_on: Vec::new(),
+        let mut c = Change::new(
+            Address::Config(host.into()),
+            Action::Upgrade,
+            "Talos v1.13.7 -> v1.13.8",
+        );
+        c.reboot = Some(true);
+        c
+    }
+
+    fn config(host: &str, mode: crate::plan::ApplyMode) -> crate::plan::PlannedConfig {
+        crate::plan::PlannedConfig {
+            ip: "10.0.0.1".parse().expect("ip"),
+            config_sha256: "ab".repeat(32),
+            talos_version: "v1.13.8".into(),
+            installer_image: format!("factory.talos.dev/nocloud-installer/{host}:v1.13.8"),
+            mode,
+            kubernetes: None,
         }
     }
 
@@ -315,6 +345,7 @@ mod tests {
                         installer_image: String::new(),
                         secure_mode: true,
                         staged: None,
+                        role: Some(*role),
                     },
                     yaml: crate::machine::Sensitive::new(String::new()),
                 },
@@ -364,19 +395,22 @@ mod tests {
     fn targeting_a_worker_kubelet_without_the_control_planes_warns_of_version_skew() {
         use crate::topology::Role::{Controlplane, Worker};
         let d = desired(&[("cp-1", Controlplane), ("w-1", Worker)]);
-        let kubernetes = |host: &str| Change {
-            address: Address::Config(host.into()),
-            action: Action::ApplyConfig,
-            reason: "Kubernetes v1.36.2 -> v1.37.0".into(),
-            fields: vec![crate::plan::FieldChange {
-                name: "kubernetes_version".into(),
-                before: Some("v1.36.2".into()),
-                after: Some("v1.37.0".into()),
-                pending: false,
-            }],
-            config_diff: None,
-            reboot: Some(false),
-            depends_on: Vec::new(),
+        let kubernetes = |host: &str| {
+            let mut c = Change::new(
+                Address::Config(host.into()),
+                Action::ApplyConfig,
+                "Kubernetes v1.36.2 -> v1.37.0",
+            );
+            c.reboot = Some(false);
+            let mut p = config(host, crate::plan::ApplyMode::NoReboot);
+            p.kubernetes = Some(crate::plan::KubernetesChange {
+                from: "v1.36.2".into(),
+                to: "v1.37.0".into(),
+                rolled: true,
+                control_plane_components: Vec::new(),
+            });
+            c.config = Some(p);
+            c
         };
         let plan_of = || Plan::of_changes(vec![kubernetes("cp-1"), kubernetes("w-1")]);
         let mut only_worker = plan_of();
@@ -404,6 +438,66 @@ mod tests {
     }
 
     #[test]
+    fn first_control_plane_of_a_kubernetes_roll_carries_phase_one_for_all() {
+        use crate::topology::Role::{Controlplane, Worker};
+        let d = desired(&[
+            ("cp-1", Controlplane),
+            ("cp-2", Controlplane),
+            ("w-1", Worker),
+        ]);
+        let kubernetes = |host: &str, rolled: bool| {
+            let mut c = Change::new(
+                Address::Config(host.into()),
+                Action::ApplyConfig,
+                "Kubernetes v1.36.2 -> v1.37.0",
+            );
+            let mut p = config(host, crate::plan::ApplyMode::NoReboot);
+            p.kubernetes = Some(crate::plan::KubernetesChange {
+                from: "v1.36.2".into(),
+                to: "v1.37.0".into(),
+                rolled,
+                control_plane_components: vec!["stale".into()],
+            });
+            c.config = Some(p);
+            c
+        };
+        let phase_one = |plan: &Plan| -> Vec<(String, Vec<String>)> {
+            plan.changes
+                .iter()
+                .map(|c| {
+                    let k = c.kubernetes().expect("kubernetes");
+                    (c.address.to_string(), k.control_plane_components.clone())
+                })
+                .collect()
+        };
+        let mut plan = Plan::of_changes(vec![
+            kubernetes("w-1", true),
+            kubernetes("cp-2", true),
+            kubernetes("cp-1", true),
+        ]);
+        chain_upgrades(&mut plan, &d, NonZeroUsize::MIN);
+        let both = vec!["cp-1".to_owned(), "cp-2".to_owned()];
+        assert_eq!(
+            phase_one(&plan),
+            vec![
+                ("config/cp-1".to_owned(), both),
+                ("config/cp-2".to_owned(), vec![]),
+                ("config/w-1".to_owned(), vec![]),
+            ]
+        );
+        // A control plane applied whole with its reboot is not in phase one.
+        let mut plan = Plan::of_changes(vec![kubernetes("cp-1", false), kubernetes("cp-2", true)]);
+        chain_upgrades(&mut plan, &d, NonZeroUsize::MIN);
+        assert_eq!(
+            phase_one(&plan),
+            vec![
+                ("config/cp-1".to_owned(), vec![]),
+                ("config/cp-2".to_owned(), vec!["cp-2".to_owned()]),
+            ]
+        );
+    }
+
+    #[test]
     fn config_changes_that_reboot_roll_one_node_at_a_time() {
         use crate::topology::Role::{Controlplane, Worker};
         let d = desired(&[
@@ -412,14 +506,23 @@ mod tests {
             ("w-1", Worker),
             ("w-2", Worker),
         ]);
-        let config = |host: &str, reboot: Option<bool>| Change {
-            address: Address::Config(host.into()),
-            action: Action::ApplyConfig,
-            reason: "machine config changed".into(),
-            fields: Vec::new(),
-            config_diff: Some("+ env".into()),
-            reboot,
-            depends_on: Vec::new(),
+        let config = |host: &str, reboot: Option<bool>| {
+            let mut c = Change::new(
+                Address::Config(host.into()),
+                Action::ApplyConfig,
+                "machine config changed",
+            );
+            c.config_diff = Some("+ env".into());
+            c.reboot = reboot;
+            c.config = Some(config(
+                host,
+                match reboot {
+                    Some(true) => crate::plan::ApplyMode::Reboot,
+                    Some(false) => crate::plan::ApplyMode::NoReboot,
+                    None => crate::plan::ApplyMode::UnknownUntilApply,
+                },
+            ));
+            c
         };
         let mut plan = Plan::of_changes(vec![
             config("w-2", Some(true)),

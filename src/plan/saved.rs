@@ -1,13 +1,86 @@
-//! A saved plan (`plan -out FILE`, pure): the plan and, when it was made before
-//! any state existed, the secrets bundle its configs were rendered with, so
-//! that `apply FILE` uses exactly those. It holds secrets: the CLI writes it
-//! with mode 0600, sealed like the state when state encryption is on.
+//! A saved plan (`plan -out FILE`, pure): the plan with every value apply
+//! sends (see [`super::planned`]), the digests of every input file it read,
+//! and, when it was made before any state existed, the secrets bundle its
+//! configs were rendered with. `apply FILE` plans again and applies only when
+//! the new plan is the saved one ([`check_same`]); the first difference is
+//! named otherwise. It holds secrets: the CLI writes it with mode 0600, sealed
+//! like the state when state encryption is on. OpenTofu's local backend
+//! refuses a stale saved plan the same way (`backend_local.go`).
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::Sensitive;
+use crate::state::{Address, Sensitive};
 
-use super::{Plan, PlanFormatError};
+use super::{Change, FieldChange, Plan, PlanFormatError};
+
+/// Digests of the files a plan was made from: the topology and each patch
+/// file its nodes read (files the patch tree ignores, such as a README, are
+/// not inputs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputDigests {
+    /// The topology file's path, as given (`-f`), e.g. `cluster.yaml`.
+    pub topology: String,
+    /// Hex SHA-256 of each file's bytes, by path (the topology's included).
+    pub files: BTreeMap<String, String>,
+    /// Each node's patch files in merge order, by hostname.
+    pub nodes: BTreeMap<String, Vec<String>>,
+}
+
+impl InputDigests {
+    /// The files whose content differs between `self` (when the plan was
+    /// saved) and `now`, among the topology and `host`'s patch files (all
+    /// nodes' files when `host` is `None`), in merge order: changed, added
+    /// or removed, each with what happened to it.
+    fn changed_for(&self, now: &InputDigests, host: Option<&str>) -> Vec<(String, FileChange)> {
+        let mut paths: Vec<&String> = vec![&self.topology];
+        let lists: Vec<&Vec<String>> = match host {
+            Some(h) => [self.nodes.get(h), now.nodes.get(h)]
+                .into_iter()
+                .flatten()
+                .collect(),
+            None => self.nodes.values().chain(now.nodes.values()).collect(),
+        };
+        for p in lists.into_iter().flatten() {
+            if !paths.contains(&p) {
+                paths.push(p);
+            }
+        }
+        paths
+            .into_iter()
+            .filter_map(|p| {
+                let what = match (self.files.get(p), now.files.get(p)) {
+                    (Some(a), Some(b)) if a == b => return None,
+                    (Some(_), Some(_)) => FileChange::Changed,
+                    (None, Some(_)) => FileChange::Added,
+                    (Some(_), None) => FileChange::Removed,
+                    (None, None) => return None,
+                };
+                Some((p.clone(), what))
+            })
+            .collect()
+    }
+}
+
+/// What happened to an input file since the plan was saved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileChange {
+    Changed,
+    Added,
+    Removed,
+}
+
+impl FileChange {
+    fn says(self) -> &'static str {
+        match self {
+            FileChange::Changed => "changed",
+            FileChange::Added => "is new",
+            FileChange::Removed => "was removed",
+        }
+    }
+}
 
 /// The saved plan file's content (JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,6 +95,12 @@ pub struct SavedPlan {
     /// The `-target` addresses the plan was made with (apply plans with the same).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<String>,
+    /// Whether the plan was made with `--staged` (apply sends its config
+    /// changes in staged mode).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub staged: bool,
+    /// The digests of the files the plan was made from.
+    pub inputs: InputDigests,
 }
 
 impl SavedPlan {
@@ -30,7 +109,7 @@ impl SavedPlan {
         serde_json::to_vec_pretty(self).unwrap_or_default()
     }
 
-    /// Read the JSON bytes, refusing a newer plan format.
+    /// Read the JSON bytes, refusing a plan format other than this build's.
     ///
     /// # Errors
     /// [`PlanFormatError`].
@@ -42,6 +121,258 @@ impl SavedPlan {
             .ok_or_else(|| PlanFormatError::Syntax("no plan".into()))?;
         Plan::from_json(plan.to_string().as_bytes())?;
         serde_json::from_value(value).map_err(|e| PlanFormatError::Syntax(e.to_string()))
+    }
+}
+
+/// Why `apply FILE` refuses a saved plan that is not what planning gives now:
+/// the first difference, and what it affects. Values are the plan's display
+/// values, already redacted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanMismatch {
+    /// An input file changed (or appeared, or went) and changes a resource.
+    #[error(
+        "{file} {what} since the plan was saved (it changes {}): run `talosprov plan` again",
+        list(.affects)
+    )]
+    Input {
+        /// The file, as the plan names it.
+        file: String,
+        /// `changed`, `is new`, `was removed`.
+        what: &'static str,
+        /// The resources whose change it makes differ, the first first.
+        affects: Vec<Address>,
+    },
+    /// The topology now asks for another value than the plan shows.
+    #[error(
+        "{address}: {field} is {now} in {file}, the plan says {planned}: run `talosprov plan` again"
+    )]
+    Value {
+        /// The resource.
+        address: Address,
+        /// The field, as the topology names it (`memory`, `disk_size`).
+        field: String,
+        /// The value now.
+        now: String,
+        /// The value in the plan.
+        planned: String,
+        /// The topology file.
+        file: String,
+    },
+    /// The cluster changed since the plan was saved (drift, a node that
+    /// answers now, a resource deleted by hand).
+    #[error(
+        "{address}: the cluster changed since the plan was saved ({detail}): run `talosprov \
+         plan` again"
+    )]
+    Cluster {
+        /// The resource.
+        address: Address,
+        /// What differs.
+        detail: String,
+    },
+}
+
+/// Check that `now` (planned again at apply, from the same state serial) is
+/// the saved plan, and name the first difference otherwise: in plan order,
+/// the first change that differs in any value, explained by the input file
+/// that changed for it, else by the field whose value differs. A file that
+/// changed without changing the plan (a comment) does not block. Drift seen
+/// now and not when the plan was made blocks too.
+///
+/// # Errors
+/// [`PlanMismatch`] (boxed: it is large).
+pub fn check_same(
+    saved: &SavedPlan,
+    now: &Plan,
+    inputs_now: &InputDigests,
+) -> Result<(), Box<PlanMismatch>> {
+    let planned: BTreeMap<&Address, &Change> =
+        saved.plan.changes.iter().map(|c| (&c.address, c)).collect();
+    let fresh: BTreeMap<&Address, &Change> = now.changes.iter().map(|c| (&c.address, c)).collect();
+    let mut order: Vec<&Address> = saved.plan.changes.iter().map(|c| &c.address).collect();
+    let known: BTreeSet<&Address> = order.iter().copied().collect();
+    order.extend(
+        now.changes
+            .iter()
+            .map(|c| &c.address)
+            .filter(|a| !known.contains(a)),
+    );
+    let differing: Vec<&Address> = order
+        .into_iter()
+        .filter(|a| planned.get(*a) != fresh.get(*a))
+        .collect();
+    if let Some(first) = differing.first() {
+        let mut mismatch = explain(
+            first,
+            planned.get(*first).copied(),
+            fresh.get(*first).copied(),
+            saved,
+            inputs_now,
+        );
+        // A file names every change it makes differ, not only the first.
+        if let PlanMismatch::Input { file, affects, .. } = &mut mismatch {
+            let reads = |a: &Address| match a {
+                Address::Config(h) => [&saved.inputs, inputs_now]
+                    .iter()
+                    .any(|i| i.nodes.get(h).is_some_and(|l| l.contains(file))),
+                _ => false,
+            };
+            affects.extend(
+                differing[1..]
+                    .iter()
+                    .filter(|a| *file != saved.inputs.topology && reads(a))
+                    .map(|a| (*a).clone()),
+            );
+        }
+        return Err(Box::new(mismatch));
+    }
+    let drift = |plan: &Plan| -> Vec<(Address, Vec<FieldChange>)> {
+        plan.drift
+            .iter()
+            .map(|d| (d.address.clone(), d.fields.clone()))
+            .collect()
+    };
+    if let Some((address, fields)) = drift(now)
+        .into_iter()
+        .find(|d| !drift(&saved.plan).contains(d))
+    {
+        let detail = fields.first().map_or_else(
+            || "it was deleted".to_owned(),
+            |f| {
+                format!(
+                    "{} is {}, was {}",
+                    f.name,
+                    shown(f.after.as_deref()),
+                    shown(f.before.as_deref())
+                )
+            },
+        );
+        return Err(Box::new(PlanMismatch::Cluster { address, detail }));
+    }
+    Ok(())
+}
+
+/// The mismatch for one address whose change differs (`None`: no change).
+fn explain(
+    address: &Address,
+    planned: Option<&Change>,
+    now: Option<&Change>,
+    saved: &SavedPlan,
+    inputs_now: &InputDigests,
+) -> PlanMismatch {
+    let host = match address {
+        Address::Config(h) | Address::Vm(h) => Some(h.as_str()),
+        _ => None,
+    };
+    let changed = saved.inputs.changed_for(inputs_now, host);
+    let topology_changed = changed.iter().any(|(f, _)| *f == saved.inputs.topology);
+    // A patch file of the node explains a config change first.
+    if matches!(address, Address::Config(_))
+        && let Some((file, what)) = changed.iter().find(|(f, _)| *f != saved.inputs.topology)
+    {
+        return PlanMismatch::Input {
+            file: file.clone(),
+            what: what.says(),
+            affects: vec![address.clone()],
+        };
+    }
+    if let (Some(p), Some(n)) = (planned, now) {
+        let field_of = |c: &Change, name: &str| c.fields.iter().find(|f| f.name == name).cloned();
+        let names: Vec<&String> = p.fields.iter().chain(&n.fields).map(|f| &f.name).collect();
+        for name in names {
+            let (pf, nf) = (field_of(p, name), field_of(n, name));
+            if pf == nf {
+                continue;
+            }
+            let after = |f: &Option<FieldChange>| f.as_ref().and_then(|f| f.after.clone());
+            let before = |f: &Option<FieldChange>| f.as_ref().and_then(|f| f.before.clone());
+            if before(&pf) != before(&nf) && !topology_changed {
+                return PlanMismatch::Cluster {
+                    address: address.clone(),
+                    detail: format!(
+                        "{} is {} now, was {} when the plan was made",
+                        name,
+                        shown(before(&nf).as_deref()),
+                        shown(before(&pf).as_deref())
+                    ),
+                };
+            }
+            if after(&pf) != after(&nf) && topology_changed && name != "config_sha256" {
+                return PlanMismatch::Value {
+                    address: address.clone(),
+                    field: topology_field(name),
+                    now: shown(after(&nf).as_deref()),
+                    planned: shown(after(&pf).as_deref()),
+                    file: saved.inputs.topology.clone(),
+                };
+            }
+        }
+    }
+    if let Some((file, what)) = changed.first() {
+        return PlanMismatch::Input {
+            file: file.clone(),
+            what: what.says(),
+            affects: vec![address.clone()],
+        };
+    }
+    PlanMismatch::Cluster {
+        address: address.clone(),
+        detail: difference(planned, now),
+    }
+}
+
+/// Addresses as `a, b, c`.
+fn list(addresses: &[Address]) -> String {
+    addresses
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A display value, or `(none)`.
+fn shown(v: Option<&str>) -> String {
+    v.unwrap_or("(none)").to_owned()
+}
+
+/// The topology's name for a plan field: `memory_mib` is `memory`, and so on.
+fn topology_field(name: &str) -> String {
+    match name {
+        "memory_mib" => "memory".into(),
+        "disk_gib" => "disk_size".into(),
+        "vmid" => "vm_id".into(),
+        "node" => "proxmox_node".into(),
+        other if other.starts_with("hostpci") => format!("hostpci ({other})"),
+        other => other.into(),
+    }
+}
+
+/// What differs between two versions of one change, beyond their fields.
+fn difference(planned: Option<&Change>, now: Option<&Change>) -> String {
+    match (planned, now) {
+        (None, Some(n)) => format!(
+            "the plan has no change for it, now it would {}: {}",
+            n.action.as_str(),
+            n.reason
+        ),
+        (Some(p), None) => format!(
+            "the plan would {} it, now there is nothing to do",
+            p.action.as_str()
+        ),
+        (Some(p), Some(n)) if p.action != n.action => format!(
+            "the plan would {} it, now it would {}",
+            p.action.as_str(),
+            n.action.as_str()
+        ),
+        (Some(p), Some(n)) if p.apply_mode() != n.apply_mode() => format!(
+            "the plan sends its config in mode {}, now it would be {}",
+            p.apply_mode().map_or("(none)", |m| m.as_str()),
+            n.apply_mode().map_or("(none)", |m| m.as_str())
+        ),
+        (Some(p), Some(n)) if p.reason != n.reason => {
+            format!("the plan says \"{}\", now \"{}\"", p.reason, n.reason)
+        }
+        _ => "its planned values differ".to_owned(),
     }
 }
 
@@ -142,8 +473,114 @@ mod tests {
             plan: plan(None),
             secrets: Some(Sensitive::new("cluster: secret")),
             targets: vec!["vm/cp-01".into()],
+            staged: false,
+            inputs: InputDigests::default(),
         };
         assert_eq!(SavedPlan::from_json(&s.to_json()).expect("reads"), s);
         assert!(!format!("{s:?}").contains("cluster: secret"));
+    }
+
+    /// A saved plan updating `vm/w` memory to `memory`, a config change on
+    /// `w` with digest `digest`, made from inputs `files`.
+    fn saved(memory: &str, digest: &str, files: &[(&str, &str)]) -> (SavedPlan, Plan) {
+        let mut vm = Change::new(
+            Address::Vm("w".into()),
+            super::super::Action::Update,
+            "memory",
+        );
+        vm.fields.push(FieldChange::new(
+            "memory_mib",
+            Some("8192".into()),
+            Some(memory.into()),
+        ));
+        let mut config = Change::new(
+            Address::Config("w".into()),
+            super::super::Action::ApplyConfig,
+            "machine config changed",
+        );
+        config.fields.push(FieldChange::new(
+            "config_sha256",
+            Some("aa".into()),
+            Some(digest.into()),
+        ));
+        let p = Plan {
+            changes: vec![vm, config],
+            ..plan(Some((uuid::Uuid::from_u128(1), 4)))
+        };
+        let inputs = InputDigests {
+            topology: "cluster.yaml".into(),
+            files: files
+                .iter()
+                .map(|(f, d)| ((*f).to_owned(), (*d).to_owned()))
+                .collect(),
+            nodes: BTreeMap::from([("w".to_owned(), vec!["patches/worker/10.yaml".to_owned()])]),
+        };
+        let s = SavedPlan {
+            plan: p.clone(),
+            secrets: None,
+            targets: Vec::new(),
+            staged: false,
+            inputs,
+        };
+        (s, p)
+    }
+
+    const FILES: [(&str, &str); 2] = [("cluster.yaml", "t1"), ("patches/worker/10.yaml", "p1")];
+
+    #[test]
+    fn same_plan_passes_even_when_a_file_changed_without_effect() {
+        let (s, p) = saved("9000", "bb", &FILES);
+        assert_eq!(check_same(&s, &p, &s.inputs), Ok(()));
+        let mut commented = s.inputs.clone();
+        commented
+            .files
+            .insert("patches/worker/10.yaml".into(), "p2".into());
+        assert_eq!(check_same(&s, &p, &commented), Ok(()));
+    }
+
+    #[test]
+    fn first_difference_is_named_with_its_cause() {
+        let (s, _) = saved("9000", "bb", &FILES);
+        // The topology asks for other memory: the value is named.
+        let (_, now) = saved("65536", "bb", &[("cluster.yaml", "t2"), FILES[1]]);
+        let mut inputs = s.inputs.clone();
+        inputs.files.insert("cluster.yaml".into(), "t2".into());
+        let e = check_same(&s, &now, &inputs).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "vm/w: memory is 65536 in cluster.yaml, the plan says 9000: run `talosprov plan` again"
+        );
+        // A patch file changed the config: the file is named.
+        let (_, now) = saved("9000", "cc", &FILES);
+        let mut inputs = s.inputs.clone();
+        inputs
+            .files
+            .insert("patches/worker/10.yaml".into(), "p2".into());
+        let e = check_same(&s, &now, &inputs).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "patches/worker/10.yaml changed since the plan was saved (it changes config/w): run \
+             `talosprov plan` again"
+        );
+        // No input changed: the cluster did.
+        let (_, mut now) = saved("9000", "bb", &FILES);
+        now.changes[0].fields[0].before = Some("6144".into());
+        let e = check_same(&s, &now, &s.inputs).unwrap_err();
+        assert!(
+            matches!(*e, PlanMismatch::Cluster { .. }),
+            "{e}: a drifted value is the cluster's"
+        );
+        // A change the plan did not have.
+        let (_, mut now) = saved("9000", "bb", &FILES);
+        now.changes.push(Change::new(
+            Address::Vm("x".into()),
+            super::super::Action::Create,
+            "new",
+        ));
+        let e = check_same(&s, &now, &s.inputs).unwrap_err();
+        assert!(
+            e.to_string().starts_with("vm/x: the cluster changed"),
+            "{e}"
+        );
     }
 }

@@ -9,7 +9,7 @@ use crate::state::Address;
 use crate::state::format::Staged;
 
 use super::diff::field;
-use super::{Action, Drift, DriftKind, Plan, PlanWarning};
+use super::{Action, ApplyMode, Drift, DriftKind, Plan, PlanWarning};
 
 /// What the plan notes about one node's staged config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,20 +78,21 @@ pub(super) fn staged_note(
     })
 }
 
-/// How a change's reason ends once [`stage_config_changes`] made it staged;
-/// the plan view reads it to say the node does not reboot now.
-pub const STAGED_REASON: &str = "staged (--staged): the node runs it from its next reboot";
+/// How a change's reason ends once [`stage_config_changes`] made it staged.
+const STAGED_REASON: &str = "staged (--staged): the node runs it from its next reboot";
 
 /// Make the plan say what `apply --staged` does (pure): each machine config
-/// change on a running node (one with a config diff) is sent in staged mode,
-/// so the node does not reboot now and runs the config from its next boot. A
-/// Kubernetes version change keeps its rollout (applied with no reboot).
+/// change on a running node (one with a config diff) is sent in staged mode
+/// ([`ApplyMode::Staged`]), so the node does not reboot now and runs the
+/// config from its next boot. A Kubernetes version change keeps its rollout
+/// (applied with no reboot).
 pub fn stage_config_changes(plan: &mut Plan) {
     for c in plan.changes.iter_mut().filter(|c| {
-        c.action == Action::ApplyConfig
-            && c.config_diff.is_some()
-            && !c.fields.iter().any(|f| f.name == "kubernetes_version")
+        c.action == Action::ApplyConfig && c.config_diff.is_some() && c.kubernetes().is_none()
     }) {
+        if let Some(p) = c.config.as_mut() {
+            p.mode = ApplyMode::Staged;
+        }
         c.reboot = Some(false);
         c.reason = format!("{}; {STAGED_REASON}", c.reason);
     }
@@ -165,14 +166,27 @@ mod tests {
 
     #[test]
     fn staged_apply_plans_no_reboot_for_changes_on_running_nodes() {
-        let change = |host: &str, diff: Option<&str>, reboot: Option<bool>| crate::plan::Change {
-            address: Address::Config(host.into()),
-            action: Action::ApplyConfig,
-            reason: "machine config changed".into(),
-            fields: Vec::new(),
-            config_diff: diff.map(str::to_owned),
-            reboot,
-            depends_on: Vec::new(),
+        let change = |host: &str, diff: Option<&str>, reboot: Option<bool>| {
+            let mut c = crate::plan::Change::new(
+                Address::Config(host.into()),
+                Action::ApplyConfig,
+                "machine config changed",
+            );
+            c.config_diff = diff.map(str::to_owned);
+            c.reboot = reboot;
+            c.config = Some(crate::plan::PlannedConfig {
+                ip: ip(),
+                config_sha256: "ab".repeat(32),
+                talos_version: "v1.13.8".into(),
+                installer_image: "factory.talos.dev/nocloud-installer/ab:v1.13.8".into(),
+                mode: if diff.is_some() {
+                    ApplyMode::Reboot
+                } else {
+                    ApplyMode::Maintenance
+                },
+                kubernetes: None,
+            });
+            c
         };
         let mut plan = Plan {
             format_version: crate::plan::PLAN_FORMAT_VERSION,
@@ -189,6 +203,7 @@ mod tests {
         };
         stage_config_changes(&mut plan);
         assert_eq!(plan.changes[0].reboot, Some(false));
+        assert_eq!(plan.changes[0].apply_mode(), Some(ApplyMode::Staged));
         assert_eq!(
             plan.changes[0].reason,
             "machine config changed; staged (--staged): the node runs it from its next reboot"

@@ -11,7 +11,9 @@ use crate::proxmox::task::{self, TaskDone};
 use std::net::IpAddr;
 
 /// A VM as talosprov wants it; plain values the caller builds from the topology.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Serialized in plans (JSON) with these field names.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct VmSpec {
     /// The vmid (100..999999999).
     pub vmid: u32,
@@ -48,7 +50,8 @@ pub struct VmSpec {
 }
 
 /// One `hostpciN` device through a PCI hardware mapping (raw host IDs need root@pam).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct HostPci {
     /// N in `hostpciN` (0..15).
     pub index: u8,

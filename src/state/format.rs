@@ -192,6 +192,11 @@ pub struct NodeConfig {
     /// next boot. Absent otherwise, and in states written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub staged: Option<Staged>,
+    /// The node's role when the config was applied (`controlplane`,
+    /// `worker`); absent in states written before it was recorded, where the
+    /// applied machine config's `machine.type` tells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<crate::topology::Role>,
 }
 
 /// A machine config staged on a node, which the node takes at its next boot
@@ -491,6 +496,7 @@ pub(crate) mod tests {
                 installer_image: "factory.talos.dev/nocloud-installer/abc:v1.13.8".to_owned(),
                 secure_mode: true,
                 staged: None,
+                role: None,
             },
         );
         r.bootstrap = Some(Bootstrap {

@@ -107,7 +107,9 @@ fn change_block(out: &mut String, c: &Change) {
         (Action::ApplyConfig, Some(true)) => {
             out.push_str("      (the node reboots)\n");
         }
-        (Action::ApplyConfig, Some(false)) if c.reason.ends_with(crate::plan::STAGED_REASON) => {
+        (Action::ApplyConfig, Some(false))
+            if c.apply_mode() == Some(crate::plan::ApplyMode::Staged) =>
+        {
             out.push_str("      (staged: no reboot now; the node takes it at its next reboot)\n");
         }
         (Action::ApplyConfig, Some(false)) => {
@@ -235,6 +237,7 @@ mod tests {
                     config_diff: None,
                     reboot: Some(true),
                     depends_on: vec![],
+                    ..Change::new(Address::Bootstrap, Action::Bootstrap, "")
                 },
                 Change {
                     address: Address::Config("worker-01".into()),
@@ -247,6 +250,7 @@ mod tests {
                     ),
                     reboot: Some(false),
                     depends_on: vec![],
+                    ..Change::new(Address::Bootstrap, Action::Bootstrap, "")
                 },
                 Change {
                     address: Address::Vm("old-01".into()),
@@ -256,6 +260,7 @@ mod tests {
                     config_diff: None,
                     reboot: None,
                     depends_on: vec![],
+                    ..Change::new(Address::Bootstrap, Action::Bootstrap, "")
                 },
             ],
             drift: vec![Drift {
@@ -291,6 +296,7 @@ mod tests {
             config_diff: None,
             reboot: Some(true),
             depends_on: vec![],
+            ..Change::new(Address::Bootstrap, Action::Bootstrap, "")
         }];
         let text = render(&p);
         assert!(
