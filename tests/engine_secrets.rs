@@ -84,6 +84,25 @@ fn assert_clean(what: &str, text: &str, secrets: &[String]) {
     }
 }
 
+/// A control-plane patch with a Kubernetes Secret in the inline manifests.
+const INLINE_SECRET_PATCH: &str = "cluster:
+  inlineManifests:
+    - name: app-credentials
+      contents: |
+        apiVersion: v1
+        kind: Secret
+        metadata:
+          name: app
+          namespace: default
+        stringData:
+          password: MARKER-inline-password
+        data:
+          token: TUFSS0VSLWlubGluZS10b2tlbg==
+";
+
+/// The values of that Secret, which must never be shown.
+const INLINE_SECRET_VALUES: [&str; 2] = ["MARKER-inline-password", "TUFSS0VSLWlubGluZS10b2tlbg=="];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_reaches_plans_logs_or_errors() {
     let lab = Lab::start("1.4", Duration::from_millis(100)).await;
@@ -102,9 +121,27 @@ async fn no_secret_reaches_plans_logs_or_errors() {
     assert!(verbose.status.success(), "{}", stderr(&verbose));
     keep("apply -v", &verbose);
 
-    // A config change: the plan shows a diff of the redacted configs.
+    // A config change: the plan shows a diff of the redacted configs, one
+    // with a Kubernetes Secret among the inline manifests.
     lab.write_topology(|t| t.replace("kubernetes_version: v1.36.2", "kubernetes_version: v1.36.1"));
+    std::fs::write(
+        lab.dir.path().join("patches/controlplane/90-secret.yaml"),
+        INLINE_SECRET_PATCH,
+    )
+    .expect("patch");
     keep("plan with a config diff", &lab.run(&["plan"]).await);
+    let plan_file = lab.dir.path().join("p.plan");
+    let plan_file = plan_file.to_str().expect("utf-8");
+    keep("plan -out", &lab.run(&["plan", "-out", plan_file]).await);
+    keep("show saved plan", &lab.run(&["show", plan_file]).await);
+    keep(
+        "show -json saved plan",
+        &lab.run(&["show", "-json", plan_file]).await,
+    );
+    keep(
+        "render",
+        &lab.run(&["render", "talos-controlplane-01"]).await,
+    );
     let debug = lab
         .command(&["plan", "-json"])
         .env("RUST_LOG", "debug")
@@ -128,14 +165,15 @@ async fn no_secret_reaches_plans_logs_or_errors() {
     let out = lab.run(&["output", "kubeconfig"]).await;
     keep("output kubeconfig (human)", &out);
 
-    let secrets = secret_values(&lab.state());
+    let mut secrets = secret_values(&lab.state());
+    secrets.extend(INLINE_SECRET_VALUES.iter().map(|s| (*s).to_owned()));
     assert!(secrets.len() >= 10, "found the secrets to look for");
     for (what, text) in &seen {
         assert_clean(what, text, &secrets);
     }
     let diffed = &seen[3].1;
     assert!(
-        diffed.contains("(sensitive)"),
-        "the diff shows redacted values:\n{diffed}"
+        diffed.contains("(sensitive)") && diffed.contains("app-credentials"),
+        "the diff shows the inline Secret with redacted values:\n{diffed}"
     );
 }

@@ -1,6 +1,8 @@
 //! Redaction of the secret values in a machine config, for printing it (`render` without
-//! `--show-sensitive`). Follows Talos `v1alpha1_provider.go` `Config.Redact`: only non-empty
-//! values are replaced, so an empty worker CA key stays visibly empty.
+//! `--show-sensitive`, plan diffs). Follows Talos `v1alpha1_provider.go` `Config.Redact`: only
+//! non-empty values are replaced, so an empty worker CA key stays visibly empty. Beyond Talos,
+//! the `data` and `stringData` values of Kubernetes Secrets inside
+//! `cluster.inlineManifests[].contents` are redacted too.
 
 use serde_yaml_ng::Value;
 
@@ -43,6 +45,16 @@ pub fn redact_secrets(documents: &mut [Value]) {
         for path in V1ALPHA1_SECRETS {
             redact(doc, path);
         }
+        if let Some(Value::Sequence(manifests)) = doc
+            .get_mut("cluster")
+            .and_then(|c| c.get_mut("inlineManifests"))
+        {
+            for m in manifests.iter_mut() {
+                if let Some(contents) = m.get_mut("contents") {
+                    redact_manifest_secrets(contents);
+                }
+            }
+        }
         let hosts = doc
             .get("machine")
             .and_then(|m| m.get("registries"))
@@ -64,6 +76,58 @@ pub fn redact_secrets(documents: &mut [Value]) {
             }
         }
     }
+}
+
+/// Redact the `data` and `stringData` values of every Kubernetes `Secret` in an inline
+/// manifest's `contents` (multi-document YAML text). Contents that are not YAML but mention a
+/// Secret are hidden whole, since their values cannot be told apart.
+fn redact_manifest_secrets(contents: &mut Value) {
+    let Some(text) = contents.as_str() else {
+        return;
+    };
+    let docs: Result<Vec<Value>, _> = serde_yaml_ng::Deserializer::from_str(text)
+        .map(serde::Deserialize::deserialize)
+        .collect();
+    let Ok(mut docs) = docs else {
+        if text.contains("Secret") {
+            *contents = Value::String(REDACTED.to_string());
+        }
+        return;
+    };
+    let mut changed = false;
+    for doc in &mut docs {
+        changed |= redact_secret_object(doc);
+    }
+    if changed {
+        let texts: Vec<String> = docs
+            .iter()
+            .filter(|d| !d.is_null())
+            .map(|d| serde_yaml_ng::to_string(d).unwrap_or_default())
+            .collect();
+        *contents = Value::String(texts.join("---\n"));
+    }
+}
+
+/// Redact one Kubernetes object if it is a Secret, or the Secrets among a `List`'s
+/// `items`; whether anything was redacted.
+fn redact_secret_object(object: &mut Value) -> bool {
+    let mut changed = false;
+    if let Some(Value::Sequence(items)) = object.get_mut("items") {
+        for item in items {
+            changed |= redact_secret_object(item);
+        }
+    }
+    if object.get("kind").and_then(Value::as_str) == Some("Secret") {
+        for field in ["data", "stringData"] {
+            if let Some(Value::Mapping(values)) = object.get_mut(field) {
+                for (_, v) in values.iter_mut() {
+                    *v = Value::String(REDACTED.to_string());
+                    changed = true;
+                }
+            }
+        }
+    }
+    changed
 }
 
 fn redact(v: &mut Value, path: &str) {
@@ -99,5 +163,40 @@ mod tests {
             "{text}"
         );
         assert_eq!(text.matches("(sensitive)").count(), 5, "{text}");
+    }
+
+    #[test]
+    fn secrets_in_inline_manifests_are_redacted_and_other_objects_kept() {
+        let contents = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {keep: visible}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {token: TUFSS0VSLWRhdGE=}\nstringData: {password: MARKER-pw}\n";
+        let mut doc: Value =
+            serde_yaml_ng::from_str("cluster: {inlineManifests: [{name: m}]}").unwrap();
+        doc["cluster"]["inlineManifests"][0]["contents"] = Value::String(contents.into());
+        let mut docs = vec![doc];
+        redact_secrets(&mut docs);
+        let text = crate::machine::machine_config_yaml(&docs);
+        assert!(
+            !text.contains("MARKER") && !text.contains("TUFSS0VS"),
+            "{text}"
+        );
+        assert!(text.contains("keep: visible"), "{text}");
+        assert_eq!(text.matches("(sensitive)").count(), 2, "{text}");
+        // A Secret inside a List.
+        let listed = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: s}, stringData: {k: MARKER-listed}}\n";
+        let mut doc: Value =
+            serde_yaml_ng::from_str("cluster: {inlineManifests: [{name: m}]}").unwrap();
+        doc["cluster"]["inlineManifests"][0]["contents"] = Value::String(listed.into());
+        let mut docs = vec![doc];
+        redact_secrets(&mut docs);
+        let text = crate::machine::machine_config_yaml(&docs);
+        assert!(!text.contains("MARKER"), "{text}");
+        // Not YAML, yet naming a Secret: hidden whole.
+        let mut broken: Value =
+            serde_yaml_ng::from_str("cluster: {inlineManifests: [{name: m}]}").unwrap();
+        broken["cluster"]["inlineManifests"][0]["contents"] =
+            Value::String("kind: Secret\nstringData: {password: MARKER\n  : [".into());
+        let mut docs = vec![broken];
+        redact_secrets(&mut docs);
+        let text = crate::machine::machine_config_yaml(&docs);
+        assert!(!text.contains("MARKER"), "{text}");
     }
 }
