@@ -194,3 +194,85 @@ proptest! {
         check(&text);
     }
 }
+
+/// Whether the diagnostics refuse the input for going beyond a bound.
+fn refused_as_unbounded(text: &str) -> bool {
+    let env = Environment {
+        proxmox_endpoint: None,
+    };
+    let loaded = parse(text, Path::new("hostile.yaml"), &env);
+    // saphyr's scanner has its own limit for flow collections, reported as a
+    // located syntax error before the bounds are checked.
+    loaded.diagnostics.iter().any(|d| {
+        d.pos.is_some()
+            && (d.code == talosprov::topology::Code::InputLimit
+                || d.message.contains("recursion limit exceeded"))
+    })
+}
+
+/// `levels` anchors, each a list of `fanout` aliases to the one before, the
+/// first a string of `base` characters, then the topology's own keys.
+fn alias_bomb(levels: usize, fanout: usize, base: usize) -> String {
+    let mut text = format!("a0: &a0 \"{}\"\n", "x".repeat(base));
+    for i in 1..=levels {
+        let refs = vec![format!("*a{}", i - 1); fanout].join(", ");
+        text.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+    }
+    text + "cluster: {name: lab}\n"
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn alias_bombs_are_refused_once_they_expand_past_the_budget(
+        levels in 1usize..12, fanout in 1usize..12, base in 1usize..20_000
+    ) {
+        let text = alias_bomb(levels, fanout, base);
+        // What the aliases would add when expanded, level by level.
+        let mut size = base as f64;
+        let mut added = 0.0;
+        for _ in 0..levels {
+            added += size * fanout as f64;
+            size *= fanout as f64;
+        }
+        let limit = talosprov::topology::limits::MAX_ALIAS_EXPANSION as f64;
+        let refused = refused_as_unbounded(&text);
+        if added > 2.0 * limit {
+            prop_assert!(refused, "{levels} levels x {fanout}: {added} characters");
+        }
+        if added * 2.0 < limit {
+            prop_assert!(!refused, "{levels} levels x {fanout}: {added} characters");
+        }
+        check(&text);
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_a_stack_overflow(depth in 1usize..40_000, flow in any::<bool>()) {
+        let text = if flow {
+            format!("cluster: {}x{}\n", "[".repeat(depth), "]".repeat(depth))
+        } else {
+            format!("cluster:\n{}x\n", "- ".repeat(depth))
+        };
+        let refused = refused_as_unbounded(&text);
+        prop_assert_eq!(refused, depth + 1 > talosprov::topology::limits::MAX_NESTING);
+        check(&text);
+    }
+
+    #[test]
+    fn huge_files_are_refused_before_being_read_whole(extra in 0u64..4096, over in any::<bool>()) {
+        use talosprov::topology::limits::{MAX_INPUT_BYTES, ReadError, read_input};
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("cluster.yaml");
+        let len = if over { MAX_INPUT_BYTES + 1 + extra } else { MAX_INPUT_BYTES - extra };
+        std::fs::write(&file, vec![b'#'; usize::try_from(len).expect("size")]).expect("write");
+        match read_input(&file) {
+            Err(ReadError::TooLarge { bytes }) => {
+                prop_assert!(over);
+                prop_assert_eq!(bytes, MAX_INPUT_BYTES + 1, "reads one byte past the limit, no more");
+            }
+            Ok(text) => prop_assert!(!over && text.len() as u64 == len),
+            Err(e) => prop_assert!(false, "{e}"),
+        }
+    }
+}

@@ -74,6 +74,10 @@ pub struct Listed {
     pub len: u64,
     /// Whether it is a folder.
     pub is_dir: bool,
+    /// What it is when it is neither a regular file nor a folder (a
+    /// dangling symlink, a FIFO, ...); reading it as a patch then fails
+    /// with a message that says so.
+    pub special: Option<&'static str>,
 }
 
 impl Listed {
@@ -83,6 +87,7 @@ impl Listed {
             name: name.into(),
             len,
             is_dir: false,
+            special: None,
         }
     }
 
@@ -92,6 +97,7 @@ impl Listed {
             name: name.into(),
             len: 0,
             is_dir: true,
+            special: None,
         }
     }
 }
@@ -155,7 +161,7 @@ impl PatchTree {
                 let Some(kind) = e.name.to_str().and_then(PatchKind::of) else {
                     continue;
                 };
-                if e.is_dir || e.len == 0 {
+                if e.is_dir || (e.len == 0 && e.special.is_none()) {
                     continue;
                 }
                 out.push(PatchFile {
@@ -205,7 +211,8 @@ impl PatchTree {
         let mut out = Vec::new();
         let mut empty = |dir: PathBuf, entries: &[Listed]| {
             for e in sorted(entries) {
-                if !e.is_dir && e.len == 0 && e.name.to_str().and_then(PatchKind::of).is_some() {
+                let patch = e.name.to_str().and_then(PatchKind::of).is_some();
+                if !e.is_dir && e.len == 0 && e.special.is_none() && patch {
                     let path = dir.join(&e.name);
                     let msg = format!("patch file {} is empty and is skipped", path.display());
                     out.push(Diagnostic::warning(Code::EmptyPatch, &path, msg));
@@ -217,6 +224,19 @@ impl PatchTree {
         empty(self.root.join("worker"), &self.worker);
         for (name, entries) in &self.nodes {
             empty(self.root.join("nodes").join(name), entries);
+        }
+        let mut folders = vec![
+            (self.root.join("common"), &self.common),
+            (self.root.join("controlplane"), &self.controlplane),
+            (self.root.join("worker"), &self.worker),
+        ];
+        folders.extend(
+            self.nodes
+                .iter()
+                .map(|(name, entries)| (self.root.join("nodes").join(name), entries)),
+        );
+        for (dir, entries) in folders {
+            out.extend(mixed_prefix_widths(&dir, entries));
         }
         for e in sorted(&self.top) {
             let name = e.name.to_string_lossy();
@@ -254,6 +274,33 @@ impl PatchTree {
     }
 }
 
+/// A warning for a folder whose patch files start with numbers of different
+/// widths (`2-a.yaml` beside `10-b.yaml`): they merge in byte-wise order, so
+/// `10-b.yaml` comes first, which is rarely what the numbers meant.
+fn mixed_prefix_widths(dir: &Path, entries: &[Listed]) -> Option<Diagnostic> {
+    let patches: Vec<&str> = sorted(entries)
+        .into_iter()
+        .filter(|e| !e.is_dir)
+        .filter_map(|e| e.name.to_str())
+        .filter(|n| PatchKind::of(n).is_some())
+        .collect();
+    let widths: std::collections::BTreeSet<usize> = patches
+        .iter()
+        .map(|n| n.bytes().take_while(u8::is_ascii_digit).count())
+        .filter(|w| *w > 0)
+        .collect();
+    if widths.len() < 2 {
+        return None;
+    }
+    let msg = format!(
+        "patch files in {} start with numbers of different widths, and merge in byte-wise \
+         order: {}; pad the numbers to one width (02-, 10-) to merge them in numeric order",
+        dir.display(),
+        patches.join(", ")
+    );
+    Some(Diagnostic::warning(Code::MixedPrefixWidths, dir, msg))
+}
+
 fn list_dir(dir: &Path) -> io::Result<Vec<Listed>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -263,12 +310,24 @@ fn list_dir(dir: &Path) -> io::Result<Vec<Listed>> {
     let mut out = Vec::new();
     for entry in entries {
         let entry = entry?;
-        // Follow symlinks, as a shell glob over the folder would.
-        let meta = std::fs::metadata(entry.path())?;
+        // Follow symlinks, as a shell glob over the folder would; what is
+        // neither a file nor a folder is kept, to be named when read.
+        let path = entry.path();
+        if let Some(what) = crate::topology::limits::special_kind(&path) {
+            out.push(Listed {
+                name: entry.file_name(),
+                len: 0,
+                is_dir: false,
+                special: Some(what),
+            });
+            continue;
+        }
+        let meta = std::fs::metadata(&path)?;
         out.push(Listed {
             name: entry.file_name(),
             len: if meta.is_dir() { 0 } else { meta.len() },
             is_dir: meta.is_dir(),
+            special: None,
         });
     }
     Ok(out)

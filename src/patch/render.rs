@@ -112,8 +112,48 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
+/// The work one template render may do, in minijinja fuel (about one unit
+/// per instruction): ample for any patch (the reference patches use a few
+/// hundred), and a bound on a loop that would run for minutes.
+pub const TEMPLATE_FUEL: u64 = 2_000_000;
+
+/// Collects a render's output, refusing to grow past the input file limit.
+struct Bounded(Vec<u8>);
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let limit = crate::topology::limits::MAX_INPUT_BYTES;
+        if (self.0.len() + buf.len()) as u64 > limit {
+            return Err(std::io::Error::other(OutputTooLarge));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The output of a render passed [`crate::topology::limits::MAX_INPUT_BYTES`].
+#[derive(Debug)]
+struct OutputTooLarge;
+
+impl std::fmt::Display for OutputTooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the rendered output is over the {} MiB limit of an input file",
+            crate::topology::limits::MAX_INPUT_BYTES / (1024 * 1024)
+        )
+    }
+}
+
+impl std::error::Error for OutputTooLarge {}
+
 fn base_environment() -> Environment<'static> {
     let mut env = Environment::new();
+    env.set_fuel(Some(TEMPLATE_FUEL));
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_keep_trailing_newline(true);
     env.set_auto_escape_callback(|_| AutoEscape::None);
@@ -232,9 +272,16 @@ impl Renderer {
             PatchKind::Templatefile => &self.tftpl,
         };
         let name = file.display().to_string();
+        let mut out = Bounded(Vec::new());
         env.get_template(&name)
-            .and_then(|t| t.render(vars))
-            .map_err(|e| template_error(file, &entry.text, entry.translated.as_ref(), &e))
+            .and_then(|t| t.render_captured_to(vars, &mut out).map(drop))
+            .map_err(|e| template_error(file, &entry.text, entry.translated.as_ref(), &e))?;
+        String::from_utf8(out.0).map_err(|e| RenderError::Template {
+            file: file.to_path_buf(),
+            line: 1,
+            column: None,
+            message: format!("the rendered output is not UTF-8: {e}"),
+        })
     }
 
     /// Render an added file and read the result as YAML documents (null
@@ -327,6 +374,12 @@ fn template_error(
         Some(d) => format!("{}: {d}", e.kind()),
         None => e.kind().to_string(),
     };
+    if e.kind() == ErrorKind::OutOfFuel {
+        message = format!(
+            "the template ran out of its work budget ({TEMPLATE_FUEL} steps) while rendering, \
+             stopped here; a loop over a range this large cannot be a machine config patch"
+        );
+    }
     if let Some(r) = e.range() {
         if let Some(snippet) = source_text
             .get(r)

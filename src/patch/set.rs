@@ -61,7 +61,7 @@ impl PatchSet {
             ]
         })?;
         Ok(PatchSet::build(topology, &tree, |p| {
-            std::fs::read_to_string(p)
+            crate::topology::limits::read_input(p).map_err(io::Error::other)
         }))
     }
 
@@ -88,11 +88,24 @@ impl PatchSet {
             renderer: Renderer::new(),
             literal: HashMap::new(),
         };
+        let mut blank: std::collections::HashSet<PathBuf> = Default::default();
         for file in nodes.iter().flat_map(|(_, files)| files) {
-            if set.texts.contains_key(&file.path) || set.broken.contains(&file.path) {
+            if set.texts.contains_key(&file.path)
+                || set.broken.contains(&file.path)
+                || blank.contains(&file.path)
+            {
                 continue;
             }
             match read(&file.path) {
+                Ok(text) if only_comments(&text) => {
+                    let msg = format!(
+                        "patch file {} holds only comments and is skipped",
+                        file.path.display()
+                    );
+                    set.warnings
+                        .push(Diagnostic::warning(Code::EmptyPatch, &file.path, msg));
+                    blank.insert(file.path.clone());
+                }
                 Ok(text) => set.add(file, text),
                 Err(e) => {
                     let msg = format!("cannot read the patch file {}: {e}", file.path.display());
@@ -101,7 +114,17 @@ impl PatchSet {
             }
         }
         diagnostics::sort(&mut set.errors);
-        set.nodes = nodes;
+        diagnostics::sort(&mut set.warnings);
+        set.nodes = nodes
+            .into_iter()
+            .map(|(host, files)| {
+                let kept = files
+                    .into_iter()
+                    .filter(|f| !blank.contains(&f.path))
+                    .collect();
+                (host, kept)
+            })
+            .collect();
         set
     }
 
@@ -201,6 +224,15 @@ impl PatchSet {
     pub fn locate(&self, file: &Path, field: &str) -> Option<Pos> {
         locate(self.texts.get(file)?, field)
     }
+}
+
+/// Whether a patch file holds nothing but blank lines, YAML comments and
+/// document markers: it patches nothing, like an empty file.
+fn only_comments(text: &str) -> bool {
+    text.lines().all(|l| {
+        let l = l.trim();
+        l.is_empty() || l.starts_with('#') || l == "---" || l == "..."
+    })
 }
 
 /// Variables for reading a literal file's documents (they are not rendered).

@@ -144,6 +144,9 @@ codes! {
     InvalidTag = ("T041", "invalid-tag"),
     /// A TLS fingerprint that is not a SHA-256 digest.
     InvalidFingerprint = ("T042", "invalid-fingerprint"),
+    /// An input beyond talosprov's bounds: YAML nested too deep, excessive
+    /// aliasing, a template that runs out of its work budget.
+    InputLimit = ("T043", "input-limit"),
     /// A patch file is empty, and is skipped.
     EmptyPatch = ("P001", "empty-patch"),
     /// A `patches/nodes/<name>` folder that matches no node.
@@ -164,6 +167,9 @@ codes! {
     /// A patch cannot be applied to the node's config (a value of another
     /// shape, a JSON patch path that does not exist).
     PatchConflict = ("P008", "patch-conflict"),
+    /// Patch files of one folder whose numeric prefixes have different
+    /// widths, so byte-wise order is not numeric order.
+    MixedPrefixWidths = ("P009", "mixed-prefix-widths"),
     /// The base machine config cannot be generated (no default Kubernetes
     /// version for the Talos release, say).
     BaseConfig = ("M001", "base-config"),
@@ -184,6 +190,24 @@ impl Serialize for Code {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.code())
     }
+}
+
+/// The longest diagnostic message, in characters; see [`Diagnostic::error`].
+pub const MAX_MESSAGE_CHARS: usize = 2000;
+
+/// `message`, its middle elided when it is longer than [`MAX_MESSAGE_CHARS`].
+fn bounded_message(message: String) -> String {
+    let count = message.chars().count();
+    if count <= MAX_MESSAGE_CHARS {
+        return message;
+    }
+    let keep = MAX_MESSAGE_CHARS / 2;
+    let head: String = message.chars().take(keep).collect();
+    let tail: String = message.chars().skip(count - keep / 2).collect();
+    format!(
+        "{head}… ({} characters elided) …{tail}",
+        count - keep - keep / 2
+    )
 }
 
 /// One problem in the user's input.
@@ -212,11 +236,14 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     /// An error about `file`, with no position, node or field yet.
+    ///
+    /// A message longer than [`MAX_MESSAGE_CHARS`] (one quoting a huge value)
+    /// is cut in its middle, so no input can flood the terminal or a CI log.
     pub fn error(code: Code, file: &Path, message: impl Into<String>) -> Self {
         Diagnostic {
             code,
             severity: Severity::Error,
-            message: message.into(),
+            message: bounded_message(message.into()),
             file: file.to_path_buf(),
             pos: None,
             node: None,

@@ -3,6 +3,7 @@
 //! every problem at once), and diagnostics. `load` is the only I/O here.
 
 pub mod diagnostics;
+pub mod limits;
 pub mod raw;
 pub mod read;
 pub mod syntax;
@@ -318,14 +319,15 @@ pub struct Loaded {
 /// The topology file could not be read at all.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// Reading the file failed (missing, unreadable, not UTF-8).
+    /// Reading the file failed (missing, unreadable, not a regular file,
+    /// over the size limit, not UTF-8: the source says which, and where).
     #[error("cannot read the topology file {}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
+        /// Why.
         #[source]
-        source: std::io::Error,
+        source: limits::ReadError,
     },
 }
 
@@ -376,7 +378,7 @@ pub fn parse(text: &str, file: &Path, env: &Environment) -> Loaded {
 /// [`LoadError::Read`] when the file cannot be read; problems in its content
 /// are diagnostics in the result, not errors.
 pub fn load(file: &Path) -> Result<Loaded, LoadError> {
-    let text = std::fs::read_to_string(file).map_err(|source| LoadError::Read {
+    let text = limits::read_input(file).map_err(|source| LoadError::Read {
         path: file.to_path_buf(),
         source,
     })?;

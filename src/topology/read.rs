@@ -18,6 +18,12 @@ use std::path::Path;
 /// `file` only labels the diagnostics. Never panics, whatever the input.
 pub fn read(text: &str, file: &Path) -> (Option<RawTopology>, Vec<Diagnostic>) {
     let syntax = |pos: Pos, msg: String| Diagnostic::error(Code::YamlSyntax, file, msg).at(pos);
+    if let Err(e) = super::limits::check_yaml_bounds(text) {
+        return (
+            None,
+            vec![Diagnostic::error(Code::InputLimit, file, e.message).at(e.pos)],
+        );
+    }
     let docs = match MarkedYaml::load_from_str(text) {
         Ok(docs) => docs,
         Err(e) => {
@@ -86,7 +92,9 @@ fn kind(node: &MarkedYaml<'_>) -> String {
         YamlData::Value(Scalar::Boolean(b)) => format!("the boolean {b}"),
         YamlData::Value(Scalar::Integer(i)) => format!("the integer {i}"),
         YamlData::Value(Scalar::FloatingPoint(f)) => format!("the number {f}"),
-        YamlData::Value(Scalar::String(s)) => format!("the string {s:?}"),
+        YamlData::Value(Scalar::String(s)) => {
+            format!("the string {:?}", super::limits::quoted(s))
+        }
         _ => "a value that cannot be read".into(),
     }
 }

@@ -404,7 +404,16 @@ impl Cx<'_> {
                     );
                     None
                 }
-                Some(g) => u32::try_from(g.value).ok(),
+                Some(g) => u32::try_from(g.value).ok().or_else(|| {
+                    let msg = format!(
+                        "iommu_group must be 0 to {}, found {} (the group number under \
+                         /sys/kernel/iommu_groups on the Proxmox host)",
+                        u32::MAX,
+                        g.value
+                    );
+                    self.error(Code::OutOfRange, g.pos, &format!("{base}.iommu_group"), msg);
+                    None
+                }),
             };
             let node = match &m.node {
                 None => Some(None),

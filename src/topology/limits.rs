@@ -1,0 +1,328 @@
+//! Bounds on what talosprov reads, so that no input can make a command use
+//! unbounded memory or time, or overflow the stack: a size limit per input
+//! file, a nesting limit and an alias expansion budget for YAML (go-yaml v3,
+//! which Talos uses, refuses "excessive aliasing" the same way), and short
+//! quotes of values in messages. Reading an input file also says what is
+//! wrong with a path that is not a regular file, and where text is not UTF-8.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::io::Read as _;
+use std::path::Path;
+
+use saphyr_parser::{Event, Parser};
+
+use super::diagnostics::Pos;
+
+/// The largest input file talosprov reads (the topology, a patch file): 4 MiB.
+/// A machine config patch with inline manifests (a CNI's, say) stays well
+/// below it.
+pub const MAX_INPUT_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The deepest nesting of YAML collections accepted in the topology file.
+pub const MAX_NESTING: usize = 64;
+
+/// The most text (in characters) that YAML aliases may add to a topology file
+/// when expanded: 1 MiB, far above any real use of anchors for shared node
+/// settings, far below what an "alias bomb" asks for.
+pub const MAX_ALIAS_EXPANSION: usize = 1024 * 1024;
+
+/// How much of a value a message quotes, in characters, before eliding.
+pub const MAX_QUOTED_CHARS: usize = 120;
+
+/// Why an input file could not be read as text.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The path is not a regular file (after following symlinks): `what`
+    /// says what it is, e.g. "a FIFO".
+    NotAFile {
+        /// What the path is.
+        what: &'static str,
+    },
+    /// Larger than [`MAX_INPUT_BYTES`].
+    TooLarge {
+        /// The size seen, in bytes (at least the limit plus one).
+        bytes: u64,
+    },
+    /// Not UTF-8 text: where the first invalid byte is.
+    NotUtf8 {
+        /// 1-based line of the first invalid byte.
+        line: u32,
+        /// 0-based byte offset of the first invalid byte in the file.
+        offset: usize,
+    },
+    /// Any other I/O error.
+    Io(std::io::Error),
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::NotAFile { what } => write!(f, "it is {what}, not a regular file"),
+            ReadError::TooLarge { bytes } => write!(
+                f,
+                "it is {} bytes or more, over the {} MiB limit for an input file",
+                bytes,
+                MAX_INPUT_BYTES / (1024 * 1024)
+            ),
+            ReadError::NotUtf8 { line, offset } => write!(
+                f,
+                "it is not UTF-8 text: invalid byte at line {line} (byte offset {offset})"
+            ),
+            ReadError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// What a path is when it is not a regular file or a folder, following
+/// symlinks: `Some("a dangling symlink")`, `Some("a FIFO")`, ...; `None` for a
+/// regular file or a folder (or a path that does not exist, which the caller
+/// reports as missing).
+pub fn special_kind(path: &Path) -> Option<&'static str> {
+    let link = std::fs::symlink_metadata(path).ok()?;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if link.file_type().is_symlink() => {
+            // ELOOP: too many levels of symbolic links.
+            return Some(if e.raw_os_error() == Some(40) {
+                "a symlink loop"
+            } else {
+                "a dangling symlink"
+            });
+        }
+        Err(_) => return None,
+    };
+    let t = meta.file_type();
+    if t.is_file() || t.is_dir() {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if t.is_fifo() {
+            return Some("a FIFO");
+        }
+        if t.is_socket() {
+            return Some("a socket");
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return Some("a device file");
+        }
+    }
+    Some("not a regular file")
+}
+
+/// Read an input file as UTF-8 text, refusing what is not a regular file
+/// (without opening a FIFO, which could block), a file over
+/// [`MAX_INPUT_BYTES`] (reading at most one byte past the limit), and text
+/// that is not UTF-8 (saying where).
+///
+/// # Errors
+/// [`ReadError`].
+pub fn read_input(path: &Path) -> Result<String, ReadError> {
+    if let Some(what) = special_kind(path) {
+        return Err(ReadError::NotAFile { what });
+    }
+    let file = std::fs::File::open(path).map_err(ReadError::Io)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(ReadError::Io)?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(ReadError::TooLarge {
+            bytes: bytes.len() as u64,
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let before = &e.as_bytes()[..offset];
+        let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+        ReadError::NotUtf8 {
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+            offset,
+        }
+    })
+}
+
+/// A value quoted for a message: whole when short, else its first
+/// [`MAX_QUOTED_CHARS`] characters and how much was left out.
+pub fn quoted(value: &str) -> Cow<'_, str> {
+    let mut chars = value.char_indices();
+    match chars.nth(MAX_QUOTED_CHARS) {
+        None => Cow::Borrowed(value),
+        Some((cut, _)) => Cow::Owned(format!(
+            "{}… ({} more bytes)",
+            &value[..cut],
+            value.len() - cut
+        )),
+    }
+}
+
+/// A YAML text that goes beyond the bounds: where, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unbounded {
+    /// Where the offending collection or alias starts.
+    pub pos: Pos,
+    /// What went beyond which bound.
+    pub message: String,
+}
+
+/// Check a YAML text against [`MAX_NESTING`] and [`MAX_ALIAS_EXPANSION`] by
+/// its parser events, before anything is built from it: each alias costs the
+/// size of the node it names, aliases inside that node included, so nested
+/// "billion laughs" anchors are counted as they would expand. Syntax errors
+/// are left to the loader, which locates them.
+///
+/// # Errors
+/// [`Unbounded`], at the first collection or alias beyond a bound.
+pub fn check_yaml_bounds(text: &str) -> Result<(), Unbounded> {
+    struct Open {
+        anchor: usize,
+        start: usize,
+        /// Text that aliases inside this collection add.
+        expanded: usize,
+    }
+    let mut open: Vec<Open> = Vec::new();
+    let mut anchors: HashMap<usize, usize> = HashMap::new();
+    let mut total = 0usize;
+    let pos = |m: &saphyr_parser::Marker| {
+        Pos::new(
+            u32::try_from(m.line()).unwrap_or(u32::MAX),
+            u32::try_from(m.col() + 1).unwrap_or(u32::MAX),
+        )
+    };
+    for event in Parser::new_from_str(text) {
+        let Ok((event, span)) = event else {
+            return Ok(());
+        };
+        match event {
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                if open.len() >= MAX_NESTING {
+                    return Err(Unbounded {
+                        pos: pos(&span.start),
+                        message: format!(
+                            "the YAML nests deeper than {MAX_NESTING} levels; a topology never \
+                             needs that many"
+                        ),
+                    });
+                }
+                open.push(Open {
+                    anchor,
+                    start: span.start.index(),
+                    expanded: 0,
+                });
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                if let Some(done) = open.pop() {
+                    let size = span.end.index().saturating_sub(done.start) + done.expanded;
+                    if done.anchor > 0 {
+                        anchors.insert(done.anchor, size);
+                    }
+                    if let Some(parent) = open.last_mut() {
+                        parent.expanded = parent.expanded.saturating_add(done.expanded);
+                    }
+                }
+            }
+            Event::Scalar(value, _, anchor, _) if anchor > 0 => {
+                anchors.insert(anchor, value.len() + 1);
+            }
+            Event::Alias(id) => {
+                let size = anchors.get(&id).copied().unwrap_or(1);
+                total = total.saturating_add(size);
+                if let Some(parent) = open.last_mut() {
+                    parent.expanded = parent.expanded.saturating_add(size);
+                }
+                if total > MAX_ALIAS_EXPANSION {
+                    return Err(Unbounded {
+                        pos: pos(&span.start),
+                        message: format!(
+                            "the YAML's aliases expand to more than {} KiB of text (excessive \
+                             aliasing); write the values out, or use fewer aliases",
+                            MAX_ALIAS_EXPANSION / 1024
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordinary_anchors_and_nesting_pass() {
+        let text = "defaults: &d {cores: 2, memory: 4096}\nnodes:\n  - <<: *d\n  - *d\n";
+        assert_eq!(check_yaml_bounds(text), Ok(()));
+    }
+
+    #[test]
+    fn alias_bomb_is_refused_at_the_alias_that_crosses_the_budget() {
+        // Ten levels of ten aliases each: 10^10 copies of "lol".
+        let mut text = String::from("a0: &a0 lol\n");
+        for i in 1..10 {
+            let refs: Vec<String> = (0..10).map(|_| format!("*a{}", i - 1)).collect();
+            text.push_str(&format!("a{i}: &a{i} [{}]\n", refs.join(", ")));
+        }
+        let e = check_yaml_bounds(&text).unwrap_err();
+        assert!(e.message.contains("excessive aliasing"), "{e:?}");
+        // A large string aliased many times: the 490 KB topology of the bug.
+        let big = format!(
+            "s: &s \"{}\"\nl: [{}]\n",
+            "x".repeat(100_000),
+            "*s, ".repeat(20)
+        );
+        assert!(check_yaml_bounds(&big).is_err());
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_with_its_line() {
+        let text = "- ".repeat(20_000) + "x\n";
+        let e = check_yaml_bounds(&text).unwrap_err();
+        assert_eq!(e.pos.line, 1);
+        assert!(e.message.contains("deeper than 64"), "{e:?}");
+        let block: String = (0..100).map(|i| format!("{}-\n", "  ".repeat(i))).collect();
+        assert!(check_yaml_bounds(&block).is_err());
+    }
+
+    #[test]
+    fn long_values_are_quoted_short() {
+        assert_eq!(quoted("short"), "short");
+        let long = "y".repeat(10_000);
+        let q = quoted(&long);
+        assert!(q.len() < 200, "{q}");
+        assert!(q.ends_with("(9880 more bytes)"), "{q}");
+    }
+
+    #[test]
+    fn input_files_are_bounded_and_located() {
+        let dir = tempfile::tempdir().expect("dir");
+        let big = dir.path().join("big.yaml");
+        std::fs::write(&big, vec![b'a'; (MAX_INPUT_BYTES + 10) as usize]).expect("write");
+        assert!(matches!(read_input(&big), Err(ReadError::TooLarge { .. })));
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&bad, b"a: 1\nb: \xff\n").expect("write");
+        let e = read_input(&bad).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "it is not UTF-8 text: invalid byte at line 2 (byte offset 8)"
+        );
+        #[cfg(unix)]
+        {
+            let dangling = dir.path().join("dangling.yaml");
+            std::os::unix::fs::symlink(dir.path().join("gone"), &dangling).expect("symlink");
+            assert_eq!(special_kind(&dangling), Some("a dangling symlink"));
+            let looping = dir.path().join("loop.yaml");
+            std::os::unix::fs::symlink(&looping, &looping).expect("symlink");
+            assert_eq!(special_kind(&looping), Some("a symlink loop"));
+            assert!(special_kind(Path::new("/dev/null")).is_some());
+            assert_eq!(special_kind(&bad), None);
+        }
+    }
+}
