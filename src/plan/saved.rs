@@ -118,6 +118,7 @@ mod tests {
             changes: vec![],
             drift: vec![],
             warnings: vec![],
+            conflicts: Vec::new(),
         }
     }
 
