@@ -52,7 +52,7 @@ impl Owned {
 /// The error for an object talosprov does not own, found where it was to
 /// create one (made since the plan, or planned without a refresh).
 fn refused(address: &Address, id: &str, found: String) -> anyhow::Error {
-    anyhow::anyhow!("{}", Conflict::at(address, id, found))
+    anyhow::anyhow!("{}", Conflict::at(address, id, found).reason())
 }
 
 /// Make sure `pool/<name>` exists and record it: create it, or adopt the one

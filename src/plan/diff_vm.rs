@@ -66,11 +66,8 @@ fn vm_fields(before: &format::Vm, after: &format::Vm) -> Vec<FieldChange> {
     let (bt, at): (BTreeSet<&String>, BTreeSet<&String>) =
         (before.tags.iter().collect(), after.tags.iter().collect());
     if bt != at {
-        f.push(field(
-            "tags",
-            Some(before.tags.join(";")),
-            Some(after.tags.join(";")),
-        ));
+        let text = |tags: &[String]| (!tags.is_empty()).then(|| tags.join(";"));
+        f.push(field("tags", text(&before.tags), text(&after.tags)));
     }
     f
 }

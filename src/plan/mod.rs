@@ -342,18 +342,23 @@ impl Conflict {
     }
 }
 
-impl std::fmt::Display for Conflict {
-    /// One paragraph for errors: what was found, that it is left untouched,
-    /// and the commands that take it over.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: {} already exists in Proxmox and talosprov did not create it, so it is left \
+impl Conflict {
+    /// What was found, that it is left untouched, and the commands that take
+    /// it over, in one sentence (without the address).
+    pub fn reason(&self) -> String {
+        format!(
+            "{} already exists in Proxmox and talosprov did not create it, so it is left \
              untouched; to manage it with talosprov, run `{}`",
-            self.address,
             self.found,
             self.commands.join("` then `")
         )
+    }
+}
+
+impl std::fmt::Display for Conflict {
+    /// `ADDRESS: ` and the [`Conflict::reason`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.address, self.reason())
     }
 }
 

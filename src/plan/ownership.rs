@@ -338,6 +338,23 @@ pub(super) fn order_holding_back(plan: &mut Plan, desired: &Desired) {
         all.extend(held);
     }
     plan.changes.retain(|c| !all.contains(&c.address));
+    // An image is downloaded for the VMs created from it: none, when they
+    // are all held back.
+    let needed: BTreeSet<Address> = plan
+        .changes
+        .iter()
+        .filter(|c| matches!(c.action, Action::Create | Action::Replace))
+        .filter_map(|c| match &c.address {
+            Address::Vm(host) => desired.vms.get(host),
+            _ => None,
+        })
+        .map(|vm| Address::Image(vm.image.clone()))
+        .collect();
+    plan.changes.retain(|c| {
+        !(matches!(c.address, Address::Image(_))
+            && c.action == Action::Create
+            && !needed.contains(&c.address))
+    });
     for c in &mut plan.changes {
         c.depends_on.retain(|d| !all.contains(d));
     }
