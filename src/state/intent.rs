@@ -121,4 +121,18 @@ mod tests {
         assert!(s.clear_intent(&vm));
         assert!(!s.clear_intent(&vm));
     }
+
+    #[test]
+    fn state_commands_see_an_address_with_only_an_intent() {
+        let mut s = State::new(uuid::Uuid::nil());
+        let vm = Address::Vm("wk-1".into());
+        s.set_intent(&vm, CreateIntent::vm(122, "pve1", "wk-1"));
+        assert_eq!(s.addresses(), [vm.clone()]);
+        assert!(!s.has_record(&vm));
+        let shown = s.show(&vm).unwrap();
+        assert_eq!(shown["creating"]["id"], "122");
+        assert!(s.remove(&vm), "state rm forgets the intent");
+        assert!(s.intents().is_empty());
+        assert_eq!(s.show(&vm), None);
+    }
 }
