@@ -73,6 +73,7 @@ pub(super) async fn pool(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Res
             };
             return Err(refused(&address, name, text));
         }
+        Some(_) if ctx.owned.pools.contains(name) => r.progress("the pool is there already"),
         Some(_) => r.progress("adopting the pool an interrupted apply created"),
         None => {
             r.record_saved(Record::Intent {
