@@ -127,7 +127,7 @@ mod tests {
         let mut s = State::new(uuid::Uuid::nil());
         let vm = Address::Vm("wk-1".into());
         s.set_intent(&vm, CreateIntent::vm(122, "pve1", "wk-1"));
-        assert_eq!(s.addresses(), [vm.clone()]);
+        assert_eq!(s.addresses(), std::slice::from_ref(&vm));
         assert!(!s.has_record(&vm));
         let shown = s.show(&vm).unwrap();
         assert_eq!(shown["creating"]["id"], "122");
