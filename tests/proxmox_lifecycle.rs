@@ -120,6 +120,7 @@ async fn running_vm_update_is_pending_until_a_reboot_and_the_disk_grows() {
         hostpci: None,
         disk_gib: Some(64),
         tags: Some(vec!["talos".into(), "controlplane".into(), "etcd".into()]),
+        name: None,
     };
     let outcome = lifecycle::update_vm(&client, "pve1", 121, &want)
         .await
@@ -203,6 +204,7 @@ async fn hostpci_devices_are_added_and_removed() {
     let gpu = HostPci {
         index: 0,
         mapping: "gpu".into(),
+        pcie: true,
         rombar: false,
         x_vga: true,
     };

@@ -130,6 +130,10 @@ pub async fn execute<B: Backend>(
             biased;
             Some(msg) = rx.recv() => match msg {
                 StepMessage::Record(r) => saver.record(r).await?,
+                StepMessage::RecordSaved(r, done) => {
+                    saver.record(r).await?;
+                    let _ = done.send(());
+                }
                 StepMessage::Progress(a, what) => {
                     emit(&a, EventKind::Progress { what }, started.get(&a));
                 }
@@ -142,6 +146,10 @@ pub async fn execute<B: Backend>(
                 while let Ok(msg) = rx.try_recv() {
                     match msg {
                         StepMessage::Record(r) => saver.record(r).await?,
+                        StepMessage::RecordSaved(r, done) => {
+                            saver.record(r).await?;
+                            let _ = done.send(());
+                        }
                         StepMessage::Progress(a, what) => {
                             emit(&a, EventKind::Progress { what }, started.get(&a));
                         }
@@ -177,8 +185,9 @@ pub async fn execute<B: Backend>(
     // Records of abandoned steps that arrived before the abort are kept.
     drop(tx);
     while let Some(msg) = rx.recv().await {
-        if let StepMessage::Record(r) = msg {
-            saver.record(r).await?;
+        match msg {
+            StepMessage::Record(r) | StepMessage::RecordSaved(r, _) => saver.record(r).await?,
+            _ => {}
         }
     }
     if interrupted {

@@ -4,8 +4,10 @@
 //! operations on a running cluster: rolling Talos and Kubernetes upgrades and
 //! node removal.
 
+mod create_step;
 pub mod event;
 pub mod executor;
+pub mod import;
 pub mod record;
 pub mod refresh;
 pub mod refresh_only;
@@ -16,6 +18,7 @@ mod talos_steps;
 pub mod upgrade;
 mod upgrade_step;
 
+pub use create_step::Owned;
 pub use event::{Event, EventKind};
 pub use executor::{RunOutcome, Saver, execute};
 pub use record::Record;

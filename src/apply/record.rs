@@ -2,12 +2,21 @@
 //! record is applied to the in-memory state, which the executor then saves, so
 //! a crash loses at most the step that was running.
 
-use crate::state::Sensitive;
 use crate::state::format::{self, Output, State};
+use crate::state::{Address, CreateIntent, Sensitive};
 
-/// One fact to record.
+/// One fact to record. A record of a VM, pool or PCI mapping (made or gone)
+/// replaces the create intent at its address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
+    /// talosprov is about to create the object at `address` (saved before the
+    /// create request is sent).
+    Intent {
+        /// `vm/<hostname>`, `pool/<name>` or `pci_mapping/<name>`.
+        address: Address,
+        /// The ID it is created at.
+        intent: CreateIntent,
+    },
     /// An image is in storage (`image/<name>`).
     Image {
         /// Address name.
@@ -80,8 +89,20 @@ pub enum Record {
 
 /// Apply one record to the state.
 pub fn apply(state: &mut State, record: Record) {
+    let made = match &record {
+        Record::Pool(name) | Record::PoolGone(name) => Some(Address::Pool(name.clone())),
+        Record::Mapping { name, .. } | Record::MappingGone(name) => {
+            Some(Address::PciMapping(name.clone()))
+        }
+        Record::Vm { host, .. } | Record::VmGone(host) => Some(Address::Vm(host.clone())),
+        _ => None,
+    };
+    if let Some(address) = made {
+        state.clear_intent(&address);
+    }
     let r = &mut state.resources;
     match record {
+        Record::Intent { address, intent } => state.set_intent(&address, intent),
         Record::Image { name, image } => {
             r.images.insert(name, image);
         }
@@ -221,6 +242,45 @@ mod tests {
         );
         assert!(s.resources.configs.is_empty());
         assert!(s.outputs.machineconfigs.is_empty());
+    }
+
+    #[test]
+    fn a_record_replaces_the_create_intent_at_its_address() {
+        let mut s = State::new(uuid::Uuid::nil());
+        let cases = [
+            (
+                Address::Vm("cp-01".into()),
+                CreateIntent::vm(121, "pve", "cp-01"),
+                Record::Vm {
+                    host: "cp-01".into(),
+                    vm: vm(),
+                    fresh: true,
+                },
+            ),
+            (
+                Address::Pool("TALOS".into()),
+                CreateIntent::named("TALOS"),
+                Record::PoolGone("TALOS".into()),
+            ),
+            (
+                Address::PciMapping("gpu".into()),
+                CreateIntent::named("gpu"),
+                Record::MappingGone("gpu".into()),
+            ),
+        ];
+        for (address, intent, made) in cases {
+            apply(
+                &mut s,
+                Record::Intent {
+                    address: address.clone(),
+                    intent: intent.clone(),
+                },
+            );
+            assert_eq!(s.intent(&address), Some(&intent));
+            apply(&mut s, made);
+            assert_eq!(s.intent(&address), None, "{address}");
+        }
+        assert!(s.resources.creating.is_empty());
     }
 
     #[test]

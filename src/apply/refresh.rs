@@ -1,6 +1,7 @@
 //! Refresh: read back what planning compares with. One cluster-wide VM
 //! listing (plus the config of each recorded VM with its pending values, for
-//! its PCI devices and what it runs with), the image storage's `shared` flag,
+//! its PCI devices and what it runs with), the pool and PCI mapping listings
+//! (one request each), the image storage's `shared` flag,
 //! and the Talos version of each configured node that answers within a short
 //! probe (with the boot time of a node whose config is staged, to tell whether
 //! it rebooted since).
@@ -13,7 +14,7 @@ use anyhow::Context as _;
 
 use crate::machine::Sensitive;
 use crate::plan::{Observed, ObservedVm};
-use crate::proxmox::{self, observe, pending, storage};
+use crate::proxmox::{self, mapping, observe, pending, pool, storage};
 use crate::state::format::State;
 use crate::talos::{ApplyMode, ApplyOptions, ClientCredentials, TalosClient};
 
@@ -158,6 +159,27 @@ pub async fn refresh(
             },
         );
     }
+    let pools = pool::list(client)
+        .await
+        .context("cannot read the pools from Proxmox")?;
+    out.pools = Some(
+        pools
+            .into_iter()
+            .map(|p| {
+                let comment = p.comment.filter(|c| !c.is_empty());
+                (p.poolid, crate::state::format::Pool { comment })
+            })
+            .collect(),
+    );
+    let mappings = mapping::list(client)
+        .await
+        .context("cannot read the PCI mappings from Proxmox")?;
+    out.pci_mappings = Some(
+        mappings
+            .iter()
+            .map(|m| (m.id.clone(), super::create_step::mapping_record(m)))
+            .collect(),
+    );
     match storage::storage_status(client, input.image_node, input.image_storage).await {
         Ok(s) => out.image_storage_shared = Some(s.shared),
         Err(e) => tracing::debug!(error = %e, "image storage status not read"),

@@ -17,7 +17,12 @@ pub fn observed_records(state: &State, observed: &Observed) -> Vec<Record> {
     let r = &state.resources;
     let mut out = Vec::new();
     for (host, vm) in &r.vms {
-        let Some(seen) = observed.vms.get(&vm.vmid) else {
+        // Another VM at the vmid is not ours: ours is gone.
+        let Some(seen) = observed
+            .vms
+            .get(&vm.vmid)
+            .filter(|s| s.name.as_deref() == Some(vm.name.as_str()))
+        else {
             out.push(Record::VmGone(host.clone()));
             continue;
         };

@@ -13,12 +13,13 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::factory::{FactoryClient, Schematic};
 use crate::plan::desired::vm_record;
 use crate::plan::{Action, Change, Desired, PlannedConfig, PlannedImage, PlannedVm};
-use crate::proxmox::{self, lifecycle, mapping, pool, storage, vm};
+use crate::proxmox::{self, lifecycle, mapping, pool, storage};
 use crate::state::format;
 use crate::state::{Address, Sensitive};
 use crate::talos::{Backoff, ClientCredentials};
 use crate::topology::Role;
 
+use super::create_step::{self, Owned};
 use super::record::Record;
 use super::remove_step;
 use super::talos_steps;
@@ -85,6 +86,10 @@ pub struct Context {
     pub ips: BTreeMap<String, IpAddr>,
     /// Recorded VMs when the run started (for deletes and replaces).
     pub recorded_vms: BTreeMap<String, format::Vm>,
+    /// What else the state owned when the run started (recorded pools and
+    /// mappings, create intents): an object found in Proxmox is adopted only
+    /// when it is named there.
+    pub owned: Owned,
     /// Recorded configs when the run started.
     pub recorded_configs: BTreeMap<String, format::NodeConfig>,
     /// Recorded machine configs (the YAML each node was given) when the run
@@ -110,6 +115,10 @@ pub enum StepMessage {
     Progress(Address, String),
     /// Record this in the state (saved at once).
     Record(Record),
+    /// Record this in the state and say so once it is saved: the step waits
+    /// for it before acting on what it records (a create intent). The sender
+    /// is dropped unanswered when the save fails.
+    RecordSaved(Record, tokio::sync::oneshot::Sender<()>),
     /// Tell the operator.
     Warning(Address, String),
 }
@@ -137,6 +146,20 @@ impl Reporter {
         let _ = self.tx.send(StepMessage::Record(r));
     }
 
+    /// Record `r` and wait until the state holding it is saved.
+    ///
+    /// # Errors
+    /// When the state could not be saved (the run then stops).
+    pub(super) async fn record_saved(&self, r: Record) -> anyhow::Result<()> {
+        let (done, saved) = tokio::sync::oneshot::channel();
+        self.tx
+            .send(StepMessage::RecordSaved(r, done))
+            .map_err(|_| anyhow::anyhow!("the state is no longer being saved"))?;
+        saved
+            .await
+            .map_err(|_| anyhow::anyhow!("the state could not be saved: nothing was created"))
+    }
+
     pub(super) fn warn(&self, message: impl Into<String>) {
         let _ = self
             .tx
@@ -156,13 +179,9 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
             image(ctx, name, planned(change, &change.image)?, r).await
         }
         (Address::Image(name), Action::Delete) => delete_image(ctx, name, r).await,
-        (Address::Pool(name), Action::Create) => {
-            pool::ensure_pool(&ctx.proxmox, name, None)
-                .await
-                .with_context(|| format!("cannot create pool {name}"))?;
-            r.record(Record::Pool(name.clone()));
-            Ok(())
-        }
+        (Address::Pool(name), Action::Create) => create_step::pool(ctx, name, r)
+            .await
+            .with_context(|| format!("cannot create pool {name}")),
         (Address::Pool(name), Action::Delete) => {
             pool::delete_pool(&ctx.proxmox, name)
                 .await
@@ -171,7 +190,9 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
             Ok(())
         }
         (Address::PciMapping(name), Action::Create | Action::Update) => {
-            pci_mapping(ctx, name, planned(change, &change.pci_mapping)?, r).await
+            create_step::pci_mapping(ctx, name, planned(change, &change.pci_mapping)?, r)
+                .await
+                .with_context(|| format!("cannot create PCI mapping {name}"))
         }
         (Address::PciMapping(name), Action::Delete) => {
             mapping::delete_mapping(&ctx.proxmox, name)
@@ -181,7 +202,7 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
             Ok(())
         }
         (Address::Vm(host), Action::Create) => {
-            create_vm(ctx, host, planned(change, &change.vm)?, r).await
+            create_step::vm(ctx, host, &planned(change, &change.vm)?.spec, r).await
         }
         (Address::Vm(host), Action::Update) => {
             update_vm(ctx, host, planned(change, &change.vm)?, r).await
@@ -189,7 +210,7 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
         (Address::Vm(host), Action::Replace) => {
             let want = planned(change, &change.vm)?;
             delete_vm(ctx, host, Leaving::Replaced(change.role), r).await?;
-            create_vm(ctx, host, want, r).await
+            create_step::vm(ctx, host, &want.spec, r).await
         }
         (Address::Vm(host), Action::Delete) => {
             delete_vm(ctx, host, Leaving::Removed(change.role), r).await
@@ -313,73 +334,6 @@ async fn delete_image(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result
     Ok(())
 }
 
-async fn pci_mapping(
-    ctx: &Context,
-    name: &str,
-    want: &format::PciMapping,
-    r: &Reporter,
-) -> anyhow::Result<()> {
-    let spec = mapping::PciMappingSpec {
-        id: name.to_owned(),
-        description: want.description.clone(),
-        entries: want
-            .map
-            .iter()
-            .map(|e| mapping::PciMapEntry {
-                node: e.node.clone(),
-                path: e.path.clone(),
-                id: e.id.clone(),
-                iommu_group: e.iommu_group,
-                subsystem_id: e.subsystem_id.clone(),
-            })
-            .collect(),
-    };
-    mapping::ensure_mapping(&ctx.proxmox, &spec)
-        .await
-        .with_context(|| format!("cannot create PCI mapping {name}"))?;
-    r.record(Record::Mapping {
-        name: name.to_owned(),
-        mapping: want.clone(),
-    });
-    Ok(())
-}
-
-async fn create_vm(
-    ctx: &Context,
-    host: &str,
-    want: &PlannedVm,
-    r: &Reporter,
-) -> anyhow::Result<()> {
-    r.progress(format!(
-        "creating VM {} on {}",
-        want.spec.vmid, want.spec.node
-    ));
-    let outcome = vm::ensure_vm(&ctx.proxmox, &want.spec)
-        .await
-        .with_context(|| format!("cannot create VM {} for {host}", want.spec.vmid))?;
-    let fresh = match outcome {
-        vm::VmOutcome::Created { warnings } => {
-            for w in warnings {
-                r.warn(w);
-            }
-            true
-        }
-        vm::VmOutcome::Present => {
-            // Left by a run that stopped before recording it: make sure it runs.
-            vm::start(&ctx.proxmox, &want.spec.node, want.spec.vmid)
-                .await
-                .with_context(|| format!("cannot start VM {}", want.spec.vmid))?;
-            !ctx.recorded_vms.contains_key(host)
-        }
-    };
-    r.record(Record::Vm {
-        host: host.to_owned(),
-        vm: vm_record(&want.spec),
-        fresh,
-    });
-    Ok(())
-}
-
 async fn update_vm(
     ctx: &Context,
     host: &str,
@@ -388,6 +342,7 @@ async fn update_vm(
 ) -> anyhow::Result<()> {
     let w = &vm_record(&want.spec);
     let update = lifecycle::VmUpdate {
+        name: Some(w.name.clone()),
         cores: Some(w.cores),
         memory_mib: Some(w.memory_mib),
         hostpci: Some(want.spec.hostpci.clone()),
@@ -403,7 +358,7 @@ async fn update_vm(
     // reads back from Proxmox and finishes with a restart.
     r.record(Record::Vm {
         host: host.to_owned(),
-        vm: w.clone(),
+        vm: create_step::vm_record(w.vmid, &w.node, &outcome.config),
         fresh: false,
     });
     if want.restart && outcome.needs_reboot() {
@@ -437,19 +392,26 @@ async fn update_vm(
 }
 
 async fn delete_vm(ctx: &Context, host: &str, why: Leaving, r: &Reporter) -> anyhow::Result<()> {
-    let Some(rec) = ctx.recorded_vms.get(host) else {
+    // Only the VM talosprov made: another guest at its vmid is left alone.
+    let Some((vmid, node, name)) = create_step::made_vm(ctx, host) else {
         r.record(Record::VmGone(host.to_owned()));
         return Ok(());
     };
+    if !create_step::still_there(ctx, (vmid, &node, &name), r).await? {
+        r.record(Record::VmGone(host.to_owned()));
+        return Ok(());
+    }
     match why {
+        // Left half-made by an interrupted apply: never configured.
+        _ if !ctx.recorded_vms.contains_key(host) => {}
         Leaving::Removed(role) => remove_step::remove(ctx, host, role, r).await?,
         // Replaced: the node is the same cluster member under a new VM.
         Leaving::Replaced(role) => talos_steps::reset_node(ctx, host, role, r).await,
     }
-    r.progress(format!("shutting down and deleting VM {}", rec.vmid));
-    lifecycle::destroy_vm(&ctx.proxmox, &rec.node, rec.vmid, ctx.waits.shutdown_secs)
+    r.progress(format!("shutting down and deleting VM {vmid}"));
+    lifecycle::destroy_vm(&ctx.proxmox, &node, vmid, ctx.waits.shutdown_secs)
         .await
-        .with_context(|| format!("cannot delete VM {} ({host})", rec.vmid))?;
+        .with_context(|| format!("cannot delete VM {vmid} ({host})"))?;
     r.record(Record::VmGone(host.to_owned()));
     Ok(())
 }

@@ -116,6 +116,7 @@ pub(super) fn context(
         credentials,
         ips: cluster::node_ips(topology),
         recorded_vms: state.resources.vms.clone(),
+        owned: apply::Owned::of(state),
         recorded_configs: state.resources.configs.clone(),
         recorded_machineconfigs: state
             .outputs
@@ -199,6 +200,29 @@ pub(super) async fn run_plan(
         )
         .into()),
     }
+}
+
+/// The error an apply ends with when its plan has conflicts: the objects
+/// talosprov does not own were left untouched, with what depends on them.
+fn conflicts_error(plan: &Plan) -> Option<CommandError> {
+    if plan.conflicts.is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = plan.conflicts.iter().map(|c| format!("  {c}")).collect();
+    Some(
+        anyhow::anyhow!(
+            "{} in Proxmox that talosprov does not own {} left untouched, with the changes \
+             that depend on {}:\n{}",
+            match lines.len() {
+                1 => "1 object".to_owned(),
+                n => format!("{n} objects"),
+            },
+            if lines.len() == 1 { "was" } else { "were" },
+            if lines.len() == 1 { "it" } else { "them" },
+            lines.join("\n")
+        )
+        .into(),
+    )
 }
 
 /// Run `apply`.
@@ -324,6 +348,9 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             store.save(&mut state, encrypted).await?;
         }
         if plan.is_empty() {
+            if let Some(e) = conflicts_error(&plan) {
+                return Err(e);
+            }
             crate::ui::write_stdout("\nApply complete! Resources: 0 added, 0 changed, 0 destroyed.\n")?;
             return Ok(Outcome::Success);
         }
@@ -341,7 +368,10 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             "\n{}\n",
             crate::ui::plan::apply_summary_line(&plan.summary())
         ))?;
-        Ok(Outcome::Success)
+        match conflicts_error(&plan) {
+            Some(e) => Err(e),
+            None => Ok(Outcome::Success),
+        }
     })
     .await
 }

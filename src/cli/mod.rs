@@ -12,6 +12,7 @@ mod destroy;
 pub mod error;
 mod force_unlock;
 mod health;
+mod import;
 mod machineconfig;
 mod machineconfig_gen;
 mod output;
@@ -110,6 +111,17 @@ pub enum Command {
     Machineconfig(machineconfig::MachineconfigArgs),
     /// Inspect and edit the state: list, show, rm, encrypt, decrypt.
     State(state::StateArgs),
+    /// Take over a VM, pool or PCI mapping that already exists in Proxmox.
+    ///
+    /// As OpenTofu's import: ADDRESS must be one the topology declares, and ID
+    /// the object's ID in Proxmox (the vmid for a VM, the name for a pool or a
+    /// mapping). The object is read and recorded as it is; the next plan shows
+    /// what apply changes on it to match the topology, and destroy deletes it.
+    /// talosprov never changes or deletes an object it did not create or
+    /// import.
+    ///
+    /// Example: talosprov import pci_mapping/gpu gpu -f cluster.yaml
+    Import(import::ImportArgs),
     /// Reset the Talos nodes and delete the VMs, the pool and the PCI mappings.
     Destroy(destroy::DestroyArgs),
     /// Release a state lock left by a killed or cancelled run.
@@ -169,6 +181,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
         Command::Plan(args) => plan::run(args).await,
         Command::Apply(args) => apply::run(args).await,
         Command::Destroy(args) => destroy::run(args).await,
+        Command::Import(args) => import::run(args).await,
         Command::Version(args) => version::run(args),
         Command::Output(args) => output::run(args).await,
         Command::Show(args) => show::run(args).await,

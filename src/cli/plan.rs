@@ -31,7 +31,8 @@ pub struct PlanArgs {
     #[arg(long = "report-gitlab", value_name = "FILE")]
     pub report_gitlab: Option<PathBuf>,
 
-    /// Exit 0 when there are no changes, 2 when there are, 1 on error.
+    /// Exit 0 when there are no changes, 2 when there are (or conflicts wait
+    /// for an import), 1 on error.
     #[arg(long = "detailed-exitcode")]
     pub detailed_exitcode: bool,
 
@@ -132,7 +133,7 @@ async fn plan_locked(
     let pending = if args.refresh_only {
         !plan.drift.is_empty()
     } else {
-        !plan.is_empty()
+        !plan.is_empty() || !plan.conflicts.is_empty()
     };
     if args.detailed_exitcode && pending {
         Ok(Outcome::Changes)

@@ -251,6 +251,7 @@ pub fn desired(
             .map(|d| HostPci {
                 index: d.index,
                 mapping: d.mapping.clone(),
+                pcie: d.pcie,
                 rombar: d.rombar,
                 x_vga: d.xvga,
             })

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::state::format::{self, State};
+use crate::state::format::State;
 use crate::state::{Address, Sensitive};
 
 use crate::apply::remove::{RemovalRefused, check_removal};
@@ -14,6 +14,7 @@ use super::config_diff;
 use super::desired::Desired;
 use super::diff_vm::plan_vm;
 use super::observed::Observed;
+use super::ownership;
 use super::planned::{ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedVm};
 use super::staged::{Planned, StagedNote, staged_note};
 use super::{
@@ -104,36 +105,29 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     let mut kubernetes_change: Option<(String, String)> = None;
     let mut errors = Vec::new();
 
-    if let Some(pool) = &d.pool
-        && !rec.pools.contains_key(pool)
-    {
-        changes.push(change(
-            Address::Pool(pool.clone()),
-            Action::Create,
-            "resource pool for the cluster's VMs",
-        ));
-    }
-    for name in rec.pools.keys() {
-        if d.pool.as_ref() != Some(name) {
-            changes.push(change(
-                Address::Pool(name.clone()),
-                Action::Delete,
-                "no longer in the topology",
-            ));
+    let mut conflicts = Vec::new();
+    let mut found = ownership::Found {
+        drift: &mut drift,
+        conflicts: &mut conflicts,
+    };
+    ownership::plan_pool(d, state, obs, &mut changes, &mut found);
+    ownership::plan_mappings(d, state, obs, &mut changes, &mut found);
+    // What apply writes for each mapping it creates or updates.
+    for c in &mut changes {
+        if let (Address::PciMapping(name), Action::Create | Action::Update) = (&c.address, c.action)
+        {
+            c.pci_mapping = d.pci_mappings.get(name).cloned();
         }
     }
-    plan_mappings(d, rec, &mut changes);
 
     let mut fresh_vms: BTreeSet<&str> = BTreeSet::new();
     for (host, want) in &d.vms {
-        match plan_vm(
-            host,
-            want,
-            rec.vms.get(host),
-            obs,
-            &mut drift,
-            &mut warnings,
-        ) {
+        let mut found = ownership::Found {
+            drift: &mut drift,
+            conflicts: &mut conflicts,
+        };
+        let intent = state.intent(&Address::Vm(host.clone()));
+        match plan_vm(host, want, (rec.vms.get(host), intent), obs, &mut found) {
             Ok(Some(mut c)) => {
                 if matches!(c.action, Action::Create | Action::Replace) {
                     fresh_vms.insert(host.as_str());
@@ -231,6 +225,7 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             changes.push(c);
         }
     }
+    ownership::leftover_vms(d, state, obs, &mut changes);
 
     let bootstrapped = rec.bootstrap.as_ref().is_some_and(|b| b.done);
     for (host, want) in &d.configs {
@@ -496,8 +491,9 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         changes,
         drift,
         warnings,
+        conflicts,
     };
-    super::order::order(&mut plan, d);
+    ownership::order_holding_back(&mut plan, d);
     Ok(plan)
 }
 
@@ -524,56 +520,9 @@ fn short(id: &str) -> String {
     id.chars().take(8).collect()
 }
 
-fn plan_mappings(d: &Desired, rec: &format::Resources, changes: &mut Vec<Change>) {
-    for (name, want) in &d.pci_mappings {
-        let address = Address::PciMapping(name.clone());
-        match rec.pci_mappings.get(name) {
-            None => {
-                let mut c = change(address, Action::Create, "PCI hardware mapping");
-                c.fields.push(field("map", None, Some(map_text(want))));
-                c.pci_mapping = Some(want.clone());
-                changes.push(c);
-            }
-            Some(have) if have != want => {
-                let mut c = change(address, Action::Update, "PCI mapping changed");
-                if have.description != want.description {
-                    c.fields.push(field(
-                        "description",
-                        have.description.as_ref(),
-                        want.description.as_ref(),
-                    ));
-                }
-                if have.map != want.map {
-                    c.fields
-                        .push(field("map", Some(map_text(have)), Some(map_text(want))));
-                }
-                c.pci_mapping = Some(want.clone());
-                changes.push(c);
-            }
-            Some(_) => {}
-        }
-    }
-    for name in rec.pci_mappings.keys() {
-        if !d.pci_mappings.contains_key(name) {
-            changes.push(change(
-                Address::PciMapping(name.clone()),
-                Action::Delete,
-                "no longer in the topology",
-            ));
-        }
-    }
-}
-
-fn map_text(m: &format::PciMapping) -> String {
-    m.map
-        .iter()
-        .map(|e| format!("{}:{}={}", e.node, e.path, e.id))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// Plan a destroy: every recorded VM, the pool and the PCI mappings are
-/// deleted; images too when `purge_images`.
+/// deleted, and what an interrupted apply was creating (each only if it is
+/// the object talosprov was making); images too when `purge_images`.
 pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bool) -> Plan {
     let mut changes = Vec::new();
     if let Some(s) = state {
@@ -605,6 +554,11 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
                 "cluster destroyed",
             ));
         }
+        for (address, _) in s.intents() {
+            if !s.has_record(&address) {
+                changes.push(ownership::leftover(address, None));
+            }
+        }
         if purge_images {
             for (name, image) in &r.images {
                 let mut c = change(
@@ -626,6 +580,7 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
         changes,
         drift: Vec::new(),
         warnings: Vec::new(),
+        conflicts: Vec::new(),
     };
     super::order::order_destroy(&mut plan);
     plan
@@ -649,6 +604,7 @@ mod tests {
             changes: vec![c],
             drift: Vec::new(),
             warnings: Vec::new(),
+            conflicts: Vec::new(),
         };
         digests_known_after_apply(&mut p);
         let fields = &p.changes[0].fields;

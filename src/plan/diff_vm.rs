@@ -6,19 +6,23 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::state::Address;
 use crate::state::format;
+use crate::state::{Address, CreateIntent};
 
 use super::desired::DesiredVm;
 use super::diff::{PlanError, change, field};
 use super::observed::{Observed, ObservedVm};
-use super::{Action, Change, Drift, DriftKind, FieldChange, PlanWarning};
+use super::ownership::{self, Found};
+use super::{Action, Change, Drift, DriftKind, FieldChange};
 
 /// The values to compare a desired VM with: the observed ones where known,
 /// else the recorded ones.
 fn current_of(recorded: &format::Vm, seen: Option<&ObservedVm>) -> format::Vm {
     let mut cur = recorded.clone();
     if let Some(s) = seen {
+        if let Some(name) = &s.name {
+            cur.name.clone_from(name);
+        }
         cur.cores = s.cores.unwrap_or(cur.cores);
         cur.memory_mib = s.memory_mib.unwrap_or(cur.memory_mib);
         cur.disk_gib = s.disk_gib.unwrap_or(cur.disk_gib);
@@ -32,6 +36,9 @@ fn current_of(recorded: &format::Vm, seen: Option<&ObservedVm>) -> format::Vm {
 
 fn vm_fields(before: &format::Vm, after: &format::Vm) -> Vec<FieldChange> {
     let mut f = Vec::new();
+    if before.name != after.name {
+        f.push(field("name", Some(&before.name), Some(&after.name)));
+    }
     if before.cores != after.cores {
         f.push(field("cores", Some(before.cores), Some(after.cores)));
     }
@@ -52,55 +59,65 @@ fn vm_fields(before: &format::Vm, after: &format::Vm) -> Vec<FieldChange> {
     let keys: BTreeSet<&String> = before.hostpci.keys().chain(after.hostpci.keys()).collect();
     for key in keys {
         let (b, a) = (before.hostpci.get(key), after.hostpci.get(key));
-        if b != a {
+        if !crate::proxmox::vm::hostpci_equivalent(b.map(String::as_str), a.map(String::as_str)) {
             f.push(field(key, b, a));
         }
     }
     let (bt, at): (BTreeSet<&String>, BTreeSet<&String>) =
         (before.tags.iter().collect(), after.tags.iter().collect());
     if bt != at {
-        f.push(field(
-            "tags",
-            Some(before.tags.join(";")),
-            Some(after.tags.join(";")),
-        ));
+        let text = |tags: &[String]| (!tags.is_empty()).then(|| tags.join(";"));
+        f.push(field("tags", text(&before.tags), text(&after.tags)));
     }
     f
 }
 
+/// `VM 122 "legacy-db" on pve1`.
+fn vm_text(seen: &ObservedVm) -> String {
+    match &seen.name {
+        Some(name) => format!("VM {} {name:?} on {}", seen.vmid, seen.node),
+        None => format!("VM {} on {}", seen.vmid, seen.node),
+    }
+}
+
+/// The change for one VM, from what the topology wants (`want`), what the
+/// state holds (`recorded`: its record, and its create intent) and what
+/// refresh saw; a VM talosprov does not own at the vmid is a conflict.
 pub(super) fn plan_vm(
     host: &str,
     want: &DesiredVm,
-    recorded: Option<&format::Vm>,
+    recorded: (Option<&format::Vm>, Option<&CreateIntent>),
     obs: &Observed,
-    drift: &mut Vec<Drift>,
-    warnings: &mut Vec<PlanWarning>,
+    found: &mut Found<'_>,
 ) -> Result<Option<Change>, PlanError> {
     let address = Address::Vm(host.to_owned());
     let w = &want.record;
+    let (recorded, intent) = recorded;
     let Some(rec) = recorded else {
+        let made = intent.is_some_and(|i| i.is_vm(w.vmid, &w.node, &w.name));
         if let Some(seen) = obs.vms.get(&w.vmid) {
-            if seen.name.as_deref() == Some(host) && seen.node == w.node {
-                warnings.push(PlanWarning {
-                    address: Some(address.clone()),
-                    message: format!(
-                        "VM {} already exists on {} with this name but is not in the state: \
-                         apply adopts it as is",
-                        w.vmid, w.node
+            let ours = seen.node == w.node && seen.name.as_deref() == Some(w.name.as_str());
+            if made && ours {
+                let mut c = change(
+                    address,
+                    Action::Create,
+                    format!(
+                        "VM {} was left half-made by an interrupted apply: adopted, brought to \
+                         its spec (settings, disk size) and started",
+                        w.vmid
                     ),
-                });
-            } else {
-                warnings.push(PlanWarning {
-                    address: Some(address.clone()),
-                    message: format!(
-                        "vmid {} is held by {} on {}: apply will fail until it is free or \
-                         the node gets another vm_id",
-                        w.vmid,
-                        seen.name.as_deref().unwrap_or("a guest"),
-                        seen.node
-                    ),
-                });
+                );
+                c.fields = vm_fields(&current_of(w, Some(seen)), w);
+                c.fields.insert(0, field("vmid", None, Some(w.vmid)));
+                return Ok(Some(c));
             }
+            found.conflicts.push(ownership::conflict(
+                &address,
+                &w.vmid.to_string(),
+                vm_text(seen),
+                false,
+            ));
+            return Ok(None);
         }
         let mut c = change(
             address,
@@ -112,6 +129,15 @@ pub(super) fn plan_vm(
                 w.node
             ),
         );
+        // A VM an interrupted apply was making at another vmid or host (the
+        // topology changed since) goes first.
+        if let Some(i) = intent.filter(|i| !made && ownership::made_vm_seen(i, obs)) {
+            c.action = Action::Replace;
+            c.reason = format!(
+                "VM {} left half-made by an interrupted apply is deleted; VM {} is created on {}",
+                i.id, w.vmid, w.node
+            );
+        }
         c.fields = vm_fields(
             &format::Vm {
                 cores: 0,
@@ -148,9 +174,26 @@ pub(super) fn plan_vm(
     }
     let seen = if obs.refreshed {
         match obs.vms.get(&rec.vmid) {
-            Some(s) if s.node == rec.node && s.name.as_deref() == Some(host) => Some(s),
-            _ => {
-                drift.push(Drift {
+            Some(s) if s.node == rec.node && s.name.as_deref() == Some(rec.name.as_str()) => {
+                Some(s)
+            }
+            Some(other) => {
+                // Ours is gone, and another VM took its vmid.
+                found.drift.push(Drift {
+                    address: address.clone(),
+                    kind: DriftKind::Deleted,
+                    fields: Vec::new(),
+                });
+                found.conflicts.push(ownership::conflict(
+                    &address,
+                    &rec.vmid.to_string(),
+                    vm_text(other),
+                    true,
+                ));
+                return Ok(None);
+            }
+            None => {
+                found.drift.push(Drift {
                     address: address.clone(),
                     kind: DriftKind::Deleted,
                     fields: Vec::new(),
@@ -174,7 +217,7 @@ pub(super) fn plan_vm(
         f.pending = running.is_some_and(|r| r.contains_key(&f.name));
     }
     if !drifted.is_empty() {
-        drift.push(Drift {
+        found.drift.push(Drift {
             address: address.clone(),
             kind: DriftKind::Changed,
             fields: drifted,

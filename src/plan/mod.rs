@@ -10,6 +10,7 @@ mod diff_vm;
 pub mod gitlab_report;
 pub mod observed;
 pub mod order;
+mod ownership;
 pub mod planned;
 pub mod saved;
 mod staged;
@@ -30,6 +31,7 @@ pub use diff::{
 pub use gitlab_report::GitlabReport;
 pub use observed::{Observed, ObservedVm};
 pub use order::target;
+pub use ownership::same_mapping;
 pub use planned::{ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedVm};
 pub use saved::{InputDigests, PlanMismatch, SavedPlan, StalePlan, check_fresh, check_same};
 pub use staged::stage_config_changes;
@@ -67,6 +69,11 @@ pub struct Plan {
     pub drift: Vec<Drift>,
     /// Things the operator should know that are not changes.
     pub warnings: Vec<PlanWarning>,
+    /// Objects in Proxmox at IDs the topology declares that talosprov did not
+    /// create and was not asked to adopt: never changed or deleted; the
+    /// changes that depend on them are held back (not in `changes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<Conflict>,
 }
 
 impl Plan {
@@ -83,6 +90,7 @@ impl Plan {
             changes,
             drift: Vec::new(),
             warnings: Vec::new(),
+            conflicts: Vec::new(),
         }
     }
 
@@ -365,6 +373,64 @@ pub enum DriftKind {
     Changed,
     /// The resource is gone.
     Deleted,
+}
+
+/// An object in Proxmox at the ID the topology declares for an address, that
+/// talosprov did not create (no record and no create intent in the state) and
+/// was not asked to adopt with `talosprov import`: talosprov never changes or
+/// deletes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conflict {
+    /// The address the topology declares, e.g. `pci_mapping/gpu`.
+    #[serde(with = "address_text")]
+    pub address: Address,
+    /// The Proxmox ID the object was found at: the vmid, or the pool or
+    /// mapping name (what `talosprov import` takes).
+    pub id: String,
+    /// What was found, in the operator's words, e.g. `VM 122 "legacy-db" on
+    /// pve1`.
+    pub found: String,
+    /// The commands that take it over, in order (`talosprov import ADDRESS
+    /// ID`, after `talosprov state rm ADDRESS` when a stale record is there).
+    pub commands: Vec<String>,
+    /// The planned changes held back because they depend on it.
+    #[serde(default, with = "address_list", skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<Address>,
+}
+
+impl Conflict {
+    /// The conflict at `address` with an object found at Proxmox ID `id`,
+    /// taken over with `talosprov import ADDRESS ID`.
+    pub fn at(address: &Address, id: &str, found: String) -> Conflict {
+        Conflict {
+            address: address.clone(),
+            id: id.to_owned(),
+            found,
+            commands: vec![format!("talosprov import {address} {id}")],
+            blocked: Vec::new(),
+        }
+    }
+}
+
+impl Conflict {
+    /// What was found, that it is left untouched, and the commands that take
+    /// it over, in one sentence (without the address).
+    pub fn reason(&self) -> String {
+        format!(
+            "{} already exists in Proxmox and talosprov did not create it, so it is left \
+             untouched; to manage it with talosprov, run `{}`",
+            self.found,
+            self.commands.join("` then `")
+        )
+    }
+}
+
+impl std::fmt::Display for Conflict {
+    /// `ADDRESS: ` and the [`Conflict::reason`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.address, self.reason())
+    }
 }
 
 /// A warning attached to a plan.

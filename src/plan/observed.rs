@@ -1,11 +1,13 @@
 //! What refresh saw (plain data, filled by the apply module's refresh): each
-//! VM as Proxmox reports it (with what a running VM keeps pending), the Talos
-//! version each reachable node runs, and whether the image storage is shared.
-//! Planning reads it and never fetches.
+//! VM as Proxmox reports it (with what a running VM keeps pending), the pools
+//! and PCI mappings, the Talos version each reachable node runs, and whether
+//! the image storage is shared. Planning reads it and never fetches.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+
+use crate::state::format;
 
 /// The cluster as observed at plan time. `Observed::default()` (with
 /// `refreshed: false`) is what `--offline` plans with.
@@ -39,6 +41,15 @@ pub struct Observed {
     /// Whether `proxmox.image_storage` is shared between hosts (`shared` in
     /// `/storage/{storage}`); `None` when not read.
     pub image_storage_shared: Option<bool>,
+    /// Every pool the token may see (`GET /pools`), by name, as its state
+    /// record would hold it; `None` when not read (then a pool talosprov did
+    /// not create is found only at apply, which refuses to touch it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pools: Option<BTreeMap<String, format::Pool>>,
+    /// Every PCI mapping the token may see (`GET /cluster/mapping/pci`), by
+    /// name, as its state record would hold it; `None` when not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_mappings: Option<BTreeMap<String, format::PciMapping>>,
 }
 
 /// One VM as observed: listing values, and config values where read. Where

@@ -259,6 +259,8 @@ pub fn target(plan: &mut Plan, targets: &[Address], desired: &Desired) {
     plan.changes.retain(|c| keep.contains(&c.address));
     plan.drift.retain(|d| keep.contains(&d.address));
     assign_control_plane_components(plan, desired);
+    plan.conflicts
+        .retain(|c| targets.contains(&c.address) || c.blocked.iter().any(|b| targets.contains(b)));
     let left_out: Vec<String> = kubernetes_control_planes
         .iter()
         .filter(|a| !keep.contains(*a))

@@ -226,6 +226,16 @@ pub fn check_same(
         }
         return Err(Box::new(mismatch));
     }
+    if let Some(c) = now
+        .conflicts
+        .iter()
+        .find(|c| !saved.plan.conflicts.contains(c))
+    {
+        return Err(Box::new(PlanMismatch::Cluster {
+            address: c.address.clone(),
+            detail: format!("{} is there now, which talosprov does not own", c.found),
+        }));
+    }
     let drift = |plan: &Plan| -> Vec<(Address, Vec<FieldChange>)> {
         plan.drift
             .iter()
@@ -449,6 +459,7 @@ mod tests {
             changes: vec![],
             drift: vec![],
             warnings: vec![],
+            conflicts: Vec::new(),
         }
     }
 

@@ -200,6 +200,7 @@ mod tests {
             ],
             drift: Vec::new(),
             warnings: Vec::new(),
+            conflicts: Vec::new(),
         };
         stage_config_changes(&mut plan);
         assert_eq!(plan.changes[0].reboot, Some(false));

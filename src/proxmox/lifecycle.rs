@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 /// The in-place changes wanted; `None` leaves a setting alone.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VmUpdate {
+    /// The VM name (the Talos node's hostname); PVE applies it at once.
+    pub name: Option<String>,
     /// Cores.
     pub cores: Option<u32>,
     /// Memory, MiB.
@@ -42,6 +44,10 @@ pub struct UpdateOutcome {
     pub stopped: bool,
     /// `scsi0` was grown.
     pub resized: bool,
+    /// The config the VM gets at its next start, read back after the change
+    /// (with `scsi0` at its new size when it was grown): what Proxmox
+    /// confirmed.
+    pub config: observe::VmConfig,
 }
 
 impl UpdateOutcome {
@@ -60,6 +66,11 @@ pub fn config_changes(
 ) -> (BTreeMap<String, String>, Vec<String>) {
     let mut set = BTreeMap::new();
     let mut delete = Vec::new();
+    if let Some(name) = &want.name
+        && current.raw.get("name") != Some(name)
+    {
+        set.insert("name".to_string(), name.clone());
+    }
     if let Some(cores) = want.cores
         && current.cores != Some(u64::from(cores))
     {
@@ -87,7 +98,8 @@ pub fn config_changes(
             .map(|d| (d.key(), d.property_string()))
             .collect();
         for (key, value) in &wanted {
-            if current.hostpci.get(key) != Some(value) {
+            let have = current.hostpci.get(key).map(String::as_str);
+            if !vm::hostpci_equivalent(have, Some(value)) {
                 set.insert(key.clone(), value.clone());
             }
         }
@@ -174,11 +186,13 @@ pub async fn update_vm(
     if !outcome.pending.is_empty() {
         outcome.stopped = power_state(client, node, vmid).await?.as_deref() != Some("running");
     }
+    outcome.config = after.next_start;
     if let Some(gib) = want.disk_gib
         && gib > current_gib
     {
         vm::resize(client, node, vmid, "scsi0", gib).await?;
         outcome.resized = true;
+        outcome.config.disk_gib = Some(gib);
     }
     Ok(outcome)
 }
@@ -317,11 +331,13 @@ mod tests {
             hostpci: Some(vec![HostPci {
                 index: 0,
                 mapping: "gpu".into(),
+                pcie: true,
                 rombar: true,
                 x_vga: false,
             }]),
             disk_gib: None,
             tags: None,
+            name: None,
         };
         let (set, delete) = config_changes(&current(), &want);
         assert_eq!(

@@ -43,6 +43,31 @@ impl PciMapEntry {
     }
 }
 
+impl PciMapEntry {
+    /// An entry from a `map` property string as PVE returns it (keys in any
+    /// order; `path` may list several functions with `;`). The PCI values are
+    /// lower case with `0x` dropped, as [`normalise`] gives them; the node is
+    /// as written. A missing `node`, `path` or `id` reads as empty, and an
+    /// `iommugroup` that is not a number as none. Pure.
+    pub fn parse(property: &str) -> PciMapEntry {
+        let node = property
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| k.trim() == "node")
+            .map(|(_, v)| v.trim().to_owned())
+            .unwrap_or_default();
+        let mut kv = normalise(property);
+        let mut take = |k: &str| kv.remove(k);
+        PciMapEntry {
+            node,
+            path: take("path").unwrap_or_default(),
+            id: take("id").unwrap_or_default(),
+            iommu_group: take("iommugroup").and_then(|g| g.parse().ok()),
+            subsystem_id: take("subsystem-id"),
+        }
+    }
+}
+
 /// A mapping as declared: its ID, description and entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PciMappingSpec {
@@ -173,6 +198,23 @@ pub async fn read(client: &Client, id: &str) -> Result<Option<PciMapping>, Proxm
     }
 }
 
+/// `GET /cluster/mapping/pci` request: every mapping the caller may see.
+pub fn list_request() -> Request {
+    Request::get(
+        &["cluster", "mapping", "pci"],
+        Operation::new("list the PCI mappings"),
+    )
+}
+
+/// Every PCI mapping the token may see (`Mapping.Audit`, `Mapping.Use` or
+/// `Mapping.Modify`), in one request.
+///
+/// # Errors
+/// Request errors, and an answer that is not a list of mappings.
+pub async fn list(client: &Client) -> Result<Vec<PciMapping>, ProxmoxError> {
+    client.send_as::<Vec<PciMapping>>(&list_request()).await
+}
+
 /// Make sure the mapping exists as declared: look, then create or update.
 ///
 /// # Errors
@@ -249,6 +291,18 @@ mod tests {
         assert_eq!(r.form_value("id"), Some("gpu"));
         assert_eq!(r.form.iter().filter(|(k, _)| k == "map").count(), 1);
         assert_eq!(r.form_value("description"), Some("GeForce RTX 3050"));
+    }
+
+    #[test]
+    fn map_entries_parse_back_in_any_key_order() {
+        let e = PciMapEntry::parse(
+            "id=10DE:2507,iommugroup=10,node=pve1,path=0000:01:00,subsystem-id=0x10de:0x2507",
+        );
+        assert_eq!(e, gpu().entries[0]);
+        let bare = PciMapEntry::parse("node=pve2,path=0000:02:00.0,id=8086:1533");
+        assert_eq!(bare.iommu_group, None);
+        assert_eq!(bare.subsystem_id, None);
+        assert_eq!(bare.node, "pve2");
     }
 
     #[test]

@@ -36,6 +36,51 @@ pub struct PoolMember {
 struct PoolEntry {
     #[serde(default)]
     members: Vec<PoolMember>,
+    #[serde(default)]
+    comment: Option<String>,
+}
+
+/// A pool as `GET /pools` lists it, or `GET /pools?poolid=` reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct PoolInfo {
+    /// The pool name.
+    pub poolid: String,
+    /// The comment; absent when none was set.
+    #[serde(default)]
+    pub comment: Option<String>,
+    /// The members (guests and storages); empty in the list, which does not
+    /// give them.
+    #[serde(default)]
+    pub members: Vec<PoolMember>,
+}
+
+/// `GET /pools` request: every pool the caller may see (`Pool.Audit`).
+pub fn list_request() -> Request {
+    Request::get(&["pools"], Operation::new("list the pools"))
+}
+
+/// Every pool the token may see, with its comment, in one request.
+///
+/// # Errors
+/// Request errors.
+pub async fn list(client: &Client) -> Result<Vec<PoolInfo>, ProxmoxError> {
+    client.send_as::<Vec<PoolInfo>>(&list_request()).await
+}
+
+/// The pool with its comment and members, or `None` when it does not exist.
+///
+/// # Errors
+/// Request errors other than not-found.
+pub async fn read(client: &Client, pool: &str) -> Result<Option<PoolInfo>, ProxmoxError> {
+    match client.send_as::<Vec<PoolEntry>>(&read_request(pool)).await {
+        Ok(entries) => Ok(entries.into_iter().next().map(|e| PoolInfo {
+            poolid: pool.to_owned(),
+            comment: e.comment,
+            members: e.members,
+        })),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// `GET /pools?poolid=<pool>` request.

@@ -57,6 +57,9 @@ pub struct HostPci {
     pub index: u8,
     /// The mapping ID.
     pub mapping: String,
+    /// `true` sends `pcie=1` (PCI Express; needs q35, which talosprov always
+    /// sets); `false` leaves it out, PVE's default (conventional PCI).
+    pub pcie: bool,
     /// `false` sends `rombar=0` (PVE's default is on).
     pub rombar: bool,
     /// `true` sends `x-vga=1` (primary GPU).
@@ -69,9 +72,13 @@ impl HostPci {
         format!("hostpci{}", self.index)
     }
 
-    /// `mapping=<name>,pcie=1[,rombar=0][,x-vga=1]` (pcie needs q35, which talosprov always sets).
+    /// `mapping=<name>[,pcie=1][,rombar=0][,x-vga=1]`: each option only when
+    /// it differs from PVE's default (`pcie=0`, `rombar=1`, `x-vga=0`).
     pub fn property_string(&self) -> String {
-        let mut s = format!("mapping={},pcie=1", self.mapping);
+        let mut s = format!("mapping={}", self.mapping);
+        if self.pcie {
+            s.push_str(",pcie=1");
+        }
         if !self.rombar {
             s.push_str(",rombar=0");
         }
@@ -79,6 +86,48 @@ impl HostPci {
             s.push_str(",x-vga=1");
         }
         s
+    }
+}
+
+/// A `hostpciN` property string as key-value pairs with PVE's defaults filled
+/// in and booleans as `0`/`1`, so that two spellings of the same device compare
+/// equal (`mapping=gpu` and `mapping=gpu,pcie=0,rombar=1`). Pure; follows the
+/// `pve-qm-hostpci` format of qemu-server `QemuServer/PCI.pm`.
+pub fn hostpci_settings(property: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out: std::collections::BTreeMap<String, String> = [
+        ("pcie", "0"),
+        ("rombar", "1"),
+        ("x-vga", "0"),
+        ("legacy-igd", "0"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    for part in property.split(',').filter(|p| !p.trim().is_empty()) {
+        let (key, value) = part.split_once('=').unwrap_or(("host", part));
+        let key = key.trim().to_owned();
+        let value = value.trim();
+        let value = if out.contains_key(&key) {
+            match value.to_ascii_lowercase().as_str() {
+                "1" | "yes" | "on" | "true" => "1".to_owned(),
+                "0" | "no" | "off" | "false" => "0".to_owned(),
+                other => other.to_owned(),
+            }
+        } else {
+            value.to_owned()
+        };
+        out.insert(key, value);
+    }
+    out
+}
+
+/// Whether two `hostpciN` values describe the same device with the same
+/// options (see [`hostpci_settings`]); `None` is no device.
+pub fn hostpci_equivalent(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => hostpci_settings(a) == hostpci_settings(b),
+        (None, None) => true,
+        _ => false,
     }
 }
 
@@ -175,20 +224,43 @@ pub enum VmOutcome {
     },
 }
 
-/// Make sure the VM exists: look at the cluster's VMs, then create it (waiting for
-/// the create task, since the VM is locked `create` until it ends), resize `scsi0`
-/// to `disk_gib`, and start it.
+/// Make sure the VM exists: look at the cluster's VMs, then create it (see
+/// [`create`]). A vmid already present on its node with its name is left as it
+/// is: only for callers that know the vmid is theirs (apply decides that from
+/// the state, see `apply::create_step`).
 ///
 /// # Errors
 /// [`ProxmoxError::VmidTaken`] naming the node that holds the vmid; request and task errors.
 pub async fn ensure_vm(client: &Client, spec: &VmSpec) -> Result<VmOutcome, ProxmoxError> {
-    let listing = observe::cluster_vms(client).await?;
-    if let Some(existing) = listing.iter().find(|v| v.vmid == spec.vmid) {
-        if is_ours(existing, spec) {
+    if let Some(existing) = find(client, spec.vmid).await? {
+        if is_ours(&existing, spec) {
             return Ok(VmOutcome::Present);
         }
-        return Err(taken(spec, existing));
+        return Err(taken(spec, &existing));
     }
+    let warnings = create(client, spec).await?;
+    Ok(VmOutcome::Created { warnings })
+}
+
+/// The VM the cluster-wide listing shows at `vmid`, if any (one request).
+///
+/// # Errors
+/// Request errors.
+pub async fn find(client: &Client, vmid: u32) -> Result<Option<observe::ClusterVm>, ProxmoxError> {
+    Ok(observe::cluster_vms(client)
+        .await?
+        .into_iter()
+        .find(|v| v.vmid == vmid))
+}
+
+/// Create the VM (waiting for the create task, since the VM is locked `create`
+/// until it ends), resize `scsi0` to `disk_gib`, and start it; returns the
+/// tasks' warnings. The caller has looked first: the vmid was free.
+///
+/// # Errors
+/// [`ProxmoxError::VmidTaken`] when another guest took the vmid meanwhile;
+/// request and task errors.
+pub async fn create(client: &Client, spec: &VmSpec) -> Result<Vec<String>, ProxmoxError> {
     let mut warnings = Vec::new();
     match task::run(client, &create_request(spec)).await {
         Ok(created) => warnings.extend(created.warnings),
@@ -205,10 +277,12 @@ pub async fn ensure_vm(client: &Client, spec: &VmSpec) -> Result<VmOutcome, Prox
     let resized = resize(client, &spec.node, spec.vmid, "scsi0", spec.disk_gib).await?;
     warnings.extend(resized.into_iter().flat_map(|d| d.warnings));
     warnings.extend(start(client, &spec.node, spec.vmid).await?);
-    Ok(VmOutcome::Created { warnings })
+    Ok(warnings)
 }
 
-fn is_ours(existing: &observe::ClusterVm, spec: &VmSpec) -> bool {
+/// Whether the listed guest is the VM `spec` describes: a QEMU VM on its node
+/// with its name (the name is set by the create request itself).
+pub fn is_ours(existing: &observe::ClusterVm, spec: &VmSpec) -> bool {
     existing.is_vm()
         && existing.node == spec.node
         && existing.name.as_deref() == Some(spec.name.as_str())
@@ -222,8 +296,15 @@ fn taken(spec: &VmSpec, existing: &observe::ClusterVm) -> ProxmoxError {
     }
 }
 
-/// The listing of `spec.vmid` once it holds no config lock, within the task deadline.
-async fn wait_unlocked(client: &Client, spec: &VmSpec) -> Result<observe::ClusterVm, ProxmoxError> {
+/// The listing of `spec.vmid` once it holds no config lock (a create task still
+/// running, say), within the task deadline; the listing as it is at the deadline.
+///
+/// # Errors
+/// [`ProxmoxError::NotFound`] when the VM is gone; request errors.
+pub async fn wait_unlocked(
+    client: &Client,
+    spec: &VmSpec,
+) -> Result<observe::ClusterVm, ProxmoxError> {
     let t = client.timeouts();
     let deadline = tokio::time::Instant::now() + t.task_deadline;
     let mut delay = t.first_backoff;
@@ -306,6 +387,7 @@ mod tests {
             hostpci: vec![HostPci {
                 index: 0,
                 mapping: "gpu".into(),
+                pcie: true,
                 rombar: true,
                 x_vga: false,
             }],
@@ -329,6 +411,30 @@ mod tests {
         d.index = 2;
         assert_eq!(d.key(), "hostpci2");
         assert_eq!(d.property_string(), "mapping=gpu,pcie=1,rombar=0,x-vga=1");
+        d.pcie = false;
+        assert_eq!(d.property_string(), "mapping=gpu,rombar=0,x-vga=1");
+    }
+
+    #[test]
+    fn hostpci_spellings_of_the_same_device_are_equivalent() {
+        let same = [
+            ("mapping=gpu", "mapping=gpu,pcie=0,rombar=1,x-vga=0"),
+            ("mapping=gpu,pcie=1", "pcie=yes,mapping=gpu"),
+            ("mapping=gpu,rombar=0", "mapping=gpu,rombar=off"),
+        ];
+        for (a, b) in same {
+            assert!(hostpci_equivalent(Some(a), Some(b)), "{a} ~ {b}");
+        }
+        let different = [
+            ("mapping=gpu", "mapping=gpu,pcie=1"),
+            ("mapping=gpu", "mapping=nic"),
+            ("mapping=gpu,x-vga=1", "mapping=gpu"),
+        ];
+        for (a, b) in different {
+            assert!(!hostpci_equivalent(Some(a), Some(b)), "{a} !~ {b}");
+        }
+        assert!(!hostpci_equivalent(Some("mapping=gpu"), None));
+        assert!(hostpci_equivalent(None, None));
     }
 
     #[test]

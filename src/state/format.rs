@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::address::Address;
+use super::intent::CreateIntent;
 
 /// The state format version this build writes and the newest it reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -93,6 +94,12 @@ pub struct Resources {
     /// `bootstrap`, once the first control plane was bootstrapped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<Bootstrap>,
+    /// VMs, pools and PCI mappings talosprov is about to create, keyed by
+    /// address (`vm/<hostname>`, `pool/<name>`, `pci_mapping/<name>`): saved
+    /// before the create request is sent, replaced by the record once Proxmox
+    /// confirmed the object (see [`crate::state::intent`]). Absent when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub creating: BTreeMap<String, CreateIntent>,
 }
 
 /// A Talos disk image downloaded into Proxmox storage.
@@ -380,14 +387,25 @@ impl State {
         if self.outputs.kubeconfig.is_some() {
             all.push(Address::Kubeconfig);
         }
+        for (address, _) in self.intents() {
+            if !all.contains(&address) {
+                all.push(address);
+            }
+        }
         all.sort_by_key(|a| a.to_string());
         all
     }
 
     /// The recorded attributes at `address` as JSON, with sensitive values
-    /// replaced by `"(sensitive)"`; `None` when nothing is recorded there.
+    /// replaced by `"(sensitive)"`; for an address with only a create intent,
+    /// `{"creating": {...}}`; `None` when nothing is recorded there.
     pub fn show(&self, address: &Address) -> Option<serde_json::Value> {
         let r = &self.resources;
+        if let Some(intent) = self.intent(address)
+            && !self.has_record(address)
+        {
+            return Some(serde_json::json!({ "creating": intent }));
+        }
         let value = match address {
             Address::Image(k) => serde_json::to_value(r.images.get(k)?),
             Address::PciMapping(k) => serde_json::to_value(r.pci_mappings.get(k)?),
@@ -403,20 +421,37 @@ impl State {
         Some(value.expect("state records always serialise"))
     }
 
-    /// Forget what is recorded at `address` (OpenTofu's `state rm`); returns
-    /// whether anything was there. Forgetting `vm/<host>` does not forget
-    /// `config/<host>`: each address is removed on its own.
-    pub fn remove(&mut self, address: &Address) -> bool {
-        let r = &mut self.resources;
+    /// Whether a record (not only a create intent) is kept at `address`.
+    pub fn has_record(&self, address: &Address) -> bool {
+        let r = &self.resources;
         match address {
-            Address::Image(k) => r.images.remove(k).is_some(),
-            Address::PciMapping(k) => r.pci_mappings.remove(k).is_some(),
-            Address::Pool(k) => r.pools.remove(k).is_some(),
-            Address::Vm(k) => r.vms.remove(k).is_some(),
-            Address::Config(k) => r.configs.remove(k).is_some(),
-            Address::Bootstrap => r.bootstrap.take().is_some(),
-            Address::Kubeconfig => self.outputs.kubeconfig.take().is_some(),
+            Address::Image(k) => r.images.contains_key(k),
+            Address::PciMapping(k) => r.pci_mappings.contains_key(k),
+            Address::Pool(k) => r.pools.contains_key(k),
+            Address::Vm(k) => r.vms.contains_key(k),
+            Address::Config(k) => r.configs.contains_key(k),
+            Address::Bootstrap => r.bootstrap.is_some(),
+            Address::Kubeconfig => self.outputs.kubeconfig.is_some(),
         }
+    }
+
+    /// Forget what is recorded at `address` (OpenTofu's `state rm`), its
+    /// create intent included; returns whether anything was there.
+    /// Forgetting `vm/<host>` does not forget `config/<host>`: each address is
+    /// removed on its own.
+    pub fn remove(&mut self, address: &Address) -> bool {
+        let intent = self.clear_intent(address);
+        let r = &mut self.resources;
+        intent
+            | match address {
+                Address::Image(k) => r.images.remove(k).is_some(),
+                Address::PciMapping(k) => r.pci_mappings.remove(k).is_some(),
+                Address::Pool(k) => r.pools.remove(k).is_some(),
+                Address::Vm(k) => r.vms.remove(k).is_some(),
+                Address::Config(k) => r.configs.remove(k).is_some(),
+                Address::Bootstrap => r.bootstrap.take().is_some(),
+                Address::Kubeconfig => self.outputs.kubeconfig.take().is_some(),
+            }
     }
 }
 

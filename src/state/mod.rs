@@ -10,6 +10,7 @@ pub mod config;
 pub mod encrypt;
 pub mod format;
 pub mod http;
+pub mod intent;
 pub mod local;
 pub mod lock;
 pub mod store;
@@ -17,6 +18,7 @@ pub mod store;
 pub use address::Address;
 pub use config::{BackendConfig, HttpBackendConfig, StateSection};
 pub use format::{FORMAT_VERSION, Sensitive, State};
+pub use intent::CreateIntent;
 pub use lock::{HolderProcess, LockHeld, LockInfo};
 pub use store::{Loaded, StateStore, StoreError};
 

@@ -4,13 +4,14 @@
 
 use std::fmt::Write;
 
-use crate::plan::{Action, Change, DriftKind, FieldChange, Plan, Summary};
+use crate::plan::{Action, Change, Conflict, DriftKind, FieldChange, Plan, Summary};
 
 /// Keep only the drift of `plan` (pure): what `-refresh-only` shows.
 pub fn refresh_only(plan: &Plan) -> Plan {
     Plan {
         changes: Vec::new(),
         warnings: Vec::new(),
+        conflicts: Vec::new(),
         ..plan.clone()
     }
 }
@@ -38,7 +39,11 @@ pub fn render(plan: &Plan) -> String {
         }
         out.push('\n');
     }
-    if plan.changes.is_empty() && !plan.drift.is_empty() {
+    if plan.changes.is_empty() && !plan.conflicts.is_empty() {
+        out.push_str(
+            "No changes talosprov can make: what is left waits on the conflicts below.\n\n",
+        );
+    } else if plan.changes.is_empty() && !plan.drift.is_empty() {
         out.push_str(
             "This is a refresh-only plan: talosprov will not undo these changes. \
              `talosprov apply -refresh-only` records them in the state.\n",
@@ -57,6 +62,9 @@ pub fn render(plan: &Plan) -> String {
             change_block(&mut out, c);
         }
     }
+    for c in &plan.conflicts {
+        conflict_block(&mut out, c);
+    }
     for w in &plan.warnings {
         match &w.address {
             Some(a) => {
@@ -74,7 +82,38 @@ pub fn render(plan: &Plan) -> String {
         out.push_str(&summary_line(&plan.summary()));
         out.push('\n');
     }
+    if !plan.conflicts.is_empty() {
+        let n = plan.conflicts.len();
+        let _ = writeln!(
+            out,
+            "Conflicts: {n} {} in Proxmox that talosprov does not own; apply leaves {} \
+             untouched, with the changes that depend on {}.",
+            if n == 1 { "object" } else { "objects" },
+            if n == 1 { "it" } else { "them" },
+            if n == 1 { "it" } else { "them" },
+        );
+    }
     out
+}
+
+/// A conflict: what was found, that it is left untouched, the commands that
+/// take it over, and what waits for it.
+fn conflict_block(out: &mut String, c: &Conflict) {
+    let _ = writeln!(
+        out,
+        "Conflict: {}: {} already exists in Proxmox, and talosprov did not create it.",
+        c.address, c.found
+    );
+    out.push_str("  talosprov does not change or delete it. To manage it with talosprov, run:\n");
+    for command in &c.commands {
+        let _ = writeln!(out, "    {command}");
+    }
+    out.push_str("  then plan again: the plan shows what apply changes on it.\n");
+    if !c.blocked.is_empty() {
+        let held: Vec<String> = c.blocked.iter().map(ToString::to_string).collect();
+        let _ = writeln!(out, "  Held back until then: {}", held.join(", "));
+    }
+    out.push('\n');
 }
 
 fn verb(action: Action) -> &'static str {

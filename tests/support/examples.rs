@@ -54,6 +54,7 @@ pub fn nodes() -> Vec<VmSpec> {
     gpu.hostpci = vec![HostPci {
         index: 0,
         mapping: "gpu".into(),
+        pcie: true,
         rombar: true,
         x_vga: false,
     }];

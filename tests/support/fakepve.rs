@@ -262,6 +262,32 @@ impl FakePve {
         }
     }
 
+    /// A kill point: serve `count` more requests, then hold every later one
+    /// unanswered until [`FakePve::release_held`]. Control commands do not
+    /// count; requests made through the API by the test itself do.
+    pub async fn hold_after(&self, count: usize) {
+        self.cmd(json!({"cmd": "hold_after", "count": count})).await;
+    }
+
+    /// The requests the kill point holds, as `METHOD /path`.
+    pub async fn held(&self) -> Vec<String> {
+        let r = self.cmd(json!({"cmd": "held"})).await;
+        r["held"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|x| x.as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// Open the kill point: the first held request is served when
+    /// `serve_first` (as a request that reached PVE before its client died),
+    /// and waited for; the others are dropped unserved.
+    pub async fn release_held(&self, serve_first: bool) {
+        self.cmd(json!({"cmd": "release_held", "serve_first": serve_first}))
+            .await;
+    }
+
     /// GET a path below /api2/json as root and return `data`.
     pub async fn get(&self, path: &str) -> Value {
         let client = self.client();

@@ -57,6 +57,34 @@ class TalosprovFake(FakePve):
         self.fetch_downloads = fetch_downloads
         # Creates whose answer is lost after the VM was created (see _qm_create).
         self.lose_create_answers = 0
+        # A kill point (see Control.do_hold_after): None, or the requests let through so
+        # far, how many may pass, the ones held since, and the event that releases them.
+        self.gate = None
+
+    # ------------------------------------------------------------- kill points
+
+    async def _answer(self, request, handler, generic, path_node):
+        # Every request after the gate's count waits until the test releases it: the
+        # client then hangs at a known request, where the test kills it. Released, the
+        # first held request is served if asked (it reached PVE before the client
+        # died) and every other one is dropped unserved.
+        from fakepve.server import error
+        gate = self.gate
+        if gate is None:
+            return await super()._answer(request, handler, generic, path_node)
+        gate['seen'] += 1
+        if gate['seen'] <= gate['after']:
+            return await super()._answer(request, handler, generic, path_node)
+        gate['held'].append('{0} {1}'.format(request.method, request.path))
+        first = len(gate['held']) == 1
+        await gate['release'].wait()
+        try:
+            if first and gate['serve_first']:
+                return await super()._answer(request, handler, generic, path_node)
+            return error(595, 'No route to host')
+        finally:
+            if first:
+                gate['first_done'].set()
 
     # ------------------------------------------------------------ PCI mappings
 
@@ -366,6 +394,26 @@ class Control(object):
     async def do_set_version(self, version):
         self.pve.version = version
         self.pve.release_version = '.'.join(version.split('.')[:2])
+
+    async def do_hold_after(self, count):
+        """Serve `count` more requests, then hold every later one (see _answer)."""
+        self.pve.gate = {'after': count, 'seen': 0, 'held': [], 'serve_first': False,
+                         'release': asyncio.Event(), 'first_done': asyncio.Event()}
+
+    async def do_held(self):
+        """The requests the gate holds, as 'METHOD /path'."""
+        gate = self.pve.gate
+        return {'held': list(gate['held']) if gate else []}
+
+    async def do_release_held(self, serve_first=False):
+        """Open the gate: serve the first held request (when asked) and wait for it; drop the rest."""
+        gate, self.pve.gate = self.pve.gate, None
+        if gate is None:
+            return
+        gate['serve_first'] = serve_first
+        gate['release'].set()
+        if gate['held']:
+            await asyncio.wait_for(gate['first_done'].wait(), 30)
 
     async def do_add_file(self, storage, name, node=None, size=1048576, content='import'):
         self.pve.store_on(node, storage, name, size, content)
