@@ -20,6 +20,7 @@ mod planning;
 mod render;
 mod secrets;
 mod secrets_export;
+mod secrets_guard;
 mod secrets_gen;
 mod secrets_import;
 mod show;
@@ -150,7 +151,7 @@ pub fn main() -> ExitCode {
         Ok(outcome) => outcome.exit_code(),
         Err(CommandError::Failed(e)) if error::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(err) => {
-            if let CommandError::Failed(e) = &err {
+            if let CommandError::Failed(e) | CommandError::Locked(e) = &err {
                 crate::ui::print_error(e);
             }
             err.exit_code()

@@ -42,6 +42,14 @@ pub async fn make_plan(
     offline: bool,
     targets: &[Address],
 ) -> Result<Planned, CommandError> {
+    if state.is_some_and(|s| s.secrets.is_none() && s.has_applied()) {
+        // Callers refuse this first, naming the state; never generate here.
+        return Err(anyhow::anyhow!(
+            "the state has no secrets bundle but records applied resources: import the \
+             cluster's secrets with `talosprov secrets import`"
+        )
+        .into());
+    }
     let (bundle, generated) = match (cluster::state_secrets_opt(state)?, secrets) {
         (Some(b), _) => (b, None),
         (None, Some(text)) => (
