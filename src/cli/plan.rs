@@ -77,7 +77,8 @@ pub async fn run(args: PlanArgs) -> Result<Outcome, CommandError> {
     let topology = cluster::load_topology(&args.state.file)?;
     // The state stays locked while planning, as OpenTofu's plan does, so that
     // the plan is made from a state no apply is writing.
-    cluster::locked(&args.state, &args.lock, "plan", async |store, mut cancel| {
+    let lock = &args.lock;
+    cluster::locked(&args.state, lock, "plan", async |store, mut cancel| {
         tokio::select! {
             r = plan_locked(&args, &topology, store) => r,
             _ = cancel.wait_for(|c| *c) => Err(CommandError::Interrupted),

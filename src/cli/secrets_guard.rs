@@ -38,7 +38,11 @@ pub fn refuse_lost_secrets(
         recorded.push("talosconfig".to_owned());
     }
     let shown = if recorded.len() > 4 {
-        format!("{}, … ({} in all)", recorded[..4].join(", "), recorded.len())
+        format!(
+            "{}, … ({} in all)",
+            recorded[..4].join(", "),
+            recorded.len()
+        )
     } else {
         recorded.join(", ")
     };
@@ -89,7 +93,14 @@ pub async fn refuse_existing_cluster(
     .await;
     let foreign: Vec<String> = answers
         .into_iter()
-        .filter(|(_, a)| matches!(a, NodeAnswer::Secure { issued_by_ours: false }))
+        .filter(|(_, a)| {
+            matches!(
+                a,
+                NodeAnswer::Secure {
+                    issued_by_ours: false
+                }
+            )
+        })
         .map(|(n, _)| format!("{} ({})", n.hostname, n.ip))
         .collect();
     if foreign.is_empty() {
@@ -106,10 +117,14 @@ pub async fn refuse_existing_cluster(
             restore_clause(store)
         )
     } else {
+        let missing = if state.is_some() {
+            format!("the state {location} has no secrets")
+        } else {
+            format!("there is no state in {location}")
+        };
         format!(
-            "these nodes belong to an existing cluster: {} answer in secure mode, with a \
-             certificate from a CA that the state {location} does not hold (it has no secrets). \
-             Nothing was changed. Import the cluster's secrets with `talosprov secrets import \
+            "these nodes belong to an existing cluster: {} answer in secure mode, with \
+             certificates from their cluster's CA, and {missing}. Nothing was changed. Import the cluster's secrets with `talosprov secrets import \
              secrets.yaml -f {}` (`talosctl gen secrets --from-controlplane-config \
              controlplane.yaml` makes the bundle from a control plane's machine config){}",
             foreign.join(", "),

@@ -226,7 +226,11 @@ pub async fn acquire(
                 tokio::time::sleep(delay.min(deadline - now)).await;
                 delay = (delay * 2).min(LOCK_RETRY_MAX);
             }
-            Err(e) => return Err(anyhow::Error::new(e).context("cannot lock the state").into()),
+            Err(e) => {
+                return Err(anyhow::Error::new(e)
+                    .context("cannot lock the state")
+                    .into());
+            }
         }
     }
 }

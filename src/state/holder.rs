@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use super::lock::{HolderProcess, LockInfo};
 use super::local::host_name;
+use super::lock::{HolderProcess, LockInfo};
 
 /// The name of the user running talosprov, for a lock's `Who`: `$USER` when
 /// set, else the system's name for the effective user (getpwuid_r, as
@@ -107,10 +107,7 @@ mod tests {
             HolderProcess::Gone,
             "same pid, another start time: a reused pid"
         );
-        assert_eq!(
-            liveness(&holder(u32::MAX - 7, None)),
-            HolderProcess::Gone
-        );
+        assert_eq!(liveness(&holder(u32::MAX - 7, None)), HolderProcess::Gone);
     }
 
     #[test]

@@ -76,10 +76,11 @@ pub enum HttpError {
     /// reached without its Workhorse answers so for a state kept in object
     /// storage), never "no state".
     #[error(
-        "read the state: GET {url} answered HTTP 200 with an empty body, which is not a state: \
+        "read the state: GET {url} answered HTTP 200 with an empty body, which is not a state; \
          talosprov does not take it as \"no state\", which would start a new cluster with new \
-         secrets. Check the address (GitLab: {{api}}/projects/<id>/terraform/state/<name>, \
-         reached through GitLab's own front end), then run the command again"
+         secrets. A server without this state answers 404. Check the address (GitLab sends a \
+         state kept in object storage only through its own front end, not from a Rails \
+         worker reached directly), then run the command again"
     )]
     EmptyBody {
         /// The state URL.
@@ -329,7 +330,8 @@ impl Backend for HttpBackend {
             // that process is gone from this host: release its lock with its
             // ID, as `force-unlock` would, and take it once more.
             Some(held) if held.process == HolderProcess::Gone => {
-                self.release(&held.holder.id, &held.holder.to_json()).await?;
+                self.release(&held.holder.id, &held.holder.to_json())
+                    .await?;
                 if let Some(again) = self.try_lock(info).await? {
                     return Err(BackendError::Locked(Box::new(again)));
                 }

@@ -353,7 +353,7 @@ impl Backend for LocalBackend {
                 .into());
             }
             Some(r) => {
-                if !held.as_ref().is_some_and(|h| h.id == id) {
+                if held.as_ref().is_none_or(|h| h.id != id) {
                     // Another run's lock (`force-unlock`): only while no live
                     // process holds its OS lock, which is held for the whole run.
                     let Some(file) = self.open_and_lock()? else {
@@ -580,9 +580,11 @@ mod tests {
             .expect("taken over");
         assert_eq!(taken.holder.id, "dead-id");
         assert!(taken.to_string().contains(&format!("process {dead_pid}")));
-        let recorded: LockInfo =
-            serde_json::from_slice(&fs::read(b.lock_path()).unwrap()).unwrap();
-        assert_eq!(recorded.id, "new-id", "the lock file names the new holder only");
+        let recorded: LockInfo = serde_json::from_slice(&fs::read(b.lock_path()).unwrap()).unwrap();
+        assert_eq!(
+            recorded.id, "new-id",
+            "the lock file names the new holder only"
+        );
         b.unlock("new-id").await.unwrap();
         assert!(!b.lock_path().exists());
     }
@@ -601,7 +603,10 @@ mod tests {
         let held = err.lock_held().expect("a lock conflict");
         assert_eq!(held.holder.id, "far-id");
         assert_eq!(held.process, HolderProcess::Unknown);
-        assert!(err.to_string().contains("talosprov force-unlock far-id"), "{err}");
+        assert!(
+            err.to_string().contains("talosprov force-unlock far-id"),
+            "{err}"
+        );
 
         let wrong = backend(&dir).unlock("other-id").await.unwrap_err();
         assert!(matches!(
@@ -659,7 +664,9 @@ mod tests {
             fs::write(b.path(), &previous).unwrap();
             b.put(&doc(1, 11, true)).await.unwrap();
             assert_eq!(fs::read(b.backup_path()).unwrap(), good, "{what}");
-            let kept = b.kept_backup().unwrap_or_else(|| panic!("{what}: not reported"));
+            let kept = b
+                .kept_backup()
+                .unwrap_or_else(|| panic!("{what}: not reported"));
             assert_eq!(kept.backup.serial, 9, "{what}");
             assert!(kept.to_string().contains("kept "), "{what}: {kept}");
         }
@@ -690,7 +697,10 @@ mod tests {
             );
             let text = err.to_string();
             assert!(text.contains("talosprov.tfstate is empty"), "{text}");
-            assert!(text.contains("talosprov.tfstate.backup (serial 9"), "{text}");
+            assert!(
+                text.contains("talosprov.tfstate.backup (serial 9"),
+                "{text}"
+            );
             assert!(text.contains("`cp "), "{text}");
         }
         fs::remove_file(b.backup_path()).unwrap();

@@ -140,10 +140,7 @@ impl LockHeld {
                 s.to_owned()
             }
         };
-        let process = h
-            .pid
-            .map(|p| format!(" (process {p})"))
-            .unwrap_or_default();
+        let process = h.pid.map(|p| format!(" (process {p})")).unwrap_or_default();
         format!(
             "{}{process} for {} since {} (lock ID {})",
             or_unknown(&h.who),

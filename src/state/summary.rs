@@ -164,7 +164,10 @@ mod tests {
     fn a_backup_is_replaced_by_as_much_or_more() {
         let backup = summary(9, 1, true);
         assert_eq!(keep_backup(Some(&backup), Some(&summary(9, 1, true))), None);
-        assert_eq!(keep_backup(Some(&backup), Some(&summary(10, 1, true))), None);
+        assert_eq!(
+            keep_backup(Some(&backup), Some(&summary(10, 1, true))),
+            None
+        );
         let encrypted = Summary {
             secrets: None,
             ..summary(10, 1, true)

@@ -114,8 +114,8 @@ pub async fn probe_node(ip: IpAddr, our_ca_pem: Option<&str>, deadline: Duration
         chain: Mutex::new(Vec::new()),
         asked_for_client_cert: AtomicBool::new(false),
     });
-    let Ok(builder) = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+    let Ok(builder) =
+        ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions()
     else {
         return NodeAnswer::Silent;
     };
