@@ -309,10 +309,12 @@ impl Backend for LocalBackend {
                 let _ = FileExt::unlock(&file);
                 return Err(BackendError::Locked(Box::new(LockHeld { holder, process })));
             }
+            taken_over = Some(TakenOver { holder });
+        }
+        if !recorded.is_empty() {
             file.set_len(0)
                 .and_then(|()| file.rewind())
                 .map_err(self.io("rewrite the lock file", &lock_path))?;
-            taken_over = Some(TakenOver { holder });
         }
         let mut body = info.to_json();
         body.push(b'\n');
@@ -474,9 +476,9 @@ pub fn host_name() -> String {
 }
 
 /// A holder whose OS lock is held runs: on this host when its lock info says
-/// so, else somewhere not known.
+/// so (or says nothing yet: it is being written), else somewhere not known.
 fn running_or_unknown(holder: &LockInfo) -> HolderProcess {
-    if holder.host() == Some(host_name().as_str()) {
+    if holder.who.is_empty() || holder.host() == Some(host_name().as_str()) {
         HolderProcess::Running
     } else {
         HolderProcess::Unknown
