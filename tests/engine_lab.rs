@@ -1,6 +1,7 @@
 //! The main job end to end against fakepve, the factory stand-in and the Talos
 //! simulator: plan, apply, outputs, a second plan, an in-place update, a patch
-//! change, destroy; a kill mid-apply; a stale saved plan; two applies at once.
+//! change, destroy; a kill mid-apply (its lock taken over by the next run); a
+//! stale saved plan; two applies at once.
 #![cfg(feature = "sim")]
 
 mod support;
@@ -211,22 +212,16 @@ async fn killed_apply_loses_no_state_and_the_next_finishes_without_duplicates() 
     let state = lab.state();
     assert_eq!(state.resources.vms.len(), 3, "VMs recorded before the kill");
 
-    // The killed run's lock is stale; the next run names it, force-unlock frees it.
-    let out = lab.run(&["apply", "-auto-approve"]).await;
-    assert!(!out.status.success());
-    let err = stderr(&out);
-    assert!(err.contains("is no longer running"), "{err}");
-    let id = err
-        .split("lock ID ")
-        .nth(1)
-        .and_then(|s| s.split(')').next())
-        .expect("lock ID in the error")
-        .to_owned();
-    let out = lab.run(&["force-unlock", &id, "--force"]).await;
-    assert!(out.status.success());
-
+    // The killed run's lock is stale: the next run takes it over, naming it.
     let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(out.status.success(), "second apply failed");
+    let err = stderr(&out);
+    assert!(
+        err.contains("took over the state lock left by")
+            && err.contains("for apply")
+            && err.contains("is no longer running"),
+        "{err}"
+    );
     assert_eq!(lab.vms().await.len(), 3);
     assert_eq!(
         lab.pve.count("POST", "/nodes/pve1/qemu").await,

@@ -12,7 +12,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::lab::{Lab, stdout};
+use support::lab::{Lab, stderr, stdout};
 
 /// The VMs of the lab topology: (hostname, vmid, cores, memory MiB, disk GiB).
 const VMS: [(&str, u32, u64, u64, u64); 3] = [
@@ -23,19 +23,6 @@ const VMS: [(&str, u32, u64, u64, u64); 3] = [
 
 /// Kill points before the VMs are created (pool, mapping, image), spread out.
 const EARLY_POINTS: usize = 4;
-
-/// A run killed with SIGKILL leaves its lock file behind, and talosprov does
-/// not yet take over a lock whose holder is dead on this host by itself: the
-/// campaign removes it between runs, as `talosprov force-unlock -force` would.
-/// This is the only place the campaign touches the lock.
-fn remove_lock_left_by_the_killed_run(lab: &Lab) {
-    let lock = lab.dir.path().join(".talosprov.tfstate.lock.info");
-    match std::fs::remove_file(&lock) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => panic!("cannot remove {}: {e}", lock.display()),
-    }
-}
 
 /// The kill points: how many requests fakepve serves before it holds the
 /// next one. An uninterrupted apply is measured first: a few points before
@@ -154,10 +141,15 @@ async fn apply_killed_anywhere_during_creation_converges_on_the_next_run() {
         );
         eprintln!("== {point}");
         lab.pve.release_held(serve).await;
-        remove_lock_left_by_the_killed_run(&lab);
 
+        // The killed run's lock is taken over: no force-unlock.
         let out = lab.run(&["apply", "-auto-approve"]).await;
         assert!(out.status.success(), "{point}: the next apply failed");
+        assert!(
+            stderr(&out).contains("took over the state lock"),
+            "{point}: {}",
+            stderr(&out)
+        );
         let out = lab.run(&["plan", "-detailed-exitcode"]).await;
         assert_eq!(
             out.status.code(),

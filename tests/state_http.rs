@@ -57,6 +57,76 @@ async fn empty_state_reads_as_none() {
 }
 
 #[tokio::test]
+async fn an_empty_body_or_a_body_that_is_not_a_state_is_never_no_state() {
+    let server = GitlabState::start().await;
+    for (body, expected) in [
+        (&b""[..], "HTTP 200 with an empty body"),
+        (
+            b"<html>sign in</html>",
+            "it is not a state talosprov can read",
+        ),
+    ] {
+        server.stored.lock().unwrap().state = Some(body.to_vec());
+        let store = StateStore::new(http_backend(&server), None);
+        let err = within(store.load()).await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains(expected), "{text}");
+        assert!(
+            text.contains("/terraform/state/lab") && !text.contains(gitlab_state::TOKEN),
+            "{text}"
+        );
+    }
+    // A state that was never saved: GitLab's 204 (and 404) read as none.
+    server.stored.lock().unwrap().state = None;
+    assert_eq!(within(http_backend(&server).get()).await.unwrap(), None);
+}
+
+fn this_host(id: &str, pid: u32) -> LockInfo {
+    LockInfo {
+        who: format!("ci@{}", talosprov::state::local::host_name()),
+        pid: Some(pid),
+        ..lock_info(id, "apply")
+    }
+}
+
+#[tokio::test]
+async fn dead_holder_of_this_host_is_taken_over_and_a_live_one_is_not_force_unlocked() {
+    use std::sync::atomic::Ordering;
+    let server = GitlabState::start().await;
+    server.keep_lock_info.store(true, Ordering::SeqCst);
+    let dead = this_host("dead-run", u32::MAX - 7);
+    within(http_backend(&server).lock(&dead)).await.unwrap();
+
+    let next = http_backend(&server);
+    let taken = within(next.lock(&this_host("next-run", std::process::id())))
+        .await
+        .unwrap()
+        .expect("taken over");
+    assert_eq!(taken.holder.id, "dead-run");
+    assert_eq!(server.lock_id().as_deref(), Some("next-run"));
+
+    // The holder runs (this test process): no takeover, no force-unlock.
+    let err = within(http_backend(&server).lock(&this_host("third", 1)))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.lock_held().unwrap().process,
+        talosprov::state::HolderProcess::Running
+    );
+    let err = within(http_backend(&server).unlock("next-run"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BackendError::HolderRunning(_)), "{err}");
+    assert_eq!(server.lock_id().as_deref(), Some("next-run"));
+    within(next.unlock("next-run")).await.unwrap();
+    let err = within(http_backend(&server).unlock("next-run"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("is not locked"), "{err}");
+    assert_eq!(server.lock_id(), None, "the probe's own lock is given back");
+}
+
+#[tokio::test]
 async fn second_writer_sees_the_lock_holder_and_cannot_save() {
     let server = GitlabState::start().await;
     let first = StateStore::new(http_backend(&server), None);

@@ -11,7 +11,8 @@ use tokio::sync::watch;
 
 use super::cluster;
 use super::planning::make_plan;
-use super::state_options::StateOptions;
+use super::secrets_guard;
+use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
 use crate::apply::upgrade::{RolloutOptions, SnapshotPolicy};
 use crate::apply::{self, Context, Record, RunOutcome, Saver, Waits};
@@ -27,6 +28,10 @@ pub struct ApplyArgs {
     /// Topology file and state location.
     #[command(flatten)]
     pub state: StateOptions,
+
+    /// How long to wait for a state lock another run holds.
+    #[command(flatten)]
+    pub lock: LockOptions,
 
     /// A plan saved with `talosprov plan -out FILE`: applied without asking,
     /// refused when the state has changed since.
@@ -250,7 +255,7 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
         )
         .into());
     }
-    cluster::locked(&args.state, "apply", async |store, cancel| {
+    cluster::locked(&args.state, &args.lock, "apply", async |store, cancel| {
         let loaded = store.load().await?;
         let had_state = loaded.is_some();
         let (mut state, encrypted) = match loaded {
@@ -276,6 +281,16 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             .into());
         }
         let offline = !args.refresh || saved.as_ref().is_some_and(|s| !s.plan.refreshed);
+        // Before any secrets are generated or first used: even a run planned
+        // offline asks the nodes, since it is about to configure them.
+        secrets_guard::refuse_lost_secrets(&topology, had_state.then_some(&state), store)?;
+        secrets_guard::refuse_existing_cluster(
+            &topology,
+            had_state.then_some(&state),
+            saved.as_ref().and_then(|s| s.secrets.as_ref()),
+            store,
+        )
+        .await?;
         let staged = saved.as_ref().map_or(args.staged, |s| s.staged);
         let planned = make_plan(
             &topology,

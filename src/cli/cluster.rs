@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use tokio::sync::watch;
 
 use super::CommandError;
-use super::state_options::{StateOptions, new_lock_info, state_env};
+use super::state_options::{LockOptions, StateOptions, acquire, state_env};
 use crate::apply::refresh::{RefreshInput, refresh};
 use crate::factory::{FactoryClient, Schematic};
 use crate::machine::{
@@ -377,21 +377,22 @@ pub fn read_saved_plan(path: &Path) -> anyhow::Result<SavedPlan> {
     SavedPlan::from_json(&json).with_context(|| format!("cannot read plan {}", path.display()))
 }
 
-/// Open the store, take the lock, and run `body` with a receiver that turns
-/// true on Ctrl-C or SIGTERM. The body decides how to stop (the executor
-/// finishes saving first); the lock is released on every way out.
+/// Open the store, take the lock (waiting for it up to `-lock-timeout`), and
+/// run `body` with a receiver that turns true on Ctrl-C or SIGTERM. The body
+/// decides how to stop (the executor finishes saving first); the lock is
+/// released on every way out.
 ///
 /// # Errors
-/// The lock conflict (naming the holder), `body`'s error, or the unlock failure.
+/// The lock conflict (naming the holder; [`CommandError::Locked`]), `body`'s
+/// error, or the unlock failure.
 pub async fn locked<T>(
     options: &StateOptions,
+    lock: &LockOptions,
     operation: &str,
     body: impl AsyncFnOnce(&StateStore<StateBackend>, watch::Receiver<bool>) -> Result<T, CommandError>,
 ) -> Result<T, CommandError> {
     let store = options.open()?;
-    let info = new_lock_info(operation, &store);
-    store.lock(&info).await.context("cannot lock the state")?;
-    super::state_options::announce_lock(&store, &info.id);
+    let info = acquire(&store, lock, operation).await?;
     let (tx, rx) = watch::channel(false);
     let signals = tokio::spawn(async move {
         super::state_options::interrupted().await;
@@ -399,6 +400,7 @@ pub async fn locked<T>(
     });
     let result = body(&store, rx).await;
     signals.abort();
+    super::state_options::report_kept_backup(&store);
     match store.unlock(&info.id).await {
         Ok(()) => result,
         Err(u) => {

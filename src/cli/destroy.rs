@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::apply::{approve, context, run_plan};
 use super::cluster;
-use super::state_options::StateOptions;
+use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
 use crate::plan::{Desired, Observed, destroy_plan};
 use crate::state::Sensitive;
@@ -17,6 +17,10 @@ pub struct DestroyArgs {
     /// Topology file and state location.
     #[command(flatten)]
     pub state: StateOptions,
+
+    /// How long to wait for a state lock another run holds.
+    #[command(flatten)]
+    pub lock: LockOptions,
 
     /// Destroy without asking for "yes".
     #[arg(long = "auto-approve")]
@@ -37,7 +41,7 @@ pub struct DestroyArgs {
 /// A held lock, no confirmation, failed deletions; Ctrl-C.
 pub async fn run(args: DestroyArgs) -> Result<Outcome, CommandError> {
     let topology = cluster::load_topology(&args.state.file)?;
-    cluster::locked(&args.state, "destroy", async |store, cancel| {
+    cluster::locked(&args.state, &args.lock, "destroy", async |store, cancel| {
         let Some(loaded) = store.load().await? else {
             crate::ui::write_stdout("No state: nothing to destroy.\n")?;
             return Ok(Outcome::Success);

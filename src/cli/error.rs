@@ -1,6 +1,8 @@
 //! The one error type at the top of the CLI, and the one place that decides
-//! exit codes (0 success, 1 error, 2 `plan -detailed-exitcode` found changes,
-//! 130 interrupted), following OpenTofu.
+//! exit codes, following OpenTofu: 0 success, 1 error, 2 `plan
+//! -detailed-exitcode` found changes, 3 the state is locked by another run
+//! (still, once `-lock-timeout` ran out), 130 interrupted by SIGINT, 143 by
+//! SIGTERM.
 
 use std::process::ExitCode;
 
@@ -23,6 +25,10 @@ pub enum CommandError {
     Failed(anyhow::Error),
     /// Ctrl-C or SIGTERM: exit 130.
     Interrupted,
+    /// The state lock is held by another run, still once `-lock-timeout` ran
+    /// out: printed once, exit 3, so a script can tell "busy, try later" from
+    /// a failure.
+    Locked(anyhow::Error),
 }
 
 impl<E: Into<anyhow::Error>> From<E> for CommandError {
@@ -32,10 +38,12 @@ impl<E: Into<anyhow::Error>> From<E> for CommandError {
 }
 
 impl CommandError {
-    /// The process exit code for this error: 1, or 130 when interrupted.
+    /// The process exit code for this error: 1, 3 when the state is locked,
+    /// or 130 when interrupted.
     pub fn exit_code(&self) -> ExitCode {
         match self {
             CommandError::Interrupted => ExitCode::from(130),
+            CommandError::Locked(_) => ExitCode::from(3),
             _ => ExitCode::from(1),
         }
     }

@@ -22,11 +22,13 @@ pub struct ForceUnlockArgs {
     state: StateOptions,
 }
 
-/// Release the lock.
+/// Release the lock, unless its holder still runs (on this host, or holding
+/// the local lock file's OS lock): releasing it would let two runs change the
+/// cluster at once.
 ///
 /// # Errors
-/// No terminal and no `-force`, a lock ID that does not match the lock, or a
-/// backend failure.
+/// No terminal and no `-force`, a lock ID that does not match the lock, a
+/// holder still running, or a backend failure.
 pub async fn run(args: ForceUnlockArgs) -> Result<Outcome, CommandError> {
     if !args.force && !crate::ui::console::stdin_is_terminal() {
         return Err(anyhow::anyhow!(

@@ -7,7 +7,7 @@
 use clap::Args;
 
 use super::cluster;
-use super::state_options::StateOptions;
+use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
 use crate::apply::import;
 use crate::state::Address;
@@ -29,6 +29,10 @@ pub struct ImportArgs {
     /// Topology file and state location.
     #[command(flatten)]
     pub state: StateOptions,
+
+    /// How long to wait for the state lock.
+    #[command(flatten)]
+    pub lock: LockOptions,
 }
 
 /// Run `import`.
@@ -41,25 +45,30 @@ pub async fn run(args: ImportArgs) -> Result<Outcome, CommandError> {
     let topology = cluster::load_topology(&args.state.file)?;
     let target = import::target(&topology, &args.address, &args.id)?;
     let client = cluster::proxmox_client(&topology)?;
-    let imported = cluster::locked(&args.state, "import", async |store, mut cancel| {
-        let body = async {
-            let loaded = store.load().await?;
-            let (mut state, encrypted) = match loaded {
-                Some(l) => (l.state, l.encrypted),
-                None => (State::new(uuid::Uuid::new_v4()), store.has_keys()),
+    let imported = cluster::locked(
+        &args.state,
+        &args.lock,
+        "import",
+        async |store, mut cancel| {
+            let body = async {
+                let loaded = store.load().await?;
+                let (mut state, encrypted) = match loaded {
+                    Some(l) => (l.state, l.encrypted),
+                    None => (State::new(uuid::Uuid::new_v4()), store.has_keys()),
+                };
+                import::check_state(&state, &target)?;
+                let imported = import::read(&client, &target).await?;
+                let description = imported.describe();
+                imported.record(&mut state);
+                store.save(&mut state, encrypted).await?;
+                Ok::<_, CommandError>(description)
             };
-            import::check_state(&state, &target)?;
-            let imported = import::read(&client, &target).await?;
-            let description = imported.describe();
-            imported.record(&mut state);
-            store.save(&mut state, encrypted).await?;
-            Ok::<_, CommandError>(description)
-        };
-        tokio::select! {
-            r = body => r,
-            _ = cancel.wait_for(|c| *c) => Err(CommandError::Interrupted),
-        }
-    })
+            tokio::select! {
+                r = body => r,
+                _ = cancel.wait_for(|c| *c) => Err(CommandError::Interrupted),
+            }
+        },
+    )
     .await?;
     let address = target.address();
     crate::ui::write_stdout(&format!(

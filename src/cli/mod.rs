@@ -22,6 +22,7 @@ mod render;
 mod secrets;
 mod secrets_export;
 mod secrets_gen;
+mod secrets_guard;
 mod secrets_import;
 mod show;
 mod state;
@@ -162,7 +163,7 @@ pub fn main() -> ExitCode {
         Ok(outcome) => outcome.exit_code(),
         Err(CommandError::Failed(e)) if error::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(err) => {
-            if let CommandError::Failed(e) = &err {
+            if let CommandError::Failed(e) | CommandError::Locked(e) = &err {
                 crate::ui::print_error(e);
             }
             err.exit_code()

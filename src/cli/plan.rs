@@ -7,7 +7,8 @@ use clap::Args;
 
 use super::cluster;
 use super::planning::make_plan;
-use super::state_options::StateOptions;
+use super::secrets_guard;
+use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
 use crate::plan::{GitlabReport, SavedPlan};
 use crate::state::{Address, StateBackend, StateStore};
@@ -19,6 +20,10 @@ pub struct PlanArgs {
     /// Topology file and state location.
     #[command(flatten)]
     pub state: StateOptions,
+
+    /// How long to wait for a state lock another run holds.
+    #[command(flatten)]
+    pub lock: LockOptions,
 
     /// Save the plan to FILE (mode 0600; it holds secrets, and is encrypted like
     /// the state when state encryption is on). `talosprov apply FILE` then
@@ -79,7 +84,8 @@ pub async fn run(args: PlanArgs) -> Result<Outcome, CommandError> {
     let topology = cluster::load_topology(&args.state.file)?;
     // The state stays locked while planning, as OpenTofu's plan does, so that
     // the plan is made from a state no apply is writing.
-    cluster::locked(&args.state, "plan", async |store, mut cancel| {
+    let lock = &args.lock;
+    cluster::locked(&args.state, lock, "plan", async |store, mut cancel| {
         tokio::select! {
             r = plan_locked(&args, &topology, store) => r,
             _ = cancel.wait_for(|c| *c) => Err(CommandError::Interrupted),
@@ -98,6 +104,10 @@ async fn plan_locked(
     let loaded = store.load().await?;
     let state = loaded.as_ref().map(|l| &l.state);
     let offline = args.offline || !args.refresh;
+    secrets_guard::refuse_lost_secrets(topology, state, store)?;
+    if !offline {
+        secrets_guard::refuse_existing_cluster(topology, state, None, store).await?;
+    }
     let planned = make_plan(topology, state, None, offline, &args.target, args.staged).await?;
     let drift_only = args
         .refresh_only

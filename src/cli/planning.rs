@@ -46,6 +46,14 @@ pub async fn make_plan(
     targets: &[Address],
     staged: bool,
 ) -> Result<Planned, CommandError> {
+    if state.is_some_and(|s| s.secrets.is_none() && s.has_applied()) {
+        // Callers refuse this first, naming the state; never generate here.
+        return Err(anyhow::anyhow!(
+            "the state has no secrets bundle but records applied resources: import the \
+             cluster's secrets with `talosprov secrets import`"
+        )
+        .into());
+    }
     // Secrets made for this plan (no state has any yet): the configs, and so
     // their digests, are known only once apply keeps the secrets.
     let recorded = cluster::state_secrets_opt(state)?;

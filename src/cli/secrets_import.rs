@@ -1,12 +1,14 @@
 //! `talosprov secrets import FILE`: seed a new state with an existing cluster's secrets
 //! bundle (talosctl's secrets.yaml), so talosprov builds configs with the same CAs and tokens.
-//! A state that already has secrets is refused: a lineage's secrets never change.
+//! A state that already has secrets is refused: a lineage's secrets never change. A state
+//! that lost its secrets takes them back, if they are its cluster's (its talosconfig trusts
+//! the bundle's OS CA).
 
 use anyhow::{Context as _, bail};
 use clap::Args;
 use std::path::PathBuf;
 
-use super::state_options::{StateOptions, with_lock};
+use super::state_options::{LockOptions, StateOptions, with_lock};
 use super::{CommandError, Outcome};
 use crate::machine::{parse_secrets_yaml, secrets_yaml};
 use crate::state::{Backend as _, Sensitive, State};
@@ -20,6 +22,10 @@ pub struct SecretsImportArgs {
 
     #[command(flatten)]
     pub state: StateOptions,
+
+    /// How long to wait for a state lock another run holds.
+    #[command(flatten)]
+    pub lock: LockOptions,
 }
 
 /// Check the bundle, then store it in the state under the lock: a new state (new lineage)
@@ -37,7 +43,7 @@ pub async fn run(args: SecretsImportArgs) -> Result<Outcome, CommandError> {
         .with_context(|| format!("{} is not a valid secrets bundle", path.display()))?;
     let store = args.state.open()?;
     let location = store.backend().describe();
-    let (lineage, serial) = with_lock(&store, "secrets import", async |store| {
+    let (lineage, serial) = with_lock(&store, &args.lock, "secrets import", async |store| {
         let (mut state, encrypted) = match store.load().await? {
             Some(loaded) if loaded.state.secrets.is_some() => bail!(
                 "the state {location} already has a secrets bundle (lineage {}): a cluster's \
@@ -46,7 +52,22 @@ pub async fn run(args: SecretsImportArgs) -> Result<Outcome, CommandError> {
                 loaded.state.lineage,
                 path.display()
             ),
-            Some(loaded) => (loaded.state, loaded.encrypted),
+            Some(loaded) => {
+                if let Some(t) = &loaded.state.outputs.talosconfig {
+                    let trusted = super::cluster::credentials_from_talosconfig(t.value.expose())
+                        .context("the state's talosconfig is unreadable")?
+                        .ca_pem;
+                    if first_cert(&trusted) != first_cert(&bundle.certs.os.crt) {
+                        bail!(
+                            "{} is not this cluster's secrets bundle: its OS CA is not the one \
+                             the talosconfig in the state {location} trusts; import the bundle \
+                             of the cluster this state describes",
+                            path.display()
+                        );
+                    }
+                }
+                (loaded.state, loaded.encrypted)
+            }
             None => (State::new(uuid::Uuid::new_v4()), store.has_keys()),
         };
         state.secrets = Some(Sensitive::new(secrets_yaml(&bundle)));
@@ -62,4 +83,13 @@ pub async fn run(args: SecretsImportArgs) -> Result<Outcome, CommandError> {
         path.display()
     ));
     Ok(Outcome::Success)
+}
+
+/// The DER of the first certificate in PEM text; empty when there is none.
+fn first_cert(pem: &str) -> Vec<u8> {
+    rustls_pemfile::certs(&mut pem.as_bytes())
+        .flatten()
+        .next()
+        .map(|c| c.to_vec())
+        .unwrap_or_default()
 }

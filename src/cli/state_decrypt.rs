@@ -4,7 +4,7 @@
 use clap::Args;
 
 use super::state_encrypt::switch;
-use super::state_options::StateOptions;
+use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
 
 /// Arguments of `talosprov state decrypt`.
@@ -12,6 +12,9 @@ use super::{CommandError, Outcome};
 pub struct StateDecryptArgs {
     #[command(flatten)]
     state: StateOptions,
+
+    #[command(flatten)]
+    lock: LockOptions,
 }
 
 /// Decrypt the state.
@@ -19,5 +22,5 @@ pub struct StateDecryptArgs {
 /// # Errors
 /// See [`switch`].
 pub async fn run(args: StateDecryptArgs) -> Result<Outcome, CommandError> {
-    switch(&args.state, false).await
+    switch(&args.state, &args.lock, false).await
 }

@@ -5,7 +5,7 @@
 use anyhow::{Context, anyhow};
 use clap::Args;
 
-use super::state_options::{StateOptions, no_state, with_lock};
+use super::state_options::{LockOptions, StateOptions, no_state, with_lock};
 use super::{CommandError, Outcome};
 use crate::state::Backend;
 use crate::state::encrypt::{IDENTITY_FILE_VAR, PASSPHRASE_VAR, RECIPIENTS_FILE_VAR};
@@ -15,6 +15,9 @@ use crate::state::encrypt::{IDENTITY_FILE_VAR, PASSPHRASE_VAR, RECIPIENTS_FILE_V
 pub struct StateEncryptArgs {
     #[command(flatten)]
     state: StateOptions,
+
+    #[command(flatten)]
+    lock: LockOptions,
 }
 
 /// Rewrite the state encrypted (`true`) or in clear (`false`), under the lock.
@@ -22,7 +25,11 @@ pub struct StateEncryptArgs {
 ///
 /// # Errors
 /// No keys, no state, a wrong key, a lock conflict or a failed save.
-pub async fn switch(options: &StateOptions, encrypted: bool) -> Result<Outcome, CommandError> {
+pub async fn switch(
+    options: &StateOptions,
+    lock: &LockOptions,
+    encrypted: bool,
+) -> Result<Outcome, CommandError> {
     let store = options.open()?;
     if !store.has_keys() {
         return Err(anyhow!(
@@ -35,7 +42,7 @@ pub async fn switch(options: &StateOptions, encrypted: bool) -> Result<Outcome, 
     } else {
         "state decrypt"
     };
-    let changed = with_lock(&store, operation, async |store| {
+    let changed = with_lock(&store, lock, operation, async |store| {
         let loaded = store.load().await?.ok_or_else(|| no_state(store))?;
         if loaded.encrypted == encrypted {
             return Ok(None);
@@ -64,5 +71,5 @@ pub async fn switch(options: &StateOptions, encrypted: bool) -> Result<Outcome, 
 /// # Errors
 /// See [`switch`].
 pub async fn run(args: StateEncryptArgs) -> Result<Outcome, CommandError> {
-    switch(&args.state, true).await
+    switch(&args.state, &args.lock, true).await
 }

@@ -1,9 +1,11 @@
 //! The flags every state command shares (`-f`, `--state`, `--backend-config`)
-//! and the edge that reads the environment, opens the backend and builds the
-//! lock info (ID, who, pid, time) for a command.
+//! and those of the commands that lock (`-lock-timeout`), and the edge that
+//! reads the environment, opens the backend, builds the lock info (ID, who,
+//! pid, time) for a command and takes the lock, waiting for it when asked.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
@@ -11,7 +13,7 @@ use clap::Args;
 use super::CommandError;
 use crate::state::config::{self, StateSection};
 use crate::state::encrypt::{self, StateKeys};
-use crate::state::{Backend, LockInfo, StateBackend, StateStore};
+use crate::state::{Backend, BackendError, LockInfo, StateBackend, StateStore, StoreError};
 
 /// Where the state is: next to the topology file, at `--state`, or behind the
 /// http backend (`TF_HTTP_ADDRESS`, `--backend-config`).
@@ -118,12 +120,39 @@ pub fn state_section(file: &Path) -> anyhow::Result<StateSection> {
     })
 }
 
+/// How long a command that locks the state waits for a lock another run
+/// holds: OpenTofu's `-lock-timeout`.
+#[derive(Debug, Clone, Args)]
+pub struct LockOptions {
+    /// Keep trying to take the state lock for this long while another run
+    /// holds it, e.g. `30s` or `5m` (0s: fail at once). A lock still held then
+    /// exits with code 3.
+    #[arg(
+        long = "lock-timeout",
+        value_name = "DURATION",
+        default_value = "0s",
+        value_parser = parse_duration
+    )]
+    pub lock_timeout: Duration,
+}
+
+/// A duration as OpenTofu's flags take it: `30s`, `5m`, `1h30m`, `500ms`, or
+/// a bare `0`.
+///
+/// # Errors
+/// A text that is no duration, with an example.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    if text.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("{e}: give a duration such as 30s, 5m or 1h30m"))
+}
+
 /// A new lock info for `operation`: a fresh UUID, `user@host`, this pid and
-/// the current time (RFC 3339 UTC).
+/// its start time, and the current time (RFC 3339 UTC).
 pub fn new_lock_info(operation: &str, store: &StateStore<StateBackend>) -> LockInfo {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("USERNAME"))
-        .unwrap_or_else(|_| "unknown".to_owned());
+    let user = crate::state::holder::user_name();
     let created = time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
@@ -136,29 +165,106 @@ pub fn new_lock_info(operation: &str, store: &StateStore<StateBackend>) -> LockI
         created,
         path: store.backend().describe(),
         pid: Some(std::process::id()),
+        process_start: crate::state::holder::process_start(std::process::id()),
     }
 }
 
-/// Run `body` holding the state lock, and release the lock on every way out:
-/// success, error, Ctrl-C and SIGTERM (how a cancelled GitLab job stops). On
-/// the http backend the lock ID is printed first, for a cleanup job's
-/// `force-unlock`.
+/// The first wait between two attempts to take a held lock; it doubles up to
+/// [`LOCK_RETRY_MAX`] (OpenTofu's `statemgr.LockWithContext` waits 1 s to 16 s).
+const LOCK_RETRY_FIRST: Duration = Duration::from_millis(250);
+/// The longest wait between two attempts.
+const LOCK_RETRY_MAX: Duration = Duration::from_secs(8);
+
+/// Take the state lock for `operation`, retrying while another run holds it
+/// until `-lock-timeout` has passed, and saying once per holder whom it waits
+/// for. A lock taken over from a dead holder is reported with a warning; on
+/// the http backend the lock ID is printed once taken.
 ///
 /// # Errors
-/// The lock conflict, `body`'s error, [`CommandError::Interrupted`], or the
-/// unlock failure.
+/// [`CommandError::Locked`] (exit 3) naming the holder when the lock is still
+/// held at the deadline; a backend failure.
+pub async fn acquire(
+    store: &StateStore<StateBackend>,
+    lock: &LockOptions,
+    operation: &str,
+) -> Result<LockInfo, CommandError> {
+    let info = new_lock_info(operation, store);
+    let deadline = tokio::time::Instant::now() + lock.lock_timeout;
+    let mut delay = LOCK_RETRY_FIRST;
+    let mut told: Option<String> = None;
+    loop {
+        match store.lock(&info).await {
+            Ok(taken_over) => {
+                if let Some(t) = taken_over {
+                    crate::ui::warn(&t.to_string());
+                }
+                announce_lock(store, &info.id);
+                return Ok(info);
+            }
+            Err(StoreError::Backend(BackendError::Locked(held))) => {
+                let now = tokio::time::Instant::now();
+                if now >= deadline {
+                    let error = anyhow::Error::new(BackendError::Locked(held));
+                    let error = if lock.lock_timeout.is_zero() {
+                        error.context("cannot lock the state")
+                    } else {
+                        error.context(format!(
+                            "cannot lock the state: still held after -lock-timeout={}",
+                            humantime::format_duration(lock.lock_timeout)
+                        ))
+                    };
+                    return Err(CommandError::Locked(error));
+                }
+                if told.as_deref() != Some(held.holder.id.as_str()) {
+                    crate::ui::write_stderr(&format!(
+                        "Waiting for the state lock, held by {}; trying again for up to {}.\n",
+                        held.holder_summary(),
+                        humantime::format_duration(lock.lock_timeout)
+                    ));
+                    told = Some(held.holder.id.clone());
+                }
+                tokio::time::sleep(delay.min(deadline - now)).await;
+                delay = (delay * 2).min(LOCK_RETRY_MAX);
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e)
+                    .context("cannot lock the state")
+                    .into());
+            }
+        }
+    }
+}
+
+/// After a run that saved the local state: warn when its `.backup` was kept
+/// rather than replaced by a state that holds less.
+pub fn report_kept_backup(store: &StateStore<StateBackend>) {
+    if let StateBackend::Local(local) = store.backend()
+        && let Some(kept) = local.kept_backup()
+    {
+        crate::ui::warn(&kept.to_string());
+    }
+}
+
+/// Run `body` holding the state lock (waiting for it up to `-lock-timeout`),
+/// and release the lock on every way out: success, error, Ctrl-C and SIGTERM
+/// (how a cancelled GitLab job stops). On the http backend the lock ID is
+/// printed first, for a cleanup job's `force-unlock`.
+///
+/// # Errors
+/// The lock conflict ([`CommandError::Locked`]), `body`'s error,
+/// [`CommandError::Interrupted`], or the unlock failure.
 pub async fn with_lock<T>(
     store: &StateStore<StateBackend>,
+    lock: &LockOptions,
     operation: &str,
     body: impl AsyncFnOnce(&StateStore<StateBackend>) -> anyhow::Result<T>,
 ) -> Result<T, CommandError> {
-    let info = new_lock_info(operation, store);
-    store.lock(&info).await.context("cannot lock the state")?;
-    announce_lock(store, &info.id);
+    let info = acquire(store, lock, operation).await?;
     let result = tokio::select! {
         r = body(store) => r.map_err(CommandError::Failed),
         () = interrupted() => Err(CommandError::Interrupted),
     };
+    report_kept_backup(store);
     let unlocked = store.unlock(&info.id).await;
     match (result, unlocked) {
         (r, Ok(())) => r,

@@ -4,7 +4,7 @@
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::state_options::{StateOptions, no_state, with_lock};
+use super::state_options::{LockOptions, StateOptions, no_state, with_lock};
 use super::{CommandError, Outcome};
 use crate::state::Address;
 
@@ -21,6 +21,9 @@ pub struct StateRmArgs {
 
     #[command(flatten)]
     state: StateOptions,
+
+    #[command(flatten)]
+    lock: LockOptions,
 }
 
 /// Remove the addresses from the state and save it (serial + 1).
@@ -36,7 +39,7 @@ pub async fn run(args: StateRmArgs) -> Result<Outcome, CommandError> {
         .into());
     }
     let store = args.state.open()?;
-    let removed = with_lock(&store, "state rm", async |store| {
+    let removed = with_lock(&store, &args.lock, "state rm", async |store| {
         let loaded = store.load().await?.ok_or_else(|| no_state(store))?;
         let mut state = loaded.state;
         let missing: Vec<String> = args

@@ -368,6 +368,24 @@ impl State {
         out
     }
 
+    /// Whether this state records anything applied to a cluster: a resource,
+    /// or an output (the talosconfig, written before the first step, counts:
+    /// it trusts the secrets' CA). Secrets are generated only for a state
+    /// that does not; one that does and has lost its secrets needs them back.
+    pub fn has_applied(&self) -> bool {
+        let r = &self.resources;
+        let o = &self.outputs;
+        !(r.images.is_empty()
+            && r.pools.is_empty()
+            && r.pci_mappings.is_empty()
+            && r.vms.is_empty()
+            && r.configs.is_empty()
+            && r.bootstrap.is_none()
+            && o.talosconfig.is_none()
+            && o.kubeconfig.is_none()
+            && o.machineconfigs.is_empty())
+    }
+
     /// Every recorded address, sorted as `state list` prints them.
     pub fn addresses(&self) -> Vec<Address> {
         let r = &self.resources;
@@ -618,6 +636,22 @@ pub(crate) mod tests {
                 "vm/talos-worker-01",
             ]
         );
+    }
+
+    #[test]
+    fn has_applied_is_false_only_for_a_state_that_records_nothing() {
+        let mut s = State::new(Uuid::from_u128(1));
+        s.secrets = Some(Sensitive::new("cluster: {}\n"));
+        assert!(!s.has_applied(), "secrets alone are not applied");
+        s.outputs.talosconfig = Some(Output::sensitive("context: lab\n"));
+        assert!(s.has_applied());
+        let mut only_a_pool = State::new(Uuid::from_u128(1));
+        only_a_pool
+            .resources
+            .pools
+            .insert("TALOS".to_owned(), Pool { comment: None });
+        assert!(only_a_pool.has_applied());
+        assert!(sample().has_applied());
     }
 
     #[test]

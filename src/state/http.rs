@@ -11,7 +11,10 @@ use md5::{Digest, Md5};
 use reqwest::{Method, StatusCode, header};
 use url::Url;
 
-use super::{Backend, BackendError, HolderProcess, HttpBackendConfig, LockHeld, LockInfo};
+use super::holder::liveness;
+use super::{
+    Backend, BackendError, HolderProcess, HttpBackendConfig, LockHeld, LockInfo, TakenOver,
+};
 
 /// An http backend request failed. Messages name the method and URL, never
 /// the credentials.
@@ -66,6 +69,28 @@ pub enum HttpError {
         status: StatusCode,
         /// `: <start of the body>` when the server said why.
         detail: String,
+    },
+    /// The server answered 200 with an empty body. A server with no state
+    /// answers 404 (GitLab: 204 for a state created by a lock and never
+    /// written); an empty 200 is a state that did not come through (GitLab
+    /// reached without its Workhorse answers so for a state kept in object
+    /// storage), never "no state".
+    #[error(
+        "read the state: GET {url} answered HTTP 200 with an empty body, which is not a state; \
+         talosprov does not take it as \"no state\", which would start a new cluster with new \
+         secrets. A server without this state answers 404. Check the address (GitLab sends a \
+         state kept in object storage only through its own front end, not from a Rails \
+         worker reached directly), then run the command again"
+    )]
+    EmptyBody {
+        /// The state URL.
+        url: String,
+    },
+    /// `force-unlock` on a state that is not locked.
+    #[error("the state at {url} is not locked")]
+    NotLocked {
+        /// The state URL.
+        url: String,
     },
     /// The state read does not match its `Content-MD5` header.
     #[error("the state from {url} does not match its Content-MD5 header (corrupted in transit)")]
@@ -252,11 +277,19 @@ impl Backend for HttpBackend {
         let a = self.send(what, Method::GET, url, None).await?;
         match a.status {
             StatusCode::OK => {}
+            // 404: no such state. 204: GitLab's "empty state", a state its
+            // lock endpoint created and nothing ever saved. (GitLab answers 204
+            // too when a saved version's file is missing from its storage;
+            // that cannot be told apart here, which is why a run that would
+            // generate secrets first checks the nodes for an existing cluster.)
             StatusCode::NO_CONTENT | StatusCode::NOT_FOUND => return Ok(None),
             _ => return Err(Self::unexpected(what, Method::GET, url, &a).into()),
         }
-        if a.body.is_empty() {
-            return Ok(None);
+        if a.body.iter().all(u8::is_ascii_whitespace) {
+            return Err(HttpError::EmptyBody {
+                url: self.describe(),
+            }
+            .into());
         }
         if let Some(expected) = &a.md5 {
             let actual = base64::engine::general_purpose::STANDARD.encode(Md5::digest(&a.body));
@@ -287,41 +320,37 @@ impl Backend for HttpBackend {
         }
     }
 
-    async fn lock(&self, info: &LockInfo) -> Result<(), BackendError> {
-        let Some(url) = &self.config.lock_address else {
-            return Ok(());
-        };
-        let m = method(&self.config.lock_method)?;
-        let what = "lock the state";
-        let a = self
-            .send(what, m.clone(), url, Some(&info.to_json()))
-            .await?;
-        match a.status {
-            StatusCode::OK => {}
-            StatusCode::CONFLICT | StatusCode::LOCKED => {
-                // A retried lock whose first attempt got through finds itself.
-                let ours =
-                    serde_json::from_slice::<LockInfo>(&a.body).is_ok_and(|h| h.id == info.id);
-                if !ours {
-                    return Err(locked(&a.body).unwrap_or_else(|| {
-                        BackendError::Locked(Box::new(LockHeld {
-                            holder: LockInfo::default(),
-                            process: HolderProcess::Unknown,
-                        }))
-                    }));
-                }
-            }
-            _ => return Err(Self::unexpected(what, m, url, &a).into()),
+    async fn lock(&self, info: &LockInfo) -> Result<Option<TakenOver>, BackendError> {
+        if self.config.lock_address.is_none() {
+            return Ok(None);
         }
+        let taken_over = match self.try_lock(info).await? {
+            None => None,
+            // The server keeps the holder's host and pid (GitLab does not), and
+            // that process is gone from this host: release its lock with its
+            // ID, as `force-unlock` would, and take it once more.
+            Some(held) if held.process == HolderProcess::Gone => {
+                self.release(&held.holder.id, &held.holder.to_json())
+                    .await?;
+                if let Some(again) = self.try_lock(info).await? {
+                    return Err(BackendError::Locked(Box::new(again)));
+                }
+                Some(TakenOver {
+                    holder: held.holder,
+                })
+            }
+            Some(held) => return Err(BackendError::Locked(Box::new(held))),
+        };
         *self.held.lock().expect("lock state poisoned") = Some(info.clone());
-        Ok(())
+        Ok(taken_over)
     }
 
     async fn unlock(&self, id: &str) -> Result<(), BackendError> {
-        let Some(url) = &self.config.unlock_address else {
+        if self.config.unlock_address.is_none() {
             return Ok(());
-        };
-        let body = match self.held.lock().expect("lock state poisoned").as_ref() {
+        }
+        let held = self.held.lock().expect("lock state poisoned").clone();
+        let body = match &held {
             Some(h) if h.id == id => h.to_json(),
             Some(h) => {
                 return Err(HttpError::LockMismatch {
@@ -331,18 +360,72 @@ impl Backend for HttpBackend {
                 .into());
             }
             // force-unlock: only the ID is known (as OpenTofu sends it).
-            None => LockInfo {
-                id: id.to_owned(),
-                ..LockInfo::default()
+            None => {
+                self.refuse_a_running_holder(id).await?;
+                LockInfo {
+                    id: id.to_owned(),
+                    ..LockInfo::default()
+                }
+                .to_json()
             }
-            .to_json(),
+        };
+        self.release(id, &body).await
+    }
+
+    fn restore_hint(&self) -> Option<String> {
+        Some(format!(
+            "restore it from an earlier version the server keeps (GitLab keeps each one: GET \
+             {}/versions/<serial> with the same credentials): save the last good one back as \
+             the state, then run the command again",
+            self.describe().trim_end_matches('/')
+        ))
+    }
+}
+
+impl HttpBackend {
+    /// Ask for the lock once: `None` when taken, else the holder, with
+    /// whether its process runs where the server kept enough to tell.
+    async fn try_lock(&self, info: &LockInfo) -> Result<Option<LockHeld>, BackendError> {
+        let Some(url) = &self.config.lock_address else {
+            return Ok(None);
+        };
+        let m = method(&self.config.lock_method)?;
+        let what = "lock the state";
+        let a = self
+            .send(what, m.clone(), url, Some(&info.to_json()))
+            .await?;
+        match a.status {
+            StatusCode::OK => Ok(None),
+            StatusCode::CONFLICT | StatusCode::LOCKED => {
+                let holder = serde_json::from_slice::<LockInfo>(&a.body).ok();
+                // A retried lock whose first attempt got through finds itself.
+                if holder.as_ref().is_some_and(|h| h.id == info.id) {
+                    return Ok(None);
+                }
+                let holder = holder.unwrap_or_default();
+                Ok(Some(LockHeld {
+                    process: liveness(&holder),
+                    holder,
+                }))
+            }
+            _ => Err(Self::unexpected(what, m, url, &a).into()),
+        }
+    }
+
+    /// Send the unlock request for lock `id` with `body`.
+    async fn release(&self, id: &str, body: &[u8]) -> Result<(), BackendError> {
+        let Some(url) = &self.config.unlock_address else {
+            return Ok(());
         };
         let m = method(&self.config.unlock_method)?;
         let what = "unlock the state";
-        let a = self.send(what, m.clone(), url, Some(&body)).await?;
+        let a = self.send(what, m.clone(), url, Some(body)).await?;
         match a.status {
             StatusCode::OK | StatusCode::NO_CONTENT => {
-                *self.held.lock().expect("lock state poisoned") = None;
+                let mut held = self.held.lock().expect("lock state poisoned");
+                if held.as_ref().is_some_and(|h| h.id == id) {
+                    *held = None;
+                }
                 Ok(())
             }
             StatusCode::CONFLICT | StatusCode::LOCKED => {
@@ -356,14 +439,48 @@ impl Backend for HttpBackend {
             _ => Err(Self::unexpected(what, m, url, &a).into()),
         }
     }
+
+    /// Before `force-unlock` releases lock `id`, learn its holder the only way
+    /// the protocol allows, by asking for the lock: refuse when the server
+    /// says the holder runs on this host. A lock that was free is given back
+    /// at once, and the state was not locked.
+    async fn refuse_a_running_holder(&self, id: &str) -> Result<(), BackendError> {
+        if self.config.lock_address.is_none() {
+            return Ok(());
+        }
+        let probe = LockInfo {
+            id: uuid::Uuid::new_v4().to_string(),
+            operation: "force-unlock".to_owned(),
+            who: format!(
+                "{}@{}",
+                super::holder::user_name(),
+                super::local::host_name()
+            ),
+            pid: Some(std::process::id()),
+            ..LockInfo::default()
+        };
+        match self.try_lock(&probe).await? {
+            None => {
+                self.release(&probe.id, &probe.to_json()).await?;
+                Err(HttpError::NotLocked {
+                    url: self.describe(),
+                }
+                .into())
+            }
+            Some(held) if held.holder.id == id && held.process == HolderProcess::Running => {
+                Err(BackendError::HolderRunning(Box::new(held)))
+            }
+            Some(_) => Ok(()),
+        }
+    }
 }
 
 /// A lock conflict from a 409/423 body carrying the holder's LockInfo.
 fn locked(body: &[u8]) -> Option<BackendError> {
     let holder: LockInfo = serde_json::from_slice(body).ok()?;
     Some(BackendError::Locked(Box::new(LockHeld {
+        process: liveness(&holder),
         holder,
-        process: HolderProcess::Unknown,
     })))
 }
 

@@ -1,17 +1,20 @@
 //! The local backend: `talosprov.tfstate` next to the topology file (or
 //! `--state PATH`), written atomically with mode 0600, a `.backup` of the state
-//! as it was before this run, and a lock file. Follows OpenTofu
-//! `internal/states/statemgr/filesystem.go`.
+//! as it was before this run (never replaced by a state that holds less), and
+//! a lock file whose OS lock the kernel releases when its holder dies. Follows
+//! OpenTofu `internal/states/statemgr/filesystem.go`.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use fs4::fs_std::FileExt;
 
-use super::{Backend, BackendError, HolderProcess, LockHeld, LockInfo};
+use super::holder::liveness;
+use super::summary::{KeepReason, Summary, keep_backup};
+use super::{Backend, BackendError, HolderProcess, LockHeld, LockInfo, TakenOver};
 
 /// The state file name used next to the topology file.
 pub const DEFAULT_STATE_FILE: &str = "talosprov.tfstate";
@@ -49,6 +52,44 @@ pub enum LocalError {
         /// The state file.
         path: PathBuf,
     },
+    /// The state file is empty or blank: never read as "no state", since a
+    /// run would then start a new cluster with new secrets over it.
+    #[error(
+        "the state file {} is empty: talosprov does not read it as \"no state\", which \
+         would start a new cluster with new secrets; {restore}",
+        path.display()
+    )]
+    EmptyState {
+        /// The state file.
+        path: PathBuf,
+        /// How to restore it ([`LocalBackend::restore_hint`]).
+        restore: String,
+    },
+}
+
+/// A `.backup` kept as it was by this run, rather than replaced by a state
+/// holding less than it (see [`keep_backup`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptBackup {
+    /// The backup file.
+    pub path: PathBuf,
+    /// What the backup holds.
+    pub backup: Summary,
+    /// Why it was kept.
+    pub reason: KeepReason,
+}
+
+impl std::fmt::Display for KeptBackup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "kept {} as it was ({}): {}. Move it elsewhere if you still need it; the next \
+             run then backs up the current state",
+            self.path.display(),
+            self.backup,
+            self.reason
+        )
+    }
 }
 
 /// A lock this process holds: the locked lock-info file stays open.
@@ -65,6 +106,7 @@ pub struct LocalBackend {
     path: PathBuf,
     held: Mutex<Option<HeldLock>>,
     backed_up: AtomicBool,
+    kept: Mutex<Option<KeptBackup>>,
 }
 
 impl LocalBackend {
@@ -74,6 +116,48 @@ impl LocalBackend {
             path,
             held: Mutex::new(None),
             backed_up: AtomicBool::new(false),
+            kept: Mutex::new(None),
+        }
+    }
+
+    /// The backup this run kept rather than replace with a state that holds
+    /// less (another lineage, an older serial, no secrets, or not a state), if
+    /// it did: the command warns with it.
+    pub fn kept_backup(&self) -> Option<KeptBackup> {
+        self.kept.lock().expect("backup state poisoned").clone()
+    }
+
+    /// How to restore the state file from its backup, naming both files and
+    /// what the backup holds; or, without a usable backup, what else to do.
+    pub fn restore_hint(&self) -> String {
+        let (path, backup) = (self.path.display(), self.backup_path());
+        match fs::read(&backup) {
+            Ok(bytes) => match Summary::of(&bytes) {
+                Some(summary) => format!(
+                    "restore it from {} ({summary}: the state before the last run that \
+                     changed it) with `cp {} {path}`, then run the command again; what that \
+                     run created is not in the backup, and the next plan lists it as \
+                     conflicts, each with its `talosprov import` command",
+                    backup.display(),
+                    backup.display()
+                ),
+                None => format!(
+                    "{} is not a readable state either: restore {path} from your own copy of \
+                     the state, or import the cluster's secrets into a new state with \
+                     `talosprov secrets import`",
+                    backup.display()
+                ),
+            },
+            Err(_) if self.path.exists() => format!(
+                "there is no readable {} to restore it from: restore {path} from your own copy \
+                 of the state; if no cluster was ever applied from it, delete {path}",
+                backup.display()
+            ),
+            Err(_) => format!(
+                "there is no readable {} to restore it from: restore {path} from your own copy \
+                 of the state",
+                backup.display()
+            ),
         }
     }
 
@@ -151,9 +235,18 @@ impl Backend for LocalBackend {
         self.path.display().to_string()
     }
 
+    fn restore_hint(&self) -> Option<String> {
+        Some(LocalBackend::restore_hint(self))
+    }
+
     async fn get(&self) -> Result<Option<Vec<u8>>, BackendError> {
         match fs::read(&self.path) {
-            Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => Ok(None),
+            Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
+                Err(BackendError::Local(LocalError::EmptyState {
+                    path: self.path.clone(),
+                    restore: self.restore_hint(),
+                }))
+            }
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(self.io("read the state file", &self.path)(e)),
@@ -165,8 +258,23 @@ impl Backend for LocalBackend {
             match fs::read(&self.path) {
                 Ok(previous) => {
                     let backup = self.backup_path();
-                    write_atomically(&backup, &previous, |f, b| f.write_all(b))
-                        .map_err(self.io("write the state backup", &backup))?;
+                    let held = match fs::read(&backup) {
+                        Ok(bytes) => Summary::of(&bytes),
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                        Err(e) => return Err(self.io("read the state backup", &backup)(e)),
+                    };
+                    let reason = keep_backup(held.as_ref(), Summary::of(&previous).as_ref());
+                    match (reason, held) {
+                        (Some(reason), Some(summary)) => {
+                            *self.kept.lock().expect("backup state poisoned") = Some(KeptBackup {
+                                path: backup,
+                                backup: summary,
+                                reason,
+                            });
+                        }
+                        _ => write_atomically(&backup, &previous, |f, b| f.write_all(b))
+                            .map_err(self.io("write the state backup", &backup))?,
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(self.io("read the state file", &self.path)(e)),
@@ -176,29 +284,40 @@ impl Backend for LocalBackend {
         self.write_document(document)
     }
 
-    async fn lock(&self, info: &LockInfo) -> Result<(), BackendError> {
+    async fn lock(&self, info: &LockInfo) -> Result<Option<TakenOver>, BackendError> {
         let Some(mut file) = self.open_and_lock()? else {
+            // Another open file holds the OS lock: its process runs, here or on
+            // a host sharing this folder.
             let holder = self.read_lock_info()?.unwrap_or_default();
             return Err(BackendError::Locked(Box::new(LockHeld {
-                process: holder_process(&holder),
+                process: running_or_unknown(&holder),
                 holder,
             })));
         };
+        let lock_path = self.lock_path();
         let mut recorded = Vec::new();
         file.read_to_end(&mut recorded)
-            .map_err(self.io("read the lock file", &self.lock_path()))?;
-        if !recorded.is_empty() {
-            // Our OS lock succeeded, so the holder's process ended without
-            // unlocking (or runs on another host sharing this folder): the lock
-            // stays until `force-unlock`, as in OpenTofu.
+            .map_err(self.io("read the lock file", &lock_path))?;
+        let mut taken_over = None;
+        if !recorded.iter().all(u8::is_ascii_whitespace) {
+            // Our OS lock succeeded, so the recorded holder ended without
+            // unlocking, or runs on another host sharing this folder. A holder
+            // of this host whose process is gone (the kernel released its OS
+            // lock) is taken over; any other keeps the lock until
+            // `force-unlock`, as in OpenTofu.
             let holder: LockInfo = serde_json::from_slice(&recorded).unwrap_or_default();
-            let _ = FileExt::unlock(&file);
-            return Err(BackendError::Locked(Box::new(LockHeld {
-                process: holder_process(&holder),
-                holder,
-            })));
+            let process = liveness(&holder);
+            if process != HolderProcess::Gone {
+                let _ = FileExt::unlock(&file);
+                return Err(BackendError::Locked(Box::new(LockHeld { holder, process })));
+            }
+            taken_over = Some(TakenOver { holder });
         }
-        let lock_path = self.lock_path();
+        if !recorded.is_empty() {
+            file.set_len(0)
+                .and_then(|()| file.rewind())
+                .map_err(self.io("rewrite the lock file", &lock_path))?;
+        }
         let mut body = info.to_json();
         body.push(b'\n');
         file.write_all(&body)
@@ -214,7 +333,7 @@ impl Backend for LocalBackend {
             id: info.id.clone(),
             _file: file,
         });
-        Ok(())
+        Ok(taken_over)
     }
 
     async fn unlock(&self, id: &str) -> Result<(), BackendError> {
@@ -237,7 +356,25 @@ impl Backend for LocalBackend {
                 }
                 .into());
             }
-            Some(_) => {}
+            Some(r) => {
+                if held.as_ref().is_none_or(|h| h.id != id) {
+                    // Another run's lock (`force-unlock`): only while no live
+                    // process holds its OS lock, which is held for the whole run.
+                    let Some(file) = self.open_and_lock()? else {
+                        return Err(BackendError::HolderRunning(Box::new(LockHeld {
+                            process: running_or_unknown(&r),
+                            holder: r,
+                        })));
+                    };
+                    let removed = fs::remove_file(&lock_path);
+                    drop(file);
+                    return match removed {
+                        Ok(()) => Ok(()),
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                        Err(e) => Err(self.io("remove the lock file", &lock_path)(e)),
+                    };
+                }
+            }
         }
         match fs::remove_file(&lock_path) {
             Ok(()) => {}
@@ -245,9 +382,7 @@ impl Backend for LocalBackend {
             Err(e) => return Err(self.io("remove the lock file", &lock_path)(e)),
         }
         // Dropping the open file releases the OS lock.
-        if held.as_ref().is_some_and(|h| h.id == id) {
-            *held = None;
-        }
+        *held = None;
         Ok(())
     }
 }
@@ -342,19 +477,13 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "localhost".to_owned())
 }
 
-/// Whether a lock holder still runs: only known for a pid on this host, and
-/// only where `/proc` exists.
-fn holder_process(holder: &LockInfo) -> HolderProcess {
-    let (Some(pid), Some(host)) = (holder.pid, holder.host()) else {
-        return HolderProcess::Unknown;
-    };
-    if host != host_name() || !Path::new("/proc/self").exists() {
-        return HolderProcess::Unknown;
-    }
-    if Path::new(&format!("/proc/{pid}")).exists() {
+/// A holder whose OS lock is held runs: on this host when its lock info says
+/// so (or says nothing yet: it is being written), else somewhere not known.
+fn running_or_unknown(holder: &LockInfo) -> HolderProcess {
+    if holder.who.is_empty() || holder.host() == Some(host_name().as_str()) {
         HolderProcess::Running
     } else {
-        HolderProcess::Gone
+        HolderProcess::Unknown
     }
 }
 
@@ -442,21 +571,44 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn lock_of_a_dead_process_is_reported_stale_and_needs_force_unlock() {
+    async fn lock_of_a_dead_process_on_this_host_is_taken_over() {
         let dir = tempfile::tempdir().unwrap();
         let b = backend(&dir);
         // What a killed holder leaves: the lock file, and no OS lock.
         let dead_pid = u32::MAX - 7;
         fs::write(b.lock_path(), info("dead-id", dead_pid).to_json()).unwrap();
+        let taken = b
+            .lock(&info("new-id", std::process::id()))
+            .await
+            .unwrap()
+            .expect("taken over");
+        assert_eq!(taken.holder.id, "dead-id");
+        assert!(taken.to_string().contains(&format!("process {dead_pid}")));
+        let recorded: LockInfo = serde_json::from_slice(&fs::read(b.lock_path()).unwrap()).unwrap();
+        assert_eq!(
+            recorded.id, "new-id",
+            "the lock file names the new holder only"
+        );
+        b.unlock("new-id").await.unwrap();
+        assert!(!b.lock_path().exists());
+    }
+
+    #[tokio::test]
+    async fn lock_left_on_another_host_still_needs_force_unlock() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = backend(&dir);
+        let mut elsewhere = info("far-id", 4242);
+        elsewhere.who = "bob@elsewhere.invalid".to_owned();
+        fs::write(b.lock_path(), elsewhere.to_json()).unwrap();
         let err = b
             .lock(&info("new-id", std::process::id()))
             .await
             .unwrap_err();
         let held = err.lock_held().expect("a lock conflict");
-        assert_eq!(held.holder.id, "dead-id");
-        assert_eq!(held.process, HolderProcess::Gone);
+        assert_eq!(held.holder.id, "far-id");
+        assert_eq!(held.process, HolderProcess::Unknown);
         assert!(
-            err.to_string().contains("talosprov force-unlock dead-id"),
+            err.to_string().contains("talosprov force-unlock far-id"),
             "{err}"
         );
 
@@ -465,8 +617,99 @@ mod tests {
             wrong,
             BackendError::Local(LocalError::LockMismatch { .. })
         ));
-        backend(&dir).unlock("dead-id").await.unwrap();
+        backend(&dir).unlock("far-id").await.unwrap();
         b.lock(&info("new-id", std::process::id())).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn force_unlock_refuses_a_lock_whose_holder_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let holder = backend(&dir);
+        holder
+            .lock(&info("live-id", std::process::id()))
+            .await
+            .unwrap();
+        let before = fs::read(holder.lock_path()).unwrap();
+        let err = backend(&dir).unlock("live-id").await.unwrap_err();
+        let BackendError::HolderRunning(held) = &err else {
+            panic!("expected a refusal, got {err}");
+        };
+        assert_eq!(held.process, HolderProcess::Running);
+        assert!(err.to_string().contains("still running"), "{err}");
+        assert_eq!(fs::read(holder.lock_path()).unwrap(), before);
+        // The holder itself releases it.
+        holder.unlock("live-id").await.unwrap();
+        assert!(!holder.lock_path().exists());
+    }
+
+    /// A plain state document of `lineage` at `serial`, with or without secrets.
+    fn doc(lineage: u128, serial: u64, secrets: bool) -> Vec<u8> {
+        let mut s = crate::state::State::new(uuid::Uuid::from_u128(lineage));
+        s.serial = serial;
+        if secrets {
+            s.secrets = Some(crate::state::Sensitive::new("cluster: {}\n"));
+        }
+        s.to_json()
+    }
+
+    #[tokio::test]
+    async fn backup_is_never_replaced_by_a_state_that_holds_less() {
+        let good = doc(1, 9, true);
+        for (what, previous) in [
+            ("empty", b"".to_vec()),
+            ("not a state", b"<html>".to_vec()),
+            ("another lineage", doc(2, 30, true)),
+            ("an older serial", doc(1, 8, true)),
+            ("no secrets", doc(1, 10, false)),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let b = backend(&dir);
+            fs::write(b.backup_path(), &good).unwrap();
+            fs::write(b.path(), &previous).unwrap();
+            b.put(&doc(1, 11, true)).await.unwrap();
+            assert_eq!(fs::read(b.backup_path()).unwrap(), good, "{what}");
+            let kept = b
+                .kept_backup()
+                .unwrap_or_else(|| panic!("{what}: not reported"));
+            assert_eq!(kept.backup.serial, 9, "{what}");
+            assert!(kept.to_string().contains("kept "), "{what}: {kept}");
+        }
+    }
+
+    #[tokio::test]
+    async fn backup_follows_a_state_that_holds_as_much_or_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = backend(&dir);
+        fs::write(b.backup_path(), doc(1, 9, true)).unwrap();
+        fs::write(b.path(), doc(1, 10, true)).unwrap();
+        b.put(&doc(1, 11, true)).await.unwrap();
+        assert_eq!(fs::read(b.backup_path()).unwrap(), doc(1, 10, true));
+        assert_eq!(b.kept_backup(), None);
+    }
+
+    #[tokio::test]
+    async fn empty_state_file_is_an_error_naming_it_and_its_backup() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = backend(&dir);
+        fs::write(b.backup_path(), doc(1, 9, true)).unwrap();
+        for blank in [&b""[..], b"  \n\n"] {
+            fs::write(b.path(), blank).unwrap();
+            let err = b.get().await.unwrap_err();
+            assert!(
+                matches!(err, BackendError::Local(LocalError::EmptyState { .. })),
+                "{err}"
+            );
+            let text = err.to_string();
+            assert!(text.contains("talosprov.tfstate is empty"), "{text}");
+            assert!(
+                text.contains("talosprov.tfstate.backup (serial 9"),
+                "{text}"
+            );
+            assert!(text.contains("`cp "), "{text}");
+        }
+        fs::remove_file(b.backup_path()).unwrap();
+        let text = b.get().await.unwrap_err().to_string();
+        assert!(text.contains("there is no readable"), "{text}");
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! State locks: OpenTofu's LockInfo JSON (the body the http backend sends and
-//! GitLab answers a conflict with), and the error that names the holder.
-//! Field names follow OpenTofu `internal/states/statemgr/locker.go`.
+//! GitLab answers a conflict with), the error that names the holder, and the
+//! notice for a lock taken over from a holder that died. Field names follow
+//! OpenTofu `internal/states/statemgr/locker.go`.
 
 use std::fmt;
 
@@ -8,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 /// Who holds a lock, for what and since when. Serialised with OpenTofu's
 /// field names (`ID`, `Operation`, `Info`, `Who`, `Version`, `Created`,
-/// `Path`); `Pid` is talosprov's own, for the local backend.
+/// `Path`); `Pid` and `ProcessStart` are talosprov's own: with the host in
+/// `Who`, they tell whether the holder still runs.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct LockInfo {
     /// Unique lock ID (a UUID v4); `force-unlock` takes it.
@@ -32,9 +34,19 @@ pub struct LockInfo {
     /// The state path or address locked.
     #[serde(rename = "Path", default)]
     pub path: String,
-    /// Process ID of the holder (local backend).
+    /// Process ID of the holder.
     #[serde(rename = "Pid", default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// When the holder process started, in clock ticks since its host booted
+    /// (field 22 of Linux's `/proc/<pid>/stat`), so that a pid reused after the
+    /// holder died is not taken for the holder. `None` off Linux and in locks
+    /// written before it existed.
+    #[serde(
+        rename = "ProcessStart",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub process_start: Option<u64>,
 }
 
 impl LockInfo {
@@ -49,15 +61,17 @@ impl LockInfo {
     }
 }
 
-/// Whether the process holding a local lock still runs.
+/// Whether the process holding a lock still runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HolderProcess {
-    /// Not known (another host, a remote backend, or no pid recorded).
+    /// Not known: another host, no pid recorded, or a server that does not
+    /// keep them (GitLab keeps only the ID, its user and the time).
     Unknown,
-    /// The holder's pid runs on this host.
+    /// The holder runs on this host (its pid exists and started when it did),
+    /// or it holds the local lock file's OS lock.
     Running,
-    /// The holder was on this host and its pid is gone: the lock is stale, but
-    /// still needs `force-unlock`, as in OpenTofu.
+    /// The holder was on this host and its process is gone: the lock is
+    /// stale, and the next run takes it over.
     Gone,
 }
 
@@ -95,15 +109,68 @@ impl fmt::Display for LockHeld {
                  release it with `talosprov force-unlock {}`",
                 h.id
             ),
-            (HolderProcess::Running, Some(pid)) => {
-                write!(f, "; process {pid} on this host is still running")
-            }
+            (HolderProcess::Running, Some(pid)) => write!(
+                f,
+                "; process {pid} on this host is still running: wait for it to finish, \
+                 or retry with -lock-timeout=DURATION to wait for it"
+            ),
+            (HolderProcess::Running, None) => write!(
+                f,
+                "; a running process holds it: wait for it to finish, or retry with \
+                 -lock-timeout=DURATION to wait for it"
+            ),
             _ => write!(
                 f,
                 "; once that run is over, release it with `talosprov force-unlock {}`",
                 h.id
             ),
         }
+    }
+}
+
+impl LockHeld {
+    /// The holder in a few words, for a wait notice: `alice@host (process
+    /// 4242) for apply since <time> (lock ID <id>)`.
+    pub fn holder_summary(&self) -> String {
+        let h = &self.holder;
+        let or_unknown = |s: &str| {
+            if s.is_empty() {
+                "(unknown)".to_owned()
+            } else {
+                s.to_owned()
+            }
+        };
+        let process = h.pid.map(|p| format!(" (process {p})")).unwrap_or_default();
+        format!(
+            "{}{process} for {} since {} (lock ID {})",
+            or_unknown(&h.who),
+            or_unknown(&h.operation),
+            or_unknown(&h.created),
+            or_unknown(&h.id)
+        )
+    }
+}
+
+/// A lock taken over from a holder on this host whose process is gone (killed,
+/// or its machine restarted): the holder as its lock info recorded it. The run
+/// that took it over warns with this text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenOver {
+    /// The dead holder's lock info.
+    pub holder: LockInfo,
+}
+
+impl fmt::Display for TakenOver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let held = LockHeld {
+            holder: self.holder.clone(),
+            process: HolderProcess::Gone,
+        };
+        write!(
+            f,
+            "took over the state lock left by {}: that process is no longer running",
+            held.holder_summary()
+        )
     }
 }
 
@@ -121,6 +188,7 @@ mod tests {
             created: "2026-01-02T03:04:05Z".to_owned(),
             path: "talosprov.tfstate".to_owned(),
             pid: Some(4242),
+            process_start: Some(1234),
         }
     }
 
@@ -148,5 +216,30 @@ mod tests {
             process: HolderProcess::Gone,
         };
         insta::assert_snapshot!(held.to_string());
+    }
+
+    #[test]
+    fn lock_held_by_a_running_process_says_to_wait() {
+        let held = LockHeld {
+            holder: holder(),
+            process: HolderProcess::Running,
+        };
+        insta::assert_snapshot!(held.to_string(), @"the state is locked by ci@runner-7 since 2026-01-02T03:04:05Z for apply (lock ID 5f3e-lock); process 4242 on this host is still running: wait for it to finish, or retry with -lock-timeout=DURATION to wait for it");
+    }
+
+    #[test]
+    fn takeover_names_the_dead_holder() {
+        let taken = TakenOver { holder: holder() };
+        insta::assert_snapshot!(taken.to_string(), @"took over the state lock left by ci@runner-7 (process 4242) for apply since 2026-01-02T03:04:05Z (lock ID 5f3e-lock): that process is no longer running");
+    }
+
+    #[test]
+    fn process_start_is_optional_and_named_like_the_other_fields() {
+        let v: serde_json::Value = serde_json::from_slice(&holder().to_json()).unwrap();
+        assert_eq!(v["ProcessStart"], 1234);
+        let old: LockInfo = serde_json::from_str(r#"{"ID":"x","Pid":7}"#).unwrap();
+        assert_eq!((old.pid, old.process_start), (Some(7), None));
+        let bare = LockInfo::default().to_json();
+        assert!(!String::from_utf8(bare).unwrap().contains("ProcessStart"));
     }
 }

@@ -1,7 +1,8 @@
 //! The state: the versioned format (pure: `format`, `address`, `lock`,
-//! `config`), the backends that store it (`local` file, `http` as GitLab
-//! serves it), age encryption at rest (`encrypt`), and `StateStore`, which joins
-//! them. Only this module touches the state file.
+//! `config`, `summary`), the backends that store it (`local` file, `http` as
+//! GitLab serves it), the lock holder as the system tells it (`holder`), age
+//! encryption at rest (`encrypt`), and `StateStore`, which joins them. Only
+//! this module touches the state file.
 
 use std::future::Future;
 
@@ -9,17 +10,19 @@ pub mod address;
 pub mod config;
 pub mod encrypt;
 pub mod format;
+pub mod holder;
 pub mod http;
 pub mod intent;
 pub mod local;
 pub mod lock;
 pub mod store;
+pub mod summary;
 
 pub use address::Address;
 pub use config::{BackendConfig, HttpBackendConfig, StateSection};
 pub use format::{FORMAT_VERSION, Sensitive, State};
 pub use intent::CreateIntent;
-pub use lock::{HolderProcess, LockHeld, LockInfo};
+pub use lock::{HolderProcess, LockHeld, LockInfo, TakenOver};
 pub use store::{Loaded, StateStore, StoreError};
 
 /// Where state documents are kept: get, put, lock and unlock raw bytes (plain
@@ -36,12 +39,24 @@ pub trait Backend: Send + Sync {
     fn put(&self, document: &[u8]) -> impl Future<Output = Result<(), BackendError>> + Send;
 
     /// Take the lock for `info.id`; [`BackendError::Locked`] names the holder
-    /// when someone else has it.
-    fn lock(&self, info: &LockInfo) -> impl Future<Output = Result<(), BackendError>> + Send;
+    /// when someone else has it. A lock left by a holder on this host whose
+    /// process is gone is taken over, and returned so the run can say so.
+    fn lock(
+        &self,
+        info: &LockInfo,
+    ) -> impl Future<Output = Result<Option<TakenOver>, BackendError>> + Send;
 
     /// Release the lock `id`: the one this backend took, or another one
-    /// (`force-unlock`). A different ID is refused.
+    /// (`force-unlock`). A different ID is refused, and so is a lock whose
+    /// holder still runs ([`BackendError::HolderRunning`]).
     fn unlock(&self, id: &str) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// How to restore the stored state when it cannot be read (it names the
+    /// backup, or where earlier versions are kept); `None` when the backend
+    /// keeps none.
+    fn restore_hint(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A backend failed.
@@ -50,6 +65,15 @@ pub enum BackendError {
     /// Someone else holds the lock.
     #[error("{0}")]
     Locked(Box<LockHeld>),
+    /// `force-unlock` of a lock whose holder still runs: releasing it would let
+    /// two runs change the cluster at once.
+    #[error(
+        "refusing to release lock {}: it is held by {}, which is still running; stop that \
+         run first (or let it finish), and its lock is released with it",
+        .0.holder.id,
+        .0.holder_summary()
+    )]
+    HolderRunning(Box<LockHeld>),
     /// The local file backend failed.
     #[error(transparent)]
     Local(#[from] local::LocalError),
@@ -112,7 +136,14 @@ impl Backend for StateBackend {
         }
     }
 
-    async fn lock(&self, info: &LockInfo) -> Result<(), BackendError> {
+    fn restore_hint(&self) -> Option<String> {
+        match self {
+            StateBackend::Local(b) => Backend::restore_hint(b),
+            StateBackend::Http(b) => Backend::restore_hint(b.as_ref()),
+        }
+    }
+
+    async fn lock(&self, info: &LockInfo) -> Result<Option<TakenOver>, BackendError> {
         match self {
             StateBackend::Local(b) => b.lock(info).await,
             StateBackend::Http(b) => b.lock(info).await,

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::encrypt::{self, Document, EncryptError, StateKeys};
 use super::format::{FormatError, State};
-use super::{Backend, BackendError, LockInfo};
+use super::{Backend, BackendError, LockInfo, TakenOver};
 
 /// A state as loaded, and whether it was stored encrypted.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,11 +25,14 @@ pub enum StoreError {
     /// The backend failed (including a lock conflict).
     #[error(transparent)]
     Backend(#[from] BackendError),
-    /// The stored document is not a state this build reads.
-    #[error("cannot read the state in {location}")]
+    /// The stored document is not a state this build reads. Never taken as
+    /// "no state": the advice says how to restore it.
+    #[error("cannot read the state in {location}{advice}")]
     Format {
         /// The backend's description.
         location: String,
+        /// `: <how to restore it>` ([`Backend::restore_hint`]), or empty.
+        advice: String,
         /// Why.
         #[source]
         source: FormatError,
@@ -109,9 +112,17 @@ impl<B: Backend> StateStore<B> {
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<Loaded, StoreError> {
-        let document = encrypt::decode(bytes).map_err(|source| StoreError::Format {
-            location: self.backend.describe(),
-            source,
+        let document = encrypt::decode(bytes).map_err(|source| {
+            // A newer format is read by upgrading talosprov, not by restoring.
+            let advice = match (&source, self.backend.restore_hint()) {
+                (FormatError::NewerVersion { .. }, _) | (_, None) => String::new(),
+                (_, Some(hint)) => format!(": it is not a state talosprov can read; {hint}"),
+            };
+            StoreError::Format {
+                location: self.backend.describe(),
+                advice,
+                source,
+            }
         })?;
         match document {
             Document::Plain(state) => Ok(Loaded {
@@ -181,11 +192,12 @@ impl<B: Backend> StateStore<B> {
         Ok(())
     }
 
-    /// Take the state lock.
+    /// Take the state lock; a lock left by a dead holder of this host is taken
+    /// over and returned, for the warning.
     ///
     /// # Errors
     /// [`BackendError::Locked`] naming the holder, or a backend failure.
-    pub async fn lock(&self, info: &LockInfo) -> Result<(), StoreError> {
+    pub async fn lock(&self, info: &LockInfo) -> Result<Option<TakenOver>, StoreError> {
         Ok(self.backend.lock(info).await?)
     }
 

@@ -9,6 +9,7 @@ mod client;
 mod credentials;
 mod error;
 mod kubeconfig;
+mod probe;
 pub mod roles;
 pub(crate) mod tls;
 mod types;
@@ -18,6 +19,7 @@ pub use client::{ConnectionMode, TALOS_API_PORT, TalosClient};
 pub use credentials::{ClientCredentials, SecretPem, relabel_ed25519};
 pub use error::{NodeName, TalosError};
 pub use kubeconfig::{KubeconfigArchiveError, extract_kubeconfig, talos_style_tarball};
+pub use probe::{NodeAnswer, probe_node};
 pub use types::{
     ApplyMode, ApplyOptions, ApplyOutcome, BootstrapOutcome, EtcdMember, Kubeconfig, NodeVersion,
     RebootMode, ResetOptions, ServiceStatus, UpgradeOptions, UpgradePath,

@@ -2,6 +2,8 @@
 //! (`/api/v4/projects/:id/terraform/state/:name` and `.../lock`): basic auth,
 //! lock conflicts answered 409 with the holder's LockInfo, the `?ID=` check on
 //! save, 204 for an empty state, 422 for a state without `serial`, and faults.
+//! With `keep_lock_info` set it keeps each lock's LockInfo as sent, `Who`,
+//! `Pid` and all, as a plain Terraform http backend server does.
 
 #![allow(dead_code)]
 
@@ -49,6 +51,9 @@ pub struct GitlabState {
     pub stall_reads: Arc<AtomicBool>,
     /// Notified when a read stalls.
     pub stalled: Arc<Notify>,
+    /// When set, a lock keeps the LockInfo as sent instead of GitLab's
+    /// (its `Who` is the GitLab user, and `Pid` is dropped).
+    pub keep_lock_info: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -67,10 +72,12 @@ impl GitlabState {
         let drop_saves = Arc::new(AtomicUsize::new(0));
         let stall_reads = Arc::new(AtomicBool::new(false));
         let stalled = Arc::new(Notify::new());
+        let keep_lock_info = Arc::new(AtomicBool::new(false));
         let faults = Faults {
             drop_saves: drop_saves.clone(),
             stall_reads: stall_reads.clone(),
             stalled: stalled.clone(),
+            keep_lock_info: keep_lock_info.clone(),
         };
         let s = stored.clone();
         let task = tokio::spawn(async move {
@@ -96,6 +103,7 @@ impl GitlabState {
             drop_saves,
             stall_reads,
             stalled,
+            keep_lock_info,
             task,
         }
     }
@@ -188,6 +196,7 @@ struct Faults {
     drop_saves: Arc<AtomicUsize>,
     stall_reads: Arc<AtomicBool>,
     stalled: Arc<Notify>,
+    keep_lock_info: Arc<AtomicBool>,
 }
 
 async fn handle(
@@ -282,6 +291,10 @@ async fn handle(
                     r#"{"error":"ID is missing"}"#,
                 ));
             };
+            if faults.keep_lock_info.load(Ordering::SeqCst) {
+                s.lock = Some(asked.clone());
+                return Ok(reply(StatusCode::OK, asked.to_string()));
+            }
             // GitLab answers with the stored lock: Who is the GitLab user.
             let holder = serde_json::json!({
                 "ID": id,
