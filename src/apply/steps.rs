@@ -1,14 +1,15 @@
 //! One async step per planned change: images, pool and mappings, VMs (created
 //! and started, updated, replaced, deleted), machine configs (wait for
 //! maintenance mode, apply, wait for secure mode), the bootstrap and the
-//! kubeconfig. Steps report progress and records; they never touch the state.
+//! kubeconfig. Steps report progress and records through their [`Reporter`];
+//! they never touch the state. Proxmox work runs in sections an interruption
+//! lets finish.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::factory::{FactoryClient, Schematic};
 use crate::plan::{Action, Change, Desired};
@@ -19,6 +20,7 @@ use crate::talos::{Backoff, ClientCredentials};
 
 use super::record::Record;
 use super::remove_step;
+pub use super::reporter::{Interrupted, Outcomes, Reporter, StepEnd, StepMessage};
 use super::talos_steps;
 use super::upgrade::RolloutOptions;
 use super::upgrade_step;
@@ -40,6 +42,10 @@ pub struct Waits {
     pub shutdown_secs: u64,
     /// Retry pacing.
     pub backoff: Backoff,
+    /// After an interruption, the longest the run waits for the steps with
+    /// Proxmox work in flight to finish it (each task to its end, so the
+    /// state records what Proxmox confirmed).
+    pub interrupt_grace: Duration,
 }
 
 impl Default for Waits {
@@ -57,6 +63,7 @@ impl Default for Waits {
                 initial: Duration::from_millis(200),
                 max: Duration::from_secs(2),
             },
+            interrupt_grace: Duration::from_secs(60),
         }
     }
 }
@@ -108,47 +115,6 @@ pub struct Context {
     pub rollout: RolloutOptions,
 }
 
-/// What a step sends while it runs.
-#[derive(Debug)]
-pub enum StepMessage {
-    /// Now doing this.
-    Progress(Address, String),
-    /// Record this in the state (saved at once).
-    Record(Record),
-    /// Tell the operator.
-    Warning(Address, String),
-}
-
-/// A step's channel to the executor.
-#[derive(Debug, Clone)]
-pub struct Reporter {
-    address: Address,
-    tx: UnboundedSender<StepMessage>,
-}
-
-impl Reporter {
-    /// A reporter for the step at `address`.
-    pub fn new(address: Address, tx: UnboundedSender<StepMessage>) -> Self {
-        Reporter { address, tx }
-    }
-
-    pub(super) fn progress(&self, what: impl Into<String>) {
-        let _ = self
-            .tx
-            .send(StepMessage::Progress(self.address.clone(), what.into()));
-    }
-
-    pub(super) fn record(&self, r: Record) {
-        let _ = self.tx.send(StepMessage::Record(r));
-    }
-
-    pub(super) fn warn(&self, message: impl Into<String>) {
-        let _ = self
-            .tx
-            .send(StepMessage::Warning(self.address.clone(), message.into()));
-    }
-}
-
 /// Run the step for one change.
 ///
 /// # Errors
@@ -158,28 +124,37 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
         (Address::Image(name), Action::Create) => image(ctx, name, r).await,
         (Address::Image(name), Action::Delete) => delete_image(ctx, name, r).await,
         (Address::Pool(name), Action::Create) => {
-            pool::ensure_pool(&ctx.proxmox, name, None)
-                .await
-                .with_context(|| format!("cannot create pool {name}"))?;
-            r.record(Record::Pool(name.clone()));
-            Ok(())
+            r.proxmox(async {
+                pool::ensure_pool(&ctx.proxmox, name, None)
+                    .await
+                    .with_context(|| format!("cannot create pool {name}"))?;
+                r.record(Record::Pool(name.clone()));
+                Ok(())
+            })
+            .await
         }
         (Address::Pool(name), Action::Delete) => {
-            pool::delete_pool(&ctx.proxmox, name)
-                .await
-                .with_context(|| format!("cannot delete pool {name}"))?;
-            r.record(Record::PoolGone(name.clone()));
-            Ok(())
+            r.proxmox(async {
+                pool::delete_pool(&ctx.proxmox, name)
+                    .await
+                    .with_context(|| format!("cannot delete pool {name}"))?;
+                r.record(Record::PoolGone(name.clone()));
+                Ok(())
+            })
+            .await
         }
         (Address::PciMapping(name), Action::Create | Action::Update) => {
             pci_mapping(ctx, name, r).await
         }
         (Address::PciMapping(name), Action::Delete) => {
-            mapping::delete_mapping(&ctx.proxmox, name)
-                .await
-                .with_context(|| format!("cannot delete PCI mapping {name}"))?;
-            r.record(Record::MappingGone(name.clone()));
-            Ok(())
+            r.proxmox(async {
+                mapping::delete_mapping(&ctx.proxmox, name)
+                    .await
+                    .with_context(|| format!("cannot delete PCI mapping {name}"))?;
+                r.record(Record::MappingGone(name.clone()));
+                Ok(())
+            })
+            .await
         }
         (Address::Vm(host), Action::Create) => create_vm(ctx, host, r).await,
         (Address::Vm(host), Action::Update) => update_vm(ctx, host, r).await,
@@ -231,36 +206,42 @@ async fn image(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result<()> {
         talos_version: rec.talos_version.clone(),
         schematic: rec.schematic_id.clone(),
     };
-    let outcome = storage::ensure_images(
-        &ctx.proxmox,
-        &rec.storage,
-        &ctx.desired.factory_url,
-        &[(rec.node.clone(), image)],
-    )
+    r.proxmox(async {
+        let outcome = storage::ensure_images(
+            &ctx.proxmox,
+            &rec.storage,
+            &ctx.desired.factory_url,
+            &[(rec.node.clone(), image)],
+        )
+        .await
+        .with_context(|| format!("cannot download the Talos image to {}", rec.storage))?;
+        for w in outcome.warnings {
+            r.warn(w);
+        }
+        r.record(Record::Image {
+            name: name.to_owned(),
+            image: rec.clone(),
+        });
+        Ok(())
+    })
     .await
-    .with_context(|| format!("cannot download the Talos image to {}", rec.storage))?;
-    for w in outcome.warnings {
-        r.warn(w);
-    }
-    r.record(Record::Image {
-        name: name.to_owned(),
-        image: rec.clone(),
-    });
-    Ok(())
 }
 
 async fn delete_image(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result<()> {
-    if let Some(rec) = ctx.recorded_images.get(name) {
-        let image = storage::Image {
-            talos_version: rec.talos_version.clone(),
-            schematic: rec.schematic_id.clone(),
-        };
-        storage::delete_image(&ctx.proxmox, &rec.node, &rec.storage, &image)
-            .await
-            .with_context(|| format!("cannot delete {}", rec.volid))?;
-    }
-    r.record(Record::ImageGone(name.to_owned()));
-    Ok(())
+    r.proxmox(async {
+        if let Some(rec) = ctx.recorded_images.get(name) {
+            let image = storage::Image {
+                talos_version: rec.talos_version.clone(),
+                schematic: rec.schematic_id.clone(),
+            };
+            storage::delete_image(&ctx.proxmox, &rec.node, &rec.storage, &image)
+                .await
+                .with_context(|| format!("cannot delete {}", rec.volid))?;
+        }
+        r.record(Record::ImageGone(name.to_owned()));
+        Ok(())
+    })
+    .await
 }
 
 async fn pci_mapping(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result<()> {
@@ -284,14 +265,17 @@ async fn pci_mapping(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result<
             })
             .collect(),
     };
-    mapping::ensure_mapping(&ctx.proxmox, &spec)
-        .await
-        .with_context(|| format!("cannot create PCI mapping {name}"))?;
-    r.record(Record::Mapping {
-        name: name.to_owned(),
-        mapping: want.clone(),
-    });
-    Ok(())
+    r.proxmox(async {
+        mapping::ensure_mapping(&ctx.proxmox, &spec)
+            .await
+            .with_context(|| format!("cannot create PCI mapping {name}"))?;
+        r.record(Record::Mapping {
+            name: name.to_owned(),
+            mapping: want.clone(),
+        });
+        Ok(())
+    })
+    .await
 }
 
 async fn create_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()> {
@@ -304,30 +288,33 @@ async fn create_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
         "creating VM {} on {}",
         want.spec.vmid, want.spec.node
     ));
-    let outcome = vm::ensure_vm(&ctx.proxmox, &want.spec)
-        .await
-        .with_context(|| format!("cannot create VM {} for {host}", want.spec.vmid))?;
-    let fresh = match outcome {
-        vm::VmOutcome::Created { warnings } => {
-            for w in warnings {
-                r.warn(w);
+    r.proxmox(async {
+        let outcome = vm::ensure_vm(&ctx.proxmox, &want.spec)
+            .await
+            .with_context(|| format!("cannot create VM {} for {host}", want.spec.vmid))?;
+        let fresh = match outcome {
+            vm::VmOutcome::Created { warnings } => {
+                for w in warnings {
+                    r.warn(w);
+                }
+                true
             }
-            true
-        }
-        vm::VmOutcome::Present => {
-            // Left by a run that stopped before recording it: make sure it runs.
-            vm::start(&ctx.proxmox, &want.spec.node, want.spec.vmid)
-                .await
-                .with_context(|| format!("cannot start VM {}", want.spec.vmid))?;
-            !ctx.recorded_vms.contains_key(host)
-        }
-    };
-    r.record(Record::Vm {
-        host: host.to_owned(),
-        vm: want.record.clone(),
-        fresh,
-    });
-    Ok(())
+            vm::VmOutcome::Present => {
+                // Left by a run that stopped before recording it: make sure it runs.
+                vm::start(&ctx.proxmox, &want.spec.node, want.spec.vmid)
+                    .await
+                    .with_context(|| format!("cannot start VM {}", want.spec.vmid))?;
+                !ctx.recorded_vms.contains_key(host)
+            }
+        };
+        r.record(Record::Vm {
+            host: host.to_owned(),
+            vm: want.record.clone(),
+            fresh,
+        });
+        Ok(())
+    })
+    .await
 }
 
 async fn update_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()> {
@@ -345,26 +332,34 @@ async fn update_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
         disk_gib: Some(w.disk_gib),
     };
     r.progress("updating the VM config");
-    let outcome = lifecycle::update_vm(&ctx.proxmox, &w.node, w.vmid, &update)
-        .await
-        .with_context(|| format!("cannot update VM {} ({host})", w.vmid))?;
-    // Recorded before the restart: the config holds the values now, and a run
-    // stopped before the restart leaves them pending, which the next plan
-    // reads back from Proxmox and finishes with a restart.
-    r.record(Record::Vm {
-        host: host.to_owned(),
-        vm: w.clone(),
-        fresh: false,
-    });
+    let outcome = r
+        .proxmox(async {
+            let outcome = lifecycle::update_vm(&ctx.proxmox, &w.node, w.vmid, &update)
+                .await
+                .with_context(|| format!("cannot update VM {} ({host})", w.vmid))?;
+            // Recorded before the restart: the config holds the values now, and a
+            // run stopped before the restart leaves them pending, which the next
+            // plan reads back from Proxmox and finishes with a restart.
+            r.record(Record::Vm {
+                host: host.to_owned(),
+                vm: w.clone(),
+                fresh: false,
+            });
+            Ok(outcome)
+        })
+        .await?;
     if outcome.needs_reboot() {
         r.progress(format!(
             "restarting through Proxmox to apply {}",
             outcome.pending.join(", ")
         ));
         upgrade_step::gated_restart(ctx, host, r, async {
-            lifecycle::reboot(&ctx.proxmox, &w.node, w.vmid)
-                .await
-                .with_context(|| format!("cannot restart VM {} ({host})", w.vmid))
+            r.proxmox(async {
+                lifecycle::reboot(&ctx.proxmox, &w.node, w.vmid)
+                    .await
+                    .with_context(|| format!("cannot restart VM {} ({host})", w.vmid))
+            })
+            .await
         })
         .await?;
     } else if outcome.stopped {
@@ -388,9 +383,12 @@ async fn delete_vm(ctx: &Context, host: &str, r: &Reporter) -> anyhow::Result<()
         talos_steps::reset_node(ctx, host, r).await;
     }
     r.progress(format!("shutting down and deleting VM {}", rec.vmid));
-    lifecycle::destroy_vm(&ctx.proxmox, &rec.node, rec.vmid, ctx.waits.shutdown_secs)
-        .await
-        .with_context(|| format!("cannot delete VM {} ({host})", rec.vmid))?;
-    r.record(Record::VmGone(host.to_owned()));
-    Ok(())
+    r.proxmox(async {
+        lifecycle::destroy_vm(&ctx.proxmox, &rec.node, rec.vmid, ctx.waits.shutdown_secs)
+            .await
+            .with_context(|| format!("cannot delete VM {} ({host})", rec.vmid))?;
+        r.record(Record::VmGone(host.to_owned()));
+        Ok(())
+    })
+    .await
 }

@@ -23,6 +23,7 @@ mod secrets_export;
 mod secrets_gen;
 mod secrets_import;
 mod show;
+pub mod signals;
 mod state;
 mod state_decrypt;
 mod state_encrypt;
