@@ -5,7 +5,8 @@
 //! - pure (no I/O, no clock, no randomness except what is passed in):
 //!   `topology` (raw file -> validated model, diagnostics), `patch` (render,
 //!   strategic merge), `machine` (secrets, base configs, talosconfig),
-//!   `factory` (schematic IDs, image references);
+//!   `factory` (schematic IDs, image references); `retry` (the notices a
+//!   client gives when it sends a request again, shown by whoever runs it);
 //! - edges (I/O): `proxmox` (REST client), `talos` (gRPC client), `sim` (the
 //!   Talos node simulator, feature `sim`), `state` (backends over the pure
 //!   state format);
@@ -24,6 +25,7 @@ pub mod machine;
 pub mod patch;
 pub mod plan;
 pub mod proxmox;
+pub mod retry;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod state;

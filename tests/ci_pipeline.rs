@@ -210,7 +210,7 @@ async fn sigterm_mid_apply_on_the_gitlab_state_saves_and_releases_the_lock() {
         .await
         .expect("apply stops promptly")
         .expect("wait");
-    assert_eq!(out.status.code(), Some(130));
+    assert_eq!(out.status.code(), Some(143), "SIGTERM: 128 + 15");
     assert_eq!(
         printed_lock_id(&stderr(&out)),
         held,

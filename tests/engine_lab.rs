@@ -279,7 +279,7 @@ async fn stale_saved_plan_is_refused_and_a_second_apply_names_the_lock_holder() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_mid_apply_saves_state_releases_the_lock_and_exits_130() {
+async fn sigterm_mid_apply_saves_state_releases_the_lock_and_exits_143() {
     let lab = Lab::start("1.5", Duration::from_secs(3)).await;
     lab.import_secrets().await;
     let mut child = lab
@@ -304,7 +304,7 @@ async fn sigterm_mid_apply_saves_state_releases_the_lock_and_exits_130() {
         .await
         .expect("apply stops promptly")
         .expect("wait");
-    assert_eq!(status.code(), Some(130));
+    assert_eq!(status.code(), Some(143));
     assert!(
         !lab.dir.path().join(".talosprov.tfstate.lock.info").exists(),
         "lock released"

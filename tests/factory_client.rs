@@ -21,6 +21,9 @@ enum Answer {
     WrongId,
     /// A 400 with the factory's error text.
     BadRequest,
+    /// The first request's connection is closed without an answer, the
+    /// second gets a 503, the next ones are answered like the factory.
+    FlakyTwice,
 }
 
 #[derive(Debug)]
@@ -36,19 +39,23 @@ async fn fake_factory(answer: Answer) -> (url::Url, mpsc::UnboundedReceiver<Seen
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = url::Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
             let tx = tx.clone();
+            let served = served.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let tx = tx.clone();
+                    let nth = served.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     async move {
                         let (parts, body) = req.into_parts();
                         let body =
-                            String::from_utf8(body.collect().await?.to_bytes().to_vec()).unwrap();
+                            String::from_utf8(body.collect().await.unwrap().to_bytes().to_vec())
+                                .unwrap();
                         let content_type = parts
                             .headers
                             .get(hyper::header::CONTENT_TYPE)
@@ -62,7 +69,15 @@ async fn fake_factory(answer: Answer) -> (url::Url, mpsc::UnboundedReceiver<Seen
                             body: body.clone(),
                         });
                         let (status, text) = match answer {
-                            Answer::Factory => (
+                            Answer::FlakyTwice if nth == 0 => {
+                                // An error from the service: hyper closes the
+                                // connection without an answer.
+                                return Err(std::io::Error::other("dropped on purpose"));
+                            }
+                            Answer::FlakyTwice if nth == 1 => {
+                                (StatusCode::SERVICE_UNAVAILABLE, "upstream busy".to_string())
+                            }
+                            Answer::Factory | Answer::FlakyTwice => (
                                 StatusCode::CREATED,
                                 serde_json::json!({"id": id, "schematic": body}).to_string(),
                             ),
@@ -76,7 +91,7 @@ async fn fake_factory(answer: Answer) -> (url::Url, mpsc::UnboundedReceiver<Seen
                                 "yaml: unmarshal errors: field bogus not found".to_string(),
                             ),
                         };
-                        Ok::<_, hyper::Error>(
+                        Ok::<_, std::io::Error>(
                             Response::builder()
                                 .status(status)
                                 .body(Full::new(Bytes::from(text)))
@@ -152,4 +167,39 @@ async fn a_refused_schematic_reports_the_status_and_the_factory_message() {
         .to_string()
         .replace(url.as_str().trim_end_matches('/'), "http://FACTORY");
     insta::assert_snapshot!(text);
+}
+
+#[tokio::test]
+async fn a_lost_connection_and_a_busy_factory_are_retried_and_each_retry_told() {
+    let (url, mut seen) = fake_factory(Answer::FlakyTwice).await;
+    let client = FactoryClient::new(url).unwrap();
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = told.clone();
+    let watcher: talosprov::retry::Watcher =
+        std::sync::Arc::new(move |n: &talosprov::retry::Notice| {
+            sink.lock().unwrap().push(n.clone())
+        });
+    let id = tokio::time::timeout(
+        DEADLINE,
+        talosprov::retry::watched(watcher, client.register(&qemu())),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(id, qemu().id());
+    let mut requests = 0;
+    while seen.try_recv().is_ok() {
+        requests += 1;
+    }
+    assert_eq!(requests, 3, "sent three times");
+    let told = told.lock().unwrap();
+    assert_eq!(told.len(), 2, "{told:?}");
+    assert!(
+        told[0]
+            .what
+            .starts_with("Image Factory: register the schematic"),
+        "{:?}",
+        told[0]
+    );
+    assert_eq!(told[1].cause, "HTTP 503 Service Unavailable: upstream busy");
 }

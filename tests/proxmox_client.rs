@@ -42,10 +42,10 @@ async fn pinned_fingerprint_is_accepted_and_a_wrong_one_refused() {
     let e = storage::check_version(&Client::new(settings).expect("client"))
         .await
         .expect_err("wrong fingerprint");
-    assert!(matches!(e, ProxmoxError::Transport { .. }), "{e:?}");
+    assert!(matches!(e, ProxmoxError::Tls { .. }), "{e:?}");
     let text = chain(&e);
     assert!(
-        text.contains("does not match the pinned fingerprint AB:AB"),
+        text.contains("not the pinned proxmox.fingerprint AB:AB"),
         "{text}"
     );
     assert!(text.contains(&fake.fingerprint.to_string()), "{text}");
@@ -59,7 +59,7 @@ async fn unknown_certificate_is_refused_without_a_ca_or_pin() {
     let e = storage::check_version(&Client::new(settings).expect("client"))
         .await
         .expect_err("self-signed CA not trusted");
-    assert!(matches!(e, ProxmoxError::Transport { .. }), "{e:?}");
+    assert!(matches!(e, ProxmoxError::Tls { .. }), "{e:?}");
     assert!(
         chain(&e).to_lowercase().contains("certificate"),
         "{}",

@@ -368,7 +368,7 @@ fn state_and_output_help_texts() {
 
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread")]
-async fn sigterm_releases_the_lock_and_exits_130() {
+async fn sigterm_releases_the_lock_and_exits_143() {
     let server = gitlab_state::GitlabState::start().await;
     let (dir, path) = cluster_dir().await;
     server.stored.lock().unwrap().state = Some(std::fs::read(&path).unwrap());
@@ -408,7 +408,7 @@ async fn sigterm_releases_the_lock_and_exits_130() {
     .unwrap();
     assert_eq!(
         out.status.code(),
-        Some(130),
+        Some(143),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

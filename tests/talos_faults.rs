@@ -117,7 +117,7 @@ async fn refused_connections_are_retried_until_the_node_listens_or_the_deadline(
     let err = wait_maintenance(addr, Some("w-1"), Duration::from_millis(500), FAST)
         .await
         .unwrap_err();
-    insta::assert_snapshot!(err.to_string(), @"node 127.77.4.3 (w-1) was not reachable in maintenance mode within 0.5 s");
+    insta::assert_snapshot!(err.to_string(), @"node 127.77.4.3 (w-1) was not reachable in maintenance mode within 0.5 s: w-1 refuses connections on the Talos API port 50000 (for the last 0 s): it is down, booting or installing");
     let TalosError::Deadline { last, .. } = &err else {
         panic!("{err:?}")
     };

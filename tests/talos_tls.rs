@@ -76,7 +76,7 @@ async fn client_certificate_from_another_ca_is_rejected_with_a_clear_message() {
         matches!(err, TalosError::ClientCertificateRejected { .. }),
         "{err:?}"
     );
-    insta::assert_snapshot!(err.to_string(), @"node 127.77.3.1 refused the client certificate (DecryptError); it is not signed by a CA the node accepts (machine.ca or machine.acceptedCAs)");
+    insta::assert_snapshot!(err.to_string(), @"node 127.77.3.1 refuses our client certificate (decrypt error): it runs another cluster's config, or was reset and configured again; our talosconfig's CA is not among the CAs it accepts (machine.ca or machine.acceptedCAs)");
     // Not retried by the waits: it cannot get better.
     assert!(!err.is_transient());
     sim.shutdown().await;
@@ -197,21 +197,29 @@ async fn secure_client_against_a_maintenance_node_waits_then_names_the_deadline(
     )
     .await
     .unwrap_err();
-    insta::assert_snapshot!(err.to_string(), @"node 127.77.3.5 (cp-1) was not up in secure mode within 0.8 s");
+    insta::assert_snapshot!(err.to_string(), @"node 127.77.3.5 (cp-1) was not up in secure mode within 0.8 s: cp-1 still answers in maintenance mode (for the last 0 s): it has not gone down to install its config yet");
     let TalosError::Deadline { last, .. } = &err else {
         panic!("{err:?}")
     };
+    // Its certificate is the maintenance one; a probe without a client
+    // certificate finds it in maintenance mode, within the grace a node has
+    // to go down for its install after the config.
     assert!(
         matches!(
             **last,
-            TalosError::ServerCertificate {
-                unknown_issuer: true,
+            TalosError::InMaintenance {
+                after_apply: true,
+                settling: true,
                 ..
             }
         ),
         "{last:?}"
     );
-    insta::assert_snapshot!(last.to_string(), @"node 127.77.3.5 (cp-1) presented a server certificate not issued by the talosconfig's CA (is the node still in maintenance mode, or in another cluster?): invalid peer certificate: BadSignature");
+    insta::assert_snapshot!(last.explain().text, @"cp-1 still answers in maintenance mode: it has not gone down to install its config yet");
+    let direct = TalosClient::connect_secure(addr, &pki.admin)
+        .await
+        .unwrap_err();
+    insta::assert_snapshot!(direct.to_string(), @"node 127.77.3.5 presented a server certificate not issued by the talosconfig's CA (is the node still in maintenance mode, or in another cluster?): invalid peer certificate: BadSignature");
     sim.shutdown().await;
 }
 

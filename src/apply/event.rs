@@ -1,5 +1,6 @@
 //! Events the executor emits as it works (OpenTofu's hooks): the progress view
-//! renders them; they carry addresses and plain text, never a secret.
+//! renders them; they carry addresses and plain text, never a secret. Besides
+//! each step's events, the run's own: interrupted, and steps abandoned.
 
 use std::time::Duration;
 
@@ -50,5 +51,38 @@ pub enum EventKind {
     Warning {
         /// The warning.
         message: String,
+    },
+    /// A client sends a request of this step again after a transient failure
+    /// (one event per retry).
+    Retrying {
+        /// The retry notice: what, when, which attempt and why.
+        notice: crate::retry::Notice,
+    },
+}
+
+/// What the executor tells the views: an event of one resource's step, or one
+/// about the whole run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Update {
+    /// An event of one resource's step.
+    Step(Event),
+    /// The run was interrupted (first Ctrl-C or SIGTERM): nothing new starts,
+    /// the steps with Proxmox work in flight get at most `grace` to finish it
+    /// and record what Proxmox confirmed, the others stop at once (a wait
+    /// leaves nothing half-done).
+    Interrupted {
+        /// The steps that finish their Proxmox work first.
+        finishing: Vec<Address>,
+        /// The longest the run waits for them.
+        grace: Duration,
+    },
+    /// The grace after an interruption ran out: these steps were abandoned
+    /// with their Proxmox task still running; the next run reads back what
+    /// it did.
+    Abandoned {
+        /// The steps abandoned.
+        steps: Vec<Address>,
+        /// The grace that ran out.
+        grace: Duration,
     },
 }

@@ -1,22 +1,25 @@
 //! The executor: runs a plan's changes on tokio in dependency order with at
 //! most `parallelism` at once, applies each step's records to the state and
-//! saves it after every one, emits events for the views, and on interruption
-//! starts nothing new, abandons the running waits and saves what is done.
+//! saves it after every one, emits events for the views, and tells every step
+//! how the others ended (so a wait that needs a failed change stops). On
+//! interruption it starts nothing new, stops the steps that hold nothing
+//! half-done at once, lets the ones with Proxmox work in flight finish it
+//! within the grace, and saves what is done.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 
 use crate::plan::{Change, Plan};
 use crate::state::format::State;
 use crate::state::{Address, Backend, StateStore};
 
-use super::event::{Event, EventKind};
+use super::event::{Event, EventKind, Update};
 use super::record;
-use super::steps::{self, Context, Reporter, StepMessage};
+use super::steps::{self, Context, Interrupted, Outcomes, Reporter, StepEnd, StepMessage};
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +52,22 @@ impl<B: Backend> Saver<'_, B> {
     }
 }
 
-/// Run `plan`'s changes.
+/// A step running now.
+struct Running {
+    address: Address,
+    abort: AbortHandle,
+    reporter: Reporter,
+}
+
+/// Whether a step's error is the run's interruption rather than a failure.
+fn is_interrupted(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<Interrupted>().is_some())
+}
+
+/// Run `plan`'s changes. `cancel` turning true interrupts the run: nothing
+/// new starts; steps outside any Proxmox section stop at once; the others
+/// get `ctx.waits.interrupt_grace` to finish their Proxmox work (and record
+/// it), then are abandoned.
 ///
 /// # Errors
 /// Only a state save failure (the run stops at once: without a saved state
@@ -59,10 +77,11 @@ pub async fn execute<B: Backend>(
     plan: &Plan,
     saver: &mut Saver<'_, B>,
     parallelism: usize,
-    events: &mpsc::UnboundedSender<Event>,
+    events: &mpsc::UnboundedSender<Update>,
     mut cancel: watch::Receiver<bool>,
 ) -> anyhow::Result<RunOutcome> {
     let parallelism = parallelism.max(1);
+    let grace = ctx.waits.interrupt_grace;
     let changes: BTreeMap<Address, &Change> = plan
         .changes
         .iter()
@@ -74,15 +93,27 @@ pub async fn execute<B: Backend>(
     let mut blocked: BTreeSet<Address> = BTreeSet::new();
     let mut started: BTreeMap<Address, Instant> = BTreeMap::new();
     let (tx, mut rx) = mpsc::unbounded_channel::<StepMessage>();
-    let mut running: JoinSet<(Address, anyhow::Result<()>)> = JoinSet::new();
+    let (stopping, stopping_rx) = watch::channel(false);
+    let (outcomes, outcomes_rx) = watch::channel(Outcomes::new());
+    let mut tasks: JoinSet<(Address, anyhow::Result<()>)> = JoinSet::new();
+    let mut running: HashMap<tokio::task::Id, Running> = HashMap::new();
     let mut interrupted = *cancel.borrow();
+    let mut grace_ends: Option<tokio::time::Instant> = None;
     let emit = |address: &Address, kind: EventKind, since: Option<&Instant>| {
-        let _ = events.send(Event {
+        let _ = events.send(Update::Step(Event {
             address: address.clone(),
             kind,
             elapsed: since.map(Instant::elapsed).unwrap_or_default(),
+        }));
+    };
+    let ended = |address: &Address, end: StepEnd| {
+        outcomes.send_modify(|o| {
+            o.insert(address.clone(), end);
         });
     };
+    if interrupted {
+        stopping.send_replace(true);
+    }
 
     loop {
         // Skip what depends on a failure; start what is ready.
@@ -93,13 +124,15 @@ pub async fn execute<B: Backend>(
                 let deps_failed = c.depends_on.iter().any(|d| blocked.contains(d));
                 if deps_failed {
                     blocked.insert(c.address.clone());
+                    let reason = "a change it depends on failed".to_owned();
                     emit(
                         &c.address,
                         EventKind::Skipped {
-                            reason: "a change it depends on failed".into(),
+                            reason: reason.clone(),
                         },
                         None,
                     );
+                    ended(&c.address, StepEnd::Skipped(reason));
                     pending.remove(i);
                     continue;
                 }
@@ -113,11 +146,32 @@ pub async fn execute<B: Backend>(
                     emit(&c.address, EventKind::Started { action: c.action }, None);
                     let ctx = ctx.clone();
                     let change = c.clone();
-                    let reporter = Reporter::new(c.address.clone(), tx.clone());
-                    running.spawn(async move {
-                        let result = steps::run(&ctx, &change, &reporter).await;
+                    let reporter = Reporter::for_run(
+                        c.address.clone(),
+                        tx.clone(),
+                        stopping_rx.clone(),
+                        outcomes_rx.clone(),
+                    );
+                    let step_reporter = reporter.clone();
+                    let abort = tasks.spawn(async move {
+                        let retries = step_reporter.clone();
+                        let watcher: crate::retry::Watcher =
+                            Arc::new(move |n: &crate::retry::Notice| retries.retrying(n));
+                        let result = crate::retry::watched(
+                            watcher,
+                            steps::run(&ctx, &change, &step_reporter),
+                        )
+                        .await;
                         (change.address, result)
                     });
+                    running.insert(
+                        abort.id(),
+                        Running {
+                            address: c.address.clone(),
+                            abort,
+                            reporter,
+                        },
+                    );
                     continue;
                 }
                 i += 1;
@@ -126,68 +180,89 @@ pub async fn execute<B: Backend>(
         if running.is_empty() {
             break;
         }
+        let grace_over = async {
+            match grace_ends {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             biased;
-            Some(msg) = rx.recv() => match msg {
-                StepMessage::Record(r) => saver.record(r).await?,
-                StepMessage::RecordSaved(r, done) => {
-                    saver.record(r).await?;
-                    let _ = done.send(());
-                }
-                StepMessage::Progress(a, what) => {
-                    emit(&a, EventKind::Progress { what }, started.get(&a));
-                }
-                StepMessage::Warning(a, message) => {
-                    emit(&a, EventKind::Warning { message }, started.get(&a));
-                }
-            },
-            Some(joined) = running.join_next() => {
+            Some(msg) = rx.recv() => {
+                handle(msg, saver, &emit, &started, &running).await?;
+            }
+            Some(joined) = tasks.join_next_with_id() => {
                 // Records sent before the step ended are saved before it counts as done.
                 while let Ok(msg) = rx.try_recv() {
-                    match msg {
-                        StepMessage::Record(r) => saver.record(r).await?,
-                        StepMessage::RecordSaved(r, done) => {
-                            saver.record(r).await?;
-                            let _ = done.send(());
-                        }
-                        StepMessage::Progress(a, what) => {
-                            emit(&a, EventKind::Progress { what }, started.get(&a));
-                        }
-                        StepMessage::Warning(a, message) => {
-                            emit(&a, EventKind::Warning { message }, started.get(&a));
-                        }
-                    }
+                    handle(msg, saver, &emit, &started, &running).await?;
                 }
                 match joined {
-                    Ok((address, Ok(()))) => {
+                    Ok((id, (address, Ok(())))) => {
+                        running.remove(&id);
                         let action = changes[&address].action;
                         emit(&address, EventKind::Finished { action }, started.get(&address));
+                        ended(&address, StepEnd::Done);
                         done.insert(address);
                     }
-                    Ok((address, Err(e))) => {
+                    Ok((id, (address, Err(e)))) if interrupted && is_interrupted(&e) => {
+                        running.remove(&id);
+                        emit(&address, EventKind::Skipped { reason: "interrupted".into() }, started.get(&address));
+                    }
+                    Ok((id, (address, Err(e)))) => {
+                        running.remove(&id);
                         let message = format!("{e:#}");
                         emit(&address, EventKind::Failed { message: message.clone() }, started.get(&address));
+                        ended(&address, StepEnd::Failed(message.clone()));
                         blocked.insert(address.clone());
                         failed.push((address, message));
                     }
-                    Err(e) if e.is_cancelled() => {}
+                    Err(e) if e.is_cancelled() => {
+                        if let Some(step) = running.remove(&e.id()) {
+                            emit(
+                                &step.address,
+                                EventKind::Skipped { reason: "interrupted".into() },
+                                started.get(&step.address),
+                            );
+                        }
+                    }
                     Err(e) => return Err(anyhow::anyhow!("a step panicked: {e}")),
                 }
             },
             changed = cancel.changed(), if !interrupted => {
                 if changed.is_err() || *cancel.borrow() {
                     interrupted = true;
-                    running.abort_all();
+                    stopping.send_replace(true);
+                    // Read after `stopping` is set: a step entering a section
+                    // now either counts here or sees `stopping` and does not start.
+                    let mut finishing = Vec::new();
+                    for step in running.values() {
+                        if step.reporter.sections_open() > 0 {
+                            finishing.push(step.address.clone());
+                        } else {
+                            step.abort.abort();
+                        }
+                    }
+                    finishing.sort();
+                    let _ = events.send(Update::Interrupted { finishing, grace });
+                    grace_ends = Some(tokio::time::Instant::now() + grace);
                 }
+            },
+            () = grace_over => {
+                let mut steps: Vec<Address> = running.values().map(|s| s.address.clone()).collect();
+                steps.sort();
+                for step in running.values() {
+                    step.abort.abort();
+                }
+                let _ = events.send(Update::Abandoned { steps, grace });
+                grace_ends = None;
             },
         }
     }
-    // Records of abandoned steps that arrived before the abort are kept.
+    // Records of stopped steps that arrived before they ended are kept.
     drop(tx);
     while let Some(msg) = rx.recv().await {
-        match msg {
-            StepMessage::Record(r) | StepMessage::RecordSaved(r, _) => saver.record(r).await?,
-            _ => {}
+        if let StepMessage::Record(r) | StepMessage::RecordSaved(r, _) = msg {
+            saver.record(r).await?;
         }
     }
     if interrupted {
@@ -207,4 +282,41 @@ pub async fn execute<B: Backend>(
     } else {
         Ok(RunOutcome::Failed(failed))
     }
+}
+
+/// Act on one message of a step: save a record, show progress, a warning or
+/// a retry; stop a step that reached a safe point after an interruption.
+async fn handle<B: Backend>(
+    msg: StepMessage,
+    saver: &mut Saver<'_, B>,
+    emit: &impl Fn(&Address, EventKind, Option<&Instant>),
+    started: &BTreeMap<Address, Instant>,
+    running: &HashMap<tokio::task::Id, Running>,
+) -> anyhow::Result<()> {
+    match msg {
+        StepMessage::Record(r) => saver.record(r).await?,
+        StepMessage::RecordSaved(r, done) => {
+            saver.record(r).await?;
+            let _ = done.send(());
+        }
+        StepMessage::Progress(a, what) => {
+            emit(&a, EventKind::Progress { what }, started.get(&a));
+        }
+        StepMessage::Warning(a, message) => {
+            emit(&a, EventKind::Warning { message }, started.get(&a));
+        }
+        StepMessage::Retrying(a, notice) => {
+            emit(&a, EventKind::Retrying { notice }, started.get(&a));
+        }
+        StepMessage::SafePoint(a) => {
+            // Its Proxmox work is done and recorded; whatever it does next
+            // (a wait, a Talos call) can be left.
+            for step in running.values().filter(|s| s.address == a) {
+                if step.reporter.sections_open() == 0 {
+                    step.abort.abort();
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -13,14 +13,15 @@ pub mod refresh;
 pub mod refresh_only;
 pub mod remove;
 mod remove_step;
+pub mod reporter;
 pub mod steps;
 mod talos_steps;
 pub mod upgrade;
 mod upgrade_step;
 
 pub use create_step::Owned;
-pub use event::{Event, EventKind};
+pub use event::{Event, EventKind, Update};
 pub use executor::{RunOutcome, Saver, execute};
 pub use record::Record;
 pub use refresh::refresh;
-pub use steps::{Context, Waits};
+pub use steps::{Context, Interrupted, Waits};

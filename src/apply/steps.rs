@@ -1,14 +1,15 @@
 //! One async step per planned change: images, pool and mappings, VMs (created
 //! and started, updated, replaced, deleted), machine configs (wait for
 //! maintenance mode, apply, wait for secure mode), the bootstrap and the
-//! kubeconfig. Steps report progress and records; they never touch the state.
+//! kubeconfig. Steps report progress and records through their [`Reporter`];
+//! they never touch the state. Proxmox work runs in sections an interruption
+//! lets finish.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::factory::{FactoryClient, Schematic};
 use crate::plan::desired::vm_record;
@@ -22,6 +23,7 @@ use crate::topology::Role;
 use super::create_step::{self, Owned};
 use super::record::Record;
 use super::remove_step;
+pub use super::reporter::{Interrupted, Outcomes, Reporter, StepEnd, StepMessage};
 use super::talos_steps;
 use super::upgrade::RolloutOptions;
 use super::upgrade_step;
@@ -43,6 +45,10 @@ pub struct Waits {
     pub shutdown_secs: u64,
     /// Retry pacing.
     pub backoff: Backoff,
+    /// After an interruption, the longest the run waits for the steps with
+    /// Proxmox work in flight to finish it (each task to its end, so the
+    /// state records what Proxmox confirmed).
+    pub interrupt_grace: Duration,
 }
 
 impl Default for Waits {
@@ -60,6 +66,7 @@ impl Default for Waits {
                 initial: Duration::from_millis(200),
                 max: Duration::from_secs(2),
             },
+            interrupt_grace: Duration::from_secs(60),
         }
     }
 }
@@ -108,65 +115,6 @@ pub struct Context {
     pub rollout: RolloutOptions,
 }
 
-/// What a step sends while it runs.
-#[derive(Debug)]
-pub enum StepMessage {
-    /// Now doing this.
-    Progress(Address, String),
-    /// Record this in the state (saved at once).
-    Record(Record),
-    /// Record this in the state and say so once it is saved: the step waits
-    /// for it before acting on what it records (a create intent). The sender
-    /// is dropped unanswered when the save fails.
-    RecordSaved(Record, tokio::sync::oneshot::Sender<()>),
-    /// Tell the operator.
-    Warning(Address, String),
-}
-
-/// A step's channel to the executor.
-#[derive(Debug, Clone)]
-pub struct Reporter {
-    address: Address,
-    tx: UnboundedSender<StepMessage>,
-}
-
-impl Reporter {
-    /// A reporter for the step at `address`.
-    pub fn new(address: Address, tx: UnboundedSender<StepMessage>) -> Self {
-        Reporter { address, tx }
-    }
-
-    pub(super) fn progress(&self, what: impl Into<String>) {
-        let _ = self
-            .tx
-            .send(StepMessage::Progress(self.address.clone(), what.into()));
-    }
-
-    pub(super) fn record(&self, r: Record) {
-        let _ = self.tx.send(StepMessage::Record(r));
-    }
-
-    /// Record `r` and wait until the state holding it is saved.
-    ///
-    /// # Errors
-    /// When the state could not be saved (the run then stops).
-    pub(super) async fn record_saved(&self, r: Record) -> anyhow::Result<()> {
-        let (done, saved) = tokio::sync::oneshot::channel();
-        self.tx
-            .send(StepMessage::RecordSaved(r, done))
-            .map_err(|_| anyhow::anyhow!("the state is no longer being saved"))?;
-        saved
-            .await
-            .map_err(|_| anyhow::anyhow!("the state could not be saved: nothing was created"))
-    }
-
-    pub(super) fn warn(&self, message: impl Into<String>) {
-        let _ = self
-            .tx
-            .send(StepMessage::Warning(self.address.clone(), message.into()));
-    }
-}
-
 /// Run the step for one change, with the values the change carries.
 ///
 /// # Errors
@@ -179,30 +127,39 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
             image(ctx, name, planned(change, &change.image)?, r).await
         }
         (Address::Image(name), Action::Delete) => delete_image(ctx, name, r).await,
-        (Address::Pool(name), Action::Create) => create_step::pool(ctx, name, r)
+        (Address::Pool(name), Action::Create) => r
+            .proxmox(create_step::pool(ctx, name, r))
             .await
             .with_context(|| format!("cannot create pool {name}")),
         (Address::Pool(name), Action::Delete) => {
-            pool::delete_pool(&ctx.proxmox, name)
-                .await
-                .with_context(|| format!("cannot delete pool {name}"))?;
-            r.record(Record::PoolGone(name.clone()));
-            Ok(())
+            r.proxmox(async {
+                pool::delete_pool(&ctx.proxmox, name)
+                    .await
+                    .with_context(|| format!("cannot delete pool {name}"))?;
+                r.record(Record::PoolGone(name.clone()));
+                Ok(())
+            })
+            .await
         }
         (Address::PciMapping(name), Action::Create | Action::Update) => {
-            create_step::pci_mapping(ctx, name, planned(change, &change.pci_mapping)?, r)
+            let want = planned(change, &change.pci_mapping)?;
+            r.proxmox(create_step::pci_mapping(ctx, name, want, r))
                 .await
                 .with_context(|| format!("cannot create PCI mapping {name}"))
         }
         (Address::PciMapping(name), Action::Delete) => {
-            mapping::delete_mapping(&ctx.proxmox, name)
-                .await
-                .with_context(|| format!("cannot delete PCI mapping {name}"))?;
-            r.record(Record::MappingGone(name.clone()));
-            Ok(())
+            r.proxmox(async {
+                mapping::delete_mapping(&ctx.proxmox, name)
+                    .await
+                    .with_context(|| format!("cannot delete PCI mapping {name}"))?;
+                r.record(Record::MappingGone(name.clone()));
+                Ok(())
+            })
+            .await
         }
         (Address::Vm(host), Action::Create) => {
-            create_step::vm(ctx, host, &planned(change, &change.vm)?.spec, r).await
+            let want = planned(change, &change.vm)?;
+            r.proxmox(create_step::vm(ctx, host, &want.spec, r)).await
         }
         (Address::Vm(host), Action::Update) => {
             update_vm(ctx, host, planned(change, &change.vm)?, r).await
@@ -210,7 +167,7 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
         (Address::Vm(host), Action::Replace) => {
             let want = planned(change, &change.vm)?;
             delete_vm(ctx, host, Leaving::Replaced(change.role), r).await?;
-            create_step::vm(ctx, host, &want.spec, r).await
+            r.proxmox(create_step::vm(ctx, host, &want.spec, r)).await
         }
         (Address::Vm(host), Action::Delete) => {
             delete_vm(ctx, host, Leaving::Removed(change.role), r).await
@@ -302,36 +259,42 @@ async fn image(ctx: &Context, name: &str, want: &PlannedImage, r: &Reporter) -> 
         talos_version: rec.talos_version.clone(),
         schematic: rec.schematic_id.clone(),
     };
-    let outcome = storage::ensure_images(
-        &ctx.proxmox,
-        &rec.storage,
-        &want.factory_url,
-        &[(rec.node.clone(), image)],
-    )
+    r.proxmox(async {
+        let outcome = storage::ensure_images(
+            &ctx.proxmox,
+            &rec.storage,
+            &want.factory_url,
+            &[(rec.node.clone(), image)],
+        )
+        .await
+        .with_context(|| format!("cannot download the Talos image to {}", rec.storage))?;
+        for w in outcome.warnings {
+            r.warn(w);
+        }
+        r.record(Record::Image {
+            name: name.to_owned(),
+            image: rec.clone(),
+        });
+        Ok(())
+    })
     .await
-    .with_context(|| format!("cannot download the Talos image to {}", rec.storage))?;
-    for w in outcome.warnings {
-        r.warn(w);
-    }
-    r.record(Record::Image {
-        name: name.to_owned(),
-        image: rec.clone(),
-    });
-    Ok(())
 }
 
 async fn delete_image(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result<()> {
-    if let Some(rec) = ctx.recorded_images.get(name) {
-        let image = storage::Image {
-            talos_version: rec.talos_version.clone(),
-            schematic: rec.schematic_id.clone(),
-        };
-        storage::delete_image(&ctx.proxmox, &rec.node, &rec.storage, &image)
-            .await
-            .with_context(|| format!("cannot delete {}", rec.volid))?;
-    }
-    r.record(Record::ImageGone(name.to_owned()));
-    Ok(())
+    r.proxmox(async {
+        if let Some(rec) = ctx.recorded_images.get(name) {
+            let image = storage::Image {
+                talos_version: rec.talos_version.clone(),
+                schematic: rec.schematic_id.clone(),
+            };
+            storage::delete_image(&ctx.proxmox, &rec.node, &rec.storage, &image)
+                .await
+                .with_context(|| format!("cannot delete {}", rec.volid))?;
+        }
+        r.record(Record::ImageGone(name.to_owned()));
+        Ok(())
+    })
+    .await
 }
 
 async fn update_vm(
@@ -350,26 +313,34 @@ async fn update_vm(
         disk_gib: Some(w.disk_gib),
     };
     r.progress("updating the VM config");
-    let outcome = lifecycle::update_vm(&ctx.proxmox, &w.node, w.vmid, &update)
-        .await
-        .with_context(|| format!("cannot update VM {} ({host})", w.vmid))?;
-    // Recorded before the restart: the config holds the values now, and a run
-    // stopped before the restart leaves them pending, which the next plan
-    // reads back from Proxmox and finishes with a restart.
-    r.record(Record::Vm {
-        host: host.to_owned(),
-        vm: create_step::vm_record(w.vmid, &w.node, &outcome.config),
-        fresh: false,
-    });
+    let outcome = r
+        .proxmox(async {
+            let outcome = lifecycle::update_vm(&ctx.proxmox, &w.node, w.vmid, &update)
+                .await
+                .with_context(|| format!("cannot update VM {} ({host})", w.vmid))?;
+            // Recorded before the restart: the config holds the values now, and a
+            // run stopped before the restart leaves them pending, which the next
+            // plan reads back from Proxmox and finishes with a restart.
+            r.record(Record::Vm {
+                host: host.to_owned(),
+                vm: create_step::vm_record(w.vmid, &w.node, &outcome.config),
+                fresh: false,
+            });
+            Ok(outcome)
+        })
+        .await?;
     if want.restart && outcome.needs_reboot() {
         r.progress(format!(
             "restarting through Proxmox to apply {}",
             outcome.pending.join(", ")
         ));
         upgrade_step::gated_restart(ctx, host, r, async {
-            lifecycle::reboot(&ctx.proxmox, &w.node, w.vmid)
-                .await
-                .with_context(|| format!("cannot restart VM {} ({host})", w.vmid))
+            r.proxmox(async {
+                lifecycle::reboot(&ctx.proxmox, &w.node, w.vmid)
+                    .await
+                    .with_context(|| format!("cannot restart VM {} ({host})", w.vmid))
+            })
+            .await
         })
         .await?;
     } else if outcome.stopped {
@@ -409,9 +380,12 @@ async fn delete_vm(ctx: &Context, host: &str, why: Leaving, r: &Reporter) -> any
         Leaving::Replaced(role) => talos_steps::reset_node(ctx, host, role, r).await,
     }
     r.progress(format!("shutting down and deleting VM {vmid}"));
-    lifecycle::destroy_vm(&ctx.proxmox, &node, vmid, ctx.waits.shutdown_secs)
-        .await
-        .with_context(|| format!("cannot delete VM {vmid} ({host})"))?;
-    r.record(Record::VmGone(host.to_owned()));
-    Ok(())
+    r.proxmox(async {
+        lifecycle::destroy_vm(&ctx.proxmox, &node, vmid, ctx.waits.shutdown_secs)
+            .await
+            .with_context(|| format!("cannot delete VM {vmid} ({host})"))?;
+        r.record(Record::VmGone(host.to_owned()));
+        Ok(())
+    })
+    .await
 }

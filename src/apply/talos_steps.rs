@@ -9,9 +9,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::plan::{ApplyMode as PlanMode, Change, PlannedConfig};
-use crate::state::Sensitive;
 use crate::state::format;
-use crate::talos::{self, ApplyMode, ApplyOptions, ClientCredentials, TalosClient};
+use crate::state::{Address, Sensitive};
+use crate::talos::{self, ApplyMode, ApplyOptions, ClientCredentials, TalosClient, TalosError};
 use crate::topology::Role;
 
 use super::record::Record;
@@ -96,35 +96,47 @@ async fn probe_secure(
     host: &str,
     credentials: &ClientCredentials,
     probe: Duration,
-) -> Result<TalosClient, String> {
+) -> Result<TalosClient, TalosError> {
     let answer = tokio::time::timeout(probe, async {
         let c = TalosClient::connect_secure(ip, credentials).await?;
         let c = c.with_hostname(host);
         c.version().await?;
-        Ok::<_, talos::TalosError>(c)
+        Ok::<_, TalosError>(c)
     })
     .await;
     match answer {
-        Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {} s", probe.as_secs())),
+        Ok(answer) => answer.map_err(|e| e.with_hostname(Some(host))),
+        Err(_) => Err(no_answer(ip, host, probe)),
     }
 }
 
 /// A maintenance-mode client if the node answers Version without a client
 /// certificate within the probe time.
-async fn probe_maintenance(ip: IpAddr, host: &str, probe: Duration) -> Result<TalosClient, String> {
+async fn probe_maintenance(
+    ip: IpAddr,
+    host: &str,
+    probe: Duration,
+) -> Result<TalosClient, TalosError> {
     let answer = tokio::time::timeout(probe, async {
         let c = TalosClient::connect_maintenance(ip).await?;
         let c = c.with_hostname(host);
         c.version().await?;
-        Ok::<_, talos::TalosError>(c)
+        Ok::<_, TalosError>(c)
     })
     .await;
     match answer {
-        Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {} s", probe.as_secs())),
+        Ok(answer) => answer.map_err(|e| e.with_hostname(Some(host))),
+        Err(_) => Err(no_answer(ip, host, probe)),
+    }
+}
+
+fn no_answer(ip: IpAddr, host: &str, probe: Duration) -> TalosError {
+    TalosError::Unreachable {
+        node: talos::NodeName {
+            ip,
+            hostname: Some(host.to_owned()),
+        },
+        reason: format!("no answer within {} s (timed out)", probe.as_secs()),
     }
 }
 
@@ -135,7 +147,8 @@ enum NodeMode {
 }
 
 /// Wait until the node serves either mode. A node can be in either after a
-/// run that stopped mid-step, so both are probed on every attempt.
+/// run that stopped mid-step, so both are probed on every attempt. A cause
+/// that keeps it from answering is shown in the progress line.
 async fn wait_either(
     ctx: &Context,
     ip: IpAddr,
@@ -146,6 +159,8 @@ async fn wait_either(
     let w = &ctx.waits;
     let deadline = tokio::time::Instant::now() + w.maintenance;
     let mut attempt = 0;
+    let on_cause = |cause: &str| r.progress(format!("waiting for maintenance mode: {cause}"));
+    let mut causes = talos::CauseTracker::new(&on_cause);
     loop {
         let secure = probe_secure(ip, host, credentials, w.probe).await;
         if let Ok(c) = secure {
@@ -155,13 +170,15 @@ async fn wait_either(
         match maintenance {
             Ok(c) => return Ok(NodeMode::Maintenance(c)),
             Err(last) => {
+                causes.failed(&last);
                 let delay = w.backoff.delay(attempt);
                 if tokio::time::Instant::now() + delay > deadline {
-                    anyhow::bail!(
+                    let cause = causes.persisting().unwrap_or_else(|| last.explain().text);
+                    return Err(anyhow::Error::new(last).context(format!(
                         "node {ip} ({host}) reached neither maintenance mode nor secure mode \
-                         within {} s; last answer: {last}",
+                         within {} s: {cause}",
                         w.maintenance.as_secs()
-                    );
+                    )));
                 }
                 if attempt == 0 {
                     r.progress("waiting for maintenance mode");
@@ -171,6 +188,79 @@ async fn wait_either(
             }
         }
     }
+}
+
+/// The control planes a worker's certificate can come from in this run: it
+/// gets it from a configured control plane of its cluster (trustd). When one
+/// is recorded up in secure mode already, none need this run (empty);
+/// otherwise every control plane's config change, all of which failing means
+/// the worker's secure-mode wait cannot succeed.
+fn certificate_issuers(ctx: &Context, host: &str) -> Vec<Address> {
+    let Some(me) = ctx.desired.configs.get(host) else {
+        return Vec::new();
+    };
+    if me.role != Role::Worker {
+        return Vec::new();
+    }
+    let controlplanes: Vec<&String> = ctx
+        .desired
+        .configs
+        .iter()
+        .filter(|(_, c)| c.role == Role::Controlplane)
+        .map(|(h, _)| h)
+        .collect();
+    let one_up = controlplanes.iter().any(|h| {
+        ctx.recorded_configs
+            .get(h.as_str())
+            .is_some_and(|c| c.secure_mode)
+    });
+    if one_up {
+        return Vec::new();
+    }
+    controlplanes
+        .into_iter()
+        .map(|h| Address::Config(h.clone()))
+        .collect()
+}
+
+/// Wait for `host` to come up in secure mode after its config was applied in
+/// maintenance mode (`after_apply`) or for a node recorded configured: the
+/// progress line names a cause that persists; a worker's wait stops as soon
+/// as no control plane can issue its certificate.
+async fn secure_mode(
+    ctx: &Context,
+    host: &str,
+    ip: IpAddr,
+    timeout: Duration,
+    after_apply: bool,
+    r: &Reporter,
+) -> anyhow::Result<TalosClient> {
+    let credentials = credentials(ctx)?;
+    let on_cause = |cause: &str| r.progress(format!("waiting for secure mode: {cause}"));
+    let options = talos::SecureWait {
+        timeout,
+        backoff: ctx.waits.backoff,
+        in_maintenance: if after_apply {
+            talos::InMaintenance::AfterApply {
+                grace: talos::MAINTENANCE_GRACE,
+            }
+        } else {
+            talos::InMaintenance::Fails
+        },
+        on_cause: &on_cause,
+    };
+    let wait = async { Ok(talos::wait_secure_with(ip, Some(host), credentials, &options).await?) };
+    let issuers = certificate_issuers(ctx, host);
+    r.unless_all_fail(&issuers, &no_issuer(host), wait).await
+}
+
+/// Why a worker's wait stops when no control plane can be configured.
+fn no_issuer(host: &str) -> String {
+    format!(
+        "{host} cannot come up in secure mode: a worker gets its certificate from a configured \
+         control plane of its cluster (trustd), and no control plane could be configured in this \
+         run"
+    )
 }
 
 /// Apply `change`'s machine config to `host`: a node in maintenance mode gets
@@ -190,7 +280,18 @@ pub(super) async fn apply_config(
     let credentials = credentials(ctx)?;
     let config_record = |secure_mode: bool| config_record(host, change, want, yaml, secure_mode);
     r.progress("checking the Talos API");
-    let client = match wait_either(ctx, ip, host, credentials, r).await? {
+    // A worker given its config by an earlier run answers only once a control
+    // plane issued its certificate: that wait needs one to be configured.
+    let issuers = if recorded.is_some() {
+        certificate_issuers(ctx, host)
+    } else {
+        Vec::new()
+    };
+    let either = wait_either(ctx, ip, host, credentials, r);
+    let either = r
+        .unless_all_fail(&issuers, &no_issuer(host), either)
+        .await?;
+    let client = match either {
         NodeMode::Maintenance(c) => c,
         // A configured node: either its config is the recorded one (a re-run
         // after a stop), or this is a change to apply to the running node.
@@ -219,7 +320,7 @@ pub(super) async fn apply_config(
     }
     r.record(config_record(false));
     r.progress("waiting for secure mode");
-    talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff).await?;
+    secure_mode(ctx, host, ip, w.secure, true, r).await?;
     r.record(Record::SecureMode(host.to_owned()));
     Ok(())
 }
@@ -238,7 +339,6 @@ async fn apply_change(
 ) -> anyhow::Result<()> {
     let (want, yaml) = planned_config(ctx, host, change)?;
     let (ip, w) = (want.ip, &ctx.waits);
-    let credentials = credentials(ctx)?;
     let config_record = |secure_mode: bool| config_record(host, change, want, yaml, secure_mode);
     let mode = planned_mode(want.mode, client, yaml.expose(), r).await?;
     let send = async {
@@ -260,7 +360,7 @@ async fn apply_change(
             send.await?;
             r.record(config_record(false));
             r.progress("waiting for the node to reboot into secure mode");
-            talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff).await?;
+            secure_mode(ctx, host, ip, w.secure, false, r).await?;
             Ok(())
         })
         .await?;
@@ -391,12 +491,14 @@ pub(super) async fn bootstrap(ctx: &Context, r: &Reporter) -> anyhow::Result<()>
         .get(host)
         .with_context(|| format!("no address for {host}"))?;
     let w = &ctx.waits;
-    let credentials = credentials(ctx)?;
-    let client = talos::wait_secure(ip, Some(host), credentials, w.secure, w.backoff).await?;
+    r.progress(format!("waiting for {host} in secure mode"));
+    let client = secure_mode(ctx, host, ip, w.secure, false, r).await?;
     r.progress(format!("waiting for etcd on {host}"));
-    talos::wait_etcd_ready(&client, w.bootstrap, w.backoff).await?;
+    let on_cause = |cause: &str| r.progress(format!("waiting for etcd on {host}: {cause}"));
+    talos::wait_etcd_ready_explained(&client, w.bootstrap, w.backoff, &on_cause).await?;
     r.progress(format!("bootstrapping etcd on {host}"));
-    talos::bootstrap_when_ready(&client, w.bootstrap, w.backoff).await?;
+    let on_cause = |cause: &str| r.progress(format!("bootstrapping etcd on {host}: {cause}"));
+    talos::bootstrap_when_ready_explained(&client, w.bootstrap, w.backoff, &on_cause).await?;
     r.record(Record::Bootstrap(format::Bootstrap {
         done: true,
         node: host.to_owned(),
@@ -414,14 +516,13 @@ pub(super) async fn kubeconfig(ctx: &Context, r: &Reporter) -> anyhow::Result<()
         .map(|(h, c)| (h, c.ip))
         .collect();
     let w = &ctx.waits;
-    let credentials = credentials(ctx)?;
+    credentials(ctx)?;
     let mut last = None;
     for (host, ip) in controlplanes {
         r.progress(format!("fetching the kubeconfig from {host}"));
         let fetched = async {
-            let client =
-                talos::wait_secure(ip, Some(host), credentials, w.kubeconfig, w.backoff).await?;
-            client.kubeconfig().await
+            let client = secure_mode(ctx, host, ip, w.kubeconfig, false, r).await?;
+            Ok::<_, anyhow::Error>(client.kubeconfig().await?)
         }
         .await;
         match fetched {
@@ -435,7 +536,7 @@ pub(super) async fn kubeconfig(ctx: &Context, r: &Reporter) -> anyhow::Result<()
     }
     r.warn(format!(
         "the Talos API gave no kubeconfig ({}); using one signed offline by the cluster CA",
-        last.map_or_else(|| "no control plane".to_owned(), |e| e.to_string())
+        last.map_or_else(|| "no control plane".to_owned(), |e| format!("{e:#}"))
     ));
     r.record(Record::Kubeconfig(ctx.offline_kubeconfig.clone()));
     Ok(())

@@ -97,6 +97,33 @@ fn snapshot_policy(args: &ApplyArgs) -> SnapshotPolicy {
     SnapshotPolicy::SaveIn(dir)
 }
 
+/// The variable that bounds the wait for Proxmox work in flight after an
+/// interruption, in seconds (or a duration such as `20s`).
+pub const INTERRUPT_GRACE_VAR: &str = "TALOSPROV_INTERRUPT_GRACE";
+
+/// The bound of the wait for Proxmox work in flight after an interruption:
+/// [`INTERRUPT_GRACE_VAR`], else 60 s.
+///
+/// # Errors
+/// A value that is neither seconds nor a duration.
+fn interrupt_grace() -> anyhow::Result<std::time::Duration> {
+    let Some(text) = std::env::var(INTERRUPT_GRACE_VAR)
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+    else {
+        return Ok(Waits::default().interrupt_grace);
+    };
+    let text = text.trim();
+    text.parse::<u64>()
+        .map(std::time::Duration::from_secs)
+        .or_else(|_| humantime::parse_duration(text))
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "{INTERRUPT_GRACE_VAR}={text:?} is not a number of seconds nor a duration such as 20s"
+            )
+        })
+}
+
 /// What the executor needs, for apply and destroy.
 pub(super) fn context(
     topology: &Topology,
@@ -132,7 +159,10 @@ pub(super) fn context(
         recorded_images: state.resources.images.clone(),
         offline_kubeconfig,
         started_at,
-        waits: Waits::default(),
+        waits: Waits {
+            interrupt_grace: interrupt_grace()?,
+            ..Waits::default()
+        },
         rollout: RolloutOptions {
             backoff: Waits::default().backoff,
             ..RolloutOptions::new(SnapshotPolicy::Skip)
@@ -191,7 +221,10 @@ pub(super) async fn run_plan(
     match outcome? {
         RunOutcome::Done => Ok(()),
         RunOutcome::Interrupted => {
-            crate::ui::warn("interrupted: the finished steps are saved in the state; run apply again to continue");
+            let again = if plan.destroy { "destroy" } else { "apply" };
+            crate::ui::warn(&format!(
+                "interrupted: the finished steps are saved in the state; run {again} again to continue"
+            ));
             Err(CommandError::Interrupted)
         }
         RunOutcome::Failed(failures) => Err(anyhow::anyhow!(
@@ -292,15 +325,19 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
         )
         .await?;
         let staged = saved.as_ref().map_or(args.staged, |s| s.staged);
-        let planned = make_plan(
-            &topology,
-            had_state.then_some(&state),
-            saved.as_ref().and_then(|s| s.secrets.as_ref()),
-            offline,
-            &targets,
-            staged,
-        )
-        .await?;
+        // Planning only reads: an interruption stops it at once.
+        let mut interrupt = cancel.clone();
+        let planned = tokio::select! {
+            planned = make_plan(
+                &topology,
+                had_state.then_some(&state),
+                saved.as_ref().and_then(|s| s.secrets.as_ref()),
+                offline,
+                &targets,
+                staged,
+            ) => planned?,
+            _ = interrupt.wait_for(|c| *c) => return Err(CommandError::Interrupted),
+        };
         if args.refresh_only {
             if !had_state {
                 return Err(anyhow::anyhow!("no state yet: nothing to refresh").into());

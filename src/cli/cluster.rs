@@ -272,11 +272,32 @@ pub fn factory_client(topology: &Topology) -> anyhow::Result<FactoryClient> {
     Ok(FactoryClient::new(url)?)
 }
 
-/// Observe the cluster, or nothing with `offline`.
+/// The context of a failed refresh: for a refused TLS certificate or an
+/// unusable CA file the error itself says what to set, so only that; for
+/// anything else, that `-refresh=false` plans without reading back.
+fn refresh_context(e: anyhow::Error, what: &str) -> anyhow::Error {
+    let tls = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<proxmox::ProxmoxError>(),
+            Some(proxmox::ProxmoxError::Tls { .. } | proxmox::ProxmoxError::CaFile { .. })
+        )
+    });
+    if tls {
+        e.context(what.to_owned())
+    } else {
+        e.context(format!(
+            "{what} (use -refresh=false to plan from the state alone)"
+        ))
+    }
+}
+
+/// Observe the cluster, or nothing with `offline`. Proxmox retries made while
+/// reading are shown as lines on stderr.
 ///
 /// # Errors
 /// Missing or invalid Proxmox settings, and Proxmox errors during the
-/// refresh; both say that `-refresh=false` plans without them.
+/// refresh; a TLS refusal says what to set, the others that `-refresh=false`
+/// plans without them.
 pub async fn observe(
     topology: &Topology,
     state: Option<&State>,
@@ -287,7 +308,7 @@ pub async fn observe(
         return Ok(Observed::default());
     }
     let client = proxmox_client(topology)
-        .context("cannot read the cluster back from Proxmox (use -refresh=false to plan from the state alone)")?;
+        .map_err(|e| refresh_context(e, "cannot read the cluster back from Proxmox"))?;
     let credentials = state
         .and_then(|s| s.outputs.talosconfig.as_ref())
         .map(|t| credentials_from_talosconfig(t.value.expose()))
@@ -304,9 +325,11 @@ pub async fn observe(
             .map(|c| (c.hostname.clone(), (c.sha256.clone(), c.yaml.clone())))
             .collect(),
     };
-    refresh(&client, state, &input)
+    let watcher: crate::retry::Watcher =
+        std::sync::Arc::new(|n: &crate::retry::Notice| crate::ui::progress::retry_line(n));
+    crate::retry::watched(watcher, refresh(&client, state, &input))
         .await
-        .context("cannot refresh (use -refresh=false to plan from the state alone)")
+        .map_err(|e| refresh_context(e, "cannot refresh"))
 }
 
 /// Whether images are on shared storage: as observed, else as the recorded
@@ -377,14 +400,21 @@ pub fn read_saved_plan(path: &Path) -> anyhow::Result<SavedPlan> {
     SavedPlan::from_json(&json).with_context(|| format!("cannot read plan {}", path.display()))
 }
 
+/// How long a run stopped by a second signal may take to release its lock.
+const UNLOCK_AFTER_SECOND_SIGNAL: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Open the store, take the lock (waiting for it up to `-lock-timeout`), and
-/// run `body` with a receiver that turns true on Ctrl-C or SIGTERM. The body
-/// decides how to stop (the executor finishes saving first); the lock is
-/// released on every way out.
+/// run `body` with a receiver that turns true on the first Ctrl-C or SIGTERM.
+/// The body decides how to stop (the executor finishes the Proxmox work in
+/// flight and saves first). A second signal ends the body at once: what it
+/// was doing is dropped (the state holds every record saved so far), and the
+/// lock is released within a few seconds. The lock is released on every way
+/// out.
 ///
 /// # Errors
 /// The lock conflict (naming the holder; [`CommandError::Locked`]), `body`'s
-/// error, or the unlock failure.
+/// error, [`CommandError::Interrupted`] on a second signal, or the unlock
+/// failure.
 pub async fn locked<T>(
     options: &StateOptions,
     lock: &LockOptions,
@@ -394,14 +424,48 @@ pub async fn locked<T>(
     let store = options.open()?;
     let info = acquire(&store, lock, operation).await?;
     let (tx, rx) = watch::channel(false);
-    let signals = tokio::spawn(async move {
-        super::state_options::interrupted().await;
-        let _ = tx.send(true);
-    });
-    let result = body(&store, rx).await;
-    signals.abort();
+    let mut signals = super::signals::Signals::install();
+    let next_signal = async |signals: &mut Option<super::signals::Signals>| match signals {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    };
+    let mut at_once = false;
+    let result = {
+        let body = body(&store, rx);
+        tokio::pin!(body);
+        loop {
+            tokio::select! {
+                result = &mut body => break result,
+                signal = next_signal(&mut signals) => {
+                    if !*tx.borrow() {
+                        let _ = tx.send(true);
+                        continue;
+                    }
+                    crate::ui::warn(&format!(
+                        "{} received again: exiting at once. Steps in flight were abandoned; \
+                         Proxmox may still be running their tasks, and the next run reads back \
+                         what they did",
+                        signal.name()
+                    ));
+                    at_once = true;
+                    break Err(CommandError::Interrupted);
+                }
+            }
+        }
+    };
     super::state_options::report_kept_backup(&store);
-    match store.unlock(&info.id).await {
+    let unlocked = if at_once {
+        match tokio::time::timeout(UNLOCK_AFTER_SECOND_SIGNAL, store.unlock(&info.id)).await {
+            Ok(done) => done.map_err(|u| u.to_string()),
+            Err(_) => Err(format!(
+                "no answer within {} s",
+                UNLOCK_AFTER_SECOND_SIGNAL.as_secs()
+            )),
+        }
+    } else {
+        store.unlock(&info.id).await.map_err(|u| u.to_string())
+    };
+    match unlocked {
         Ok(()) => result,
         Err(u) => {
             let hint = format!(

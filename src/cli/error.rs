@@ -1,8 +1,8 @@
 //! The one error type at the top of the CLI, and the one place that decides
 //! exit codes, following OpenTofu: 0 success, 1 error, 2 `plan
 //! -detailed-exitcode` found changes, 3 the state is locked by another run
-//! (still, once `-lock-timeout` ran out), 130 interrupted by SIGINT, 143 by
-//! SIGTERM.
+//! (still, once `-lock-timeout` ran out), 130 interrupted by SIGINT (Ctrl-C),
+//! 143 interrupted by SIGTERM (128 + the signal's number).
 
 use std::process::ExitCode;
 
@@ -23,7 +23,8 @@ pub enum CommandError {
     Reported,
     /// Any other error: printed once, with its chain of causes; exit 1.
     Failed(anyhow::Error),
-    /// Ctrl-C or SIGTERM: exit 130.
+    /// Ctrl-C or SIGTERM: exit 130 after SIGINT, 143 after SIGTERM (the
+    /// first signal received decides).
     Interrupted,
     /// The state lock is held by another run, still once `-lock-timeout` ran
     /// out: printed once, exit 3, so a script can tell "busy, try later" from
@@ -39,10 +40,14 @@ impl<E: Into<anyhow::Error>> From<E> for CommandError {
 
 impl CommandError {
     /// The process exit code for this error: 1, 3 when the state is locked,
-    /// or 130 when interrupted.
+    /// or when interrupted 130 (SIGINT) or 143 (SIGTERM).
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            CommandError::Interrupted => ExitCode::from(130),
+            CommandError::Interrupted => ExitCode::from(
+                super::signals::received()
+                    .unwrap_or(super::signals::Signal::Interrupt)
+                    .exit_code(),
+            ),
             CommandError::Locked(_) => ExitCode::from(3),
             _ => ExitCode::from(1),
         }

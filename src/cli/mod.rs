@@ -25,6 +25,7 @@ mod secrets_gen;
 mod secrets_guard;
 mod secrets_import;
 mod show;
+pub mod signals;
 mod state;
 mod state_decrypt;
 mod state_encrypt;

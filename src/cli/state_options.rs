@@ -300,28 +300,15 @@ pub fn announce_lock(store: &StateStore<StateBackend>, id: &str) {
 /// The start of the line [`announce_lock`] prints, before the lock ID.
 pub const LOCK_ID_PREFIX: &str = "State lock ID: ";
 
-/// Resolves on Ctrl-C or SIGTERM. If the handlers cannot be installed it never
-/// resolves, and the default signal behaviour stays.
+/// Resolves on Ctrl-C or SIGTERM (remembering which, for the exit code). If
+/// the handlers cannot be installed it never resolves, and the default signal
+/// behaviour stays.
 pub(super) async fn interrupted() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
-            return std::future::pending().await;
-        };
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
+    match super::signals::Signals::install() {
+        Some(mut signals) => {
+            signals.recv().await;
         }
-    }
-    #[cfg(not(unix))]
-    {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
+        None => std::future::pending().await,
     }
 }
 

@@ -1,5 +1,6 @@
-//! The Image Factory HTTP client: register a schematic (`POST /schematics`) and check that the
-//! factory computed the same ID as we did. Source: image-factory
+//! The Image Factory HTTP client: register a schematic (`POST /schematics`, retried after a
+//! connection failure or a 5xx, as it is idempotent) and check that the factory computed the
+//! same ID as we did. Source: image-factory
 //! `internal/frontend/http/configuration.go` (`201 Created`, JSON `{"id", "schematic"}`).
 
 use serde::Deserialize;
@@ -9,6 +10,14 @@ use super::schematic::{Schematic, SchematicId};
 
 /// How long one factory request may take before it fails.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How many times a registration is sent at most: the first, then retries
+/// after a connection failure, a 429 or a 5xx (registering is idempotent: the
+/// same schematic always gets the same ID).
+pub const ATTEMPTS: u32 = 4;
+
+/// The pause before the first retry; it doubles for each next one.
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 
 /// Errors talking to the Image Factory.
 #[derive(Debug, thiserror::Error)]
@@ -88,24 +97,40 @@ impl FactoryClient {
     /// same ID) and return its ID after checking it equals [`Schematic::id`].
     ///
     /// # Errors
-    /// [`FactoryError`] for transport failures, non-2xx answers, unexpected bodies, and an ID
-    /// that differs from ours.
+    /// [`FactoryError`] for transport failures and 5xx answers still there after [`ATTEMPTS`]
+    /// attempts, other non-2xx answers, unexpected bodies, and an ID that differs from ours.
     pub async fn register(&self, schematic: &Schematic) -> Result<SchematicId, FactoryError> {
         let url = format!("{}/schematics", self.base.as_str().trim_end_matches('/'));
-        let request_error = |source| FactoryError::Request {
-            url: url.clone(),
-            source,
+        let mut attempt = 1;
+        let mut delay = FIRST_BACKOFF;
+        let (status, body) = loop {
+            let answer = self.post_schematic(&url, schematic).await;
+            let retry = match &answer {
+                Ok((status, _)) => {
+                    *status == reqwest::StatusCode::TOO_MANY_REQUESTS
+                        || (status.is_server_error()
+                            && *status != reqwest::StatusCode::NOT_IMPLEMENTED)
+                }
+                Err(_) => true,
+            };
+            if !retry || attempt >= ATTEMPTS {
+                break answer?;
+            }
+            let cause = match &answer {
+                Ok((status, body)) => format!("HTTP {status}: {}", body.trim()),
+                Err(FactoryError::Request { source, .. }) => crate::retry::transport_cause(source),
+                Err(other) => other.to_string(),
+            };
+            attempt += 1;
+            crate::retry::notify(&crate::retry::Notice {
+                what: format!("Image Factory: register the schematic ({url})"),
+                cause,
+                attempt,
+                delay,
+            });
+            tokio::time::sleep(delay).await;
+            delay *= 2;
         };
-        let response = self
-            .http
-            .post(&url)
-            .header(reqwest::header::CONTENT_TYPE, "application/yaml")
-            .body(schematic.to_yaml())
-            .send()
-            .await
-            .map_err(request_error)?;
-        let status = response.status();
-        let body = response.text().await.map_err(request_error)?;
         if !status.is_success() {
             return Err(FactoryError::Status {
                 url,
@@ -126,5 +151,28 @@ impl FactoryClient {
             });
         }
         Ok(ours)
+    }
+
+    /// One `POST /schematics`: the status and body, or the transport error.
+    async fn post_schematic(
+        &self,
+        url: &str,
+        schematic: &Schematic,
+    ) -> Result<(reqwest::StatusCode, String), FactoryError> {
+        let request_error = |source| FactoryError::Request {
+            url: url.to_owned(),
+            source,
+        };
+        let response = self
+            .http
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/yaml")
+            .body(schematic.to_yaml())
+            .send()
+            .await
+            .map_err(request_error)?;
+        let status = response.status();
+        let body = response.text().await.map_err(request_error)?;
+        Ok((status, body))
     }
 }

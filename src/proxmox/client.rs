@@ -1,12 +1,14 @@
 //! The transport: one reqwest client (rustls with ring) per Proxmox endpoint, built
 //! from explicit [`Settings`]; API-token or ticket authentication; retries with
-//! backoff within a deadline, on transient failures only.
+//! backoff within a deadline, on transient failures only (PVE's transient
+//! answers, and connection failures where sending again is safe), each one
+//! told to the task's [`crate::retry`] watcher.
 
 use crate::proxmox::Secret;
 use crate::proxmox::error::{self, ProxmoxError};
 use crate::proxmox::request::{Method, Operation, Request};
 use crate::proxmox::settings::{Auth, Settings, Timeouts, normalize_endpoint};
-use crate::proxmox::tls;
+use crate::proxmox::tls::{self, CertificateRefusal, TlsMode};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +26,7 @@ pub struct Client {
     http: reqwest::Client,
     endpoint: String,
     auth: Auth,
+    tls: TlsMode,
     timeouts: Timeouts,
     session: tokio::sync::Mutex<Option<Session>>,
     sent: AtomicU64,
@@ -59,6 +62,7 @@ impl Client {
             http,
             endpoint: normalize_endpoint(&settings.endpoint)?,
             auth: settings.auth,
+            tls: settings.tls,
             timeouts: settings.timeouts,
             session: tokio::sync::Mutex::new(None),
             sent: AtomicU64::new(0),
@@ -127,7 +131,12 @@ impl Client {
                             last: Box::new(e),
                         });
                     }
-                    tracing::debug!(%op, attempts, ?delay, error = %e, "transient failure; retrying");
+                    crate::retry::notify(&crate::retry::Notice {
+                        what: format!("Proxmox: {op}"),
+                        cause: e.cause_text(),
+                        attempt: attempts + 1,
+                        delay,
+                    });
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(self.timeouts.max_backoff);
                 }
@@ -190,21 +199,13 @@ impl Client {
         let response = builder
             .send()
             .await
-            .map_err(|source| ProxmoxError::Transport {
-                op: req.op.clone(),
-                endpoint: self.endpoint.clone(),
-                source,
-            })?;
+            .map_err(|source| self.transport_error(&req.op, req.method, source))?;
         let status = response.status();
         let reason = status.canonical_reason().unwrap_or("").to_string();
         let text = response
             .text()
             .await
-            .map_err(|source| ProxmoxError::Transport {
-                op: req.op.clone(),
-                endpoint: self.endpoint.clone(),
-                source,
-            })?;
+            .map_err(|source| self.transport_error(&req.op, req.method, source))?;
         if !status.is_success() {
             let mut err = error::from_answer(&req.op, status.as_u16(), &reason, &text);
             if let (Auth::Password { .. }, ProxmoxError::TokenRejected { credential, .. }) =
@@ -219,6 +220,35 @@ impl Client {
             detail: format!("not JSON ({e})"),
         })?;
         Ok(value.get("data").cloned().unwrap_or(Value::Null))
+    }
+
+    /// The error for a request that got no (whole) answer: a refused server
+    /// certificate is [`ProxmoxError::Tls`], saying what to set; anything else
+    /// is [`ProxmoxError::Transport`], safe to send again when the connection
+    /// was never made or the request is a GET.
+    fn transport_error(
+        &self,
+        op: &Operation,
+        method: Method,
+        source: reqwest::Error,
+    ) -> ProxmoxError {
+        if let Some(refusal) = certificate_refusal(&source) {
+            let (problem, remedy) = refusal.explain(&self.tls);
+            return ProxmoxError::Tls {
+                op: op.clone(),
+                endpoint: self.endpoint.clone(),
+                problem,
+                remedy,
+                refusal,
+            };
+        }
+        let retry_safe = method == Method::Get || source.is_connect();
+        ProxmoxError::Transport {
+            op: op.clone(),
+            endpoint: self.endpoint.clone(),
+            source,
+            retry_safe,
+        }
     }
 
     /// `POST /access/ticket`: a ticket and its CSRF token.
@@ -250,11 +280,7 @@ impl Client {
             .body(body)
             .send()
             .await
-            .map_err(|source| ProxmoxError::Transport {
-                op: op.clone(),
-                endpoint: self.endpoint.clone(),
-                source,
-            })?;
+            .map_err(|source| self.transport_error(&op, Method::Post, source))?;
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
         if !status.is_success() {
@@ -295,4 +321,25 @@ impl Client {
             }),
         }
     }
+}
+
+/// The certificate refusal in a request's error chain, if the TLS handshake
+/// failed on the server's certificate. (rustls's error sits inside an
+/// `io::Error`, whose payload is not its `source()`.)
+fn certificate_refusal(e: &reqwest::Error) -> Option<CertificateRefusal> {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = current {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return CertificateRefusal::of(tls).cloned();
+        }
+        // An io::Error's source() is its payload's source: step into the
+        // payload itself (it may be another io::Error around rustls's).
+        current = match err.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
+    }
+    None
 }

@@ -108,16 +108,35 @@ pub enum ProxmoxError {
     /// A UPID that does not follow `UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:`.
     #[error("invalid UPID '{0}'")]
     BadUpid(String),
-    /// The connection or TLS handshake failed.
+    /// The connection failed, or broke before the whole answer arrived
+    /// (refused, reset, timed out, DNS).
     #[error("{op}: cannot reach {endpoint}")]
     Transport {
         /// What was being done.
         op: Operation,
         /// The API base URL.
         endpoint: String,
-        /// The HTTP client's error (TLS, DNS, connection).
+        /// The HTTP client's error (DNS, connection, TLS protocol, timeout).
         #[source]
         source: reqwest::Error,
+        /// Whether sending the request again is safe, so that the failure is
+        /// retried: the connection was never made (nothing reached Proxmox), or
+        /// the request is a read (GET), which changes nothing.
+        retry_safe: bool,
+    },
+    /// The server's TLS certificate was refused; the message says what to set.
+    #[error("{op}: the Proxmox API at {endpoint} {problem}; {remedy}")]
+    Tls {
+        /// What was being done.
+        op: Operation,
+        /// The API base URL.
+        endpoint: String,
+        /// What is wrong with the certificate, with its SHA-256 fingerprint.
+        problem: String,
+        /// What to set: `proxmox.ca_file`, `proxmox.fingerprint`, or the endpoint.
+        remedy: String,
+        /// The refusal itself (fingerprint and kind).
+        refusal: crate::proxmox::tls::CertificateRefusal,
     },
     /// An answer that is not the JSON PVE sends.
     #[error("{op}: unexpected answer: {detail}")]
@@ -204,14 +223,30 @@ fn missing_text(missing: &[MissingPrivilege]) -> String {
 impl ProxmoxError {
     /// True for the failures worth retrying with backoff (reference/proxmox.md §8):
     /// a config lock "got timeout", a `cfs-lock` timeout, "got no worker upid",
-    /// pveproxy's 595/596/599, and "no quorum". Everything else fails at once.
+    /// pveproxy's 595/596/599, and "no quorum"; and a connection-level failure
+    /// when sending again is safe (see [`ProxmoxError::Transport`]'s
+    /// `retry_safe`). Everything else fails at once.
     pub fn is_transient(&self) -> bool {
         match self {
             ProxmoxError::Api {
                 status, message, ..
             } => matches!(status, 595 | 596 | 599) || is_transient_text(message),
             ProxmoxError::TaskFailed { exitstatus, .. } => is_transient_text(exitstatus),
+            ProxmoxError::Transport { retry_safe, .. } => *retry_safe,
             _ => false,
+        }
+    }
+
+    /// The failure in a few words, for a retry line: PVE's status and message,
+    /// or the connection's own error (`Connection reset by peer (os error 104)`).
+    pub fn cause_text(&self) -> String {
+        match self {
+            ProxmoxError::Api {
+                status, message, ..
+            } => format!("HTTP {status}: {message}"),
+            ProxmoxError::TaskFailed { exitstatus, .. } => format!("task failed: {exitstatus}"),
+            ProxmoxError::Transport { source, .. } => crate::retry::transport_cause(source),
+            other => other.to_string(),
         }
     }
 

@@ -113,8 +113,9 @@ impl Settings {
     /// Settings from the topology's values and the environment, read through `lookup`
     /// (pass `|k| std::env::var(k).ok()`): `PROXMOX_VE_ENDPOINT` when the topology
     /// has no endpoint; `PROXMOX_VE_API_TOKEN`, else `PROXMOX_VE_USERNAME` and
-    /// `PROXMOX_VE_PASSWORD`; `PROXMOX_VE_INSECURE=true`. TLS preference: CA file,
-    /// then fingerprint, then insecure, then the system roots.
+    /// `PROXMOX_VE_PASSWORD`; `PROXMOX_VE_INSECURE=true`. TLS: a CA file and a
+    /// fingerprint together are both enforced; else the CA file, the
+    /// fingerprint, insecure, then the system roots.
     ///
     /// # Errors
     /// [`ProxmoxError::Settings`] for a missing endpoint or credentials, a malformed
@@ -155,7 +156,11 @@ impl Settings {
             matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes")
         });
         let tls = match (ca_file, fingerprint) {
-            (Some(path), _) => TlsMode::CaFile(path.to_path_buf()),
+            (Some(path), Some(fp)) => TlsMode::CaFileAndFingerprint {
+                ca_file: path.to_path_buf(),
+                fingerprint: Fingerprint::parse(fp)?,
+            },
+            (Some(path), None) => TlsMode::CaFile(path.to_path_buf()),
             (None, Some(fp)) => TlsMode::Fingerprint(Fingerprint::parse(fp)?),
             (None, None) if insecure || env_insecure => TlsMode::Insecure,
             (None, None) => TlsMode::System,
@@ -282,17 +287,24 @@ mod tests {
     }
 
     #[test]
-    fn ca_file_outranks_fingerprint_and_insecure() {
+    fn ca_file_and_fingerprint_are_both_kept_and_outrank_insecure() {
         let fp = "AB:CD:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB";
-        let lookup = env(&[("PROXMOX_VE_API_TOKEN", "a@b!c=d")]);
-        let s = Settings::from_lookup(
-            Some("https://h:8006"),
-            Some(std::path::Path::new("/etc/ca.pem")),
-            Some(fp),
-            true,
-            &lookup,
-        )
-        .expect("valid");
+        let lookup = env(&[
+            ("PROXMOX_VE_API_TOKEN", "a@b!c=d"),
+            ("PROXMOX_VE_INSECURE", "true"),
+        ]);
+        let ca = Some(std::path::Path::new("/etc/ca.pem"));
+        let s = Settings::from_lookup(Some("https://h:8006"), ca, Some(fp), false, &lookup)
+            .expect("valid");
+        assert_eq!(
+            s.tls,
+            TlsMode::CaFileAndFingerprint {
+                ca_file: "/etc/ca.pem".into(),
+                fingerprint: Fingerprint::parse(fp).expect("fingerprint"),
+            }
+        );
+        let s =
+            Settings::from_lookup(Some("https://h:8006"), ca, None, false, &lookup).expect("valid");
         assert_eq!(s.tls, TlsMode::CaFile("/etc/ca.pem".into()));
         let s = Settings::from_lookup(Some("https://h:8006"), None, Some(fp), true, &lookup)
             .expect("valid");

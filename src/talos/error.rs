@@ -63,7 +63,8 @@ pub enum TalosError {
     },
     /// The node refused our client certificate during the TLS handshake.
     #[error(
-        "node {node} refused the client certificate ({alert}); it is not signed by a CA the node accepts (machine.ca or machine.acceptedCAs)"
+        "node {node} refuses our client certificate ({}): it runs another cluster's config, or was reset and configured again; our talosconfig's CA is not among the CAs it accepts (machine.ca or machine.acceptedCAs)",
+        alert_words(.alert)
     )]
     ClientCertificateRejected {
         /// The node.
@@ -150,8 +151,38 @@ pub enum TalosError {
         /// The last progress line the node streamed.
         last_message: String,
     },
-    /// A wait ran out of time. The last error seen is the source.
-    #[error("node {node} was not {what} within {}", seconds(*.waited))]
+    /// The node answers in maintenance mode (it has no config) where a
+    /// configured node was expected.
+    #[error(
+        "node {node} {}",
+        if *.after_apply {
+            "answers in maintenance mode again after it was given its machine config: it was reset, or did not keep the config (a failed install); run apply again to give it the config"
+        } else {
+            "is in maintenance mode: it was reset, or lost its config, though the state records it configured; run `talosprov plan`: it plans the config's re-apply"
+        }
+    )]
+    InMaintenance {
+        /// The node.
+        node: NodeName,
+        /// A config was applied in maintenance mode during this wait.
+        after_apply: bool,
+        /// Still within the time a node may take to leave maintenance mode
+        /// after its config: retried.
+        settling: bool,
+    },
+    /// The node runs a config whose CA is not our talosconfig's: its
+    /// certificate is from another CA and it asks for a client certificate.
+    #[error(
+        "node {node} runs another cluster's config: its certificate is not from our cluster's CA and it requires a client certificate; it was reset and configured by someone else, or its address belongs to another machine"
+    )]
+    OtherCluster {
+        /// The node.
+        node: NodeName,
+    },
+    /// A wait ran out of time. The last error seen is the source; `cause`
+    /// names what kept failing, in operator words, when it was the same at
+    /// the end for several attempts.
+    #[error("node {node} was not {what} within {}{}", seconds(*.waited), .cause.as_deref().map(|c| format!(": {c}")).unwrap_or_default())]
     Deadline {
         /// The node.
         node: NodeName,
@@ -159,10 +190,27 @@ pub enum TalosError {
         what: &'static str,
         /// The deadline, from the start of the wait.
         waited: Duration,
+        /// What kept failing, e.g. `cp-1 refuses connections on port 50000
+        /// (for the last 880 s): it is down, booting or installing`.
+        cause: Option<String>,
         /// The last error seen before the deadline.
         #[source]
         last: Box<TalosError>,
     },
+}
+
+/// A TLS alert name in words: `UnknownCA` → `unknown CA`.
+fn alert_words(alert: &str) -> String {
+    match alert {
+        "UnknownCA" => "unknown CA".to_owned(),
+        "BadCertificate" => "bad certificate".to_owned(),
+        "CertificateRequired" => "certificate required".to_owned(),
+        "CertificateUnknown" => "certificate unknown".to_owned(),
+        "UnsupportedCertificate" => "unsupported certificate".to_owned(),
+        "AccessDenied" => "access denied".to_owned(),
+        "DecryptError" => "decrypt error".to_owned(),
+        other => other.to_owned(),
+    }
 }
 
 /// `120 s`, or `0.8 s` below a whole second.
@@ -199,6 +247,8 @@ impl TalosError {
             | TalosError::Rpc { node, .. }
             | TalosError::Kubeconfig { node, .. }
             | TalosError::UpgradeFailed { node, .. }
+            | TalosError::InMaintenance { node, .. }
+            | TalosError::OtherCluster { node }
             | TalosError::Deadline { node, .. } => Some(node),
         }
     }
@@ -217,6 +267,8 @@ impl TalosError {
             | TalosError::Rpc { node, .. }
             | TalosError::Kubeconfig { node, .. }
             | TalosError::UpgradeFailed { node, .. }
+            | TalosError::InMaintenance { node, .. }
+            | TalosError::OtherCluster { node }
             | TalosError::Deadline { node, .. } => Some(node),
         }
     }
@@ -235,8 +287,9 @@ impl TalosError {
     }
 
     /// True for failures a wait should retry: nothing listening yet, Unavailable,
-    /// FailedPrecondition, and a server certificate from an unknown issuer (the node
-    /// still runs its maintenance-mode certificate until it reboots).
+    /// FailedPrecondition, a server certificate from an unknown issuer (the node
+    /// still runs its maintenance-mode certificate until it reboots), and a node
+    /// still settling into its config.
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
@@ -246,6 +299,118 @@ impl TalosError {
                     unknown_issuer: true,
                     ..
                 }
+                | TalosError::InMaintenance { settling: true, .. }
         )
+    }
+
+    /// What the error means for a wait, in operator words, starting with the
+    /// node's name (its hostname when known): e.g. `cp-1 refuses connections
+    /// on port 50000: it is down, booting or installing`. Two errors with the
+    /// same [`Explained::key`] are the same cause.
+    pub fn explain(&self) -> Explained {
+        let name = self
+            .node()
+            .map(|n| n.hostname.clone().unwrap_or_else(|| n.ip.to_string()))
+            .unwrap_or_else(|| "the node".to_owned());
+        let (key, text) = match self {
+            TalosError::Unreachable { reason, .. } => {
+                let lower = reason.to_ascii_lowercase();
+                if lower.contains("refused") {
+                    (
+                        "refused".to_owned(),
+                        format!(
+                            "{name} refuses connections on the Talos API port 50000: it is down, \
+                             booting or installing"
+                        ),
+                    )
+                } else if lower.contains("timed out")
+                    || lower.contains("deadline")
+                    || lower.contains("elapsed")
+                    || lower.contains("still running")
+                {
+                    (
+                        "silent".to_owned(),
+                        format!(
+                            "{name} does not answer on the Talos API port 50000: it is down, or \
+                             its address is wrong"
+                        ),
+                    )
+                } else if lower.contains("no route") || lower.contains("unreachable") {
+                    (
+                        "no-route".to_owned(),
+                        format!("there is no route to {name}: it is down, or its network is"),
+                    )
+                } else {
+                    (
+                        format!("unreachable: {reason}"),
+                        format!("{name} is unreachable: {reason}"),
+                    )
+                }
+            }
+            TalosError::ServerCertificate {
+                unknown_issuer: true,
+                ..
+            } => (
+                "foreign-certificate".to_owned(),
+                format!(
+                    "{name} presents a certificate our cluster's CA did not issue: it is still in \
+                     maintenance mode (or rebooting into its config), or runs another cluster's config"
+                ),
+            ),
+            TalosError::ClientCertificateRejected { alert, .. } => (
+                format!("client-certificate: {alert}"),
+                format!(
+                    "{name} refuses our client certificate ({}): it runs another cluster's config, \
+                     or was reset",
+                    alert_words(alert)
+                ),
+            ),
+            TalosError::InMaintenance {
+                after_apply,
+                settling,
+                ..
+            } => (
+                "maintenance".to_owned(),
+                if *settling {
+                    format!(
+                        "{name} still answers in maintenance mode: it has not gone down to install \
+                         its config yet"
+                    )
+                } else if *after_apply {
+                    format!(
+                        "{name} answers in maintenance mode again: it was reset, or did not keep its \
+                         config"
+                    )
+                } else {
+                    format!("{name} is in maintenance mode: it was reset, or lost its config")
+                },
+            ),
+            TalosError::OtherCluster { .. } => (
+                "other-cluster".to_owned(),
+                format!("{name} runs another cluster's config"),
+            ),
+            TalosError::NotReady { rpc, message, .. } => (
+                format!("not-ready: {rpc}: {message}"),
+                format!("{name} is not ready for {rpc}: {message}"),
+            ),
+            TalosError::Deadline { last, .. } => return last.explain(),
+            other => (other.to_string(), other.to_string()),
+        };
+        Explained { key, text }
+    }
+}
+
+/// A wait's failure in operator words (see [`TalosError::explain`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explained {
+    /// What tells two failures apart: the same key is the same cause.
+    pub key: String,
+    /// The sentence, starting with the node's name.
+    pub text: String,
+}
+
+impl std::fmt::Display for Explained {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
     }
 }

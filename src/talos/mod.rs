@@ -17,7 +17,7 @@ mod wait;
 
 pub use client::{ConnectionMode, TALOS_API_PORT, TalosClient};
 pub use credentials::{ClientCredentials, SecretPem, relabel_ed25519};
-pub use error::{NodeName, TalosError};
+pub use error::{Explained, NodeName, TalosError};
 pub use kubeconfig::{KubeconfigArchiveError, extract_kubeconfig, talos_style_tarball};
 pub use probe::{NodeAnswer, probe_node};
 pub use types::{
@@ -25,5 +25,7 @@ pub use types::{
     RebootMode, ResetOptions, ServiceStatus, UpgradeOptions, UpgradePath,
 };
 pub use wait::{
-    Backoff, bootstrap_when_ready, retry_until, wait_etcd_ready, wait_maintenance, wait_secure,
+    Backoff, CauseTracker, InMaintenance, MAINTENANCE_GRACE, SAME_CAUSE_AFTER, SecureWait,
+    bootstrap_when_ready, bootstrap_when_ready_explained, retry_explained, retry_until,
+    wait_etcd_ready, wait_etcd_ready_explained, wait_maintenance, wait_secure, wait_secure_with,
 };

@@ -1,6 +1,7 @@
 //! The apply progress view: one line per resource with its elapsed time. On a
 //! terminal, a live multi-line view (indicatif); otherwise (CI, a pipe) plain
-//! timestamped lines on stderr. Both render the executor's events.
+//! timestamped lines on stderr. Both render the executor's events, its retry
+//! lines, and what an interruption does.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -9,7 +10,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::apply::{Event, EventKind};
+use crate::apply::{Event, EventKind, Update};
 use crate::plan::Action;
 use crate::state::Address;
 
@@ -48,7 +49,47 @@ pub fn line(e: &Event) -> String {
         EventKind::Failed { message } => format!("{}: failed after {secs}s: {message}", e.address),
         EventKind::Skipped { reason } => format!("{}: skipped ({reason})", e.address),
         EventKind::Warning { message } => format!("{}: warning: {message}", e.address),
+        EventKind::Retrying { notice } => format!("{}: {notice}", e.address),
     }
+}
+
+/// The line for an event about the whole run (an interruption).
+pub fn run_line(u: &Update) -> Option<String> {
+    match u {
+        Update::Step(_) => None,
+        Update::Interrupted { finishing, grace } if finishing.is_empty() => Some(format!(
+            "Interrupt received: no Proxmox task in flight, stopping now (a second one exits at \
+             once; the bound for tasks in flight is {} s)",
+            grace.as_secs()
+        )),
+        Update::Interrupted { finishing, grace } => Some(format!(
+            "Interrupt received: finishing {} step(s) in flight (at most {} s); send it again to \
+             exit at once",
+            finishing.len(),
+            grace.as_secs()
+        )),
+        Update::Abandoned { steps, grace } => Some(format!(
+            "Gave up waiting after {} s: {} left with a Proxmox task still running; the next \
+             apply reads back what it did",
+            grace.as_secs(),
+            steps
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// Print a retry made outside an apply's steps (a plan's refresh) as one
+/// line on stderr: `Retrying Proxmox: … in 0.25 s (attempt 2): …`.
+pub fn retry_line(notice: &crate::retry::Notice) {
+    let text = notice.to_string();
+    let mut chars = text.chars();
+    let text = chars.next().map_or_else(String::new, |c| {
+        c.to_uppercase().chain(chars).collect::<String>()
+    });
+    crate::ui::write_stderr(&format!("{text}\n"));
 }
 
 fn count(tally: &mut Tally, e: &Event) {
@@ -89,7 +130,7 @@ fn stamped(out: &mut impl Write, text: &str) {
 /// The plain view (CI, a pipe): a timestamped line per event, and every
 /// `every` a `still …` line for each step that showed nothing new since.
 pub async fn plain(
-    mut rx: UnboundedReceiver<Event>,
+    mut rx: UnboundedReceiver<Update>,
     out: &mut (impl Write + Send),
     every: Duration,
 ) -> Tally {
@@ -100,8 +141,17 @@ pub async fn plain(
     tick.tick().await;
     loop {
         tokio::select! {
-            e = rx.recv() => {
-                let Some(e) = e else { break };
+            u = rx.recv() => {
+                let Some(u) = u else { break };
+                let e = match u {
+                    Update::Step(e) => e,
+                    run => {
+                        if let Some(text) = run_line(&run) {
+                            stamped(out, &text);
+                        }
+                        continue;
+                    }
+                };
                 count(&mut tally, &e);
                 let now = tokio::time::Instant::now();
                 match &e.kind {
@@ -121,7 +171,7 @@ pub async fn plain(
                     EventKind::Finished { .. } | EventKind::Failed { .. } | EventKind::Skipped { .. } => {
                         running.remove(&e.address);
                     }
-                    EventKind::Warning { .. } => {}
+                    EventKind::Warning { .. } | EventKind::Retrying { .. } => {}
                 }
                 stamped(out, &line(&e));
             }
@@ -141,7 +191,7 @@ pub async fn plain(
 
 /// Show events until the executor drops its sender. `live` picks the
 /// terminal view; pass [`stderr_is_terminal`] normally.
-pub async fn show(rx: UnboundedReceiver<Event>, live: bool) -> Tally {
+pub async fn show(rx: UnboundedReceiver<Update>, live: bool) -> Tally {
     if !live {
         return plain(rx, &mut std::io::stderr(), STILL_EVERY).await;
     }
@@ -160,7 +210,16 @@ pub async fn show(rx: UnboundedReceiver<Event>, live: bool) -> Tally {
     let done_style = ProgressStyle::with_template(&format!("  {prefix} {{wide_msg}}"))
         .unwrap_or_else(|_| ProgressStyle::default_spinner());
     let mut bars: BTreeMap<Address, ProgressBar> = BTreeMap::new();
-    while let Some(e) = rx.recv().await {
+    while let Some(u) = rx.recv().await {
+        let e = match u {
+            Update::Step(e) => e,
+            run => {
+                if let Some(text) = run_line(&run) {
+                    let _ = multi.println(text);
+                }
+                continue;
+            }
+        };
         count(&mut tally, &e);
         let bar = bars.entry(e.address.clone()).or_insert_with(|| {
             let b = multi.add(ProgressBar::new_spinner());
@@ -174,6 +233,9 @@ pub async fn show(rx: UnboundedReceiver<Event>, live: bool) -> Tally {
             EventKind::Progress { what } => bar.set_message(what.clone()),
             EventKind::Warning { message } => {
                 let _ = multi.println(format!("Warning: {}: {message}", e.address));
+            }
+            EventKind::Retrying { .. } => {
+                let _ = multi.println(line(&e));
             }
             EventKind::Finished { .. } | EventKind::Failed { .. } | EventKind::Skipped { .. } => {
                 bar.set_style(done_style.clone());
@@ -253,11 +315,11 @@ mod tests {
             tokio::spawn(async move { plain(rx, &mut sink, Duration::from_millis(20)).await });
         let address = Address::Config("w-01".into());
         let send = |kind: EventKind| {
-            tx.send(Event {
+            tx.send(Update::Step(Event {
                 address: address.clone(),
                 kind,
                 elapsed: Duration::ZERO,
-            })
+            }))
             .expect("send");
         };
         send(EventKind::Started {

@@ -37,6 +37,12 @@ pub struct FakeOptions {
     pub time_scale: f64,
     /// Fetch download-url URLs (loopback only) instead of pretending.
     pub fetch_downloads: bool,
+    /// Serve a self-signed certificate (its own issuer, `CA:FALSE`, as a PVE
+    /// node's own certificate can be) instead of one a test CA issued;
+    /// [`FakePve::ca_file`] then holds that certificate itself.
+    pub self_signed: bool,
+    /// With `self_signed`: mark it `CA:TRUE`, as `openssl req -x509` does by default.
+    pub self_signed_is_ca: bool,
 }
 
 impl Default for FakeOptions {
@@ -48,6 +54,8 @@ impl Default for FakeOptions {
             grants: Vec::new(),
             time_scale: 0.0,
             fetch_downloads: true,
+            self_signed: false,
+            self_signed_is_ca: false,
         }
     }
 }
@@ -102,12 +110,39 @@ fn certificates(host: &str) -> (String, String, String, Vec<u8>) {
     )
 }
 
+/// A self-signed server certificate for `host` (its own issuer; `CA:FALSE`, or
+/// `CA:TRUE` with `is_ca`):
+/// (cert PEM, cert PEM, key PEM, cert DER), the first being what a client trusts.
+fn self_signed_certificate(host: &str, is_ca: bool) -> (String, String, String, Vec<u8>) {
+    let key = KeyPair::generate().expect("server key");
+    let mut params = CertificateParams::new(vec![host.to_string()]).expect("server params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, host.to_string());
+    params.is_ca = if is_ca {
+        IsCa::Ca(BasicConstraints::Unconstrained)
+    } else {
+        IsCa::ExplicitNoCa
+    };
+    let cert = params.self_signed(&key).expect("self-signed cert");
+    (
+        cert.pem(),
+        cert.pem(),
+        key.serialize_pem(),
+        cert.der().to_vec(),
+    )
+}
+
 impl FakePve {
     /// Start the fake and wait (at most 30 s) until it listens.
     pub async fn start(opts: FakeOptions) -> Self {
         let n = NEXT_HOST.fetch_add(1, Ordering::Relaxed) + std::process::id();
         let host = format!("127.0.{}.{}", (n / 250) % 250, n % 250 + 2);
-        let (ca_pem, cert_pem, key_pem, der) = certificates(&host);
+        let (ca_pem, cert_pem, key_pem, der) = if opts.self_signed {
+            self_signed_certificate(&host, opts.self_signed_is_ca)
+        } else {
+            certificates(&host)
+        };
         let dir = tempfile::tempdir().expect("temp dir");
         let ca_file = dir.path().join("ca.pem");
         std::fs::write(&ca_file, ca_pem).expect("write CA");

@@ -12,6 +12,8 @@ import asyncio
 import ipaddress
 import json
 import re
+import socket
+import struct
 import sys
 import threading
 import urllib.parse
@@ -60,10 +62,51 @@ class TalosprovFake(FakePve):
         # A kill point (see Control.do_hold_after): None, or the requests let through so
         # far, how many may pass, the ones held since, and the event that releases them.
         self.gate = None
+        # Connection resets: (method, path suffix, text the path contains or '') ->
+        # how many more requests get one.
+        self.resets = {}
+        # Slow tasks: task type -> real seconds each takes (run after the answer).
+        self.slow_tasks = {}
+
+    # ------------------------------------------------------- network faults
+
+    async def _answer(self, request, handler, generic, path_node):
+        # A connection reset (TCP RST) instead of an answer, for the next `times`
+        # requests matching a rule: what a proxy or a flaky link does. The request
+        # is recorded first, so a test sees each attempt.
+        for key, left in list(self.resets.items()):
+            if request.method == key[0] and request.path.endswith(key[1]) and key[2] in request.path:
+                if left <= 1:
+                    del self.resets[key]
+                else:
+                    self.resets[key] = left - 1
+                sock = request.transport.get_extra_info('socket')
+                if sock is not None:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
+                request.transport.abort()
+                raise asyncio.CancelledError()
+        return await self._answer_at_kill_point(request, handler, generic, path_node)
+
+    async def task(self, node, ttype, tid, user, body, vm=None, lock=True, log=()):
+        # A slow task type runs after the answer (its UPID comes back at once) and
+        # takes the given real seconds, whatever the time scale.
+        secs = self.slow_tasks.get(ttype)
+        if not secs:
+            return await super().task(node, ttype, tid, user, body, vm=vm, lock=lock, log=log)
+
+        async def slow_body():
+            await asyncio.sleep(secs)
+            return await body()
+        scale = self.time_scale
+        self.time_scale = scale or 1e-9
+        try:
+            return await super().task(node, ttype, tid, user, slow_body, vm=vm, lock=lock, log=log)
+        finally:
+            self.time_scale = scale
 
     # ------------------------------------------------------------- kill points
 
-    async def _answer(self, request, handler, generic, path_node):
+    async def _answer_at_kill_point(self, request, handler, generic, path_node):
         # Every request after the gate's count waits until the test releases it: the
         # client then hangs at a known request, where the test kills it. Released, the
         # first held request is served if asked (it reached PVE before the client
@@ -390,6 +433,12 @@ class Control(object):
 
     async def do_lose_create_answers(self, count):
         self.pve.lose_create_answers = count
+
+    async def do_reset_connections(self, method, suffix, times=1, contains=''):
+        self.pve.resets[(method, suffix, contains)] = times
+
+    async def do_slow_task(self, type, secs):
+        self.pve.slow_tasks[type] = secs
 
     async def do_set_version(self, version):
         self.pve.version = version
