@@ -515,12 +515,14 @@ fn scalar(v: &Value, s: Scalar) -> Result<(), String> {
         Scalar::Object => wrong(),
         Scalar::Int | Scalar::Float => match v {
             Value::Number(_) => Ok(()),
+            Value::String(t) if go_int(t).is_some() => Ok(()),
             _ => wrong(),
         },
         Scalar::Uint => match v {
             Value::Number(n) if n.as_i64().is_some_and(|i| i < 0) => wrong(),
             Value::Number(n) if n.as_f64().is_some_and(|f| f < 0.0) => wrong(),
             Value::Number(_) => Ok(()),
+            Value::String(t) if go_int(t).is_some_and(|i| i >= 0) => Ok(()),
             _ => wrong(),
         },
         // yaml.v3 `decoder.scalar`: a string decodes into a bool only in YAML 1.1 spelling.
@@ -579,6 +581,35 @@ fn scalar(v: &Value, s: Scalar) -> Result<(), String> {
             }
         }
     }
+}
+
+/// A plain scalar Go's yaml resolves as an integer that the YAML 1.2 parser here reads as a
+/// string: `0644` (octal, as in YAML 1.1), `0b101`, `1_000` (yaml.v3 `resolve`:
+/// `strconv.ParseInt` with base 0 after dropping underscores). A quoted `"0644"` is a string to
+/// Go too, but the two cannot be told apart here, and a false refusal is the worse mistake.
+fn go_int(text: &str) -> Option<i128> {
+    let plain = text.replace('_', "");
+    let (negative, digits) = match plain.strip_prefix(['-', '+']) {
+        Some(rest) => (plain.starts_with('-'), rest),
+        None => (false, plain.as_str()),
+    };
+    let lower = digits.to_ascii_lowercase();
+    let (radix, body) = if let Some(b) = lower.strip_prefix("0x") {
+        (16, b)
+    } else if let Some(b) = lower.strip_prefix("0o") {
+        (8, b)
+    } else if let Some(b) = lower.strip_prefix("0b") {
+        (2, b)
+    } else if lower.len() > 1 && lower.starts_with('0') {
+        (8, &lower[1..])
+    } else {
+        (10, lower.as_str())
+    };
+    if body.is_empty() || !body.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let value = i128::from_str_radix(body, radix).ok()?;
+    Some(if negative { -value } else { value })
 }
 
 /// Drop an IPv6 zone (`%eth0`), which Go's `netip.ParseAddr` accepts and Rust's parser does not.
@@ -799,6 +830,20 @@ mod tests {
             found[1]
         );
         assert!(found[2].contains("non-negative integer"), "{}", found[2]);
+    }
+
+    #[test]
+    fn integers_go_reads_from_yaml_1_1_forms_are_accepted() {
+        let found = messages(
+            "machine:\n  files:\n    - content: a\n      path: /var/a\n      op: create\n      permissions: 0644\n  kubelet:\n    extraMounts:\n      - destination: /a\n        uidMappings:\n          - {containerID: 0, hostID: 1_000, size: 0x10}\n",
+        );
+        assert_eq!(found, Vec::<String>::new());
+        assert_eq!(go_int("0644"), Some(420));
+        assert_eq!(go_int("-0b11"), Some(-3));
+        assert_eq!(go_int("08"), None);
+        assert_eq!(go_int("1.5"), None);
+        let negative = messages("machine:\n  files:\n    - permissions: \"-01\"\n");
+        assert_eq!(negative.len(), 1, "{negative:#?}");
     }
 
     #[test]
