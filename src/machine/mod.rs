@@ -1,11 +1,15 @@
 //! Machine configs (pure): the secrets bundle, base configs per role, the checks Talos makes on
-//! a final config, the talosconfig and the offline admin kubeconfig. Randomness and the clock
-//! are parameters; nothing here does I/O.
+//! a final config (strict decoding against each contract's field set, then validation), the
+//! check that a node keeps its address, the talosconfig and the offline admin kubeconfig.
+//! Randomness and the clock are parameters; nothing here does I/O.
 
 pub mod config;
+pub mod decode;
+pub mod fields;
 pub mod immediate;
 pub mod keys;
 pub mod kubeconfig;
+pub mod link;
 pub mod node;
 pub mod pki;
 pub mod redact;
@@ -21,8 +25,10 @@ mod yaml_resolve;
 pub use config::{
     BaseConfig, BaseConfigInput, ConfigError, Role, base_config, machine_config_yaml,
 };
+pub use decode::decode_config;
 pub use keys::{KeyAlgorithm, KeyError, PrivateKey};
 pub use kubeconfig::{AdminKubeconfig, KubeconfigInput};
+pub use link::{NodeLink, check_node_link};
 pub use node::{NodeConfig, node_configs};
 pub use pki::{CertAndKey, PkiError};
 pub use redact::redact_secrets;
@@ -30,7 +36,7 @@ pub use secrets::{Certs, ClusterIdentity, EncryptionSecret, SecretsBundle, Secre
 pub use secrets_file::{SecretsFileError, parse_secrets_yaml, secrets_yaml};
 pub use sensitive::Sensitive;
 pub use talosconfig::{Talosconfig, TalosconfigInput};
-pub use validate::{ConfigProblem, Severity, check_config};
+pub use validate::{ConfigProblem, ProblemKind, Severity, check_config};
 pub use version::{
     Contract, ContractChoice, TalosVersion, VersionError, contract_for, default_kubernetes_version,
 };

@@ -7,16 +7,19 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use super::config::{BaseConfigInput, Role as MachineRole, base_config, machine_config_yaml};
+use super::decode::decode_config;
+use super::link::{NodeLink, check_node_link};
 use super::redact::redact_secrets;
 use super::secrets::SecretsBundle;
 use super::sensitive::Sensitive;
-use super::validate::{self, ConfigProblem, check_config};
-use super::version::{TalosVersion, contract_for, default_kubernetes_version};
+use super::validate::{self, ConfigProblem, ProblemKind, check_config};
+use super::version::{Contract, TalosVersion, contract_for, default_kubernetes_version};
 use crate::factory::{Schematic, SchematicId, installer_image};
-use crate::patch::apply::ApplyCause;
+use crate::patch::apply::{ApplyCause, ApplyError};
 use crate::patch::merge::MergeError;
 use crate::patch::{
-    DocumentId, MachineConfig, Patch, PatchSet, TemplateVars, apply_patches, apply_patches_traced,
+    DocumentId, MachineConfig, Patch, PatchSet, TemplateVars, apply_patches_all,
+    apply_patches_all_traced,
 };
 use crate::topology::{Code, Diagnostic, Node, Role, SchematicSpec, Severity, Topology};
 
@@ -53,10 +56,13 @@ pub struct NodeConfig {
 /// # Errors
 /// Every problem at once, in node order: the patch files' own problems (once each, from
 /// [`PatchSet::errors`]), then per node template errors (`P006`), invalid patches (`P007`),
-/// patches that cannot apply (`P008`), a base config that cannot be made (`M001`) and
-/// Talos's refusals (`M002`), each naming the patch file that set the value, its line when
-/// the file spells the field out, the node and the field. A problem shared by many nodes is
-/// reported once, with the number of other nodes.
+/// every patch that cannot apply (`P008`), a base config that cannot be made (`M001`),
+/// keys and document kinds the cluster's config contract does not have (`M004`), values
+/// Talos cannot decode (`M005`), Talos's refusals (`M002`) and network entries that would
+/// lose the node's address (`M006`), each naming the patch file that set the value, its line
+/// when the file spells the field out, the node and the field. A problem shared by many nodes
+/// is reported once, with the number of other nodes. Warnings (`M003`, `M007`) go to
+/// [`NodeConfig::warnings`].
 pub fn node_configs(
     topology: &Topology,
     secrets: &SecretsBundle,
@@ -127,6 +133,7 @@ pub fn node_configs(
         kubernetes: &kubernetes,
         factory: &factory,
         hostname_config,
+        contract: contract.contract,
         schematics: HashMap::new(),
         bases: HashMap::new(),
     };
@@ -202,6 +209,8 @@ struct Build<'a> {
     kubernetes: &'a str,
     factory: &'a url::Url,
     hostname_config: bool,
+    /// The config contract the nodes' configs are decoded against.
+    contract: Contract,
     /// Schematic ID by schematic name (`None`: no schematic).
     schematics: HashMap<Option<String>, SchematicId>,
     /// Base config by role and installer image.
@@ -322,40 +331,37 @@ impl Build<'_> {
         if !problems.is_empty() {
             return Err(problems);
         }
-        let config = apply_patches(&base, &loaded).map_err(|e| {
-            let file = std::path::PathBuf::from(&e.source_name);
-            let field = match &e.cause {
-                ApplyCause::Strategic(MergeError::TypeMismatch { path, .. }) => {
-                    Some(path.replace("[]", ""))
-                }
-                _ => None,
-            };
-            let mut d = Diagnostic::error(
-                Code::PatchConflict,
-                &file,
-                format!(
-                    "cannot apply this patch to the {} config: {}",
-                    node.role, e.cause
-                ),
-            )
-            .on_node(host);
-            if let Some(field) = field {
-                if let Some(pos) = self.patches.locate(&file, &field) {
-                    d = d.at(pos);
-                }
-                d = d.field(field);
-            }
-            vec![d]
-        })?;
-        let found = check_config(&config.documents);
+        // Every patch that applies, and each one that does not (not only the first).
+        let applied = apply_patches_all(&base, &loaded);
+        for e in &applied.errors {
+            problems.push(self.conflict(node, e));
+        }
+        let config = applied.config;
+        let mut found = decode_config(&config.documents, self.contract);
+        if applied.errors.is_empty() {
+            // Talos stops at a value it cannot decode; its checks on that value (or on what
+            // holds it) would only repeat the problem, or judge a value Talos never reads.
+            let undecoded: Vec<(String, String)> = found
+                .iter()
+                .map(|p| (p.document.clone(), p.field.clone()))
+                .collect();
+            found.extend(check_config(&config.documents).into_iter().filter(|p| {
+                !undecoded.iter().any(|(doc, field)| {
+                    *doc == p.document
+                        && (is_within(&p.field, field)
+                            || (!p.field.is_empty() && is_within(field, &p.field)))
+                })
+            }));
+            let cluster = &self.topology.cluster;
+            let link = NodeLink::nocloud(node.ip, cluster.prefix_length, cluster.gateway);
+            found.extend(check_node_link(&config.documents, &link));
+        }
         let mut warnings = Vec::new();
         if !found.is_empty() {
             // Only now is it worth knowing which patch set each value.
-            let provenance = apply_patches_traced(&base, &loaded)
-                .map(|(_, p)| p)
-                .unwrap_or_default();
+            let provenance = apply_patches_all_traced(&base, &loaded).provenance;
             for problem in &found {
-                let d = self.problem(node, problem, |doc, field| {
+                let d = self.problem(node, problem, &config, &loaded, |doc, field| {
                     provenance.source_of(doc, field).map(str::to_owned)
                 });
                 match d.severity {
@@ -387,18 +393,55 @@ impl Build<'_> {
         })
     }
 
+    /// A patch that cannot be applied, as a diagnostic on its file.
+    fn conflict(&self, node: &Node, e: &ApplyError) -> Diagnostic {
+        let file = std::path::PathBuf::from(&e.source_name);
+        let field = match &e.cause {
+            ApplyCause::Strategic(MergeError::TypeMismatch { path, .. }) => {
+                Some(path.replace("[]", ""))
+            }
+            _ => None,
+        };
+        let mut d = Diagnostic::error(
+            Code::PatchConflict,
+            &file,
+            format!(
+                "cannot apply this patch to the {} config: {}",
+                node.role, e.cause
+            ),
+        )
+        .on_node(Some(&node.hostname));
+        if let Some(field) = field {
+            if let Some(pos) = self.patches.locate(&file, &field) {
+                d = d.at(pos);
+            }
+            d = d.field(field);
+        }
+        d
+    }
+
     /// A config problem as a diagnostic on the patch file that set the field (or on the
-    /// topology file, when the base config did).
+    /// topology file, when the base config did), at the line of that file that wrote it.
     fn problem(
         &self,
         node: &Node,
         problem: &ConfigProblem,
+        config: &MachineConfig,
+        loaded: &[Patch],
         source_of: impl Fn(&DocumentId, &str) -> Option<String>,
     ) -> Diagnostic {
         let doc = document_id(&problem.document);
-        let (code, verdict) = match problem.severity {
-            validate::Severity::Error => (Code::ConfigRejected, "Talos refuses this config"),
-            validate::Severity::Warning => (Code::ConfigWarning, "Talos warns about this config"),
+        let (code, verdict) = match (problem.kind, problem.severity) {
+            (ProblemKind::Validation, validate::Severity::Error) => {
+                (Code::ConfigRejected, "Talos refuses this config: ")
+            }
+            (ProblemKind::Validation, validate::Severity::Warning) => {
+                (Code::ConfigWarning, "Talos warns about this config: ")
+            }
+            (ProblemKind::UnknownKey, _) => (Code::UnknownConfigKey, "Talos refuses this config: "),
+            (ProblemKind::WrongType, _) => (Code::ConfigWrongType, "Talos refuses this config: "),
+            (ProblemKind::AddressLost, _) => (Code::NodeAddressLost, ""),
+            (ProblemKind::OtherLink, _) => (Code::UnknownLink, ""),
         };
         let field = if doc.is_v1alpha1() {
             problem.field.clone()
@@ -417,17 +460,21 @@ impl Build<'_> {
         }
         let d = match source {
             Some(source) => {
-                let file = std::path::PathBuf::from(source);
-                let message = format!("{verdict}: {}", problem.message);
+                let file = std::path::PathBuf::from(&source);
+                let message = format!("{verdict}{}", problem.message);
                 let mut d = Diagnostic::error(code, &file, message);
-                if let Some(pos) = self.patches.locate(&file, path) {
+                let pos = match loaded.iter().find(|p| p.source == source) {
+                    Some(patch) => self.patches.locate_value(patch, &doc, config, path),
+                    None => self.patches.locate(&file, path),
+                };
+                if let Some(pos) = pos {
                     d = d.at(pos);
                 }
                 d
             }
             None => {
                 let message = format!(
-                    "{verdict}: {} (the value comes from the base config talosprov generates \
+                    "{verdict}{} (the value comes from the base config talosprov generates \
                      from this file)",
                     problem.message
                 );
@@ -444,6 +491,15 @@ impl Build<'_> {
         let d = d.on_node(Some(&node.hostname));
         if field.is_empty() { d } else { d.field(field) }
     }
+}
+
+/// Whether the dotted path `field` is `parent` or lies below it.
+fn is_within(field: &str, parent: &str) -> bool {
+    field == parent
+        || parent.is_empty()
+        || field
+            .strip_prefix(parent)
+            .is_some_and(|rest| rest.starts_with(['.', '[']))
 }
 
 /// The identity of a document named as [`ConfigProblem::document`] names it.

@@ -15,11 +15,29 @@ pub enum Severity {
     Warning,
 }
 
+/// What kind of check found a problem; it decides the diagnostic code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// Talos's validation of a decoded config (`Config.Validate`) or talosprov's early checks.
+    Validation,
+    /// A key, or a document kind, that the contract's field set does not have (Talos:
+    /// `unknown keys found during decoding`, `not registered`).
+    UnknownKey,
+    /// A value that cannot be decoded into its field's type.
+    WrongType,
+    /// A network entry that takes the node's link over without the node's address.
+    AddressLost,
+    /// A link name or selector that is not (or may not be) the node's link.
+    OtherLink,
+}
+
 /// One problem found in a config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigProblem {
     /// Error or warning.
     pub severity: Severity,
+    /// The check that found it.
+    pub kind: ProblemKind,
     /// The document: `v1alpha1` or `<apiVersion>/<kind>[/<name>]`.
     pub document: String,
     /// Dotted field path inside the document (e.g. `machine.network.hostname`); empty for the
@@ -58,6 +76,7 @@ impl Checker {
     fn push(&mut self, severity: Severity, field: &str, message: impl Into<String>) {
         self.problems.push(ConfigProblem {
             severity,
+            kind: ProblemKind::Validation,
             document: self.document.clone(),
             field: field.to_string(),
             message: message.into(),
@@ -74,6 +93,14 @@ fn get<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
 
 fn get_str<'a>(v: &'a Value, path: &str) -> &'a str {
     get(v, path).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The text of a scalar at a dotted path, as Go's yaml reads any scalar into a string field
+/// (`disk: 42` is the string `42`); empty when absent or not a scalar.
+fn get_text(v: &Value, path: &str) -> String {
+    get(v, path)
+        .and_then(crate::patch::document::scalar_text)
+        .unwrap_or_default()
 }
 
 fn get_bool(v: &Value, path: &str) -> Option<bool> {
@@ -286,7 +313,7 @@ fn check_v1alpha1(c: &mut Checker, doc: &Value) {
         );
     }
     // talosprov: Talos resolves the install disk only when installing and then fails the boot.
-    let disk = get_str(doc, "machine.install.disk");
+    let disk = get_text(doc, "machine.install.disk");
     if !disk.is_empty() && !disk.starts_with("/dev/") {
         c.error(
             "machine.install.disk",

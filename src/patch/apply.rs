@@ -69,6 +69,70 @@ pub fn apply_patches(
     Ok(current)
 }
 
+/// A config patched as far as it goes: every patch that applies, in order, and every one that
+/// does not, so that a check can report each failing patch rather than only the first.
+#[derive(Debug)]
+pub struct Applied {
+    /// The config with every patch that applied; a failing patch leaves it as it was before
+    /// that patch.
+    pub config: MachineConfig,
+    /// Which patch last changed each value (only from [`apply_patches_all_traced`]).
+    pub provenance: Provenance,
+    /// Each patch that failed, in patch order.
+    pub errors: Vec<ApplyError>,
+}
+
+/// Apply every patch that applies, in order, skipping (and collecting) those that fail, as
+/// [`apply_patches`] would apply them if the failing ones were not there.
+pub fn apply_patches_all(config: &MachineConfig, patches: &[Patch]) -> Applied {
+    apply_all(config, patches, false)
+}
+
+/// [`apply_patches_all`], also recording which patch last changed each value.
+pub fn apply_patches_all_traced(config: &MachineConfig, patches: &[Patch]) -> Applied {
+    apply_all(config, patches, true)
+}
+
+fn apply_all(config: &MachineConfig, patches: &[Patch], trace: bool) -> Applied {
+    let mut current = config.clone();
+    let mut provenance = Provenance::default();
+    let mut before = if trace {
+        leaves(&current)
+    } else {
+        Leaves::new()
+    };
+    let mut errors = Vec::new();
+    let mut failed = Vec::new();
+    for (i, patch) in patches.iter().enumerate() {
+        match apply_in_place(&mut current, patch) {
+            Ok(()) => {
+                if trace {
+                    let after = leaves(&current);
+                    provenance.record(&before, &after, &patch.source);
+                    before = after;
+                }
+            }
+            Err(e) => {
+                errors.push(e);
+                failed.push(i);
+                // A strategic merge may stop half-way: start again from the patches that
+                // applied (they apply again, the config being the same).
+                current = config.clone();
+                for (j, ok) in patches[..i].iter().enumerate() {
+                    if !failed.contains(&j) {
+                        let _ = apply_in_place(&mut current, ok);
+                    }
+                }
+            }
+        }
+    }
+    Applied {
+        config: current,
+        provenance,
+        errors,
+    }
+}
+
 /// Which patch last changed each value of a patched config.
 ///
 /// Values are leaves (scalars, empty lists and mappings) addressed by their
@@ -175,5 +239,52 @@ fn walk(v: &Value, path: &mut String, f: &mut impl FnMut(&str, &Value)) {
         }
         Value::Tagged(t) => walk(&t.value, path, f),
         leaf => f(path, leaf),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patch::load_patch;
+
+    fn patch(source: &str, text: &str) -> Patch {
+        load_patch(source, text).unwrap()
+    }
+
+    #[test]
+    fn every_failing_patch_is_collected_and_the_others_still_apply() {
+        let base = MachineConfig::parse("machine:\n  install:\n    disk: /dev/sda\n").unwrap();
+        let patches = [
+            patch(
+                "a.yaml",
+                "[{\"op\": \"remove\", \"path\": \"/machine/nothing\"}]",
+            ),
+            patch("b.yaml", "machine:\n  nodeLabels:\n    a: b\n"),
+            patch("c.yaml", "machine:\n  install: /dev/vda\n"),
+            patch(
+                "d.yaml",
+                "[{\"op\": \"test\", \"path\": \"/machine/type\", \"value\": \"x\"}]",
+            ),
+            patch("e.yaml", "machine:\n  install:\n    wipe: true\n"),
+        ];
+        let applied = apply_patches_all_traced(&base, &patches);
+        let failed: Vec<&str> = applied
+            .errors
+            .iter()
+            .map(|e| e.source_name.as_str())
+            .collect();
+        assert_eq!(failed, ["a.yaml", "c.yaml", "d.yaml"]);
+        let expected = apply_patches(&base, &[patches[1].clone(), patches[4].clone()]).unwrap();
+        assert_eq!(applied.config, expected);
+        let v1 = DocumentId::v1alpha1();
+        assert_eq!(
+            applied.provenance.source_of(&v1, "machine.install.wipe"),
+            Some("e.yaml")
+        );
+        assert_eq!(
+            applied.provenance.source_of(&v1, "machine.nodeLabels.a"),
+            Some("b.yaml")
+        );
+        assert_eq!(apply_patches_all(&base, &patches).config, expected);
     }
 }

@@ -9,13 +9,17 @@ pub mod document;
 pub mod functions;
 pub mod json6902;
 pub mod load;
+pub mod locate;
 pub mod merge;
 pub mod render;
 pub mod rules;
 pub mod set;
 pub mod tftpl;
 
-pub use apply::{ApplyError, Provenance, apply_patch, apply_patches, apply_patches_traced};
+pub use apply::{
+    Applied, ApplyError, Provenance, apply_patch, apply_patches, apply_patches_all,
+    apply_patches_all_traced, apply_patches_traced,
+};
 pub use document::{DocumentId, MachineConfig};
 pub use load::{LoadError, Patch, PatchBody, load_documents, load_patch};
 pub use render::{PatchKind, RenderError, Renderer, TemplateVars, render_patch};

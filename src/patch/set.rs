@@ -8,7 +8,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::discover::{self, PatchFile, PatchKind, PatchTree};
-use super::load::{LoadError, Patch, load_documents, load_patch};
+use super::document::{DocumentId, MachineConfig};
+use super::load::{LoadError, Patch, PatchBody, load_documents, load_patch};
+use super::locate;
+use super::merge::StrategicStep;
 use super::render::{RenderError, Renderer, TemplateVars};
 use crate::topology::{Code, Diagnostic, Pos, Topology, diagnostics};
 
@@ -218,6 +221,43 @@ impl PatchSet {
         })
     }
 
+    /// The line of `patch`'s file that wrote `path` (list indices as in the final config) of
+    /// the document `doc` of the final config `config`: the path is translated to the patch's
+    /// own list items, then found in block or flow style, or, for a JSON patch, by its JSON
+    /// pointer. `None` when the file does not spell it out.
+    pub fn locate_value(
+        &self,
+        patch: &Patch,
+        doc: &DocumentId,
+        config: &MachineConfig,
+        path: &str,
+    ) -> Option<Pos> {
+        let text = self.texts.get(Path::new(&patch.source))?;
+        match &patch.body {
+            PatchBody::Json6902(_) => locate::locate_pointer(text, path),
+            PatchBody::Strategic(steps) => {
+                let written = steps.iter().find_map(|s| match s {
+                    StrategicStep::Merge { id, document } if id == doc => Some(document),
+                    _ => None,
+                });
+                let translated = match (written, config.position(doc)) {
+                    (Some(w), Some(i)) => locate::patch_path(&config.documents[i], w, path),
+                    _ => path.to_string(),
+                };
+                let (offset, section) = document_section(text, doc);
+                locate::locate_path(section, &translated)
+                    .or_else(|| {
+                        if translated.is_empty() {
+                            Some(Pos::new(1, 1))
+                        } else {
+                            None
+                        }
+                    })
+                    .map(|p| Pos::new(p.line + offset, p.column))
+            }
+        }
+    }
+
     /// The line where a field (a dotted path such as `machine.network.hostname`, list indices
     /// allowed) is written in a patch file, found from the file's indentation; `None` when the
     /// file is not known or does not spell the field out in block style.
@@ -233,6 +273,55 @@ fn only_comments(text: &str) -> bool {
         let l = l.trim();
         l.is_empty() || l.starts_with('#') || l == "---" || l == "..."
     })
+}
+
+/// The part of a patch file that holds one document, and the number of lines before it:
+/// documents are split at `---` lines; a typed document is the one whose top-level `kind:` (and
+/// `name:`) lines name it, the v1alpha1 document the first without `kind:`. The whole text
+/// when none is found.
+fn document_section<'t>(text: &'t str, doc: &DocumentId) -> (u32, &'t str) {
+    let mut sections = Vec::new();
+    let (mut start, mut first_line, mut line) = (0usize, 0u32, 0u32);
+    for (offset, l) in text.split_inclusive('\n').scan(0usize, |at, l| {
+        let here = *at;
+        *at += l.len();
+        Some((here, l))
+    }) {
+        if l.starts_with("---") {
+            sections.push((first_line, &text[start..offset]));
+            start = offset + l.len();
+            first_line = line + 1;
+        }
+        line += 1;
+    }
+    sections.push((first_line, &text[start..]));
+    let top = |section: &str, key: &str| {
+        section.lines().find_map(|l| {
+            l.strip_prefix(key)
+                .and_then(|r| r.strip_prefix(':'))
+                .map(|v| v.trim().trim_matches(['"', '\'']).to_string())
+        })
+    };
+    let found = sections.iter().find(|(_, section)| {
+        let kind = top(section, "kind");
+        if doc.is_v1alpha1() {
+            kind.is_none()
+                && section.lines().any(|l| {
+                    let l = l.trim();
+                    !l.is_empty() && !l.starts_with('#')
+                })
+        } else {
+            kind.as_deref() == Some(doc.kind.as_str())
+                && doc
+                    .name
+                    .as_ref()
+                    .is_none_or(|n| top(section, "name").as_ref() == Some(n))
+        }
+    });
+    match found {
+        Some((offset, section)) => (*offset, section),
+        None => (0, text),
+    }
 }
 
 /// Variables for reading a literal file's documents (they are not rendered).

@@ -178,6 +178,18 @@ codes! {
     /// Talos accepts the node's final machine config but warns about it, or
     /// the Talos version is outside the contracts talosprov generates.
     ConfigWarning = ("M003", "config-warning"),
+    /// The node's final machine config has a key (or a document kind) that the
+    /// cluster's Talos config contract does not define: Talos's decoder refuses it.
+    UnknownConfigKey = ("M004", "unknown-config-key"),
+    /// A value in the node's final machine config has a type its field cannot
+    /// take (a list where Talos wants a mapping, a number where it wants a duration).
+    ConfigWrongType = ("M005", "config-wrong-type"),
+    /// A network entry takes the node's link over without the node's address
+    /// (or default route), which cloud-init gave the link and Talos then drops.
+    NodeAddressLost = ("M006", "node-address-lost"),
+    /// An interface, link, VIP link or VLAN parent that is not the node's link,
+    /// or a selector that cannot be matched to it offline.
+    UnknownLink = ("M007", "unknown-link"),
 }
 
 impl fmt::Display for Code {
