@@ -1,6 +1,8 @@
-//! Benchmark: apply the lab at 3, 10 and 30 nodes against fakepve and the Talos
-//! simulator with fixed simulated delays (install reboot, etcd readiness), and
-//! print the wall time against the critical path (the longest chain of waits).
+//! Benchmark: apply the lab at 3, 10, 30 and 100 nodes at the default
+//! `-parallelism` (10) against fakepve and the Talos simulator with fixed
+//! simulated delays (install reboot, etcd readiness), and print the wall time
+//! against the critical path (the longest chain of waits); 30 nodes at
+//! `-parallelism 30` for comparison.
 //! Needs fakepve (tests/run.sh installs it into target/venv).
 //!
 //!     cargo run --release --example bench_apply
@@ -102,7 +104,7 @@ async fn run(n: usize, net: u8, parallelism: usize) -> anyhow::Result<Duration> 
 async fn main() -> anyhow::Result<()> {
     let critical = REBOOT + ETCD_READY;
     let mut rows = Vec::new();
-    for (i, (n, parallelism)) in [(3, 3), (10, 10), (30, 30), (30, 10)]
+    for (i, (n, parallelism)) in [(3, 10), (10, 10), (30, 10), (100, 10), (30, 30)]
         .into_iter()
         .enumerate()
     {

@@ -1,5 +1,8 @@
-//! The executor: runs a plan's changes on tokio in dependency order with at
-//! most `parallelism` at once, applies each step's records to the state and
+//! The executor: runs a plan's changes on tokio in dependency order through a
+//! [`Provider`], with at most `parallelism` steps holding a slot at once (a
+//! step gives its slot back while it only waits on a node or a task, so the
+//! bound is on the requests in flight, not on the nodes waited on), applies
+//! each step's records to the state and
 //! saves it after every one, emits events for the views, and tells every step
 //! how the others ended (so a wait that needs a failed change stops). On
 //! interruption it starts nothing new, stops the steps that hold nothing
@@ -7,10 +10,11 @@
 //! within the grace, and saves what is done.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::plan::{Change, Plan};
@@ -20,6 +24,48 @@ use crate::state::{Address, Backend, StateStore};
 use super::event::{Event, EventKind, Update};
 use super::record;
 use super::steps::{self, Context, Interrupted, Outcomes, Reporter, StepEnd, StepMessage};
+
+#[cfg(test)]
+#[path = "executor_tests.rs"]
+mod tests;
+
+/// What the executor makes changes with: the real provider sends requests to
+/// Proxmox and Talos ([`Context`], through `steps::run`); tests drive the
+/// executor with scripted fakes.
+pub trait Provider: Send + Sync + 'static {
+    /// Make `change`, reporting progress and what to record through `r`
+    /// (records are saved in the state as they arrive, before the step
+    /// counts as done). Wrap waits that send nothing in
+    /// [`Reporter::waiting`], and Proxmox work an interruption must let
+    /// finish in a Proxmox section.
+    ///
+    /// # Errors
+    /// Why the change failed; [`Interrupted`] when it stopped because the run
+    /// was interrupted.
+    fn apply(
+        &self,
+        change: &Change,
+        r: &Reporter,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send;
+
+    /// How long an interrupted run lets steps with Proxmox work in flight
+    /// finish it before abandoning them.
+    fn interrupt_grace(&self) -> Duration;
+}
+
+impl Provider for Context {
+    fn apply(
+        &self,
+        change: &Change,
+        r: &Reporter,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send {
+        steps::run(self, change, r)
+    }
+
+    fn interrupt_grace(&self) -> Duration {
+        self.waits.interrupt_grace
+    }
+}
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,24 +110,26 @@ fn is_interrupted(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<Interrupted>().is_some())
 }
 
-/// Run `plan`'s changes. `cancel` turning true interrupts the run: nothing
-/// new starts; steps outside any Proxmox section stop at once; the others
-/// get `ctx.waits.interrupt_grace` to finish their Proxmox work (and record
-/// it), then are abandoned.
+/// Run `plan`'s changes with `provider`. A change starts once every change it
+/// depends on is done and a slot is free (`parallelism` slots); one that
+/// depends on a failed change is skipped. `cancel` turning true interrupts
+/// the run: nothing new starts; steps outside any Proxmox section stop at
+/// once; the others get the provider's interrupt grace to finish their
+/// Proxmox work (and record it), then are abandoned.
 ///
 /// # Errors
 /// Only a state save failure (the run stops at once: without a saved state
 /// nothing more may change). Step failures are in [`RunOutcome::Failed`].
-pub async fn execute<B: Backend>(
-    ctx: Arc<Context>,
+pub async fn execute<P: Provider, B: Backend>(
+    provider: Arc<P>,
     plan: &Plan,
     saver: &mut Saver<'_, B>,
     parallelism: usize,
     events: &mpsc::UnboundedSender<Update>,
     mut cancel: watch::Receiver<bool>,
 ) -> anyhow::Result<RunOutcome> {
-    let parallelism = parallelism.max(1);
-    let grace = ctx.waits.interrupt_grace;
+    let slots = Arc::new(Semaphore::new(parallelism.max(1)));
+    let grace = provider.interrupt_grace();
     let changes: BTreeMap<Address, &Change> = plan
         .changes
         .iter()
@@ -99,6 +147,8 @@ pub async fn execute<B: Backend>(
     let mut running: HashMap<tokio::task::Id, Running> = HashMap::new();
     let mut interrupted = *cancel.borrow();
     let mut grace_ends: Option<tokio::time::Instant> = None;
+    // A slot the loop acquired while changes waited for one, for the next.
+    let mut spare: Option<tokio::sync::OwnedSemaphorePermit> = None;
     let emit = |address: &Address, kind: EventKind, since: Option<&Instant>| {
         let _ = events.send(Update::Step(Event {
             address: address.clone(),
@@ -116,7 +166,8 @@ pub async fn execute<B: Backend>(
     }
 
     loop {
-        // Skip what depends on a failure; start what is ready.
+        // Skip what depends on a failure; start what is ready while a slot is free.
+        let mut ready_without_slot = false;
         if !interrupted {
             let mut i = 0;
             while i < pending.len() {
@@ -140,28 +191,35 @@ pub async fn execute<B: Backend>(
                     .depends_on
                     .iter()
                     .all(|d| done.contains(d) || !changes.contains_key(d));
-                if ready && running.len() < parallelism {
+                let slot = if ready {
+                    spare
+                        .take()
+                        .or_else(|| slots.clone().try_acquire_owned().ok())
+                } else {
+                    None
+                };
+                ready_without_slot |= ready && slot.is_none();
+                if let Some(permit) = slot {
                     pending.remove(i);
                     started.insert(c.address.clone(), Instant::now());
                     emit(&c.address, EventKind::Started { action: c.action }, None);
-                    let ctx = ctx.clone();
+                    let provider = provider.clone();
                     let change = c.clone();
                     let reporter = Reporter::for_run(
                         c.address.clone(),
                         tx.clone(),
                         stopping_rx.clone(),
                         outcomes_rx.clone(),
-                    );
+                    )
+                    .holding(slots.clone(), permit);
                     let step_reporter = reporter.clone();
                     let abort = tasks.spawn(async move {
                         let retries = step_reporter.clone();
                         let watcher: crate::retry::Watcher =
                             Arc::new(move |n: &crate::retry::Notice| retries.retrying(n));
-                        let result = crate::retry::watched(
-                            watcher,
-                            steps::run(&ctx, &change, &step_reporter),
-                        )
-                        .await;
+                        let result =
+                            crate::retry::watched(watcher, provider.apply(&change, &step_reporter))
+                                .await;
                         (change.address, result)
                     });
                     running.insert(
@@ -190,6 +248,12 @@ pub async fn execute<B: Backend>(
             biased;
             Some(msg) = rx.recv() => {
                 handle(msg, saver, &emit, &started, &running).await?;
+            }
+            // A slot came free (a step finished or went waiting): the loop
+            // starts the next ready change with it. Slots go first come, first
+            // served, between new changes and steps coming back from a wait.
+            Ok(permit) = slots.clone().acquire_owned(), if ready_without_slot && !interrupted => {
+                spare = Some(permit);
             }
             Some(joined) = tasks.join_next_with_id() => {
                 // Records sent before the step ended are saved before it counts as done.

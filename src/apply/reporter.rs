@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::mpsc::UnboundedSender;
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::state::Address;
 
@@ -63,6 +63,19 @@ pub struct Reporter {
     stopping: watch::Receiver<bool>,
     outcomes: watch::Receiver<Outcomes>,
     sections: Arc<AtomicUsize>,
+    slot: Arc<Slot>,
+}
+
+/// A step's place among the `-parallelism` slots of a run: held while the
+/// step sends requests, given back while it only waits (see
+/// [`Reporter::waiting`]), so `-parallelism` bounds the requests in flight,
+/// not the nodes being waited on.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The run's slots; `None` for a step run on its own (no bound).
+    slots: Option<Arc<Semaphore>>,
+    /// The slot this step holds now.
+    held: std::sync::Mutex<Option<OwnedSemaphorePermit>>,
 }
 
 impl Reporter {
@@ -75,6 +88,42 @@ impl Reporter {
             watch::channel(false).1,
             watch::channel(Outcomes::new()).1,
         )
+    }
+
+    /// This reporter holding `permit`, one of the run's `slots`, which
+    /// [`Reporter::waiting`] gives back while the step waits.
+    pub fn holding(mut self, slots: Arc<Semaphore>, permit: OwnedSemaphorePermit) -> Self {
+        self.slot = Arc::new(Slot {
+            slots: Some(slots),
+            held: std::sync::Mutex::new(Some(permit)),
+        });
+        self
+    }
+
+    /// Run `wait`, a wait on a node or a task that sends nothing but probes,
+    /// without holding the step's slot: another step takes it meanwhile, and
+    /// this one queues for a slot again before going on.
+    pub async fn waiting<T>(&self, wait: impl std::future::Future<Output = T>) -> T {
+        let had = self
+            .slot
+            .held
+            .lock()
+            .expect("slot poisoned")
+            .take()
+            .is_some();
+        let out = wait.await;
+        if let (true, Some(slots)) = (had, &self.slot.slots)
+            && let Ok(permit) = slots.clone().acquire_owned().await
+        {
+            *self.slot.held.lock().expect("slot poisoned") = Some(permit);
+        }
+        out
+    }
+
+    /// Whether the step holds one of the run's slots now (always `false` for
+    /// a step run on its own).
+    pub fn holds_slot(&self) -> bool {
+        self.slot.held.lock().expect("slot poisoned").is_some()
     }
 
     /// A reporter for the step at `address` in a run: `stopping` turns true
@@ -91,6 +140,7 @@ impl Reporter {
             stopping,
             outcomes,
             sections: Arc::new(AtomicUsize::new(0)),
+            slot: Arc::new(Slot::default()),
         }
     }
 

@@ -251,7 +251,8 @@ async fn secure_mode(
     };
     let wait = async { Ok(talos::wait_secure_with(ip, Some(host), credentials, &options).await?) };
     let issuers = certificate_issuers(ctx, host);
-    r.unless_all_fail(&issuers, &no_issuer(host), wait).await
+    r.waiting(r.unless_all_fail(&issuers, &no_issuer(host), wait))
+        .await
 }
 
 /// Why a worker's wait stops when no control plane can be configured.
@@ -289,7 +290,7 @@ pub(super) async fn apply_config(
     };
     let either = wait_either(ctx, ip, host, credentials, r);
     let either = r
-        .unless_all_fail(&issuers, &no_issuer(host), either)
+        .waiting(r.unless_all_fail(&issuers, &no_issuer(host), either))
         .await?;
     let client = match either {
         NodeMode::Maintenance(c) => c,
@@ -495,7 +496,13 @@ pub(super) async fn bootstrap(ctx: &Context, r: &Reporter) -> anyhow::Result<()>
     let client = secure_mode(ctx, host, ip, w.secure, false, r).await?;
     r.progress(format!("waiting for etcd on {host}"));
     let on_cause = |cause: &str| r.progress(format!("waiting for etcd on {host}: {cause}"));
-    talos::wait_etcd_ready_explained(&client, w.bootstrap, w.backoff, &on_cause).await?;
+    r.waiting(talos::wait_etcd_ready_explained(
+        &client,
+        w.bootstrap,
+        w.backoff,
+        &on_cause,
+    ))
+    .await?;
     r.progress(format!("bootstrapping etcd on {host}"));
     let on_cause = |cause: &str| r.progress(format!("bootstrapping etcd on {host}: {cause}"));
     talos::bootstrap_when_ready_explained(&client, w.bootstrap, w.backoff, &on_cause).await?;

@@ -163,7 +163,14 @@ pub(super) async fn gated_restart(
     }
     restart.await?;
     r.progress("waiting for the node to be healthy again");
-    upgrade::after_change(&cluster, &node, &version, credentials, &ctx.rollout).await?;
+    r.waiting(upgrade::after_change(
+        &cluster,
+        &node,
+        &version,
+        credentials,
+        &ctx.rollout,
+    ))
+    .await?;
     Ok(())
 }
 
