@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use talosprov::cli::{Cli, Outcome};
-use talosprov::sim::{SimOptions, Simulator};
+use talosprov_sim::{SimOptions, Simulator};
 
 /// The install reboot each node takes before it serves secure mode.
 const REBOOT: Duration = Duration::from_secs(2);

@@ -1,7 +1,6 @@
 //! Running with no terminal, as in a CI job: no prompt, no escape codes, and
 //! errors that name the missing flag or variable; and the topology's `state:`
 //! section choosing the GitLab-managed state, with `--backend-config` on top.
-#![cfg(feature = "sim")]
 
 #[path = "support/gitlab_state.rs"]
 mod gitlab_state;

@@ -4,7 +4,6 @@
 //! pipeline with nothing to do, output kubeconfig through the same backend,
 //! an encrypted state that leaves no secret on the server, a stale plan, and
 //! SIGTERM mid-apply releasing the lock and saving the state.
-#![cfg(feature = "sim")]
 
 #[path = "support/gitlab_state.rs"]
 mod gitlab_state;

@@ -4,7 +4,6 @@
 //! health gate, when it concerns several), and `apply --staged` leaves every node
 //! running, with the plan saying the staged config waits for a reboot until the
 //! node has rebooted.
-#![cfg(feature = "sim")]
 
 mod support;
 
@@ -12,8 +11,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use support::lab::{Lab, stdout};
-use talosprov::sim::{Phase, SimNode, Simulator};
 use talosprov::talos::{RebootMode, TalosClient};
+use talosprov_sim::{Phase, SimNode, Simulator};
 
 /// The patch added to talos-worker-01: `machine.env` is not a setting Talos
 /// applies at once (CanApplyImmediate), so the node reboots for it.

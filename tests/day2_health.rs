@@ -1,7 +1,6 @@
 //! `talosprov health` run as a user would, against a simulated cluster: the node
 //! list from the topology, the talosconfig from the state, each check printed, and
 //! exit 1 naming the failing checks.
-#![cfg(feature = "sim")]
 
 #[path = "support/day2_cluster.rs"]
 mod day2_cluster;

@@ -1,15 +1,14 @@
 //! Day two through plan and apply against fakepve, the factory stand-in and the
 //! Talos simulator: a Talos version change rolls through the nodes in place
 //! (control planes first, behind the etcd gate), recorded node by node.
-#![cfg(feature = "sim")]
 
 mod support;
 
 use std::time::Duration;
 
 use support::lab::{Lab, stderr, stdout};
-use talosprov::sim::Phase;
 use talosprov::talos::TalosClient;
+use talosprov_sim::Phase;
 
 fn at_version(version: &'static str) -> impl Fn(String) -> String {
     move |t| {
@@ -342,7 +341,7 @@ async fn config_change_talos_applies_at_once_is_planned_and_applied_without_a_re
     lab.import_secrets().await;
     assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
     let sim = lab.sim.as_ref().expect("sim");
-    let reboots = |sim: &talosprov::sim::Simulator| -> Vec<u32> {
+    let reboots = |sim: &talosprov_sim::Simulator| -> Vec<u32> {
         lab.ips
             .iter()
             .map(|ip| sim.node(ip.parse().expect("ip")).expect("node").reboots())
@@ -370,7 +369,7 @@ async fn config_change_talos_applies_at_once_is_planned_and_applied_without_a_re
 
 /// Reset the node at `ip` through the Talos API as an operator would (no
 /// graceful leave, no reboot), then power it on: it waits in maintenance mode.
-async fn reset_to_maintenance(lab: &Lab, ip: std::net::IpAddr) -> talosprov::sim::SimNode {
+async fn reset_to_maintenance(lab: &Lab, ip: std::net::IpAddr) -> talosprov_sim::SimNode {
     let client = TalosClient::connect_secure(ip, &lab.talos_credentials().await)
         .await
         .expect("connect");
@@ -490,7 +489,7 @@ async fn kubernetes_version_change_rolls_control_planes_first_without_reboots() 
     lab.import_secrets().await;
     assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
     let sim = lab.sim.as_ref().expect("sim");
-    let reboots = |sim: &talosprov::sim::Simulator| -> Vec<u32> {
+    let reboots = |sim: &talosprov_sim::Simulator| -> Vec<u32> {
         lab.ips
             .iter()
             .map(|ip| sim.node(ip.parse().expect("ip")).expect("node").reboots())
@@ -554,7 +553,7 @@ async fn kubernetes_version_change_gives_every_control_plane_its_components_befo
     lab.import_secrets().await;
     assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
     let sim = lab.sim.as_ref().expect("sim");
-    let reboots = |sim: &talosprov::sim::Simulator| -> Vec<u32> {
+    let reboots = |sim: &talosprov_sim::Simulator| -> Vec<u32> {
         lab.ips
             .iter()
             .map(|ip| sim.node(ip.parse().expect("ip")).expect("node").reboots())

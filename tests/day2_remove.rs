@@ -1,7 +1,6 @@
 //! Removing nodes against the simulator: a control plane reset gracefully leaves
 //! etcd; an unreachable one has its member removed from another control plane; the
 //! last control plane is refused and left alone; a worker is reset.
-#![cfg(feature = "sim")]
 
 #[path = "support/day2_cluster.rs"]
 mod day2_cluster;
@@ -15,8 +14,8 @@ use talosprov::apply::remove::{
     RemovalOptions, RemovalOutcome, RemovalRefused, RemovalWarning, RemoveError, remove_node,
 };
 use talosprov::apply::upgrade::SnapshotPolicy;
-use talosprov::sim::Phase;
 use talosprov::talos::TalosClient;
+use talosprov_sim::Phase;
 
 fn options(snapshot: SnapshotPolicy) -> RemovalOptions {
     RemovalOptions {

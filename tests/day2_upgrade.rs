@@ -2,7 +2,6 @@
 //! each behind the etcd gate and after a snapshot, then workers; a failed upgrade
 //! stops at its node and a second run continues; a v1.12 cluster takes the legacy
 //! RPC; a Kubernetes version change is applied without reboots.
-#![cfg(feature = "sim")]
 
 #[path = "support/day2_cluster.rs"]
 mod day2_cluster;
@@ -20,8 +19,8 @@ use talosprov::apply::upgrade::{
 };
 use talosprov::factory::SchematicId;
 use talosprov::health::{ClusterNode, Cni, Expectations, run_checks};
-use talosprov::sim::{LoggedRpc, Phase};
 use talosprov::talos::UpgradePath;
+use talosprov_sim::{LoggedRpc, Phase};
 
 const SCHEMATIC: &str = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba";
 

@@ -2,7 +2,6 @@
 //! fakepve and the Talos simulator: a memory change restarts the VM through
 //! Proxmox, a hand edit is drift (pending or running) that apply repairs, and a
 //! change an interrupted apply left pending is finished by the next apply.
-#![cfg(feature = "sim")]
 
 mod support;
 

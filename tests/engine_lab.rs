@@ -2,7 +2,6 @@
 //! simulator: plan, apply, outputs, a second plan, an in-place update, a patch
 //! change, destroy; a kill mid-apply (its lock taken over by the next run); a
 //! stale saved plan; two applies at once.
-#![cfg(feature = "sim")]
 
 mod support;
 

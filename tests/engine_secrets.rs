@@ -1,6 +1,5 @@
 //! No secret of the state appears in plan output (human or JSON, with a config
 //! diff), in `-v` and `RUST_LOG=debug` logs of apply, or in error messages.
-#![cfg(feature = "sim")]
 
 mod support;
 

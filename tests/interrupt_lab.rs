@@ -3,7 +3,6 @@
 //! within a printed bound, saves what they did, releases the lock and exits
 //! 143 or 130; a second signal exits at once; the bound is kept; a re-run
 //! converges to a clean plan.
-#![cfg(feature = "sim")]
 
 mod support;
 
@@ -39,9 +38,13 @@ impl Running {
             let mut reader = BufReader::new(pipe).lines();
             while let Ok(Some(line)) = reader.next_line().await {
                 eprintln!("talosprov: {line}");
-                let mut text = sink.lock().expect("lock");
-                text.push_str(&line);
-                text.push('\n');
+                {
+                    let mut text = sink.lock().expect("lock");
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+                // Not under the text's lock: `wait_for` takes that lock while it
+                // holds the channel's, so holding both here would deadlock.
                 tx.send_modify(|n| *n += 1);
             }
         });

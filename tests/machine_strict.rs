@@ -98,7 +98,7 @@ fn generated_configs_decode_strictly_for_every_contract_and_role() {
 fn golden_configs() -> Vec<(PathBuf, Vec<Value>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = Vec::new();
-    for dir in ["tests/snapshots", "src/patch/snapshots"] {
+    for dir in ["tests/snapshots", "crates/core/src/patch/snapshots"] {
         for entry in std::fs::read_dir(root.join(dir)).unwrap() {
             let path = entry.unwrap().path();
             let text = std::fs::read_to_string(&path).unwrap();

@@ -5,7 +5,6 @@
 //! when apply created the VM, its pool, its mappings and its image, or named
 //! as not sent to Proxmox, with the reason. A field added later fails the test
 //! until it is wired into a request and checked here.
-#![cfg(feature = "sim")]
 
 mod support;
 

@@ -6,7 +6,6 @@
 //! its client died) or dropped. The next apply must converge with no
 //! `force-unlock`, the plan after it must have no changes, and Proxmox must
 //! hold exactly the topology's VMs, as the state records them.
-#![cfg(feature = "sim")]
 
 mod support;
 

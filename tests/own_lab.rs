@@ -3,7 +3,6 @@
 //! topology declares, are conflicts in the plan and stay exactly as they were
 //! through apply and destroy; once imported, the plan shows the update, apply
 //! makes it, and destroy deletes them.
-#![cfg(feature = "sim")]
 
 mod support;
 

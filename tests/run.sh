@@ -12,4 +12,4 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import fakepve' 2>/de
 fi
 export TALOSPROV_TEST_PYTHON="$PWD/$venv/bin/python"
 
-cargo test --locked --all-features -- --test-threads="${TALOSPROV_TEST_THREADS:-4}"
+cargo test --locked --workspace --all-features -- --test-threads="${TALOSPROV_TEST_THREADS:-4}"

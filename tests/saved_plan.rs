@@ -3,7 +3,6 @@
 //! edited patch file, drift in Proxmox and a plan of an older format are each
 //! refused with the first difference named, changing nothing in Proxmox, on
 //! the nodes or in the state; a file that changes nothing does not block.
-#![cfg(feature = "sim")]
 
 mod support;
 

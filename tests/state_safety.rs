@@ -3,7 +3,6 @@
 //! secrets, and a missing state beside running nodes are each refused with
 //! nothing written (the state and its `.backup` byte for byte, no Proxmox
 //! request, no node RPC), and the refusals read as users see them.
-#![cfg(feature = "sim")]
 
 mod support;
 

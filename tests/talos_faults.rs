@@ -1,7 +1,6 @@
 //! The simulator's rejections and fault switches as the client sees them: a config the
 //! node rejects, a failing apply, refused connections, a slow boot before bootstrap, and
 //! a lost etcd member; plus the etcd maintenance RPCs.
-#![cfg(feature = "sim")]
 
 #[path = "support/talos_pki.rs"]
 mod talos_pki;
@@ -10,11 +9,11 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
-use talosprov::sim::{Phase, SimOptions, Simulator};
 use talosprov::talos::{
     ApplyOptions, Backoff, BootstrapOutcome, TalosClient, TalosError, bootstrap_when_ready,
     wait_etcd_ready, wait_maintenance, wait_secure,
 };
+use talosprov_sim::{Phase, SimOptions, Simulator};
 
 const WAIT: Duration = Duration::from_secs(30);
 const FAST: Backoff = Backoff {

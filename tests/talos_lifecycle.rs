@@ -2,7 +2,6 @@
 //! the Talos client against the simulator: apply in maintenance mode, the install
 //! reboot, secure mode, bootstrap (twice), kubeconfig, etcd members, upgrade through
 //! both paths, and reset.
-#![cfg(feature = "sim")]
 
 #[path = "support/talos_pki.rs"]
 mod talos_pki;
@@ -13,12 +12,12 @@ use base64::Engine as _;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
-use talosprov::sim::{Phase, SimOptions, Simulator};
 use talosprov::talos::{
     ApplyMode, ApplyOptions, Backoff, BootstrapOutcome, ResetOptions, TalosClient, TalosError,
     UpgradeOptions, UpgradePath, bootstrap_when_ready, wait_etcd_ready, wait_maintenance,
     wait_secure,
 };
+use talosprov_sim::{Phase, SimOptions, Simulator};
 
 const WAIT: Duration = Duration::from_secs(30);
 const FAST: Backoff = Backoff {

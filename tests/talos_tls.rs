@@ -2,7 +2,6 @@
 //! certificate from another CA, a reader calling ApplyConfiguration, a client
 //! certificate with the wrong ExtKeyUsage, a server certificate that does not cover
 //! the node's IP, and a secure client facing a node still in maintenance mode.
-#![cfg(feature = "sim")]
 
 #[path = "support/talos_pki.rs"]
 mod talos_pki;
@@ -12,11 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
-use talosprov::sim::{SimOptions, Simulator};
 use talosprov::talos::{
     ApplyOptions, Backoff, ClientCredentials, SecretPem, TalosClient, TalosError, wait_maintenance,
     wait_secure,
 };
+use talosprov_sim::{SimOptions, Simulator};
 
 const WAIT: Duration = Duration::from_secs(30);
 const FAST: Backoff = Backoff {

@@ -2,7 +2,6 @@
 //! that persists is told once and named in the deadline error; a node found
 //! in maintenance mode where it should be configured, or one running another
 //! cluster's config, ends the wait at once instead of being waited out.
-#![cfg(feature = "sim")]
 
 #[path = "support/talos_pki.rs"]
 mod talos_pki;
@@ -12,11 +11,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
-use talosprov::sim::{SimOptions, Simulator};
 use talosprov::talos::{
     ApplyOptions, Backoff, InMaintenance, SecureWait, TalosError, wait_maintenance, wait_secure,
     wait_secure_with,
 };
+use talosprov_sim::{SimOptions, Simulator};
 
 const WAIT: Duration = Duration::from_secs(30);
 const FAST: Backoff = Backoff {

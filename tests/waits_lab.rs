@@ -4,7 +4,6 @@
 //! names the cause that keeps it waiting; a node reset to maintenance mode is
 //! recognised by a wait for a configured node, and its config re-applied by
 //! the next plan; a TLS refusal says what to set.
-#![cfg(feature = "sim")]
 
 mod support;
 
@@ -12,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::lab::{Lab, stderr, stdout};
-use talosprov::sim::Phase;
 use talosprov::talos::TalosClient;
+use talosprov_sim::Phase;
 
 /// Lines of `text` containing `needle`, with what changes from run to run
 /// (the clock, elapsed seconds) taken out.

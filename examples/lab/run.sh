@@ -25,7 +25,7 @@ token_id='root@pam!talosprov'
 token_secret='5d2a2b7e-6c1f-4a39-9d0e-3f6c2a1b8e70'
 
 echo "== building talosprov, the simulator and the factory stand-in (the first build takes several minutes)"
-cargo build --bin talosprov --example talos-sim --example factory-stub
+cargo build --bin talosprov --bin talos-sim --bin factory-stub
 bin=target/debug
 
 venv=target/venv
@@ -67,7 +67,7 @@ url=$(sed -n 's/.*"url": *"\([^"]*\)".*/\1/p' "$run/fakepve.out" | head -n 1)
 echo "   $url"
 
 echo "== starting the Image Factory stand-in on $factory"
-"$bin/examples/factory-stub" --listen "$factory" > "$run/factory.out" 2> "$run/factory.log" &
+"$bin/factory-stub" --listen "$factory" > "$run/factory.out" 2> "$run/factory.log" &
 pids+=($!)
 
 echo "== starting the Talos simulator on ${nodes[*]} (port 50000)"
@@ -75,7 +75,7 @@ sim_args=()
 for ip in "${nodes[@]}"; do sim_args+=(--node "$ip"); done
 # A node reset without reboot halts; it is powered on again 2 s later, as when
 # its VM is started again or a new VM takes its address.
-"$bin/examples/talos-sim" "${sim_args[@]}" --reboot-delay 1 --power-on-after 2 2> "$run/talos-sim.log" &
+"$bin/talos-sim" "${sim_args[@]}" --reboot-delay 1 --power-on-after 2 2> "$run/talos-sim.log" &
 pids+=($!)
 for _ in $(seq 300); do [ -s "$run/factory.out" ] && grep -q "127.0.0.123:50000" "$run/talos-sim.log" && break; sleep 0.1; done
 

@@ -7,10 +7,10 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use talosprov::health::{ClusterNode, Role};
-use talosprov::sim::{SimOptions, Simulator};
 use talosprov::talos::{
     ApplyOptions, Backoff, bootstrap_when_ready, wait_etcd_ready, wait_maintenance, wait_secure,
 };
+use talosprov_sim::{SimOptions, Simulator};
 
 use super::talos_pki::ClusterPki;
 

@@ -8,7 +8,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use serde_json::Value;
-use talosprov::sim::{SimOptions, Simulator};
+use talosprov_sim::{SimOptions, Simulator};
 
 use super::factory::Factory;
 use super::fakepve::{FakeOptions, FakePve, ROOT_TOKEN_ID, ROOT_TOKEN_SECRET};

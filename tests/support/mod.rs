@@ -6,5 +6,4 @@ pub mod examples;
 pub mod factory;
 pub mod fakepve;
 pub mod image_server;
-#[cfg(feature = "sim")]
 pub mod lab;

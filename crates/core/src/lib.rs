@@ -1,0 +1,20 @@
+//! talosprov's core: everything that can be decided without talking to a
+//! machine. The topology file and its diagnostics (`topology`), the patch tree,
+//! its templates and Talos's strategic merge (`patch`), machine configs, secrets
+//! and client configs (`machine`), Image Factory schematic IDs (`schematic`), the
+//! VMs and images wanted on Proxmox as plain values (`vm`), the desired state and
+//! the plan (`plan`), and the versioned state format (`state`).
+//!
+//! Dependency rule: no async runtime, no HTTP or gRPC stack (tokio, reqwest,
+//! hyper and tonic are refused by `tests/run.sh`). File contents, the environment,
+//! the clock and randomness are passed in by the caller.
+
+#![warn(missing_docs)]
+
+pub mod machine;
+pub mod patch;
+pub mod plan;
+pub mod schematic;
+pub mod state;
+pub mod topology;
+pub mod vm;

@@ -1,0 +1,312 @@
+//! Desired resources (pure): the topology, each node's rendered machine config
+//! and whether the image storage is shared give the images (one per schematic,
+//! Talos version and storage, and per host on unshared storage), the pool, the
+//! PCI mappings, the VMs (as `proxmox::VmSpec` values), the configs, the
+//! bootstrap node and the kubeconfig.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use crate::machine::Sensitive;
+use crate::schematic::Schematic;
+use crate::state::format;
+use crate::topology::{Role, SchematicSpec, Topology};
+use crate::vm;
+use crate::vm::{HostPci, VmSpec};
+
+/// One node's final machine config, as the machine module renders it (the
+/// fields of `machine::node::NodeConfig` that planning needs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedConfig {
+    /// The node's hostname.
+    pub hostname: String,
+    /// Image Factory schematic ID of the node's image (64 hex digits).
+    pub schematic_id: String,
+    /// `machine.install.image`, e.g. `factory.talos.dev/nocloud-installer/<id>:v1.13.8`.
+    pub installer_image: String,
+    /// Talos version, e.g. `v1.13.8`.
+    pub talos_version: String,
+    /// The exact bytes sent with ApplyConfiguration (holds secrets).
+    pub yaml: Sensitive<String>,
+    /// Hex SHA-256 of `yaml`.
+    pub sha256: String,
+}
+
+/// A Talos image to have in Proxmox storage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesiredImage {
+    /// The state record it becomes (volid, node, storage, schematic, version).
+    pub record: format::Image,
+}
+
+/// A VM to have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesiredVm {
+    /// The node's role.
+    pub role: Role,
+    /// The create request's values.
+    pub spec: VmSpec,
+    /// The state record it becomes.
+    pub record: format::Vm,
+    /// Name part of its image's address (`image/<name>`).
+    pub image: String,
+}
+
+/// A machine config to have applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesiredConfig {
+    /// The node's role.
+    pub role: Role,
+    /// The node's address (Talos API on port 50000).
+    pub ip: IpAddr,
+    /// The state record it becomes (`secure_mode` true: applied and up).
+    pub record: format::NodeConfig,
+    /// The config text to send (holds secrets).
+    pub yaml: Sensitive<String>,
+}
+
+/// Everything the topology asks for (`Default`: nothing, as for a destroy).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Desired {
+    /// Images keyed by address name.
+    pub images: BTreeMap<String, DesiredImage>,
+    /// The pool name, if the topology names one.
+    pub pool: Option<String>,
+    /// PCI mappings keyed by name, as state records.
+    pub pci_mappings: BTreeMap<String, format::PciMapping>,
+    /// VMs keyed by hostname.
+    pub vms: BTreeMap<String, DesiredVm>,
+    /// Configs keyed by hostname.
+    pub configs: BTreeMap<String, DesiredConfig>,
+    /// The control plane to bootstrap: the first in the topology.
+    pub bootstrap_node: Option<String>,
+    /// The Image Factory base URL (images are downloaded from it).
+    pub factory_url: String,
+}
+
+/// Why the desired resources could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DesiredError {
+    /// A node of the topology has no rendered config.
+    #[error("node {hostname} has no rendered machine config")]
+    MissingConfig {
+        /// The node.
+        hostname: String,
+    },
+    /// A node names a schematic the topology does not define (validation
+    /// normally catches this first).
+    #[error("node {hostname} uses schematic {schematic}, which is not defined")]
+    UnknownSchematic {
+        /// The node.
+        hostname: String,
+        /// The schematic name.
+        schematic: String,
+    },
+}
+
+/// The schematic ID a topology schematic stands for: computed as the Image
+/// Factory does for extensions and kernel args, or the ID as given.
+pub fn schematic_id(spec: Option<&SchematicSpec>) -> String {
+    match spec {
+        Some(SchematicSpec::Id(id)) => id.to_ascii_lowercase(),
+        Some(SchematicSpec::Customization {
+            extensions,
+            kernel_args,
+        }) => Schematic {
+            extensions: extensions.clone(),
+            kernel_args: kernel_args.clone(),
+        }
+        .id()
+        .to_string(),
+        None => Schematic::default().id().to_string(),
+    }
+}
+
+/// The address name of an image: `<schematic8>-<version>`, with `-<host>`
+/// when the storage is not shared (one download per host).
+pub fn image_name(schematic_id: &str, talos_version: &str, host: Option<&str>) -> String {
+    let short: String = schematic_id.chars().take(8).collect();
+    match host {
+        Some(h) => format!("{short}-{talos_version}-{h}"),
+        None => format!("{short}-{talos_version}"),
+    }
+}
+
+/// The state record of a VM made from `spec`: what talosprov compares with
+/// Proxmox on every refresh.
+pub fn vm_record(spec: &VmSpec) -> format::Vm {
+    format::Vm {
+        vmid: spec.vmid,
+        node: spec.node.clone(),
+        name: spec.name.clone(),
+        cores: spec.cores,
+        memory_mib: spec.memory_mib,
+        disk_gib: spec.disk_gib,
+        hostpci: spec
+            .hostpci
+            .iter()
+            .map(|d| (d.key(), d.property_string()))
+            .collect(),
+        tags: spec.tags.clone(),
+    }
+}
+
+/// Build the desired resources. `configs` holds one rendered config per node
+/// (any order); `image_storage_shared` says whether one download serves every
+/// host.
+///
+/// # Errors
+/// Every [`DesiredError`] found.
+pub fn desired(
+    topology: &Topology,
+    configs: &[RenderedConfig],
+    image_storage_shared: bool,
+) -> Result<Desired, Vec<DesiredError>> {
+    let mut errors = Vec::new();
+    let px = &topology.proxmox;
+    let by_host: BTreeMap<&str, &RenderedConfig> =
+        configs.iter().map(|c| (c.hostname.as_str(), c)).collect();
+    // The shared-storage download runs on the first host by name, as
+    // proxmox::storage::plan_downloads picks it.
+    let first_host = topology
+        .nodes
+        .iter()
+        .map(|n| n.proxmox_node.as_str())
+        .min()
+        .unwrap_or(px.node.as_str());
+
+    let mut out = Desired {
+        images: BTreeMap::new(),
+        pool: px.pool.clone(),
+        pci_mappings: topology
+            .pci_mappings
+            .iter()
+            .map(|(name, m)| {
+                let entry = format::PciMapEntry {
+                    node: m.node.clone().unwrap_or_else(|| px.node.clone()),
+                    path: m.path.clone(),
+                    id: m.id.clone(),
+                    subsystem_id: Some(m.subsystem_id.clone()),
+                    iommu_group: Some(m.iommu_group),
+                };
+                let record = format::PciMapping {
+                    description: m.comment.clone(),
+                    map: vec![entry],
+                };
+                (name.clone(), record)
+            })
+            .collect(),
+        vms: BTreeMap::new(),
+        configs: BTreeMap::new(),
+        bootstrap_node: topology.controlplanes().next().map(|n| n.hostname.clone()),
+        factory_url: topology.image_factory_url.clone(),
+    };
+
+    for node in &topology.nodes {
+        if let Some(name) = &node.schematic
+            && !topology.schematics.contains_key(name)
+        {
+            errors.push(DesiredError::UnknownSchematic {
+                hostname: node.hostname.clone(),
+                schematic: name.clone(),
+            });
+            continue;
+        }
+        let Some(rendered) = by_host.get(node.hostname.as_str()) else {
+            errors.push(DesiredError::MissingConfig {
+                hostname: node.hostname.clone(),
+            });
+            continue;
+        };
+        // The machine module picked the schematic and version the installer
+        // image names; the disk image must be the same.
+        let id = rendered.schematic_id.clone();
+        let talos_version = rendered.talos_version.clone();
+        let image_host = if image_storage_shared {
+            None
+        } else {
+            Some(node.proxmox_node.as_str())
+        };
+        let image_name = image_name(&id, &talos_version, image_host);
+        let image = vm::Image {
+            talos_version: talos_version.clone(),
+            schematic: id.clone(),
+        };
+        let volid = image.volid(&px.image_storage);
+        out.images
+            .entry(image_name.clone())
+            .or_insert_with(|| DesiredImage {
+                record: format::Image {
+                    volid: volid.clone(),
+                    node: image_host.unwrap_or(first_host).to_owned(),
+                    storage: px.image_storage.clone(),
+                    schematic_id: id.clone(),
+                    talos_version: talos_version.clone(),
+                },
+            });
+
+        let hostpci: Vec<HostPci> = node
+            .hostpci
+            .iter()
+            .map(|d| HostPci {
+                index: d.index,
+                mapping: d.mapping.clone(),
+                pcie: d.pcie,
+                rombar: d.rombar,
+                x_vga: d.xvga,
+            })
+            .collect();
+        let mut tags: Vec<String> = node.tags.iter().map(|t| t.to_ascii_lowercase()).collect();
+        tags.sort();
+        tags.dedup();
+        let spec = VmSpec {
+            vmid: node.vm_id.0,
+            name: node.hostname.clone(),
+            node: node.proxmox_node.clone(),
+            cores: node.cores,
+            memory_mib: u64::from(node.memory),
+            disk_gib: u64::from(node.disk_size),
+            datastore: px.datastore.clone(),
+            image_volid: volid,
+            bridge: px.bridge.clone(),
+            ip: IpAddr::V4(node.ip),
+            prefix: topology.cluster.prefix_length,
+            gateway: Some(IpAddr::V4(topology.cluster.gateway)),
+            nameservers: topology.cluster.nameservers.clone(),
+            pool: px.pool.clone(),
+            tags: tags.clone(),
+            hostpci: hostpci.clone(),
+        };
+        let record = vm_record(&spec);
+        out.vms.insert(
+            node.hostname.clone(),
+            DesiredVm {
+                role: node.role,
+                spec,
+                record,
+                image: image_name,
+            },
+        );
+        out.configs.insert(
+            node.hostname.clone(),
+            DesiredConfig {
+                role: node.role,
+                ip: IpAddr::V4(node.ip),
+                record: format::NodeConfig {
+                    config_sha256: rendered.sha256.clone(),
+                    talos_version: rendered.talos_version.clone(),
+                    installer_image: rendered.installer_image.clone(),
+                    secure_mode: true,
+                    staged: None,
+                    role: Some(node.role),
+                },
+                yaml: rendered.yaml.clone(),
+            },
+        );
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}

@@ -1,0 +1,401 @@
+//! The VM part of the diff (pure): a desired VM against its record and what
+//! Proxmox shows gives create, replace (another vmid or host), update (cores,
+//! memory, disk growth, PCI devices, tags) or nothing; drift is noted; a disk
+//! shrink is refused. An update restarts the VM through Proxmox only when the
+//! running VM does not have the wanted values (Proxmox keeps them pending).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::state::format;
+use crate::state::{Address, CreateIntent};
+
+use super::desired::DesiredVm;
+use super::diff::{PlanError, change, field};
+use super::observed::{Observed, ObservedVm};
+use super::ownership::{self, Found};
+use super::{Action, Change, Drift, DriftKind, FieldChange};
+
+/// The values to compare a desired VM with: the observed ones where known,
+/// else the recorded ones.
+fn current_of(recorded: &format::Vm, seen: Option<&ObservedVm>) -> format::Vm {
+    let mut cur = recorded.clone();
+    if let Some(s) = seen {
+        if let Some(name) = &s.name {
+            cur.name.clone_from(name);
+        }
+        cur.cores = s.cores.unwrap_or(cur.cores);
+        cur.memory_mib = s.memory_mib.unwrap_or(cur.memory_mib);
+        cur.disk_gib = s.disk_gib.unwrap_or(cur.disk_gib);
+        cur.tags = s.tags.iter().cloned().collect();
+        if let Some(h) = &s.hostpci {
+            cur.hostpci = h.clone();
+        }
+    }
+    cur
+}
+
+fn vm_fields(before: &format::Vm, after: &format::Vm) -> Vec<FieldChange> {
+    let mut f = Vec::new();
+    if before.name != after.name {
+        f.push(field("name", Some(&before.name), Some(&after.name)));
+    }
+    if before.cores != after.cores {
+        f.push(field("cores", Some(before.cores), Some(after.cores)));
+    }
+    if before.memory_mib != after.memory_mib {
+        f.push(field(
+            "memory_mib",
+            Some(before.memory_mib),
+            Some(after.memory_mib),
+        ));
+    }
+    if before.disk_gib != after.disk_gib {
+        f.push(field(
+            "disk_gib",
+            Some(before.disk_gib),
+            Some(after.disk_gib),
+        ));
+    }
+    let keys: BTreeSet<&String> = before.hostpci.keys().chain(after.hostpci.keys()).collect();
+    for key in keys {
+        let (b, a) = (before.hostpci.get(key), after.hostpci.get(key));
+        if !crate::vm::hostpci_equivalent(b.map(String::as_str), a.map(String::as_str)) {
+            f.push(field(key, b, a));
+        }
+    }
+    let (bt, at): (BTreeSet<&String>, BTreeSet<&String>) =
+        (before.tags.iter().collect(), after.tags.iter().collect());
+    if bt != at {
+        let text = |tags: &[String]| (!tags.is_empty()).then(|| tags.join(";"));
+        f.push(field("tags", text(&before.tags), text(&after.tags)));
+    }
+    f
+}
+
+/// `VM 122 "legacy-db" on pve1`.
+fn vm_text(seen: &ObservedVm) -> String {
+    match &seen.name {
+        Some(name) => format!("VM {} {name:?} on {}", seen.vmid, seen.node),
+        None => format!("VM {} on {}", seen.vmid, seen.node),
+    }
+}
+
+/// The change for one VM, from what the topology wants (`want`), what the
+/// state holds (`recorded`: its record, and its create intent) and what
+/// refresh saw; a VM talosprov does not own at the vmid is a conflict.
+pub(super) fn plan_vm(
+    host: &str,
+    want: &DesiredVm,
+    recorded: (Option<&format::Vm>, Option<&CreateIntent>),
+    obs: &Observed,
+    found: &mut Found<'_>,
+) -> Result<Option<Change>, PlanError> {
+    let address = Address::Vm(host.to_owned());
+    let w = &want.record;
+    let (recorded, intent) = recorded;
+    let Some(rec) = recorded else {
+        let made = intent.is_some_and(|i| i.is_vm(w.vmid, &w.node, &w.name));
+        if let Some(seen) = obs.vms.get(&w.vmid) {
+            let ours = seen.node == w.node && seen.name.as_deref() == Some(w.name.as_str());
+            if made && ours {
+                let mut c = change(
+                    address,
+                    Action::Create,
+                    format!(
+                        "VM {} was left half-made by an interrupted apply: adopted, brought to \
+                         its spec (settings, disk size) and started",
+                        w.vmid
+                    ),
+                );
+                c.fields = vm_fields(&current_of(w, Some(seen)), w);
+                c.fields.insert(0, field("vmid", None, Some(w.vmid)));
+                return Ok(Some(c));
+            }
+            found.conflicts.push(ownership::conflict(
+                &address,
+                &w.vmid.to_string(),
+                vm_text(seen),
+                false,
+            ));
+            return Ok(None);
+        }
+        let mut c = change(
+            address,
+            Action::Create,
+            format!(
+                "new {} node: VM {} on {}",
+                want.role.as_str(),
+                w.vmid,
+                w.node
+            ),
+        );
+        // A VM an interrupted apply was making at another vmid or host (the
+        // topology changed since) goes first.
+        if let Some(i) = intent.filter(|i| !made && ownership::made_vm_seen(i, obs)) {
+            c.action = Action::Replace;
+            c.reason = format!(
+                "VM {} left half-made by an interrupted apply is deleted; VM {} is created on {}",
+                i.id, w.vmid, w.node
+            );
+        }
+        c.fields = vm_fields(
+            &format::Vm {
+                cores: 0,
+                memory_mib: 0,
+                disk_gib: 0,
+                hostpci: BTreeMap::new(),
+                tags: Vec::new(),
+                ..w.clone()
+            },
+            w,
+        )
+        .into_iter()
+        .map(|f| FieldChange { before: None, ..f })
+        .collect();
+        c.fields.insert(0, field("vmid", None, Some(w.vmid)));
+        return Ok(Some(c));
+    };
+    if rec.vmid != w.vmid || rec.node != w.node {
+        let mut c = change(
+            address,
+            Action::Replace,
+            format!(
+                "moves from VM {} on {} to VM {} on {}: the VM is deleted and created anew",
+                rec.vmid, rec.node, w.vmid, w.node
+            ),
+        );
+        if rec.vmid != w.vmid {
+            c.fields.push(field("vmid", Some(rec.vmid), Some(w.vmid)));
+        }
+        if rec.node != w.node {
+            c.fields.push(field("node", Some(&rec.node), Some(&w.node)));
+        }
+        return Ok(Some(c));
+    }
+    let seen = if obs.refreshed {
+        match obs.vms.get(&rec.vmid) {
+            Some(s) if s.node == rec.node && s.name.as_deref() == Some(rec.name.as_str()) => {
+                Some(s)
+            }
+            Some(other) => {
+                // Ours is gone, and another VM took its vmid.
+                found.drift.push(Drift {
+                    address: address.clone(),
+                    kind: DriftKind::Deleted,
+                    fields: Vec::new(),
+                });
+                found.conflicts.push(ownership::conflict(
+                    &address,
+                    &rec.vmid.to_string(),
+                    vm_text(other),
+                    true,
+                ));
+                return Ok(None);
+            }
+            None => {
+                found.drift.push(Drift {
+                    address: address.clone(),
+                    kind: DriftKind::Deleted,
+                    fields: Vec::new(),
+                });
+                let mut c = change(
+                    address,
+                    Action::Create,
+                    format!("VM {} was deleted outside talosprov: created again", w.vmid),
+                );
+                c.fields.push(field("vmid", None, Some(w.vmid)));
+                return Ok(Some(c));
+            }
+        }
+    } else {
+        None
+    };
+    let current = current_of(rec, seen);
+    let running = seen.map(|s| &s.running);
+    let mut drifted = vm_fields(rec, &current);
+    for f in &mut drifted {
+        f.pending = running.is_some_and(|r| r.contains_key(&f.name));
+    }
+    if !drifted.is_empty() {
+        found.drift.push(Drift {
+            address: address.clone(),
+            kind: DriftKind::Changed,
+            fields: drifted,
+        });
+    }
+    if w.disk_gib < current.disk_gib {
+        return Err(PlanError::DiskShrink {
+            hostname: host.to_owned(),
+            vmid: w.vmid,
+            current_gib: current.disk_gib,
+            wanted_gib: w.disk_gib,
+        });
+    }
+    let mut fields = vm_fields(&current, w);
+    let changed: Vec<String> = fields.iter().map(|f| f.name.clone()).collect();
+    // Unknown power state (an offline plan): assume the VM runs.
+    let runs = seen.is_none_or(|s| s.status == "running");
+    let empty = BTreeMap::new();
+    let to_restart = if runs {
+        restart_fields(&current, running.unwrap_or(&empty), w)
+    } else {
+        Vec::new()
+    };
+    // Already set for the next start, but not running yet.
+    let waiting: Vec<&String> = to_restart
+        .iter()
+        .map(|(name, _)| name)
+        .filter(|name| !changed.contains(name))
+        .collect();
+    for (name, run) in &to_restart {
+        if waiting.contains(&name) {
+            let mut f = FieldChange::new(name, run.clone(), value_of(w, name));
+            f.pending = true;
+            fields.push(f);
+        }
+    }
+    if fields.is_empty() {
+        return Ok(None);
+    }
+    let restart = !to_restart.is_empty();
+    let mut parts = Vec::new();
+    if !changed.is_empty() {
+        parts.push(format!("{} changed", changed.join(", ")));
+    }
+    if !waiting.is_empty() {
+        let names: Vec<&str> = waiting.iter().map(|n| n.as_str()).collect();
+        parts.push(format!("{} set but pending in Proxmox", names.join(", ")));
+    }
+    let suffix = if restart {
+        ": the VM restarts through Proxmox to apply it"
+    } else if !changed.iter().any(|n| restart_class(n)) {
+        ""
+    } else if runs {
+        ": the VM already runs with the wanted value, so it is not restarted"
+    } else {
+        ": the VM is stopped and takes it at its next start"
+    };
+    let mut c = change(
+        address,
+        Action::Update,
+        format!("{}{suffix}", parts.join("; ")),
+    );
+    c.fields = fields;
+    c.reboot = Some(restart);
+    Ok(Some(c))
+}
+
+/// Fields a running VM takes only at its next start: without CPU and memory
+/// hotplug Proxmox keeps them pending until the VM restarts, and a PCI device
+/// needs a new QEMU process. Tags and a disk grow apply at once.
+fn restart_class(name: &str) -> bool {
+    name == "cores" || name == "memory_mib" || name.starts_with("hostpci")
+}
+
+/// A field's value in a VM record, as text (`None`: no such PCI device).
+fn value_of(vm: &format::Vm, name: &str) -> Option<String> {
+    match name {
+        "cores" => Some(vm.cores.to_string()),
+        "memory_mib" => Some(vm.memory_mib.to_string()),
+        _ => vm.hostpci.get(name).cloned(),
+    }
+}
+
+/// The restart-class fields whose value in the running VM differs from the
+/// desired one, with the running value (pure). The running value is the one
+/// `running` names (what Proxmox keeps pending the VM does not run with), else
+/// the next-start value: a hand edit still pending and set back needs no
+/// restart, a change the VM runs with, or one left pending, does.
+fn restart_fields(
+    next: &format::Vm,
+    running: &BTreeMap<String, Option<String>>,
+    want: &format::Vm,
+) -> Vec<(String, Option<String>)> {
+    let names: BTreeSet<String> = vm_fields(next, want)
+        .into_iter()
+        .map(|f| f.name)
+        .chain(running.keys().cloned())
+        .filter(|n| restart_class(n))
+        .collect();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let run = running
+                .get(&name)
+                .cloned()
+                .unwrap_or_else(|| value_of(next, &name));
+            (run != value_of(want, &name)).then_some((name, run))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vm(cores: u32, memory_mib: u64, hostpci: &[(&str, &str)]) -> format::Vm {
+        format::Vm {
+            vmid: 122,
+            node: "pve1".into(),
+            name: "worker-01".into(),
+            cores,
+            memory_mib,
+            disk_gib: 100,
+            hostpci: hostpci
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            tags: vec!["talos".into()],
+        }
+    }
+
+    fn running(pairs: &[(&str, Option<&str>)]) -> BTreeMap<String, Option<String>> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.map(str::to_owned)))
+            .collect()
+    }
+
+    #[test]
+    fn changed_memory_on_a_running_vm_needs_a_restart() {
+        let r = restart_fields(&vm(4, 8192, &[]), &BTreeMap::new(), &vm(4, 12288, &[]));
+        assert_eq!(r, vec![("memory_mib".to_owned(), Some("8192".to_owned()))]);
+    }
+
+    #[test]
+    fn hand_edit_still_pending_and_set_back_needs_no_restart() {
+        // Next start 6144 (set by hand), the VM runs with 8192, as wanted.
+        let r = restart_fields(
+            &vm(4, 6144, &[]),
+            &running(&[("memory_mib", Some("8192"))]),
+            &vm(4, 8192, &[]),
+        );
+        assert!(r.is_empty(), "{r:?}");
+    }
+
+    #[test]
+    fn value_left_pending_needs_a_restart_though_the_config_matches() {
+        let r = restart_fields(
+            &vm(4, 12288, &[]),
+            &running(&[("memory_mib", Some("8192"))]),
+            &vm(4, 12288, &[]),
+        );
+        assert_eq!(r, vec![("memory_mib".to_owned(), Some("8192".to_owned()))]);
+    }
+
+    #[test]
+    fn pending_pci_device_compares_with_what_the_vm_runs_without() {
+        let gpu = [("hostpci0", "mapping=gpu,pcie=1")];
+        let r = restart_fields(
+            &vm(4, 8192, &gpu),
+            &running(&[("hostpci0", None)]),
+            &vm(4, 8192, &gpu),
+        );
+        assert_eq!(r, vec![("hostpci0".to_owned(), None)]);
+        // Tags and the disk never need one.
+        let mut more = vm(4, 8192, &[]);
+        more.tags.push("gpu".into());
+        more.disk_gib = 200;
+        assert!(restart_fields(&vm(4, 8192, &[]), &BTreeMap::new(), &more).is_empty());
+    }
+}

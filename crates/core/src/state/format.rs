@@ -1,0 +1,708 @@
+//! The state document (pure): versioned JSON with `version`, `lineage` and
+//! `serial`, the secrets bundle, the recorded resources and the outputs. Modelled
+//! on OpenTofu's `internal/states/statefile`: a newer format version is refused.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::address::Address;
+use super::intent::CreateIntent;
+
+/// The state format version this build writes and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A secret string: the secrets bundle, a kubeconfig, a machine config.
+///
+/// `Debug` and `Display` print `(sensitive)`; only [`Sensitive::expose`] gives
+/// the text. Serialised as the plain string, since the state file holds it.
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Sensitive(String);
+
+impl Sensitive {
+    /// Wrap a secret.
+    pub fn new(text: impl Into<String>) -> Self {
+        Sensitive(text.into())
+    }
+
+    /// The secret text, for the few places that must write or parse it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Sensitive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(sensitive)")
+    }
+}
+
+impl fmt::Display for Sensitive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(sensitive)")
+    }
+}
+
+/// The whole state, as stored (before any encryption).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    /// Format version ([`FORMAT_VERSION`] when written by this build).
+    pub version: u32,
+    /// Set once when the state is created; a state with another lineage is a
+    /// different cluster.
+    pub lineage: Uuid,
+    /// Incremented on every write (see `StateStore::save`).
+    pub serial: u64,
+    /// The talosprov version that wrote this state.
+    pub talosprov_version: String,
+    /// The cluster's secrets bundle, as the text of talosctl's `secrets.yaml`
+    /// (parsed by the `machine` module). Set once, at the first apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets: Option<Sensitive>,
+    /// What talosprov created and the settings it applied.
+    #[serde(default)]
+    pub resources: Resources,
+    /// Values users fetch with `talosprov output`.
+    #[serde(default)]
+    pub outputs: Outputs,
+}
+
+/// The recorded resources, each map keyed by the name part of its address.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resources {
+    /// `image/<schematic8>-<version>` (with `-<node>` when the storage is not
+    /// shared), keyed by the part after `image/`.
+    #[serde(default)]
+    pub images: BTreeMap<String, Image>,
+    /// `pool/<name>`, keyed by the pool name.
+    #[serde(default)]
+    pub pools: BTreeMap<String, Pool>,
+    /// `pci_mapping/<name>`, keyed by the Proxmox mapping name.
+    #[serde(default)]
+    pub pci_mappings: BTreeMap<String, PciMapping>,
+    /// `vm/<hostname>`, keyed by hostname.
+    #[serde(default)]
+    pub vms: BTreeMap<String, Vm>,
+    /// `config/<hostname>`, keyed by hostname.
+    #[serde(default)]
+    pub configs: BTreeMap<String, NodeConfig>,
+    /// `bootstrap`, once the first control plane was bootstrapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<Bootstrap>,
+    /// VMs, pools and PCI mappings talosprov is about to create, keyed by
+    /// address (`vm/<hostname>`, `pool/<name>`, `pci_mapping/<name>`): saved
+    /// before the create request is sent, replaced by the record once Proxmox
+    /// confirmed the object (see [`crate::state::intent`]). Absent when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub creating: BTreeMap<String, CreateIntent>,
+}
+
+/// A Talos disk image downloaded into Proxmox storage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Image {
+    /// Proxmox volume ID, e.g. `local:import/talos-376567988ad3-v1.13.8-nocloud-amd64.qcow2`.
+    pub volid: String,
+    /// Proxmox node the download ran on.
+    pub node: String,
+    /// Proxmox storage holding the image.
+    pub storage: String,
+    /// Image Factory schematic ID (64 hex digits).
+    pub schematic_id: String,
+    /// Talos version, e.g. `v1.13.8`.
+    pub talos_version: String,
+}
+
+/// A Proxmox resource pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pool {
+    /// Pool comment as applied, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+/// A Proxmox PCI hardware mapping (cluster-wide, one entry per node).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PciMapping {
+    /// Description as applied, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// One entry per Proxmox node, as in the mapping's `map` property.
+    pub map: Vec<PciMapEntry>,
+}
+
+/// One `map` entry of a PCI mapping: `node=..,path=..,id=..,iommugroup=..`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PciMapEntry {
+    /// Proxmox node name.
+    pub node: String,
+    /// PCI path, e.g. `0000:01:00`.
+    pub path: String,
+    /// Vendor and device ID, e.g. `10de:2507`.
+    pub id: String,
+    /// Subsystem vendor and device ID, if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subsystem_id: Option<String>,
+    /// IOMMU group number, if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iommu_group: Option<u32>,
+}
+
+/// A VM and the settings talosprov applied to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Vm {
+    /// Proxmox VM ID (100 to 999999999).
+    pub vmid: u32,
+    /// Proxmox node the VM lives on.
+    pub node: String,
+    /// VM name (the node's hostname, which Talos reads from cloud-init).
+    pub name: String,
+    /// vCPU cores.
+    pub cores: u32,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Size of `scsi0` in GiB.
+    pub disk_gib: u64,
+    /// `hostpciN` values as applied, e.g. `hostpci0` -> `mapping=gpu,pcie=1`.
+    #[serde(default)]
+    pub hostpci: BTreeMap<String, String>,
+    /// Proxmox tags, sorted.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// The Talos machine config applied to one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Hex SHA-256 of the machine config bytes sent with ApplyConfiguration.
+    pub config_sha256: String,
+    /// Talos version the node runs.
+    pub talos_version: String,
+    /// Installer image, e.g. `factory.talos.dev/nocloud-installer/<id>:v1.13.8`.
+    pub installer_image: String,
+    /// Whether the node came up in secure mode (Talos API with mTLS) after the
+    /// config was applied.
+    pub secure_mode: bool,
+    /// Set while the config was applied in staged mode (`apply --staged`) and
+    /// the node has not been seen rebooted since: Talos writes a staged config
+    /// to its STATE partition and keeps running the previous one until its
+    /// next boot. Absent otherwise, and in states written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged: Option<Staged>,
+    /// The node's role when the config was applied (`controlplane`,
+    /// `worker`); absent in states written before it was recorded, where the
+    /// applied machine config's `machine.type` tells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<crate::topology::Role>,
+}
+
+/// A machine config staged on a node, which the node takes at its next boot
+/// (ApplyConfiguration mode STAGED; machined's `SetPersistedConfig`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Staged {
+    /// When the node had last booted at the time the config was staged, in
+    /// seconds since the Unix epoch (SystemStat `boot_time`); `None` when the
+    /// node did not say, and then only a later apply clears the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_time: Option<u64>,
+}
+
+impl Staged {
+    /// How far, in seconds, a node's reported boot time may move without a
+    /// boot: the kernel derives btime from the wall clock in whole seconds, so
+    /// two readings can differ by one. A reboot moves it by at least the
+    /// node's uptime plus the time the reboot takes.
+    pub const BOOT_TIME_SLACK_SECONDS: u64 = 2;
+
+    /// Whether a node that now reports `boot_time` (seconds since the Unix
+    /// epoch) has booted since the config was staged, and so runs it. `false`
+    /// when the boot time at staging is unknown.
+    pub fn taken_at(&self, boot_time: u64) -> bool {
+        self.boot_time
+            .is_some_and(|then| boot_time > then + Self::BOOT_TIME_SLACK_SECONDS)
+    }
+}
+
+/// The cluster bootstrap (etcd on the first control plane), done once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bootstrap {
+    /// Whether the Bootstrap call succeeded.
+    pub done: bool,
+    /// Hostname of the control plane it ran on.
+    pub node: String,
+    /// When, as RFC 3339 UTC.
+    pub at: String,
+}
+
+/// One output value. All talosprov outputs hold credentials, so all are
+/// marked sensitive; the flag is stored so that views need not know that.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Output {
+    /// The value (YAML text).
+    pub value: Sensitive,
+    /// Whether the human view must hide it.
+    pub sensitive: bool,
+}
+
+impl Output {
+    /// A sensitive output.
+    pub fn sensitive(value: impl Into<String>) -> Self {
+        Output {
+            value: Sensitive::new(value),
+            sensitive: true,
+        }
+    }
+}
+
+/// Values for `talosprov output`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outputs {
+    /// The talosconfig (Talos API client config, with a client key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub talosconfig: Option<Output>,
+    /// The admin kubeconfig (with a client key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<Output>,
+    /// Each node's rendered machine config, keyed by hostname.
+    #[serde(default)]
+    pub machineconfigs: BTreeMap<String, Output>,
+}
+
+impl Outputs {
+    /// Every output as `(name, output)`: `kubeconfig`, `machineconfig.<hostname>`
+    /// and `talosconfig`, sorted by name.
+    pub fn named(&self) -> Vec<(String, &Output)> {
+        let mut all: Vec<(String, &Output)> = Vec::new();
+        if let Some(k) = &self.kubeconfig {
+            all.push(("kubeconfig".to_owned(), k));
+        }
+        for (host, m) in &self.machineconfigs {
+            all.push((format!("machineconfig.{host}"), m));
+        }
+        if let Some(t) = &self.talosconfig {
+            all.push(("talosconfig".to_owned(), t));
+        }
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+}
+
+/// Why a state document could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    /// Not JSON, or not a JSON object.
+    #[error("the state is not valid JSON")]
+    Json(#[source] serde_json::Error),
+    /// No integer `version` field.
+    #[error("the state has no format version (the \"version\" field)")]
+    MissingVersion,
+    /// Written by a newer talosprov.
+    #[error(
+        "the state has format version {found}, but this talosprov (version {binary}) reads \
+         at most version {supported}: upgrade talosprov to use this state"
+    )]
+    NewerVersion {
+        /// The version found in the document.
+        found: u64,
+        /// [`FORMAT_VERSION`].
+        supported: u32,
+        /// This binary's version.
+        binary: &'static str,
+    },
+    /// The fields do not match the format.
+    #[error("the state (format version {version}) does not match its format")]
+    Shape {
+        /// The version found in the document.
+        version: u32,
+        /// Serde's message, naming the field.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl State {
+    /// A new, empty state: format [`FORMAT_VERSION`], serial 0, the lineage given
+    /// (a fresh UUID v4 chosen by the caller, so this stays pure).
+    pub fn new(lineage: Uuid) -> Self {
+        State {
+            version: FORMAT_VERSION,
+            lineage,
+            serial: 0,
+            talosprov_version: env!("CARGO_PKG_VERSION").to_owned(),
+            secrets: None,
+            resources: Resources::default(),
+            outputs: Outputs::default(),
+        }
+    }
+
+    /// Parse a plain (not encrypted) state document.
+    ///
+    /// # Errors
+    /// [`FormatError::NewerVersion`] when written by a newer format, and the
+    /// other variants for malformed documents.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, FormatError> {
+        let value: serde_json::Value = serde_json::from_slice(bytes).map_err(FormatError::Json)?;
+        let version = check_version(&value)?;
+        serde_json::from_value(value).map_err(|source| FormatError::Shape { version, source })
+    }
+
+    /// The document as pretty JSON with a final newline. Deterministic: struct
+    /// fields in declaration order, maps sorted by key.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec_pretty(self).expect("the state always serialises");
+        out.push(b'\n');
+        out
+    }
+
+    /// Whether this state records anything applied to a cluster: a resource,
+    /// or an output (the talosconfig, written before the first step, counts:
+    /// it trusts the secrets' CA). Secrets are generated only for a state
+    /// that does not; one that does and has lost its secrets needs them back.
+    pub fn has_applied(&self) -> bool {
+        let r = &self.resources;
+        let o = &self.outputs;
+        !(r.images.is_empty()
+            && r.pools.is_empty()
+            && r.pci_mappings.is_empty()
+            && r.vms.is_empty()
+            && r.configs.is_empty()
+            && r.bootstrap.is_none()
+            && o.talosconfig.is_none()
+            && o.kubeconfig.is_none()
+            && o.machineconfigs.is_empty())
+    }
+
+    /// Every recorded address, sorted as `state list` prints them.
+    pub fn addresses(&self) -> Vec<Address> {
+        let r = &self.resources;
+        let mut all: Vec<Address> = Vec::new();
+        all.extend(r.images.keys().map(|k| Address::Image(k.clone())));
+        all.extend(
+            r.pci_mappings
+                .keys()
+                .map(|k| Address::PciMapping(k.clone())),
+        );
+        all.extend(r.pools.keys().map(|k| Address::Pool(k.clone())));
+        all.extend(r.vms.keys().map(|k| Address::Vm(k.clone())));
+        all.extend(r.configs.keys().map(|k| Address::Config(k.clone())));
+        if r.bootstrap.is_some() {
+            all.push(Address::Bootstrap);
+        }
+        if self.outputs.kubeconfig.is_some() {
+            all.push(Address::Kubeconfig);
+        }
+        for (address, _) in self.intents() {
+            if !all.contains(&address) {
+                all.push(address);
+            }
+        }
+        all.sort_by_key(|a| a.to_string());
+        all
+    }
+
+    /// The recorded attributes at `address` as JSON, with sensitive values
+    /// replaced by `"(sensitive)"`; for an address with only a create intent,
+    /// `{"creating": {...}}`; `None` when nothing is recorded there.
+    pub fn show(&self, address: &Address) -> Option<serde_json::Value> {
+        let r = &self.resources;
+        if let Some(intent) = self.intent(address)
+            && !self.has_record(address)
+        {
+            return Some(serde_json::json!({ "creating": intent }));
+        }
+        let value = match address {
+            Address::Image(k) => serde_json::to_value(r.images.get(k)?),
+            Address::PciMapping(k) => serde_json::to_value(r.pci_mappings.get(k)?),
+            Address::Pool(k) => serde_json::to_value(r.pools.get(k)?),
+            Address::Vm(k) => serde_json::to_value(r.vms.get(k)?),
+            Address::Config(k) => serde_json::to_value(r.configs.get(k)?),
+            Address::Bootstrap => serde_json::to_value(r.bootstrap.as_ref()?),
+            Address::Kubeconfig => {
+                let k = self.outputs.kubeconfig.as_ref()?;
+                Ok(serde_json::json!({ "value": "(sensitive)", "sensitive": k.sensitive }))
+            }
+        };
+        Some(value.expect("state records always serialise"))
+    }
+
+    /// Whether a record (not only a create intent) is kept at `address`.
+    pub fn has_record(&self, address: &Address) -> bool {
+        let r = &self.resources;
+        match address {
+            Address::Image(k) => r.images.contains_key(k),
+            Address::PciMapping(k) => r.pci_mappings.contains_key(k),
+            Address::Pool(k) => r.pools.contains_key(k),
+            Address::Vm(k) => r.vms.contains_key(k),
+            Address::Config(k) => r.configs.contains_key(k),
+            Address::Bootstrap => r.bootstrap.is_some(),
+            Address::Kubeconfig => self.outputs.kubeconfig.is_some(),
+        }
+    }
+
+    /// Forget what is recorded at `address` (OpenTofu's `state rm`), its
+    /// create intent included; returns whether anything was there.
+    /// Forgetting `vm/<host>` does not forget `config/<host>`: each address is
+    /// removed on its own.
+    pub fn remove(&mut self, address: &Address) -> bool {
+        let intent = self.clear_intent(address);
+        let r = &mut self.resources;
+        intent
+            | match address {
+                Address::Image(k) => r.images.remove(k).is_some(),
+                Address::PciMapping(k) => r.pci_mappings.remove(k).is_some(),
+                Address::Pool(k) => r.pools.remove(k).is_some(),
+                Address::Vm(k) => r.vms.remove(k).is_some(),
+                Address::Config(k) => r.configs.remove(k).is_some(),
+                Address::Bootstrap => r.bootstrap.take().is_some(),
+                Address::Kubeconfig => self.outputs.kubeconfig.take().is_some(),
+            }
+    }
+}
+
+/// Read and check the `version` field of any state document (plain or
+/// encrypted envelope).
+///
+/// # Errors
+/// [`FormatError::MissingVersion`] or [`FormatError::NewerVersion`].
+pub fn check_version(value: &serde_json::Value) -> Result<u32, FormatError> {
+    let found = value
+        .get("version")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or(FormatError::MissingVersion)?;
+    if found > u64::from(FORMAT_VERSION) {
+        return Err(FormatError::NewerVersion {
+            found,
+            supported: FORMAT_VERSION,
+            binary: env!("CARGO_PKG_VERSION"),
+        });
+    }
+    u32::try_from(found).map_err(|_| FormatError::MissingVersion)
+}
+
+/// A state with one resource of each kind, a lineage and secrets: the fixture
+/// the state backends' and the format's own tests store and show.
+#[doc(hidden)]
+pub fn sample() -> State {
+    let mut s = State::new(Uuid::from_u128(0x1234_5678_9abc_def0_1234_5678_9abc_def0));
+    s.talosprov_version = "0.1.0".to_owned();
+    s.serial = 7;
+    s.secrets = Some(Sensitive::new("cluster:\n  id: abc\n  secret: s3cr3t\n"));
+    let r = &mut s.resources;
+    r.images.insert(
+        "376567988ad3-v1.13.8".to_owned(),
+        Image {
+            volid: "local:import/talos-376567988ad3-v1.13.8.qcow2".to_owned(),
+            node: "pve".to_owned(),
+            storage: "local".to_owned(),
+            schematic_id: "376567988ad3".repeat(5) + "abcd",
+            talos_version: "v1.13.8".to_owned(),
+        },
+    );
+    r.pools.insert("TALOS".to_owned(), Pool { comment: None });
+    r.pci_mappings.insert(
+        "gpu".to_owned(),
+        PciMapping {
+            description: Some("GeForce RTX 3050".to_owned()),
+            map: vec![PciMapEntry {
+                node: "pve".to_owned(),
+                path: "0000:01:00".to_owned(),
+                id: "10de:2507".to_owned(),
+                subsystem_id: Some("10de:2507".to_owned()),
+                iommu_group: Some(10),
+            }],
+        },
+    );
+    r.vms.insert(
+        "talos-worker-01".to_owned(),
+        Vm {
+            vmid: 122,
+            node: "pve".to_owned(),
+            name: "talos-worker-01".to_owned(),
+            cores: 4,
+            memory_mib: 8192,
+            disk_gib: 100,
+            hostpci: BTreeMap::from([("hostpci0".to_owned(), "mapping=gpu,pcie=1".to_owned())]),
+            tags: vec!["talos".to_owned(), "worker".to_owned()],
+        },
+    );
+    r.configs.insert(
+        "talos-worker-01".to_owned(),
+        NodeConfig {
+            config_sha256: "ab".repeat(32),
+            talos_version: "v1.13.8".to_owned(),
+            installer_image: "factory.talos.dev/nocloud-installer/abc:v1.13.8".to_owned(),
+            secure_mode: true,
+            staged: None,
+            role: None,
+        },
+    );
+    r.bootstrap = Some(Bootstrap {
+        done: true,
+        node: "talos-controlplane-01".to_owned(),
+        at: "2026-01-02T03:04:05Z".to_owned(),
+    });
+    s.outputs.kubeconfig = Some(Output::sensitive("apiVersion: v1\nkind: Config\n"));
+    s.outputs.talosconfig = Some(Output::sensitive("context: homelab\n"));
+    s.outputs.machineconfigs.insert(
+        "talos-worker-01".to_owned(),
+        Output::sensitive("version: v1alpha1\n"),
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state with one of everything, for round trips and snapshots.
+
+    #[test]
+    fn state_round_trips_through_json() {
+        let s = sample();
+        let back = State::from_json(&s.to_json()).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(back.to_json(), s.to_json());
+    }
+
+    #[test]
+    fn state_json_is_deterministic_and_sorted() {
+        insta::assert_snapshot!(String::from_utf8(sample().to_json()).unwrap());
+    }
+
+    #[test]
+    fn newer_format_version_is_refused() {
+        let mut v: serde_json::Value = serde_json::from_slice(&sample().to_json()).unwrap();
+        v["version"] = serde_json::json!(FORMAT_VERSION + 1);
+        let err = State::from_json(v.to_string().as_bytes()).unwrap_err();
+        assert!(
+            matches!(err, FormatError::NewerVersion { found: 2, .. }),
+            "{err:?}"
+        );
+        let text = err.to_string().replace(env!("CARGO_PKG_VERSION"), "X.Y.Z");
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn state_without_version_is_refused() {
+        let err = State::from_json(br#"{"lineage":"x","serial":1}"#).unwrap_err();
+        assert!(matches!(err, FormatError::MissingVersion));
+    }
+
+    #[test]
+    fn unknown_field_is_an_error_naming_it() {
+        let mut v: serde_json::Value = serde_json::from_slice(&sample().to_json()).unwrap();
+        v["resources"]["vms"]["talos-worker-01"]["colour"] = serde_json::json!("red");
+        let err = State::from_json(v.to_string().as_bytes()).unwrap_err();
+        let FormatError::Shape { source, .. } = err else {
+            panic!("expected a shape error")
+        };
+        assert!(source.to_string().contains("colour"), "{source}");
+    }
+
+    #[test]
+    fn sensitive_values_are_redacted_in_debug() {
+        let text = format!("{:?}", sample());
+        assert!(!text.contains("s3cr3t"));
+        assert!(!text.contains("kind: Config"));
+        assert!(text.contains("(sensitive)"));
+    }
+
+    #[test]
+    fn addresses_list_every_recorded_resource() {
+        let names: Vec<String> = sample()
+            .addresses()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "bootstrap",
+                "config/talos-worker-01",
+                "image/376567988ad3-v1.13.8",
+                "kubeconfig",
+                "pci_mapping/gpu",
+                "pool/TALOS",
+                "vm/talos-worker-01",
+            ]
+        );
+    }
+
+    #[test]
+    fn has_applied_is_false_only_for_a_state_that_records_nothing() {
+        let mut s = State::new(Uuid::from_u128(1));
+        s.secrets = Some(Sensitive::new("cluster: {}\n"));
+        assert!(!s.has_applied(), "secrets alone are not applied");
+        s.outputs.talosconfig = Some(Output::sensitive("context: lab\n"));
+        assert!(s.has_applied());
+        let mut only_a_pool = State::new(Uuid::from_u128(1));
+        only_a_pool
+            .resources
+            .pools
+            .insert("TALOS".to_owned(), Pool { comment: None });
+        assert!(only_a_pool.has_applied());
+        assert!(sample().has_applied());
+    }
+
+    #[test]
+    fn show_redacts_the_kubeconfig() {
+        let s = sample();
+        let shown = s.show(&Address::Kubeconfig).unwrap().to_string();
+        assert!(!shown.contains("kind: Config"), "{shown}");
+        let vm = s.show(&Address::Vm("talos-worker-01".to_owned())).unwrap();
+        assert_eq!(vm["vmid"], 122);
+    }
+
+    #[test]
+    fn remove_forgets_one_address_only() {
+        let mut s = sample();
+        assert!(s.remove(&Address::Vm("talos-worker-01".to_owned())));
+        assert!(!s.remove(&Address::Vm("talos-worker-01".to_owned())));
+        assert!(s.resources.configs.contains_key("talos-worker-01"));
+    }
+
+    #[test]
+    fn staged_config_is_written_only_when_pending_and_older_states_read() {
+        let mut config = sample().resources.configs["talos-worker-01"].clone();
+        let plain = serde_json::to_value(&config).unwrap();
+        assert!(plain.get("staged").is_none(), "{plain}");
+        let back: NodeConfig = serde_json::from_value(plain).unwrap();
+        assert_eq!(
+            back.staged, None,
+            "a state without the field reads as not staged"
+        );
+        config.staged = Some(Staged {
+            boot_time: Some(1_764_400_000),
+        });
+        insta::assert_snapshot!(
+            serde_json::to_string(&config).unwrap(),
+            @r#"{"config_sha256":"abababababababababababababababababababababababababababababababab","talos_version":"v1.13.8","installer_image":"factory.talos.dev/nocloud-installer/abc:v1.13.8","secure_mode":true,"staged":{"boot_time":1764400000}}"#
+        );
+    }
+
+    #[test]
+    fn staged_config_is_taken_once_the_boot_time_moves_on() {
+        let staged = Staged {
+            boot_time: Some(1_000),
+        };
+        assert!(!staged.taken_at(1_000));
+        assert!(!staged.taken_at(1_000 + Staged::BOOT_TIME_SLACK_SECONDS));
+        assert!(staged.taken_at(1_060));
+        assert!(!staged.taken_at(900), "an earlier boot time is not a boot");
+        assert!(!Staged { boot_time: None }.taken_at(5_000));
+    }
+}

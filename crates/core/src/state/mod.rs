@@ -1,0 +1,18 @@
+//! The state's versioned format, pure: the document (`format`), resource
+//! addresses (`address`), create intents (`intent`), lock records (`lock`), the
+//! backend settings as resolved from flags, the topology and the environment
+//! (`config`), and the summary a backup is judged by (`summary`). The backends
+//! that store it live in `talosprov-state`.
+
+pub mod address;
+pub mod config;
+pub mod format;
+pub mod intent;
+pub mod lock;
+pub mod summary;
+
+pub use address::Address;
+pub use config::{BackendConfig, HttpBackendConfig, StateSection};
+pub use format::{FORMAT_VERSION, Sensitive, State};
+pub use intent::CreateIntent;
+pub use lock::{HolderProcess, LockHeld, LockInfo, TakenOver};

@@ -1,0 +1,420 @@
+//! Raw topology to validated model: defaults, references and every check in
+//! one pass, collecting all problems. The sections live in `validate_sections`,
+//! the node checks in `validate_nodes`.
+
+use super::diagnostics::{Code, Diagnostic, Pos};
+use super::raw::{RawTopology, Spanned};
+use super::syntax::{Ipv4Net, Version};
+use super::validate_nodes::{self, NodeContext};
+use super::{Cluster, Environment, Topology};
+use std::net::Ipv4Addr;
+use std::path::{Component, Path, PathBuf};
+
+/// The Image Factory used when `image_factory.url` is not given.
+pub const DEFAULT_IMAGE_FACTORY: &str = "https://factory.talos.dev";
+
+/// Convert the raw topology into the model, applying every default and
+/// running every check of the format.
+///
+/// Returns the model (complete only when no error was found; callers must
+/// check the diagnostics) and every diagnostic, errors and warnings. `file`
+/// labels diagnostics and anchors relative paths; `env` supplies
+/// `PROXMOX_VE_ENDPOINT`. Pure: no I/O.
+pub fn validate(
+    raw: &RawTopology,
+    file: &Path,
+    env: &Environment,
+) -> (Option<Topology>, Vec<Diagnostic>) {
+    let mut cx = Cx {
+        file,
+        diagnostics: Vec::new(),
+    };
+    let base = file.parent().unwrap_or(Path::new(""));
+    let cluster = cx.cluster(raw.cluster.as_ref());
+    let proxmox = cx.proxmox(raw.proxmox.as_ref(), env, base);
+    let image_factory_url = match raw
+        .image_factory
+        .as_ref()
+        .and_then(|f| f.value.url.as_ref())
+    {
+        Some(url) => cx.url(url, "image_factory.url", false),
+        None => Some(DEFAULT_IMAGE_FACTORY.to_owned()),
+    };
+    let schematics = cx.schematics(raw);
+    let pci_mappings = cx.pci_mappings(raw);
+    let declared_schematics: Vec<&String> = raw
+        .schematics
+        .iter()
+        .flat_map(|s| &s.value)
+        .map(|e| &e.name.value)
+        .collect();
+    let declared_pci_mappings: Vec<&String> = raw
+        .pci_mappings
+        .iter()
+        .flat_map(|s| &s.value)
+        .map(|e| &e.name.value)
+        .collect();
+    let default_schematic = raw.default_schematic.as_ref().and_then(|d| {
+        if schematics.contains_key(&d.value) {
+            Some(d.value.clone())
+        } else if declared_schematics.contains(&&d.value) {
+            // Declared but invalid: that schematic's own error says why.
+            None
+        } else {
+            let msg = format!(
+                "default_schematic `{}` is not declared under `schematics`{}",
+                d.value,
+                known(declared_schematics.iter().copied())
+            );
+            cx.error(Code::UnknownSchematic, d.pos, "default_schematic", msg);
+            None
+        }
+    });
+    let nodes = validate_nodes::nodes(
+        &mut cx,
+        raw.nodes.as_ref(),
+        &NodeContext {
+            network: cluster.network,
+            vip: cluster.vip,
+            proxmox_node: proxmox.as_ref().map(|p| p.node.as_str()),
+            schematics: &schematics,
+            default_schematic: default_schematic.as_deref(),
+            pci_mappings: &pci_mappings,
+            declared_schematics: declared_schematics.clone(),
+            declared_pci_mappings,
+        },
+    );
+    let state = cx.state(raw.state.as_ref(), base);
+    let patches_dir = resolve(
+        base,
+        raw.patches_dir
+            .as_ref()
+            .map_or("patches", |p| p.value.as_str()),
+    );
+
+    let endpoint = cluster.endpoint.clone().or_else(|| {
+        let host = cluster.vip.or_else(|| {
+            nodes
+                .as_ref()?
+                .iter()
+                .find(|n| n.role == super::Role::Controlplane)
+                .map(|n| n.ip)
+        })?;
+        Some(format!("https://{host}:6443"))
+    });
+    let topology = (|| {
+        Some(Topology {
+            file: file.to_path_buf(),
+            cluster: Cluster {
+                name: cluster.name?,
+                talos_version: cluster.talos_version?,
+                kubernetes_version: cluster.kubernetes_version?,
+                vip: cluster.vip,
+                endpoint: endpoint?,
+                gateway: cluster.gateway?,
+                prefix_length: cluster.network?.prefix,
+                nameservers: cluster.nameservers?,
+                install_disk: cluster.install_disk?,
+            },
+            proxmox: proxmox?,
+            image_factory_url: image_factory_url?,
+            schematics,
+            pci_mappings,
+            nodes: nodes?,
+            patches_dir,
+            state: state?,
+        })
+    })();
+    let topology = topology.filter(|_| !super::diagnostics::has_errors(&cx.diagnostics));
+    (topology, cx.diagnostics)
+}
+
+/// " (declared: a, b)" or " (none is declared)", for reference errors.
+pub(super) fn known<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    let names: Vec<&str> = names.map(String::as_str).collect();
+    if names.is_empty() {
+        " (none is declared)".to_owned()
+    } else {
+        format!(" (declared: {})", names.join(", "))
+    }
+}
+
+/// The checking context: the file and the diagnostics so far.
+pub(super) struct Cx<'f> {
+    pub(super) file: &'f Path,
+    pub(super) diagnostics: Vec<Diagnostic>,
+}
+
+impl Cx<'_> {
+    pub(super) fn push(&mut self, d: Diagnostic) {
+        self.diagnostics.push(d);
+    }
+
+    pub(super) fn error(&mut self, code: Code, pos: Pos, field: &str, message: String) {
+        let d = Diagnostic::error(code, self.file, message)
+            .at(pos)
+            .field(field);
+        self.push(d);
+    }
+
+    /// Report a missing required field of a section that starts at `pos`.
+    pub(super) fn missing(
+        &mut self,
+        pos: Option<Pos>,
+        node: Option<&str>,
+        field: &str,
+        hint: &str,
+    ) {
+        let mut d = Diagnostic::error(
+            Code::MissingField,
+            self.file,
+            format!("`{field}` is required{hint}"),
+        )
+        .on_node(node)
+        .field(field);
+        d.pos = pos;
+        self.push(d);
+    }
+
+    pub(super) fn ipv4(&mut self, s: &Spanned<String>, field: &str) -> Option<Ipv4Addr> {
+        match s.value.parse::<Ipv4Addr>() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                let msg = format!(
+                    "`{field}` must be an IPv4 address such as 192.168.1.10, found {:?}",
+                    s.value
+                );
+                self.error(Code::InvalidIpv4, s.pos, field, msg);
+                None
+            }
+        }
+    }
+
+    pub(super) fn version(&mut self, s: &Spanned<String>, field: &str) -> Option<Version> {
+        let v = Version::parse(&s.value);
+        if v.is_none() {
+            let msg = format!(
+                "`{field}` must be a version vMAJOR.MINOR.PATCH such as v1.13.8, found {:?}",
+                s.value
+            );
+            self.error(Code::InvalidVersion, s.pos, field, msg);
+        }
+        v
+    }
+
+    /// An `http(s)://host[:port][/path]` URL, returned without a trailing `/`.
+    pub(super) fn url(
+        &mut self,
+        s: &Spanned<String>,
+        field: &str,
+        https_only: bool,
+    ) -> Option<String> {
+        let parsed = url::Url::parse(&s.value).ok().filter(|u| u.has_host());
+        let scheme_ok =
+            |u: &url::Url| u.scheme() == "https" || (!https_only && u.scheme() == "http");
+        match parsed {
+            Some(u) if scheme_ok(&u) && u.query().is_none() && u.fragment().is_none() => {
+                Some(s.value.trim_end_matches('/').to_owned())
+            }
+            _ => {
+                let want = if https_only {
+                    "an https:// URL"
+                } else {
+                    "an http:// or https:// URL"
+                };
+                let msg = format!(
+                    "`{field}` must be {want} with a host and no query, found {:?}",
+                    s.value
+                );
+                self.error(Code::InvalidUrl, s.pos, field, msg);
+                None
+            }
+        }
+    }
+
+    /// Check that `addr` is a usable host address of `net`.
+    pub(super) fn in_network(
+        &mut self,
+        net: Ipv4Net,
+        addr: Ipv4Addr,
+        pos: Pos,
+        node: Option<&str>,
+        field: &str,
+    ) {
+        let d = if !net.contains(addr) {
+            Diagnostic::error(
+                Code::OutsideNetwork,
+                self.file,
+                format!(
+                    "{addr} is outside the cluster network {net} (from cluster.gateway and cluster.prefix_length)"
+                ),
+            )
+        } else if addr == net.network || addr == net.broadcast() {
+            let which = if addr == net.network {
+                "network"
+            } else {
+                "broadcast"
+            };
+            Diagnostic::error(
+                Code::ReservedAddress,
+                self.file,
+                format!("{addr} is the {which} address of {net}; use a host address"),
+            )
+        } else {
+            return;
+        };
+        self.push(d.at(pos).on_node(node).field(field));
+    }
+}
+
+/// `p` from the file against the file's folder `base`, with `.` and `name/..`
+/// removed lexically (no file system access, so symlinks are not followed):
+/// `examples/homelab` + `../../patches` is `patches`.
+pub fn resolve(base: &Path, p: &str) -> PathBuf {
+    let mut out: Vec<Component<'_>> = Vec::new();
+    let joined = base.join(p);
+    for c in joined.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if matches!(out.last(), Some(Component::Normal(_))) => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    if out.is_empty() {
+        PathBuf::from(".")
+    } else {
+        out.iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Code, Environment, Role, SchematicSpec, StateSettings, Topology, parse};
+    use std::path::{Path, PathBuf};
+
+    /// A valid topology with every kind of section; the tests change one thing.
+    const BASE: &str = include_str!("../../../../tests/fixtures/valid/base.yaml");
+
+    fn env() -> Environment {
+        Environment::default()
+    }
+
+    fn valid(text: &str, env: &Environment) -> Topology {
+        let loaded = parse(text, Path::new("dir/cluster.yaml"), env);
+        assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+        loaded.topology.expect("a topology")
+    }
+
+    #[test]
+    fn base_topology_is_valid_with_defaults_applied() {
+        let t = valid(BASE, &env());
+        assert_eq!(t.cluster.endpoint, "https://10.0.0.100:6443");
+        assert_eq!(t.cluster.prefix_length, 24);
+        assert_eq!(t.cluster.install_disk, "/dev/sda");
+        assert!(t.cluster.nameservers.is_empty());
+        assert_eq!(t.proxmox.image_storage, "local");
+        assert_eq!(t.proxmox.bridge, "vmbr0");
+        assert_eq!(t.image_factory_url, "https://factory.talos.dev");
+        assert_eq!(t.patches_dir, PathBuf::from("dir/patches"));
+        assert_eq!(t.state, StateSettings::Local { path: None });
+        let cp = &t.nodes[0];
+        assert_eq!(cp.role, Role::Controlplane);
+        assert_eq!(cp.vm_id.0, 101);
+        assert_eq!(cp.disk_size, 40);
+        assert_eq!(cp.proxmox_node, "pve");
+        assert_eq!(cp.schematic.as_deref(), Some("base"));
+        let h = &t.nodes[1].hostpci[0];
+        assert_eq!(
+            (h.device(), h.pcie, h.rombar, h.xvga),
+            ("hostpci0".to_owned(), true, true, false)
+        );
+    }
+
+    #[test]
+    fn endpoint_defaults_to_first_controlplane_without_vip() {
+        let t = valid(&BASE.replace("  vip: 10.0.0.100\n", ""), &env());
+        assert_eq!(t.cluster.endpoint, "https://10.0.0.101:6443");
+    }
+
+    #[test]
+    fn proxmox_endpoint_comes_from_the_environment_when_the_file_has_none() {
+        let text = BASE.replace("  endpoint: https://pve.test:8006\n", "");
+        let env = Environment {
+            proxmox_endpoint: Some("https://pve.env:8006/".into()),
+        };
+        assert_eq!(valid(&text, &env).proxmox.endpoint, "https://pve.env:8006");
+        // The file wins over the environment.
+        assert_eq!(valid(BASE, &env).proxmox.endpoint, "https://pve.test:8006");
+        let missing = parse(&text, Path::new("c.yaml"), &Environment::default());
+        assert_eq!(missing.diagnostics[0].code, Code::MissingField);
+        assert_eq!(
+            missing.diagnostics[0].field.as_deref(),
+            Some("proxmox.endpoint")
+        );
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_file() {
+        let text =
+            format!("{BASE}patches_dir: ../shared/patches\nstate:\n  path: state/lab.json\n");
+        let t = valid(&text, &env());
+        assert_eq!(t.patches_dir, PathBuf::from("shared/patches"));
+        assert_eq!(
+            t.state,
+            StateSettings::Local {
+                path: Some(PathBuf::from("dir/state/lab.json"))
+            }
+        );
+        assert_eq!(super::resolve(Path::new(""), "."), PathBuf::from("."));
+    }
+
+    #[test]
+    fn http_state_backend_may_take_its_address_from_the_environment() {
+        let text = format!("{BASE}state:\n  backend: http\n");
+        match valid(&text, &env()).state {
+            StateSettings::Http { address, .. } => assert_eq!(address, None),
+            other => panic!("expected the http backend, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn http_state_backend_defaults_its_methods() {
+        let text = format!(
+            "{BASE}state:\n  backend: http\n  address: https://gitlab.example/state\n  lock_address: https://gitlab.example/state/lock\n"
+        );
+        match valid(&text, &env()).state {
+            StateSettings::Http {
+                address,
+                lock_address,
+                unlock_address,
+                lock_method,
+                unlock_method,
+            } => {
+                assert_eq!(address.as_deref(), Some("https://gitlab.example/state"));
+                assert_eq!(
+                    lock_address.as_deref(),
+                    Some("https://gitlab.example/state/lock")
+                );
+                assert_eq!(unlock_address, None);
+                assert_eq!(
+                    (lock_method.as_str(), unlock_method.as_str()),
+                    ("LOCK", "UNLOCK")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn schematic_id_is_accepted_as_given() {
+        let id = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba";
+        let text = BASE.replace(
+            "    extensions: [siderolabs/qemu-guest-agent]",
+            &format!("    id: {id}"),
+        );
+        let t = valid(&text, &env());
+        assert_eq!(t.schematics["base"], SchematicSpec::Id(id.into()));
+    }
+}

@@ -1,0 +1,246 @@
+//! Refresh: read back what planning compares with. One cluster-wide VM
+//! listing (plus the config of each recorded VM with its pending values, for
+//! its PCI devices and what it runs with), the pool and PCI mapping listings
+//! (one request each), the image storage's `shared` flag,
+//! and the Talos version of each configured node that answers within a short
+//! probe (with the boot time of a node whose config is staged, to tell whether
+//! it rebooted since).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use talosprov_core::machine::Sensitive;
+use talosprov_core::plan::{Observed, ObservedVm};
+use talosprov_proxmox::{self as proxmox, mapping, observe, pending, pool, storage};
+use talosprov_state::format::State;
+use talosprov_talos::{ApplyMode, ApplyOptions, ClientCredentials, TalosClient};
+
+/// What refresh needs to know beyond the state.
+#[derive(Debug)]
+pub struct RefreshInput<'a> {
+    /// Proxmox host whose view of the image storage is read.
+    pub image_node: &'a str,
+    /// The image storage.
+    pub image_storage: &'a str,
+    /// Node addresses by hostname, for the Talos API.
+    pub ips: &'a BTreeMap<String, IpAddr>,
+    /// Talos client credentials, when the state has a talosconfig.
+    pub credentials: Option<&'a ClientCredentials>,
+    /// How long to wait for each node's answer.
+    pub probe: Duration,
+    /// The desired machine configs by hostname (with their SHA-256): a
+    /// configured node whose recorded digest differs is asked, with a dry run,
+    /// whether applying it reboots the node.
+    pub configs: &'a BTreeMap<String, (String, Sensitive<String>)>,
+}
+
+/// Whether the node would reboot to apply `yaml` in auto mode, by its answer
+/// to a dry run (the mode it resolves AUTO to); `None` when it refuses.
+async fn dry_run_reboots(client: &TalosClient, yaml: &Sensitive<String>) -> Option<bool> {
+    let options = ApplyOptions {
+        dry_run: true,
+        ..ApplyOptions::default()
+    };
+    match client
+        .apply_configuration(yaml.expose().as_bytes(), &options)
+        .await
+    {
+        Ok(outcome) => Some(outcome.mode == ApplyMode::Reboot),
+        Err(e) => {
+            tracing::debug!(error = %e, "the dry run of the machine config was refused");
+            None
+        }
+    }
+}
+
+/// The plan's view of what a running VM does not run with yet: for each
+/// setting whose next-start value differs from the one it was started with,
+/// the field name (`cores`, `memory_mib`, `hostpciN`) and the running value.
+fn running_values(
+    current: &observe::VmConfig,
+    next: &observe::VmConfig,
+) -> BTreeMap<String, Option<String>> {
+    pending::awaiting_restart(current, next)
+        .into_iter()
+        .map(|s| match s {
+            pending::RestartSetting::Cores => {
+                ("cores".to_owned(), current.cores.map(|c| c.to_string()))
+            }
+            pending::RestartSetting::Memory => (
+                "memory_mib".to_owned(),
+                current.memory_mib.map(|m| m.to_string()),
+            ),
+            pending::RestartSetting::HostPci(key) => {
+                let value = current.hostpci.get(&key).cloned();
+                (key, value)
+            }
+        })
+        .collect()
+}
+
+/// When the node booted (SystemStat), read for a node whose config is
+/// staged; `None` when it refuses or gives none, and its staged record then
+/// stays.
+async fn staged_boot_time(client: &TalosClient) -> Option<u64> {
+    match client.boot_time().await {
+        Ok(t) => (t > 0).then_some(t),
+        Err(e) => {
+            tracing::debug!(error = %e, "the node's boot time was not read");
+            None
+        }
+    }
+}
+
+/// Observe the cluster for a plan.
+///
+/// # Errors
+/// Proxmox request errors (the Talos API is best effort: a node that does not
+/// answer is left out).
+pub async fn refresh(
+    client: &proxmox::Client,
+    state: Option<&State>,
+    input: &RefreshInput<'_>,
+) -> anyhow::Result<Observed> {
+    let recorded: Vec<observe::ExpectedVm> = state
+        .map(|s| {
+            s.resources
+                .vms
+                .values()
+                .map(|vm| observe::ExpectedVm {
+                    vmid: vm.vmid,
+                    node: Some(vm.node.clone()),
+                    name: Some(vm.name.clone()),
+                    cores: None,
+                    memory_mib: None,
+                    disk_gib: None,
+                    tags: None,
+                    pool: None,
+                    want_config: true,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let seen = observe::observe(client, &recorded)
+        .await
+        .context("cannot read the cluster's VMs from Proxmox")?;
+    let mut out = Observed {
+        refreshed: true,
+        ..Observed::default()
+    };
+    for (vmid, vm) in &seen.all {
+        if !vm.is_vm() {
+            continue;
+        }
+        let read = seen.expected.get(vmid).and_then(|o| o.as_ref());
+        let config = read.and_then(|o| o.config.as_ref());
+        let running = match read.and_then(|o| o.current.as_ref()).zip(config) {
+            Some((current, next)) if vm.status == "running" => running_values(current, next),
+            _ => BTreeMap::new(),
+        };
+        out.vms.insert(
+            *vmid,
+            ObservedVm {
+                vmid: *vmid,
+                node: vm.node.clone(),
+                name: vm.name.clone(),
+                status: vm.status.clone(),
+                cores: config
+                    .and_then(|c| c.cores)
+                    .or(vm.maxcpu)
+                    .and_then(|c| u32::try_from(c).ok()),
+                memory_mib: config.and_then(|c| c.memory_mib).or(vm.memory_mib()),
+                disk_gib: config.and_then(|c| c.disk_gib).or(vm.disk_gib()),
+                hostpci: config.map(|c| c.hostpci.clone()),
+                tags: config.map_or_else(|| vm.tag_set(), |c| c.tags.clone()),
+                running,
+            },
+        );
+    }
+    let pools = pool::list(client)
+        .await
+        .context("cannot read the pools from Proxmox")?;
+    out.pools = Some(
+        pools
+            .into_iter()
+            .map(|p| {
+                let comment = p.comment.filter(|c| !c.is_empty());
+                (p.poolid, talosprov_state::format::Pool { comment })
+            })
+            .collect(),
+    );
+    let mappings = mapping::list(client)
+        .await
+        .context("cannot read the PCI mappings from Proxmox")?;
+    out.pci_mappings = Some(
+        mappings
+            .iter()
+            .map(|m| (m.id.clone(), super::create_step::mapping_record(m)))
+            .collect(),
+    );
+    match storage::storage_status(client, input.image_node, input.image_storage).await {
+        Ok(s) => out.image_storage_shared = Some(s.shared),
+        Err(e) => tracing::debug!(error = %e, "image storage status not read"),
+    }
+    if let (Some(state), Some(creds)) = (state, input.credentials) {
+        let probes = state
+            .resources
+            .configs
+            .iter()
+            .filter(|(_, c)| c.secure_mode)
+            .filter_map(|(host, c)| input.ips.get(host).map(|ip| (host.clone(), *ip, c)))
+            .map(|(host, ip, recorded)| async move {
+                let answer = tokio::time::timeout(input.probe, async {
+                    let c = TalosClient::connect_secure(ip, creds).await?;
+                    let version = c.version().await?;
+                    let reboot = match input.configs.get(&host) {
+                        Some((sha, yaml)) if *sha != recorded.config_sha256 => {
+                            Some(dry_run_reboots(&c, yaml).await)
+                        }
+                        _ => None,
+                    };
+                    let boot_time = if recorded.staged.is_some() {
+                        staged_boot_time(&c).await
+                    } else {
+                        None
+                    };
+                    Ok::<_, talosprov_talos::TalosError>((version, reboot, boot_time))
+                })
+                .await;
+                match answer {
+                    Ok(Ok((v, reboot, boot_time))) => Some((host, Ok(v.tag), reboot, boot_time)),
+                    _ => {
+                        // Not in secure mode: reset by hand, back in maintenance mode?
+                        let maintenance = tokio::time::timeout(input.probe, async {
+                            TalosClient::connect_maintenance(ip).await?.version().await
+                        })
+                        .await;
+                        matches!(maintenance, Ok(Ok(_))).then_some((host, Err(()), None, None))
+                    }
+                }
+            });
+        for (host, tag, reboot, boot_time) in futures::future::join_all(probes)
+            .await
+            .into_iter()
+            .flatten()
+        {
+            if let Some(Some(reboot)) = reboot {
+                out.apply_reboots.insert(host.clone(), reboot);
+            }
+            if let Some(t) = boot_time {
+                out.boot_times.insert(host.clone(), t);
+            }
+            match tag {
+                Ok(tag) => {
+                    out.talos_versions.insert(host, tag);
+                }
+                Err(()) => {
+                    out.in_maintenance.insert(host);
+                }
+            }
+        }
+    }
+    Ok(out)
+}

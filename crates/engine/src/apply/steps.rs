@@ -1,0 +1,394 @@
+//! One async step per planned change: images, pool and mappings, VMs (created
+//! and started, updated, replaced, deleted), machine configs (wait for
+//! maintenance mode, apply, wait for secure mode), the bootstrap and the
+//! kubeconfig. Steps report progress and records through their [`Reporter`];
+//! they never touch the state. Proxmox work runs in sections an interruption
+//! lets finish.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use talosprov_core::plan::desired::vm_record;
+use talosprov_core::plan::{Action, Change, Desired, PlannedConfig, PlannedImage, PlannedVm};
+use talosprov_core::topology::Role;
+use talosprov_factory::{FactoryClient, Schematic};
+use talosprov_proxmox::{self as proxmox, lifecycle, mapping, pool, storage};
+use talosprov_state::format;
+use talosprov_state::{Address, Sensitive};
+use talosprov_talos::{Backoff, ClientCredentials};
+
+use super::create_step::{self, Owned};
+use super::record::Record;
+use super::remove_step;
+pub use super::reporter::{Interrupted, Outcomes, Reporter, StepEnd, StepMessage};
+use super::talos_steps;
+use super::upgrade::RolloutOptions;
+use super::upgrade_step;
+
+/// Deadlines of the waits, and their backoff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Waits {
+    /// A new VM reaching maintenance mode.
+    pub maintenance: Duration,
+    /// A node coming up in secure mode after its config (install and reboot).
+    pub secure: Duration,
+    /// etcd ready and bootstrapped.
+    pub bootstrap: Duration,
+    /// The kubeconfig through the Talos API.
+    pub kubeconfig: Duration,
+    /// A probe of a node that may be down (destroy's reset, a re-run's check).
+    pub probe: Duration,
+    /// Seconds Proxmox gives a VM to shut down before stopping it.
+    pub shutdown_secs: u64,
+    /// Retry pacing.
+    pub backoff: Backoff,
+    /// After an interruption, the longest the run waits for the steps with
+    /// Proxmox work in flight to finish it (each task to its end, so the
+    /// state records what Proxmox confirmed).
+    pub interrupt_grace: Duration,
+}
+
+impl Default for Waits {
+    fn default() -> Self {
+        Waits {
+            maintenance: Duration::from_secs(600),
+            secure: Duration::from_secs(900),
+            bootstrap: Duration::from_secs(600),
+            kubeconfig: Duration::from_secs(300),
+            probe: Duration::from_secs(5),
+            shutdown_secs: 120,
+            // Probe every 2 s at most: a node's reboot ends sooner than the
+            // Talos client's 5 s cap would notice.
+            backoff: Backoff {
+                initial: Duration::from_millis(200),
+                max: Duration::from_secs(2),
+            },
+            interrupt_grace: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What every step shares: clients, the desired resources and what was
+/// recorded when the run started. What a step sends comes from its change's
+/// typed values ([`Change::vm`], [`Change::config`], ...); `desired` gives
+/// only the machine config bytes (which hold secrets, so the plan carries
+/// their digest) and the cluster's node list for the health gates.
+#[derive(Debug)]
+pub struct Context {
+    /// The Proxmox client.
+    pub proxmox: proxmox::Client,
+    /// The Image Factory client (schematics are registered before a download).
+    pub factory: FactoryClient,
+    /// What the topology asks for.
+    pub desired: Desired,
+    /// Schematic contents by ID, for registration; `None` for IDs given as is.
+    pub schematics: BTreeMap<String, Option<Schematic>>,
+    /// Talos API client credentials (from the talosconfig); `None` when the
+    /// state has none (a destroy then deletes VMs without a reset).
+    pub credentials: Option<ClientCredentials>,
+    /// Node addresses by hostname (topology), for the Talos API.
+    pub ips: BTreeMap<String, IpAddr>,
+    /// Recorded VMs when the run started (for deletes and replaces).
+    pub recorded_vms: BTreeMap<String, format::Vm>,
+    /// What else the state owned when the run started (recorded pools and
+    /// mappings, create intents): an object found in Proxmox is adopted only
+    /// when it is named there.
+    pub owned: Owned,
+    /// Recorded configs when the run started.
+    pub recorded_configs: BTreeMap<String, format::NodeConfig>,
+    /// Recorded machine configs (the YAML each node was given) when the run
+    /// started, by hostname. Sensitive: they hold the cluster's secrets.
+    pub recorded_machineconfigs: BTreeMap<String, Sensitive>,
+    /// Recorded images when the run started (for `--purge-images`).
+    pub recorded_images: BTreeMap<String, format::Image>,
+    /// The offline admin kubeconfig, used when the Talos API cannot give one.
+    pub offline_kubeconfig: Sensitive,
+    /// The current time as RFC 3339, for the bootstrap record.
+    pub started_at: String,
+    /// Deadlines.
+    pub waits: Waits,
+    /// How Talos upgrades run: the etcd snapshot policy, health and reboot
+    /// deadlines.
+    pub rollout: RolloutOptions,
+}
+
+/// Run the step for one change, with the values the change carries.
+///
+/// # Errors
+/// The Proxmox, Talos or factory error, with the operator-level context; a
+/// change without the typed values its step needs (a plan not made by
+/// planning).
+pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result<()> {
+    match (&change.address, change.action) {
+        (Address::Image(name), Action::Create) => {
+            image(ctx, name, planned(change, &change.image)?, r).await
+        }
+        (Address::Image(name), Action::Delete) => delete_image(ctx, name, r).await,
+        (Address::Pool(name), Action::Create) => r
+            .proxmox(create_step::pool(ctx, name, r))
+            .await
+            .with_context(|| format!("cannot create pool {name}")),
+        (Address::Pool(name), Action::Delete) => {
+            r.proxmox(async {
+                pool::delete_pool(&ctx.proxmox, name)
+                    .await
+                    .with_context(|| format!("cannot delete pool {name}"))?;
+                r.record(Record::PoolGone(name.clone()));
+                Ok(())
+            })
+            .await
+        }
+        (Address::PciMapping(name), Action::Create | Action::Update) => {
+            let want = planned(change, &change.pci_mapping)?;
+            r.proxmox(create_step::pci_mapping(ctx, name, want, r))
+                .await
+                .with_context(|| format!("cannot create PCI mapping {name}"))
+        }
+        (Address::PciMapping(name), Action::Delete) => {
+            r.proxmox(async {
+                mapping::delete_mapping(&ctx.proxmox, name)
+                    .await
+                    .with_context(|| format!("cannot delete PCI mapping {name}"))?;
+                r.record(Record::MappingGone(name.clone()));
+                Ok(())
+            })
+            .await
+        }
+        (Address::Vm(host), Action::Create) => {
+            let want = planned(change, &change.vm)?;
+            r.proxmox(create_step::vm(ctx, host, &want.spec, r)).await
+        }
+        (Address::Vm(host), Action::Update) => {
+            update_vm(ctx, host, planned(change, &change.vm)?, r).await
+        }
+        (Address::Vm(host), Action::Replace) => {
+            let want = planned(change, &change.vm)?;
+            delete_vm(ctx, host, Leaving::Replaced(change.role), r).await?;
+            r.proxmox(create_step::vm(ctx, host, &want.spec, r)).await
+        }
+        (Address::Vm(host), Action::Delete) => {
+            delete_vm(ctx, host, Leaving::Removed(change.role), r).await
+        }
+        (Address::Config(host), Action::ApplyConfig) => {
+            let want = planned(change, &change.config)?;
+            if want.kubernetes_roll() {
+                upgrade_step::kubernetes(ctx, host, change, r).await
+            } else {
+                talos_steps::apply_config(ctx, host, change, r).await
+            }
+        }
+        (Address::Config(host), Action::Upgrade) => {
+            upgrade_step::upgrade(ctx, host, change, r).await
+        }
+        (Address::Bootstrap, Action::Bootstrap) => talos_steps::bootstrap(ctx, r).await,
+        (Address::Kubeconfig, Action::Create) => talos_steps::kubeconfig(ctx, r).await,
+        (address, action) => anyhow::bail!(
+            "{address}: {} is not something apply can do yet",
+            action.as_str()
+        ),
+    }
+}
+
+/// The typed values a change carries for its step.
+fn planned<'a, T>(change: &Change, value: &'a Option<T>) -> anyhow::Result<&'a T> {
+    value.as_ref().with_context(|| {
+        format!(
+            "{}: the plan does not carry the values to {} it (made by another talosprov?); run \
+             `talosprov plan` again",
+            change.address,
+            change.action.as_str()
+        )
+    })
+}
+
+/// The machine config bytes to send for a config change: the desired
+/// rendering, refused unless its digest is the one the plan carries.
+///
+/// # Errors
+/// When the node has no rendered config, or one with another digest.
+pub(super) fn planned_config<'a>(
+    ctx: &'a Context,
+    host: &str,
+    change: &'a Change,
+) -> anyhow::Result<(
+    &'a PlannedConfig,
+    &'a talosprov_core::machine::Sensitive<String>,
+)> {
+    let want = planned(change, &change.config)?;
+    let desired = ctx
+        .desired
+        .configs
+        .get(host)
+        .with_context(|| format!("config/{host} is not in the topology"))?;
+    if desired.record.config_sha256 != want.config_sha256 {
+        anyhow::bail!(
+            "config/{host}: the machine config rendered now (sha256 {}) is not the one the plan \
+             shows (sha256 {}); run `talosprov plan` again",
+            desired.record.config_sha256,
+            want.config_sha256
+        );
+    }
+    Ok((want, &desired.yaml))
+}
+
+/// Why a VM is deleted, with the node's role from the plan: replaced (the
+/// node comes back under a new VM) or removed from the cluster.
+#[derive(Debug, Clone, Copy)]
+enum Leaving {
+    Replaced(Option<Role>),
+    Removed(Option<Role>),
+}
+
+pub(super) fn credentials(ctx: &Context) -> anyhow::Result<&ClientCredentials> {
+    ctx.credentials
+        .as_ref()
+        .context("no talosconfig: the Talos API cannot be reached")
+}
+
+async fn image(ctx: &Context, name: &str, want: &PlannedImage, r: &Reporter) -> anyhow::Result<()> {
+    let rec = &want.record;
+    if let Some(Some(schematic)) = ctx.schematics.get(&rec.schematic_id) {
+        r.progress("registering the schematic with the Image Factory");
+        ctx.factory
+            .register(schematic)
+            .await
+            .context("cannot register the schematic with the Image Factory")?;
+    }
+    r.progress(format!("downloading to {} on {}", rec.storage, rec.node));
+    let image = storage::Image {
+        talos_version: rec.talos_version.clone(),
+        schematic: rec.schematic_id.clone(),
+    };
+    r.proxmox(async {
+        let outcome = storage::ensure_images(
+            &ctx.proxmox,
+            &rec.storage,
+            &want.factory_url,
+            &[(rec.node.clone(), image)],
+        )
+        .await
+        .with_context(|| format!("cannot download the Talos image to {}", rec.storage))?;
+        for w in outcome.warnings {
+            r.warn(w);
+        }
+        r.record(Record::Image {
+            name: name.to_owned(),
+            image: rec.clone(),
+        });
+        Ok(())
+    })
+    .await
+}
+
+async fn delete_image(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result<()> {
+    r.proxmox(async {
+        if let Some(rec) = ctx.recorded_images.get(name) {
+            let image = storage::Image {
+                talos_version: rec.talos_version.clone(),
+                schematic: rec.schematic_id.clone(),
+            };
+            storage::delete_image(&ctx.proxmox, &rec.node, &rec.storage, &image)
+                .await
+                .with_context(|| format!("cannot delete {}", rec.volid))?;
+        }
+        r.record(Record::ImageGone(name.to_owned()));
+        Ok(())
+    })
+    .await
+}
+
+async fn update_vm(
+    ctx: &Context,
+    host: &str,
+    want: &PlannedVm,
+    r: &Reporter,
+) -> anyhow::Result<()> {
+    let w = &vm_record(&want.spec);
+    let update = lifecycle::VmUpdate {
+        name: Some(w.name.clone()),
+        cores: Some(w.cores),
+        memory_mib: Some(w.memory_mib),
+        hostpci: Some(want.spec.hostpci.clone()),
+        tags: Some(w.tags.clone()),
+        disk_gib: Some(w.disk_gib),
+    };
+    r.progress("updating the VM config");
+    let outcome = r
+        .proxmox(async {
+            let outcome = lifecycle::update_vm(&ctx.proxmox, &w.node, w.vmid, &update)
+                .await
+                .with_context(|| format!("cannot update VM {} ({host})", w.vmid))?;
+            // Recorded before the restart: the config holds the values now, and a
+            // run stopped before the restart leaves them pending, which the next
+            // plan reads back from Proxmox and finishes with a restart.
+            r.record(Record::Vm {
+                host: host.to_owned(),
+                vm: create_step::vm_record(w.vmid, &w.node, &outcome.config),
+                fresh: false,
+            });
+            Ok(outcome)
+        })
+        .await?;
+    if want.restart && outcome.needs_reboot() {
+        r.progress(format!(
+            "restarting through Proxmox to apply {}",
+            outcome.pending.join(", ")
+        ));
+        upgrade_step::gated_restart(ctx, host, r, async {
+            r.proxmox(async {
+                lifecycle::reboot(&ctx.proxmox, &w.node, w.vmid)
+                    .await
+                    .with_context(|| format!("cannot restart VM {} ({host})", w.vmid))
+            })
+            .await
+        })
+        .await?;
+    } else if outcome.stopped {
+        r.progress(format!(
+            "the VM is stopped: it takes {} at its next start",
+            outcome.pending.join(", ")
+        ));
+    } else if outcome.needs_reboot() {
+        // The plan did not restart it: Proxmox keeps the values for the
+        // VM's next start, and the next plan shows the restart.
+        r.warn(format!(
+            "Proxmox keeps {} pending: the plan did not restart the VM, so it takes them at its \
+             next start (the next plan restarts it)",
+            outcome.pending.join(", ")
+        ));
+    } else if want.restart {
+        r.progress("nothing is pending in Proxmox any more: no restart needed");
+    }
+    Ok(())
+}
+
+async fn delete_vm(ctx: &Context, host: &str, why: Leaving, r: &Reporter) -> anyhow::Result<()> {
+    // Only the VM talosprov made: another guest at its vmid is left alone.
+    let Some((vmid, node, name)) = create_step::made_vm(ctx, host) else {
+        r.record(Record::VmGone(host.to_owned()));
+        return Ok(());
+    };
+    if !create_step::still_there(ctx, (vmid, &node, &name), r).await? {
+        r.record(Record::VmGone(host.to_owned()));
+        return Ok(());
+    }
+    match why {
+        // Left half-made by an interrupted apply: never configured.
+        _ if !ctx.recorded_vms.contains_key(host) => {}
+        Leaving::Removed(role) => remove_step::remove(ctx, host, role, r).await?,
+        // Replaced: the node is the same cluster member under a new VM.
+        Leaving::Replaced(role) => talos_steps::reset_node(ctx, host, role, r).await,
+    }
+    r.progress(format!("shutting down and deleting VM {vmid}"));
+    r.proxmox(async {
+        lifecycle::destroy_vm(&ctx.proxmox, &node, vmid, ctx.waits.shutdown_secs)
+            .await
+            .with_context(|| format!("cannot delete VM {vmid} ({host})"))?;
+        r.record(Record::VmGone(host.to_owned()));
+        Ok(())
+    })
+    .await
+}

@@ -1,0 +1,284 @@
+//! The engine's Talos upgrade step: one node of a rollout (the plan chains the
+//! nodes: control planes one at a time, then workers), through
+//! [`upgrade::rolling_upgrade`], recorded in the state as soon as the node is
+//! back healthy at the new version; a config change planned with it follows.
+
+use anyhow::Context as _;
+
+use crate::health::{ClusterNode, Role};
+use talosprov_core::plan::{Change, KubernetesChange};
+use talosprov_core::topology;
+
+use super::record::Record;
+use super::steps::{Context, Reporter, credentials, planned_config};
+use super::talos_steps;
+use super::upgrade::{self, UpgradeEvent, UpgradeNode, UpgradeTarget};
+
+/// Every node of the topology, as the health checks name them.
+pub(super) fn cluster_nodes(ctx: &Context) -> Vec<ClusterNode> {
+    ctx.desired
+        .configs
+        .iter()
+        .map(|(host, c)| ClusterNode {
+            hostname: host.clone(),
+            ip: c.ip,
+            role: match c.role {
+                topology::Role::Controlplane => Role::Controlplane,
+                topology::Role::Worker => Role::Worker,
+            },
+        })
+        .collect()
+}
+
+fn describe(event: &UpgradeEvent) -> String {
+    match event {
+        UpgradeEvent::WaitingForEtcd { .. } => "waiting for etcd to be healthy".into(),
+        UpgradeEvent::SnapshotSaved { file, .. } => format!(
+            "etcd snapshot saved to {} ({} bytes)",
+            file.path.display(),
+            file.bytes
+        ),
+        UpgradeEvent::Rebooting { .. } => "upgrading: rebooting into the new version".into(),
+        UpgradeEvent::Upgraded { version, .. } => format!("upgraded to {version}, healthy"),
+        UpgradeEvent::AlreadyUpgraded { version, .. } => {
+            format!("already at {version} (upgraded by an earlier run), healthy")
+        }
+        UpgradeEvent::ConfigApplied { node, phase } => match phase {
+            upgrade::KubernetesPhase::ControlPlaneComponents => {
+                format!("new control-plane component images applied on {node}, healthy")
+            }
+            upgrade::KubernetesPhase::Kubelet => {
+                format!("new kubelet image applied on {node}, healthy")
+            }
+        },
+    }
+}
+
+/// Upgrade Talos on `host` to the desired version and installer image, never
+/// touching its VM: the etcd gate and snapshot first for a control plane, the
+/// upgrade, the wait for the node back at the version and healthy (and etcd
+/// healthy again). Records `talos_version` and `installer_image` at once; a
+/// machine config change planned with the upgrade is applied after it.
+///
+/// # Errors
+/// The [`upgrade::UpgradeError`] naming the node, or the config's error.
+pub(super) async fn upgrade(
+    ctx: &Context,
+    host: &str,
+    change: &Change,
+    r: &Reporter,
+) -> anyhow::Result<()> {
+    let (want, _) = planned_config(ctx, host, change)?;
+    let recorded = ctx
+        .recorded_configs
+        .get(host)
+        .with_context(|| format!("config/{host} has no applied config to upgrade from"))?;
+    let credentials = credentials(ctx)?;
+    let cluster = cluster_nodes(ctx);
+    let node = cluster
+        .iter()
+        .find(|n| n.hostname == host)
+        .cloned()
+        .with_context(|| format!("{host} is not in the topology"))?;
+    let target = UpgradeTarget {
+        image: want.installer_image.clone(),
+        version: want.talos_version.clone(),
+    };
+    r.progress(format!(
+        "upgrading Talos {} -> {}",
+        recorded.talos_version, target.version
+    ));
+    let item = UpgradeNode {
+        node,
+        from_version: recorded.talos_version.clone(),
+    };
+    let on_event = |event: UpgradeEvent| {
+        r.progress(describe(&event));
+        if matches!(
+            event,
+            UpgradeEvent::Upgraded { .. } | UpgradeEvent::AlreadyUpgraded { .. }
+        ) {
+            r.record(Record::Upgraded {
+                host: host.to_owned(),
+                talos_version: target.version.clone(),
+                installer_image: target.image.clone(),
+            });
+        }
+    };
+    upgrade::rolling_upgrade(
+        &cluster,
+        std::slice::from_ref(&item),
+        &target,
+        credentials,
+        &ctx.rollout,
+        &on_event,
+    )
+    .await
+    .map_err(anyhow::Error::new)?;
+    if recorded.config_sha256 != want.config_sha256 {
+        talos_steps::apply_config(ctx, host, change, r).await?;
+    }
+    Ok(())
+}
+
+/// Restart the VM of `host` through Proxmox with the health gate: for a
+/// configured control plane, etcd healthy first; afterwards the node healthy
+/// at its recorded Talos version (and etcd again). A node not configured yet
+/// (or with no talosconfig) is restarted without the gate.
+///
+/// # Errors
+/// The restart's error, or the [`upgrade::UpgradeError`] of the gate.
+pub(super) async fn gated_restart(
+    ctx: &Context,
+    host: &str,
+    r: &Reporter,
+    restart: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let cluster = cluster_nodes(ctx);
+    let gate = match (
+        ctx.credentials.as_ref(),
+        ctx.recorded_configs.get(host).filter(|c| c.secure_mode),
+        cluster.iter().find(|n| n.hostname == host),
+    ) {
+        (Some(credentials), Some(recorded), Some(node)) => {
+            Some((credentials, recorded.talos_version.clone(), node.clone()))
+        }
+        _ => None,
+    };
+    let Some((credentials, version, node)) = gate else {
+        return restart.await;
+    };
+    if node.is_control_plane() {
+        let client = upgrade::connect(&node, credentials).await?;
+        upgrade::before_control_plane(
+            &cluster,
+            &node,
+            &client,
+            None,
+            credentials,
+            &ctx.rollout,
+            &|e| r.progress(describe(&e)),
+        )
+        .await?;
+    }
+    restart.await?;
+    r.progress("waiting for the node to be healthy again");
+    r.waiting(upgrade::after_change(
+        &cluster,
+        &node,
+        &version,
+        credentials,
+        &ctx.rollout,
+    ))
+    .await?;
+    Ok(())
+}
+
+/// Phase 1 of a Kubernetes version change, for the step of the first control
+/// plane of the roll (the plan lists the roll's control planes on that
+/// change only): for each, its new machine config with the kubelet image it
+/// runs now, so that the new kube-apiserver, kube-controller-manager and
+/// kube-scheduler run on every control plane before any kubelet is newer
+/// (Kubernetes version skew policy). A control plane whose kubelet image does
+/// not change needs no phase 1.
+fn control_plane_components(
+    ctx: &Context,
+    roll: &KubernetesChange,
+    cluster: &[ClusterNode],
+) -> anyhow::Result<Vec<upgrade::ConfigUpdate>> {
+    let mut updates = Vec::new();
+    for cp in &roll.control_plane_components {
+        let new = ctx
+            .desired
+            .configs
+            .get(cp)
+            .with_context(|| format!("config/{cp} is not in the topology"))?
+            .yaml
+            .expose();
+        let running = ctx
+            .recorded_machineconfigs
+            .get(cp)
+            .and_then(|m| upgrade::kubelet_image(m.expose()));
+        let (Some(running), Some(node)) = (running, cluster.iter().find(|n| &n.hostname == cp))
+        else {
+            continue;
+        };
+        if upgrade::kubelet_image(new).as_deref() == Some(running.as_str()) {
+            continue;
+        }
+        let config = upgrade::with_kubelet_image(new, &running)
+            .with_context(|| format!("cannot make the control-plane component config of {cp}"))?;
+        updates.push(upgrade::ConfigUpdate {
+            node: node.clone(),
+            config: config.into_bytes(),
+        });
+    }
+    Ok(updates)
+}
+
+/// A Kubernetes version change on `host` through
+/// [`upgrade::upgrade_kubernetes`], in talosctl `upgrade-k8s`'s two phases.
+/// The step of the roll's first control plane first applies phase 1 (see
+/// [`control_plane_components`]) to every control plane of the roll, one at a
+/// time; every step then applies its node's final config (the new kubelet
+/// image). Each apply uses mode NO_REBOOT; before a control plane etcd must be
+/// healthy (an etcd snapshot first unless skipped), and after each the node
+/// must be healthy and etcd healthy again. The plan orders the steps (control
+/// planes one at a time, then workers). The final config is recorded once
+/// applied; phase 1 is not recorded (an interrupted roll applies it again).
+///
+/// # Errors
+/// The [`upgrade::UpgradeError`] naming the node (Talos refusing the config, or
+/// saying it needs a reboot, included).
+pub(super) async fn kubernetes(
+    ctx: &Context,
+    host: &str,
+    change: &Change,
+    r: &Reporter,
+) -> anyhow::Result<()> {
+    let (want, yaml) = planned_config(ctx, host, change)?;
+    let k8s = want
+        .kubernetes
+        .as_ref()
+        .with_context(|| format!("config/{host}: the plan carries no Kubernetes version change"))?;
+    let recorded = ctx
+        .recorded_configs
+        .get(host)
+        .with_context(|| format!("config/{host} has no applied config"))?;
+    let credentials = credentials(ctx)?;
+    let cluster = cluster_nodes(ctx);
+    let node = cluster
+        .iter()
+        .find(|n| n.hostname == host)
+        .cloned()
+        .with_context(|| format!("{host} is not in the topology"))?;
+    let roll = upgrade::KubernetesRoll {
+        control_plane_components: control_plane_components(ctx, k8s, &cluster)?,
+        kubelet: vec![upgrade::ConfigUpdate {
+            node,
+            config: yaml.expose().as_bytes().to_vec(),
+        }],
+    };
+    if !roll.control_plane_components.is_empty() {
+        r.progress(format!(
+            "new control-plane component images first, on {}",
+            roll.control_plane_components
+                .iter()
+                .map(|u| u.node.hostname.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    upgrade::upgrade_kubernetes(
+        &cluster,
+        &roll,
+        &recorded.talos_version,
+        credentials,
+        &ctx.rollout,
+        &|e| r.progress(describe(&e)),
+    )
+    .await
+    .map_err(anyhow::Error::new)?;
+    r.record(talos_steps::config_record(host, change, want, yaml, true));
+    Ok(())
+}

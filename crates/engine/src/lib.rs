@@ -1,0 +1,11 @@
+//! talosprov's engine: refresh (what exists on Proxmox and on the nodes), the
+//! executor that runs a plan's changes in dependency order under `-parallelism`,
+//! and the cluster health checks the waits use. It talks to the machines only
+//! through the clients (`talosprov-proxmox`, `talosprov-talos`,
+//! `talosprov-factory`) and stores the state through `talosprov-state`; what to
+//! do comes from `talosprov_core::plan`.
+
+#![warn(missing_docs)]
+
+pub mod apply;
+pub mod health;

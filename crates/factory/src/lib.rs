@@ -1,0 +1,12 @@
+//! Image Factory client: registers a schematic (`POST /schematics`) and checks
+//! that the factory returns the ID computed offline. The schematic model and the
+//! image and installer references are pure and live in
+//! `talosprov_core::schematic`, re-exported here.
+
+#![warn(missing_docs)]
+
+pub mod client;
+
+pub use client::{FactoryClient, FactoryError};
+pub use talosprov_core::schematic;
+pub use talosprov_core::schematic::{Schematic, SchematicId, image_url, installer_image};
