@@ -9,7 +9,6 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 use talosprov::machine::{BaseConfigInput, Role, SecretsBundle, base_config, node_configs};
-use talosprov::patch::PatchSet;
 use talosprov::topology::{self, Environment};
 
 const NODES: usize = 100;
@@ -107,7 +106,7 @@ fn pipeline(secrets: &SecretsBundle) {
         &Environment::default(),
     );
     let t = loaded.topology.expect("the generated topology is valid");
-    let set = PatchSet::load(&t).expect("the reference patch tree");
+    let set = talosprov::files::load_patches(&t).expect("the reference patch tree");
     let mut bytes = 0usize;
     let started = Instant::now();
     for _ in 0..ROUNDS {

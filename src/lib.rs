@@ -11,9 +11,10 @@
 pub mod cli;
 pub mod ui;
 
-pub use talosprov_core::{machine, patch, plan, topology, vm};
+pub use talosprov_core::{inputs, machine, patch, plan, topology, vm};
 pub use talosprov_engine::{apply, health};
 pub use talosprov_factory as factory;
+pub use talosprov_files as files;
 pub use talosprov_proxmox as proxmox;
 pub use talosprov_retry as retry;
 pub use talosprov_state as state;

@@ -1,6 +1,6 @@
 //! The workspace's architecture, checked: the core crate depends on no async
-//! runtime, HTTP or gRPC stack, and the `talosprov` binary does not link the
-//! simulator.
+//! runtime, HTTP or gRPC stack and does no I/O of its own, and the `talosprov`
+//! binary does not link the simulator.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -113,4 +113,65 @@ fn the_talosprov_binary_does_not_link_the_simulator() {
     );
     let engine = linked("talosprov-engine");
     assert!(!engine.contains("talosprov-sim"));
+}
+
+/// The `.rs` files under `dir`, recursively, sorted.
+fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("source folder") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn the_core_crate_reads_no_file_environment_clock_or_entropy() {
+    // Its unit tests may (tempfile, say): only the code before a file's first
+    // `#[cfg(test)]` is checked, without its comments.
+    const FORBIDDEN: [&str; 14] = [
+        "std::fs",
+        "std::env",
+        "TcpStream",
+        "TcpListener",
+        "UdpSocket",
+        "std::process",
+        "File::open",
+        "SystemTime::now",
+        "Instant::now",
+        "now_utc",
+        "thread_rng",
+        "OsRng",
+        "from_entropy",
+        "tokio::",
+    ];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/core/src");
+    let mut found = Vec::new();
+    for file in rust_files(&root) {
+        let text = std::fs::read_to_string(&file).expect("source");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            let line = line.trim_start();
+            if line.starts_with("//") {
+                continue;
+            }
+            for f in FORBIDDEN.iter().filter(|f| line.contains(**f)) {
+                found.push(format!("{}:{}: {f}", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the core takes files, the environment, the clock and randomness from its caller:\n{}",
+        found.join("\n")
+    );
+    assert!(rust_files(&root).len() > 20, "the walk found the core's files");
 }

@@ -10,8 +10,7 @@ use talosprov::machine::{
     BaseConfigInput, Contract, NodeConfig, Role, base_config, contract_for, decode_config,
     node_configs, parse_secrets_yaml,
 };
-use talosprov::patch::PatchSet;
-use talosprov::topology::{self, Code, Diagnostic, Severity};
+use talosprov::topology::{Code, Diagnostic, Severity};
 
 const SECRETS: &str = include_str!("fixtures/secrets.yaml");
 
@@ -35,9 +34,9 @@ fn cluster(dir: &Path, talos: &str, patches: &[(&str, &str)]) -> PathBuf {
 }
 
 fn configs(file: &Path) -> Result<Vec<NodeConfig>, Vec<Diagnostic>> {
-    let loaded = topology::load(file).unwrap();
+    let loaded = talosprov::files::load_topology(file).unwrap();
     let t = loaded.topology.expect("valid topology");
-    let patches = PatchSet::load(&t).unwrap();
+    let patches = talosprov::files::load_patches(&t).unwrap();
     node_configs(&t, &parse_secrets_yaml(SECRETS).unwrap(), &patches)
 }
 

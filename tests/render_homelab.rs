@@ -3,7 +3,6 @@
 
 use std::path::Path;
 use talosprov::machine::{NodeConfig, node_configs, parse_secrets_yaml};
-use talosprov::patch::PatchSet;
 use talosprov::topology::{self, Environment, Role};
 
 const FIXTURE: &str = include_str!("fixtures/secrets.yaml");
@@ -16,7 +15,7 @@ fn homelab() -> Vec<NodeConfig> {
     let mut loaded = topology::parse(&text, file, &Environment::default());
     let mut t = loaded.topology.take().expect("homelab is valid");
     t.patches_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("patches");
-    let patches = PatchSet::load(&t).expect("patch tree");
+    let patches = talosprov::files::load_patches(&t).expect("patch tree");
     let secrets = parse_secrets_yaml(FIXTURE).expect("fixture bundle");
     node_configs(&t, &secrets, &patches).expect("homelab renders")
 }

@@ -261,12 +261,14 @@ proptest! {
 
     #[test]
     fn huge_files_are_refused_before_being_read_whole(extra in 0u64..4096, over in any::<bool>()) {
-        use talosprov::topology::limits::{MAX_INPUT_BYTES, ReadError, read_input};
+        use talosprov::files::Disk;
+        use talosprov::inputs::Inputs as _;
+        use talosprov::topology::limits::{MAX_INPUT_BYTES, ReadError};
         let dir = tempfile::tempdir().expect("dir");
         let file = dir.path().join("cluster.yaml");
         let len = if over { MAX_INPUT_BYTES + 1 + extra } else { MAX_INPUT_BYTES - extra };
         std::fs::write(&file, vec![b'#'; usize::try_from(len).expect("size")]).expect("write");
-        match read_input(&file) {
+        match Disk.read(&file) {
             Err(ReadError::TooLarge { bytes }) => {
                 prop_assert!(over);
                 prop_assert_eq!(bytes, MAX_INPUT_BYTES + 1, "reads one byte past the limit, no more");

@@ -34,7 +34,7 @@ use sha2::Digest as _;
 /// [`CommandError::Reported`] when it has errors (already printed); a failure
 /// when the file cannot be read.
 pub fn load_topology(file: &Path) -> Result<Topology, CommandError> {
-    let loaded = topology::load(file).map_err(anyhow::Error::new)?;
+    let loaded = crate::files::load_topology(file).map_err(anyhow::Error::new)?;
     if !loaded.diagnostics.is_empty() {
         crate::ui::write_stderr(&crate::ui::diagnostics::render_all(
             &loaded.diagnostics,
@@ -92,7 +92,7 @@ pub fn render_configs(
     topology: &Topology,
     secrets: &SecretsBundle,
 ) -> Result<(Vec<RenderedConfig>, InputDigests), CommandError> {
-    let patches = match crate::patch::PatchSet::load(topology) {
+    let patches = match crate::files::load_patches(topology) {
         Ok(p) => p,
         Err(diagnostics) => return Err(report(&diagnostics)),
     };

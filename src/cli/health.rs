@@ -13,7 +13,7 @@ use super::{CommandError, Outcome};
 use crate::health::{self, ClusterNode, Cni, Expectations};
 use crate::state::State;
 use crate::talos::{Backoff, ClientCredentials};
-use crate::topology::{self, Role, Topology};
+use crate::topology::{Role, Topology};
 
 /// Arguments of `talosprov health`.
 #[derive(Debug, Args)]
@@ -75,7 +75,7 @@ pub fn cluster_nodes(topology: &Topology) -> Vec<ClusterNode> {
 }
 
 fn load_topology(args: &HealthArgs) -> Result<Topology, CommandError> {
-    let loaded = topology::load(&args.state.file)?;
+    let loaded = crate::files::load_topology(&args.state.file)?;
     match loaded.topology {
         Some(t) => Ok(t),
         None => {

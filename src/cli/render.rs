@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use super::state_options::StateOptions;
 use super::{CommandError, Outcome};
 use crate::machine::{NodeConfig, SecretsBundle, node, node_configs, parse_secrets_yaml};
-use crate::patch::PatchSet;
 use crate::state::Backend as _;
 use crate::topology::{self, Topology, diagnostics};
 
@@ -115,12 +114,12 @@ async fn secrets(args: &RenderArgs) -> anyhow::Result<SecretsBundle> {
 /// Diagnostics (printed, exit 1) for the topology, the patches or a config Talos would
 /// refuse; an unknown node; an unreadable secrets bundle or state; a failed write.
 pub async fn run(args: RenderArgs) -> Result<Outcome, CommandError> {
-    let loaded = topology::load(&args.state.file)?;
+    let loaded = crate::files::load_topology(&args.state.file)?;
     report(&loaded.diagnostics)?;
     let Some(full) = loaded.topology else {
         return Err(CommandError::Reported);
     };
-    let set = match PatchSet::load(&full) {
+    let set = match crate::files::load_patches(&full) {
         Ok(set) => set,
         Err(d) => {
             report(&d)?;

@@ -9,9 +9,8 @@ use anyhow::Context as _;
 
 use super::{CommandError, Outcome};
 use crate::machine::{SecretsBundle, node, node_configs};
-use crate::patch::PatchSet;
 use crate::patch::discover::PatchFile;
-use crate::topology::{self, Diagnostic, Topology, diagnostics};
+use crate::topology::{Diagnostic, Topology, diagnostics};
 use crate::ui::summary::ValidateReport;
 
 /// Arguments of `talosprov validate` (its help text is on `Command::Validate`).
@@ -60,7 +59,7 @@ pub struct Validation {
 /// # Errors
 /// When the topology file cannot be read at all, or the throwaway bundle cannot be made.
 pub fn check(file: &Path) -> anyhow::Result<Validation> {
-    let loaded = topology::load(file)?;
+    let loaded = crate::files::load_topology(file)?;
     let mut v = Validation {
         topology: loaded.topology,
         patches: Vec::new(),
@@ -70,7 +69,7 @@ pub fn check(file: &Path) -> anyhow::Result<Validation> {
     let Some(t) = &v.topology else {
         return Ok(v);
     };
-    let set = match PatchSet::load(t) {
+    let set = match crate::files::load_patches(t) {
         Ok(set) => set,
         Err(diagnostics) => {
             v.diagnostics.extend(diagnostics);

@@ -3,14 +3,16 @@
 //! its templates and Talos's strategic merge (`patch`), machine configs, secrets
 //! and client configs (`machine`), Image Factory schematic IDs (`schematic`), the
 //! VMs and images wanted on Proxmox as plain values (`vm`), the desired state and
-//! the plan (`plan`), and the versioned state format (`state`).
+//! the plan (`plan`), and the versioned state format (`state`). Input files
+//! come in through an [`inputs::Inputs`] the caller gives.
 //!
 //! Dependency rule: no async runtime, no HTTP or gRPC stack (tokio, reqwest,
-//! hyper and tonic are refused by `tests/run.sh`). File contents, the environment,
+//! hyper and tonic are refused by `tests/architecture.rs`). File contents, the environment,
 //! the clock and randomness are passed in by the caller.
 
 #![warn(missing_docs)]
 
+pub mod inputs;
 pub mod machine;
 pub mod patch;
 pub mod plan;

@@ -1,7 +1,10 @@
 //! Discovery of the patch tree: `common/`, then `<role>/`, then
-//! `nodes/<hostname>/`, each folder sorted byte-wise by file name. Listing the
-//! folders is the only I/O ([`list_tree`]); ordering and classifying are pure.
+//! `nodes/<hostname>/`, each folder sorted byte-wise by file name. The folders
+//! are listed through the caller's [`Inputs`] ([`list_tree`]); ordering and
+//! classifying are pure.
 
+use crate::inputs::Inputs;
+pub use crate::inputs::Listed;
 use crate::topology::diagnostics::did_you_mean;
 use crate::topology::{Code, Diagnostic, Role};
 use serde::Serialize;
@@ -63,43 +66,6 @@ pub struct PatchFile {
     pub kind: PatchKind,
     /// Which folder it comes from.
     pub level: PatchLevel,
-}
-
-/// One entry of a listed folder.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Listed {
-    /// The file name.
-    pub name: OsString,
-    /// Its size in bytes (0 for a folder).
-    pub len: u64,
-    /// Whether it is a folder.
-    pub is_dir: bool,
-    /// What it is when it is neither a regular file nor a folder (a
-    /// dangling symlink, a FIFO, ...); reading it as a patch then fails
-    /// with a message that says so.
-    pub special: Option<&'static str>,
-}
-
-impl Listed {
-    /// A regular file of `len` bytes.
-    pub fn file(name: &str, len: u64) -> Self {
-        Listed {
-            name: name.into(),
-            len,
-            is_dir: false,
-            special: None,
-        }
-    }
-
-    /// A folder.
-    pub fn dir(name: &str) -> Self {
-        Listed {
-            name: name.into(),
-            len: 0,
-            is_dir: true,
-            special: None,
-        }
-    }
 }
 
 /// The patch tree as listed from disk: plain data, so ordering and checks are
@@ -301,43 +267,13 @@ fn mixed_prefix_widths(dir: &Path, entries: &[Listed]) -> Option<Diagnostic> {
     Some(Diagnostic::warning(Code::MixedPrefixWidths, dir, msg))
 }
 
-fn list_dir(dir: &Path) -> io::Result<Vec<Listed>> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry?;
-        // Follow symlinks, as a shell glob over the folder would; what is
-        // neither a file nor a folder is kept, to be named when read.
-        let path = entry.path();
-        if let Some(what) = crate::topology::limits::special_kind(&path) {
-            out.push(Listed {
-                name: entry.file_name(),
-                len: 0,
-                is_dir: false,
-                special: Some(what),
-            });
-            continue;
-        }
-        let meta = std::fs::metadata(&path)?;
-        out.push(Listed {
-            name: entry.file_name(),
-            len: if meta.is_dir() { 0 } else { meta.len() },
-            is_dir: meta.is_dir(),
-            special: None,
-        });
-    }
-    Ok(out)
-}
-
-/// List the patch tree under `root`. A missing `root` or folder is empty.
+/// List the patch tree under `root` through `inputs`. A missing `root` or
+/// folder is empty.
 ///
 /// # Errors
 /// An I/O error reading a folder that exists (permissions, say).
-pub fn list_tree(root: &Path) -> io::Result<PatchTree> {
+pub fn list_tree(root: &Path, inputs: &(impl Inputs + ?Sized)) -> io::Result<PatchTree> {
+    let list_dir = |dir: &Path| inputs.list(dir);
     let top = list_dir(root)?;
     let is_folder = |name: &str| top.iter().any(|e| e.is_dir && e.name == name);
     let sub = |name: &str| -> io::Result<Vec<Listed>> {
@@ -530,18 +466,18 @@ mod tests {
 
     #[test]
     fn list_tree_reads_the_folders_and_a_missing_root_is_empty() -> std::io::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let root = dir.path().join("patches");
-        assert_eq!(list_tree(&root)?.patches_for("a", Role::Worker), []);
-        std::fs::create_dir_all(root.join("common"))?;
-        std::fs::create_dir_all(root.join("worker/sub"))?;
-        std::fs::create_dir_all(root.join("nodes/a"))?;
-        std::fs::write(root.join("common/10-x.yaml"), "machine: {}\n")?;
-        std::fs::write(root.join("common/20-empty.yaml"), "")?;
-        std::fs::write(root.join("worker/10-w.yaml.j2"), "machine: {}\n")?;
-        std::fs::write(root.join("nodes/a/10-n.yaml.tftpl"), "machine: {}\n")?;
-        std::fs::write(root.join("nodes/stray.yaml"), "machine: {}\n")?;
-        let tree = list_tree(&root)?;
+        let root = Path::new("patches");
+        let none = crate::inputs::MemoryInputs::new();
+        assert_eq!(list_tree(root, &none)?.patches_for("a", Role::Worker), []);
+        let inputs = crate::inputs::MemoryInputs::new()
+            .with("patches/common/10-x.yaml", "machine: {}\n")
+            .with("patches/common/20-empty.yaml", "")
+            .with("patches/worker/10-w.yaml.j2", "machine: {}\n")
+            .with("patches/worker/sub/x.yaml", "machine: {}\n")
+            .with("patches/nodes/a/10-n.yaml.tftpl", "machine: {}\n")
+            .with("patches/nodes/stray.yaml", "machine: {}\n");
+        let root = root.to_path_buf();
+        let tree = list_tree(&root, &inputs)?;
         let got: Vec<(String, PatchKind)> = tree
             .patches_for("a", Role::Worker)
             .into_iter()

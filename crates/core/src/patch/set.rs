@@ -1,6 +1,7 @@
 //! The patch files a topology's nodes use, each read and compiled once however many nodes
-//! share it (a file in `common/` used by 1000 nodes is read once). Listing and reading files
-//! is the only I/O here ([`PatchSet::load`]); [`PatchSet::build`] takes the reads as a function.
+//! share it (a file in `common/` used by 1000 nodes is read once). Files are listed and read
+//! through the caller's [`Inputs`] ([`PatchSet::load`]); [`PatchSet::build`] takes the reads
+//! as a function.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ use super::load::{LoadError, Patch, PatchBody, load_documents, load_patch};
 use super::locate;
 use super::merge::StrategicStep;
 use super::render::{RenderError, Renderer, TemplateVars};
+use crate::inputs::Inputs;
 use crate::topology::{Code, Diagnostic, Pos, Topology, diagnostics};
 
 /// Every patch file of a topology, read once, templates compiled once.
@@ -46,14 +48,17 @@ impl std::fmt::Debug for PatchSet {
 }
 
 impl PatchSet {
-    /// List the topology's patch tree and read every file its nodes use.
+    /// List the topology's patch tree through `inputs` and read every file its nodes use.
     ///
     /// # Errors
     /// A `P003 unreadable-patch-tree` diagnostic when a folder of the tree cannot be listed.
     /// Problems with single files are kept in [`PatchSet::errors`] so that they are reported
     /// together with every other problem.
-    pub fn load(topology: &Topology) -> Result<PatchSet, Vec<Diagnostic>> {
-        let tree = discover::list_tree(&topology.patches_dir).map_err(|e| {
+    pub fn load(
+        topology: &Topology,
+        inputs: &(impl Inputs + ?Sized),
+    ) -> Result<PatchSet, Vec<Diagnostic>> {
+        let tree = discover::list_tree(&topology.patches_dir, inputs).map_err(|e| {
             let msg = format!(
                 "cannot read the patch tree {}: {e}",
                 topology.patches_dir.display()
@@ -64,7 +69,7 @@ impl PatchSet {
             ]
         })?;
         Ok(PatchSet::build(topology, &tree, |p| {
-            crate::topology::limits::read_input(p).map_err(io::Error::other)
+            inputs.read(p).map_err(io::Error::other)
         }))
     }
 

@@ -2,14 +2,12 @@
 //! unbounded memory or time, or overflow the stack: a size limit per input
 //! file, a nesting limit and an alias expansion budget for YAML (go-yaml v3,
 //! which Talos uses, refuses "excessive aliasing" the same way), and short
-//! quotes of values in messages. Reading an input file also says what is
-//! wrong with a path that is not a regular file, and where text is not UTF-8.
+//! quotes of values in messages. [`ReadError`] says what is wrong with an
+//! input file that could not be read as text; [`crate::inputs`] reads them.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
-use std::io::Read as _;
-use std::path::Path;
 
 use saphyr_parser::{Event, Parser};
 
@@ -76,76 +74,6 @@ impl fmt::Display for ReadError {
 }
 
 impl std::error::Error for ReadError {}
-
-/// What a path is when it is not a regular file or a folder, following
-/// symlinks: `Some("a dangling symlink")`, `Some("a FIFO")`, ...; `None` for a
-/// regular file or a folder (or a path that does not exist, which the caller
-/// reports as missing).
-pub fn special_kind(path: &Path) -> Option<&'static str> {
-    let link = std::fs::symlink_metadata(path).ok()?;
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if link.file_type().is_symlink() => {
-            // ELOOP: too many levels of symbolic links.
-            return Some(if e.raw_os_error() == Some(40) {
-                "a symlink loop"
-            } else {
-                "a dangling symlink"
-            });
-        }
-        Err(_) => return None,
-    };
-    let t = meta.file_type();
-    if t.is_file() || t.is_dir() {
-        return None;
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt as _;
-        if t.is_fifo() {
-            return Some("a FIFO");
-        }
-        if t.is_socket() {
-            return Some("a socket");
-        }
-        if t.is_char_device() || t.is_block_device() {
-            return Some("a device file");
-        }
-    }
-    Some("not a regular file")
-}
-
-/// Read an input file as UTF-8 text, refusing what is not a regular file
-/// (without opening a FIFO, which could block), a file over
-/// [`MAX_INPUT_BYTES`] (reading at most one byte past the limit), and text
-/// that is not UTF-8 (saying where).
-///
-/// # Errors
-/// [`ReadError`].
-pub fn read_input(path: &Path) -> Result<String, ReadError> {
-    if let Some(what) = special_kind(path) {
-        return Err(ReadError::NotAFile { what });
-    }
-    let file = std::fs::File::open(path).map_err(ReadError::Io)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_INPUT_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(ReadError::Io)?;
-    if bytes.len() as u64 > MAX_INPUT_BYTES {
-        return Err(ReadError::TooLarge {
-            bytes: bytes.len() as u64,
-        });
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        let offset = e.utf8_error().valid_up_to();
-        let before = &e.as_bytes()[..offset];
-        let line = before.iter().filter(|b| **b == b'\n').count() + 1;
-        ReadError::NotUtf8 {
-            line: u32::try_from(line).unwrap_or(u32::MAX),
-            offset,
-        }
-    })
-}
 
 /// A value quoted for a message: whole when short, else its first
 /// [`MAX_QUOTED_CHARS`] characters and how much was left out.
@@ -298,31 +226,5 @@ mod tests {
         let q = quoted(&long);
         assert!(q.len() < 200, "{q}");
         assert!(q.ends_with("(9880 more bytes)"), "{q}");
-    }
-
-    #[test]
-    fn input_files_are_bounded_and_located() {
-        let dir = tempfile::tempdir().expect("dir");
-        let big = dir.path().join("big.yaml");
-        std::fs::write(&big, vec![b'a'; (MAX_INPUT_BYTES + 10) as usize]).expect("write");
-        assert!(matches!(read_input(&big), Err(ReadError::TooLarge { .. })));
-        let bad = dir.path().join("bad.yaml");
-        std::fs::write(&bad, b"a: 1\nb: \xff\n").expect("write");
-        let e = read_input(&bad).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "it is not UTF-8 text: invalid byte at line 2 (byte offset 8)"
-        );
-        #[cfg(unix)]
-        {
-            let dangling = dir.path().join("dangling.yaml");
-            std::os::unix::fs::symlink(dir.path().join("gone"), &dangling).expect("symlink");
-            assert_eq!(special_kind(&dangling), Some("a dangling symlink"));
-            let looping = dir.path().join("loop.yaml");
-            std::os::unix::fs::symlink(&looping, &looping).expect("symlink");
-            assert_eq!(special_kind(&looping), Some("a symlink loop"));
-            assert!(special_kind(Path::new("/dev/null")).is_some());
-            assert_eq!(special_kind(&bad), None);
-        }
     }
 }

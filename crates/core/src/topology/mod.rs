@@ -288,22 +288,13 @@ pub enum StateSettings {
     },
 }
 
-/// What the loader reads from the environment, passed to the pure conversion.
+/// What the topology takes from the process environment, read by the caller
+/// (`talosprov-files` reads the process's) and passed to [`parse`]: the core
+/// reads no environment itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Environment {
     /// `PROXMOX_VE_ENDPOINT`, used when the file has no `proxmox.endpoint`.
     pub proxmox_endpoint: Option<String>,
-}
-
-impl Environment {
-    /// Read the variables from the process environment.
-    pub fn from_process() -> Self {
-        Environment {
-            proxmox_endpoint: std::env::var(PROXMOX_ENDPOINT_ENV)
-                .ok()
-                .filter(|s| !s.trim().is_empty()),
-        }
-    }
 }
 
 /// The result of loading: the topology when there was no error, and every
@@ -372,15 +363,19 @@ pub fn parse(text: &str, file: &Path, env: &Environment) -> Loaded {
     }
 }
 
-/// Read the topology file and the environment, then [`parse`] it.
+/// Read the topology file through `inputs`, then [`parse`] it with `env`.
 ///
 /// # Errors
 /// [`LoadError::Read`] when the file cannot be read; problems in its content
 /// are diagnostics in the result, not errors.
-pub fn load(file: &Path) -> Result<Loaded, LoadError> {
-    let text = limits::read_input(file).map_err(|source| LoadError::Read {
+pub fn load(
+    file: &Path,
+    inputs: &(impl crate::inputs::Inputs + ?Sized),
+    env: &Environment,
+) -> Result<Loaded, LoadError> {
+    let text = inputs.read(file).map_err(|source| LoadError::Read {
         path: file.to_path_buf(),
         source,
     })?;
-    Ok(parse(&text, file, &Environment::from_process()))
+    Ok(parse(&text, file, env))
 }

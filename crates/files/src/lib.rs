@@ -1,0 +1,199 @@
+//! The core's input files read from the disk, and its environment read from
+//! the process: the I/O half of [`talosprov_core::inputs`]. [`Disk`] follows
+//! symlinks (as a shell glob over a folder would), names what a path is when
+//! it is not a regular file (a dangling symlink, a loop, a FIFO, a socket, a
+//! device) without opening it, and reads at most one byte past
+//! [`MAX_INPUT_BYTES`] of any file.
+
+#![warn(missing_docs)]
+
+use std::io::{self, Read as _};
+use std::path::Path;
+
+use talosprov_core::inputs::{Inputs, Listed, decode_input};
+use talosprov_core::patch::set::PatchSet;
+use talosprov_core::topology::limits::{MAX_INPUT_BYTES, ReadError};
+use talosprov_core::topology::{
+    self, Diagnostic, Environment, LoadError, Loaded, PROXMOX_ENDPOINT_ENV, Topology,
+};
+
+/// The local file system as the core's [`Inputs`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Disk;
+
+/// `ELOOP` on Linux: too many levels of symbolic links.
+const ELOOP: i32 = 40;
+
+/// What a path is when it is not a regular file or a folder, following
+/// symlinks: `Some("a dangling symlink")`, `Some("a symlink loop")`,
+/// `Some("a FIFO")`, `Some("a socket")`, `Some("a device file")`; `None` for a
+/// regular file, a folder, or a path that does not exist (which the caller
+/// reports as missing). Nothing is opened, so a FIFO cannot block.
+pub fn special_kind(path: &Path) -> Option<&'static str> {
+    let link = std::fs::symlink_metadata(path).ok()?;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if link.file_type().is_symlink() => {
+            return Some(if e.raw_os_error() == Some(ELOOP) {
+                "a symlink loop"
+            } else {
+                "a dangling symlink"
+            });
+        }
+        Err(_) => return None,
+    };
+    let t = meta.file_type();
+    if t.is_file() || t.is_dir() {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if t.is_fifo() {
+            return Some("a FIFO");
+        }
+        if t.is_socket() {
+            return Some("a socket");
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return Some("a device file");
+        }
+    }
+    Some("not a regular file")
+}
+
+impl Inputs for Disk {
+    fn read(&self, path: &Path) -> Result<String, ReadError> {
+        if let Some(what) = special_kind(path) {
+            return Err(ReadError::NotAFile { what });
+        }
+        if path.is_dir() {
+            return Err(ReadError::NotAFile { what: "a folder" });
+        }
+        let file = std::fs::File::open(path).map_err(ReadError::Io)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_INPUT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(ReadError::Io)?;
+        decode_input(bytes)
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<Listed>> {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry?;
+            let path = entry.path();
+            // What is neither a file nor a folder is kept, to be named when read.
+            if let Some(what) = special_kind(&path) {
+                out.push(Listed {
+                    name: entry.file_name(),
+                    len: 0,
+                    is_dir: false,
+                    special: Some(what),
+                });
+                continue;
+            }
+            let meta = std::fs::metadata(&path)?;
+            out.push(Listed {
+                name: entry.file_name(),
+                len: if meta.is_dir() { 0 } else { meta.len() },
+                is_dir: meta.is_dir(),
+                special: None,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The topology's [`Environment`] from the process: `PROXMOX_VE_ENDPOINT`
+/// when set and not blank.
+pub fn environment() -> Environment {
+    Environment {
+        proxmox_endpoint: std::env::var(PROXMOX_ENDPOINT_ENV)
+            .ok()
+            .filter(|s| !s.trim().is_empty()),
+    }
+}
+
+/// Read and validate the topology file at `file` from the disk, with the
+/// process environment ([`topology::load`] over [`Disk`] and [`environment`]).
+///
+/// # Errors
+/// [`LoadError::Read`] when the file cannot be read; problems in its content
+/// are diagnostics in the result.
+pub fn load_topology(file: &Path) -> Result<Loaded, LoadError> {
+    topology::load(file, &Disk, &environment())
+}
+
+/// List and read a topology's patch tree from the disk ([`PatchSet::load`]
+/// over [`Disk`]).
+///
+/// # Errors
+/// A `P003 unreadable-patch-tree` diagnostic when a folder cannot be listed;
+/// problems with single files are kept in the set.
+pub fn load_patches(topology: &Topology) -> Result<PatchSet, Vec<Diagnostic>> {
+    PatchSet::load(topology, &Disk)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_files_are_bounded_and_located() {
+        let dir = tempfile::tempdir().expect("dir");
+        let big = dir.path().join("big.yaml");
+        std::fs::write(&big, vec![b'a'; (MAX_INPUT_BYTES + 10) as usize]).expect("write");
+        assert!(matches!(
+            Disk.read(&big),
+            Err(ReadError::TooLarge { bytes }) if bytes == MAX_INPUT_BYTES + 1
+        ));
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&bad, b"a: 1\nb: \xff\n").expect("write");
+        let e = Disk.read(&bad).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "it is not UTF-8 text: invalid byte at line 2 (byte offset 8)"
+        );
+        assert!(matches!(
+            Disk.read(dir.path()),
+            Err(ReadError::NotAFile { what: "a folder" })
+        ));
+        #[cfg(unix)]
+        {
+            let dangling = dir.path().join("dangling.yaml");
+            std::os::unix::fs::symlink(dir.path().join("gone"), &dangling).expect("symlink");
+            assert_eq!(special_kind(&dangling), Some("a dangling symlink"));
+            let looping = dir.path().join("loop.yaml");
+            std::os::unix::fs::symlink(&looping, &looping).expect("symlink");
+            assert_eq!(special_kind(&looping), Some("a symlink loop"));
+            assert_eq!(special_kind(Path::new("/dev/null")), Some("a device file"));
+            assert_eq!(special_kind(&bad), None);
+            let listed = Disk.list(dir.path()).expect("list");
+            let dangling = listed
+                .iter()
+                .find(|l| l.name == "dangling.yaml")
+                .expect("listed");
+            assert_eq!(dangling.special, Some("a dangling symlink"));
+        }
+        assert!(
+            Disk.list(&dir.path().join("missing"))
+                .expect("list")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn the_environment_ignores_a_blank_endpoint() {
+        // Only read here; the variable is not set by this test.
+        let env = environment();
+        if let Some(e) = env.proxmox_endpoint {
+            assert!(!e.trim().is_empty());
+        }
+    }
+}
