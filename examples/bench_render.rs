@@ -34,7 +34,7 @@ fn main() {
             kubernetes_version: None,
             talos_version: talos.clone(),
             role: if i < CONTROL_PLANES {
-                Role::ControlPlane
+                Role::Controlplane
             } else {
                 Role::Worker
             },

@@ -39,7 +39,7 @@ fn at<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
 #[test]
 fn control_plane_and_worker_differ_as_in_talos() {
     let b = bundle();
-    let cp = base_config(&input(&b, Role::ControlPlane, "v1.13.9")).unwrap();
+    let cp = base_config(&input(&b, Role::Controlplane, "v1.13.9")).unwrap();
     let worker = base_config(&input(&b, Role::Worker, "v1.13.9")).unwrap();
     let (cp, w) = (&cp.documents[0], &worker.documents[0]);
     assert_eq!(at(cp, "machine.type").unwrap(), "controlplane");
@@ -70,7 +70,7 @@ fn control_plane_and_worker_differ_as_in_talos() {
 #[test]
 fn vip_is_in_both_cert_san_lists() {
     let b = bundle();
-    let cp = base_config(&input(&b, Role::ControlPlane, "v1.13.9")).unwrap();
+    let cp = base_config(&input(&b, Role::Controlplane, "v1.13.9")).unwrap();
     let doc = &cp.documents[0];
     let vip = Value::Sequence(vec![VIP.into()]);
     assert_eq!(at(doc, "machine.certSANs"), Some(&vip));
@@ -133,7 +133,7 @@ fn contract_1_12_keeps_the_empty_machine_network() {
 #[test]
 fn kubernetes_images_follow_the_talos_default_or_the_given_version() {
     let b = bundle();
-    let cfg = base_config(&input(&b, Role::ControlPlane, "v1.13.9")).unwrap();
+    let cfg = base_config(&input(&b, Role::Controlplane, "v1.13.9")).unwrap();
     assert_eq!(cfg.kubernetes_version, "1.36.3");
     let doc = &cfg.documents[0];
     assert_eq!(
@@ -144,7 +144,7 @@ fn kubernetes_images_follow_the_talos_default_or_the_given_version() {
         at(doc, "cluster.apiServer.image").unwrap(),
         "registry.k8s.io/kube-apiserver:v1.36.3"
     );
-    let mut pinned = input(&b, Role::ControlPlane, "v1.12.0");
+    let mut pinned = input(&b, Role::Controlplane, "v1.12.0");
     pinned.kubernetes_version = Some("v1.35.1".into());
     let cfg = base_config(&pinned).unwrap();
     assert_eq!(
@@ -179,7 +179,7 @@ fn endpoint_without_https_is_refused_in_talos_words() {
 #[test]
 fn rendered_control_plane_config_with_secrets_redacted() {
     let b = bundle();
-    let mut cfg = base_config(&input(&b, Role::ControlPlane, "v1.13.9")).unwrap();
+    let mut cfg = base_config(&input(&b, Role::Controlplane, "v1.13.9")).unwrap();
     redact_secrets(&mut cfg.documents);
     insta::assert_snapshot!(machine_config_yaml(&cfg.documents));
 }
@@ -187,7 +187,7 @@ fn rendered_control_plane_config_with_secrets_redacted() {
 #[test]
 fn generated_configs_pass_the_offline_checks() {
     let b = bundle();
-    for role in [Role::ControlPlane, Role::Worker] {
+    for role in [Role::Controlplane, Role::Worker] {
         let cfg = base_config(&input(&b, role, "v1.13.9")).unwrap();
         assert_eq!(check_config(&cfg.documents), vec![], "{role}");
     }

@@ -68,7 +68,7 @@ fn found(diagnostics: &[Diagnostic], code: Code, dir: &Path) -> Vec<String> {
 fn generated_configs_decode_strictly_for_every_contract_and_role() {
     let secrets = parse_secrets_yaml(SECRETS).unwrap();
     for talos in ["v1.12.6", "v1.13.9"] {
-        for role in [Role::ControlPlane, Role::Worker] {
+        for role in [Role::Controlplane, Role::Worker] {
             let input = BaseConfigInput {
                 cluster_name: "lab".into(),
                 endpoint: "https://10.0.0.10:6443".into(),

@@ -5,7 +5,8 @@ mod support;
 
 use support::fakepve::{FakeOptions, FakePve, ROOT_PASSWORD};
 use talosprov::proxmox::{Auth, Client};
-use talosprov::proxmox::{Fingerprint, ProxmoxError, Secret, TlsMode, pool, storage};
+use talosprov::proxmox::{Fingerprint, ProxmoxError, TlsMode, pool, storage};
+use talosprov::sensitive::Sensitive;
 
 fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
@@ -91,7 +92,7 @@ async fn ticket_login_sends_the_csrf_token_on_writes() {
     let mut settings = fake.settings();
     settings.auth = Auth::Password {
         username: "root@pam".into(),
-        password: Secret::new(ROOT_PASSWORD),
+        password: Sensitive::new(ROOT_PASSWORD),
     };
     let client = Client::new(settings.clone()).expect("client");
     storage::check_version(&client)
@@ -111,7 +112,7 @@ async fn ticket_login_sends_the_csrf_token_on_writes() {
 
     settings.auth = Auth::Password {
         username: "root".into(),
-        password: Secret::new("wrong-password"),
+        password: Sensitive::new("wrong-password"),
     };
     let e = storage::check_version(&Client::new(settings).expect("client"))
         .await

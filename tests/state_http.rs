@@ -83,7 +83,7 @@ async fn an_empty_body_or_a_body_that_is_not_a_state_is_never_no_state() {
 
 fn this_host(id: &str, pid: u32) -> LockInfo {
     LockInfo {
-        who: format!("ci@{}", talosprov::state::local::host_name()),
+        who: format!("ci@{}", talosprov::state::holder::host_name()),
         pid: Some(pid),
         ..lock_info(id, "apply")
     }

@@ -13,7 +13,8 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use talosprov::state::format::Vm;
-use talosprov::state::local::{LocalBackend, host_name};
+use talosprov::state::holder::host_name;
+use talosprov::state::local::LocalBackend;
 use talosprov::state::{Backend, LockInfo, Sensitive, State, StateStore};
 use tokio::io::{AsyncBufReadExt, BufReader};
 

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
+use talosprov::sensitive::Sensitive;
 use talosprov::talos::{
-    ApplyOptions, Backoff, ClientCredentials, SecretPem, TalosClient, TalosError, wait_maintenance,
+    ApplyOptions, Backoff, ClientCredentials, TalosClient, TalosError, wait_maintenance,
     wait_secure,
 };
 use talosprov_sim::{SimOptions, Simulator};
@@ -114,7 +115,7 @@ async fn client_certificate_without_exactly_client_auth_usage_is_rejected() {
     let sim = secure_node(addr, &pki).await;
     // A server certificate from the right CA used as a client certificate.
     let (crt, key) = talos_pki::server_cert(&pki.os, &[addr]);
-    let credentials = ClientCredentials::from_pem(pki.os.crt_pem.clone(), crt, SecretPem::new(key));
+    let credentials = ClientCredentials::from_pem(pki.os.crt_pem.clone(), crt, Sensitive::new(key));
     let err = first_call_error(addr, &credentials).await;
     assert!(
         matches!(err, TalosError::ClientCertificateRejected { .. }),

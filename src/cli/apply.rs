@@ -170,30 +170,6 @@ pub(super) fn context(
     })
 }
 
-/// Ask for confirmation unless `skip`; with no terminal, refuse and say what
-/// to add.
-pub(super) async fn approve(
-    skip: bool,
-    question: &str,
-    flag_hint: &str,
-    cancel: watch::Receiver<bool>,
-) -> Result<(), CommandError> {
-    if skip {
-        return Ok(());
-    }
-    if !crate::ui::console::stdin_is_terminal() {
-        return Err(anyhow::anyhow!(
-            "no terminal to confirm on: add {flag_hint} to run without asking"
-        )
-        .into());
-    }
-    if cluster::confirm(question.to_owned(), cancel).await? {
-        Ok(())
-    } else {
-        Err(anyhow::anyhow!("cancelled: nothing was changed").into())
-    }
-}
-
 /// Run the plan's changes with the progress view, and turn the outcome into
 /// the command's result.
 pub(super) async fn run_plan(
@@ -362,7 +338,7 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
         }
         // Nothing is written, not even new secrets, before the changes are approved.
         if !planned.plan.is_empty() {
-            approve(
+            cluster::approve(
                 args.auto_approve || saved.is_some(),
                 "Do you want to perform these actions?\n  talosprov will perform the actions described above.",
                 "-auto-approve (or apply a plan saved with `plan -out FILE`)",

@@ -6,7 +6,7 @@ use tokio::sync::watch;
 
 use super::CommandError;
 use super::Outcome;
-use super::apply::approve;
+use super::cluster::approve;
 use super::planning::Planned;
 use crate::apply::refresh_only::observed_records;
 use crate::state::format::State;

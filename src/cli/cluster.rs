@@ -359,20 +359,12 @@ pub fn state_keys() -> anyhow::Result<Option<StateKeys>> {
 /// # Errors
 /// Write and encryption errors.
 pub fn write_saved_plan(path: &Path, saved: &SavedPlan) -> anyhow::Result<()> {
-    use std::io::Write;
     let json = saved.to_json();
     let bytes = match state_keys()? {
         Some(keys) => encrypt::seal_bytes(&json, &keys)?.into_bytes(),
         None => json,
     };
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options
-        .open(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    file.write_all(&bytes)
+    crate::files::write_private(path, &bytes)
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
@@ -495,5 +487,29 @@ pub async fn confirm(
     tokio::select! {
         answer = ask => Ok(answer.map_err(anyhow::Error::new)??),
         _ = cancel.wait_for(|c| *c) => Err(CommandError::Interrupted),
+    }
+}
+
+/// Ask for confirmation unless `skip`; with no terminal, refuse and say what
+/// to add.
+pub(super) async fn approve(
+    skip: bool,
+    question: &str,
+    flag_hint: &str,
+    cancel: watch::Receiver<bool>,
+) -> Result<(), CommandError> {
+    if skip {
+        return Ok(());
+    }
+    if !crate::ui::console::stdin_is_terminal() {
+        return Err(anyhow::anyhow!(
+            "no terminal to confirm on: add {flag_hint} to run without asking"
+        )
+        .into());
+    }
+    if confirm(question.to_owned(), cancel).await? {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!("cancelled: nothing was changed").into())
     }
 }

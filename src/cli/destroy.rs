@@ -4,8 +4,9 @@
 
 use clap::Args;
 
-use super::apply::{approve, context, run_plan};
+use super::apply::{context, run_plan};
 use super::cluster;
+use super::cluster::approve;
 use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
 use crate::plan::{Desired, Observed, destroy_plan};

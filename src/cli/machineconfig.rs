@@ -75,7 +75,7 @@ fn run_patch(args: PatchArgs) -> Result<Outcome, CommandError> {
     // The same Talos-style writer as `machineconfig gen` and `render`.
     let yaml = crate::machine::machine_config_yaml(&patched.documents);
     match &args.output {
-        Some(path) => write_private(path, &yaml)
+        Some(path) => crate::files::write_private(path, yaml.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?,
         None => {
             let mut out = std::io::stdout().lock();
@@ -103,28 +103,4 @@ fn read_patch(arg: &str, position: usize) -> anyhow::Result<Patch> {
 fn read_file(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the patch {}", path.display()))
-}
-
-/// Write a file that may hold secrets: created with mode 0600 on Unix.
-/// Write a file that holds secrets (a machine config): mode 0600, synced.
-pub(super) fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(path)?;
-    // An existing file keeps its mode on open; tighten it too.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    file.write_all(contents.as_bytes())?;
-    file.sync_all()
 }

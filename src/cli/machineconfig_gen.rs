@@ -2,28 +2,24 @@
 //! generator makes it for exactly these inputs (no topology, no patches).
 
 use anyhow::Context as _;
-use clap::{Args, ValueEnum};
+use clap::Args;
+use clap::builder::TypedValueParser as _;
 use std::io::Write as _;
 use std::path::PathBuf;
 
 use super::{CommandError, Outcome};
 use crate::machine::{BaseConfigInput, Role, TalosVersion, base_config, parse_secrets_yaml};
 
-/// The machine type to generate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum MachineType {
-    /// A control-plane node.
-    Controlplane,
-    /// A worker node.
-    Worker,
-}
-
 /// Arguments of `talosprov machineconfig gen`.
 #[derive(Debug, Args)]
 pub struct GenArgs {
     /// Machine type.
-    #[arg(long = "type", value_enum)]
-    pub machine_type: MachineType,
+    #[arg(
+        long = "type",
+        value_parser = clap::builder::PossibleValuesParser::new(["controlplane", "worker"])
+            .map(|s: String| Role::parse(&s).expect("one of the possible values")),
+    )]
+    pub machine_type: Role,
 
     /// Cluster name (`cluster.clusterName`).
     #[arg(long)]
@@ -79,10 +75,7 @@ pub fn run(args: GenArgs) -> Result<Outcome, CommandError> {
         endpoint: args.endpoint,
         kubernetes_version: args.kubernetes_version,
         talos_version,
-        role: match args.machine_type {
-            MachineType::Controlplane => Role::ControlPlane,
-            MachineType::Worker => Role::Worker,
-        },
+        role: args.machine_type,
         secrets: &secrets,
         install_disk: args.install_disk,
         install_image: args.install_image,
@@ -95,7 +88,7 @@ pub fn run(args: GenArgs) -> Result<Outcome, CommandError> {
     }
     let yaml = config.to_yaml();
     if let Some(path) = &args.output {
-        super::machineconfig::write_private(path, &yaml)
+        crate::files::write_private(path, yaml.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
         return Ok(Outcome::Success);
     }

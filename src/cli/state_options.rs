@@ -160,7 +160,7 @@ pub fn new_lock_info(operation: &str, store: &StateStore<StateBackend>) -> LockI
         id: uuid::Uuid::new_v4().to_string(),
         operation: operation.to_owned(),
         info: String::new(),
-        who: format!("{user}@{}", crate::state::local::host_name()),
+        who: format!("{user}@{}", crate::state::holder::host_name()),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         created,
         path: store.backend().describe(),

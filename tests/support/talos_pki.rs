@@ -11,7 +11,8 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
-use talosprov::talos::{ClientCredentials, SecretPem};
+use talosprov::sensitive::Sensitive;
+use talosprov::talos::ClientCredentials;
 
 /// A CA certificate (PEM) and its key pair.
 pub struct Ca {
@@ -91,7 +92,7 @@ pub fn client_credentials(ca: &Ca, roles: &[&str]) -> ClientCredentials {
     let key_pem = key
         .serialize_pem()
         .replace("PRIVATE KEY", "ED25519 PRIVATE KEY");
-    ClientCredentials::from_pem(ca.crt_pem.clone(), crt, SecretPem::new(key_pem))
+    ClientCredentials::from_pem(ca.crt_pem.clone(), crt, Sensitive::new(key_pem))
 }
 
 /// A server certificate and key (PEM) signed by `ca` for the given IP SANs.

@@ -140,6 +140,34 @@ pub fn load_patches(topology: &Topology) -> Result<PatchSet, Vec<Diagnostic>> {
     PatchSet::load(topology, &Disk)
 }
 
+/// Write a file that holds secrets (a machine config, a saved plan): its
+/// folder created if missing, mode 0600 on Unix (an existing file's mode is
+/// tightened too, since `open` keeps it), then synced to disk.
+///
+/// # Errors
+/// Any I/O error creating the folder, opening, writing or syncing.
+pub fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {
+    use std::io::Write as _;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    file.write_all(contents)?;
+    file.sync_all()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +214,22 @@ mod tests {
                 .expect("list")
                 .is_empty()
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn private_files_are_0600_even_over_an_open_file() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("out/sub/cp-1.yaml");
+        write_private(&path, b"machine: {}\n").expect("write");
+        let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        write_private(&path, b"x").expect("write again");
+        let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(std::fs::read(&path).expect("read"), b"x");
     }
 
     #[test]

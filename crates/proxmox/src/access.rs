@@ -5,6 +5,7 @@
 
 use crate::client::Client;
 use crate::error::ProxmoxError;
+pub use crate::error::{MissingPrivilege, Requirement};
 use crate::request::{Operation, Request};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,18 +47,6 @@ pub struct Needs {
     /// Bridges of `net0` (PVE ≥ 8 checks `SDN.Use` for non-root users).
     pub bridges: Vec<String>,
 }
-
-/// One need: satisfied when every `(path, privilege)` of any one alternative is held.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Requirement {
-    /// Alternatives; each a list of `(ACL path, privilege)` that must all be held.
-    pub alternatives: Vec<Vec<(String, String)>>,
-    /// What it is for, e.g. "create VM 121".
-    pub purpose: String,
-}
-
-/// A requirement the credentials do not meet.
-pub type MissingPrivilege = Requirement;
 
 impl Requirement {
     fn one(path: impl Into<String>, privilege: &str, purpose: impl Into<String>) -> Self {

@@ -4,7 +4,6 @@
 //! answers, and connection failures where sending again is safe), each one
 //! told to the task's [`crate::retry`] watcher.
 
-use crate::Secret;
 use crate::error::{self, ProxmoxError};
 use crate::request::{Method, Operation, Request};
 use crate::settings::{Auth, Settings, Timeouts, normalize_endpoint};
@@ -13,12 +12,13 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use talosprov_core::sensitive::Sensitive;
 use tokio::time::Instant;
 
 /// A logged-in ticket session.
 struct Session {
-    ticket: Secret,
-    csrf: Secret,
+    ticket: Sensitive,
+    csrf: Sensitive,
 }
 
 /// The Proxmox VE API client. Cheap to share by reference; safe to use from many tasks.
@@ -308,7 +308,7 @@ impl Client {
                 message: "the user has two-factor authentication; use an API token (PROXMOX_VE_API_TOKEN)".into(),
             });
         }
-        let field = |k: &str| data.get(k).and_then(Value::as_str).map(Secret::new);
+        let field = |k: &str| data.get(k).and_then(Value::as_str).map(Sensitive::new);
         match (field("ticket"), field("CSRFPreventionToken")) {
             (Some(ticket), Some(csrf)) => Ok(Session { ticket, csrf }),
             _ => Err(ProxmoxError::Decode {

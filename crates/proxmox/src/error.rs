@@ -2,7 +2,6 @@
 //! concerns, and the pure mapping from an HTTP answer to one of them (PVE's status
 //! codes and message texts: reference/proxmox.md §2 and §8).
 
-use crate::access::MissingPrivilege;
 use crate::request::Operation;
 
 /// Everything the Proxmox client can fail with.
@@ -372,6 +371,29 @@ fn quoted_after(message: &str, marker: &str) -> Option<String> {
     let rest = &message[message.find(marker)? + marker.len()..];
     let rest = rest.strip_prefix('\'')?;
     Some(rest[..rest.find('\'')?].to_string())
+}
+
+/// One need: satisfied when every `(path, privilege)` of any one alternative is held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    /// Alternatives; each a list of `(ACL path, privilege)` that must all be held.
+    pub alternatives: Vec<Vec<(String, String)>>,
+    /// What it is for, e.g. "create VM 121".
+    pub purpose: String,
+}
+
+/// A requirement the credentials do not meet.
+pub type MissingPrivilege = Requirement;
+
+impl From<crate::tls::TlsSetupError> for ProxmoxError {
+    fn from(e: crate::tls::TlsSetupError) -> Self {
+        match e {
+            crate::tls::TlsSetupError::Settings(detail) => ProxmoxError::Settings(detail),
+            crate::tls::TlsSetupError::CaFile { path, detail } => {
+                ProxmoxError::CaFile { path, detail }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

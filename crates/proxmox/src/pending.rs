@@ -10,8 +10,8 @@ use serde_json::Value;
 use super::client::Client;
 use super::error::ProxmoxError;
 use super::lenient;
-use super::observe::{VmConfig, parse_config};
 use super::request::{Operation, Request};
+use super::vm_config::{VmConfig, parse_config};
 
 /// A VM's config as `GET /nodes/{node}/qemu/{vmid}/pending` lists it: each key
 /// with its current `value`, and a `pending` value or a `delete` (1, or 2 for a
@@ -138,7 +138,7 @@ pub async fn vm_pending(client: &Client, node: &str, vmid: u32) -> Result<VmPend
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::tag_set;
+    use crate::vm_config::tag_set;
     use serde_json::json;
 
     #[test]

@@ -2,10 +2,10 @@
 //! or user and password), TLS mode and deadlines. Environment variables
 //! (`PROXMOX_VE_*`, as bpg's provider reads them) are read only here, at the edge.
 
-use crate::Secret;
 use crate::error::ProxmoxError;
 use crate::tls::{self, Fingerprint, TlsMode};
 use std::time::Duration;
+use talosprov_core::sensitive::Sensitive;
 
 /// An API token `USER@REALM!TOKENID=SECRET`, sent as `Authorization: PVEAPIToken=...`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,7 +13,7 @@ pub struct ApiToken {
     /// The token ID, `user@realm!name`.
     pub id: String,
     /// The token secret (a UUID).
-    pub secret: Secret,
+    pub secret: Sensitive,
 }
 
 impl ApiToken {
@@ -45,7 +45,7 @@ impl ApiToken {
         }
         Ok(ApiToken {
             id: id.to_string(),
-            secret: Secret::new(secret),
+            secret: Sensitive::new(secret),
         })
     }
 
@@ -64,7 +64,7 @@ pub enum Auth {
         /// `user@realm`; `@pam` is added when no realm is given.
         username: String,
         /// The password.
-        password: Secret,
+        password: Sensitive,
     },
 }
 
@@ -141,7 +141,7 @@ impl Settings {
             match (lookup("PROXMOX_VE_USERNAME"), lookup("PROXMOX_VE_PASSWORD")) {
                 (Some(username), Some(password)) => Auth::Password {
                     username,
-                    password: Secret::new(password),
+                    password: Sensitive::new(password),
                 },
                 _ => {
                     return Err(ProxmoxError::Settings(

@@ -5,7 +5,6 @@
 //! (asked for only). A refused certificate is reported with its fingerprint and
 //! the setting that would make it trusted.
 
-use crate::error::ProxmoxError;
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
@@ -15,6 +14,25 @@ use sha2::{Digest, Sha256};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Why TLS settings cannot be used. The client turns it into
+/// [`crate::ProxmoxError::Settings`] or [`crate::ProxmoxError::CaFile`], the
+/// errors users see.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TlsSetupError {
+    /// A setting is malformed (a fingerprint that is not 32 bytes of hex) or
+    /// rustls refused the configuration.
+    #[error("invalid Proxmox settings: {0}")]
+    Settings(String),
+    /// The CA file cannot be read or holds no usable certificate.
+    #[error("cannot use the CA file {path}: {detail}")]
+    CaFile {
+        /// The file, as given.
+        path: String,
+        /// Why.
+        detail: String,
+    },
+}
 
 /// How the server certificate is checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,16 +68,16 @@ impl Fingerprint {
     /// Parse `AB:CD:...` (32 colon-separated hex pairs, either case), or 64 hex digits.
     ///
     /// # Errors
-    /// [`ProxmoxError::Settings`] when the text is not 32 bytes of hex.
-    pub fn parse(text: &str) -> Result<Self, ProxmoxError> {
+    /// [`TlsSetupError::Settings`] when the text is not 32 bytes of hex.
+    pub fn parse(text: &str) -> Result<Self, TlsSetupError> {
         let hexdigits: String = text.trim().chars().filter(|c| *c != ':').collect();
         let bytes = hex::decode(&hexdigits).map_err(|_| {
-            ProxmoxError::Settings(format!(
+            TlsSetupError::Settings(format!(
                 "fingerprint '{text}' is not hex (expected 32 colon-separated pairs such as AB:CD:..)"
             ))
         })?;
         let array: [u8; 32] = bytes.try_into().map_err(|b: Vec<u8>| {
-            ProxmoxError::Settings(format!(
+            TlsSetupError::Settings(format!(
                 "fingerprint '{text}' has {} bytes; a SHA-256 fingerprint has 32",
                 b.len()
             ))
@@ -267,13 +285,13 @@ impl CertificateRefusal {
 /// Returns `Some` always (`Option` is kept for callers that fall back).
 ///
 /// # Errors
-/// [`ProxmoxError::CaFile`] when the CA file cannot be read or holds no usable
+/// [`TlsSetupError::CaFile`] when the CA file cannot be read or holds no usable
 /// certificate.
-pub fn client_config(mode: &TlsMode) -> Result<Option<rustls::ClientConfig>, ProxmoxError> {
+pub fn client_config(mode: &TlsMode) -> Result<Option<rustls::ClientConfig>, TlsSetupError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| ProxmoxError::Settings(format!("TLS setup: {e}")))?;
+        .map_err(|e| TlsSetupError::Settings(format!("TLS setup: {e}")))?;
     let verifier = match mode {
         TlsMode::System => ProxmoxVerifier {
             chain: Some(webpki(system_roots(), &provider)?),
@@ -338,16 +356,16 @@ fn system_roots() -> rustls::RootCertStore {
 fn webpki(
     roots: rustls::RootCertStore,
     provider: &Arc<CryptoProvider>,
-) -> Result<Arc<WebPkiServerVerifier>, ProxmoxError> {
+) -> Result<Arc<WebPkiServerVerifier>, TlsSetupError> {
     WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
-        .map_err(|e| ProxmoxError::Settings(format!("TLS setup: {e}")))
+        .map_err(|e| TlsSetupError::Settings(format!("TLS setup: {e}")))
 }
 
 fn webpki_or_none(
     roots: rustls::RootCertStore,
     provider: &Arc<CryptoProvider>,
-) -> Result<Option<Arc<WebPkiServerVerifier>>, ProxmoxError> {
+) -> Result<Option<Arc<WebPkiServerVerifier>>, TlsSetupError> {
     if roots.is_empty() {
         return Ok(None);
     }
@@ -363,9 +381,9 @@ fn webpki_or_none(
 /// handshake still proves the server holds its key).
 fn ca_file_roots(
     path: &Path,
-) -> Result<(rustls::RootCertStore, Vec<CertificateDer<'static>>), ProxmoxError> {
+) -> Result<(rustls::RootCertStore, Vec<CertificateDer<'static>>), TlsSetupError> {
     let shown = path.display().to_string();
-    let bad = |detail: String| ProxmoxError::CaFile {
+    let bad = |detail: String| TlsSetupError::CaFile {
         path: shown.clone(),
         detail,
     };

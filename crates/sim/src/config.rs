@@ -6,15 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize as _;
 use serde_yaml_ng::Value;
-
-/// `machine.type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MachineType {
-    /// `controlplane` (or the legacy `init`).
-    ControlPlane,
-    /// `worker`.
-    Worker,
-}
+pub use talosprov_core::role::Role;
 
 /// What the simulator keeps from an accepted config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +14,7 @@ pub struct NodeConfig {
     /// The raw YAML, as applied.
     pub raw: Vec<u8>,
     /// `machine.type`.
-    pub machine_type: MachineType,
+    pub machine_type: Role,
     /// `machine.token` (trustd token).
     pub token: String,
     /// `machine.ca.crt`, PEM (decoded from base64).
@@ -102,14 +94,10 @@ pub fn load(raw: &[u8]) -> Result<NodeConfig, String> {
 fn validate(raw: &[u8], doc: &Value, others: &[&Value]) -> Result<NodeConfig, String> {
     let mut errors = Vec::new();
     let type_text = str_at(doc, &["machine", "type"]).unwrap_or_default();
-    let machine_type = match type_text.as_str() {
-        "controlplane" | "init" => Some(MachineType::ControlPlane),
-        "worker" => Some(MachineType::Worker),
-        _ => {
-            errors.push(format!("unknown machine type {type_text:?}"));
-            None
-        }
-    };
+    let machine_type = Role::from_machine_type(&type_text);
+    if machine_type.is_none() {
+        errors.push(format!("unknown machine type {type_text:?}"));
+    }
     let token = str_at(doc, &["machine", "token"]).unwrap_or_default();
     if token.is_empty() {
         errors.push("trustd token is invalid".to_string());
@@ -133,12 +121,12 @@ fn validate(raw: &[u8], doc: &Value, others: &[&Value]) -> Result<NodeConfig, St
         );
     }
     match machine_type {
-        Some(MachineType::ControlPlane) if ca_crt.is_some() && ca_key.is_none() => {
+        Some(Role::Controlplane) if ca_crt.is_some() && ca_key.is_none() => {
             errors.push(
                 "issuing CA key is required for controlplane nodes (.machine.ca.key)".to_string(),
             );
         }
-        Some(MachineType::Worker) if ca_key.is_some() => {
+        Some(Role::Worker) if ca_key.is_some() => {
             errors.push(
                 "issuing Talos API CA key is not allowed on non-controlplane nodes (.machine.ca)"
                     .to_string(),
@@ -282,7 +270,7 @@ mod tests {
     #[test]
     fn accepts_a_control_plane_config() {
         let cfg = load(config("controlplane", &key(), "").as_bytes()).unwrap();
-        assert_eq!(cfg.machine_type, MachineType::ControlPlane);
+        assert_eq!(cfg.machine_type, Role::Controlplane);
         assert_eq!(cfg.cluster_name, "demo");
         assert!(cfg.os_ca_key_pem.is_some());
     }

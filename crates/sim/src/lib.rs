@@ -11,6 +11,7 @@ mod certs;
 mod config;
 mod immediate;
 mod machined;
+mod peer;
 pub mod schematic;
 mod server;
 mod service;
@@ -25,32 +26,11 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-pub use config::{MachineType, NodeConfig, load as load_config};
-pub use state::{LoggedRpc, Phase, RebootRecord, ServedRpc, UpgradeRecord};
+pub use config::{NodeConfig, load as load_config};
+pub use state::{LoggedRpc, Phase, RebootRecord, ServedRpc, SimOptions, UpgradeRecord};
 
 use state::{Node, Shared};
 use talosprov_talos::TALOS_API_PORT;
-
-/// Settings shared by every node of a simulator.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SimOptions {
-    /// The Talos release the nodes report (Version) and behave as, e.g. `v1.13.8`.
-    /// Before v1.13 the ImageService and LifecycleService are absent and maintenance
-    /// mode answers Unimplemented to secure-only RPCs.
-    pub talos_version: String,
-    /// How long a node is unreachable while it installs and reboots (also on Reboot,
-    /// Upgrade, Reset). Zero models a nocloud disk image that goes straight on.
-    pub reboot_delay: Duration,
-}
-
-impl Default for SimOptions {
-    fn default() -> Self {
-        SimOptions {
-            talos_version: "v1.13.8".to_string(),
-            reboot_delay: Duration::from_secs(2),
-        }
-    }
-}
 
 /// Errors starting the simulator.
 #[derive(Debug, thiserror::Error)]

@@ -5,9 +5,9 @@
 use tokio::time::Instant;
 use tonic::Status;
 
-use super::config::{self, MachineType};
+use super::config::{self, Role};
 use super::immediate::can_apply_immediate;
-use super::server::{Peer, ServeMode};
+use super::peer::{Peer, ServeMode};
 use super::service::Api;
 use super::state::{Phase, RebootRecord, UpgradeRecord, cluster_key};
 use talosprov_talos::api::machine::{self as pb, apply_configuration_request::Mode};
@@ -38,7 +38,7 @@ impl Api {
             node: self.node.ip,
             control_plane: cfg
                 .as_ref()
-                .is_some_and(|c| c.machine_type == MachineType::ControlPlane),
+                .is_some_and(|c| c.machine_type == Role::Controlplane),
             etcd_healthy: cfg
                 .as_ref()
                 .is_some_and(|c| self.shared.etcd_healthy(&cluster_key(c))),
@@ -155,7 +155,7 @@ impl Api {
 
     pub(super) fn bootstrap_etcd(&self) -> Result<pb::BootstrapResponse, Status> {
         let cfg = self.config()?;
-        if cfg.machine_type != MachineType::ControlPlane {
+        if cfg.machine_type != Role::Controlplane {
             return Err(Status::unimplemented(
                 "bootstrap is only available on control plane nodes",
             ));
@@ -195,7 +195,7 @@ impl Api {
                 let eligible = state.phase == Phase::Secure
                     && !state.etcd_lost
                     && state.config.as_ref().is_some_and(|c| {
-                        c.machine_type == MachineType::ControlPlane && cluster_key(c) == key
+                        c.machine_type == Role::Controlplane && cluster_key(c) == key
                     });
                 if !eligible {
                     continue;
@@ -249,7 +249,7 @@ impl Api {
 
     pub(super) fn control_plane_member(&self) -> Result<config::NodeConfig, Status> {
         let cfg = self.config()?;
-        if cfg.machine_type != MachineType::ControlPlane {
+        if cfg.machine_type != Role::Controlplane {
             return Err(Status::unimplemented(
                 "etcd is only available on control plane nodes",
             ));
@@ -301,7 +301,7 @@ impl Api {
             } else {
                 service("cri", "Waiting", None, waiting)
             });
-            if cfg.machine_type == MachineType::ControlPlane {
+            if cfg.machine_type == Role::Controlplane {
                 list.push(service(
                     "trustd",
                     "Running",
@@ -354,7 +354,7 @@ impl Api {
         drop(state);
         let (control_plane, etcd_healthy) = match &cfg {
             Some(cfg) => (
-                cfg.machine_type == MachineType::ControlPlane,
+                cfg.machine_type == Role::Controlplane,
                 self.shared.etcd_healthy(&cluster_key(cfg)),
             ),
             None => (false, false),

@@ -19,6 +19,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 
 use super::certs::{self, Identity};
+use super::peer::{Peer, ServeMode};
 use super::service::Api;
 use super::state::{Node, Phase, Shared};
 use super::verify::ApidClientVerifier;
@@ -27,20 +28,6 @@ use talosprov_talos::api::machine::image_service_server::ImageServiceServer;
 use talosprov_talos::api::machine::lifecycle_service_server::LifecycleServiceServer;
 use talosprov_talos::api::machine::machine_service_server::MachineServiceServer;
 use talosprov_talos::roles::Role;
-
-/// Which API the node serves on a connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ServeMode {
-    Maintenance,
-    Secure,
-}
-
-/// What the handlers know about the caller.
-#[derive(Debug, Clone)]
-pub(crate) struct Peer {
-    pub mode: ServeMode,
-    pub roles: Vec<Role>,
-}
 
 /// A TLS connection plus its caller's identity, for tonic's `serve_with_incoming`.
 pub(crate) struct SimConn {

@@ -9,8 +9,8 @@ use futures::stream::BoxStream;
 use tonic::{Request, Response, Status};
 
 use super::certs;
-use super::config::MachineType;
-use super::server::{Peer, ServeMode};
+use super::config::Role;
+use super::peer::{Peer, ServeMode};
 use super::state::{LoggedRpc, Node, Phase, ServedRpc, Shared, cluster_key, minor_version};
 use talosprov_talos::api::common::{Data, Metadata};
 use talosprov_talos::api::machine as pb;
@@ -203,7 +203,7 @@ impl pb::machine_service_server::MachineService for Api {
         const RPC: &str = "Kubeconfig";
         let result = self.authorize(&request, MACHINE, RPC).and_then(|_| {
             let cfg = self.config()?;
-            if cfg.machine_type != MachineType::ControlPlane {
+            if cfg.machine_type != Role::Controlplane {
                 return Err(Status::unimplemented(
                     "kubeconfig is only available on control plane nodes",
                 ));

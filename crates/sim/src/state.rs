@@ -9,8 +9,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::SimOptions;
-use super::config::{MachineType, NodeConfig};
+use super::config::{NodeConfig, Role};
 
 /// Where a simulated node is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -358,7 +357,7 @@ impl Shared {
             Phase::Maintenance
         };
         let join = match &state.config {
-            Some(cfg) if cfg.machine_type == MachineType::ControlPlane && !state.etcd_lost => {
+            Some(cfg) if cfg.machine_type == Role::Controlplane && !state.etcd_lost => {
                 Some(cluster_key(cfg))
             }
             _ => None,
@@ -399,7 +398,7 @@ impl Shared {
         self.nodes.iter().find_map(|n| {
             let state = n.lock();
             let other = state.config.as_ref()?;
-            (other.machine_type == MachineType::ControlPlane
+            (other.machine_type == Role::Controlplane
                 && other.os_ca_crt_pem == cfg.os_ca_crt_pem
                 && other.token == cfg.token)
                 .then(|| other.os_ca_key_pem.clone())
@@ -449,6 +448,27 @@ pub(crate) fn minor_version(tag: &str) -> Option<(u32, u32)> {
     let major = parts.next()?.parse().ok()?;
     let minor = parts.next()?.split('-').next()?.parse().ok()?;
     Some((major, minor))
+}
+
+/// Settings shared by every node of a simulator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimOptions {
+    /// The Talos release the nodes report (Version) and behave as, e.g. `v1.13.8`.
+    /// Before v1.13 the ImageService and LifecycleService are absent and maintenance
+    /// mode answers Unimplemented to secure-only RPCs.
+    pub talos_version: String,
+    /// How long a node is unreachable while it installs and reboots (also on Reboot,
+    /// Upgrade, Reset). Zero models a nocloud disk image that goes straight on.
+    pub reboot_delay: Duration,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            talos_version: "v1.13.8".to_string(),
+            reboot_delay: Duration::from_secs(2),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 
 use std::path::Path;
 
-use super::local::host_name;
 use super::lock::{HolderProcess, LockInfo};
 
 /// The name of the user running talosprov, for a lock's `Who`: `$USER` when
@@ -70,6 +69,17 @@ pub fn liveness(holder: &LockInfo) -> HolderProcess {
         (Some(now), Some(then)) if now != then => HolderProcess::Gone,
         _ => HolderProcess::Running,
     }
+}
+
+/// This machine's host name (as `Who` records it), or `localhost`.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|s| s.trim().to_owned())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_owned())
 }
 
 #[cfg(test)]

@@ -11,110 +11,10 @@ use md5::{Digest, Md5};
 use reqwest::{Method, StatusCode, header};
 use url::Url;
 
+pub use super::backend::HttpError;
+use super::backend::{Backend, BackendError};
 use super::holder::liveness;
-use super::{
-    Backend, BackendError, HolderProcess, HttpBackendConfig, LockHeld, LockInfo, TakenOver,
-};
-
-/// An http backend request failed. Messages name the method and URL, never
-/// the credentials.
-#[derive(Debug, thiserror::Error)]
-pub enum HttpError {
-    /// The HTTP client could not be built.
-    #[error("cannot build the HTTP client for the state backend")]
-    Client(#[source] reqwest::Error),
-    /// A configured method is not a valid HTTP method.
-    #[error("{0:?} is not a valid HTTP method")]
-    Method(String),
-    /// No answer (connection refused or lost), after every retry.
-    #[error("{what}: {method} {url} failed after {attempts} attempt(s)")]
-    Transport {
-        /// What was being done, e.g. `save the state`.
-        what: &'static str,
-        /// The request method.
-        method: String,
-        /// The request URL.
-        url: String,
-        /// Attempts made (1 + retries).
-        attempts: u32,
-        /// The last error.
-        #[source]
-        source: reqwest::Error,
-    },
-    /// 401 or 403.
-    #[error(
-        "{what}: {method} {url} was refused with HTTP {status}: check TF_HTTP_USERNAME and \
-         TF_HTTP_PASSWORD (in GitLab CI: gitlab-ci-token and $CI_JOB_TOKEN)"
-    )]
-    Auth {
-        /// What was being done.
-        what: &'static str,
-        /// The request method.
-        method: String,
-        /// The request URL.
-        url: String,
-        /// 401 or 403.
-        status: StatusCode,
-    },
-    /// Any other unexpected status.
-    #[error("{what}: {method} {url} answered HTTP {status}{detail}")]
-    Status {
-        /// What was being done.
-        what: &'static str,
-        /// The request method.
-        method: String,
-        /// The request URL.
-        url: String,
-        /// The status.
-        status: StatusCode,
-        /// `: <start of the body>` when the server said why.
-        detail: String,
-    },
-    /// The server answered 200 with an empty body. A server with no state
-    /// answers 404 (GitLab: 204 for a state created by a lock and never
-    /// written); an empty 200 is a state that did not come through (GitLab
-    /// reached without its Workhorse answers so for a state kept in object
-    /// storage), never "no state".
-    #[error(
-        "read the state: GET {url} answered HTTP 200 with an empty body, which is not a state; \
-         talosprov does not take it as \"no state\", which would start a new cluster with new \
-         secrets. A server without this state answers 404. Check the address (GitLab sends a \
-         state kept in object storage only through its own front end, not from a Rails \
-         worker reached directly), then run the command again"
-    )]
-    EmptyBody {
-        /// The state URL.
-        url: String,
-    },
-    /// `force-unlock` on a state that is not locked.
-    #[error("the state at {url} is not locked")]
-    NotLocked {
-        /// The state URL.
-        url: String,
-    },
-    /// The state read does not match its `Content-MD5` header.
-    #[error("the state from {url} does not match its Content-MD5 header (corrupted in transit)")]
-    Md5Mismatch {
-        /// The state URL.
-        url: String,
-    },
-    /// The server keeps the lock: it is held with another ID (GitLab: 409).
-    #[error(
-        "the state server refused to release lock {requested}: the lock is held with another ID"
-    )]
-    UnlockRefused {
-        /// The ID given.
-        requested: String,
-    },
-    /// `unlock` named a lock ID other than the one this run holds.
-    #[error("lock ID {requested} is not the lock this run holds ({held})")]
-    LockMismatch {
-        /// The ID given.
-        requested: String,
-        /// The ID held.
-        held: String,
-    },
-}
+use super::{HolderProcess, HttpBackendConfig, LockHeld, LockInfo, TakenOver};
 
 /// The state behind a Terraform http endpoint (GitLab-managed state).
 #[derive(Debug)]
@@ -454,7 +354,7 @@ impl HttpBackend {
             who: format!(
                 "{}@{}",
                 super::holder::user_name(),
-                super::local::host_name()
+                super::holder::host_name()
             ),
             pid: Some(std::process::id()),
             ..LockInfo::default()

@@ -6,87 +6,20 @@
 
 #![warn(missing_docs)]
 
-use std::future::Future;
-
+pub mod backend;
 pub mod encrypt;
 pub mod holder;
 pub mod http;
 pub mod local;
 pub mod store;
 
+pub use backend::{Backend, BackendError};
 pub use store::{Loaded, StateStore, StoreError};
 pub use talosprov_core::state::{
     Address, BackendConfig, CreateIntent, FORMAT_VERSION, HolderProcess, HttpBackendConfig,
     LockHeld, LockInfo, Sensitive, State, StateSection, TakenOver,
 };
 pub use talosprov_core::state::{address, config, format, intent, lock, summary};
-
-/// Where state documents are kept: get, put, lock and unlock raw bytes (plain
-/// JSON or an encrypted envelope, both with top-level `serial` and `lineage`).
-/// Follows OpenTofu's `statemgr` (Locker) and `remote.Client`.
-pub trait Backend: Send + Sync {
-    /// A short description for messages: the state path or the address.
-    fn describe(&self) -> String;
-
-    /// The stored document; `None` when there is no state yet.
-    fn get(&self) -> impl Future<Output = Result<Option<Vec<u8>>, BackendError>> + Send;
-
-    /// Replace the stored document (atomically where the backend can).
-    fn put(&self, document: &[u8]) -> impl Future<Output = Result<(), BackendError>> + Send;
-
-    /// Take the lock for `info.id`; [`BackendError::Locked`] names the holder
-    /// when someone else has it. A lock left by a holder on this host whose
-    /// process is gone is taken over, and returned so the run can say so.
-    fn lock(
-        &self,
-        info: &LockInfo,
-    ) -> impl Future<Output = Result<Option<TakenOver>, BackendError>> + Send;
-
-    /// Release the lock `id`: the one this backend took, or another one
-    /// (`force-unlock`). A different ID is refused, and so is a lock whose
-    /// holder still runs ([`BackendError::HolderRunning`]).
-    fn unlock(&self, id: &str) -> impl Future<Output = Result<(), BackendError>> + Send;
-
-    /// How to restore the stored state when it cannot be read (it names the
-    /// backup, or where earlier versions are kept); `None` when the backend
-    /// keeps none.
-    fn restore_hint(&self) -> Option<String> {
-        None
-    }
-}
-
-/// A backend failed.
-#[derive(Debug, thiserror::Error)]
-pub enum BackendError {
-    /// Someone else holds the lock.
-    #[error("{0}")]
-    Locked(Box<LockHeld>),
-    /// `force-unlock` of a lock whose holder still runs: releasing it would let
-    /// two runs change the cluster at once.
-    #[error(
-        "refusing to release lock {}: it is held by {}, which is still running; stop that \
-         run first (or let it finish), and its lock is released with it",
-        .0.holder.id,
-        .0.holder_summary()
-    )]
-    HolderRunning(Box<LockHeld>),
-    /// The local file backend failed.
-    #[error(transparent)]
-    Local(#[from] local::LocalError),
-    /// The http backend failed.
-    #[error(transparent)]
-    Http(#[from] http::HttpError),
-}
-
-impl BackendError {
-    /// The holder when this is a lock conflict.
-    pub fn lock_held(&self) -> Option<&LockHeld> {
-        match self {
-            BackendError::Locked(h) => Some(h),
-            _ => None,
-        }
-    }
-}
 
 /// The backend chosen by [`BackendConfig`]: local file or http.
 #[derive(Debug)]

@@ -12,59 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use fs4::fs_std::FileExt;
 
-use super::holder::liveness;
+pub use super::backend::LocalError;
+use super::backend::{Backend, BackendError};
+use super::holder::{host_name, liveness};
 use super::summary::{KeepReason, Summary, keep_backup};
-use super::{Backend, BackendError, HolderProcess, LockHeld, LockInfo, TakenOver};
+use super::{HolderProcess, LockHeld, LockInfo, TakenOver};
 
 pub use talosprov_core::state::config::DEFAULT_STATE_FILE;
-
-/// A local backend operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum LocalError {
-    /// A file operation failed.
-    #[error("cannot {action} {}", path.display())]
-    Io {
-        /// What was being done, e.g. `write the state file`.
-        action: &'static str,
-        /// The file concerned.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
-    /// `unlock` named another lock than the one recorded.
-    #[error(
-        "lock ID {requested} does not match the lock on {} (held with ID {held})",
-        path.display()
-    )]
-    LockMismatch {
-        /// The state file.
-        path: PathBuf,
-        /// The ID given.
-        requested: String,
-        /// The ID recorded in the lock file.
-        held: String,
-    },
-    /// `unlock` when there is no lock.
-    #[error("the state {} is not locked", path.display())]
-    NotLocked {
-        /// The state file.
-        path: PathBuf,
-    },
-    /// The state file is empty or blank: never read as "no state", since a
-    /// run would then start a new cluster with new secrets over it.
-    #[error(
-        "the state file {} is empty: talosprov does not read it as \"no state\", which \
-         would start a new cluster with new secrets; {restore}",
-        path.display()
-    )]
-    EmptyState {
-        /// The state file.
-        path: PathBuf,
-        /// How to restore it ([`LocalBackend::restore_hint`]).
-        restore: String,
-    },
-}
 
 /// A `.backup` kept as it was by this run, rather than replaced by a state
 /// holding less than it (see [`keep_backup`]).
@@ -463,17 +417,6 @@ fn same_file(file: &File, path: &Path) -> bool {
 #[cfg(not(unix))]
 fn same_file(_file: &File, path: &Path) -> bool {
     path.exists()
-}
-
-/// This machine's host name (as `Who` records it), or `localhost`.
-pub fn host_name() -> String {
-    fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| fs::read_to_string("/etc/hostname"))
-        .map(|s| s.trim().to_owned())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".to_owned())
 }
 
 /// A holder whose OS lock is held runs: on this host when its lock info says

@@ -6,9 +6,10 @@ use std::sync::Mutex;
 
 use uuid::Uuid;
 
+use super::backend::{Backend, BackendError};
 use super::encrypt::{self, Document, EncryptError, StateKeys};
 use super::format::{FormatError, State};
-use super::{Backend, BackendError, LockInfo, TakenOver};
+use super::{LockInfo, TakenOver};
 
 /// A state as loaded, and whether it was stored encrypted.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,34 +5,7 @@ use base64::Engine as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::error::TalosError;
-
-/// A private key in PEM form whose `Debug` and `Display` print `(sensitive)`.
-#[derive(Clone)]
-pub struct SecretPem(String);
-
-impl SecretPem {
-    /// Wraps PEM text.
-    pub fn new(pem: impl Into<String>) -> Self {
-        SecretPem(pem.into())
-    }
-
-    /// The PEM text. Callers must not print it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for SecretPem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("(sensitive)")
-    }
-}
-
-impl std::fmt::Display for SecretPem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("(sensitive)")
-    }
-}
+use talosprov_core::sensitive::Sensitive;
 
 /// The `ca`, `crt` and `key` of a talosconfig context, decoded to PEM.
 ///
@@ -47,12 +20,12 @@ pub struct ClientCredentials {
     /// Client certificate, PEM.
     pub crt_pem: String,
     /// Client key, PEM (PKCS#8, or SEC1 / PKCS#1).
-    pub key_pem: SecretPem,
+    pub key_pem: Sensitive,
 }
 
 impl ClientCredentials {
     /// Builds credentials from PEM text.
-    pub fn from_pem(ca: impl Into<String>, crt: impl Into<String>, key: SecretPem) -> Self {
+    pub fn from_pem(ca: impl Into<String>, crt: impl Into<String>, key: Sensitive) -> Self {
         ClientCredentials {
             ca_pem: ca.into(),
             crt_pem: crt.into(),
@@ -78,7 +51,7 @@ impl ClientCredentials {
         Ok(ClientCredentials {
             ca_pem: decode("ca", ca)?,
             crt_pem: decode("crt", crt)?,
-            key_pem: SecretPem::new(decode("key", key)?),
+            key_pem: Sensitive::new(decode("key", key)?),
         })
     }
 
@@ -141,7 +114,7 @@ mod tests {
 
     #[test]
     fn secret_pem_never_prints_its_content() {
-        let key = SecretPem::new("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----");
+        let key = Sensitive::new("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----");
         assert_eq!(format!("{key}"), "(sensitive)");
         assert_eq!(format!("{key:?}"), "(sensitive)");
         let creds = ClientCredentials::from_pem("ca", "crt", key);

@@ -16,7 +16,7 @@ mod types;
 mod wait;
 
 pub use client::{ConnectionMode, TALOS_API_PORT, TalosClient};
-pub use credentials::{ClientCredentials, SecretPem, relabel_ed25519};
+pub use credentials::{ClientCredentials, relabel_ed25519};
 pub use error::{Explained, NodeName, TalosError};
 pub use kubeconfig::{KubeconfigArchiveError, extract_kubeconfig, talos_style_tarball};
 pub use probe::{NodeAnswer, probe_node};

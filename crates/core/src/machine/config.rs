@@ -5,7 +5,6 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_yaml_ng::{Mapping, Value};
-use std::fmt;
 
 use super::secrets::{EncryptionSecret, SecretsBundle};
 use super::version::{
@@ -13,30 +12,7 @@ use super::version::{
 };
 use super::yaml::{Flavour, documents_to_string};
 
-/// The two machine roles talosprov generates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// `controlplane`: etcd, the Kubernetes control plane and every CA key.
-    ControlPlane,
-    /// `worker`: CA certificates without keys and no control-plane sections.
-    Worker,
-}
-
-impl Role {
-    /// The value of `machine.type`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::ControlPlane => "controlplane",
-            Role::Worker => "worker",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::role::Role;
 
 /// Errors generating a base config.
 #[derive(Debug, thiserror::Error)]
@@ -161,7 +137,7 @@ pub fn base_config(input: &BaseConfigInput<'_>) -> Result<BaseConfig, ConfigErro
 
 fn v1alpha1(input: &BaseConfigInput<'_>, contract: Contract, k8s: &str) -> Value {
     let s = input.secrets;
-    let control_plane = input.role == Role::ControlPlane;
+    let control_plane = input.role == Role::Controlplane;
     let b64 = |pem: &str| Value::String(STANDARD.encode(pem.as_bytes()));
     let pair = |crt: &str, key: Option<&str>| {
         map([

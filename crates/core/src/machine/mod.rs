@@ -15,13 +15,13 @@ pub mod pki;
 pub mod redact;
 pub mod secrets;
 pub mod secrets_file;
-pub mod sensitive;
 pub mod talosconfig;
 pub mod validate;
 pub mod version;
 pub mod yaml;
 mod yaml_resolve;
 
+pub use crate::sensitive::Sensitive;
 pub use config::{
     BaseConfig, BaseConfigInput, ConfigError, Role, base_config, machine_config_yaml,
 };
@@ -34,7 +34,6 @@ pub use pki::{CertAndKey, PkiError};
 pub use redact::redact_secrets;
 pub use secrets::{Certs, ClusterIdentity, EncryptionSecret, SecretsBundle, SecretsError};
 pub use secrets_file::{SecretsFileError, parse_secrets_yaml, secrets_yaml};
-pub use sensitive::Sensitive;
 pub use talosconfig::{Talosconfig, TalosconfigInput};
 pub use validate::{ConfigProblem, ProblemKind, Severity, check_config};
 pub use version::{

@@ -6,12 +6,11 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-use super::config::{BaseConfigInput, Role as MachineRole, base_config, machine_config_yaml};
+use super::config::{BaseConfigInput, base_config, machine_config_yaml};
 use super::decode::decode_config;
 use super::link::{NodeLink, check_node_link};
 use super::redact::redact_secrets;
 use super::secrets::SecretsBundle;
-use super::sensitive::Sensitive;
 use super::validate::{self, ConfigProblem, ProblemKind, check_config};
 use super::version::{Contract, TalosVersion, contract_for, default_kubernetes_version};
 use crate::patch::apply::{ApplyCause, ApplyError};
@@ -21,6 +20,7 @@ use crate::patch::{
     apply_patches_all_traced,
 };
 use crate::schematic::{Schematic, SchematicId, installer_image};
+use crate::sensitive::Sensitive;
 use crate::topology::{Code, Diagnostic, Node, Role, SchematicSpec, Severity, Topology};
 
 /// One node's final machine config, exactly as talosprov sends it.
@@ -264,10 +264,7 @@ impl Build<'_> {
             endpoint: cluster.endpoint.clone(),
             kubernetes_version: Some(self.kubernetes.to_string()),
             talos_version: self.talos.clone(),
-            role: match role {
-                Role::Controlplane => MachineRole::ControlPlane,
-                Role::Worker => MachineRole::Worker,
-            },
+            role,
             secrets: self.secrets,
             install_disk: Some(cluster.install_disk.clone()),
             install_image: Some(installer.to_string()),

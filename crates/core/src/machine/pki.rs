@@ -10,7 +10,7 @@ use rcgen::{
 use time::OffsetDateTime;
 
 use super::keys::{KeyError, PrivateKey, pem_decode, pem_encode};
-use super::sensitive::Sensitive;
+use crate::sensitive::Sensitive;
 
 /// Errors making or reading certificates.
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,7 @@
 
 use serde_yaml_ng::Value;
 
-use super::sensitive::REDACTED;
+use crate::sensitive::REDACTED;
 
 /// Secret fields of the v1alpha1 document, as dotted paths.
 const V1ALPHA1_SECRETS: &[&str] = &[

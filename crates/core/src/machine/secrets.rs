@@ -9,7 +9,7 @@ use time::{Duration, OffsetDateTime};
 
 use super::keys::PrivateKey;
 use super::pki::{CaSpec, CertAndKey, PkiError, self_signed_ca};
-use super::sensitive::Sensitive;
+use crate::sensitive::Sensitive;
 
 /// CA validity: 87600 h, ten years (`secrets.CAValidityTime`).
 pub const CA_VALIDITY: Duration = Duration::hours(87_600);

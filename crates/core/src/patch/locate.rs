@@ -6,7 +6,6 @@
 use serde_yaml_ng::Value;
 
 use super::document::scalar_text;
-use super::set::locate;
 use crate::topology::Pos;
 
 /// One step of a dotted path.
@@ -182,7 +181,7 @@ pub fn locate_path(text: &str, path: &str) -> Option<Pos> {
     if path.is_empty() {
         return None;
     }
-    if let Some(pos) = locate(text, path) {
+    if let Some(pos) = locate_field(text, path) {
         return Some(pos);
     }
     let (parent, last) = match path.rfind(['.', '[']) {
@@ -221,6 +220,91 @@ fn find_key(text: &str, key: &str, from: usize) -> Option<Pos> {
         }
     }
     None
+}
+
+/// Find the line of a dotted field path in block-style YAML text: each key is looked for
+/// inside the block of the previous one (deeper indentation). List indices (`[0]`) count the
+/// items of the list. Flow style (`{a: 1}`) is not searched.
+pub fn locate_field(text: &str, field: &str) -> Option<Pos> {
+    // (line number, column of the dash if the line is a list item, column of its key, key text)
+    let lines: Vec<(usize, Option<usize>, usize, &str)> = text
+        .lines()
+        .enumerate()
+        .filter_map(|(n, line)| {
+            let trimmed = line.trim_start();
+            if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with("---") {
+                return None;
+            }
+            let indent = line.len() - trimmed.len();
+            match trimmed.strip_prefix('-') {
+                Some(rest) if rest.is_empty() || rest.starts_with(' ') => {
+                    let body = rest.trim_start();
+                    Some((n, Some(indent), indent + (trimmed.len() - body.len()), body))
+                }
+                _ => Some((n, None, indent, trimmed)),
+            }
+        })
+        .collect();
+    let mut from = 0usize;
+    let mut parent: Option<usize> = None;
+    let mut found = None;
+    for part in field.split('.').filter(|p| !p.is_empty()) {
+        let (key, rest) = part.split_once('[').unwrap_or((part, ""));
+        let indices = rest
+            .split('[')
+            .filter_map(|i| i.trim_end_matches(']').parse::<usize>().ok());
+        // The key, inside the parent's block.
+        let mut hit = None;
+        for (i, &(n, dash, col, body)) in lines.iter().enumerate().skip(from) {
+            if i > from && parent.is_some_and(|p| dash.unwrap_or(col) <= p) {
+                break;
+            }
+            let is_key = [key.to_string(), format!("\"{key}\"")].iter().any(|k| {
+                body.strip_prefix(k.as_str())
+                    .is_some_and(|r| r.starts_with(':'))
+            });
+            if is_key && parent.is_none_or(|p| col > p) {
+                hit = Some((i, n, col));
+                break;
+            }
+        }
+        let (i, n, col) = hit?;
+        found = Some((n, col));
+        parent = Some(col);
+        from = i + 1;
+        for index in indices {
+            // The index-th item of the list under the key (or under the previous item).
+            let list_col = parent.unwrap_or(0);
+            let mut item = 0usize;
+            let mut dash_col = None;
+            let mut hit = None;
+            for (j, &(m, dash, c, _)) in lines.iter().enumerate().skip(from) {
+                let ended = match dash {
+                    Some(d) => d < list_col,
+                    None => c <= list_col,
+                };
+                if ended {
+                    break;
+                }
+                let Some(d) = dash else { continue };
+                if *dash_col.get_or_insert(d) != d {
+                    continue;
+                }
+                if item == index {
+                    hit = Some((j, m, c, d));
+                    break;
+                }
+                item += 1;
+            }
+            let (j, m, c, d) = hit?;
+            found = Some((m, c));
+            // Keys of the item sit right of its dash, starting on the dash's own line.
+            parent = Some(d);
+            from = j;
+        }
+    }
+    let (n, col) = found?;
+    Some(Pos::new(to_u32(n + 1), to_u32(col + 1)))
 }
 
 fn to_u32(n: usize) -> u32 {

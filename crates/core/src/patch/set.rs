@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::discover::{self, PatchFile, PatchKind, PatchTree};
 use super::document::{DocumentId, MachineConfig};
 use super::load::{LoadError, Patch, PatchBody, load_documents, load_patch};
-use super::locate;
+use super::locate::{self, locate_field};
 use super::merge::StrategicStep;
 use super::render::{RenderError, Renderer, TemplateVars};
 use crate::inputs::Inputs;
@@ -267,7 +267,7 @@ impl PatchSet {
     /// allowed) is written in a patch file, found from the file's indentation; `None` when the
     /// file is not known or does not spell the field out in block style.
     pub fn locate(&self, file: &Path, field: &str) -> Option<Pos> {
-        locate(self.texts.get(file)?, field)
+        locate_field(self.texts.get(file)?, field)
     }
 }
 
@@ -407,97 +407,12 @@ fn load_diagnostic(file: &Path, e: &LoadError, text: &str) -> Diagnostic {
     }
     let d = Diagnostic::error(Code::InvalidPatch, file, message);
     match e {
-        LoadError::UnknownField { field } => match locate(text, field) {
+        LoadError::UnknownField { field } => match locate_field(text, field) {
             Some(pos) => d.at(pos).field(field.clone()),
             None => d.field(field.clone()),
         },
         _ => d,
     }
-}
-
-/// Find the line of a dotted field path in block-style YAML text: each key is looked for
-/// inside the block of the previous one (deeper indentation). List indices (`[0]`) count the
-/// items of the list. Flow style (`{a: 1}`) is not searched.
-pub fn locate(text: &str, field: &str) -> Option<Pos> {
-    // (line number, column of the dash if the line is a list item, column of its key, key text)
-    let lines: Vec<(usize, Option<usize>, usize, &str)> = text
-        .lines()
-        .enumerate()
-        .filter_map(|(n, line)| {
-            let trimmed = line.trim_start();
-            if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with("---") {
-                return None;
-            }
-            let indent = line.len() - trimmed.len();
-            match trimmed.strip_prefix('-') {
-                Some(rest) if rest.is_empty() || rest.starts_with(' ') => {
-                    let body = rest.trim_start();
-                    Some((n, Some(indent), indent + (trimmed.len() - body.len()), body))
-                }
-                _ => Some((n, None, indent, trimmed)),
-            }
-        })
-        .collect();
-    let mut from = 0usize;
-    let mut parent: Option<usize> = None;
-    let mut found = None;
-    for part in field.split('.').filter(|p| !p.is_empty()) {
-        let (key, rest) = part.split_once('[').unwrap_or((part, ""));
-        let indices = rest
-            .split('[')
-            .filter_map(|i| i.trim_end_matches(']').parse::<usize>().ok());
-        // The key, inside the parent's block.
-        let mut hit = None;
-        for (i, &(n, dash, col, body)) in lines.iter().enumerate().skip(from) {
-            if i > from && parent.is_some_and(|p| dash.unwrap_or(col) <= p) {
-                break;
-            }
-            let is_key = [key.to_string(), format!("\"{key}\"")].iter().any(|k| {
-                body.strip_prefix(k.as_str())
-                    .is_some_and(|r| r.starts_with(':'))
-            });
-            if is_key && parent.is_none_or(|p| col > p) {
-                hit = Some((i, n, col));
-                break;
-            }
-        }
-        let (i, n, col) = hit?;
-        found = Some((n, col));
-        parent = Some(col);
-        from = i + 1;
-        for index in indices {
-            // The index-th item of the list under the key (or under the previous item).
-            let list_col = parent.unwrap_or(0);
-            let mut item = 0usize;
-            let mut dash_col = None;
-            let mut hit = None;
-            for (j, &(m, dash, c, _)) in lines.iter().enumerate().skip(from) {
-                let ended = match dash {
-                    Some(d) => d < list_col,
-                    None => c <= list_col,
-                };
-                if ended {
-                    break;
-                }
-                let Some(d) = dash else { continue };
-                if *dash_col.get_or_insert(d) != d {
-                    continue;
-                }
-                if item == index {
-                    hit = Some((j, m, c, d));
-                    break;
-                }
-                item += 1;
-            }
-            let (j, m, c, d) = hit?;
-            found = Some((m, c));
-            // Keys of the item sit right of its dash, starting on the dash's own line.
-            parent = Some(d);
-            from = j;
-        }
-    }
-    let (n, col) = found?;
-    Some(Pos::new(to_u32(n + 1), to_u32(col + 1)))
 }
 
 #[cfg(test)]
@@ -527,32 +442,32 @@ cluster:
     #[test]
     fn locate_finds_nested_keys_below_their_parents() {
         assert_eq!(
-            locate(NET, "machine.network.hostname"),
+            locate_field(NET, "machine.network.hostname"),
             Some(Pos::new(6, 5))
         );
         assert_eq!(
-            locate(NET, "cluster.network.cni.name"),
+            locate_field(NET, "cluster.network.cni.name"),
             Some(Pos::new(17, 7))
         );
-        assert_eq!(locate(NET, "cluster.network"), Some(Pos::new(15, 3)));
+        assert_eq!(locate_field(NET, "cluster.network"), Some(Pos::new(15, 3)));
     }
 
     #[test]
     fn locate_counts_list_items() {
         assert_eq!(
-            locate(NET, "machine.network.interfaces[1].vip.ip"),
+            locate_field(NET, "machine.network.interfaces[1].vip.ip"),
             Some(Pos::new(13, 11))
         );
         assert_eq!(
-            locate(NET, "machine.network.interfaces[0].dhcp"),
+            locate_field(NET, "machine.network.interfaces[0].dhcp"),
             Some(Pos::new(9, 9))
         );
     }
 
     #[test]
     fn locate_gives_none_for_a_field_the_file_does_not_write() {
-        assert_eq!(locate(NET, "machine.install.disk"), None);
-        assert_eq!(locate(NET, "cluster.proxy"), None);
+        assert_eq!(locate_field(NET, "machine.install.disk"), None);
+        assert_eq!(locate_field(NET, "cluster.proxy"), None);
     }
 }
 

@@ -8,18 +8,17 @@ use std::collections::BTreeSet;
 use crate::state::format::State;
 use crate::state::{Address, Sensitive};
 
-use crate::plan::removal::{RemovalRefused, check_removal};
+use crate::plan::removal::check_removal;
 
 use super::config_diff;
 use super::desired::Desired;
 use super::diff_vm::plan_vm;
+use super::model::{PlanError, change, field};
 use super::observed::Observed;
 use super::ownership;
 use super::planned::{ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedVm};
 use super::staged::{Planned, StagedNote, staged_note};
-use super::{
-    Action, Change, Drift, DriftKind, FieldChange, PLAN_FORMAT_VERSION, Plan, PlanWarning,
-};
+use super::{Action, Drift, DriftKind, PLAN_FORMAT_VERSION, Plan, PlanWarning};
 use crate::topology::Role;
 
 /// What planning reads: all plain data.
@@ -31,42 +30,6 @@ pub struct PlanInput<'a> {
     pub state: Option<&'a State>,
     /// What refresh saw (`Observed::default()` offline).
     pub observed: &'a Observed,
-}
-
-/// A change planning refuses to make.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlanError {
-    /// Proxmox cannot shrink a disk, and talosprov never loses data to do it.
-    #[error(
-        "vm/{hostname} (vmid {vmid}): disk_size {wanted_gib} GiB is smaller than the disk's \
-         {current_gib} GiB; disks only grow (raise disk_size back, or replace the node)"
-    )]
-    DiskShrink {
-        /// The node.
-        hostname: String,
-        /// Its vmid.
-        vmid: u32,
-        /// Size now, GiB.
-        current_gib: u64,
-        /// Size asked for, GiB.
-        wanted_gib: u64,
-    },
-    /// The topology removes every control plane the cluster has (see
-    /// [`check_removal`]).
-    #[error(transparent)]
-    Removal(#[from] RemovalRefused),
-}
-
-pub(super) fn change(address: Address, action: Action, reason: impl Into<String>) -> Change {
-    Change::new(address, action, reason)
-}
-
-pub(super) fn field<T: ToString>(name: &str, before: Option<T>, after: Option<T>) -> FieldChange {
-    FieldChange::new(
-        name,
-        before.map(|v| v.to_string()),
-        after.map(|v| v.to_string()),
-    )
 }
 
 /// What a plan shows for a value computed only during the apply, as OpenTofu
@@ -361,7 +324,7 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
                 Some(&current.config_sha256),
                 Some(&want.record.config_sha256),
             ));
-            let before = recorded_text.map(Sensitive::expose).unwrap_or("");
+            let before = recorded_text.map(Sensitive::as_str).unwrap_or("");
             let after = want.yaml.expose();
             c.config_diff = Some(config_diff::unified_diff(
                 &config_diff::redacted(before),

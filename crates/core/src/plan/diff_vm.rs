@@ -10,7 +10,7 @@ use crate::state::format;
 use crate::state::{Address, CreateIntent};
 
 use super::desired::DesiredVm;
-use super::diff::{PlanError, change, field};
+use super::model::{PlanError, change, field};
 use super::observed::{Observed, ObservedVm};
 use super::ownership::{self, Found};
 use super::{Action, Change, Drift, DriftKind, FieldChange};

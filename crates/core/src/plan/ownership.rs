@@ -12,7 +12,7 @@ use crate::state::format::{self, State};
 use crate::state::{Address, CreateIntent};
 
 use super::desired::Desired;
-use super::diff::{change, field};
+use super::model::{change, field};
 use super::observed::Observed;
 use super::{Action, Change, Conflict, Drift, DriftKind, Plan};
 

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use crate::state::Address;
 use crate::state::format::Staged;
 
-use super::diff::field;
+use super::model::field;
 use super::{Action, ApplyMode, Drift, DriftKind, Plan, PlanWarning};
 
 /// What the plan notes about one node's staged config.

@@ -387,7 +387,7 @@ mod tests {
             (2, Duration::from_secs(1), Duration::from_secs(30))
         );
         assert_eq!(
-            h.password.as_ref().map(Sensitive::expose),
+            h.password.as_ref().map(Sensitive::as_str),
             Some("glcbt-secret")
         );
         assert!(!format!("{h:?}").contains("glcbt-secret"));

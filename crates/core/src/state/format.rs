@@ -3,7 +3,6 @@
 //! on OpenTofu's `internal/states/statefile`: a newer format version is refused.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -14,37 +13,9 @@ use super::intent::CreateIntent;
 /// The state format version this build writes and the newest it reads.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// A secret string: the secrets bundle, a kubeconfig, a machine config.
-///
-/// `Debug` and `Display` print `(sensitive)`; only [`Sensitive::expose`] gives
-/// the text. Serialised as the plain string, since the state file holds it.
-#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Sensitive(String);
-
-impl Sensitive {
-    /// Wrap a secret.
-    pub fn new(text: impl Into<String>) -> Self {
-        Sensitive(text.into())
-    }
-
-    /// The secret text, for the few places that must write or parse it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Sensitive {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("(sensitive)")
-    }
-}
-
-impl fmt::Display for Sensitive {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("(sensitive)")
-    }
-}
+/// The secrets the state holds (the secrets bundle, kubeconfig, machine
+/// configs) are [`Sensitive`] text, serialised as the plain string.
+pub use crate::sensitive::Sensitive;
 
 /// The whole state, as stored (before any encryption).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -562,6 +533,36 @@ pub fn sample() -> State {
         Output::sensitive("version: v1alpha1\n"),
     );
     s
+}
+
+// Create intents, kept in `resources.creating` (see [`super::intent`]).
+impl State {
+    /// The intent recorded for `address`, if any.
+    pub fn intent(&self, address: &Address) -> Option<&CreateIntent> {
+        self.resources.creating.get(&address.to_string())
+    }
+
+    /// Record the intent to create `address` (replacing an older one).
+    pub fn set_intent(&mut self, address: &Address, intent: CreateIntent) {
+        self.resources.creating.insert(address.to_string(), intent);
+    }
+
+    /// Drop the intent for `address`; returns whether there was one.
+    pub fn clear_intent(&mut self, address: &Address) -> bool {
+        self.resources
+            .creating
+            .remove(&address.to_string())
+            .is_some()
+    }
+
+    /// Every address with an intent, with it.
+    pub fn intents(&self) -> Vec<(Address, &CreateIntent)> {
+        self.resources
+            .creating
+            .iter()
+            .filter_map(|(a, i)| a.parse().ok().map(|a| (a, i)))
+            .collect()
+    }
 }
 
 #[cfg(test)]

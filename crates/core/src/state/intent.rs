@@ -8,7 +8,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::address::Address;
-use super::format::State;
 
 /// An object talosprov is about to create (`resources.creating`), saved before
 /// the create request is sent and replaced by the object's record once
@@ -67,38 +66,10 @@ pub fn has_intents(address: &Address) -> bool {
     )
 }
 
-impl State {
-    /// The intent recorded for `address`, if any.
-    pub fn intent(&self, address: &Address) -> Option<&CreateIntent> {
-        self.resources.creating.get(&address.to_string())
-    }
-
-    /// Record the intent to create `address` (replacing an older one).
-    pub fn set_intent(&mut self, address: &Address, intent: CreateIntent) {
-        self.resources.creating.insert(address.to_string(), intent);
-    }
-
-    /// Drop the intent for `address`; returns whether there was one.
-    pub fn clear_intent(&mut self, address: &Address) -> bool {
-        self.resources
-            .creating
-            .remove(&address.to_string())
-            .is_some()
-    }
-
-    /// Every address with an intent, with it.
-    pub fn intents(&self) -> Vec<(Address, &CreateIntent)> {
-        self.resources
-            .creating
-            .iter()
-            .filter_map(|(a, i)| a.parse().ok().map(|a| (a, i)))
-            .collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::format::State;
 
     #[test]
     fn intents_round_trip_and_are_left_out_when_there_are_none() {

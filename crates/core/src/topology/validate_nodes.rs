@@ -2,10 +2,10 @@
 //! schematic, PCI devices), then across nodes (duplicates, control-plane count
 //! and placement, PCI mapping ownership).
 
+use super::check::{Cx, known};
 use super::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use super::raw::{RawNode, Spanned};
 use super::syntax::{self, Ipv4Net};
-use super::validate::{Cx, known};
 use super::{HostPci, MIN_DISK_GIB, Node, PciMapping, Role, SchematicSpec, Vmid};
 use indexmap::IndexMap;
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -2,10 +2,10 @@
 //! `schematics`, `pci_mappings` and `state`, each checked with its defaults
 //! applied. Called by `validate::validate`.
 
+use super::check::{Cx, resolve};
 use super::diagnostics::{Code, did_you_mean};
 use super::raw::{RawCluster, RawProxmox, RawState, RawTopology, Spanned};
 use super::syntax::{self, Ipv4Net, Version};
-use super::validate::{Cx, resolve};
 use super::{
     Environment, PROXMOX_ENDPOINT_ENV, PciMapping, ProxmoxSettings, SchematicSpec, StateSettings,
 };

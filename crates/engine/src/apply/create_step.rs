@@ -7,47 +7,16 @@
 //! size, started), and the record that replaces the intent holds what Proxmox
 //! reports after the change, never the wanted values.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use anyhow::Context as _;
 
 use talosprov_core::plan::Conflict;
 use talosprov_proxmox::{self as proxmox, lifecycle, mapping, observe, pool, vm};
-use talosprov_state::format::{self, State};
+use talosprov_state::format::{self};
 use talosprov_state::{Address, CreateIntent};
 
+use super::context::Context;
 use super::record::Record;
-use super::steps::{Context, Reporter};
-
-/// What the state said talosprov owned when the run started: the recorded
-/// pools and PCI mappings and the create intents (recorded VMs are in
-/// `Context::recorded_vms`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Owned {
-    /// Recorded pool names.
-    pub pools: BTreeSet<String>,
-    /// Recorded PCI mapping names.
-    pub pci_mappings: BTreeSet<String>,
-    /// Create intents, keyed by address text.
-    pub intents: BTreeMap<String, CreateIntent>,
-}
-
-impl Owned {
-    /// What `state` owns.
-    pub fn of(state: &State) -> Self {
-        let r = &state.resources;
-        Owned {
-            pools: r.pools.keys().cloned().collect(),
-            pci_mappings: r.pci_mappings.keys().cloned().collect(),
-            intents: r.creating.clone(),
-        }
-    }
-
-    /// The intent at `address` when the run started.
-    pub fn intent(&self, address: &Address) -> Option<&CreateIntent> {
-        self.intents.get(&address.to_string())
-    }
-}
+use super::reporter::Reporter;
 
 /// The error for an object talosprov does not own, found where it was to
 /// create one (made since the plan, or planned without a refresh).

@@ -21,9 +21,10 @@ use talosprov_core::plan::{Change, Plan};
 use talosprov_state::format::State;
 use talosprov_state::{Address, Backend, StateStore};
 
+use super::context::Context;
 use super::event::{Event, EventKind, Update};
 use super::record;
-use super::steps::{self, Context, Interrupted, Outcomes, Reporter, StepEnd, StepMessage};
+use super::steps::{self, Interrupted, Outcomes, Reporter, StepEnd, StepMessage};
 
 #[cfg(test)]
 #[path = "executor_tests.rs"]

@@ -4,9 +4,11 @@
 //! operations on a running cluster: rolling Talos and Kubernetes upgrades and
 //! node removal.
 
+mod context;
 mod create_step;
 pub mod event;
 pub mod executor;
+mod gate;
 pub mod import;
 pub mod record;
 pub mod refresh;
@@ -19,9 +21,9 @@ mod talos_steps;
 pub mod upgrade;
 mod upgrade_step;
 
-pub use create_step::Owned;
+pub use context::{Context, Owned, Waits};
 pub use event::{Event, EventKind, Update};
 pub use executor::{RunOutcome, Saver, execute};
 pub use record::Record;
 pub use refresh::refresh;
-pub use steps::{Context, Interrupted, Waits};
+pub use steps::Interrupted;

@@ -7,10 +7,11 @@ use anyhow::Context as _;
 
 use crate::health::{ClusterNode, Role};
 
+use super::context::Context;
+use super::gate::cluster_nodes;
 use super::remove::{self, RemovalOptions, RemovalOutcome};
-use super::steps::{Context, Reporter};
+use super::reporter::Reporter;
 use super::talos_steps;
-use super::upgrade_step::cluster_nodes;
 
 /// Take `host` (recorded, no longer in the topology, with the role the state
 /// records) out of the cluster: a

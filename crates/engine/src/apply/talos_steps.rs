@@ -16,9 +16,10 @@ use talosprov_talos::{
     self as talos, ApplyMode, ApplyOptions, ClientCredentials, TalosClient, TalosError,
 };
 
+use super::context::{Context, credentials, planned_config};
+use super::gate::gated_restart;
 use super::record::Record;
-use super::steps::{Context, Reporter, credentials, planned_config};
-use super::upgrade_step::gated_restart;
+use super::reporter::Reporter;
 
 /// Reset a node through the Talos API if it answers (graceful for control
 /// planes, so it leaves etcd); a node that does not answer is left as is.

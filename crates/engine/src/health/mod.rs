@@ -3,88 +3,16 @@
 //! through the Talos client; `judge` turns the answers into a report (pure).
 //! Apply uses the same checks as the gates of upgrades and removals.
 
+mod cluster;
 mod judge;
 mod probe;
 mod report;
 
-use std::net::IpAddr;
-
-pub use judge::{CheckName, Expectations, NodeAnswers, is_member, judge, judge_etcd, judge_node};
+pub use cluster::{ClusterNode, Cni};
+pub use judge::{Expectations, NodeAnswers, is_member, judge, judge_etcd, judge_node};
 pub use probe::{
     HealthError, observe, run_checks, wait_etcd_healthy, wait_healthy, wait_node_healthy,
 };
-pub use report::{Check, CheckStatus, HealthReport};
+pub use report::{Check, CheckName, CheckStatus, HealthReport};
 
 pub use talosprov_core::topology::Role;
-
-/// A node as the checks see it: its hostname, Talos API address and role.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterNode {
-    /// The hostname (the topology's, which Talos also uses).
-    pub hostname: String,
-    /// The Talos API address (port 50000).
-    pub ip: IpAddr,
-    /// Control plane or worker.
-    pub role: Role,
-}
-
-impl ClusterNode {
-    /// Whether the node runs etcd.
-    pub fn is_control_plane(&self) -> bool {
-        self.role == Role::Controlplane
-    }
-
-    /// `cp-1 (10.0.0.5)`.
-    pub fn label(&self) -> String {
-        format!("{} ({})", self.hostname, self.ip)
-    }
-}
-
-/// The cluster's CNI as the machine config names it (`cluster.network.cni.name`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cni {
-    /// `none`: no CNI is installed by Talos (the reference patches set this), so
-    /// Kubernetes nodes stay NotReady until one is deployed.
-    None,
-    /// `flannel` (the Talos default) or `custom`.
-    Named(String),
-}
-
-impl Cni {
-    /// The CNI a rendered machine config names: `cluster.network.cni.name`, Talos's
-    /// default `flannel` when absent. `None` when the text is not YAML.
-    pub fn from_machine_config(config: &str) -> Option<Cni> {
-        use serde::Deserialize as _;
-        for document in serde_yaml_ng::Deserializer::from_str(config) {
-            let doc = serde_yaml_ng::Value::deserialize(document).ok()?;
-            if doc.get("cluster").is_some() || doc.get("machine").is_some() {
-                let name = doc["cluster"]["network"]["cni"]["name"]
-                    .as_str()
-                    .unwrap_or("flannel");
-                return Some(if name == "none" {
-                    Cni::None
-                } else {
-                    Cni::Named(name.to_string())
-                });
-            }
-        }
-        None
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cni_is_read_from_the_v1alpha1_document_with_the_talos_default() {
-        let none = "machine:\n  type: controlplane\ncluster:\n  network:\n    cni:\n      name: none\n---\napiVersion: v1alpha1\nkind: HostnameConfig\n";
-        assert_eq!(Cni::from_machine_config(none), Some(Cni::None));
-        let default = "machine:\n  type: worker\ncluster:\n  clusterName: lab\n";
-        assert_eq!(
-            Cni::from_machine_config(default),
-            Some(Cni::Named("flannel".into()))
-        );
-        assert_eq!(Cni::from_machine_config("machine: ["), None);
-    }
-}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::time::{Instant, timeout};
 
-use super::ClusterNode;
+use super::cluster::ClusterNode;
 use super::judge::{Expectations, NodeAnswers, judge, judge_etcd, judge_node};
 use super::report::HealthReport;
 use talosprov_talos::{Backoff, ClientCredentials, TalosClient, TalosError};

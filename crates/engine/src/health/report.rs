@@ -3,8 +3,6 @@
 
 use std::fmt;
 
-use super::judge::CheckName;
-
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckStatus {
@@ -77,6 +75,46 @@ impl HealthReport {
             }
         }
         lines
+    }
+}
+
+/// The checks, in the order they run. Names follow `talosctl health`'s wording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CheckName {
+    /// ServiceList on every control plane shows `etcd` Running and healthy.
+    EtcdHealthy,
+    /// EtcdMemberList gives the same ids, hostnames and learner flags on every
+    /// control plane.
+    EtcdConsistent,
+    /// Every etcd member's peer URLs point at a control plane's address.
+    EtcdMembersAreControlPlanes,
+    /// Version answers on every node in secure mode (mutual TLS).
+    ApidReady,
+    /// Every node reports the expected Talos version.
+    TalosVersion,
+    /// ServiceList on every node shows `apid` Running and healthy.
+    ApidHealthy,
+    /// ServiceList on every node shows `kubelet` Running and healthy.
+    KubeletHealthy,
+    /// Every Kubernetes node reports Ready (needs a CNI).
+    KubernetesNodesReady,
+    /// CoreDNS (`k8s-app=kube-dns`) reports ready (needs a CNI).
+    CorednsReady,
+}
+
+impl fmt::Display for CheckName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CheckName::EtcdHealthy => "etcd to be healthy",
+            CheckName::EtcdConsistent => "etcd members to be consistent across nodes",
+            CheckName::EtcdMembersAreControlPlanes => "etcd members to be control plane nodes",
+            CheckName::ApidReady => "apid to be ready",
+            CheckName::TalosVersion => "all nodes to run the expected Talos version",
+            CheckName::ApidHealthy => "apid to be healthy",
+            CheckName::KubeletHealthy => "kubelet to be healthy",
+            CheckName::KubernetesNodesReady => "all k8s nodes to report ready",
+            CheckName::CorednsReady => "coredns to report ready",
+        })
     }
 }
 

@@ -4,8 +4,7 @@
 use crate::health::HealthError;
 use talosprov_talos::{TalosError, UpgradePath};
 
-use super::kubernetes::KubernetesPhase;
-use super::{SnapshotError, SnapshotFile};
+use super::snapshot::{SnapshotError, SnapshotFile};
 
 /// Progress of a rollout, one event at a time, named by hostname.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,4 +148,13 @@ impl UpgradeError {
             | UpgradeError::EtcdAfter { node, .. } => node,
         }
     }
+}
+
+/// Which phase of a Kubernetes roll a config belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubernetesPhase {
+    /// The control-plane component images.
+    ControlPlaneComponents,
+    /// The kubelet image.
+    Kubelet,
 }

@@ -10,10 +10,8 @@ use talosprov_core::machine::config::machine_config_yaml;
 use talosprov_core::patch::document::parse_documents;
 use talosprov_talos::{ApplyMode, ApplyOptions, ClientCredentials};
 
-use super::{
-    RolloutOptions, UpgradeError, UpgradeEvent, after_change, before_control_plane, connect,
-    rollout_waves,
-};
+use super::events::{KubernetesPhase, UpgradeError, UpgradeEvent};
+use super::rolling::{RolloutOptions, after_change, before_control_plane, connect, rollout_waves};
 
 /// One node's new machine config. The bytes hold the cluster's secrets: they are
 /// sent to the node and never printed.
@@ -48,15 +46,6 @@ pub struct KubernetesRoll {
     pub control_plane_components: Vec<ConfigUpdate>,
     /// Phase 2, every node: the final configs, with the new kubelet image.
     pub kubelet: Vec<ConfigUpdate>,
-}
-
-/// Which phase of a Kubernetes roll a config belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KubernetesPhase {
-    /// The control-plane component images.
-    ControlPlaneComponents,
-    /// The kubelet image.
-    Kubelet,
 }
 
 /// Applies a Kubernetes version change with mode NO_REBOOT, one node at a time:

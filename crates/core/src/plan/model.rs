@@ -1,0 +1,514 @@
+//! The plan's own types: a [`Plan`] of [`Change`]s with their field changes,
+//! drift, conflicts and warnings, and its JSON format. The modules beside it
+//! compute a plan ([`super::diff`]), order it ([`super::order`]) and save it
+//! ([`super::saved`]).
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::state::Address;
+use crate::state::format;
+use crate::topology::Role;
+
+use super::planned::{ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedVm};
+use super::removal::RemovalRefused;
+
+/// The version of the plan's JSON format (`plan -json`, `plan -out`). A reader
+/// refuses a newer one, and a saved plan of an older one (version 1 did not
+/// carry the values apply sends).
+pub const PLAN_FORMAT_VERSION: u32 = 2;
+
+/// A plan: what apply will do, and why, computed from one state snapshot.
+///
+/// JSON format (version [`PLAN_FORMAT_VERSION`]): an object with the fields
+/// below, in this order; `changes` are in dependency order (a change comes
+/// after every change it depends on).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// [`PLAN_FORMAT_VERSION`] when written by this build.
+    pub format_version: u32,
+    /// Lineage of the state the plan was made from; `None` when there was no
+    /// state yet. Apply refuses a saved plan whose lineage differs.
+    pub lineage: Option<Uuid>,
+    /// Serial of that state; `None` when there was none. Apply refuses a saved
+    /// plan once the state's serial has moved on (a stale plan).
+    pub serial: Option<u64>,
+    /// Whether Proxmox and Talos were read back (`false` with `--offline`):
+    /// without it, drift is unknown and the changes compare with the state only.
+    pub refreshed: bool,
+    /// True for a destroy plan: every change is a delete.
+    pub destroy: bool,
+    /// The changes, in dependency order.
+    pub changes: Vec<Change>,
+    /// Differences between the state and what was observed, made outside
+    /// talosprov. Shown apart; the changes already account for them.
+    pub drift: Vec<Drift>,
+    /// Things the operator should know that are not changes.
+    pub warnings: Vec<PlanWarning>,
+    /// Objects in Proxmox at IDs the topology declares that talosprov did not
+    /// create and was not asked to adopt: never changed or deleted; the
+    /// changes that depend on them are held back (not in `changes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<Conflict>,
+}
+
+impl Plan {
+    /// A plan of `changes` made after a refresh, with no lineage or serial
+    /// yet, no drift and no warnings (the pure planner's output before the
+    /// state is known; tests build on it).
+    pub fn of_changes(changes: Vec<Change>) -> Plan {
+        Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            lineage: None,
+            serial: None,
+            refreshed: true,
+            destroy: false,
+            changes,
+            drift: Vec::new(),
+            warnings: Vec::new(),
+            conflicts: Vec::new(),
+        }
+    }
+
+    /// True when applying would change nothing.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    /// Counts per kind of change, for the summary line.
+    pub fn summary(&self) -> Summary {
+        let mut s = Summary::default();
+        for c in &self.changes {
+            match c.action {
+                Action::Create => s.add += 1,
+                Action::Update => s.change += 1,
+                Action::Replace => {
+                    s.add += 1;
+                    s.destroy += 1;
+                }
+                Action::Delete => s.destroy += 1,
+                Action::ApplyConfig => s.apply_config += 1,
+                Action::Upgrade => s.upgrade += 1,
+                Action::Bootstrap => s.bootstrap += 1,
+            }
+        }
+        s
+    }
+
+    /// The change at `address`, if any.
+    pub fn change(&self, address: &Address) -> Option<&Change> {
+        self.changes.iter().find(|c| &c.address == address)
+    }
+
+    /// The plan as pretty JSON (the documented format).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Read a plan from JSON.
+    ///
+    /// # Errors
+    /// [`PlanFormatError`] for text that is not a plan or a newer format version.
+    pub fn from_json(text: &[u8]) -> Result<Plan, PlanFormatError> {
+        let value: serde_json::Value =
+            serde_json::from_slice(text).map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
+        let version = value
+            .get("format_version")
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| PlanFormatError::Syntax("no format_version".into()))?;
+        if version > u64::from(PLAN_FORMAT_VERSION) {
+            return Err(PlanFormatError::Newer {
+                found: version,
+                supported: PLAN_FORMAT_VERSION,
+            });
+        }
+        if version < u64::from(PLAN_FORMAT_VERSION) {
+            return Err(PlanFormatError::Older {
+                found: version,
+                supported: PLAN_FORMAT_VERSION,
+            });
+        }
+        serde_json::from_value(value).map_err(|e| PlanFormatError::Syntax(e.to_string()))
+    }
+}
+
+/// Why a saved plan could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanFormatError {
+    /// Not JSON, or not the shape of a plan.
+    #[error("not a talosprov plan: {0}")]
+    Syntax(String),
+    /// Written by a newer talosprov.
+    #[error("the plan has format version {found}; this talosprov reads up to {supported}")]
+    Newer {
+        /// The version in the file.
+        found: u64,
+        /// [`PLAN_FORMAT_VERSION`].
+        supported: u32,
+    },
+    /// Written by an older talosprov, whose plans do not carry every value
+    /// apply sends, so applying one could send values nobody reviewed.
+    #[error(
+        "the plan has format version {found}, from an older talosprov: it does not record the \
+         values apply sends (format version {supported} does); run `talosprov plan` again"
+    )]
+    Older {
+        /// The version in the file.
+        found: u64,
+        /// [`PLAN_FORMAT_VERSION`].
+        supported: u32,
+    },
+}
+
+/// How many changes of each kind a plan holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// Creates, plus replaces (which create anew).
+    pub add: usize,
+    /// In-place updates.
+    pub change: usize,
+    /// Deletes, plus replaces (which delete first).
+    pub destroy: usize,
+    /// Machine configs to apply.
+    pub apply_config: usize,
+    /// Talos upgrades.
+    pub upgrade: usize,
+    /// The cluster bootstrap (0 or 1).
+    pub bootstrap: usize,
+}
+
+/// The small vocabulary of what a change does (OpenTofu's `plans.Action`, plus
+/// the Talos operations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Make a resource that does not exist (`+`).
+    Create,
+    /// Change a resource in place (`~`).
+    Update,
+    /// Delete and create again (`-/+`): a VM moved to another vmid or host.
+    Replace,
+    /// Remove a resource (`-`).
+    Delete,
+    /// Send a machine config with ApplyConfiguration (`~`).
+    ApplyConfig,
+    /// Upgrade Talos on a node to another version or schematic (`~`).
+    Upgrade,
+    /// Bootstrap etcd on the first control plane (`+`), once per cluster.
+    Bootstrap,
+}
+
+impl Action {
+    /// OpenTofu's mark: `+`, `~`, `-`, `-/+`.
+    pub fn mark(self) -> &'static str {
+        match self {
+            Action::Create | Action::Bootstrap => "+",
+            Action::Update | Action::ApplyConfig | Action::Upgrade => "~",
+            Action::Replace => "-/+",
+            Action::Delete => "-",
+        }
+    }
+
+    /// The action's name as the JSON format spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Replace => "replace",
+            Action::Delete => "delete",
+            Action::ApplyConfig => "apply-config",
+            Action::Upgrade => "upgrade",
+            Action::Bootstrap => "bootstrap",
+        }
+    }
+}
+
+/// One change to one resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    /// The resource, e.g. `vm/talos-worker-01`.
+    #[serde(with = "address_text")]
+    pub address: Address,
+    /// What happens to it.
+    pub action: Action,
+    /// Why, in the operator's words, e.g. `memory 8192 -> 12288 MiB`.
+    pub reason: String,
+    /// Field-level before and after; secrets show as `(sensitive)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<FieldChange>,
+    /// For apply-config: unified diff of the redacted machine config (recorded
+    /// -> desired); empty for a first apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_diff: Option<String>,
+    /// For apply-config, update and upgrade: whether the node reboots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reboot: Option<bool>,
+    /// Addresses of other changes in this plan that must finish first.
+    #[serde(default, with = "address_list", skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<Address>,
+    /// For `vm/` and `config/` changes: the node's role, from the topology,
+    /// or for a node that leaves it, from the state (a control plane's reset
+    /// is graceful: it leaves etcd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// For a VM create, replace or update: the VM apply makes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<PlannedVm>,
+    /// For an image create: the image apply downloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<PlannedImage>,
+    /// For a PCI mapping create or update: the mapping apply writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_mapping: Option<format::PciMapping>,
+    /// For an apply-config or upgrade: the config apply sends, and how.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<PlannedConfig>,
+}
+
+impl Change {
+    /// A change with no fields, no diff, no dependencies and no typed
+    /// values yet.
+    pub fn new(address: Address, action: Action, reason: impl Into<String>) -> Change {
+        Change {
+            address,
+            action,
+            reason: reason.into(),
+            fields: Vec::new(),
+            config_diff: None,
+            reboot: None,
+            depends_on: Vec::new(),
+            role: None,
+            vm: None,
+            image: None,
+            pci_mapping: None,
+            config: None,
+        }
+    }
+
+    /// The Kubernetes version change this config change carries, if any.
+    pub fn kubernetes(&self) -> Option<&KubernetesChange> {
+        self.config.as_ref().and_then(|c| c.kubernetes.as_ref())
+    }
+
+    /// The apply mode of a config change (`None` for other changes).
+    pub fn apply_mode(&self) -> Option<ApplyMode> {
+        self.config.as_ref().map(|c| c.mode)
+    }
+}
+
+/// One field of a change. Values are display text, already redacted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldChange {
+    /// The field, e.g. `memory_mib`, `hostpci0`, `talos_version`.
+    pub name: String,
+    /// The value now (`None`: not set).
+    pub before: Option<String>,
+    /// The value wanted (`None`: removed).
+    pub after: Option<String>,
+    /// `after` is a value Proxmox holds pending for a running VM: the VM
+    /// takes it at its next start (drift set by hand, or a change an
+    /// interrupted apply left before the restart).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
+}
+
+impl FieldChange {
+    /// A field from `before` to `after`.
+    pub fn new(name: &str, before: Option<String>, after: Option<String>) -> Self {
+        FieldChange {
+            name: name.to_owned(),
+            before,
+            after,
+            pending: false,
+        }
+    }
+}
+
+/// A difference between the state and what was observed: something changed
+/// or deleted outside talosprov.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Drift {
+    /// The resource.
+    #[serde(with = "address_text")]
+    pub address: Address,
+    /// `changed` or `deleted`.
+    pub kind: DriftKind,
+    /// Recorded (before) and observed (after) values of each field that differs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<FieldChange>,
+}
+
+/// What happened outside talosprov.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DriftKind {
+    /// The resource exists with other settings than recorded.
+    Changed,
+    /// The resource is gone.
+    Deleted,
+}
+
+/// An object in Proxmox at the ID the topology declares for an address, that
+/// talosprov did not create (no record and no create intent in the state) and
+/// was not asked to adopt with `talosprov import`: talosprov never changes or
+/// deletes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conflict {
+    /// The address the topology declares, e.g. `pci_mapping/gpu`.
+    #[serde(with = "address_text")]
+    pub address: Address,
+    /// The Proxmox ID the object was found at: the vmid, or the pool or
+    /// mapping name (what `talosprov import` takes).
+    pub id: String,
+    /// What was found, in the operator's words, e.g. `VM 122 "legacy-db" on
+    /// pve1`.
+    pub found: String,
+    /// The commands that take it over, in order (`talosprov import ADDRESS
+    /// ID`, after `talosprov state rm ADDRESS` when a stale record is there).
+    pub commands: Vec<String>,
+    /// The planned changes held back because they depend on it.
+    #[serde(default, with = "address_list", skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<Address>,
+}
+
+impl Conflict {
+    /// The conflict at `address` with an object found at Proxmox ID `id`,
+    /// taken over with `talosprov import ADDRESS ID`.
+    pub fn at(address: &Address, id: &str, found: String) -> Conflict {
+        Conflict {
+            address: address.clone(),
+            id: id.to_owned(),
+            found,
+            commands: vec![format!("talosprov import {address} {id}")],
+            blocked: Vec::new(),
+        }
+    }
+}
+
+impl Conflict {
+    /// What was found, that it is left untouched, and the commands that take
+    /// it over, in one sentence (without the address).
+    pub fn reason(&self) -> String {
+        format!(
+            "{} already exists in Proxmox and talosprov did not create it, so it is left \
+             untouched; to manage it with talosprov, run `{}`",
+            self.found,
+            self.commands.join("` then `")
+        )
+    }
+}
+
+impl std::fmt::Display for Conflict {
+    /// `ADDRESS: ` and the [`Conflict::reason`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.address, self.reason())
+    }
+}
+
+/// A warning attached to a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanWarning {
+    /// The resource it concerns, if one.
+    #[serde(
+        default,
+        with = "address_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub address: Option<Address>,
+    /// The warning, for the operator.
+    pub message: String,
+}
+
+/// Serde for an address as its text (`vm/talos-worker-01`).
+mod address_text {
+    use crate::state::Address;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(a: &Address, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(a)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Address, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Serde for a list of addresses as text.
+mod address_list {
+    use crate::state::Address;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(list: &[Address], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(list.iter().map(ToString::to_string))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Address>, D::Error> {
+        let texts = Vec::<String>::deserialize(d)?;
+        texts
+            .iter()
+            .map(|t| t.parse().map_err(serde::de::Error::custom))
+            .collect()
+    }
+}
+
+/// Serde for an optional address as text.
+mod address_option {
+    use crate::state::Address;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(a: &Option<Address>, s: S) -> Result<S::Ok, S::Error> {
+        match a {
+            Some(a) => s.collect_str(a),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Address>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|t| t.parse().map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+/// A change planning refuses to make.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// Proxmox cannot shrink a disk, and talosprov never loses data to do it.
+    #[error(
+        "vm/{hostname} (vmid {vmid}): disk_size {wanted_gib} GiB is smaller than the disk's \
+         {current_gib} GiB; disks only grow (raise disk_size back, or replace the node)"
+    )]
+    DiskShrink {
+        /// The node.
+        hostname: String,
+        /// Its vmid.
+        vmid: u32,
+        /// Size now, GiB.
+        current_gib: u64,
+        /// Size asked for, GiB.
+        wanted_gib: u64,
+    },
+    /// The topology removes every control plane the cluster has (see
+    /// [`super::removal::check_removal`]).
+    #[error(transparent)]
+    Removal(#[from] RemovalRefused),
+}
+
+pub(super) fn change(address: Address, action: Action, reason: impl Into<String>) -> Change {
+    Change::new(address, action, reason)
+}
+
+pub(super) fn field<T: ToString>(name: &str, before: Option<T>, after: Option<T>) -> FieldChange {
+    FieldChange::new(
+        name,
+        before.map(|v| v.to_string()),
+        after.map(|v| v.to_string()),
+    )
+}

@@ -1,0 +1,242 @@
+//! The validated topology model: what a topology file means once every
+//! default is applied and every reference resolved. [`super::validate`] builds
+//! it from the raw file; everything after validation reads only this.
+
+use indexmap::IndexMap;
+use serde::Serialize;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+
+use super::syntax::Version;
+pub use crate::role::Role;
+
+/// The environment variable that gives the Proxmox API URL when the file has no
+/// `proxmox.endpoint` (the name the bpg/proxmox provider uses).
+pub const PROXMOX_ENDPOINT_ENV: &str = "PROXMOX_VE_ENDPOINT";
+
+/// The validated topology: every default applied, every reference resolved.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Topology {
+    /// The file it was read from, as given on the command line.
+    pub file: PathBuf,
+    /// `cluster:`.
+    pub cluster: Cluster,
+    /// `proxmox:`.
+    pub proxmox: ProxmoxSettings,
+    /// `image_factory.url`, default `https://factory.talos.dev`, no trailing `/`.
+    pub image_factory_url: String,
+    /// `schematics:` by name, in file order.
+    pub schematics: IndexMap<String, SchematicSpec>,
+    /// `pci_mappings:` by name, in file order.
+    pub pci_mappings: IndexMap<String, PciMapping>,
+    /// `nodes:`, in file order.
+    pub nodes: Vec<Node>,
+    /// The patch tree: `patches_dir` resolved against the file's folder
+    /// (default `patches` beside the file).
+    pub patches_dir: PathBuf,
+    /// `state:`, default a local state file.
+    pub state: StateSettings,
+}
+
+impl Topology {
+    /// The control-plane nodes, in file order.
+    pub fn controlplanes(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(|n| n.role == Role::Controlplane)
+    }
+
+    /// The node with this hostname.
+    pub fn node(&self, hostname: &str) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.hostname == hostname)
+    }
+}
+
+/// `cluster:` with defaults applied.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cluster {
+    /// The cluster name, a DNS label.
+    pub name: String,
+    /// The Talos version, such as `v1.13.8`.
+    pub talos_version: Version,
+    /// The Kubernetes version; `None` means the default of the Talos version
+    /// (decided where machine configs are generated).
+    pub kubernetes_version: Option<Version>,
+    /// The shared control-plane VIP, when there is one.
+    pub vip: Option<Ipv4Addr>,
+    /// The Kubernetes API URL: given, or `https://<vip or first control plane's IP>:6443`.
+    pub endpoint: String,
+    /// The default gateway.
+    pub gateway: Ipv4Addr,
+    /// The nodes' network prefix length, in bits (default 24).
+    pub prefix_length: u8,
+    /// DNS servers (default none: Talos then uses its own defaults).
+    pub nameservers: Vec<IpAddr>,
+    /// The disk Talos installs to (default `/dev/sda`).
+    pub install_disk: String,
+}
+
+/// `proxmox:` with defaults applied. Credentials are never here: they come
+/// from the environment when a client is built.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProxmoxSettings {
+    /// The PVE API base URL, such as `https://pve.example:8006` (from the file,
+    /// else `PROXMOX_VE_ENDPOINT`), without a trailing `/`.
+    pub endpoint: String,
+    /// The default Proxmox host (`node` in PVE's API paths).
+    pub node: String,
+    /// Storage for VM, EFI and cloud-init disks.
+    pub datastore: String,
+    /// Storage that images are downloaded to (default `local`).
+    pub image_storage: String,
+    /// The network bridge (default `vmbr0`).
+    pub bridge: String,
+    /// The resource pool the VMs join, when given.
+    pub pool: Option<String>,
+    /// Skip TLS certificate verification (default false).
+    pub insecure: bool,
+    /// A PEM file of CA certificates to trust, resolved against the file's folder.
+    pub ca_file: Option<PathBuf>,
+    /// The server certificate's SHA-256 fingerprint to pin, as written.
+    pub fingerprint: Option<String>,
+}
+
+/// What a schematic is made of: extensions and kernel arguments for the Image
+/// Factory to build, or the ID of a schematic already registered there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchematicSpec {
+    /// Built from official extensions (`siderolabs/qemu-guest-agent`) and extra
+    /// kernel arguments, in the order given.
+    Customization {
+        /// Official extension names, `<org>/<name>`.
+        extensions: Vec<String>,
+        /// Extra kernel command-line arguments.
+        kernel_args: Vec<String>,
+    },
+    /// A schematic ID: 64 lowercase hex digits.
+    Id(String),
+}
+
+/// A Proxmox cluster PCI hardware mapping (`/cluster/mapping/pci`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PciMapping {
+    /// The PCI address, `0000:01:00` or `0000:01:00.0`.
+    pub path: String,
+    /// Vendor and device, `10de:2507`.
+    pub id: String,
+    /// The IOMMU group.
+    pub iommu_group: u32,
+    /// Subsystem vendor and device, `10de:2507`.
+    pub subsystem_id: String,
+    /// A free-text description.
+    pub comment: Option<String>,
+    /// The Proxmox host the device is in; `None` means `proxmox.node`.
+    pub node: Option<String>,
+}
+
+/// Talos's minimum system disk, GiB (Talos system requirements: 10 GiB).
+pub const MIN_DISK_GIB: u32 = 10;
+
+/// A Proxmox VM ID, 100..=999999999 (PVE's `pve-vmid` format).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Vmid(pub u32);
+
+impl Vmid {
+    /// The smallest VM ID Proxmox accepts.
+    pub const MIN: u32 = 100;
+    /// The largest VM ID Proxmox accepts.
+    pub const MAX: u32 = 999_999_999;
+}
+
+impl fmt::Display for Vmid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A PCI device passed through to a VM by mapping (`hostpciN: mapping=...`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostPci {
+    /// N in `hostpciN`, 0..=15.
+    pub index: u8,
+    /// The `pci_mappings` key.
+    pub mapping: String,
+    /// Attach as PCI Express (default true; needs the q35 machine type).
+    pub pcie: bool,
+    /// Expose the device ROM (default true).
+    pub rombar: bool,
+    /// Make it the VM's primary GPU (default false).
+    pub xvga: bool,
+}
+
+impl HostPci {
+    /// The Proxmox config key, `hostpci0`..`hostpci15`.
+    pub fn device(&self) -> String {
+        format!("hostpci{}", self.index)
+    }
+}
+
+/// One node: a Proxmox VM running Talos.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Node {
+    /// The hostname, a lowercase DNS label; also the VM name.
+    pub hostname: String,
+    /// The static IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Control plane or worker (default control plane).
+    pub role: Role,
+    /// vCPU cores.
+    pub cores: u32,
+    /// Memory, MiB.
+    pub memory: u32,
+    /// System disk size, GiB (Proxmox's `G`; default 40).
+    pub disk_size: u32,
+    /// The VM ID: given, or the IP's last octet.
+    pub vm_id: Vmid,
+    /// The Proxmox host the VM runs on (default `proxmox.node`).
+    pub proxmox_node: String,
+    /// The schematic name (`schematic`, else `default_schematic`); `None`
+    /// means Talos without extensions.
+    pub schematic: Option<String>,
+    /// Passed-through PCI devices.
+    pub hostpci: Vec<HostPci>,
+    /// Proxmox tags.
+    pub tags: Vec<String>,
+}
+
+/// Where the state lives (`state:`). Credentials for the HTTP backend come from
+/// the environment (`TF_HTTP_USERNAME`, `TF_HTTP_PASSWORD`), never the file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "backend", rename_all = "lowercase")]
+pub enum StateSettings {
+    /// A local JSON file.
+    Local {
+        /// The file, resolved against the topology file's folder; `None` means
+        /// the default place chosen by the state backend.
+        path: Option<PathBuf>,
+    },
+    /// OpenTofu's HTTP backend protocol (GitLab-managed state, say).
+    Http {
+        /// The state URL (GET and POST); `None` means `TF_HTTP_ADDRESS` gives it
+        /// at run time.
+        address: Option<String>,
+        /// The lock URL; `None` means no locking.
+        lock_address: Option<String>,
+        /// The unlock URL; `None` means no locking.
+        unlock_address: Option<String>,
+        /// The HTTP method for locking (default `LOCK`).
+        lock_method: String,
+        /// The HTTP method for unlocking (default `UNLOCK`).
+        unlock_method: String,
+    },
+}
+
+/// What the topology takes from the process environment, read by the caller
+/// (`talosprov-files` reads the process's) and passed to [`super::parse`]: the core
+/// reads no environment itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Environment {
+    /// `PROXMOX_VE_ENDPOINT`, used when the file has no `proxmox.endpoint`.
+    pub proxmox_endpoint: Option<String>,
+}
