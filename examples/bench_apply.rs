@@ -8,10 +8,10 @@
 //!     cargo run --release --example bench_apply
 
 #[allow(dead_code)]
-#[path = "../tests/support/factory.rs"]
+#[path = "../tests/it/support/factory.rs"]
 mod factory;
 #[allow(dead_code)]
-#[path = "../tests/support/fakepve.rs"]
+#[path = "../tests/it/support/fakepve.rs"]
 mod fakepve;
 
 use std::net::IpAddr;
