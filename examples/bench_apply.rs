@@ -13,6 +13,9 @@ mod factory;
 #[allow(dead_code)]
 #[path = "../tests/it/support/fakepve.rs"]
 mod fakepve;
+#[allow(dead_code)]
+#[path = "../tests/it/support/wait.rs"]
+mod wait;
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};

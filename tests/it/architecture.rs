@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use crate::support::fixtures::repo;
+
 /// A TOML file of the workspace, parsed.
 fn read_toml(path: &Path) -> toml::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -15,7 +17,7 @@ fn read_toml(path: &Path) -> toml::Value {
 /// name, from its `Cargo.toml`: `[dependencies]` and
 /// `[target.*.dependencies]`, not dev- or build-dependencies.
 fn members() -> BTreeMap<String, BTreeSet<String>> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repo();
     let mut dirs = vec![root.to_path_buf()];
     for entry in std::fs::read_dir(root.join("crates")).unwrap() {
         dirs.push(entry.unwrap().path());
@@ -50,7 +52,7 @@ fn members() -> BTreeMap<String, BTreeSet<String>> {
 /// any one target links. Reads files only: no `cargo` call, no network.
 fn linked(package: &str) -> BTreeSet<String> {
     let members = members();
-    let lock = read_toml(&Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.lock"));
+    let lock = read_toml(&repo().join("Cargo.lock"));
     let mut locked: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for entry in lock["package"]
         .as_array()
@@ -153,7 +155,7 @@ fn the_core_crate_reads_no_file_environment_clock_or_entropy() {
         "from_entropy",
         "tokio::",
     ];
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/core/src");
+    let root = repo().join("crates/core/src");
     let mut found = Vec::new();
     for file in rust_files(&root) {
         let text = std::fs::read_to_string(&file).expect("source");
@@ -173,5 +175,8 @@ fn the_core_crate_reads_no_file_environment_clock_or_entropy() {
         "the core takes files, the environment, the clock and randomness from its caller:\n{}",
         found.join("\n")
     );
-    assert!(rust_files(&root).len() > 20, "the walk found the core's files");
+    assert!(
+        rust_files(&root).len() > 20,
+        "the walk found the core's files"
+    );
 }

@@ -2,12 +2,14 @@
 //! errors that name the missing flag or variable; and the topology's `state:`
 //! section choosing the GitLab-managed state, with `--backend-config` on top.
 
+use crate::support::fixtures::SECRETS_FILE;
 use crate::support::gitlab_state;
 
 use std::time::Duration;
 
+use crate::support::cli::{BIN, stderr, stdout};
+use crate::support::lab::Lab;
 use gitlab_state::{GitlabState, TOKEN, USERNAME};
-use crate::support::lab::{Lab, stderr, stdout};
 
 fn assert_plain(out: &std::process::Output) {
     let all = format!("{}{}", stdout(out), stderr(out));
@@ -35,10 +37,7 @@ async fn topology_state_section_selects_the_gitlab_state_and_backend_config_over
     server
         .drop_saves
         .store(1, std::sync::atomic::Ordering::SeqCst);
-    let fixture = crate::support::lab::repo().join("tests/fixtures/secrets.yaml");
-    let out = lab
-        .run(&["secrets", "import", fixture.to_str().expect("utf-8"), "-v"])
-        .await;
+    let out = lab.run(&["secrets", "import", SECRETS_FILE, "-v"]).await;
     assert!(out.status.success(), "secrets import failed");
     assert!(
         stderr(&out).contains("DEBUG"),
@@ -152,7 +151,7 @@ async fn without_a_terminal_errors_name_the_missing_flag_or_variable() {
         stderr(&out)
     );
     assert_eq!(server.lock_id(), None, "the failed plan released its lock");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_talosprov"))
+    let out = std::process::Command::new(BIN)
         .args(["show", plan_file])
         .env_remove("TALOSPROV_STATE_PASSPHRASE")
         .output()

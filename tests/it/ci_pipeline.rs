@@ -6,11 +6,13 @@
 //! SIGTERM mid-apply releasing the lock and saving the state.
 
 use crate::support::gitlab_state;
+use crate::support::wait::until;
 
 use std::time::Duration;
 
+use crate::support::cli::{BIN, signal, stderr, stdout};
+use crate::support::lab::Lab;
 use gitlab_state::{GitlabState, TOKEN};
-use crate::support::lab::{Lab, stderr, stdout};
 
 const PASSPHRASE: &str = "correct horse battery staple for the lab";
 
@@ -32,7 +34,7 @@ fn printed_lock_id(err: &str) -> String {
 
 /// `talosprov show ARGS` with the lab's environment (show takes no `-f`).
 fn show(lab: &Lab, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_talosprov"))
+    std::process::Command::new(BIN)
         .arg("show")
         .args(args)
         .envs(lab.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -188,21 +190,12 @@ async fn sigterm_mid_apply_on_the_gitlab_state_saves_and_releases_the_lock() {
                 .unwrap_or(0)
         })
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while recorded_vms() < 3 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "VMs not saved in time"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until("the VMs saved", Duration::from_secs(60), async || {
+        recorded_vms() >= 3
+    })
+    .await;
     let held = server.lock_id().expect("apply holds the lock");
-    let pid = child.id().expect("pid").to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill -TERM");
-    assert!(sent.success());
+    signal(child.id().expect("pid"), "TERM");
     let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
         .await
         .expect("apply stops promptly")

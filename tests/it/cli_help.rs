@@ -1,15 +1,11 @@
 //! The `--help` texts users read, snapshot-tested so changes are reviewed.
 
-use assert_cmd::Command;
+use crate::support::cli::{stdout, talosprov};
 
 fn help(args: &[&str]) -> String {
-    let out = Command::cargo_bin("talosprov")
-        .expect("binary")
-        .args(args)
-        .output()
-        .expect("run talosprov");
+    let out = talosprov().args(args).output().expect("run talosprov");
     assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    stdout(&out)
 }
 
 #[test]

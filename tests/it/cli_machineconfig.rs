@@ -1,13 +1,11 @@
 //! `talosprov machineconfig gen` and `talosprov secrets gen` as a user runs them.
 
-use assert_cmd::Command;
+use crate::support::cli::talosprov;
+use crate::support::fixtures::SECRETS_FILE;
 use serde_yaml_ng::Value;
 
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/secrets.yaml");
-
 fn gen_config(extra: &[&str]) -> assert_cmd::assert::Assert {
-    Command::cargo_bin("talosprov")
-        .unwrap()
+    talosprov()
         .args([
             "machineconfig",
             "gen",
@@ -16,7 +14,7 @@ fn gen_config(extra: &[&str]) -> assert_cmd::assert::Assert {
             "--endpoint",
             "https://192.168.1.120:6443",
         ])
-        .args(["--secrets", FIXTURE])
+        .args(["--secrets", SECRETS_FILE])
         .args(extra)
         .assert()
 }
@@ -112,8 +110,7 @@ fn machineconfig_gen_warns_about_versions_outside_the_contracts() {
 
 #[test]
 fn machineconfig_gen_refuses_a_missing_secrets_file() {
-    Command::cargo_bin("talosprov")
-        .unwrap()
+    talosprov()
         .args([
             "machineconfig",
             "gen",
@@ -138,8 +135,7 @@ fn secrets_gen_writes_a_private_file_and_does_not_overwrite_it() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("secrets.yaml");
-    Command::cargo_bin("talosprov")
-        .unwrap()
+    talosprov()
         .args(["secrets", "gen", "-o"])
         .arg(&path)
         .assert()
@@ -148,8 +144,7 @@ fn secrets_gen_writes_a_private_file_and_does_not_overwrite_it() {
     assert_eq!(mode, 0o600);
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(talosprov::machine::parse_secrets_yaml(&text).is_ok());
-    Command::cargo_bin("talosprov")
-        .unwrap()
+    talosprov()
         .args(["secrets", "gen", "-o"])
         .arg(&path)
         .assert()

@@ -2,26 +2,18 @@
 //! redacted unless asked, `--out-dir` files are 0600 and hold the exact config, and a bundle
 //! imported into a state comes back out byte for byte and is what `render` then uses.
 
-use assert_cmd::Command;
+use crate::support::cli::run_clean;
+use crate::support::fixtures::SECRETS_FILE;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use talosprov::machine::parse_secrets_yaml;
 use talosprov::state::State;
 
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/secrets.yaml");
 const HOMELAB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/homelab/cluster.yaml");
 
 /// Run talosprov in `dir` with a clean environment (no state keys, no http backend).
-fn talosprov(dir: &Path, args: &[&str]) -> Output {
-    Command::cargo_bin("talosprov")
-        .unwrap()
-        .current_dir(dir)
-        .env_clear()
-        .env("NO_COLOR", "1")
-        .args(args)
-        .write_stdin("")
-        .output()
-        .unwrap()
+fn run(dir: &Path, args: &[&str]) -> Output {
+    run_clean(dir, args, &[("NO_COLOR", "1")])
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -29,7 +21,7 @@ fn text(bytes: &[u8]) -> String {
 }
 
 fn trustd_token() -> String {
-    let bundle = parse_secrets_yaml(&std::fs::read_to_string(FIXTURE).unwrap()).unwrap();
+    let bundle = parse_secrets_yaml(&std::fs::read_to_string(SECRETS_FILE).unwrap()).unwrap();
     bundle.trustd_token.expose().clone()
 }
 
@@ -48,16 +40,16 @@ fn render_redacts_secrets_unless_show_sensitive() {
         "-f",
         HOMELAB,
         "--secrets",
-        FIXTURE,
+        SECRETS_FILE,
     ];
-    let out = talosprov(dir.path(), &args);
+    let out = run(dir.path(), &args);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let redacted = text(&out.stdout);
     assert!(redacted.starts_with("version: v1alpha1\n"), "{redacted}");
     assert!(redacted.contains("token: (sensitive)"), "{redacted}");
     assert!(!redacted.contains(&trustd_token()));
 
-    let shown = talosprov(dir.path(), &[&args[..], &["--show-sensitive"]].concat());
+    let shown = run(dir.path(), &[&args[..], &["--show-sensitive"]].concat());
     assert!(shown.status.success());
     assert!(text(&shown.stdout).contains(&trustd_token()));
 }
@@ -65,7 +57,7 @@ fn render_redacts_secrets_unless_show_sensitive() {
 #[test]
 fn render_several_nodes_names_each_one() {
     let dir = tempfile::tempdir().unwrap();
-    let out = talosprov(
+    let out = run(
         dir.path(),
         &[
             "render",
@@ -74,7 +66,7 @@ fn render_several_nodes_names_each_one() {
             "-f",
             HOMELAB,
             "--secrets",
-            FIXTURE,
+            SECRETS_FILE,
         ],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -93,14 +85,14 @@ fn render_several_nodes_names_each_one() {
 fn render_out_dir_writes_one_private_file_per_node_with_the_exact_config() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("configs");
-    let out = talosprov(
+    let out = run(
         dir.path(),
         &[
             "render",
             "-f",
             HOMELAB,
             "--secrets",
-            FIXTURE,
+            SECRETS_FILE,
             "--out-dir",
             out_dir.to_str().unwrap(),
         ],
@@ -130,7 +122,7 @@ fn render_out_dir_writes_one_private_file_per_node_with_the_exact_config() {
         assert!(!written.contains("(sensitive)"), "{name}");
     }
     // Rendering the same node to stdout with secrets gives the same bytes.
-    let one = talosprov(
+    let one = run(
         dir.path(),
         &[
             "render",
@@ -138,7 +130,7 @@ fn render_out_dir_writes_one_private_file_per_node_with_the_exact_config() {
             "-f",
             HOMELAB,
             "--secrets",
-            FIXTURE,
+            SECRETS_FILE,
             "--show-sensitive",
         ],
     );
@@ -149,7 +141,7 @@ fn render_out_dir_writes_one_private_file_per_node_with_the_exact_config() {
 #[test]
 fn render_of_an_unknown_node_suggests_the_closest() {
     let dir = tempfile::tempdir().unwrap();
-    let out = talosprov(
+    let out = run(
         dir.path(),
         &[
             "render",
@@ -157,7 +149,7 @@ fn render_of_an_unknown_node_suggests_the_closest() {
             "-f",
             HOMELAB,
             "--secrets",
-            FIXTURE,
+            SECRETS_FILE,
         ],
     );
     assert_eq!(out.status.code(), Some(1));
@@ -175,9 +167,9 @@ fn secrets_import_then_export_round_trips_byte_identical() {
     let dir = tempfile::tempdir().unwrap();
     let state = state_path(dir.path());
     let state_arg = state.to_str().unwrap();
-    let import = talosprov(
+    let import = run(
         dir.path(),
-        &["secrets", "import", FIXTURE, "--state", state_arg],
+        &["secrets", "import", SECRETS_FILE, "--state", state_arg],
     );
     assert!(import.status.success(), "{}", text(&import.stderr));
     assert_eq!(mode(&state), 0o600);
@@ -186,24 +178,24 @@ fn secrets_import_then_export_round_trips_byte_identical() {
     assert!(stored.secrets.is_some());
 
     // Piped stdout (not a terminal) gets the bundle.
-    let export = talosprov(dir.path(), &["secrets", "export", "--state", state_arg]);
+    let export = run(dir.path(), &["secrets", "export", "--state", state_arg]);
     assert!(export.status.success(), "{}", text(&export.stderr));
-    assert_eq!(export.stdout, std::fs::read(FIXTURE).unwrap());
+    assert_eq!(export.stdout, std::fs::read(SECRETS_FILE).unwrap());
 
     let file = dir.path().join("exported.yaml");
     let file_arg = file.to_str().unwrap();
-    let export = talosprov(
+    let export = run(
         dir.path(),
         &["secrets", "export", "-o", file_arg, "--state", state_arg],
     );
     assert!(export.status.success(), "{}", text(&export.stderr));
     assert_eq!(
         std::fs::read(&file).unwrap(),
-        std::fs::read(FIXTURE).unwrap()
+        std::fs::read(SECRETS_FILE).unwrap()
     );
     assert_eq!(mode(&file), 0o600);
 
-    let again = talosprov(
+    let again = run(
         dir.path(),
         &["secrets", "export", "-o", file_arg, "--state", state_arg],
     );
@@ -216,15 +208,15 @@ fn secrets_import_refuses_a_state_that_has_secrets() {
     let dir = tempfile::tempdir().unwrap();
     let state = state_path(dir.path());
     let state_arg = state.to_str().unwrap();
-    let first = talosprov(
+    let first = run(
         dir.path(),
-        &["secrets", "import", FIXTURE, "--state", state_arg],
+        &["secrets", "import", SECRETS_FILE, "--state", state_arg],
     );
     assert!(first.status.success(), "{}", text(&first.stderr));
     let before = std::fs::read(&state).unwrap();
-    let second = talosprov(
+    let second = run(
         dir.path(),
-        &["secrets", "import", FIXTURE, "--state", state_arg],
+        &["secrets", "import", SECRETS_FILE, "--state", state_arg],
     );
     assert_eq!(second.status.code(), Some(1));
     assert!(
@@ -244,12 +236,12 @@ fn render_uses_the_secrets_bundle_in_the_state() {
     let dir = tempfile::tempdir().unwrap();
     let state = state_path(dir.path());
     let state_arg = state.to_str().unwrap();
-    let import = talosprov(
+    let import = run(
         dir.path(),
-        &["secrets", "import", FIXTURE, "--state", state_arg],
+        &["secrets", "import", SECRETS_FILE, "--state", state_arg],
     );
     assert!(import.status.success(), "{}", text(&import.stderr));
-    let from_state = talosprov(
+    let from_state = run(
         dir.path(),
         &[
             "render",
@@ -263,7 +255,7 @@ fn render_uses_the_secrets_bundle_in_the_state() {
     );
     assert!(from_state.status.success(), "{}", text(&from_state.stderr));
     assert!(text(&from_state.stderr).is_empty(), "no throwaway warning");
-    let from_file = talosprov(
+    let from_file = run(
         dir.path(),
         &[
             "render",
@@ -271,7 +263,7 @@ fn render_uses_the_secrets_bundle_in_the_state() {
             "-f",
             HOMELAB,
             "--secrets",
-            FIXTURE,
+            SECRETS_FILE,
             "--show-sensitive",
         ],
     );
@@ -282,7 +274,7 @@ fn render_uses_the_secrets_bundle_in_the_state() {
 fn export_without_a_state_says_what_to_run() {
     let dir = tempfile::tempdir().unwrap();
     let state = state_path(dir.path());
-    let out = talosprov(
+    let out = run(
         dir.path(),
         &["secrets", "export", "--state", state.to_str().unwrap()],
     );
@@ -302,7 +294,7 @@ fn render_and_secrets_help_are_written_for_users() {
         ("secrets_import_help", vec!["secrets", "import", "--help"]),
         ("secrets_export_help", vec!["secrets", "export", "--help"]),
     ] {
-        let out = talosprov(dir.path(), &args);
+        let out = run(dir.path(), &args);
         assert!(out.status.success());
         insta::assert_snapshot!(name, text(&out.stdout));
     }

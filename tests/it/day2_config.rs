@@ -5,11 +5,11 @@
 //! running, with the plan saying the staged config waits for a reboot until the
 //! node has rebooted.
 
-
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::support::lab::{Lab, stdout};
+use crate::support::cli::stdout;
+use crate::support::lab::Lab;
 use talosprov::talos::{RebootMode, TalosClient};
 use talosprov_sim::{Phase, SimNode, Simulator};
 

@@ -2,6 +2,7 @@
 //! list from the topology, the talosconfig from the state, each check printed, and
 //! exit 1 naming the failing checks.
 
+use crate::support::cli::talosprov;
 use crate::support::day2_cluster;
 
 use std::path::Path;
@@ -53,8 +54,7 @@ async fn health(dir: &Path, cluster: &TestCluster, args: &[&str]) -> (i32, Strin
     let dir = dir.to_path_buf();
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     let output = tokio::task::spawn_blocking(move || {
-        assert_cmd::Command::cargo_bin("talosprov")
-            .unwrap()
+        talosprov()
             .current_dir(&dir)
             .env_clear()
             .arg("health")
@@ -117,8 +117,7 @@ async fn unhealthy_cluster_fails_naming_each_failing_check_and_node() {
 
 #[test]
 fn health_help_says_where_the_nodes_and_credentials_come_from() {
-    let output = assert_cmd::Command::cargo_bin("talosprov")
-        .unwrap()
+    let output = talosprov()
         .env_clear()
         .args(["health", "--help"])
         .output()

@@ -2,10 +2,10 @@
 //! Talos simulator: a Talos version change rolls through the nodes in place
 //! (control planes first, behind the etcd gate), recorded node by node.
 
-
 use std::time::Duration;
 
-use crate::support::lab::{Lab, stderr, stdout};
+use crate::support::cli::{stderr, stdout};
+use crate::support::lab::Lab;
 use talosprov::talos::TalosClient;
 use talosprov_sim::Phase;
 

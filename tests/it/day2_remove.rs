@@ -6,7 +6,8 @@ use crate::support::day2_cluster;
 
 use std::time::Duration;
 
-use day2_cluster::{FAST, TestCluster, WAIT};
+use crate::support::talos::{FAST, WAIT};
+use day2_cluster::TestCluster;
 use talosprov::apply::remove::{
     RemovalOptions, RemovalOutcome, RemovalRefused, RemovalWarning, RemoveError, remove_node,
 };

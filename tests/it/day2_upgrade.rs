@@ -9,7 +9,8 @@ use std::net::IpAddr;
 use std::num::NonZeroUsize;
 use std::sync::Mutex;
 
-use day2_cluster::{FAST, TestCluster, WAIT};
+use crate::support::talos::{FAST, WAIT};
+use day2_cluster::TestCluster;
 use talosprov::apply::upgrade::{
     ConfigUpdate, KubernetesPhase, KubernetesRoll, RolloutOptions, SnapshotPolicy, UpgradeError,
     UpgradeEvent, UpgradeNode, UpgradeTarget, rolling_upgrade, upgrade_kubernetes,

@@ -3,11 +3,11 @@
 //! Proxmox, a hand edit is drift (pending or running) that apply repairs, and a
 //! change an interrupted apply left pending is finished by the next apply.
 
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::support::lab::{Lab, stdout};
+use crate::support::cli::stdout;
+use crate::support::lab::Lab;
 use talosprov::proxmox::{lifecycle, pending};
 use talosprov::state::format;
 

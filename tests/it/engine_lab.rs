@@ -3,10 +3,11 @@
 //! change, destroy; a kill mid-apply (its lock taken over by the next run); a
 //! stale saved plan; two applies at once.
 
-
 use std::time::Duration;
 
-use crate::support::lab::{Lab, stderr, stdout};
+use crate::support::cli::{signal, stderr, stdout};
+use crate::support::lab::Lab;
+use crate::support::wait::until;
 use talosprov::machine::parse_secrets_yaml;
 
 /// The base64 PEM of `field` in the current context of a talosconfig, decoded.
@@ -197,14 +198,12 @@ async fn killed_apply_loses_no_state_and_the_next_finishes_without_duplicates() 
         .command(&["apply", "-auto-approve"])
         .spawn()
         .expect("start apply");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while lab.vms().await.len() < 3 || lab.state().resources.vms.len() < 3 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "VMs not created in time"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until(
+        "the VMs created and recorded",
+        Duration::from_secs(60),
+        async || lab.vms().await.len() >= 3 && lab.state().resources.vms.len() >= 3,
+    )
+    .await;
     child.start_kill().expect("kill apply");
     let _ = child.wait().await;
     let state = lab.state();
@@ -253,11 +252,13 @@ async fn stale_saved_plan_is_refused_and_a_second_apply_names_the_lock_holder() 
         .command(&["apply", "-auto-approve"])
         .spawn()
         .expect("start apply");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !lab.dir.path().join(".talosprov.tfstate.lock.info").exists() {
-        assert!(tokio::time::Instant::now() < deadline, "no lock taken");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let lock_info = lab.dir.path().join(".talosprov.tfstate.lock.info");
+    until(
+        "the first apply taking the lock",
+        Duration::from_secs(60),
+        async || lock_info.exists(),
+    )
+    .await;
     let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(!out.status.success());
     let err = stderr(&out);
@@ -284,20 +285,11 @@ async fn sigterm_mid_apply_saves_state_releases_the_lock_and_exits_143() {
         .command(&["apply", "-auto-approve"])
         .spawn()
         .expect("start apply");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while lab.state().resources.vms.len() < 3 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "VMs not recorded in time"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let pid = child.id().expect("pid").to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill -TERM");
-    assert!(sent.success());
+    until("the VMs recorded", Duration::from_secs(60), async || {
+        lab.state().resources.vms.len() >= 3
+    })
+    .await;
+    signal(child.id().expect("pid"), "TERM");
     let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
         .await
         .expect("apply stops promptly")

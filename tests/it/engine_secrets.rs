@@ -1,11 +1,11 @@
 //! No secret of the state appears in plan output (human or JSON, with a config
 //! diff), in `-v` and `RUST_LOG=debug` logs of apply, or in error messages.
 
-
 use std::time::Duration;
 
+use crate::support::cli::{stderr, stdout};
+use crate::support::lab::Lab;
 use base64::Engine;
-use crate::support::lab::{Lab, stderr, stdout};
 
 /// Every secret value in the state: the bundle's keys and tokens (as stored,
 /// and the key lines of the decoded PEM), and the client keys of the outputs.

@@ -3,12 +3,12 @@
 //! `talosprov` command line in its scripts is accepted by the command line
 //! parser (run with `--help` appended, which clap handles after every flag).
 
-use std::path::PathBuf;
-
+use crate::support::cli::BIN;
+use crate::support::fixtures::repo;
 use serde_yaml_ng::Value;
 
 fn pipeline_text() -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/gitlab-ci/.gitlab-ci.yml");
+    let path = repo().join("examples/gitlab-ci/.gitlab-ci.yml");
     std::fs::read_to_string(path).expect("read the example pipeline")
 }
 
@@ -231,7 +231,7 @@ fn every_talosprov_command_line_is_accepted() {
     }
     for command in &commands {
         let argv = words(command);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_talosprov"))
+        let out = std::process::Command::new(BIN)
             .args(&argv[1..])
             .arg("--help")
             .env_clear()

@@ -4,13 +4,13 @@
 //! 143 or 130; a second signal exits at once; the bound is kept; a re-run
 //! converges to a clean plan.
 
-
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::cli::{signal, stdout};
+use crate::support::lab::Lab;
 use serde_json::json;
-use crate::support::lab::{Lab, stdout};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
@@ -54,16 +54,8 @@ impl Running {
         }
     }
 
-    fn pid(&self) -> String {
-        self.child.id().expect("pid").to_string()
-    }
-
     fn signal(&self, name: &str) {
-        let sent = std::process::Command::new("kill")
-            .args([&format!("-{name}"), &self.pid()])
-            .status()
-            .expect("kill");
-        assert!(sent.success(), "kill -{name}");
+        signal(self.child.id().expect("pid"), name);
     }
 
     fn stderr(&self) -> String {

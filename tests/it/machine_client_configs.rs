@@ -1,6 +1,7 @@
 //! The talosconfig and offline admin kubeconfig files: their shape, and that `kubectl config
 //! view` reads the kubeconfig when kubectl is installed.
 
+use crate::support::fixtures::SECRETS;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rand::SeedableRng;
@@ -12,10 +13,8 @@ use talosprov::machine::{
 use time::Duration;
 use time::macros::datetime;
 
-const FIXTURE: &str = include_str!("../fixtures/secrets.yaml");
-
 fn bundle() -> SecretsBundle {
-    parse_secrets_yaml(FIXTURE).unwrap()
+    parse_secrets_yaml(SECRETS).unwrap()
 }
 
 fn talosconfig(b: &SecretsBundle, nodes: Vec<String>) -> Talosconfig {

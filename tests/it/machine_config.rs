@@ -1,17 +1,17 @@
 //! Base machine configs per role and contract, and the offline checks Talos makes on a final
 //! config. Uses the hand-written fixture bundle, so no key is generated here.
 
+use crate::support::fixtures::SECRETS;
 use serde_yaml_ng::Value;
 use talosprov::machine::{
     BaseConfigInput, Contract, Role, SecretsBundle, Severity, base_config, check_config,
     machine_config_yaml, parse_secrets_yaml, redact_secrets,
 };
 
-const FIXTURE: &str = include_str!("../fixtures/secrets.yaml");
 const VIP: &str = "192.168.1.120";
 
 fn bundle() -> SecretsBundle {
-    parse_secrets_yaml(FIXTURE).unwrap()
+    parse_secrets_yaml(SECRETS).unwrap()
 }
 
 fn input<'a>(bundle: &'a SecretsBundle, role: Role, talos: &str) -> BaseConfigInput<'a> {

@@ -1,19 +1,18 @@
 //! talosctl's secrets.yaml: import of a hand-written fixture (made with openssl, laid out from
 //! the format's description), byte-identical export, and the errors for broken bundles.
 
+use crate::support::fixtures::SECRETS;
 use talosprov::machine::{EncryptionSecret, KeyAlgorithm, parse_secrets_yaml, secrets_yaml};
-
-const FIXTURE: &str = include_str!("../fixtures/secrets.yaml");
 
 #[test]
 fn importing_then_exporting_a_talosctl_bundle_is_byte_identical() {
-    let bundle = parse_secrets_yaml(FIXTURE).expect("fixture parses");
-    assert_eq!(secrets_yaml(&bundle), FIXTURE);
+    let bundle = parse_secrets_yaml(SECRETS).expect("fixture parses");
+    assert_eq!(secrets_yaml(&bundle), SECRETS);
 }
 
 #[test]
 fn imported_bundle_exposes_every_field() {
-    let b = parse_secrets_yaml(FIXTURE).unwrap();
+    let b = parse_secrets_yaml(SECRETS).unwrap();
     assert_eq!(b.cluster.id, "4OHi4-Tl5ufo6err7O3u7_Dx8vP09fb3-Pn6-_z9_v8=");
     assert_eq!(b.bootstrap_token.expose(), "fx7k2q.0a1b2c3d4e5f6g7h");
     assert_eq!(b.trustd_token.expose(), "tr9s8d.h7g6f5e4d3c2b1a0");
@@ -36,7 +35,7 @@ fn imported_bundle_exposes_every_field() {
 
 #[test]
 fn debug_output_of_a_bundle_shows_no_secret() {
-    let b = parse_secrets_yaml(FIXTURE).unwrap();
+    let b = parse_secrets_yaml(SECRETS).unwrap();
     let debug = format!("{b:?}");
     assert!(!debug.contains("fx7k2q"), "{debug}");
     assert!(!debug.contains("PRIVATE KEY"), "{debug}");
@@ -45,7 +44,7 @@ fn debug_output_of_a_bundle_shows_no_secret() {
 
 #[test]
 fn bundle_with_missing_and_invalid_fields_reports_every_problem() {
-    let broken = FIXTURE
+    let broken = SECRETS
         .replace("    bootstraptoken: fx7k2q.0a1b2c3d4e5f6g7h\n", "")
         .replace("trustdinfo:\n    token: tr9s8d.h7g6f5e4d3c2b1a0\n", "")
         .replace(

@@ -3,7 +3,8 @@
 //! problem points at the patch line that wrote it, and no patch can take a node's link over
 //! without the node's address. Configs Talos accepts (every golden config here) still pass.
 
-use assert_cmd::Command;
+use crate::support::cli::{run_clean, stderr};
+use crate::support::fixtures::{SECRETS, SECRETS_FILE, repo};
 use serde_yaml_ng::Value;
 use std::path::{Path, PathBuf};
 use talosprov::machine::{
@@ -11,8 +12,6 @@ use talosprov::machine::{
     node_configs, parse_secrets_yaml,
 };
 use talosprov::topology::{Code, Diagnostic, Severity};
-
-const SECRETS: &str = include_str!("../fixtures/secrets.yaml");
 
 /// A cluster of one control plane (10.0.0.101) and one worker (10.0.0.102) on Talos
 /// `talos`, with the given patch files, written into `dir`; returns the topology file.
@@ -95,7 +94,7 @@ fn generated_configs_decode_strictly_for_every_contract_and_role() {
 /// The machine configs among the snapshot files: the body after insta's header, when its
 /// first document is a v1alpha1 document.
 fn golden_configs() -> Vec<(PathBuf, Vec<Value>)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repo();
     let mut out = Vec::new();
     for dir in ["tests/it/snapshots", "crates/core/src/patch/snapshots"] {
         for entry in std::fs::read_dir(root.join(dir)).unwrap() {
@@ -135,7 +134,7 @@ fn every_reference_node_config_passes_every_check() {
     // The reference cluster on both contracts: its VIP template keeps each address.
     for talos in ["v1.12.6", "v1.13.8"] {
         let dir = tempfile::tempdir().unwrap();
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("patches");
+        let root = repo().join("patches");
         let reference = [
             "common/40-kubelet.yaml",
             "controlplane/10-network-vip.yaml.tftpl",
@@ -432,21 +431,11 @@ fn an_interface_that_is_not_the_node_link_is_a_warning() {
     );
 }
 
-/// Run talosprov in `dir` with no credentials, no colour and a state file beside the cluster.
-fn talosprov(dir: &Path, args: &[&str]) -> (i32, String) {
-    let out = Command::cargo_bin("talosprov")
-        .unwrap()
-        .current_dir(dir)
-        .env_clear()
-        .env("NO_COLOR", "1")
-        .args(args)
-        .write_stdin("")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+/// Run talosprov in `dir` with no credentials, no colour and a state file beside the
+/// cluster: its exit code and stderr.
+fn run(dir: &Path, args: &[&str]) -> (i32, String) {
+    let out = run_clean(dir, args, &[("NO_COLOR", "1")]);
+    (out.status.code().unwrap_or(-1), stderr(&out))
 }
 
 #[test]
@@ -466,14 +455,13 @@ fn validate_render_and_plan_all_refuse_what_talos_would() {
             ),
         ],
     );
-    let secrets = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/secrets.yaml");
-    let secrets = secrets.to_str().unwrap();
+    let secrets = SECRETS_FILE;
     for args in [
         &["validate", "-f", "cluster.yaml"][..],
         &["render", "-f", "cluster.yaml", "--secrets", secrets],
         &["plan", "-f", "cluster.yaml", "--offline"],
     ] {
-        let (code, stderr) = talosprov(dir.path(), args);
+        let (code, stderr) = run(dir.path(), args);
         assert_eq!(code, 1, "{args:?}:\n{stderr}");
         assert!(
             stderr.contains("error[M004 unknown-config-key]"),

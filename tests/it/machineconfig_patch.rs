@@ -2,7 +2,7 @@
 //! JSON and YAML) applied to a config file, the refusal of JSON patches on a
 //! multi-document config, and the output file.
 
-use assert_cmd::Command;
+use crate::support::cli::talosprov;
 use predicates::str::contains;
 use std::path::{Path, PathBuf};
 
@@ -44,10 +44,6 @@ impl Dir {
     }
 }
 
-fn talosprov() -> Command {
-    Command::cargo_bin("talosprov").unwrap()
-}
-
 fn patch(config: &Path, patches: &[&str]) -> assert_cmd::assert::Assert {
     let mut cmd = talosprov();
     cmd.arg("machineconfig").arg("patch").arg(config);
@@ -57,7 +53,8 @@ fn patch(config: &Path, patches: &[&str]) -> assert_cmd::assert::Assert {
     cmd.assert()
 }
 
-fn stdout(a: assert_cmd::assert::Assert) -> String {
+/// The stdout of a run that must have succeeded (UTF-8 checked).
+fn patched(a: assert_cmd::assert::Assert) -> String {
     String::from_utf8(a.success().get_output().stdout.clone()).unwrap()
 }
 
@@ -69,7 +66,7 @@ fn strategic_patch_file_merges_into_the_config() {
         "vip.yaml",
         "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        vip:\n          ip: 192.168.1.120\ncluster:\n  network:\n    podSubnets: [10.42.0.0/16]\n",
     );
-    let out = stdout(patch(&config, &[vip.to_str().unwrap()]));
+    let out = patched(patch(&config, &[vip.to_str().unwrap()]));
     insta::assert_snapshot!(out);
 }
 
@@ -79,7 +76,7 @@ fn at_file_and_inline_patches_apply_in_order() {
     let config = dir.file("c.yaml", CONFIG);
     let first = dir.file("first.yaml", "machine:\n  network:\n    hostname: first\n");
     let at = format!("@{}", first.display());
-    let out = stdout(patch(
+    let out = patched(patch(
         &config,
         &[
             &at,
@@ -98,7 +95,7 @@ fn json6902_patch_in_json_applies() {
         r#"[{"op": "replace", "path": "/machine/network/hostname", "value": "renamed"},
             {"op": "add", "path": "/machine/network/interfaces/0/mtu", "value": 9000}]"#,
     );
-    let out = stdout(patch(&config, &[ops.to_str().unwrap()]));
+    let out = patched(patch(&config, &[ops.to_str().unwrap()]));
     assert!(out.contains("hostname: renamed"), "{out}");
     assert!(out.contains("mtu: 9000"), "{out}");
 }
@@ -111,7 +108,7 @@ fn json6902_patch_in_yaml_applies() {
         "ops.yaml",
         "- op: remove\n  path: /cluster/inlineManifests\n- op: add\n  path: /machine/certSANs\n  value: [talos.example.com]\n",
     );
-    let out = stdout(patch(&config, &[ops.to_str().unwrap()]));
+    let out = patched(patch(&config, &[ops.to_str().unwrap()]));
     assert!(!out.contains("inlineManifests"), "{out}");
     assert!(
         out.contains("certSANs:\n        - talos.example.com"),
@@ -144,7 +141,7 @@ fn strategic_patch_on_a_multi_document_config_merges_by_kind() {
         "h.yaml",
         "apiVersion: v1alpha1\nkind: HostnameConfig\nauto: \"off\"\nhostname: cp-01\n",
     );
-    let out = stdout(patch(&config, &[hostname.to_str().unwrap()]));
+    let out = patched(patch(&config, &[hostname.to_str().unwrap()]));
     assert!(
         out.ends_with(
             "---\napiVersion: v1alpha1\nkind: HostnameConfig\nauto: off\nhostname: cp-01\n"

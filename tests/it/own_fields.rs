@@ -6,13 +6,12 @@
 //! as not sent to Proxmox, with the reason. A field added later fails the test
 //! until it is wired into a request and checked here.
 
-
 use std::collections::BTreeMap;
 
-use serde_json::Value;
 use crate::support::factory::Factory;
 use crate::support::fakepve::{FakeOptions, FakePve};
 use crate::support::lab::Lab;
+use serde_json::Value;
 
 /// What fakepve received and holds after the apply.
 struct Received {

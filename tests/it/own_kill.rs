@@ -7,10 +7,11 @@
 //! `force-unlock`, the plan after it must have no changes, and Proxmox must
 //! hold exactly the topology's VMs, as the state records them.
 
-
 use std::time::Duration;
 
-use crate::support::lab::{Lab, stderr, stdout};
+use crate::support::cli::{stderr, stdout};
+use crate::support::lab::Lab;
+use crate::support::wait::poll;
 
 /// The VMs of the lab topology: (hostname, vmid, cores, memory MiB, disk GiB).
 const VMS: [(&str, u32, u64, u64, u64); 3] = [
@@ -109,11 +110,11 @@ async fn apply_killed_anywhere_during_creation_converges_on_the_next_run() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("start apply");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        let held = loop {
+        let what = format!("apply reaching request {} of {total}", after + 1);
+        let held = poll(&what, Duration::from_secs(60), async || {
             let held = lab.pve.held().await;
             if !held.is_empty() {
-                break held;
+                return Some(held);
             }
             if let Some(status) = child.try_wait().expect("poll apply") {
                 panic!(
@@ -121,13 +122,9 @@ async fn apply_killed_anywhere_during_creation_converges_on_the_next_run() {
                     after + 1
                 );
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "apply did not reach request {} within 60 s",
-                after + 1
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+            None
+        })
+        .await;
         child.start_kill().expect("kill -9 apply");
         let status = child.wait().await.expect("wait for the killed apply");
         assert!(!status.success());

@@ -4,11 +4,11 @@
 //! through apply and destroy; once imported, the plan shows the update, apply
 //! makes it, and destroy deletes them.
 
-
 use std::time::Duration;
 
+use crate::support::cli::{stderr, stdout};
+use crate::support::lab::Lab;
 use serde_json::{Value, json};
-use crate::support::lab::{Lab, stderr, stdout};
 use talosprov::proxmox::Request;
 use talosprov::proxmox::mapping::{PciMapEntry, PciMappingSpec};
 

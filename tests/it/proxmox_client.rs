@@ -1,7 +1,6 @@
 //! The transport against fakepve: API token and ticket login, TLS with a CA file,
 //! a pinned fingerprint, and refusals (wrong fingerprint, unknown CA, bad token).
 
-
 use crate::support::fakepve::{FakeOptions, FakePve, ROOT_PASSWORD};
 use talosprov::proxmox::{Auth, Client};
 use talosprov::proxmox::{Fingerprint, ProxmoxError, Secret, TlsMode, pool, storage};

@@ -1,17 +1,16 @@
 //! The full create sequence for the three example nodes against fakepve, asserted
 //! by reading everything back through the API.
 
-
-use serde_json::Value;
 use crate::support::examples;
+use crate::support::factory::Factory;
 use crate::support::fakepve::{FakeOptions, FakePve};
-use crate::support::image_server::ImageServer;
+use serde_json::Value;
 use talosprov::proxmox::{mapping, pool, storage, vm};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_sequence_leaves_images_pool_mapping_and_vm_configs() {
     let fake = FakePve::start(FakeOptions::default()).await;
-    let factory = ImageServer::start().await;
+    let factory = Factory::start().await;
     let client = fake.client();
     let specs = examples::nodes();
 

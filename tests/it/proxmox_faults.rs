@@ -1,11 +1,10 @@
 //! Fault tests through fakepve's scenarios: a held config lock, a failed task, an
 //! offline node (595), a token without Mapping.Use, and a duplicate vmid.
 
-
-use serde_json::json;
-use std::error::Error as _;
 use crate::support::examples;
 use crate::support::fakepve::{FakeOptions, FakePve};
+use serde_json::json;
+use std::error::Error as _;
 use talosprov::proxmox::access::{self, Needs};
 use talosprov::proxmox::lifecycle::{self, VmUpdate};
 use talosprov::proxmox::{ProxmoxError, task, vm};
@@ -357,7 +356,7 @@ async fn task_ending_with_warnings_succeeds_and_reports_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_whose_answer_was_lost_is_recognised_on_retry() {
     let fake = FakePve::start(FakeOptions::default()).await;
-    let factory = crate::support::image_server::ImageServer::start().await;
+    let factory = crate::support::factory::Factory::start().await;
     let client = fake.client();
     talosprov::proxmox::storage::ensure_images(
         &client,
@@ -389,7 +388,7 @@ async fn create_whose_answer_was_lost_is_recognised_on_retry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vm_started_before_its_pci_mapping_exists_fails_with_the_start_text() {
     let fake = FakePve::start(FakeOptions::default()).await;
-    let factory = crate::support::image_server::ImageServer::start().await;
+    let factory = crate::support::factory::Factory::start().await;
     let client = fake.client();
     talosprov::proxmox::storage::ensure_images(
         &client,

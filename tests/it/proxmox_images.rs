@@ -2,11 +2,10 @@
 //! host on local storage and one in all on shared storage, and VMs created on the
 //! host that holds their image.
 
-
-use serde_json::json;
 use crate::support::examples;
+use crate::support::factory::Factory;
 use crate::support::fakepve::{FakeOptions, FakePve};
-use crate::support::image_server::ImageServer;
+use serde_json::json;
 use talosprov::proxmox::storage::{self, Image};
 use talosprov::proxmox::{ProxmoxError, VmSpec, pool, task, vm};
 
@@ -60,7 +59,7 @@ async fn local_storage_downloads_once_per_host_and_vms_land_on_their_hosts() {
         json!({"local": {"content": "iso,vztmpl,backup,import"}}),
     ))
     .await;
-    let factory = ImageServer::start().await;
+    let factory = Factory::start().await;
     let client = fake.client();
     let specs = control_planes("local");
 
@@ -129,7 +128,7 @@ async fn shared_storage_downloads_once_for_the_whole_cluster() {
                 "content": "import,images", "shared": 1}
     })))
     .await;
-    let factory = ImageServer::start().await;
+    let factory = Factory::start().await;
     let client = fake.client();
     let specs = control_planes("nfs");
 
@@ -169,7 +168,7 @@ async fn vm_on_a_host_without_the_image_fails_with_the_task_text() {
         json!({"local": {"content": "iso,vztmpl,backup,import"}}),
     ))
     .await;
-    let factory = ImageServer::start().await;
+    let factory = Factory::start().await;
     let client = fake.client();
     let specs = control_planes("local");
     storage::ensure_images(&client, "local", &factory.url, &wanted(&specs[..1]))
@@ -192,7 +191,7 @@ async fn vm_on_a_host_without_the_image_fails_with_the_task_text() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn image_already_in_storage_is_not_downloaded() {
     let fake = FakePve::start(FakeOptions::default()).await;
-    let factory = ImageServer::start().await;
+    let factory = Factory::start().await;
     let image = examples::image(examples::BASE);
     fake.cmd(
         json!({"cmd": "add_file", "storage": "local", "node": "pve1", "name": image.filename()}),

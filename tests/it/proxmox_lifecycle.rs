@@ -2,18 +2,17 @@
 //! reboot reported where Proxmox keeps the change pending), disk growth, the refusal
 //! to shrink, and removal, each read back through the API.
 
-
-use serde_json::json;
 use crate::support::examples;
+use crate::support::factory::Factory;
 use crate::support::fakepve::{FakeOptions, FakePve};
-use crate::support::image_server::ImageServer;
+use serde_json::json;
 use talosprov::proxmox::lifecycle::{self, DestroyOutcome, VmUpdate};
 use talosprov::proxmox::{HostPci, ProxmoxError, mapping, pool, storage, vm};
 
 /// A fake with the example controlplane and worker created and running.
-async fn cluster() -> (FakePve, ImageServer) {
+async fn cluster() -> (FakePve, Factory) {
     let fake = FakePve::start(FakeOptions::default()).await;
-    let factory = ImageServer::start().await;
+    let factory = Factory::start().await;
     let client = fake.client();
     storage::ensure_images(
         &client,

@@ -1,9 +1,8 @@
 //! The read-back for the plan costs a constant number of requests: one cluster-wide
 //! listing for 50 unchanged VMs, plus one config read per VM that differs or is asked for.
 
-
-use serde_json::json;
 use crate::support::fakepve::{FakeOptions, FakePve};
+use serde_json::json;
 use talosprov::proxmox::observe::{self, ExpectedVm};
 
 const GIB: u64 = 1024 * 1024 * 1024;

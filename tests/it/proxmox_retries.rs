@@ -3,11 +3,10 @@
 //! again like a transient HTTP error, and each retry is told to the task's
 //! watcher; a write whose answer was lost is not sent again blindly.
 
-
 use std::sync::{Arc, Mutex};
 
-use serde_json::json;
 use crate::support::fakepve::{FakeOptions, FakePve};
+use serde_json::json;
 use talosprov::proxmox::{ProxmoxError, pool, storage, vm};
 use talosprov::retry::{Notice, Watcher};
 

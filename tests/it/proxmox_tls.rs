@@ -4,7 +4,6 @@
 //! with `proxmox.ca_file`, both enforced; and the errors users see, which say
 //! what to set.
 
-
 use crate::support::fakepve::{FakeOptions, FakePve};
 use talosprov::proxmox::{Client, Fingerprint, ProxmoxError, TlsMode, storage};
 

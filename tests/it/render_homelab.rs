@@ -1,22 +1,20 @@
 //! The final machine configs of the homelab example, through `node_configs` with the fixture
 //! secrets bundle: snapshots with secrets redacted, and the facts each node must carry.
 
+use crate::support::fixtures::{SECRETS, repo};
 use std::path::Path;
 use talosprov::machine::{NodeConfig, node_configs, parse_secrets_yaml};
 use talosprov::topology::{self, Environment, Role};
 
-const FIXTURE: &str = include_str!("../fixtures/secrets.yaml");
-
 fn homelab() -> Vec<NodeConfig> {
     // Relative to the crate root, so snapshots and messages carry no machine-specific path.
     let file = Path::new("examples/homelab/cluster.yaml");
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
-        .expect("homelab topology");
+    let text = std::fs::read_to_string(repo().join(file)).expect("homelab topology");
     let mut loaded = topology::parse(&text, file, &Environment::default());
     let mut t = loaded.topology.take().expect("homelab is valid");
-    t.patches_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("patches");
+    t.patches_dir = repo().join("patches");
     let patches = talosprov::files::load_patches(&t).expect("patch tree");
-    let secrets = parse_secrets_yaml(FIXTURE).expect("fixture bundle");
+    let secrets = parse_secrets_yaml(SECRETS).expect("fixture bundle");
     node_configs(&t, &secrets, &patches).expect("homelab renders")
 }
 
@@ -113,7 +111,7 @@ fn control_plane_has_the_vip_cni_none_no_proxy_and_both_manifests() {
 #[test]
 fn secrets_reach_the_applied_config_but_not_the_redacted_one() {
     let configs = homelab();
-    let secrets = parse_secrets_yaml(FIXTURE).expect("fixture");
+    let secrets = parse_secrets_yaml(SECRETS).expect("fixture");
     let token = secrets.trustd_token.expose().as_str();
     for c in &configs {
         assert!(c.yaml.expose().contains(token), "{}", c.hostname);

@@ -4,11 +4,11 @@
 //! refused with the first difference named, changing nothing in Proxmox, on
 //! the nodes or in the state; a file that changes nothing does not block.
 
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::support::lab::{Lab, stderr, stdout};
+use crate::support::cli::{stderr, stdout};
+use crate::support::lab::Lab;
 
 /// A worker patch raising the kubelet's pod limit to `max_pods`, plus `extra`
 /// lines under `extraArgs`.

@@ -8,7 +8,7 @@ use crate::support::gitlab_state;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use assert_cmd::Command;
+use crate::support::cli::{BIN, run_clean, signal};
 use talosprov::state::format::{Output as StateOutput, Vm};
 use talosprov::state::local::LocalBackend;
 use talosprov::state::{Backend, LockInfo, Sensitive, State, StateStore};
@@ -48,13 +48,8 @@ async fn cluster_dir() -> (tempfile::TempDir, PathBuf) {
 }
 
 /// Run talosprov in `dir` with a clean environment plus `env`.
-fn talosprov(dir: &Path, args: &[&str], env: &[(String, String)]) -> Output {
-    let mut cmd = Command::cargo_bin("talosprov").unwrap();
-    cmd.current_dir(dir).env_clear().args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.write_stdin("").output().unwrap()
+fn run(dir: &Path, args: &[&str], env: &[(String, String)]) -> Output {
+    run_clean(dir, args, env)
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -78,13 +73,13 @@ fn assert_no_secret(all: &str) {
 #[tokio::test]
 async fn output_lists_names_and_hides_sensitive_values() {
     let (dir, _) = cluster_dir().await;
-    let o = talosprov(dir.path(), &["output"], &[]);
+    let o = run(dir.path(), &["output"], &[]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert_no_secret(&(out.clone() + &err));
     insta::assert_snapshot!(out);
 
-    let o = talosprov(dir.path(), &["output", "kubeconfig"], &[]);
+    let o = run(dir.path(), &["output", "kubeconfig"], &[]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert_no_secret(&(out.clone() + &err));
@@ -95,12 +90,12 @@ async fn output_lists_names_and_hides_sensitive_values() {
 #[tokio::test]
 async fn output_raw_and_json_print_the_value() {
     let (dir, _) = cluster_dir().await;
-    let o = talosprov(dir.path(), &["output", "kubeconfig", "-raw"], &[]);
+    let o = run(dir.path(), &["output", "kubeconfig", "-raw"], &[]);
     assert!(o.status.success());
     assert_eq!(text(&o).0, KUBECONFIG);
-    let o = talosprov(dir.path(), &["output", "-json", "talosconfig"], &[]);
+    let o = run(dir.path(), &["output", "-json", "talosconfig"], &[]);
     assert_eq!(text(&o).0, "\"context: lab\\n\"\n");
-    let o = talosprov(dir.path(), &["output", "-json"], &[]);
+    let o = run(dir.path(), &["output", "-json"], &[]);
     let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(all["kubeconfig"]["value"], KUBECONFIG);
     assert_eq!(all["kubeconfig"]["sensitive"], true);
@@ -111,7 +106,7 @@ async fn output_raw_and_json_print_the_value() {
 async fn output_out_file_is_written_with_mode_0600() {
     use std::os::unix::fs::PermissionsExt;
     let (dir, _) = cluster_dir().await;
-    let o = talosprov(
+    let o = run(
         dir.path(),
         &[
             "output",
@@ -141,7 +136,7 @@ async fn output_out_file_is_written_with_mode_0600() {
 async fn output_errors_say_what_to_type() {
     let (dir, _) = cluster_dir().await;
     let err = |args: &[&str]| {
-        let o = talosprov(dir.path(), args, &[]);
+        let o = run(dir.path(), args, &[]);
         assert!(!o.status.success());
         text(&o).1
     };
@@ -158,12 +153,12 @@ async fn output_errors_say_what_to_type() {
 #[tokio::test]
 async fn state_list_and_show_print_addresses_without_secrets() {
     let (dir, _) = cluster_dir().await;
-    let o = talosprov(dir.path(), &["state", "list"], &[]);
+    let o = run(dir.path(), &["state", "list"], &[]);
     assert_eq!(text(&o).0, "kubeconfig\nvm/talos-worker-01\n");
-    let o = talosprov(dir.path(), &["state", "show", "kubeconfig"], &[]);
+    let o = run(dir.path(), &["state", "show", "kubeconfig"], &[]);
     let (out, err) = text(&o);
     assert_no_secret(&(out.clone() + &err));
-    let o = talosprov(dir.path(), &["state", "show", "vm/talos-worker-01"], &[]);
+    let o = run(dir.path(), &["state", "show", "vm/talos-worker-01"], &[]);
     insta::assert_snapshot!(text(&o).0);
 }
 
@@ -171,7 +166,7 @@ async fn state_list_and_show_print_addresses_without_secrets() {
 async fn state_rm_without_terminal_or_flag_refuses_and_names_the_flag() {
     let (dir, path) = cluster_dir().await;
     let before = std::fs::read(&path).unwrap();
-    let o = talosprov(dir.path(), &["state", "rm", "vm/talos-worker-01"], &[]);
+    let o = run(dir.path(), &["state", "rm", "vm/talos-worker-01"], &[]);
     assert!(!o.status.success());
     assert!(text(&o).1.contains("add -auto-approve"), "{}", text(&o).1);
     assert_eq!(std::fs::read(&path).unwrap(), before);
@@ -180,7 +175,7 @@ async fn state_rm_without_terminal_or_flag_refuses_and_names_the_flag() {
 #[tokio::test]
 async fn state_rm_auto_approve_forgets_and_bumps_the_serial() {
     let (dir, path) = cluster_dir().await;
-    let o = talosprov(
+    let o = run(
         dir.path(),
         &["state", "rm", "-auto-approve", "vm/talos-worker-01"],
         &[],
@@ -205,21 +200,21 @@ async fn state_encrypt_and_decrypt_are_explicit_and_a_wrong_passphrase_changes_n
         "TALOSPROV_STATE_PASSPHRASE".to_owned(),
         "lab passphrase".to_owned(),
     )];
-    let o = talosprov(dir.path(), &["state", "encrypt"], &pass);
+    let o = run(dir.path(), &["state", "encrypt"], &pass);
     assert!(o.status.success(), "{}", text(&o).1);
     let stored = std::fs::read_to_string(&path).unwrap();
     assert_no_secret(&stored);
     assert!(stored.contains("\"encrypted_state\""));
 
     // Reading needs the key; a wrong one leaves the file as it was.
-    let o = talosprov(dir.path(), &["state", "list"], &[]);
+    let o = run(dir.path(), &["state", "list"], &[]);
     assert!(
         text(&o)
             .1
             .contains("the state is encrypted: set TALOSPROV_STATE_PASSPHRASE")
     );
     let wrong = vec![("TALOSPROV_STATE_PASSPHRASE".to_owned(), "nope".to_owned())];
-    let o = talosprov(
+    let o = run(
         dir.path(),
         &["state", "rm", "-auto-approve", "vm/talos-worker-01"],
         &wrong,
@@ -228,7 +223,7 @@ async fn state_encrypt_and_decrypt_are_explicit_and_a_wrong_passphrase_changes_n
     assert_eq!(std::fs::read_to_string(&path).unwrap(), stored);
 
     // Other writes keep the encryption.
-    let o = talosprov(
+    let o = run(
         dir.path(),
         &["state", "rm", "-auto-approve", "vm/talos-worker-01"],
         &pass,
@@ -240,7 +235,7 @@ async fn state_encrypt_and_decrypt_are_explicit_and_a_wrong_passphrase_changes_n
             .contains("\"encrypted_state\"")
     );
 
-    let o = talosprov(dir.path(), &["state", "decrypt"], &pass);
+    let o = run(dir.path(), &["state", "decrypt"], &pass);
     assert!(o.status.success(), "{}", text(&o).1);
     let state = State::from_json(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(state.serial, 4);
@@ -274,7 +269,7 @@ async fn second_command_reports_the_holder_and_force_unlock_frees_a_killed_run()
     }
     let run = |args: Vec<&'static str>| {
         let (dir, env) = (dir.path().to_path_buf(), env.clone());
-        tokio::task::spawn_blocking(move || talosprov(&dir, &args, &env))
+        tokio::task::spawn_blocking(move || run(&dir, &args, &env))
     };
     let o = run(vec!["state", "rm", "-auto-approve", "vm/talos-worker-01"])
         .await
@@ -327,7 +322,7 @@ async fn force_unlock_releases_a_stale_local_lock() {
     let lock_file = dir.path().join(".talosprov.tfstate.lock.info");
     std::fs::write(&lock_file, stale.to_json()).unwrap();
 
-    let o = talosprov(
+    let o = run(
         dir.path(),
         &["state", "rm", "-auto-approve", "vm/talos-worker-01"],
         &[],
@@ -338,17 +333,17 @@ async fn force_unlock_releases_a_stale_local_lock() {
         "{err}"
     );
 
-    let o = talosprov(dir.path(), &["force-unlock", "-force", "wrong-id"], &[]);
+    let o = run(dir.path(), &["force-unlock", "-force", "wrong-id"], &[]);
     assert!(!o.status.success());
     assert!(lock_file.exists());
-    let o = talosprov(
+    let o = run(
         dir.path(),
         &["force-unlock", "-force", "stale-local-lock"],
         &[],
     );
     assert!(o.status.success(), "{}", text(&o).1);
     assert!(!lock_file.exists());
-    let o = talosprov(
+    let o = run(
         dir.path(),
         &["state", "rm", "-auto-approve", "vm/talos-worker-01"],
         &[],
@@ -359,7 +354,7 @@ async fn force_unlock_releases_a_stale_local_lock() {
 #[test]
 fn state_and_output_help_texts() {
     let dir = tempfile::tempdir().unwrap();
-    let help = |args: &[&str]| text(&talosprov(dir.path(), args, &[])).0;
+    let help = |args: &[&str]| text(&run(dir.path(), args, &[])).0;
     insta::assert_snapshot!("state_help", help(&["state", "-help"]));
     insta::assert_snapshot!("output_help", help(&["output", "-help"]));
     insta::assert_snapshot!("state_rm_help", help(&["state", "rm", "--help"]));
@@ -376,7 +371,7 @@ async fn sigterm_releases_the_lock_and_exits_143() {
         .store(true, std::sync::atomic::Ordering::SeqCst);
     let stalled = server.stalled.notified();
 
-    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("talosprov"));
+    let mut cmd = std::process::Command::new(BIN);
     cmd.current_dir(dir.path())
         .env_clear()
         .envs(server.env())
@@ -393,11 +388,7 @@ async fn sigterm_releases_the_lock_and_exits_143() {
         .await
         .expect("the command read the state under the lock");
     assert!(server.lock_id().is_some());
-    let killed = std::process::Command::new("sh")
-        .args(["-c", &format!("kill -TERM {pid}")])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    signal(pid, "TERM");
     let out = tokio::time::timeout(
         std::time::Duration::from_secs(30),
         tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()),

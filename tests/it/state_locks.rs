@@ -5,21 +5,19 @@
 //! lock released meanwhile and exits 3 when it runs out, and the holder's user
 //! is named from the system when `$USER` is unset.
 
+use crate::support::cli::{BIN, finish, stderr};
+use crate::support::fixtures::{SECRETS_FILE, copy_tree, repo};
 use crate::support::gitlab_state;
+use crate::support::wait::poll;
 
-use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 use talosprov::state::format::Vm;
 use talosprov::state::local::{LocalBackend, host_name};
 use talosprov::state::{Backend, LockInfo, Sensitive, State, StateStore};
 use tokio::io::{AsyncBufReadExt, BufReader};
-
-/// The repository root.
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// A folder with the lab topology (nodes on 127.5.9.x, where nothing
 /// listens; TLS checks off for the Proxmox stand-in) and its patches.
@@ -34,19 +32,6 @@ fn topology_dir() -> tempfile::TempDir {
     std::fs::write(dir.path().join("cluster.yaml"), text).expect("write topology");
     copy_tree(&repo.join("patches"), &dir.path().join("patches"));
     dir
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
 
 /// A Proxmox endpoint that accepts connections and never answers, so a run
@@ -66,8 +51,8 @@ async fn stalled_proxmox() -> (String, tokio::task::JoinHandle<()>) {
 }
 
 /// A talosprov command in `dir` with only the environment given (no `$USER`).
-fn talosprov(dir: &Path, args: &[&str], env: &[(String, String)]) -> tokio::process::Command {
-    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_talosprov"));
+fn command(dir: &Path, args: &[&str], env: &[(String, String)]) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(BIN);
     c.current_dir(dir)
         .env_clear()
         .args(args)
@@ -77,33 +62,18 @@ fn talosprov(dir: &Path, args: &[&str], env: &[(String, String)]) -> tokio::proc
     c
 }
 
-async fn finish(mut c: tokio::process::Command) -> Output {
-    tokio::time::timeout(Duration::from_secs(120), c.output())
-        .await
-        .expect("talosprov finished within 120 s")
-        .expect("run talosprov")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 /// Wait (at most 60 s) until the lock file names a holder with `pid`.
 async fn lock_held_by(lock_file: &Path, pid: u32) -> LockInfo {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(bytes) = std::fs::read(lock_file)
-            && let Ok(info) = serde_json::from_slice::<LockInfo>(&bytes)
-            && info.pid == Some(pid)
-        {
-            return info;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the run did not take the lock within 60 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll(
+        "the run taking the lock",
+        Duration::from_secs(60),
+        async || {
+            let bytes = std::fs::read(lock_file).ok()?;
+            let info = serde_json::from_slice::<LockInfo>(&bytes).ok()?;
+            (info.pid == Some(pid)).then_some(info)
+        },
+    )
+    .await
 }
 
 /// The user `id -un` names: what the system calls this process's user.
@@ -128,13 +98,7 @@ struct Holder {
 }
 
 async fn spawn_holder(dir: &Path) -> Holder {
-    let fixture = repo().join("tests/fixtures/secrets.yaml");
-    let out = finish(talosprov(
-        dir,
-        &["secrets", "import", fixture.to_str().expect("utf-8")],
-        &[],
-    ))
-    .await;
+    let out = finish(command(dir, &["secrets", "import", SECRETS_FILE], &[])).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let (url, proxmox) = stalled_proxmox().await;
     let env = vec![
@@ -144,7 +108,7 @@ async fn spawn_holder(dir: &Path) -> Holder {
             "root@pam!t=00000000-0000-0000-0000-000000000000".to_owned(),
         ),
     ];
-    let child = talosprov(dir, &["plan"], &env)
+    let child = command(dir, &["plan"], &env)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -182,7 +146,7 @@ async fn lock_of_a_killed_run_is_taken_over_with_a_warning_naming_it() {
     let lock_file = dir.path().join(".talosprov.tfstate.lock.info");
     assert!(lock_file.exists(), "a killed run leaves its lock file");
 
-    let out = finish(talosprov(
+    let out = finish(command(
         dir.path(),
         &["plan", "-refresh=false"],
         &holder.env,
@@ -205,7 +169,7 @@ async fn force_unlock_refuses_a_holder_still_running_on_this_host() {
     let lock_file = dir.path().join(".talosprov.tfstate.lock.info");
     let before = std::fs::read(&lock_file).expect("lock file");
 
-    let out = finish(talosprov(
+    let out = finish(command(
         dir.path(),
         &["force-unlock", "-force", &holder.info.id],
         &[],
@@ -220,7 +184,7 @@ async fn force_unlock_refuses_a_holder_still_running_on_this_host() {
     insta::assert_snapshot!(stable(&stderr(&out), &holder.info), @"Error: refusing to release lock [LOCK-ID]: it is held by [USER@HOST] (process [PID]) for plan since [TIME] (lock ID [LOCK-ID]), which is still running; stop that run first (or let it finish), and its lock is released with it");
 
     // Another run is told the holder runs, and exits 3.
-    let out = finish(talosprov(
+    let out = finish(command(
         dir.path(),
         &["plan", "-refresh=false"],
         &holder.env,
@@ -274,7 +238,7 @@ async fn locked_state() -> (tempfile::TempDir, LocalBackend, LockInfo) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_timeout_runs_out_with_exit_code_3() {
     let (dir, _held, info) = locked_state().await;
-    let out = finish(talosprov(
+    let out = finish(command(
         dir.path(),
         &[
             "state",
@@ -297,7 +261,7 @@ async fn lock_timeout_runs_out_with_exit_code_3() {
     assert!(state.resources.vms.contains_key("talos-worker-01"));
 
     // Without -lock-timeout it fails at once, with the same exit code.
-    let out = finish(talosprov(
+    let out = finish(command(
         dir.path(),
         &["state", "rm", "-auto-approve", "vm/talos-worker-01"],
         &[],
@@ -310,7 +274,7 @@ async fn lock_timeout_runs_out_with_exit_code_3() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_timeout_waits_for_a_lock_released_meanwhile() {
     let (dir, held, info) = locked_state().await;
-    let mut child = talosprov(
+    let mut child = command(
         dir.path(),
         &[
             "state",
@@ -358,7 +322,7 @@ async fn http_lock_of_a_killed_run_is_taken_over_where_the_server_keeps_its_pid(
     let work = tempfile::tempdir().expect("temp dir");
     server.stall_reads.store(true, Ordering::SeqCst);
     let stalled = server.stalled.notified();
-    let mut child = talosprov(
+    let mut child = command(
         work.path(),
         &["state", "rm", "-auto-approve", "vm/talos-worker-01"],
         &server.env(),
@@ -376,7 +340,7 @@ async fn http_lock_of_a_killed_run_is_taken_over_where_the_server_keeps_its_pid(
     let _ = child.wait().await;
     server.stall_reads.store(false, Ordering::SeqCst);
 
-    let out = finish(talosprov(
+    let out = finish(command(
         work.path(),
         &["state", "rm", "-auto-approve", "vm/talos-worker-01"],
         &server.env(),

@@ -4,10 +4,11 @@
 //! nothing written (the state and its `.backup` byte for byte, no Proxmox
 //! request, no node RPC), and the refusals read as users see them.
 
-
 use std::time::Duration;
 
-use crate::support::lab::{Lab, repo, stderr, stdout};
+use crate::support::cli::{BIN, stderr, stdout};
+use crate::support::fixtures::SECRETS_FILE;
+use crate::support::lab::Lab;
 
 /// What a refused run must leave as it was.
 struct Untouched {
@@ -78,7 +79,7 @@ async fn running_lab(net: &str) -> Lab {
 /// A new cluster's secrets bundle (`talosprov secrets gen`), in the lab folder.
 fn other_bundle(lab: &Lab) -> std::path::PathBuf {
     let path = lab.dir.path().join("other-secrets.yaml");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_talosprov"))
+    let out = std::process::Command::new(BIN)
         .args(["secrets", "gen", "-o"])
         .arg(&path)
         .output()
@@ -159,10 +160,7 @@ async fn empty_state_is_refused_by_every_command_and_nothing_is_written() {
         before.check(&lab, &args.join(" ")).await;
     }
     // `secrets import` does not start a new state over it either.
-    let fixture = repo().join("tests/fixtures/secrets.yaml");
-    let out = lab
-        .run(&["secrets", "import", fixture.to_str().expect("utf-8")])
-        .await;
+    let out = lab.run(&["secrets", "import", SECRETS_FILE]).await;
     assert_eq!(out.status.code(), Some(1));
     before.check(&lab, "secrets import").await;
 
@@ -232,10 +230,7 @@ async fn state_without_secrets_is_refused_until_the_cluster_secrets_are_imported
     before.check(&lab, "secrets import of another bundle").await;
 
     // The way out the error names: import the cluster's own bundle.
-    let fixture = repo().join("tests/fixtures/secrets.yaml");
-    let out = lab
-        .run(&["secrets", "import", fixture.to_str().expect("utf-8")])
-        .await;
+    let out = lab.run(&["secrets", "import", SECRETS_FILE]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(
@@ -331,17 +326,10 @@ async fn missing_state_beside_running_nodes_is_refused_before_any_secret_is_made
 
     // With the cluster's own secrets imported into a new state, the nodes
     // are ours: no refusal for them.
-    let fixture = repo().join("tests/fixtures/secrets.yaml");
     let same_file = lab.dir.path().join("same.tfstate");
     let same = same_file.to_str().expect("utf-8");
     let out = lab
-        .run(&[
-            "secrets",
-            "import",
-            fixture.to_str().expect("utf-8"),
-            "--state",
-            same,
-        ])
+        .run(&["secrets", "import", SECRETS_FILE, "--state", same])
         .await;
     assert!(out.status.success());
     let out = lab.run(&["plan", "--state", same]).await;

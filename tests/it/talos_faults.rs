@@ -2,6 +2,7 @@
 //! node rejects, a failing apply, refused connections, a slow boot before bootstrap, and
 //! a lost etcd member; plus the etcd maintenance RPCs.
 
+use crate::support::talos::{FAST, WAIT, ip, sim_options};
 use crate::support::talos_pki;
 
 use std::net::IpAddr;
@@ -9,26 +10,13 @@ use std::time::Duration;
 
 use talos_pki::ClusterPki;
 use talosprov::talos::{
-    ApplyOptions, Backoff, BootstrapOutcome, TalosClient, TalosError, bootstrap_when_ready,
-    wait_etcd_ready, wait_maintenance, wait_secure,
+    ApplyOptions, BootstrapOutcome, TalosClient, TalosError, bootstrap_when_ready, wait_etcd_ready,
+    wait_maintenance, wait_secure,
 };
 use talosprov_sim::{Phase, SimOptions, Simulator};
 
-const WAIT: Duration = Duration::from_secs(30);
-const FAST: Backoff = Backoff {
-    initial: Duration::from_millis(20),
-    max: Duration::from_millis(250),
-};
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
-
 fn options() -> SimOptions {
-    SimOptions {
-        talos_version: "v1.13.8".into(),
-        reboot_delay: Duration::from_millis(100),
-    }
+    sim_options(Duration::from_millis(100))
 }
 
 async fn configure(

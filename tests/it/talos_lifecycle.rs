@@ -3,38 +3,24 @@
 //! reboot, secure mode, bootstrap (twice), kubeconfig, etcd members, upgrade through
 //! both paths, and reset.
 
+use crate::support::talos::{FAST, WAIT, ip, sim_options};
 use crate::support::talos_pki;
-
-use std::net::IpAddr;
 
 use base64::Engine as _;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
 use talosprov::talos::{
-    ApplyMode, ApplyOptions, Backoff, BootstrapOutcome, ResetOptions, TalosClient, TalosError,
+    ApplyMode, ApplyOptions, BootstrapOutcome, ResetOptions, TalosClient, TalosError,
     UpgradeOptions, UpgradePath, bootstrap_when_ready, wait_etcd_ready, wait_maintenance,
     wait_secure,
 };
 use talosprov_sim::{Phase, SimOptions, Simulator};
 
-const WAIT: Duration = Duration::from_secs(30);
-const FAST: Backoff = Backoff {
-    initial: Duration::from_millis(20),
-    max: Duration::from_millis(250),
-};
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
-
 #[tokio::test]
 async fn three_node_cluster_from_maintenance_mode_to_reset() {
     let (cp1, cp2, w1) = (ip("127.77.1.1"), ip("127.77.1.2"), ip("127.77.1.3"));
-    let options = SimOptions {
-        talos_version: "v1.13.8".into(),
-        reboot_delay: Duration::from_millis(300),
-    };
+    let options = sim_options(Duration::from_millis(300));
     let sim = Simulator::start(&[cp1, cp2, w1], options).await.unwrap();
     let pki = ClusterPki::new("lifecycle");
 
@@ -253,10 +239,7 @@ async fn talos_before_1_13_refuses_with_unimplemented_and_upgrades_through_the_l
 #[tokio::test]
 async fn apply_modes_dry_run_and_reboot_in_secure_mode() {
     let cp = ip("127.77.2.5");
-    let options = SimOptions {
-        talos_version: "v1.13.8".into(),
-        reboot_delay: Duration::from_millis(200),
-    };
+    let options = sim_options(Duration::from_millis(200));
     let sim = Simulator::start(&[cp], options).await.unwrap();
     let pki = ClusterPki::new("apply-modes");
     let config = pki.machine_config("controlplane", "cp-1", cp);

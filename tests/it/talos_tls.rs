@@ -3,6 +3,7 @@
 //! certificate with the wrong ExtKeyUsage, a server certificate that does not cover
 //! the node's IP, and a secure client facing a node still in maintenance mode.
 
+use crate::support::talos::{FAST, WAIT, ip, sim_options};
 use crate::support::talos_pki;
 
 use std::net::{IpAddr, SocketAddr};
@@ -11,27 +12,14 @@ use std::time::Duration;
 
 use talos_pki::ClusterPki;
 use talosprov::talos::{
-    ApplyOptions, Backoff, ClientCredentials, SecretPem, TalosClient, TalosError, wait_maintenance,
+    ApplyOptions, ClientCredentials, SecretPem, TalosClient, TalosError, wait_maintenance,
     wait_secure,
 };
 use talosprov_sim::{SimOptions, Simulator};
 
-const WAIT: Duration = Duration::from_secs(30);
-const FAST: Backoff = Backoff {
-    initial: Duration::from_millis(20),
-    max: Duration::from_millis(250),
-};
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
-
 /// Starts one control-plane node and brings it to secure mode.
 async fn secure_node(addr: IpAddr, pki: &ClusterPki) -> Simulator {
-    let options = SimOptions {
-        talos_version: "v1.13.8".into(),
-        reboot_delay: Duration::ZERO,
-    };
+    let options = sim_options(Duration::ZERO);
     let sim = Simulator::start(&[addr], options).await.unwrap();
     let client = wait_maintenance(addr, None, WAIT, FAST).await.unwrap();
     let config = pki.machine_config("controlplane", "cp-1", addr);
@@ -224,10 +212,7 @@ async fn secure_client_against_a_maintenance_node_waits_then_names_the_deadline(
 #[tokio::test]
 async fn worker_gets_its_certificate_once_a_control_plane_holds_the_os_ca_key() {
     let (cp, worker) = (ip("127.77.3.6"), ip("127.77.3.7"));
-    let options = SimOptions {
-        talos_version: "v1.13.8".into(),
-        reboot_delay: Duration::ZERO,
-    };
+    let options = sim_options(Duration::ZERO);
     let sim = Simulator::start(&[cp, worker], options).await.unwrap();
     let pki = ClusterPki::new("tls-trustd");
     let client = wait_maintenance(worker, None, WAIT, FAST).await.unwrap();

@@ -3,34 +3,21 @@
 //! in maintenance mode where it should be configured, or one running another
 //! cluster's config, ends the wait at once instead of being waited out.
 
+use crate::support::talos::{FAST, WAIT, ip, sim_options};
 use crate::support::talos_pki;
 
-use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
 use talosprov::talos::{
-    ApplyOptions, Backoff, InMaintenance, SecureWait, TalosError, wait_maintenance, wait_secure,
+    ApplyOptions, InMaintenance, SecureWait, TalosError, wait_maintenance, wait_secure,
     wait_secure_with,
 };
 use talosprov_sim::{SimOptions, Simulator};
 
-const WAIT: Duration = Duration::from_secs(30);
-const FAST: Backoff = Backoff {
-    initial: Duration::from_millis(20),
-    max: Duration::from_millis(100),
-};
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
-
 fn options() -> SimOptions {
-    SimOptions {
-        talos_version: "v1.13.8".into(),
-        reboot_delay: Duration::ZERO,
-    }
+    sim_options(Duration::ZERO)
 }
 
 /// `for the last 3 s` → `for the last N s`, so snapshots do not depend on timing.

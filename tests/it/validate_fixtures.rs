@@ -2,12 +2,13 @@
 //! diagnostic output is snapshot-tested, each fixture reports the code it is
 //! named after, and every diagnostic code has a fixture.
 
-use assert_cmd::Command;
-use std::path::{Path, PathBuf};
+use crate::support::cli::{stderr, stdout, talosprov};
+use crate::support::fixtures::fixture;
+use std::path::PathBuf;
 use talosprov::topology::Code;
 
 fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/invalid")
+    fixture("invalid")
 }
 
 fn fixtures() -> Vec<String> {
@@ -24,19 +25,14 @@ fn fixtures() -> Vec<String> {
 /// Run `validate -f <name>.yaml` from the fixtures folder, with no colour and
 /// no Proxmox endpoint in the environment.
 fn validate(name: &str) -> (i32, String, String) {
-    let out = Command::cargo_bin("talosprov")
-        .expect("binary")
+    let out = talosprov()
         .current_dir(fixtures_dir())
         .env_remove("PROXMOX_VE_ENDPOINT")
         .env("NO_COLOR", "1")
         .args(["validate", "-f", &format!("{name}.yaml")])
         .output()
         .expect("run talosprov");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    (out.status.code().unwrap_or(-1), stderr(&out), stdout(&out))
 }
 
 #[test]
@@ -104,8 +100,7 @@ fn several_faults_are_all_reported_in_one_run() {
 
 #[test]
 fn json_output_lists_diagnostics_with_flat_positions() {
-    let out = Command::cargo_bin("talosprov")
-        .expect("binary")
+    let out = talosprov()
         .current_dir(fixtures_dir())
         .env_remove("PROXMOX_VE_ENDPOINT")
         .args(["validate", "-f", "duplicate-ip.yaml", "--json"])
@@ -128,8 +123,7 @@ fn json_output_lists_diagnostics_with_flat_positions() {
 
 #[test]
 fn missing_file_is_an_error_naming_the_file() {
-    let out = Command::cargo_bin("talosprov")
-        .expect("binary")
+    let out = talosprov()
         .current_dir(fixtures_dir())
         .args(["validate", "-f", "does-not-exist.yaml"])
         .output()

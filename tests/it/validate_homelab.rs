@@ -1,13 +1,12 @@
 //! `talosprov validate` on the reference cluster in examples/homelab: it is
 //! valid, and each node lists its patches in merge order.
 
-use assert_cmd::Command;
-use std::path::Path;
+use crate::support::cli::talosprov;
+use crate::support::fixtures::repo;
 
 fn run(args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("talosprov")
-        .expect("binary")
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")))
+    talosprov()
+        .current_dir(repo())
         .env_remove("PROXMOX_VE_ENDPOINT")
         .env("NO_COLOR", "1")
         .args(args)

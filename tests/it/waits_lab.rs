@@ -5,11 +5,12 @@
 //! recognised by a wait for a configured node, and its config re-applied by
 //! the next plan; a TLS refusal says what to set.
 
-
 use std::time::Duration;
 
+use crate::support::cli::{signal, stderr, stdout};
+use crate::support::lab::Lab;
+use crate::support::wait::until;
 use serde_json::json;
-use crate::support::lab::{Lab, stderr, stdout};
 use talosprov::talos::TalosClient;
 use talosprov_sim::Phase;
 
@@ -138,44 +139,33 @@ async fn a_wait_names_its_cause_and_a_reset_node_is_recognised_by_a_wait_for_a_c
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start apply");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !lab
-        .state()
-        .resources
-        .configs
-        .get("talos-controlplane-01")
-        .is_some_and(|c| c.secure_mode)
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the control plane came up"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until(
+        "the control plane up in secure mode",
+        Duration::from_secs(60),
+        async || {
+            lab.state()
+                .resources
+                .configs
+                .get("talos-controlplane-01")
+                .is_some_and(|c| c.secure_mode)
+        },
+    )
+    .await;
     // The cause is named after a few attempts of the etcd wait: wait until
     // the node served more than that many, then stop the run.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while node
-        .served()
-        .iter()
-        .filter(|s| s.rpc == "ServiceList")
-        .count()
-        < 4
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "etcd was asked about"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let pid = apply.id().expect("pid").to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .expect("kill")
-            .success()
-    );
+    until(
+        "etcd asked about 4 times",
+        Duration::from_secs(60),
+        async || {
+            node.served()
+                .iter()
+                .filter(|s| s.rpc == "ServiceList")
+                .count()
+                >= 4
+        },
+    )
+    .await;
+    signal(apply.id().expect("pid"), "INT");
     let out = tokio::time::timeout(Duration::from_secs(60), apply.wait_with_output())
         .await
         .expect("apply stops")

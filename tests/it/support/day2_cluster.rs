@@ -1,27 +1,18 @@
 //! A running simulated cluster for the day-two tests: control planes and workers
 //! configured through the Talos client, bootstrapped, with every control plane an
 //! etcd member, on the loopback addresses a test chooses.
-#![allow(dead_code)]
 
 use std::net::IpAddr;
 use std::time::Duration;
 
 use talosprov::health::{ClusterNode, Role};
 use talosprov::talos::{
-    ApplyOptions, Backoff, bootstrap_when_ready, wait_etcd_ready, wait_maintenance, wait_secure,
+    ApplyOptions, bootstrap_when_ready, wait_etcd_ready, wait_maintenance, wait_secure,
 };
 use talosprov_sim::{SimOptions, Simulator};
 
+use super::talos::{FAST, WAIT};
 use super::talos_pki::ClusterPki;
-
-/// How long any wait in these tests may take.
-pub const WAIT: Duration = Duration::from_secs(60);
-
-/// Fast polling for loopback nodes.
-pub const FAST: Backoff = Backoff {
-    initial: Duration::from_millis(20),
-    max: Duration::from_millis(200),
-};
 
 /// The simulator, the cluster's secrets and its nodes.
 pub struct TestCluster {

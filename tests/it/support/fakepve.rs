@@ -287,14 +287,11 @@ impl FakePve {
 
     /// Wait (at most `secs`) until `count(method, suffix)` reaches `n`.
     pub async fn wait_for_requests(&self, method: &str, suffix: &str, n: usize, secs: u64) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-        while self.count(method, suffix).await < n {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "fewer than {n} {method} ...{suffix} requests within {secs} s"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let what = format!("{n} {method} ...{suffix} requests");
+        super::wait::until(&what, Duration::from_secs(secs), async || {
+            self.count(method, suffix).await >= n
+        })
+        .await;
     }
 
     /// A kill point: serve `count` more requests, then hold every later one

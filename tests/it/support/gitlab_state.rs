@@ -5,8 +5,6 @@
 //! With `keep_lock_info` set it keeps each lock's LockInfo as sent, `Who`,
 //! `Pid` and all, as a plain Terraform http backend server does.
 
-#![allow(dead_code)]
-
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -3,15 +3,17 @@
 //! the lab topology rewritten for them in a temporary folder, and a runner for
 //! the talosprov binary with the Proxmox environment set.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 use std::time::Duration;
 
 use serde_json::Value;
 use talosprov_sim::{SimOptions, Simulator};
 
+use super::cli::{BIN, finish, stdout};
 use super::factory::Factory;
 use super::fakepve::{FakeOptions, FakePve, ROOT_TOKEN_ID, ROOT_TOKEN_SECRET};
+use super::fixtures::{SECRETS_FILE, copy_tree, repo};
 
 /// One running lab.
 pub struct Lab {
@@ -40,24 +42,6 @@ const HA_NODES: &str = "nodes:
   - { hostname: talos-worker-01, ip: 127.0.0.124, role: worker, cores: 4, memory: 8192, disk_size: 100 }
   - { hostname: talos-worker-02, ip: 127.0.0.125, role: worker, cores: 4, memory: 8192, disk_size: 100 }
 ";
-
-/// The repository root.
-pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read patches") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
-}
 
 impl Lab {
     /// Start a lab whose nodes are `127.<net>.121` to `.123` (`net` like
@@ -143,7 +127,7 @@ impl Lab {
 
     /// A `talosprov` command for this lab (`-f` is added after the args).
     pub fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_talosprov"));
+        let mut c = tokio::process::Command::new(BIN);
         c.args(args)
             .arg("-f")
             .arg(self.topology())
@@ -161,10 +145,7 @@ impl Lab {
 
     /// Run talosprov to the end (at most 120 s).
     pub async fn run(&self, args: &[&str]) -> Output {
-        let out = tokio::time::timeout(Duration::from_secs(120), self.command(args).output())
-            .await
-            .expect("talosprov finished within 120 s")
-            .expect("run talosprov");
+        let out = finish(self.command(args)).await;
         eprintln!(
             "$ talosprov {}\n{}{}",
             args.join(" "),
@@ -176,10 +157,7 @@ impl Lab {
 
     /// Seed the state with the fixture secrets bundle (no key generation).
     pub async fn import_secrets(&self) {
-        let fixture = repo().join("tests/fixtures/secrets.yaml");
-        let out = self
-            .run(&["secrets", "import", fixture.to_str().expect("utf-8")])
-            .await;
+        let out = self.run(&["secrets", "import", SECRETS_FILE]).await;
         assert!(out.status.success(), "secrets import failed");
     }
 
@@ -219,14 +197,4 @@ impl Lab {
         )
         .expect("credentials")
     }
-}
-
-/// stdout as text.
-pub fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// stderr as text.
-pub fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }

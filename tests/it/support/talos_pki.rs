@@ -1,7 +1,6 @@
 //! Test PKI and machine configs for the Talos client and simulator tests: an OS CA and
 //! client certificates as `talosctl gen secrets` makes them (Ed25519, roles in O), a
 //! Kubernetes CA (P-256, SEC1 key), and minimal v1alpha1 configs that use them.
-#![allow(dead_code)]
 
 use std::net::IpAddr;
 
