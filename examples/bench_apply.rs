@@ -8,11 +8,14 @@
 //!     cargo run --release --example bench_apply
 
 #[allow(dead_code)]
-#[path = "../tests/support/factory.rs"]
+#[path = "../tests/it/support/factory.rs"]
 mod factory;
 #[allow(dead_code)]
-#[path = "../tests/support/fakepve.rs"]
+#[path = "../tests/it/support/fakepve.rs"]
 mod fakepve;
+#[allow(dead_code)]
+#[path = "../tests/it/support/wait.rs"]
+mod wait;
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};

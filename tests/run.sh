@@ -12,4 +12,7 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import fakepve' 2>/de
 fi
 export TALOSPROV_TEST_PYTHON="$PWD/$venv/bin/python"
 
+# The unit tests of every crate, the one integration-test binary (tests/it) and the
+# doc tests.
+
 cargo test --locked --workspace --all-features -- --test-threads="${TALOSPROV_TEST_THREADS:-4}"

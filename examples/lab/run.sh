@@ -58,7 +58,7 @@ echo "== starting fakepve"
 config=$(printf '{"host":"%s","port":0,"cert":"%s","key":"%s","password":"lab","tokens":{"%s":"%s"},"grants":[],"nodes":["pve1"],"storages":{"local":{"content":"iso,vztmpl,backup,import"}},"time_scale":0,"fetch_downloads":true}' \
   "$pve_host" "$PWD/$run/server.pem" "$PWD/$run/server.key" "$token_id" "$token_secret")
 mkfifo "$run/fakepve.in"
-"$venv/bin/python" tests/support/fakepve_launch.py "$config" < "$run/fakepve.in" > "$run/fakepve.out" 2> "$run/fakepve.log" &
+"$venv/bin/python" tests/it/support/fakepve_launch.py "$config" < "$run/fakepve.in" > "$run/fakepve.out" 2> "$run/fakepve.log" &
 pids+=($!)
 exec 3> "$run/fakepve.in"   # the launcher runs until its stdin closes
 for _ in $(seq 300); do [ -s "$run/fakepve.out" ] && break; sleep 0.1; done

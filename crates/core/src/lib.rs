@@ -7,7 +7,7 @@
 //! come in through an [`inputs::Inputs`] the caller gives.
 //!
 //! Dependency rule: no async runtime, no HTTP or gRPC stack (tokio, reqwest,
-//! hyper and tonic are refused by `tests/architecture.rs`). File contents, the environment,
+//! hyper and tonic are refused by `tests/it/architecture.rs`). File contents, the environment,
 //! the clock and randomness are passed in by the caller.
 
 #![warn(missing_docs)]

@@ -1,0 +1,643 @@
+//! The workspace's architecture, checked: the core crate depends on no async
+//! runtime, HTTP or gRPC stack and does no I/O of its own, and the `talosprov`
+//! binary does not link the simulator.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use crate::support::fixtures::repo;
+
+/// A TOML file of the workspace, parsed.
+fn read_toml(path: &Path) -> toml::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The normal (linked) dependency names of each workspace member, by package
+/// name, from its `Cargo.toml`: `[dependencies]` and
+/// `[target.*.dependencies]`, not dev- or build-dependencies.
+fn members() -> BTreeMap<String, BTreeSet<String>> {
+    let root = repo();
+    let mut dirs = vec![root.to_path_buf()];
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        dirs.push(entry.unwrap().path());
+    }
+    let mut out = BTreeMap::new();
+    for dir in dirs {
+        let manifest = read_toml(&dir.join("Cargo.toml"));
+        let Some(name) = manifest
+            .get("package")
+            .and_then(|p| p.get("name"))
+            .and_then(|n| n.as_str())
+        else {
+            continue;
+        };
+        let mut deps = BTreeSet::new();
+        let mut tables = vec![manifest.get("dependencies")];
+        if let Some(targets) = manifest.get("target").and_then(|t| t.as_table()) {
+            tables.extend(targets.values().map(|t| t.get("dependencies")));
+        }
+        for table in tables.into_iter().flatten() {
+            deps.extend(table.as_table().unwrap().keys().cloned());
+        }
+        out.insert(name.to_owned(), deps);
+    }
+    out
+}
+
+/// The names of every package `package` links, through normal dependencies
+/// only. Workspace members are read from their manifests (so a member's
+/// dev-dependencies don't count); everything else from `Cargo.lock`, which
+/// lists every platform's dependencies, so the answer is a superset of what
+/// any one target links. Reads files only: no `cargo` call, no network.
+fn linked(package: &str) -> BTreeSet<String> {
+    let members = members();
+    let lock = read_toml(&repo().join("Cargo.lock"));
+    let mut locked: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for entry in lock["package"]
+        .as_array()
+        .expect("[[package]] in Cargo.lock")
+    {
+        let deps = locked
+            .entry(entry["name"].as_str().unwrap().to_owned())
+            .or_default();
+        for dep in entry
+            .get("dependencies")
+            .and_then(|d| d.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let dep = dep.as_str().unwrap();
+            deps.insert(dep.split(' ').next().unwrap().to_owned());
+        }
+    }
+    assert!(
+        members.contains_key(package),
+        "no workspace member {package}"
+    );
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![package.to_owned()];
+    while let Some(name) = todo.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let deps = members.get(&name).or_else(|| locked.get(&name));
+        todo.extend(deps.into_iter().flatten().cloned());
+    }
+    seen.remove(package);
+    seen
+}
+
+#[test]
+fn the_core_crate_links_no_runtime_http_or_grpc_stack() {
+    let core = linked("talosprov-core");
+    let forbidden: Vec<&str> = ["tokio", "reqwest", "hyper", "tonic"]
+        .into_iter()
+        .filter(|f| core.contains(*f))
+        .collect();
+    assert!(
+        forbidden.is_empty(),
+        "talosprov-core must stay free of I/O stacks, but links {forbidden:?}"
+    );
+    assert!(
+        core.contains("serde_yaml_ng"),
+        "the graph walk found the core's own dependencies"
+    );
+}
+
+#[test]
+fn the_talosprov_binary_does_not_link_the_simulator() {
+    let root = linked("talosprov");
+    assert!(root.contains("talosprov-engine"));
+    assert!(
+        !root.contains("talosprov-sim"),
+        "the simulator is a dev-dependency only"
+    );
+    let engine = linked("talosprov-engine");
+    assert!(!engine.contains("talosprov-sim"));
+}
+
+/// The `.rs` files under `dir`, recursively, sorted.
+fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("source folder") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn the_core_crate_reads_no_file_environment_clock_or_entropy() {
+    // Its unit tests may (tempfile, say): only the code before a file's first
+    // `#[cfg(test)]` is checked, without its comments.
+    const FORBIDDEN: [&str; 14] = [
+        "std::fs",
+        "std::env",
+        "TcpStream",
+        "TcpListener",
+        "UdpSocket",
+        "std::process",
+        "File::open",
+        "SystemTime::now",
+        "Instant::now",
+        "now_utc",
+        "thread_rng",
+        "OsRng",
+        "from_entropy",
+        "tokio::",
+    ];
+    let root = repo().join("crates/core/src");
+    let mut found = Vec::new();
+    for file in rust_files(&root) {
+        let text = std::fs::read_to_string(&file).expect("source");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            let line = line.trim_start();
+            if line.starts_with("//") {
+                continue;
+            }
+            for f in FORBIDDEN.iter().filter(|f| line.contains(**f)) {
+                found.push(format!("{}:{}: {f}", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the core takes files, the environment, the clock and randomness from its caller:\n{}",
+        found.join("\n")
+    );
+    assert!(
+        rust_files(&root).len() > 20,
+        "the walk found the core's files"
+    );
+}
+
+/// Rust source with comments removed and every string and char literal
+/// emptied, so that only code is searched for paths.
+fn code_only(text: &str) -> String {
+    let b: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < b.len() && b[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            i += 2;
+            while i + 1 < b.len() && !(b[i] == '*' && b[i + 1] == '/') {
+                i += 1;
+            }
+            i += 2;
+        } else if c == 'r' && (next == Some('#') || next == Some('"')) && !ident_char(prev(&b, i)) {
+            // A raw string: r"..." or r#"..."#.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while b.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if b.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            j += 1;
+            loop {
+                if j >= b.len() {
+                    break;
+                }
+                if b[j] == '"' && (0..hashes).all(|k| b.get(j + 1 + k) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            out.push_str("\"\"");
+            i = j;
+        } else if c == '"' {
+            i += 1;
+            while i < b.len() && b[i] != '"' {
+                i += if b[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c == '\'' && next == Some('\\') {
+            i += 2;
+            while i < b.len() && b[i] != '\'' {
+                i += 1;
+            }
+            i += 1;
+            out.push_str("' '");
+        } else if c == '\'' && b.get(i + 2) == Some(&'\'') {
+            i += 3;
+            out.push_str("' '");
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn prev(b: &[char], i: usize) -> char {
+    if i == 0 { ' ' } else { b[i - 1] }
+}
+
+fn ident_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The paths of a `use` tree, braces expanded: `a::{b, c::{d, e as f}}` gives
+/// `a::b`, `a::c::d` and `a::c::e as f`.
+fn expand_use(tree: &str) -> Vec<String> {
+    let tree: String = tree.split_whitespace().collect::<Vec<_>>().join(" ");
+    let Some(open) = tree.find('{') else {
+        return vec![tree.trim().to_owned()];
+    };
+    let prefix = &tree[..open];
+    let body = tree[open + 1..].trim_end().trim_end_matches('}');
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (k, ch) in body.char_indices() {
+        match ch {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&body[start..k]);
+                start = k + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&body[start..]);
+    parts
+        .into_iter()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .flat_map(|p| expand_use(&format!("{prefix}{p}")))
+        .collect()
+}
+
+/// One crate's module files: module path (`["plan", "diff"]`) to file.
+type Modules = BTreeMap<Vec<String>, std::path::PathBuf>;
+
+fn modules(src: &Path) -> Modules {
+    let mut out = Modules::new();
+    for file in rust_files(src) {
+        let rel = file.strip_prefix(src).expect("under src");
+        if rel.starts_with("bin") {
+            continue; // binaries are crates of their own
+        }
+        let mut parts: Vec<String> = rel
+            .with_extension("")
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if matches!(
+            parts.last().map(String::as_str),
+            Some("lib" | "main" | "mod")
+        ) {
+            parts.pop();
+        }
+        out.insert(parts, file);
+    }
+    out
+}
+
+/// A path written in module `here` made absolute within the crate, or `None`
+/// for another crate's item. `crate::`, `super::`, `self::` and a child
+/// module's name are this crate's.
+fn absolute(here: &[String], path: &str, modules: &Modules) -> Option<Vec<String>> {
+    let path = path.split(" as ").next().unwrap_or(path);
+    let mut segs: Vec<&str> = path.split("::").map(str::trim).collect();
+    if segs.last() == Some(&"self") {
+        segs.pop();
+    }
+    let first = *segs.first()?;
+    let (base, rest) = match first {
+        "crate" => (Vec::new(), &segs[1..]),
+        "super" => {
+            let mut base = here.to_vec();
+            let ups = segs.iter().take_while(|s| **s == "super").count();
+            for _ in 0..ups {
+                base.pop();
+            }
+            (base, &segs[ups..])
+        }
+        "self" => (here.to_vec(), &segs[1..]),
+        child => {
+            let mut candidate = here.to_vec();
+            candidate.push(child.to_owned());
+            if !modules.contains_key(&candidate) {
+                return None;
+            }
+            (here.to_vec(), &segs[..])
+        }
+    };
+    let mut full = base;
+    full.extend(rest.iter().map(|s| (*s).to_owned()));
+    Some(full)
+}
+
+/// Every `use` tree of a source (code only), expanded, with whether it is a
+/// re-export (`pub use`, `pub(crate) use`, ...).
+fn use_paths(code: &str) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(k) = rest.find("use ") {
+        let before = &rest[..k];
+        let at_word = before.chars().last().is_none_or(|c| !ident_char(c));
+        let after = &rest[k + 4..];
+        let end = after.find(';').unwrap_or(after.len());
+        if at_word {
+            let line_start = before.rfind(['\n', ';', '{', '}']).map_or(0, |p| p + 1);
+            let is_pub = before[line_start..].trim_start().starts_with("pub");
+            for p in expand_use(&after[..end]) {
+                out.push((is_pub, p));
+            }
+            rest = &after[end..];
+        } else {
+            rest = after;
+        }
+    }
+    out
+}
+
+/// Every path in code that starts at `crate`, `super` or `self`, or at a word
+/// followed by `::` (a child module is told apart by the caller).
+fn code_paths(code: &str) -> Vec<String> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if ident_char(chars[i]) && (i == 0 || !(ident_char(chars[i - 1]) || chars[i - 1] == ':')) {
+            let mut j = i;
+            let mut path = String::new();
+            loop {
+                let start = j;
+                while j < chars.len() && ident_char(chars[j]) {
+                    j += 1;
+                }
+                path.extend(&chars[start..j]);
+                if chars.get(j) == Some(&':')
+                    && chars.get(j + 1) == Some(&':')
+                    && chars.get(j + 2).is_some_and(|c| ident_char(*c))
+                {
+                    path.push_str("::");
+                    j += 2;
+                } else {
+                    break;
+                }
+            }
+            if path.contains("::") {
+                out.push(path);
+            }
+            i = j.max(i + 1);
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The file that defines what `full` names: the longest module prefix, then
+/// through that module's re-exports (`pub use x::Item` names x's file).
+fn defining_file(
+    full: &[String],
+    modules: &Modules,
+    reexports: &BTreeMap<Vec<String>, BTreeMap<String, Option<Vec<String>>>>,
+    depth: usize,
+) -> Option<Vec<String>> {
+    let k = (0..=full.len())
+        .rev()
+        .find(|k| modules.contains_key(&full[..*k]))?;
+    let module = full[..k].to_vec();
+    if let (Some(item), true) = (full.get(k), depth < 16) {
+        if let Some(target) = reexports.get(&module).and_then(|r| r.get(item)) {
+            let mut next = target.clone()?;
+            next.extend(full[k + 1..].iter().cloned());
+            return defining_file(&next, modules, reexports, depth + 1);
+        }
+    }
+    Some(module)
+}
+
+/// The import graph of one crate's files: file to the files it imports.
+/// An import counts toward the file that defines the name, so a `mod.rs` or
+/// `lib.rs` that only re-exports is a facade, not a link in a cycle. Test
+/// modules (after a file's first `#[cfg(test)]`) are not counted.
+fn import_graph(src: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let modules = modules(src);
+    let code: BTreeMap<Vec<String>, String> = modules
+        .iter()
+        .map(|(m, f)| {
+            let text = std::fs::read_to_string(f).expect("source");
+            let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+            (m.clone(), code_only(text))
+        })
+        .collect();
+    let mut reexports: BTreeMap<Vec<String>, BTreeMap<String, Option<Vec<String>>>> =
+        BTreeMap::new();
+    for (m, text) in &code {
+        for (is_pub, path) in use_paths(text) {
+            if !is_pub {
+                continue;
+            }
+            let name = match path.split_once(" as ") {
+                Some((_, alias)) => alias.trim().to_owned(),
+                None => path
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned(),
+            };
+            reexports
+                .entry(m.clone())
+                .or_default()
+                .insert(name, absolute(m, &path, &modules));
+        }
+    }
+    let mut graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (m, text) in &code {
+        let paths = use_paths(text)
+            .into_iter()
+            .map(|(_, p)| p)
+            .chain(code_paths(text));
+        for path in paths {
+            let Some(full) = absolute(m, &path, &modules) else {
+                continue;
+            };
+            if let Some(target) = defining_file(&full, &modules, &reexports, 0) {
+                if &target != m {
+                    graph.entry(m.clone()).or_default().insert(target);
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// The strongly connected components with more than one file (Tarjan).
+fn cycles(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<Vec<String>>> {
+    struct Walk<'g> {
+        graph: &'g BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        index: BTreeMap<&'g Vec<String>, usize>,
+        low: BTreeMap<&'g Vec<String>, usize>,
+        stack: Vec<&'g Vec<String>>,
+        found: Vec<Vec<Vec<String>>>,
+    }
+    impl<'g> Walk<'g> {
+        fn visit(&mut self, v: &'g Vec<String>) {
+            let n = self.index.len();
+            self.index.insert(v, n);
+            self.low.insert(v, n);
+            self.stack.push(v);
+            for w in self.graph.get(v).into_iter().flatten() {
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let lw = self.low[w];
+                    let lv = self.low.get_mut(v).expect("visited");
+                    *lv = (*lv).min(lw);
+                } else if self.stack.contains(&w) {
+                    let iw = self.index[w];
+                    let lv = self.low.get_mut(v).expect("visited");
+                    *lv = (*lv).min(iw);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut component = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    component.push(w.clone());
+                    if w == v {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    self.found.push(component);
+                }
+            }
+        }
+    }
+    let mut walk = Walk {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        found: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !walk.index.contains_key(v) {
+            walk.visit(v);
+        }
+    }
+    walk.found
+}
+
+/// Every crate's source folder: the workspace members' and the binary's.
+fn source_folders() -> Vec<std::path::PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = vec![root.join("src")];
+    for entry in std::fs::read_dir(root.join("crates")).expect("crates") {
+        let src = entry.expect("entry").path().join("src");
+        if src.is_dir() {
+            out.push(src);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn no_file_imports_a_file_that_imports_it_back() {
+    let mut found = Vec::new();
+    let mut files = 0;
+    for src in source_folders() {
+        let graph = import_graph(&src);
+        files += graph.len();
+        for component in cycles(&graph) {
+            let names: Vec<String> = component
+                .iter()
+                .map(|m| format!("{}::{}", src.display(), m.join("::")))
+                .collect();
+            found.push(names.join(" <-> "));
+        }
+    }
+    assert!(
+        files > 100,
+        "the walk found the workspace's files ({files})"
+    );
+    assert!(
+        found.is_empty(),
+        "files that import each other (move the shared item into a module that imports none \
+         of them):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_cycle_check_sees_use_trees_child_paths_and_facades() {
+    assert_eq!(
+        expand_use("super::{a::{B, c}, d as e, self}"),
+        ["super::a::B", "super::a::c", "super::d as e", "super::self"]
+    );
+    let code = code_only("let s = \"crate::x::y\"; // crate::z\nlet c = '\"'; child::run();");
+    assert_eq!(code_paths(&code), ["child::run"]);
+    let dir = tempfile::tempdir().expect("dir");
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("plan")).expect("mkdir");
+    std::fs::write(src.join("lib.rs"), "pub mod plan;\n").expect("write");
+    // A facade re-exporting a child is no link; a child using an item the
+    // facade defines is.
+    std::fs::write(
+        src.join("plan/mod.rs"),
+        "mod a;\nmod b;\npub use a::A;\npub struct Defined;\n",
+    )
+    .expect("write");
+    std::fs::write(src.join("plan/a.rs"), "use super::b::B;\npub struct A;\n").expect("write");
+    std::fs::write(
+        src.join("plan/b.rs"),
+        "use crate::plan::A;\npub struct B;\n",
+    )
+    .expect("write");
+    let graph = import_graph(src);
+    let found = cycles(&graph);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].len(), 2, "a and b, not the facade: {found:?}");
+    // b using an item mod.rs defines while a uses nothing: no cycle.
+    std::fs::write(src.join("plan/a.rs"), "pub struct A;\n").expect("write");
+    std::fs::write(
+        src.join("plan/b.rs"),
+        "use super::Defined;\npub struct B;\n",
+    )
+    .expect("write");
+    assert!(cycles(&import_graph(src)).is_empty());
+    std::fs::write(
+        src.join("plan/mod.rs"),
+        "mod a;\nmod b;\npub use a::A;\npub struct Defined;\nfn f() { b::g(); }\n",
+    )
+    .expect("write");
+    std::fs::write(
+        src.join("plan/b.rs"),
+        "use super::Defined;\npub fn g() {}\n",
+    )
+    .expect("write");
+    assert_eq!(
+        cycles(&import_graph(src)).len(),
+        1,
+        "mod.rs calls b, b uses mod.rs"
+    );
+}

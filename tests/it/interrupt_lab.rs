@@ -1,0 +1,300 @@
+//! Interrupting an apply end to end (the real binary, signals sent with
+//! `kill`): the first SIGTERM or Ctrl-C lets the Proxmox tasks in flight end
+//! within a printed bound, saves what they did, releases the lock and exits
+//! 143 or 130; a second signal exits at once; the bound is kept; a re-run
+//! converges to a clean plan.
+
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::support::cli::{signal, stdout};
+use crate::support::lab::Lab;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Child;
+
+/// A running talosprov whose stderr is collected as it comes.
+struct Running {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+    lines: tokio::sync::watch::Receiver<usize>,
+}
+
+impl Running {
+    fn start(lab: &Lab, args: &[&str]) -> Running {
+        let mut child = lab
+            .command(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start talosprov");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, lines) = tokio::sync::watch::channel(0usize);
+        let pipe = child.stderr.take().expect("stderr");
+        let sink = stderr.clone();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(pipe).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                eprintln!("talosprov: {line}");
+                {
+                    let mut text = sink.lock().expect("lock");
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+                // Not under the text's lock: `wait_for` takes that lock while it
+                // holds the channel's, so holding both here would deadlock.
+                tx.send_modify(|n| *n += 1);
+            }
+        });
+        Running {
+            child,
+            stderr,
+            lines,
+        }
+    }
+
+    fn signal(&self, name: &str) {
+        signal(self.child.id().expect("pid"), name);
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().expect("lock").clone()
+    }
+
+    /// Wait (at most `secs`) until stderr has a line containing `text`.
+    async fn wait_for(&mut self, text: &str, secs: u64) {
+        let stderr = self.stderr.clone();
+        let found = tokio::time::timeout(
+            Duration::from_secs(secs),
+            self.lines
+                .wait_for(|_| stderr.lock().expect("lock").contains(text)),
+        )
+        .await;
+        let ok = found.is_ok_and(|r| r.is_ok());
+        assert!(
+            ok,
+            "no {text:?} on stderr within {secs} s:\n{}",
+            self.stderr()
+        );
+    }
+
+    /// Wait (at most `secs`) for the process to exit.
+    async fn exit(&mut self, secs: u64) -> ExitStatus {
+        let status = tokio::time::timeout(Duration::from_secs(secs), self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("talosprov did not exit within {secs} s"))
+            .expect("wait");
+        // Let the reader take the last lines.
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            let mut out = String::new();
+            if let Some(mut pipe) = self.child.stdout.take() {
+                let _ = tokio::io::AsyncReadExt::read_to_string(&mut pipe, &mut out).await;
+            }
+        })
+        .await;
+        status
+    }
+}
+
+fn lock_file(lab: &Lab) -> std::path::PathBuf {
+    lab.dir.path().join(".talosprov.tfstate.lock.info")
+}
+
+/// Wait until fakepve got `n` VM creates: they are then in flight.
+async fn creates_sent(lab: &Lab, n: usize) {
+    lab.pve
+        .wait_for_requests("POST", "/nodes/pve1/qemu", n, 60)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_proxmox_tasks_in_flight_finish_saves_them_unlocks_and_exits_143() {
+    let lab = Lab::start("9.1", Duration::from_millis(200)).await;
+    lab.import_secrets().await;
+    // Each VM create takes 3 s in Proxmox: the signal comes while they run.
+    lab.pve
+        .cmd(json!({"cmd": "slow_task", "type": "qmcreate", "secs": 3}))
+        .await;
+    let mut apply = Running::start(&lab, &["apply", "-auto-approve"]);
+    creates_sent(&lab, 3).await;
+    apply.signal("TERM");
+    let status = apply.exit(90).await;
+    let err = apply.stderr();
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(
+        err.contains(
+            "Interrupt received: finishing 3 step(s) in flight (at most 60 s); send it again to exit at once"
+        ),
+        "{err}"
+    );
+    for vm in ["talos-controlplane-01", "talos-worker-01", "talos-gpu-01"] {
+        assert!(
+            err.contains(&format!("vm/{vm}: Creation complete")),
+            "{vm} finished its create:\n{err}"
+        );
+        assert!(
+            err.contains(&format!("config/{vm}: skipped (interrupted)")),
+            "nothing new started after the signal:\n{err}"
+        );
+    }
+    assert!(
+        err.contains("interrupted: the finished steps are saved"),
+        "{err}"
+    );
+    // What Proxmox confirmed is in the state; nothing was left half-made.
+    let state = lab.state();
+    assert_eq!(state.resources.vms.len(), 3, "the VMs created are recorded");
+    assert!(state.resources.configs.is_empty());
+    assert!(!lock_file(&lab).exists(), "the lock is released");
+    let vms = lab.vms().await;
+    assert!(vms.iter().all(|v| v["status"] == "running"), "{vms:?}");
+
+    // A re-run continues from the state and converges.
+    lab.pve
+        .cmd(json!({"cmd": "slow_task", "type": "qmcreate", "secs": 0}))
+        .await;
+    let out = lab.run(&["apply", "-auto-approve"]).await;
+    assert!(out.status.success(), "the apply after the interruption");
+    assert_eq!(
+        lab.pve.count("POST", "/nodes/pve1/qemu").await,
+        3,
+        "one create per VM"
+    );
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_exits_at_once_and_still_releases_the_lock() {
+    let lab = Lab::start("9.2", Duration::from_millis(200)).await;
+    lab.import_secrets().await;
+    // Creates that outlast the test: only a second signal can end the run soon.
+    lab.pve
+        .cmd(json!({"cmd": "slow_task", "type": "qmcreate", "secs": 600}))
+        .await;
+    let mut apply = Running::start(&lab, &["apply", "-auto-approve"]);
+    creates_sent(&lab, 3).await;
+    apply.signal("INT");
+    apply
+        .wait_for("Interrupt received: finishing 3 step(s) in flight", 30)
+        .await;
+    apply.signal("INT");
+    // Well below the 60 s the first signal would wait for the creates.
+    let status = apply.exit(30).await;
+    let err = apply.stderr();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("SIGINT received again: exiting at once"),
+        "{err}"
+    );
+    assert!(!lock_file(&lab).exists(), "the lock is released");
+    // Every step saved before the signals is there (images, pool, mapping).
+    let state = lab.state();
+    assert!(
+        state.resources.pools.contains_key("TALOS"),
+        "{:?}",
+        state.resources.pools.keys()
+    );
+    assert!(state.resources.vms.is_empty(), "the creates never ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bound_on_proxmox_tasks_in_flight_is_kept() {
+    let mut lab = Lab::start("9.3", Duration::from_millis(200)).await;
+    lab.env
+        .push(("TALOSPROV_INTERRUPT_GRACE".into(), "1".into()));
+    lab.import_secrets().await;
+    lab.pve
+        .cmd(json!({"cmd": "slow_task", "type": "qmcreate", "secs": 600}))
+        .await;
+    let mut apply = Running::start(&lab, &["apply", "-auto-approve"]);
+    creates_sent(&lab, 3).await;
+    apply.signal("TERM");
+    let status = apply.exit(30).await;
+    let err = apply.stderr();
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(
+        err.contains("Interrupt received: finishing 3 step(s) in flight (at most 1 s)"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "Gave up waiting after 1 s: vm/talos-controlplane-01, vm/talos-gpu-01, vm/talos-worker-01 left with a Proxmox task still running"
+        ),
+        "{err}"
+    );
+    assert!(!lock_file(&lab).exists(), "the lock is released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_waits_stops_at_once_and_exits_130() {
+    // Long install reboots keep the config steps waiting for secure mode: a
+    // pure wait, nothing half-done in Proxmox.
+    let lab = Lab::start("9.4", Duration::from_secs(30)).await;
+    lab.import_secrets().await;
+    let mut apply = Running::start(&lab, &["apply", "-auto-approve"]);
+    apply
+        .wait_for("config/talos-controlplane-01: waiting for secure mode", 60)
+        .await;
+    apply.signal("INT");
+    let status = apply.exit(30).await;
+    let err = apply.stderr();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("Interrupt received: no Proxmox task in flight, stopping now"),
+        "{err}"
+    );
+    assert!(!lock_file(&lab).exists(), "the lock is released");
+    let state = lab.state();
+    assert_eq!(state.resources.vms.len(), 3);
+    assert!(
+        state.resources.configs.values().all(|c| !c.secure_mode),
+        "the configs sent are recorded, not yet up"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_destroy_finishes_the_deletes_in_flight_and_records_them() {
+    let lab = Lab::start("9.9", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    // Each VM delete takes 3 s in Proxmox: the signal comes while they run.
+    lab.pve
+        .cmd(json!({"cmd": "slow_task", "type": "qmdestroy", "secs": 3}))
+        .await;
+    let mut destroy = Running::start(&lab, &["destroy", "-auto-approve"]);
+    lab.pve
+        .wait_for_requests("DELETE", "/qemu/123", 1, 60)
+        .await;
+    lab.pve
+        .wait_for_requests("DELETE", "/qemu/121", 1, 60)
+        .await;
+    lab.pve
+        .wait_for_requests("DELETE", "/qemu/122", 1, 60)
+        .await;
+    destroy.signal("TERM");
+    let status = destroy.exit(90).await;
+    let err = destroy.stderr();
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(
+        err.contains("Interrupt received: finishing 3 step(s) in flight (at most 60 s)"),
+        "{err}"
+    );
+    assert!(err.contains("run destroy again to continue"), "{err}");
+    assert!(lab.vms().await.is_empty(), "the deletes ran to their end");
+    let state = lab.state();
+    assert!(state.resources.vms.is_empty(), "and are recorded");
+    assert!(!lock_file(&lab).exists(), "the lock is released");
+    // The rest (pool, mapping) goes with the next destroy.
+    lab.pve
+        .cmd(json!({"cmd": "slow_task", "type": "qmdestroy", "secs": 0}))
+        .await;
+    assert!(
+        lab.run(&["destroy", "-auto-approve"])
+            .await
+            .status
+            .success()
+    );
+    assert!(lab.state().resources.pools.is_empty());
+}

@@ -1,0 +1,200 @@
+//! The loopback lab for end-to-end tests: fakepve, the factory stand-in and
+//! the Talos simulator on addresses of the test's own (127.<a>.<b>.121-123),
+//! the lab topology rewritten for them in a temporary folder, and a runner for
+//! the talosprov binary with the Proxmox environment set.
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::Value;
+use talosprov_sim::{SimOptions, Simulator};
+
+use super::cli::{BIN, finish, stdout};
+use super::factory::Factory;
+use super::fakepve::{FakeOptions, FakePve, ROOT_TOKEN_ID, ROOT_TOKEN_SECRET};
+use super::fixtures::{SECRETS_FILE, copy_tree, repo};
+
+/// One running lab.
+pub struct Lab {
+    /// fakepve.
+    pub pve: FakePve,
+    /// The factory stand-in.
+    pub factory: Factory,
+    /// The simulated nodes.
+    pub sim: Option<Simulator>,
+    /// The folder holding cluster.yaml, patches/ and the state.
+    pub dir: tempfile::TempDir,
+    /// The node addresses.
+    pub ips: Vec<String>,
+    /// Extra environment for every talosprov run.
+    pub env: Vec<(String, String)>,
+    /// Three control planes and two workers instead of the lab's nodes.
+    pub ha: bool,
+}
+
+/// The highly available lab's nodes: control planes `talos-cp-01..03` at
+/// `.121-.123`, workers `talos-worker-01..02` at `.124-.125`.
+const HA_NODES: &str = "nodes:
+  - { hostname: talos-cp-01, ip: 127.0.0.121, role: controlplane, cores: 2, memory: 4096, disk_size: 50 }
+  - { hostname: talos-cp-02, ip: 127.0.0.122, role: controlplane, cores: 2, memory: 4096, disk_size: 50 }
+  - { hostname: talos-cp-03, ip: 127.0.0.123, role: controlplane, cores: 2, memory: 4096, disk_size: 50 }
+  - { hostname: talos-worker-01, ip: 127.0.0.124, role: worker, cores: 4, memory: 8192, disk_size: 100 }
+  - { hostname: talos-worker-02, ip: 127.0.0.125, role: worker, cores: 4, memory: 8192, disk_size: 100 }
+";
+
+impl Lab {
+    /// Start a lab whose nodes are `127.<net>.121` to `.123` (`net` like
+    /// "1.7": distinct per test, so tests run in parallel), with the
+    /// simulator's install reboot taking `reboot`.
+    pub async fn start(net: &str, reboot: Duration) -> Lab {
+        Lab::start_at(net, reboot, "v1.13.8").await
+    }
+
+    /// As [`Lab::start`], with the simulated nodes booting `talos_version`
+    /// (write the topology with the same version).
+    pub async fn start_at(net: &str, reboot: Duration, talos_version: &str) -> Lab {
+        Lab::start_with(net, reboot, talos_version, false).await
+    }
+
+    /// A lab of three control planes and two workers (see `HA_NODES`) at
+    /// `127.<net>.121-125`, booting `talos_version`.
+    pub async fn start_ha(net: &str, reboot: Duration, talos_version: &str) -> Lab {
+        Lab::start_with(net, reboot, talos_version, true).await
+    }
+
+    async fn start_with(net: &str, reboot: Duration, talos_version: &str, ha: bool) -> Lab {
+        let pve = FakePve::start(FakeOptions::default()).await;
+        let factory = Factory::start().await;
+        let last = if ha { 125 } else { 123 };
+        let ips: Vec<String> = (121..=last).map(|n| format!("127.{net}.{n}")).collect();
+        let addrs: Vec<std::net::IpAddr> = ips.iter().map(|s| s.parse().expect("ip")).collect();
+        let sim = Simulator::start(
+            &addrs,
+            SimOptions {
+                talos_version: talos_version.into(),
+                reboot_delay: reboot,
+            },
+        )
+        .await
+        .expect("start the simulator");
+        let dir = tempfile::tempdir().expect("temp dir");
+        copy_tree(&repo().join("patches"), &dir.path().join("patches"));
+        let lab = Lab {
+            pve,
+            factory,
+            sim: Some(sim),
+            dir,
+            ips,
+            env: Vec::new(),
+            ha,
+        };
+        lab.write_topology(|t| t);
+        lab
+    }
+
+    /// The topology file.
+    pub fn topology(&self) -> PathBuf {
+        self.dir.path().join("cluster.yaml")
+    }
+
+    /// The state file.
+    pub fn state_file(&self) -> PathBuf {
+        self.dir.path().join("talosprov.tfstate")
+    }
+
+    /// Write the lab topology for this lab, passed through `edit`.
+    pub fn write_topology(&self, edit: impl Fn(String) -> String) {
+        let mut text = std::fs::read_to_string(repo().join("examples/lab/cluster.yaml"))
+            .expect("lab topology");
+        if self.ha {
+            let start = text.find("nodes:\n").expect("nodes");
+            let end = text.find("\n# The same reference").expect("patches_dir");
+            text = format!("{}{HA_NODES}{}", &text[..start], &text[end..]);
+        }
+        for (i, ip) in self.ips.iter().enumerate().skip(3) {
+            text = text.replace(&format!("127.0.0.{}", 121 + i), ip);
+        }
+        let text = text
+            .replace("127.0.0.121", &self.ips[0])
+            .replace("127.0.0.122", &self.ips[1])
+            .replace("127.0.0.123", &self.ips[2])
+            .replace("http://127.0.0.1:18080", &self.factory.url)
+            .replace(".run/ca.pem", &self.pve.ca_file.display().to_string())
+            .replace("../../patches", "patches");
+        std::fs::write(self.topology(), edit(text)).expect("write topology");
+    }
+
+    /// A `talosprov` command for this lab (`-f` is added after the args).
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(BIN);
+        c.args(args)
+            .arg("-f")
+            .arg(self.topology())
+            .env("PROXMOX_VE_ENDPOINT", &self.pve.url)
+            .env(
+                "PROXMOX_VE_API_TOKEN",
+                format!("{ROOT_TOKEN_ID}={ROOT_TOKEN_SECRET}"),
+            )
+            .env_remove("RUST_LOG")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Run talosprov to the end (at most 120 s).
+    pub async fn run(&self, args: &[&str]) -> Output {
+        let out = finish(self.command(args)).await;
+        eprintln!(
+            "$ talosprov {}\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// Seed the state with the fixture secrets bundle (no key generation).
+    pub async fn import_secrets(&self) {
+        let out = self.run(&["secrets", "import", SECRETS_FILE]).await;
+        assert!(out.status.success(), "secrets import failed");
+    }
+
+    /// The VMs fakepve holds, by vmid.
+    pub async fn vms(&self) -> Vec<Value> {
+        let all = self.pve.get("/cluster/resources").await;
+        all.as_array()
+            .expect("list")
+            .iter()
+            .filter(|r| r["type"] == "qemu")
+            .cloned()
+            .collect()
+    }
+
+    /// The state, parsed.
+    pub fn state(&self) -> talosprov::state::State {
+        let bytes = std::fs::read(self.state_file()).expect("state file");
+        talosprov::state::State::from_json(&bytes).expect("state JSON")
+    }
+
+    /// The Talos client credentials of the state's talosconfig (`os:admin`), as
+    /// an operator's talosctl would use them.
+    pub async fn talos_credentials(&self) -> talosprov::talos::ClientCredentials {
+        let text = stdout(&self.run(&["output", "talosconfig", "-raw"]).await);
+        let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("talosconfig YAML");
+        let context = doc["context"].as_str().expect("context").to_owned();
+        let field = |f: &str| {
+            doc["contexts"][context.as_str()][f]
+                .as_str()
+                .expect("talosconfig field")
+                .to_owned()
+        };
+        talosprov::talos::ClientCredentials::from_talosconfig_fields(
+            &field("ca"),
+            &field("crt"),
+            &field("key"),
+        )
+        .expect("credentials")
+    }
+}

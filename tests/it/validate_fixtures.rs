@@ -1,0 +1,137 @@
+//! `talosprov validate` on every topology under tests/fixtures/invalid: the full
+//! diagnostic output is snapshot-tested, each fixture reports the code it is
+//! named after, and every diagnostic code has a fixture.
+
+use crate::support::cli::{stderr, stdout, talosprov};
+use crate::support::fixtures::fixture;
+use std::path::PathBuf;
+use talosprov::topology::Code;
+
+fn fixtures_dir() -> PathBuf {
+    fixture("invalid")
+}
+
+fn fixtures() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(fixtures_dir())
+        .expect("fixtures folder")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter_map(|n| n.strip_suffix(".yaml").map(str::to_owned))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Run `validate -f <name>.yaml` from the fixtures folder, with no colour and
+/// no Proxmox endpoint in the environment.
+fn validate(name: &str) -> (i32, String, String) {
+    let out = talosprov()
+        .current_dir(fixtures_dir())
+        .env_remove("PROXMOX_VE_ENDPOINT")
+        .env("NO_COLOR", "1")
+        .args(["validate", "-f", &format!("{name}.yaml")])
+        .output()
+        .expect("run talosprov");
+    (out.status.code().unwrap_or(-1), stderr(&out), stdout(&out))
+}
+
+#[test]
+fn every_invalid_fixture_output_matches_its_snapshot() {
+    for name in fixtures() {
+        let (code, stderr, stdout) = validate(&name);
+        let text = format!("exit: {code}\n--- stderr\n{stderr}--- stdout\n{stdout}");
+        insta::assert_snapshot!(name.clone(), text);
+    }
+}
+
+#[test]
+fn each_fixture_reports_the_code_it_is_named_after() {
+    for name in fixtures().into_iter().filter(|n| n != "many-faults") {
+        let code = Code::ALL
+            .iter()
+            .find(|c| c.name() == name)
+            .unwrap_or_else(|| panic!("fixture {name}.yaml is not named after a diagnostic code"));
+        let (status, stderr, _) = validate(&name);
+        let tag = format!("[{} {}]", code.code(), code.name());
+        assert!(
+            stderr.contains(&tag),
+            "{name}: expected {tag} in:\n{stderr}"
+        );
+        let is_warning = stderr.contains(&format!("warning{tag}"));
+        assert_eq!(status, if is_warning { 0 } else { 1 }, "{name}:\n{stderr}");
+    }
+}
+
+#[test]
+fn every_diagnostic_code_has_a_fixture() {
+    let names = fixtures();
+    let missing: Vec<&str> = Code::ALL
+        .iter()
+        .map(|c| c.name())
+        .filter(|n| !names.iter().any(|f| f == n))
+        .collect();
+    assert!(missing.is_empty(), "codes without a fixture: {missing:?}");
+}
+
+#[test]
+fn several_faults_are_all_reported_in_one_run() {
+    let (status, stderr, stdout) = validate("many-faults");
+    assert_eq!(status, 1);
+    assert!(stdout.is_empty());
+    for tag in [
+        "T016 invalid-hostname",
+        "T031 invalid-version",
+        "T029 invalid-extension",
+        "T014 vip-is-node-ip",
+        "T032 memory-below-minimum",
+        "T011 duplicate-hostname",
+        "T012 duplicate-ip",
+        "T020 duplicate-vmid",
+        "T010 invalid-role",
+        "T002 unknown-key",
+        "T028 unknown-schematic",
+        "T023 invalid-hostpci-device",
+        "T015 unknown-pci-mapping",
+    ] {
+        assert!(stderr.contains(tag), "missing {tag} in:\n{stderr}");
+    }
+    assert!(stderr.contains("15 errors, 0 warnings"), "{stderr}");
+}
+
+#[test]
+fn json_output_lists_diagnostics_with_flat_positions() {
+    let out = talosprov()
+        .current_dir(fixtures_dir())
+        .env_remove("PROXMOX_VE_ENDPOINT")
+        .args(["validate", "-f", "duplicate-ip.yaml", "--json"])
+        .output()
+        .expect("run talosprov");
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["topology"], serde_json::Value::Null);
+    let d = &v["diagnostics"][0];
+    assert_eq!(d["code"], "T012");
+    assert_eq!(d["name"], "duplicate-ip");
+    assert_eq!(d["severity"], "error");
+    assert_eq!(d["file"], "duplicate-ip.yaml");
+    assert_eq!(d["line"], 15);
+    assert_eq!(d["column"], 5);
+    assert_eq!(d["node"], "w-01");
+    assert_eq!(d["field"], "nodes[1].ip");
+}
+
+#[test]
+fn missing_file_is_an_error_naming_the_file() {
+    let out = talosprov()
+        .current_dir(fixtures_dir())
+        .args(["validate", "-f", "does-not-exist.yaml"])
+        .output()
+        .expect("run talosprov");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot read the topology file does-not-exist.yaml"),
+        "{stderr}"
+    );
+}
