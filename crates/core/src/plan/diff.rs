@@ -5,20 +5,20 @@
 
 use std::collections::BTreeSet;
 
-use crate::state::format::State;
-use crate::state::{Address, Sensitive};
+use crate::state::Address;
+use crate::state::format::{NodeConfig, State};
 
 use crate::plan::removal::check_removal;
 
 use super::config_diff;
-use super::desired::Desired;
+use super::desired::{Desired, DesiredConfig};
 use super::diff_vm::plan_vm;
 use super::model::{PlanError, change, field};
 use super::observed::Observed;
 use super::ownership;
 use super::planned::{ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedVm};
 use super::staged::{Planned, StagedNote, staged_note};
-use super::{Action, Drift, DriftKind, PLAN_FORMAT_VERSION, Plan, PlanWarning};
+use super::{Action, Change, Conflict, Drift, DriftKind, PLAN_FORMAT_VERSION, Plan, PlanWarning};
 use crate::topology::Role;
 
 /// What planning reads: all plain data.
@@ -50,6 +50,34 @@ pub fn digests_known_after_apply(plan: &mut Plan) {
     }
 }
 
+/// What planning collects, in the order found: the plan's lists, the changes
+/// refused, and the first Kubernetes version change seen.
+#[derive(Default)]
+struct Collected {
+    changes: Vec<Change>,
+    drift: Vec<Drift>,
+    warnings: Vec<PlanWarning>,
+    conflicts: Vec<Conflict>,
+    errors: Vec<PlanError>,
+    /// The first Kubernetes version change seen (from, to), for one plan-wide
+    /// warning about the bootstrap manifests.
+    kubernetes_change: Option<(String, String)>,
+}
+
+impl Collected {
+    /// The changes, and the drift and conflicts as the ownership checks
+    /// take them, borrowed together.
+    fn changes_and_found(&mut self) -> (&mut Vec<Change>, ownership::Found<'_>) {
+        (
+            &mut self.changes,
+            ownership::Found {
+                drift: &mut self.drift,
+                conflicts: &mut self.conflicts,
+            },
+        )
+    }
+}
+
 /// Plan an apply: every change that brings the cluster to `desired`.
 ///
 /// # Errors
@@ -57,40 +85,75 @@ pub fn digests_known_after_apply(plan: &mut Plan) {
 pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     let empty = State::new(uuid::Uuid::nil());
     let state = input.state.unwrap_or(&empty);
-    let rec = &state.resources;
     let d = input.desired;
     let obs = input.observed;
-    let mut changes = Vec::new();
-    let mut drift = Vec::new();
-    let mut warnings = Vec::new();
-    // The first Kubernetes version change seen (from, to), for one plan-wide
-    // warning about the bootstrap manifests.
-    let mut kubernetes_change: Option<(String, String)> = None;
-    let mut errors = Vec::new();
+    let mut out = Collected::default();
 
-    let mut conflicts = Vec::new();
-    let mut found = ownership::Found {
-        drift: &mut drift,
-        conflicts: &mut conflicts,
+    plan_pool_and_mappings(d, state, obs, &mut out);
+    let fresh_vms = plan_vms(d, state, obs, &mut out);
+    plan_images(d, state, &fresh_vms, &mut out.changes);
+    check_controlplane_removal(d, state, &mut out);
+    plan_vm_deletions(d, state, &mut out.changes);
+    ownership::leftover_vms(d, state, obs, &mut out.changes);
+
+    let nodes = ConfigContext {
+        state,
+        obs,
+        fresh_vms: &fresh_vms,
+        bootstrapped: state.resources.bootstrap.as_ref().is_some_and(|b| b.done),
     };
-    ownership::plan_pool(d, state, obs, &mut changes, &mut found);
-    ownership::plan_mappings(d, state, obs, &mut changes, &mut found);
-    // What apply writes for each mapping it creates or updates.
-    for c in &mut changes {
+    for (host, want) in &d.configs {
+        plan_config(&nodes, host, want, &mut out);
+    }
+    warn_bootstrap_manifests(&mut out);
+    plan_bootstrap(d, state, nodes.bootstrapped, &mut out.changes);
+
+    if !out.errors.is_empty() {
+        return Err(out.errors);
+    }
+    let mut plan = Plan {
+        format_version: PLAN_FORMAT_VERSION,
+        lineage: input.state.map(|s| s.lineage),
+        serial: input.state.map(|s| s.serial),
+        refreshed: obs.refreshed,
+        destroy: false,
+        changes: out.changes,
+        drift: out.drift,
+        warnings: out.warnings,
+        conflicts: out.conflicts,
+    };
+    ownership::order_holding_back(&mut plan, d);
+    Ok(plan)
+}
+
+/// The pool and the PCI mappings, with what apply writes for each mapping
+/// it creates or updates.
+fn plan_pool_and_mappings(d: &Desired, state: &State, obs: &Observed, out: &mut Collected) {
+    let (changes, mut found) = out.changes_and_found();
+    ownership::plan_pool(d, state, obs, changes, &mut found);
+    ownership::plan_mappings(d, state, obs, changes, &mut found);
+    for c in changes.iter_mut() {
         if let (Address::PciMapping(name), Action::Create | Action::Update) = (&c.address, c.action)
         {
             c.pci_mapping = d.pci_mappings.get(name).cloned();
         }
     }
+}
 
+/// Each desired VM's change; gives the hosts whose VM is created or
+/// replaced (their disk, and so their machine config, starts fresh).
+fn plan_vms<'d>(
+    d: &'d Desired,
+    state: &State,
+    obs: &Observed,
+    out: &mut Collected,
+) -> BTreeSet<&'d str> {
     let mut fresh_vms: BTreeSet<&str> = BTreeSet::new();
     for (host, want) in &d.vms {
-        let mut found = ownership::Found {
-            drift: &mut drift,
-            conflicts: &mut conflicts,
-        };
+        let (changes, mut found) = out.changes_and_found();
         let intent = state.intent(&Address::Vm(host.clone()));
-        match plan_vm(host, want, (rec.vms.get(host), intent), obs, &mut found) {
+        let recorded = state.resources.vms.get(host);
+        match plan_vm(host, want, (recorded, intent), obs, &mut found) {
             Ok(Some(mut c)) => {
                 if matches!(c.action, Action::Create | Action::Replace) {
                     fresh_vms.insert(host.as_str());
@@ -103,11 +166,16 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
                 changes.push(c);
             }
             Ok(None) => {}
-            Err(e) => errors.push(e),
+            Err(e) => out.errors.push(e),
         }
     }
-    // An image is downloaded for the VMs created from it: a node upgraded in
-    // place keeps its disk, so a new version's image waits for a new node.
+    fresh_vms
+}
+
+/// The image downloads: an image is downloaded for the VMs created from it;
+/// a node upgraded in place keeps its disk, so a new version's image waits
+/// for a new node.
+fn plan_images(d: &Desired, state: &State, fresh_vms: &BTreeSet<&str>, changes: &mut Vec<Change>) {
     let needed: BTreeSet<&str> = d
         .vms
         .iter()
@@ -115,7 +183,7 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         .map(|(_, vm)| vm.image.as_str())
         .collect();
     for (name, image) in &d.images {
-        if !rec.images.contains_key(name) && needed.contains(name.as_str()) {
+        if !state.resources.images.contains_key(name) && needed.contains(name.as_str()) {
             let mut c = change(
                 Address::Image(name.clone()),
                 Action::Create,
@@ -136,12 +204,18 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             changes.push(c);
         }
     }
-    let recorded_controlplane = |host: &str| recorded_role(state, host) == Some(Role::Controlplane);
+}
+
+/// Refuse removing the recorded nodes when no control plane of the running
+/// cluster stays (new ones cannot join an etcd that is gone; the count left
+/// includes new ones), and warn when few do.
+fn check_controlplane_removal(d: &Desired, state: &State, out: &mut Collected) {
+    let rec = &state.resources;
     let controlplanes: Vec<&str> = rec
         .vms
         .keys()
         .map(String::as_str)
-        .filter(|h| recorded_controlplane(h))
+        .filter(|h| recorded_role(state, h) == Some(Role::Controlplane))
         .collect();
     let removing: Vec<&str> = rec
         .vms
@@ -149,270 +223,366 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         .map(String::as_str)
         .filter(|h| !d.vms.contains_key(*h))
         .collect();
-    // Refused when no control plane of the running cluster stays (new ones
-    // cannot join an etcd that is gone); the count left includes new ones.
     let mut after: Vec<&str> = controlplanes.clone();
     after.extend(
         d.configs
             .iter()
-            .filter(|(h, c)| {
-                c.role == crate::topology::Role::Controlplane && !rec.vms.contains_key(*h)
-            })
+            .filter(|(h, c)| c.role == Role::Controlplane && !rec.vms.contains_key(*h))
             .map(|(h, _)| h.as_str()),
     );
     match check_removal(&controlplanes, &removing).and_then(|_| check_removal(&after, &removing)) {
-        Ok(found) => warnings.extend(found.into_iter().map(|w| PlanWarning {
+        Ok(found) => out.warnings.extend(found.into_iter().map(|w| PlanWarning {
             address: None,
             message: w.to_string(),
         })),
-        Err(refused) => errors.push(refused.into()),
+        Err(refused) => out.errors.push(refused.into()),
     }
-    for (host, vm) in &rec.vms {
-        if !d.vms.contains_key(host) {
-            let controlplane = recorded_controlplane(host);
-            let how = if controlplane {
-                "Talos reset (graceful: leaves etcd), then"
-            } else {
-                "Talos reset, then"
-            };
-            let mut c = change(
-                Address::Vm(host.clone()),
-                Action::Delete,
-                format!(
-                    "not in the topology: {how} VM {} shut down and deleted",
-                    vm.vmid
-                ),
-            );
-            c.fields.push(field("vmid", Some(vm.vmid), None));
-            c.role = recorded_role(state, host);
-            changes.push(c);
-        }
-    }
-    ownership::leftover_vms(d, state, obs, &mut changes);
+}
 
-    let bootstrapped = rec.bootstrap.as_ref().is_some_and(|b| b.done);
-    for (host, want) in &d.configs {
-        let planned = |mode: ApplyMode| PlannedConfig {
-            ip: want.ip,
-            config_sha256: want.record.config_sha256.clone(),
-            talos_version: want.record.talos_version.clone(),
-            installer_image: want.record.installer_image.clone(),
-            mode,
-            kubernetes: None,
-        };
-        let config_change = |action: Action, reason: &str, mode: ApplyMode| {
-            let mut c = change(Address::Config(host.clone()), action, reason);
-            c.role = Some(want.role);
-            c.config = Some(planned(mode));
-            c.reboot = mode.reboots();
-            c
-        };
-        let recorded = rec.configs.get(host);
-        let recorded_text = state.outputs.machineconfigs.get(host).map(|o| &o.value);
-        if let (Some(r), Some(seen)) = (recorded, obs.talos_versions.get(host))
-            && r.secure_mode
-            && *seen != r.talos_version
-        {
-            drift.push(Drift {
-                address: Address::Config(host.clone()),
-                kind: DriftKind::Changed,
-                fields: vec![field("talos_version", Some(&r.talos_version), Some(seen))],
-            });
-        }
-        let address = Address::Config(host.clone());
-        if let Some(r) = recorded.filter(|r| r.secure_mode)
-            && obs.in_maintenance.contains(host)
-            && !fresh_vms.contains(host.as_str())
-        {
-            drift.push(Drift {
-                address: address.clone(),
-                kind: DriftKind::Changed,
-                fields: vec![field("mode", Some("secure"), Some("maintenance (reset)"))],
-            });
-            let mut c = config_change(
-                Action::ApplyConfig,
-                "the node was reset outside talosprov and waits in maintenance mode: its machine \
-                 config is applied again",
-                ApplyMode::Maintenance,
-            );
-            c.fields.push(field(
-                "config_sha256",
-                Some(&r.config_sha256),
-                Some(&want.record.config_sha256),
-            ));
-            changes.push(c);
+/// A delete for each recorded VM the topology no longer has.
+fn plan_vm_deletions(d: &Desired, state: &State, changes: &mut Vec<Change>) {
+    for (host, vm) in &state.resources.vms {
+        if d.vms.contains_key(host) {
             continue;
         }
-        let current = match recorded {
-            Some(r) if !fresh_vms.contains(host.as_str()) => r,
-            _ => {
-                let why = if fresh_vms.contains(host.as_str()) {
-                    "new VM: applied in maintenance mode"
-                } else {
-                    "no config applied yet: applied in maintenance mode"
-                };
-                let mut c = config_change(Action::ApplyConfig, why, ApplyMode::Maintenance);
-                c.fields.push(field(
-                    "config_sha256",
-                    None,
-                    Some(&want.record.config_sha256),
-                ));
-                changes.push(c);
-                continue;
-            }
+        let how = if recorded_role(state, host) == Some(Role::Controlplane) {
+            "Talos reset (graceful: leaves etcd), then"
+        } else {
+            "Talos reset, then"
         };
-        // A version seen on the node outranks the record (an upgrade made
-        // outside talosprov).
-        let running = obs
-            .talos_versions
-            .get(host)
-            .unwrap_or(&current.talos_version);
-        let upgrade = *running != want.record.talos_version
-            || current.installer_image != want.record.installer_image;
-        let config_changed = current.config_sha256 != want.record.config_sha256;
-        if let Some(staged) = current.staged {
-            let boot_time = obs.boot_times.get(host).copied();
-            let planned = Planned {
-                upgrade,
-                config_changed,
-            };
-            match staged_note(&address, want.ip, staged, boot_time, obs.refreshed, planned) {
-                StagedNote::Taken(d) => drift.push(d),
-                StagedNote::Waiting(w) => warnings.push(w),
-            }
-        }
-        if !upgrade && !config_changed {
-            if !current.secure_mode {
-                changes.push(config_change(
-                    Action::ApplyConfig,
-                    "applied, but the node was not seen in secure mode: checked and applied if missing",
-                    ApplyMode::Maintenance,
-                ));
-            }
-            continue;
-        }
-        let mut c = config_change(
-            Action::ApplyConfig,
-            "machine config changed",
-            ApplyMode::UnknownUntilApply,
+        let mut c = change(
+            Address::Vm(host.clone()),
+            Action::Delete,
+            format!(
+                "not in the topology: {how} VM {} shut down and deleted",
+                vm.vmid
+            ),
         );
-        if upgrade {
-            c.action = Action::Upgrade;
-            c.reason = format!(
-                "Talos {running} -> {} (installer image {})",
-                want.record.talos_version, want.record.installer_image
-            );
-            c.reboot = Some(true);
-            if *running != want.record.talos_version {
-                c.fields.push(field(
-                    "talos_version",
-                    Some(running),
-                    Some(&want.record.talos_version),
-                ));
-            }
-            if current.installer_image != want.record.installer_image {
-                c.fields.push(field(
-                    "installer_image",
-                    Some(&current.installer_image),
-                    Some(&want.record.installer_image),
-                ));
-            }
-        }
-        if config_changed {
-            c.fields.push(field(
-                "config_sha256",
-                Some(&current.config_sha256),
-                Some(&want.record.config_sha256),
-            ));
-            let before = recorded_text.map(Sensitive::as_str).unwrap_or("");
-            let after = want.yaml.expose();
-            c.config_diff = Some(config_diff::unified_diff(
-                &config_diff::redacted(before),
-                &config_diff::redacted(after),
-            ));
-            let kubernetes = (
-                config_diff::kubernetes_version(before),
-                config_diff::kubernetes_version(after),
-            );
-            if let (false, (Some(from), Some(to))) = (upgrade, &kubernetes)
-                && from != to
-            {
-                c.reason = if want.role == crate::topology::Role::Controlplane {
-                    format!(
-                        "Kubernetes {from} -> {to}: the new control-plane component images on \
-                         every control plane first, then this node's kubelet; no reboot, behind \
-                         the health gate"
-                    )
-                } else {
-                    format!(
-                        "Kubernetes {from} -> {to}: the kubelet, after the control planes; no \
-                         reboot, behind the health gate"
-                    )
-                };
-                c.fields
-                    .insert(0, field("kubernetes_version", Some(from), Some(to)));
-                kubernetes_change.get_or_insert_with(|| (from.clone(), to.clone()));
-            }
-            if !upgrade {
-                // The node's own answer to a dry run; unknown when it did not
-                // answer at plan time (the view then gives the settings' hint).
-                let mode = match obs.apply_reboots.get(host) {
-                    Some(true) => ApplyMode::Reboot,
-                    Some(false) => ApplyMode::NoReboot,
-                    None => ApplyMode::UnknownUntilApply,
-                };
-                if let Some(p) = c.config.as_mut() {
-                    p.mode = mode;
-                }
-                c.reboot = mode.reboots();
-                if let (Some(from), Some(to)) = &kubernetes
-                    && from != to
-                    && let Some(p) = c.config.as_mut()
-                {
-                    p.kubernetes = Some(KubernetesChange {
-                        from: from.clone(),
-                        to: to.clone(),
-                        // A change the node reboots for is applied whole with
-                        // its reboot; otherwise the two phases of upgrade-k8s.
-                        rolled: mode != ApplyMode::Reboot && current.secure_mode,
-                        control_plane_components: Vec::new(),
-                    });
-                }
-                if c.reboot.is_none() && config_diff::needs_reboot(before, after) {
-                    c.reason =
-                        "machine config changed; by the settings changed, likely with a reboot"
-                            .into();
-                }
-                if let (Some(true), (Some(from), Some(to))) = (c.reboot, &kubernetes)
-                    && from != to
-                {
-                    c.reason = format!(
-                        "Kubernetes {from} -> {to} with other settings the node reboots for: \
-                         the whole config applied with a reboot, node by node (control planes, \
-                         then workers), each behind the health gate"
-                    );
-                }
-            }
-            if bootstrapped {
-                for name in config_diff::bootstrap_only_changes(before, after) {
-                    warnings.push(PlanWarning {
-                        address: Some(address.clone()),
-                        message: format!(
-                            "{name} is applied only when the cluster is bootstrapped; this \
-                             cluster is, so the change has no effect on it. To roll it out, \
-                             run `talosctl --nodes <control plane> upgrade-k8s --to <the \
-                             cluster's Kubernetes version>`, which syncs the bootstrap \
-                             manifests, or apply the manifests with kubectl"
-                        ),
-                    });
-                }
-            }
-        }
+        c.fields.push(field("vmid", Some(vm.vmid), None));
+        c.role = recorded_role(state, host);
         changes.push(c);
     }
+}
 
-    if let Some((from, to)) = kubernetes_change {
+/// What planning a node's machine config reads besides the node's own
+/// desired config.
+struct ConfigContext<'a> {
+    state: &'a State,
+    obs: &'a Observed,
+    /// Hosts whose VM is created or replaced by this plan.
+    fresh_vms: &'a BTreeSet<&'a str>,
+    /// Whether etcd was bootstrapped (the state's bootstrap record is done).
+    bootstrapped: bool,
+}
+
+/// A config change for `host`, carrying what apply sends.
+fn config_change(
+    host: &str,
+    want: &DesiredConfig,
+    action: Action,
+    reason: &str,
+    mode: ApplyMode,
+) -> Change {
+    let mut c = change(Address::Config(host.to_owned()), action, reason);
+    c.role = Some(want.role);
+    c.config = Some(PlannedConfig {
+        ip: want.ip,
+        config_sha256: want.record.config_sha256.clone(),
+        talos_version: want.record.talos_version.clone(),
+        installer_image: want.record.installer_image.clone(),
+        mode,
+        kubernetes: None,
+    });
+    c.reboot = mode.reboots();
+    c
+}
+
+/// The machine config change of one node, if any, with its drift and
+/// warnings.
+fn plan_config(nodes: &ConfigContext<'_>, host: &str, want: &DesiredConfig, out: &mut Collected) {
+    let obs = nodes.obs;
+    let recorded = nodes.state.resources.configs.get(host);
+    let fresh = nodes.fresh_vms.contains(host);
+    if let (Some(r), Some(seen)) = (recorded, obs.talos_versions.get(host))
+        && r.secure_mode
+        && *seen != r.talos_version
+    {
+        out.drift.push(Drift {
+            address: Address::Config(host.to_owned()),
+            kind: DriftKind::Changed,
+            fields: vec![field("talos_version", Some(&r.talos_version), Some(seen))],
+        });
+    }
+    if let Some(r) = recorded.filter(|r| r.secure_mode)
+        && obs.in_maintenance.contains(host)
+        && !fresh
+    {
+        out.changes
+            .push(reapply_after_reset(host, want, r, &mut out.drift));
+        return;
+    }
+    let current = match recorded {
+        Some(r) if !fresh => r,
+        _ => {
+            let why = if fresh {
+                "new VM: applied in maintenance mode"
+            } else {
+                "no config applied yet: applied in maintenance mode"
+            };
+            let mut c = config_change(host, want, Action::ApplyConfig, why, ApplyMode::Maintenance);
+            c.fields.push(field(
+                "config_sha256",
+                None,
+                Some(&want.record.config_sha256),
+            ));
+            out.changes.push(c);
+            return;
+        }
+    };
+    // A version seen on the node outranks the record (an upgrade made
+    // outside talosprov).
+    let running = obs
+        .talos_versions
+        .get(host)
+        .unwrap_or(&current.talos_version);
+    let upgrade = *running != want.record.talos_version
+        || current.installer_image != want.record.installer_image;
+    let config_changed = current.config_sha256 != want.record.config_sha256;
+    let address = Address::Config(host.to_owned());
+    if let Some(staged) = current.staged {
+        let boot_time = obs.boot_times.get(host).copied();
+        let planned = Planned {
+            upgrade,
+            config_changed,
+        };
+        match staged_note(&address, want.ip, staged, boot_time, obs.refreshed, planned) {
+            StagedNote::Taken(d) => out.drift.push(d),
+            StagedNote::Waiting(w) => out.warnings.push(w),
+        }
+    }
+    if !upgrade && !config_changed {
+        if !current.secure_mode {
+            out.changes.push(config_change(
+                host,
+                want,
+                Action::ApplyConfig,
+                "applied, but the node was not seen in secure mode: checked and applied if missing",
+                ApplyMode::Maintenance,
+            ));
+        }
+        return;
+    }
+    let mut c = config_change(
+        host,
+        want,
+        Action::ApplyConfig,
+        "machine config changed",
+        ApplyMode::UnknownUntilApply,
+    );
+    if upgrade {
+        describe_upgrade(&mut c, running, current, want);
+    }
+    if config_changed {
+        let edit = ConfigEdit {
+            nodes,
+            host,
+            want,
+            current,
+            upgrade,
+        };
+        describe_config_edit(&edit, &mut c, out);
+    }
+    out.changes.push(c);
+}
+
+/// A node reset outside talosprov waits in maintenance mode: its machine
+/// config is applied again, and the reset is drift.
+fn reapply_after_reset(
+    host: &str,
+    want: &DesiredConfig,
+    recorded: &NodeConfig,
+    drift: &mut Vec<Drift>,
+) -> Change {
+    drift.push(Drift {
+        address: Address::Config(host.to_owned()),
+        kind: DriftKind::Changed,
+        fields: vec![field("mode", Some("secure"), Some("maintenance (reset)"))],
+    });
+    let mut c = config_change(
+        host,
+        want,
+        Action::ApplyConfig,
+        "the node was reset outside talosprov and waits in maintenance mode: its machine \
+         config is applied again",
+        ApplyMode::Maintenance,
+    );
+    c.fields.push(field(
+        "config_sha256",
+        Some(&recorded.config_sha256),
+        Some(&want.record.config_sha256),
+    ));
+    c
+}
+
+/// Make `c` a Talos upgrade from `running` (the version seen, else
+/// recorded) to the desired version and installer image.
+fn describe_upgrade(c: &mut Change, running: &str, current: &NodeConfig, want: &DesiredConfig) {
+    c.action = Action::Upgrade;
+    c.reason = format!(
+        "Talos {running} -> {} (installer image {})",
+        want.record.talos_version, want.record.installer_image
+    );
+    c.reboot = Some(true);
+    if running != want.record.talos_version {
+        c.fields.push(field(
+            "talos_version",
+            Some(running),
+            Some(&want.record.talos_version),
+        ));
+    }
+    if current.installer_image != want.record.installer_image {
+        c.fields.push(field(
+            "installer_image",
+            Some(&current.installer_image),
+            Some(&want.record.installer_image),
+        ));
+    }
+}
+
+/// A node whose machine config text changed, as [`describe_config_edit`]
+/// reads it.
+struct ConfigEdit<'a> {
+    nodes: &'a ConfigContext<'a>,
+    host: &'a str,
+    want: &'a DesiredConfig,
+    /// The config record in the state.
+    current: &'a NodeConfig,
+    /// Whether the same change upgrades Talos (which reboots anyway).
+    upgrade: bool,
+}
+
+/// Add to `c` what a changed machine config brings: its digest and redacted
+/// diff, a Kubernetes version change, the apply mode the node answered, and
+/// warnings for settings a bootstrapped cluster ignores.
+fn describe_config_edit(edit: &ConfigEdit<'_>, c: &mut Change, out: &mut Collected) {
+    let (want, current) = (edit.want, edit.current);
+    c.fields.push(field(
+        "config_sha256",
+        Some(&current.config_sha256),
+        Some(&want.record.config_sha256),
+    ));
+    let recorded_text = edit.nodes.state.outputs.machineconfigs.get(edit.host);
+    let before = recorded_text.map(|o| o.value.as_str()).unwrap_or("");
+    let after = want.yaml.expose();
+    c.config_diff = Some(config_diff::unified_diff(
+        &config_diff::redacted(before),
+        &config_diff::redacted(after),
+    ));
+    let kubernetes = (
+        config_diff::kubernetes_version(before),
+        config_diff::kubernetes_version(after),
+    );
+    if let (false, (Some(from), Some(to))) = (edit.upgrade, &kubernetes)
+        && from != to
+    {
+        c.reason = if want.role == Role::Controlplane {
+            format!(
+                "Kubernetes {from} -> {to}: the new control-plane component images on \
+                 every control plane first, then this node's kubelet; no reboot, behind \
+                 the health gate"
+            )
+        } else {
+            format!(
+                "Kubernetes {from} -> {to}: the kubelet, after the control planes; no \
+                 reboot, behind the health gate"
+            )
+        };
+        c.fields
+            .insert(0, field("kubernetes_version", Some(from), Some(to)));
+        out.kubernetes_change
+            .get_or_insert_with(|| (from.clone(), to.clone()));
+    }
+    if !edit.upgrade {
+        describe_apply_mode(edit, c, &kubernetes, (before, after));
+    }
+    if edit.nodes.bootstrapped {
+        warn_bootstrap_only(&c.address, before, after, &mut out.warnings);
+    }
+}
+
+/// The apply mode of a config change without a Talos upgrade: the node's own
+/// answer to a dry run, unknown when it did not answer at plan time (the view
+/// then gives the settings' hint); with a Kubernetes version change, how it
+/// rolls out.
+fn describe_apply_mode(
+    edit: &ConfigEdit<'_>,
+    c: &mut Change,
+    kubernetes: &(Option<String>, Option<String>),
+    (before, after): (&str, &str),
+) {
+    let mode = match edit.nodes.obs.apply_reboots.get(edit.host) {
+        Some(true) => ApplyMode::Reboot,
+        Some(false) => ApplyMode::NoReboot,
+        None => ApplyMode::UnknownUntilApply,
+    };
+    if let Some(p) = c.config.as_mut() {
+        p.mode = mode;
+    }
+    c.reboot = mode.reboots();
+    if let (Some(from), Some(to)) = kubernetes
+        && from != to
+        && let Some(p) = c.config.as_mut()
+    {
+        p.kubernetes = Some(KubernetesChange {
+            from: from.clone(),
+            to: to.clone(),
+            // A change the node reboots for is applied whole with
+            // its reboot; otherwise the two phases of upgrade-k8s.
+            rolled: mode != ApplyMode::Reboot && edit.current.secure_mode,
+            control_plane_components: Vec::new(),
+        });
+    }
+    if c.reboot.is_none() && config_diff::needs_reboot(before, after) {
+        c.reason = "machine config changed; by the settings changed, likely with a reboot".into();
+    }
+    if let (Some(true), (Some(from), Some(to))) = (c.reboot, kubernetes)
+        && from != to
+    {
+        c.reason = format!(
+            "Kubernetes {from} -> {to} with other settings the node reboots for: \
+             the whole config applied with a reboot, node by node (control planes, \
+             then workers), each behind the health gate"
+        );
+    }
+}
+
+/// A warning for each changed setting Talos applies only when the cluster is
+/// bootstrapped (the cluster already is).
+fn warn_bootstrap_only(
+    address: &Address,
+    before: &str,
+    after: &str,
+    warnings: &mut Vec<PlanWarning>,
+) {
+    for name in config_diff::bootstrap_only_changes(before, after) {
         warnings.push(PlanWarning {
+            address: Some(address.clone()),
+            message: format!(
+                "{name} is applied only when the cluster is bootstrapped; this \
+                 cluster is, so the change has no effect on it. To roll it out, \
+                 run `talosctl --nodes <control plane> upgrade-k8s --to <the \
+                 cluster's Kubernetes version>`, which syncs the bootstrap \
+                 manifests, or apply the manifests with kubectl"
+            ),
+        });
+    }
+}
+
+/// One plan-wide warning when a Kubernetes version changes: the bootstrap
+/// manifests are not synced by the machine configs.
+fn warn_bootstrap_manifests(out: &mut Collected) {
+    if let Some((from, to)) = &out.kubernetes_change {
+        out.warnings.push(PlanWarning {
             address: None,
             message: format!(
                 "Kubernetes {from} -> {to}: the machine configs carry the new component and \
@@ -423,7 +593,11 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             ),
         });
     }
+}
 
+/// The etcd bootstrap, when not done yet, and the admin kubeconfig fetched
+/// after it (or when the state has none).
+fn plan_bootstrap(d: &Desired, state: &State, bootstrapped: bool, changes: &mut Vec<Change>) {
     if let Some(node) = &d.bootstrap_node
         && !bootstrapped
     {
@@ -441,23 +615,6 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             "admin kubeconfig, fetched through the Talos API after bootstrap",
         ));
     }
-
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    let mut plan = Plan {
-        format_version: PLAN_FORMAT_VERSION,
-        lineage: input.state.map(|s| s.lineage),
-        serial: input.state.map(|s| s.serial),
-        refreshed: obs.refreshed,
-        destroy: false,
-        changes,
-        drift,
-        warnings,
-        conflicts,
-    };
-    ownership::order_holding_back(&mut plan, d);
-    Ok(plan)
 }
 
 /// The role the state records for `host`: the config record's, else (a
