@@ -65,6 +65,33 @@ pub(super) fn nodes(
     nodes.into_iter().collect()
 }
 
+/// Where one node's diagnostics point: its index in `nodes` and its
+/// hostname as written.
+#[derive(Clone, Copy)]
+struct At<'n> {
+    i: usize,
+    node: Option<&'n str>,
+}
+
+impl At<'_> {
+    /// The field path of `key` under this node, such as `nodes[2].ip`.
+    fn field(&self, key: &str) -> String {
+        format!("nodes[{}].{key}", self.i)
+    }
+
+    /// Report an error on this node's `key`.
+    fn err(&self, cx: &mut Cx<'_>, code: Code, pos: Pos, key: &str, msg: String) {
+        cx.push(
+            Diagnostic::error(code, cx.file, msg)
+                .at(pos)
+                .on_node(self.node)
+                .field(self.field(key)),
+        );
+    }
+}
+
+/// Check one node's fields in order; gives what the checks across nodes need
+/// and the node, `None` when any of its fields has an error.
 fn one(
     cx: &mut Cx<'_>,
     i: usize,
@@ -73,297 +100,21 @@ fn one(
 ) -> (Draft, Option<Node>) {
     let r = &n.value;
     let label = r.hostname.as_ref().map(|h| h.value.clone());
-    let node = label.as_deref();
-    let f = |key: &str| format!("nodes[{i}].{key}");
-    let err = |cx: &mut Cx<'_>, code: Code, pos: Pos, key: &str, msg: String| {
-        cx.push(
-            Diagnostic::error(code, cx.file, msg)
-                .at(pos)
-                .on_node(node)
-                .field(f(key)),
-        );
+    let at = At {
+        i,
+        node: label.as_deref(),
     };
-
-    let hostname = match &r.hostname {
-        None => {
-            cx.missing(Some(n.pos), None, &f("hostname"), "");
-            None
-        }
-        Some(h) if syntax::is_dns_label(&h.value) => Some(h.clone()),
-        Some(h) => {
-            let msg = format!(
-                "hostname {:?} must be a lowercase RFC 1123 label: a-z, 0-9 and '-', not starting or ending with '-', at most 63 characters",
-                h.value
-            );
-            err(cx, Code::InvalidHostname, h.pos, "hostname", msg);
-            None
-        }
-    };
-    let ip = match &r.ip {
-        None => {
-            cx.missing(
-                Some(n.pos),
-                node,
-                &f("ip"),
-                " (the node's static IPv4 address)",
-            );
-            None
-        }
-        Some(s) => match s.value.parse::<Ipv4Addr>() {
-            Ok(a) => {
-                if let Some(net) = ctx.network {
-                    cx.in_network(net, a, s.pos, node, &f("ip"));
-                }
-                Some(Spanned::new(a, s.pos))
-            }
-            Err(_) => {
-                let msg = format!(
-                    "ip must be an IPv4 address such as 192.168.1.121, found {:?}",
-                    s.value
-                );
-                err(cx, Code::InvalidIpv4, s.pos, "ip", msg);
-                None
-            }
-        },
-    };
-    let role = match &r.role {
-        None => Some(Role::Controlplane),
-        Some(s) => Role::parse(&s.value).or_else(|| {
-            let msg = format!(
-                "role must be `controlplane` or `worker`, found {:?}{}",
-                s.value,
-                did_you_mean(&s.value, ["controlplane", "worker"])
-            );
-            err(cx, Code::InvalidRole, s.pos, "role", msg);
-            None
-        }),
-    };
-    let cores = match &r.cores {
-        None => {
-            cx.missing(
-                Some(n.pos),
-                node,
-                &f("cores"),
-                " (the number of vCPU cores)",
-            );
-            None
-        }
-        Some(c) if (1..=1024).contains(&c.value) => u32::try_from(c.value).ok(),
-        Some(c) => {
-            err(
-                cx,
-                Code::OutOfRange,
-                c.pos,
-                "cores",
-                format!("cores must be 1 to 1024, found {}", c.value),
-            );
-            None
-        }
-    };
-    let memory = match (&r.memory, role) {
-        (None, _) => {
-            cx.missing(Some(n.pos), node, &f("memory"), " (MiB, such as 4096)");
-            None
-        }
-        (Some(m), Some(role)) if m.value < u64::from(role.min_memory_mib()) => {
-            let what = match role {
-                Role::Controlplane => "a control plane",
-                Role::Worker => "a worker",
-            };
-            let msg = format!(
-                "memory {} MiB is below Talos's minimum of {} MiB for {what}",
-                m.value,
-                role.min_memory_mib()
-            );
-            err(cx, Code::MemoryBelowMinimum, m.pos, "memory", msg);
-            None
-        }
-        (Some(m), _) => u32::try_from(m.value).ok().or_else(|| {
-            err(
-                cx,
-                Code::OutOfRange,
-                m.pos,
-                "memory",
-                format!("memory {} MiB is too large", m.value),
-            );
-            None
-        }),
-    };
-    let disk_size = match &r.disk_size {
-        None => Some(40),
-        Some(d) if d.value < u64::from(MIN_DISK_GIB) => {
-            let msg = format!(
-                "disk_size {} GiB is below Talos's minimum of {MIN_DISK_GIB} GiB",
-                d.value
-            );
-            err(cx, Code::DiskBelowMinimum, d.pos, "disk_size", msg);
-            None
-        }
-        Some(d) => u32::try_from(d.value).ok().or_else(|| {
-            err(
-                cx,
-                Code::OutOfRange,
-                d.pos,
-                "disk_size",
-                format!("disk_size {} GiB is too large", d.value),
-            );
-            None
-        }),
-    };
-    let vm_id = match (&r.vm_id, &ip) {
-        (Some(v), _) if (u64::from(Vmid::MIN)..=u64::from(Vmid::MAX)).contains(&v.value) => {
-            Some((Spanned::new(v.value as u32, v.pos), false))
-        }
-        (Some(v), _) => {
-            let msg = format!(
-                "vm_id {} is outside Proxmox's range {}..{}",
-                v.value,
-                Vmid::MIN,
-                Vmid::MAX
-            );
-            err(cx, Code::VmidOutOfRange, v.pos, "vm_id", msg);
-            None
-        }
-        (None, Some(ip)) if u32::from(ip.value.octets()[3]) >= Vmid::MIN => {
-            Some((Spanned::new(u32::from(ip.value.octets()[3]), ip.pos), true))
-        }
-        (None, Some(ip)) => {
-            let msg = format!(
-                "vm_id is required: the default, the IP's last octet ({}), is below {}",
-                ip.value.octets()[3],
-                Vmid::MIN
-            );
-            err(cx, Code::VmidRequired, ip.pos, "vm_id", msg);
-            None
-        }
-        (None, None) => None,
-    };
-    let proxmox_node = match &r.proxmox_node {
-        None => ctx.proxmox_node.map(str::to_owned),
-        Some(p) if syntax::is_pve_node_name(&p.value) => Some(p.value.clone()),
-        Some(p) => {
-            let msg = format!(
-                "proxmox_node must be a Proxmox node name: letters, digits and '-', found {:?}",
-                p.value
-            );
-            err(cx, Code::InvalidValue, p.pos, "proxmox_node", msg);
-            None
-        }
-    };
-    let schematic = match &r.schematic {
-        None => Some(ctx.default_schematic.map(str::to_owned)),
-        Some(s) if ctx.schematics.contains_key(&s.value) => Some(Some(s.value.clone())),
-        Some(s) if ctx.declared_schematics.contains(&&s.value) => None,
-        Some(s) => {
-            let msg = format!(
-                "schematic `{}` is not declared under `schematics`{}",
-                s.value,
-                known(ctx.declared_schematics.iter().copied())
-            );
-            err(cx, Code::UnknownSchematic, s.pos, "schematic", msg);
-            None
-        }
-    };
-    let mut hostpci = Vec::new();
-    let mut mappings = Vec::new();
-    let mut devices: HashMap<u8, u32> = HashMap::new();
-    let mut pci_ok = true;
-    for (j, h) in r.hostpci.iter().flat_map(|h| &h.value).enumerate() {
-        let key = |k: &str| format!("hostpci[{j}].{k}");
-        let index = match &h.value.device {
-            None => {
-                cx.missing(
-                    Some(h.pos),
-                    node,
-                    &f(&key("device")),
-                    " (hostpci0 to hostpci15)",
-                );
-                None
-            }
-            Some(d) => match syntax::hostpci_index(&d.value) {
-                None => {
-                    let msg = format!("device must be hostpci0 to hostpci15, found {:?}", d.value);
-                    err(cx, Code::InvalidHostpciDevice, d.pos, &key("device"), msg);
-                    None
-                }
-                Some(idx) => {
-                    if let Some(line) = devices.insert(idx, d.pos.line) {
-                        let msg = format!(
-                            "device hostpci{idx} is already used by this node (line {line})"
-                        );
-                        err(cx, Code::DuplicateHostpciDevice, d.pos, &key("device"), msg);
-                        None
-                    } else {
-                        Some(idx)
-                    }
-                }
-            },
-        };
-        let mapping = match &h.value.mapping {
-            None => {
-                cx.missing(
-                    Some(h.pos),
-                    node,
-                    &f(&key("mapping")),
-                    " (a pci_mappings name)",
-                );
-                None
-            }
-            Some(m) => match ctx.pci_mappings.get(&m.value) {
-                // Declared but invalid: that mapping's own error says why.
-                None if ctx.declared_pci_mappings.contains(&&m.value) => None,
-                None => {
-                    let msg = format!(
-                        "mapping `{}` is not declared under `pci_mappings`{}",
-                        m.value,
-                        known(ctx.declared_pci_mappings.iter().copied())
-                    );
-                    err(cx, Code::UnknownPciMapping, m.pos, &key("mapping"), msg);
-                    None
-                }
-                Some(pm) => {
-                    mappings.push((m.clone(), f(&key("mapping"))));
-                    let host = pm.node.as_deref();
-                    if let (Some(want), Some(have)) = (host, proxmox_node.as_deref()) {
-                        if want != have {
-                            let msg = format!(
-                                "mapping `{}` is a device on Proxmox host `{want}`, but this node runs on `{have}`; set proxmox_node: {want}",
-                                m.value
-                            );
-                            err(cx, Code::PciMappingWrongHost, m.pos, &key("mapping"), msg);
-                        }
-                    }
-                    Some(m.value.clone())
-                }
-            },
-        };
-        let flag =
-            |v: &Option<Spanned<bool>>, default: bool| v.as_ref().map_or(default, |b| b.value);
-        match (index, mapping) {
-            (Some(index), Some(mapping)) => hostpci.push(HostPci {
-                index,
-                mapping,
-                pcie: flag(&h.value.pcie, true),
-                rombar: flag(&h.value.rombar, true),
-                xvga: flag(&h.value.xvga, false),
-            }),
-            _ => pci_ok = false,
-        }
-    }
-    let mut tags = Vec::new();
-    let mut tags_ok = true;
-    for (j, t) in r.tags.iter().flat_map(|t| &t.value).enumerate() {
-        if syntax::is_proxmox_tag(&t.value) {
-            tags.push(t.value.clone());
-        } else {
-            let msg = format!(
-                "tag {:?} must match Proxmox's tag format: letters, digits, '_', '-', '+' and '.', not starting with '-', '+' or '.'",
-                t.value
-            );
-            err(cx, Code::InvalidTag, t.pos, &format!("tags[{j}]"), msg);
-            tags_ok = false;
-        }
-    }
+    let hostname = check_hostname(cx, at, n);
+    let ip = check_ip(cx, at, n, ctx);
+    let role = check_role(cx, at, r);
+    let cores = check_cores(cx, at, n);
+    let memory = check_memory(cx, at, n, role);
+    let disk_size = check_disk_size(cx, at, r);
+    let vm_id = check_vm_id(cx, at, r, ip.as_ref());
+    let proxmox_node = check_proxmox_node(cx, at, r, ctx);
+    let schematic = check_schematic(cx, at, r, ctx);
+    let (hostpci, mappings) = check_hostpci(cx, at, r, ctx, proxmox_node.as_deref());
+    let tags = check_tags(cx, at, r);
 
     let draft = Draft {
         label: label.clone(),
@@ -385,14 +136,445 @@ fn one(
             vm_id: Vmid(vm_id?.0.value),
             proxmox_node: proxmox_node?,
             schematic: schematic?,
-            hostpci: pci_ok.then_some(hostpci)?,
-            tags: tags_ok.then_some(tags)?,
+            hostpci: hostpci?,
+            tags: tags?,
         })
     })();
     (draft, built)
 }
 
+/// `hostname`: required, an RFC 1123 label.
+fn check_hostname(cx: &mut Cx<'_>, at: At<'_>, n: &Spanned<RawNode>) -> Option<Spanned<String>> {
+    match &n.value.hostname {
+        None => {
+            cx.missing(Some(n.pos), None, &at.field("hostname"), "");
+            None
+        }
+        Some(h) if syntax::is_dns_label(&h.value) => Some(h.clone()),
+        Some(h) => {
+            let msg = format!(
+                "hostname {:?} must be a lowercase RFC 1123 label: a-z, 0-9 and '-', not starting or ending with '-', at most 63 characters",
+                h.value
+            );
+            at.err(cx, Code::InvalidHostname, h.pos, "hostname", msg);
+            None
+        }
+    }
+}
+
+/// `ip`: required, an IPv4 address, inside the cluster network when that is
+/// known.
+fn check_ip(
+    cx: &mut Cx<'_>,
+    at: At<'_>,
+    n: &Spanned<RawNode>,
+    ctx: &NodeContext<'_>,
+) -> Option<Spanned<Ipv4Addr>> {
+    let Some(s) = &n.value.ip else {
+        cx.missing(
+            Some(n.pos),
+            at.node,
+            &at.field("ip"),
+            " (the node's static IPv4 address)",
+        );
+        return None;
+    };
+    match s.value.parse::<Ipv4Addr>() {
+        Ok(a) => {
+            if let Some(net) = ctx.network {
+                cx.in_network(net, a, s.pos, at.node, &at.field("ip"));
+            }
+            Some(Spanned::new(a, s.pos))
+        }
+        Err(_) => {
+            let msg = format!(
+                "ip must be an IPv4 address such as 192.168.1.121, found {:?}",
+                s.value
+            );
+            at.err(cx, Code::InvalidIpv4, s.pos, "ip", msg);
+            None
+        }
+    }
+}
+
+/// `role`: `controlplane` (the default) or `worker`.
+fn check_role(cx: &mut Cx<'_>, at: At<'_>, r: &RawNode) -> Option<Role> {
+    match &r.role {
+        None => Some(Role::Controlplane),
+        Some(s) => Role::parse(&s.value).or_else(|| {
+            let msg = format!(
+                "role must be `controlplane` or `worker`, found {:?}{}",
+                s.value,
+                did_you_mean(&s.value, ["controlplane", "worker"])
+            );
+            at.err(cx, Code::InvalidRole, s.pos, "role", msg);
+            None
+        }),
+    }
+}
+
+/// `cores`: required, 1 to 1024 vCPUs.
+fn check_cores(cx: &mut Cx<'_>, at: At<'_>, n: &Spanned<RawNode>) -> Option<u32> {
+    match &n.value.cores {
+        None => {
+            cx.missing(
+                Some(n.pos),
+                at.node,
+                &at.field("cores"),
+                " (the number of vCPU cores)",
+            );
+            None
+        }
+        Some(c) if (1..=1024).contains(&c.value) => u32::try_from(c.value).ok(),
+        Some(c) => {
+            at.err(
+                cx,
+                Code::OutOfRange,
+                c.pos,
+                "cores",
+                format!("cores must be 1 to 1024, found {}", c.value),
+            );
+            None
+        }
+    }
+}
+
+/// `memory`: required, in MiB, at least Talos's minimum for the role (when
+/// the role is valid).
+fn check_memory(
+    cx: &mut Cx<'_>,
+    at: At<'_>,
+    n: &Spanned<RawNode>,
+    role: Option<Role>,
+) -> Option<u32> {
+    match (&n.value.memory, role) {
+        (None, _) => {
+            cx.missing(
+                Some(n.pos),
+                at.node,
+                &at.field("memory"),
+                " (MiB, such as 4096)",
+            );
+            None
+        }
+        (Some(m), Some(role)) if m.value < u64::from(role.min_memory_mib()) => {
+            let what = match role {
+                Role::Controlplane => "a control plane",
+                Role::Worker => "a worker",
+            };
+            let msg = format!(
+                "memory {} MiB is below Talos's minimum of {} MiB for {what}",
+                m.value,
+                role.min_memory_mib()
+            );
+            at.err(cx, Code::MemoryBelowMinimum, m.pos, "memory", msg);
+            None
+        }
+        (Some(m), _) => u32::try_from(m.value).ok().or_else(|| {
+            at.err(
+                cx,
+                Code::OutOfRange,
+                m.pos,
+                "memory",
+                format!("memory {} MiB is too large", m.value),
+            );
+            None
+        }),
+    }
+}
+
+/// `disk_size`: in GiB, 40 by default, at least Talos's minimum.
+fn check_disk_size(cx: &mut Cx<'_>, at: At<'_>, r: &RawNode) -> Option<u32> {
+    match &r.disk_size {
+        None => Some(40),
+        Some(d) if d.value < u64::from(MIN_DISK_GIB) => {
+            let msg = format!(
+                "disk_size {} GiB is below Talos's minimum of {MIN_DISK_GIB} GiB",
+                d.value
+            );
+            at.err(cx, Code::DiskBelowMinimum, d.pos, "disk_size", msg);
+            None
+        }
+        Some(d) => u32::try_from(d.value).ok().or_else(|| {
+            at.err(
+                cx,
+                Code::OutOfRange,
+                d.pos,
+                "disk_size",
+                format!("disk_size {} GiB is too large", d.value),
+            );
+            None
+        }),
+    }
+}
+
+/// `vm_id`: in Proxmox's range; by default the IP's last octet, which must
+/// then be in range too. The flag is true for an ID derived from the IP.
+fn check_vm_id(
+    cx: &mut Cx<'_>,
+    at: At<'_>,
+    r: &RawNode,
+    ip: Option<&Spanned<Ipv4Addr>>,
+) -> Option<(Spanned<u32>, bool)> {
+    match (&r.vm_id, ip) {
+        (Some(v), _) if (u64::from(Vmid::MIN)..=u64::from(Vmid::MAX)).contains(&v.value) => {
+            Some((Spanned::new(v.value as u32, v.pos), false))
+        }
+        (Some(v), _) => {
+            let msg = format!(
+                "vm_id {} is outside Proxmox's range {}..{}",
+                v.value,
+                Vmid::MIN,
+                Vmid::MAX
+            );
+            at.err(cx, Code::VmidOutOfRange, v.pos, "vm_id", msg);
+            None
+        }
+        (None, Some(ip)) if u32::from(ip.value.octets()[3]) >= Vmid::MIN => {
+            Some((Spanned::new(u32::from(ip.value.octets()[3]), ip.pos), true))
+        }
+        (None, Some(ip)) => {
+            let msg = format!(
+                "vm_id is required: the default, the IP's last octet ({}), is below {}",
+                ip.value.octets()[3],
+                Vmid::MIN
+            );
+            at.err(cx, Code::VmidRequired, ip.pos, "vm_id", msg);
+            None
+        }
+        (None, None) => None,
+    }
+}
+
+/// `proxmox_node`: a Proxmox node name, by default `proxmox.node`.
+fn check_proxmox_node(
+    cx: &mut Cx<'_>,
+    at: At<'_>,
+    r: &RawNode,
+    ctx: &NodeContext<'_>,
+) -> Option<String> {
+    match &r.proxmox_node {
+        None => ctx.proxmox_node.map(str::to_owned),
+        Some(p) if syntax::is_pve_node_name(&p.value) => Some(p.value.clone()),
+        Some(p) => {
+            let msg = format!(
+                "proxmox_node must be a Proxmox node name: letters, digits and '-', found {:?}",
+                p.value
+            );
+            at.err(cx, Code::InvalidValue, p.pos, "proxmox_node", msg);
+            None
+        }
+    }
+}
+
+/// `schematic`: a declared schematic, by default `default_schematic`. The
+/// outer `None` is an error (a schematic declared but invalid reports its
+/// own); the inner one means no schematic.
+fn check_schematic(
+    cx: &mut Cx<'_>,
+    at: At<'_>,
+    r: &RawNode,
+    ctx: &NodeContext<'_>,
+) -> Option<Option<String>> {
+    match &r.schematic {
+        None => Some(ctx.default_schematic.map(str::to_owned)),
+        Some(s) if ctx.schematics.contains_key(&s.value) => Some(Some(s.value.clone())),
+        Some(s) if ctx.declared_schematics.contains(&&s.value) => None,
+        Some(s) => {
+            let msg = format!(
+                "schematic `{}` is not declared under `schematics`{}",
+                s.value,
+                known(ctx.declared_schematics.iter().copied())
+            );
+            at.err(cx, Code::UnknownSchematic, s.pos, "schematic", msg);
+            None
+        }
+    }
+}
+
+/// `hostpci`: each entry's device and mapping. Gives the devices (`None`
+/// when any entry has an error) and every valid mapping used, with its field
+/// path, for the check that a device goes to one VM only.
+fn check_hostpci(
+    cx: &mut Cx<'_>,
+    at: At<'_>,
+    r: &RawNode,
+    ctx: &NodeContext<'_>,
+    proxmox_node: Option<&str>,
+) -> (Option<Vec<HostPci>>, Vec<(Spanned<String>, String)>) {
+    let mut hostpci = Vec::new();
+    let mut mappings = Vec::new();
+    let mut devices: HashMap<u8, u32> = HashMap::new();
+    let mut pci_ok = true;
+    for (j, h) in r.hostpci.iter().flat_map(|h| &h.value).enumerate() {
+        let entry = PciEntry { at, j, pos: h.pos };
+        let index = check_hostpci_device(cx, &entry, h.value.device.as_ref(), &mut devices);
+        let mapping =
+            check_hostpci_mapping(cx, &entry, h.value.mapping.as_ref(), ctx, proxmox_node);
+        if let Some((m, _)) = &mapping {
+            mappings.push((m.clone(), at.field(&entry.key("mapping"))));
+        }
+        let flag =
+            |v: &Option<Spanned<bool>>, default: bool| v.as_ref().map_or(default, |b| b.value);
+        match (index, mapping) {
+            (Some(index), Some((_, mapping))) => hostpci.push(HostPci {
+                index,
+                mapping,
+                pcie: flag(&h.value.pcie, true),
+                rombar: flag(&h.value.rombar, true),
+                xvga: flag(&h.value.xvga, false),
+            }),
+            _ => pci_ok = false,
+        }
+    }
+    (pci_ok.then_some(hostpci), mappings)
+}
+
+/// One `hostpci` entry being checked: its node, index and position.
+struct PciEntry<'n> {
+    at: At<'n>,
+    j: usize,
+    pos: Pos,
+}
+
+impl PciEntry<'_> {
+    /// The key of `k` under this entry, such as `hostpci[0].device`.
+    fn key(&self, k: &str) -> String {
+        format!("hostpci[{}].{k}", self.j)
+    }
+}
+
+/// A `hostpci` entry's `device`: required, `hostpci0` to `hostpci15`, not
+/// used twice on the node (`devices`: index to the line that used it).
+fn check_hostpci_device(
+    cx: &mut Cx<'_>,
+    entry: &PciEntry<'_>,
+    device: Option<&Spanned<String>>,
+    devices: &mut HashMap<u8, u32>,
+) -> Option<u8> {
+    let at = entry.at;
+    let Some(d) = device else {
+        cx.missing(
+            Some(entry.pos),
+            at.node,
+            &at.field(&entry.key("device")),
+            " (hostpci0 to hostpci15)",
+        );
+        return None;
+    };
+    let Some(idx) = syntax::hostpci_index(&d.value) else {
+        let msg = format!("device must be hostpci0 to hostpci15, found {:?}", d.value);
+        at.err(
+            cx,
+            Code::InvalidHostpciDevice,
+            d.pos,
+            &entry.key("device"),
+            msg,
+        );
+        return None;
+    };
+    if let Some(line) = devices.insert(idx, d.pos.line) {
+        let msg = format!("device hostpci{idx} is already used by this node (line {line})");
+        at.err(
+            cx,
+            Code::DuplicateHostpciDevice,
+            d.pos,
+            &entry.key("device"),
+            msg,
+        );
+        None
+    } else {
+        Some(idx)
+    }
+}
+
+/// A `hostpci` entry's `mapping`: required, a valid `pci_mappings` name
+/// (one declared but invalid reports its own error), whose device is on the
+/// node's Proxmox host. Gives the name as written and as stored.
+fn check_hostpci_mapping(
+    cx: &mut Cx<'_>,
+    entry: &PciEntry<'_>,
+    mapping: Option<&Spanned<String>>,
+    ctx: &NodeContext<'_>,
+    proxmox_node: Option<&str>,
+) -> Option<(Spanned<String>, String)> {
+    let at = entry.at;
+    let Some(m) = mapping else {
+        cx.missing(
+            Some(entry.pos),
+            at.node,
+            &at.field(&entry.key("mapping")),
+            " (a pci_mappings name)",
+        );
+        return None;
+    };
+    match ctx.pci_mappings.get(&m.value) {
+        None if ctx.declared_pci_mappings.contains(&&m.value) => None,
+        None => {
+            let msg = format!(
+                "mapping `{}` is not declared under `pci_mappings`{}",
+                m.value,
+                known(ctx.declared_pci_mappings.iter().copied())
+            );
+            at.err(
+                cx,
+                Code::UnknownPciMapping,
+                m.pos,
+                &entry.key("mapping"),
+                msg,
+            );
+            None
+        }
+        Some(pm) => {
+            if let (Some(want), Some(have)) = (pm.node.as_deref(), proxmox_node) {
+                if want != have {
+                    let msg = format!(
+                        "mapping `{}` is a device on Proxmox host `{want}`, but this node runs on `{have}`; set proxmox_node: {want}",
+                        m.value
+                    );
+                    at.err(
+                        cx,
+                        Code::PciMappingWrongHost,
+                        m.pos,
+                        &entry.key("mapping"),
+                        msg,
+                    );
+                }
+            }
+            Some((m.clone(), m.value.clone()))
+        }
+    }
+}
+
+/// `tags`: each in Proxmox's tag format; `None` when any is not.
+fn check_tags(cx: &mut Cx<'_>, at: At<'_>, r: &RawNode) -> Option<Vec<String>> {
+    let mut tags = Vec::new();
+    let mut tags_ok = true;
+    for (j, t) in r.tags.iter().flat_map(|t| &t.value).enumerate() {
+        if syntax::is_proxmox_tag(&t.value) {
+            tags.push(t.value.clone());
+        } else {
+            let msg = format!(
+                "tag {:?} must match Proxmox's tag format: letters, digits, '_', '-', '+' and '.', not starting with '-', '+' or '.'",
+                t.value
+            );
+            at.err(cx, Code::InvalidTag, t.pos, &format!("tags[{j}]"), msg);
+            tags_ok = false;
+        }
+    }
+    tags_ok.then_some(tags)
+}
+
+/// The rules across nodes: no duplicate hostname, IP, VM ID or PCI
+/// mapping, then the control-plane count and placement.
 fn across(cx: &mut Cx<'_>, list_pos: Pos, drafts: &[Draft], ctx: &NodeContext<'_>) {
+    check_duplicates(cx, drafts, ctx);
+    check_controlplanes(cx, list_pos, drafts);
+}
+
+/// No two nodes share a hostname, IP, VM ID or PCI mapping, and no node has
+/// the VIP; each duplicate names the first node that has the value.
+fn check_duplicates(cx: &mut Cx<'_>, drafts: &[Draft], ctx: &NodeContext<'_>) {
     let mut hostnames: HashMap<&str, (&str, u32)> = HashMap::new();
     let mut ips: HashMap<Ipv4Addr, (&str, u32)> = HashMap::new();
     let mut vmids: HashMap<u32, (&str, u32)> = HashMap::new();
@@ -466,7 +648,11 @@ fn across(cx: &mut Cx<'_>, list_pos: Pos, drafts: &[Draft], ctx: &NodeContext<'_
             }
         }
     }
+}
 
+/// At least one control plane, an odd count of them, and no Proxmox host
+/// carrying more of them than etcd's quorum tolerates losing.
+fn check_controlplanes(cx: &mut Cx<'_>, list_pos: Pos, drafts: &[Draft]) {
     let cps: Vec<&Draft> = drafts
         .iter()
         .filter(|d| d.role == Some(Role::Controlplane))
