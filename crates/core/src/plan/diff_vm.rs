@@ -5,6 +5,7 @@
 //! running VM does not have the wanted values (Proxmox keeps them pending).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
 
 use crate::state::format;
 use crate::state::{Address, CreateIntent};
@@ -94,118 +95,15 @@ pub(super) fn plan_vm(
     let w = &want.record;
     let (recorded, intent) = recorded;
     let Some(rec) = recorded else {
-        let made = intent.is_some_and(|i| i.is_vm(w.vmid, &w.node, &w.name));
-        if let Some(seen) = obs.vms.get(&w.vmid) {
-            let ours = seen.node == w.node && seen.name.as_deref() == Some(w.name.as_str());
-            if made && ours {
-                let mut c = change(
-                    address,
-                    Action::Create,
-                    format!(
-                        "VM {} was left half-made by an interrupted apply: adopted, brought to \
-                         its spec (settings, disk size) and started",
-                        w.vmid
-                    ),
-                );
-                c.fields = vm_fields(&current_of(w, Some(seen)), w);
-                c.fields.insert(0, field("vmid", None, Some(w.vmid)));
-                return Ok(Some(c));
-            }
-            found.conflicts.push(ownership::conflict(
-                &address,
-                &w.vmid.to_string(),
-                vm_text(seen),
-                false,
-            ));
-            return Ok(None);
-        }
-        let mut c = change(
-            address,
-            Action::Create,
-            format!(
-                "new {} node: VM {} on {}",
-                want.role.as_str(),
-                w.vmid,
-                w.node
-            ),
-        );
-        // A VM an interrupted apply was making at another vmid or host (the
-        // topology changed since) goes first.
-        if let Some(i) = intent.filter(|i| !made && ownership::made_vm_seen(i, obs)) {
-            c.action = Action::Replace;
-            c.reason = format!(
-                "VM {} left half-made by an interrupted apply is deleted; VM {} is created on {}",
-                i.id, w.vmid, w.node
-            );
-        }
-        c.fields = vm_fields(
-            &format::Vm {
-                cores: 0,
-                memory_mib: 0,
-                disk_gib: 0,
-                hostpci: BTreeMap::new(),
-                tags: Vec::new(),
-                ..w.clone()
-            },
-            w,
-        )
-        .into_iter()
-        .map(|f| FieldChange { before: None, ..f })
-        .collect();
-        c.fields.insert(0, field("vmid", None, Some(w.vmid)));
-        return Ok(Some(c));
+        return Ok(plan_unrecorded_vm(address, want, intent, obs, found));
     };
-    if rec.vmid != w.vmid || rec.node != w.node {
-        let mut c = change(
-            address,
-            Action::Replace,
-            format!(
-                "moves from VM {} on {} to VM {} on {}: the VM is deleted and created anew",
-                rec.vmid, rec.node, w.vmid, w.node
-            ),
-        );
-        if rec.vmid != w.vmid {
-            c.fields.push(field("vmid", Some(rec.vmid), Some(w.vmid)));
-        }
-        if rec.node != w.node {
-            c.fields.push(field("node", Some(&rec.node), Some(&w.node)));
-        }
+    if let Some(c) = plan_moved_vm(&address, rec, w) {
         return Ok(Some(c));
     }
     let seen = if obs.refreshed {
-        match obs.vms.get(&rec.vmid) {
-            Some(s) if s.node == rec.node && s.name.as_deref() == Some(rec.name.as_str()) => {
-                Some(s)
-            }
-            Some(other) => {
-                // Ours is gone, and another VM took its vmid.
-                found.drift.push(Drift {
-                    address: address.clone(),
-                    kind: DriftKind::Deleted,
-                    fields: Vec::new(),
-                });
-                found.conflicts.push(ownership::conflict(
-                    &address,
-                    &rec.vmid.to_string(),
-                    vm_text(other),
-                    true,
-                ));
-                return Ok(None);
-            }
-            None => {
-                found.drift.push(Drift {
-                    address: address.clone(),
-                    kind: DriftKind::Deleted,
-                    fields: Vec::new(),
-                });
-                let mut c = change(
-                    address,
-                    Action::Create,
-                    format!("VM {} was deleted outside talosprov: created again", w.vmid),
-                );
-                c.fields.push(field("vmid", None, Some(w.vmid)));
-                return Ok(Some(c));
-            }
+        match find_recorded_vm(&address, rec, w, obs, found) {
+            ControlFlow::Continue(seen) => Some(seen),
+            ControlFlow::Break(c) => return Ok(c),
         }
     } else {
         None
@@ -231,13 +129,167 @@ pub(super) fn plan_vm(
             wanted_gib: w.disk_gib,
         });
     }
-    let mut fields = vm_fields(&current, w);
+    Ok(plan_vm_update(address, w, &current, seen))
+}
+
+/// A VM the state has no record of: created, or adopted when an interrupted
+/// apply left it half-made (its create intent matches what Proxmox shows);
+/// another VM at the vmid is a conflict.
+fn plan_unrecorded_vm(
+    address: Address,
+    want: &DesiredVm,
+    intent: Option<&CreateIntent>,
+    obs: &Observed,
+    found: &mut Found<'_>,
+) -> Option<Change> {
+    let w = &want.record;
+    let made = intent.is_some_and(|i| i.is_vm(w.vmid, &w.node, &w.name));
+    if let Some(seen) = obs.vms.get(&w.vmid) {
+        let ours = seen.node == w.node && seen.name.as_deref() == Some(w.name.as_str());
+        if made && ours {
+            let mut c = change(
+                address,
+                Action::Create,
+                format!(
+                    "VM {} was left half-made by an interrupted apply: adopted, brought to \
+                     its spec (settings, disk size) and started",
+                    w.vmid
+                ),
+            );
+            c.fields = vm_fields(&current_of(w, Some(seen)), w);
+            c.fields.insert(0, field("vmid", None, Some(w.vmid)));
+            return Some(c);
+        }
+        found.conflicts.push(ownership::conflict(
+            &address,
+            &w.vmid.to_string(),
+            vm_text(seen),
+            false,
+        ));
+        return None;
+    }
+    let mut c = change(
+        address,
+        Action::Create,
+        format!(
+            "new {} node: VM {} on {}",
+            want.role.as_str(),
+            w.vmid,
+            w.node
+        ),
+    );
+    // A VM an interrupted apply was making at another vmid or host (the
+    // topology changed since) goes first.
+    if let Some(i) = intent.filter(|i| !made && ownership::made_vm_seen(i, obs)) {
+        c.action = Action::Replace;
+        c.reason = format!(
+            "VM {} left half-made by an interrupted apply is deleted; VM {} is created on {}",
+            i.id, w.vmid, w.node
+        );
+    }
+    c.fields = vm_fields(
+        &format::Vm {
+            cores: 0,
+            memory_mib: 0,
+            disk_gib: 0,
+            hostpci: BTreeMap::new(),
+            tags: Vec::new(),
+            ..w.clone()
+        },
+        w,
+    )
+    .into_iter()
+    .map(|f| FieldChange { before: None, ..f })
+    .collect();
+    c.fields.insert(0, field("vmid", None, Some(w.vmid)));
+    Some(c)
+}
+
+/// A replace when the VM moves to another vmid or Proxmox host.
+fn plan_moved_vm(address: &Address, rec: &format::Vm, w: &format::Vm) -> Option<Change> {
+    if rec.vmid == w.vmid && rec.node == w.node {
+        return None;
+    }
+    let mut c = change(
+        address.clone(),
+        Action::Replace,
+        format!(
+            "moves from VM {} on {} to VM {} on {}: the VM is deleted and created anew",
+            rec.vmid, rec.node, w.vmid, w.node
+        ),
+    );
+    if rec.vmid != w.vmid {
+        c.fields.push(field("vmid", Some(rec.vmid), Some(w.vmid)));
+    }
+    if rec.node != w.node {
+        c.fields.push(field("node", Some(&rec.node), Some(&w.node)));
+    }
+    Some(c)
+}
+
+/// The recorded VM as refresh saw it; breaks with the plan's answer when it
+/// is gone: created again, or a conflict when another VM took its vmid (both
+/// are drift).
+fn find_recorded_vm<'o>(
+    address: &Address,
+    rec: &format::Vm,
+    w: &format::Vm,
+    obs: &'o Observed,
+    found: &mut Found<'_>,
+) -> ControlFlow<Option<Change>, &'o ObservedVm> {
+    match obs.vms.get(&rec.vmid) {
+        Some(s) if s.node == rec.node && s.name.as_deref() == Some(rec.name.as_str()) => {
+            ControlFlow::Continue(s)
+        }
+        Some(other) => {
+            // Ours is gone, and another VM took its vmid.
+            found.drift.push(Drift {
+                address: address.clone(),
+                kind: DriftKind::Deleted,
+                fields: Vec::new(),
+            });
+            found.conflicts.push(ownership::conflict(
+                address,
+                &rec.vmid.to_string(),
+                vm_text(other),
+                true,
+            ));
+            ControlFlow::Break(None)
+        }
+        None => {
+            found.drift.push(Drift {
+                address: address.clone(),
+                kind: DriftKind::Deleted,
+                fields: Vec::new(),
+            });
+            let mut c = change(
+                address.clone(),
+                Action::Create,
+                format!("VM {} was deleted outside talosprov: created again", w.vmid),
+            );
+            c.fields.push(field("vmid", None, Some(w.vmid)));
+            ControlFlow::Break(Some(c))
+        }
+    }
+}
+
+/// The update bringing a VM from `current` to `w`, if any field differs or
+/// waits in Proxmox for a restart; the VM restarts when it runs without the
+/// wanted values.
+fn plan_vm_update(
+    address: Address,
+    w: &format::Vm,
+    current: &format::Vm,
+    seen: Option<&ObservedVm>,
+) -> Option<Change> {
+    let running = seen.map(|s| &s.running);
+    let mut fields = vm_fields(current, w);
     let changed: Vec<String> = fields.iter().map(|f| f.name.clone()).collect();
     // Unknown power state (an offline plan): assume the VM runs.
     let runs = seen.is_none_or(|s| s.status == "running");
     let empty = BTreeMap::new();
     let to_restart = if runs {
-        restart_fields(&current, running.unwrap_or(&empty), w)
+        restart_fields(current, running.unwrap_or(&empty), w)
     } else {
         Vec::new()
     };
@@ -255,7 +307,7 @@ pub(super) fn plan_vm(
         }
     }
     if fields.is_empty() {
-        return Ok(None);
+        return None;
     }
     let restart = !to_restart.is_empty();
     let mut parts = Vec::new();
@@ -282,7 +334,7 @@ pub(super) fn plan_vm(
     );
     c.fields = fields;
     c.reboot = Some(restart);
-    Ok(Some(c))
+    Some(c)
 }
 
 /// Fields a running VM takes only at its next start: without CPU and memory
