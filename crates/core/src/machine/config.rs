@@ -135,26 +135,50 @@ pub fn base_config(input: &BaseConfigInput<'_>) -> Result<BaseConfig, ConfigErro
     })
 }
 
+/// The v1alpha1 document: version flags, then `machine` and `cluster`.
 fn v1alpha1(input: &BaseConfigInput<'_>, contract: Contract, k8s: &str) -> Value {
+    map([
+        ("version", "v1alpha1".into()),
+        ("debug", false.into()),
+        ("persist", true.into()),
+        (
+            "machine",
+            Value::Mapping(machine_section(input, contract, k8s)),
+        ),
+        ("cluster", Value::Mapping(cluster_section(input, k8s))),
+    ])
+}
+
+/// A PEM text as the base64 string Talos writes for it.
+fn b64(pem: &str) -> Value {
+    Value::String(STANDARD.encode(pem.as_bytes()))
+}
+
+/// A `{crt, key}` pair in base64; the key empty when `None` (a worker gets
+/// the CA certificate without its key).
+fn cert_pair(crt: &str, key: Option<&str>) -> Value {
+    map([
+        ("crt", b64(crt)),
+        ("key", key.map(b64).unwrap_or_else(|| "".into())),
+    ])
+}
+
+/// The extra certificate SANs, as a YAML sequence.
+fn sans(input: &BaseConfigInput<'_>) -> Value {
+    Value::Sequence(
+        input
+            .additional_sans
+            .iter()
+            .map(|s| s.as_str().into())
+            .collect(),
+    )
+}
+
+/// `machine`: type, token, OS CA, SANs, kubelet, install, features, and the
+/// control plane's node label (Talos `generate/init.go`, `worker.go`).
+fn machine_section(input: &BaseConfigInput<'_>, contract: Contract, k8s: &str) -> Mapping {
     let s = input.secrets;
     let control_plane = input.role == Role::Controlplane;
-    let b64 = |pem: &str| Value::String(STANDARD.encode(pem.as_bytes()));
-    let pair = |crt: &str, key: Option<&str>| {
-        map([
-            ("crt", b64(crt)),
-            ("key", key.map(b64).unwrap_or_else(|| "".into())),
-        ])
-    };
-    let sans = || {
-        Value::Sequence(
-            input
-                .additional_sans
-                .iter()
-                .map(|s| s.as_str().into())
-                .collect(),
-        )
-    };
-
     let mut machine = Mapping::new();
     put(&mut machine, "type", input.role.as_str().into());
     put(
@@ -163,8 +187,8 @@ fn v1alpha1(input: &BaseConfigInput<'_>, contract: Contract, k8s: &str) -> Value
         s.trustd_token.expose().as_str().into(),
     );
     let os_key = control_plane.then(|| s.certs.os.key.expose().as_str());
-    put(&mut machine, "ca", pair(&s.certs.os.crt, os_key));
-    put(&mut machine, "certSANs", sans());
+    put(&mut machine, "ca", cert_pair(&s.certs.os.crt, os_key));
+    put(&mut machine, "certSANs", sans(input));
     put(
         &mut machine,
         "kubelet",
@@ -212,7 +236,14 @@ fn v1alpha1(input: &BaseConfigInput<'_>, contract: Contract, k8s: &str) -> Value
             map([(LABEL_EXCLUDE_FROM_EXTERNAL_LB, "".into())]),
         );
     }
+    machine
+}
 
+/// `cluster`: identity, endpoint, network, token, Kubernetes CA, discovery;
+/// on a control plane also the secrets-at-rest key, the components and etcd.
+fn cluster_section(input: &BaseConfigInput<'_>, k8s: &str) -> Mapping {
+    let s = input.secrets;
+    let control_plane = input.role == Role::Controlplane;
     let mut cluster = Mapping::new();
     put(&mut cluster, "id", s.cluster.id.as_str().into());
     put(
@@ -257,50 +288,9 @@ fn v1alpha1(input: &BaseConfigInput<'_>, contract: Contract, k8s: &str) -> Value
         put(&mut cluster, field, value.expose().as_str().into());
     }
     let k8s_key = control_plane.then(|| s.certs.k8s.key.expose().as_str());
-    put(&mut cluster, "ca", pair(&s.certs.k8s.crt, k8s_key));
+    put(&mut cluster, "ca", cert_pair(&s.certs.k8s.crt, k8s_key));
     if control_plane {
-        let agg = &s.certs.k8s_aggregator;
-        put(
-            &mut cluster,
-            "aggregatorCA",
-            pair(&agg.crt, Some(agg.key.expose())),
-        );
-        put(
-            &mut cluster,
-            "serviceAccount",
-            map([("key", b64(s.certs.k8s_service_account.expose()))]),
-        );
-        let mut api = Mapping::new();
-        put(
-            &mut api,
-            "image",
-            format!("{APISERVER_IMAGE}:v{k8s}").into(),
-        );
-        if !input.additional_sans.is_empty() {
-            put(&mut api, "certSANs", sans());
-        }
-        put(
-            &mut api,
-            "admissionControl",
-            Value::Sequence(vec![pod_security_admission()]),
-        );
-        put(&mut api, "auditPolicy", default_audit_policy());
-        put(&mut cluster, "apiServer", Value::Mapping(api));
-        put(
-            &mut cluster,
-            "controllerManager",
-            map([("image", format!("{CONTROLLER_MANAGER_IMAGE}:v{k8s}").into())]),
-        );
-        put(
-            &mut cluster,
-            "proxy",
-            map([("image", format!("{PROXY_IMAGE}:v{k8s}").into())]),
-        );
-        put(
-            &mut cluster,
-            "scheduler",
-            map([("image", format!("{SCHEDULER_IMAGE}:v{k8s}").into())]),
-        );
+        put_control_plane_components(&mut cluster, input, k8s);
     }
     put(
         &mut cluster,
@@ -321,17 +311,59 @@ fn v1alpha1(input: &BaseConfigInput<'_>, contract: Contract, k8s: &str) -> Value
         put(
             &mut cluster,
             "etcd",
-            map([("ca", pair(&etcd.crt, Some(etcd.key.expose())))]),
+            map([("ca", cert_pair(&etcd.crt, Some(etcd.key.expose())))]),
         );
     }
+    cluster
+}
 
-    map([
-        ("version", "v1alpha1".into()),
-        ("debug", false.into()),
-        ("persist", true.into()),
-        ("machine", Value::Mapping(machine)),
-        ("cluster", Value::Mapping(cluster)),
-    ])
+/// A control plane's `cluster` keys after the CA: the aggregator CA, the
+/// service-account key, and the API server, controller manager, proxy and
+/// scheduler at Kubernetes `k8s`.
+fn put_control_plane_components(cluster: &mut Mapping, input: &BaseConfigInput<'_>, k8s: &str) {
+    let s = input.secrets;
+    let agg = &s.certs.k8s_aggregator;
+    put(
+        cluster,
+        "aggregatorCA",
+        cert_pair(&agg.crt, Some(agg.key.expose())),
+    );
+    put(
+        cluster,
+        "serviceAccount",
+        map([("key", b64(s.certs.k8s_service_account.expose()))]),
+    );
+    let mut api = Mapping::new();
+    put(
+        &mut api,
+        "image",
+        format!("{APISERVER_IMAGE}:v{k8s}").into(),
+    );
+    if !input.additional_sans.is_empty() {
+        put(&mut api, "certSANs", sans(input));
+    }
+    put(
+        &mut api,
+        "admissionControl",
+        Value::Sequence(vec![pod_security_admission()]),
+    );
+    put(&mut api, "auditPolicy", default_audit_policy());
+    put(cluster, "apiServer", Value::Mapping(api));
+    put(
+        cluster,
+        "controllerManager",
+        map([("image", format!("{CONTROLLER_MANAGER_IMAGE}:v{k8s}").into())]),
+    );
+    put(
+        cluster,
+        "proxy",
+        map([("image", format!("{PROXY_IMAGE}:v{k8s}").into())]),
+    );
+    put(
+        cluster,
+        "scheduler",
+        map([("image", format!("{SCHEDULER_IMAGE}:v{k8s}").into())]),
+    );
 }
 
 /// The PodSecurity admission plugin config Talos generates (keys sorted, as Talos writes maps).
