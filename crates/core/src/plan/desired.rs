@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use crate::machine::Sensitive;
 use crate::schematic::Schematic;
 use crate::state::format;
-use crate::topology::{Role, SchematicSpec, Topology};
+use crate::topology::{Node, ProxmoxSettings, Role, SchematicSpec, Topology};
 use crate::vm;
 use crate::vm::{HostPci, VmSpec};
 
@@ -178,24 +178,7 @@ pub fn desired(
     let mut out = Desired {
         images: BTreeMap::new(),
         pool: px.pool.clone(),
-        pci_mappings: topology
-            .pci_mappings
-            .iter()
-            .map(|(name, m)| {
-                let entry = format::PciMapEntry {
-                    node: m.node.clone().unwrap_or_else(|| px.node.clone()),
-                    path: m.path.clone(),
-                    id: m.id.clone(),
-                    subsystem_id: Some(m.subsystem_id.clone()),
-                    iommu_group: Some(m.iommu_group),
-                };
-                let record = format::PciMapping {
-                    description: m.comment.clone(),
-                    map: vec![entry],
-                };
-                (name.clone(), record)
-            })
-            .collect(),
+        pci_mappings: desired_pci_mappings(topology),
         vms: BTreeMap::new(),
         configs: BTreeMap::new(),
         bootstrap_node: topology.controlplanes().next().map(|n| n.hostname.clone()),
@@ -218,65 +201,15 @@ pub fn desired(
             });
             continue;
         };
-        // The machine module picked the schematic and version the installer
-        // image names; the disk image must be the same.
-        let id = rendered.schematic_id.clone();
-        let talos_version = rendered.talos_version.clone();
         let image_host = if image_storage_shared {
             None
         } else {
             Some(node.proxmox_node.as_str())
         };
-        let image_name = image_name(&id, &talos_version, image_host);
-        let image = vm::Image {
-            talos_version: talos_version.clone(),
-            schematic: id.clone(),
-        };
-        let volid = image.volid(&px.image_storage);
-        out.images
-            .entry(image_name.clone())
-            .or_insert_with(|| DesiredImage {
-                record: format::Image {
-                    volid: volid.clone(),
-                    node: image_host.unwrap_or(first_host).to_owned(),
-                    storage: px.image_storage.clone(),
-                    schematic_id: id.clone(),
-                    talos_version: talos_version.clone(),
-                },
-            });
-
-        let hostpci: Vec<HostPci> = node
-            .hostpci
-            .iter()
-            .map(|d| HostPci {
-                index: d.index,
-                mapping: d.mapping.clone(),
-                pcie: d.pcie,
-                rombar: d.rombar,
-                x_vga: d.xvga,
-            })
-            .collect();
-        let mut tags: Vec<String> = node.tags.iter().map(|t| t.to_ascii_lowercase()).collect();
-        tags.sort();
-        tags.dedup();
-        let spec = VmSpec {
-            vmid: node.vm_id.0,
-            name: node.hostname.clone(),
-            node: node.proxmox_node.clone(),
-            cores: node.cores,
-            memory_mib: u64::from(node.memory),
-            disk_gib: u64::from(node.disk_size),
-            datastore: px.datastore.clone(),
-            image_volid: volid,
-            bridge: px.bridge.clone(),
-            ip: IpAddr::V4(node.ip),
-            prefix: topology.cluster.prefix_length,
-            gateway: Some(IpAddr::V4(topology.cluster.gateway)),
-            nameservers: topology.cluster.nameservers.clone(),
-            pool: px.pool.clone(),
-            tags: tags.clone(),
-            hostpci: hostpci.clone(),
-        };
+        let image_name = image_name(&rendered.schematic_id, &rendered.talos_version, image_host);
+        let image = desired_image(px, rendered, image_host.unwrap_or(first_host));
+        let spec = vm_spec(topology, node, image.record.volid.clone());
+        out.images.entry(image_name.clone()).or_insert(image);
         let record = vm_record(&spec);
         out.vms.insert(
             node.hostname.clone(),
@@ -287,26 +220,110 @@ pub fn desired(
                 image: image_name,
             },
         );
-        out.configs.insert(
-            node.hostname.clone(),
-            DesiredConfig {
-                role: node.role,
-                ip: IpAddr::V4(node.ip),
-                record: format::NodeConfig {
-                    config_sha256: rendered.sha256.clone(),
-                    talos_version: rendered.talos_version.clone(),
-                    installer_image: rendered.installer_image.clone(),
-                    secure_mode: true,
-                    staged: None,
-                    role: Some(node.role),
-                },
-                yaml: rendered.yaml.clone(),
-            },
-        );
+        out.configs
+            .insert(node.hostname.clone(), desired_config(node, rendered));
     }
     if errors.is_empty() {
         Ok(out)
     } else {
         Err(errors)
+    }
+}
+
+/// The topology's PCI mappings as state records, keyed by name; a mapping
+/// without a host is on `proxmox.node`.
+fn desired_pci_mappings(topology: &Topology) -> BTreeMap<String, format::PciMapping> {
+    let px = &topology.proxmox;
+    topology
+        .pci_mappings
+        .iter()
+        .map(|(name, m)| {
+            let entry = format::PciMapEntry {
+                node: m.node.clone().unwrap_or_else(|| px.node.clone()),
+                path: m.path.clone(),
+                id: m.id.clone(),
+                subsystem_id: Some(m.subsystem_id.clone()),
+                iommu_group: Some(m.iommu_group),
+            };
+            let record = format::PciMapping {
+                description: m.comment.clone(),
+                map: vec![entry],
+            };
+            (name.clone(), record)
+        })
+        .collect()
+}
+
+/// The disk image a node boots from, downloaded to `host`'s image storage.
+/// The machine module picked the schematic and version the installer image
+/// names; the disk image must be the same.
+fn desired_image(px: &ProxmoxSettings, rendered: &RenderedConfig, host: &str) -> DesiredImage {
+    let image = vm::Image {
+        talos_version: rendered.talos_version.clone(),
+        schematic: rendered.schematic_id.clone(),
+    };
+    DesiredImage {
+        record: format::Image {
+            volid: image.volid(&px.image_storage),
+            node: host.to_owned(),
+            storage: px.image_storage.clone(),
+            schematic_id: rendered.schematic_id.clone(),
+            talos_version: rendered.talos_version.clone(),
+        },
+    }
+}
+
+/// A node's VM create request, booting from `image_volid`; tags are
+/// lowercased, sorted and deduplicated as Proxmox stores them.
+fn vm_spec(topology: &Topology, node: &Node, image_volid: String) -> VmSpec {
+    let px = &topology.proxmox;
+    let hostpci: Vec<HostPci> = node
+        .hostpci
+        .iter()
+        .map(|d| HostPci {
+            index: d.index,
+            mapping: d.mapping.clone(),
+            pcie: d.pcie,
+            rombar: d.rombar,
+            x_vga: d.xvga,
+        })
+        .collect();
+    let mut tags: Vec<String> = node.tags.iter().map(|t| t.to_ascii_lowercase()).collect();
+    tags.sort();
+    tags.dedup();
+    VmSpec {
+        vmid: node.vm_id.0,
+        name: node.hostname.clone(),
+        node: node.proxmox_node.clone(),
+        cores: node.cores,
+        memory_mib: u64::from(node.memory),
+        disk_gib: u64::from(node.disk_size),
+        datastore: px.datastore.clone(),
+        image_volid,
+        bridge: px.bridge.clone(),
+        ip: IpAddr::V4(node.ip),
+        prefix: topology.cluster.prefix_length,
+        gateway: Some(IpAddr::V4(topology.cluster.gateway)),
+        nameservers: topology.cluster.nameservers.clone(),
+        pool: px.pool.clone(),
+        tags,
+        hostpci,
+    }
+}
+
+/// A node's machine config to apply, recorded as applied in secure mode.
+fn desired_config(node: &Node, rendered: &RenderedConfig) -> DesiredConfig {
+    DesiredConfig {
+        role: node.role,
+        ip: IpAddr::V4(node.ip),
+        record: format::NodeConfig {
+            config_sha256: rendered.sha256.clone(),
+            talos_version: rendered.talos_version.clone(),
+            installer_image: rendered.installer_image.clone(),
+            secure_mode: true,
+            staged: None,
+            role: Some(node.role),
+        },
+        yaml: rendered.yaml.clone(),
     }
 }
