@@ -154,41 +154,13 @@ pub fn resolve(
     topology_dir: &Path,
     state_flag: Option<&Path>,
 ) -> Result<BackendConfig, ConfigError> {
-    let mut over: BTreeMap<&str, &str> = BTreeMap::new();
-    for (k, v) in overrides {
-        match k.as_str() {
-            "username" => return Err(credential(k, "TF_HTTP_USERNAME")),
-            "password" => return Err(credential(k, "TF_HTTP_PASSWORD")),
-            "backend" | "path" | "address" | "lock_address" | "unlock_address" | "lock_method"
-            | "unlock_method" | "update_method" | "retry_max" | "retry_wait_min"
-            | "retry_wait_max" => {
-                over.insert(k.as_str(), v.as_str());
-            }
-            _ => return Err(ConfigError::UnknownKey(k.clone())),
-        }
-    }
-    let pick = |key: &str, from_section: &Option<String>, variable: Option<&str>| {
-        if let Some(v) = over.get(key) {
-            return Some(Setting {
-                value: (*v).to_owned(),
-                from: format!("--backend-config {key}"),
-            });
-        }
-        if let Some(v) = from_section {
-            return Some(Setting {
-                value: v.clone(),
-                from: format!("state.{key}"),
-            });
-        }
-        let var = variable?;
-        env.get(var).filter(|v| !v.is_empty()).map(|v| Setting {
-            value: v.clone(),
-            from: var.to_owned(),
-        })
+    let sources = Sources {
+        over: known_overrides(overrides)?,
+        section,
+        env,
     };
-
-    let address = pick("address", &section.address, Some("TF_HTTP_ADDRESS"));
-    let backend = pick("backend", &section.backend, None);
+    let address = sources.pick("address", &section.address, Some("TF_HTTP_ADDRESS"));
+    let backend = sources.pick("backend", &section.backend, None);
     let (is_http, chosen_by) = match &backend {
         Some(s) => match s.value.as_str() {
             "local" => (false, s.from.clone()),
@@ -204,7 +176,7 @@ pub fn resolve(
     if !is_http {
         let path = if let Some(p) = state_flag {
             p.to_path_buf()
-        } else if let Some(p) = over.get("path") {
+        } else if let Some(p) = sources.over.get("path") {
             PathBuf::from(p)
         } else if let Some(p) = &section.path {
             topology_dir.join(p)
@@ -216,39 +188,131 @@ pub fn resolve(
     if state_flag.is_some() {
         return Err(ConfigError::StateFlagWithHttp(chosen_by));
     }
-
     let address = url(&address.ok_or(ConfigError::MissingAddress)?)?;
-    let lock_address = pick(
-        "lock_address",
-        &section.lock_address,
-        Some("TF_HTTP_LOCK_ADDRESS"),
-    )
-    .map(|s| url(&s))
-    .transpose()?;
-    let unlock_address = pick(
-        "unlock_address",
-        &section.unlock_address,
-        Some("TF_HTTP_UNLOCK_ADDRESS"),
-    )
-    .map(|s| url(&s))
-    .transpose()?
-    .or_else(|| lock_address.clone());
-    let method =
-        |key: &str, s: &Option<String>, var: &str, default: &str| match pick(key, s, Some(var)) {
+    Ok(BackendConfig::Http(Box::new(resolve_http(
+        &sources, address,
+    )?)))
+}
+
+/// The `--backend-config` overrides by key; credentials are refused (they
+/// come from the environment only), as is a key OpenTofu's http backend
+/// does not have.
+fn known_overrides(overrides: &[(String, String)]) -> Result<BTreeMap<&str, &str>, ConfigError> {
+    let mut over: BTreeMap<&str, &str> = BTreeMap::new();
+    for (k, v) in overrides {
+        match k.as_str() {
+            "username" => return Err(credential(k, "TF_HTTP_USERNAME")),
+            "password" => return Err(credential(k, "TF_HTTP_PASSWORD")),
+            "backend" | "path" | "address" | "lock_address" | "unlock_address" | "lock_method"
+            | "unlock_method" | "update_method" | "retry_max" | "retry_wait_min"
+            | "retry_wait_max" => {
+                over.insert(k.as_str(), v.as_str());
+            }
+            _ => return Err(ConfigError::UnknownKey(k.clone())),
+        }
+    }
+    Ok(over)
+}
+
+/// Where backend settings come from, in the order they win.
+struct Sources<'a> {
+    /// `--backend-config` overrides by key.
+    over: BTreeMap<&'a str, &'a str>,
+    section: &'a StateSection,
+    env: &'a BTreeMap<String, String>,
+}
+
+impl Sources<'_> {
+    /// A setting from the override of `key`, else the `state:` section's
+    /// value, else the (non-empty) `variable`.
+    fn pick(
+        &self,
+        key: &str,
+        from_section: &Option<String>,
+        variable: Option<&str>,
+    ) -> Option<Setting> {
+        if let Some(v) = self.over.get(key) {
+            return Some(Setting {
+                value: (*v).to_owned(),
+                from: format!("--backend-config {key}"),
+            });
+        }
+        if let Some(v) = from_section {
+            return Some(Setting {
+                value: v.clone(),
+                from: format!("state.{key}"),
+            });
+        }
+        let var = variable?;
+        self.env
+            .get(var)
+            .filter(|v| !v.is_empty())
+            .map(|v| Setting {
+                value: v.clone(),
+                from: var.to_owned(),
+            })
+    }
+
+    /// An HTTP method setting (an RFC 9110 token), else `default`.
+    fn method(
+        &self,
+        key: &str,
+        from_section: &Option<String>,
+        var: &str,
+        default: &str,
+    ) -> Result<String, ConfigError> {
+        match self.pick(key, from_section, Some(var)) {
             Some(m) if is_token(&m.value) => Ok(m.value),
             Some(m) => Err(invalid(&m, "expected an HTTP method such as POST or LOCK")),
             None => Ok(default.to_owned()),
-        };
-    let seconds = |key: &str, var: &str, default: u64| match pick(key, &None, Some(var)) {
-        Some(s) => s
-            .value
-            .trim()
-            .parse::<u64>()
-            .map(Duration::from_secs)
-            .map_err(|_| invalid(&s, "expected a whole number of seconds")),
-        None => Ok(Duration::from_secs(default)),
-    };
-    let retry_max = match pick("retry_max", &None, Some("TF_HTTP_RETRY_MAX")) {
+        }
+    }
+
+    /// A duration setting in whole seconds, else `default` seconds.
+    fn seconds(&self, key: &str, var: &str, default: u64) -> Result<Duration, ConfigError> {
+        match self.pick(key, &None, Some(var)) {
+            Some(s) => s
+                .value
+                .trim()
+                .parse::<u64>()
+                .map(Duration::from_secs)
+                .map_err(|_| invalid(&s, "expected a whole number of seconds")),
+            None => Ok(Duration::from_secs(default)),
+        }
+    }
+
+    /// A URL setting, if set anywhere.
+    fn optional_url(
+        &self,
+        key: &str,
+        from_section: &Option<String>,
+        var: &str,
+    ) -> Result<Option<Url>, ConfigError> {
+        self.pick(key, from_section, Some(var))
+            .map(|s| url(&s))
+            .transpose()
+    }
+}
+
+/// The http backend's settings past its `address`: lock and unlock
+/// addresses (unlock defaults to lock), methods, credentials from the
+/// environment only, and the retry policy, with OpenTofu's defaults.
+fn resolve_http(sources: &Sources<'_>, address: Url) -> Result<HttpBackendConfig, ConfigError> {
+    let section = sources.section;
+    let env = sources.env;
+    let lock_address = sources.optional_url(
+        "lock_address",
+        &section.lock_address,
+        "TF_HTTP_LOCK_ADDRESS",
+    )?;
+    let unlock_address = sources
+        .optional_url(
+            "unlock_address",
+            &section.unlock_address,
+            "TF_HTTP_UNLOCK_ADDRESS",
+        )?
+        .or_else(|| lock_address.clone());
+    let retry_max = match sources.pick("retry_max", &None, Some("TF_HTTP_RETRY_MAX")) {
         Some(s) => s
             .value
             .trim()
@@ -256,18 +320,18 @@ pub fn resolve(
             .map_err(|_| invalid(&s, "expected a whole number of retries"))?,
         None => 2,
     };
-    Ok(BackendConfig::Http(Box::new(HttpBackendConfig {
+    Ok(HttpBackendConfig {
         address,
-        update_method: method("update_method", &None, "TF_HTTP_UPDATE_METHOD", "POST")?,
+        update_method: sources.method("update_method", &None, "TF_HTTP_UPDATE_METHOD", "POST")?,
         lock_address,
         unlock_address,
-        lock_method: method(
+        lock_method: sources.method(
             "lock_method",
             &section.lock_method,
             "TF_HTTP_LOCK_METHOD",
             "LOCK",
         )?,
-        unlock_method: method(
+        unlock_method: sources.method(
             "unlock_method",
             &section.unlock_method,
             "TF_HTTP_UNLOCK_METHOD",
@@ -282,9 +346,9 @@ pub fn resolve(
             .filter(|v| !v.is_empty())
             .map(Sensitive::new),
         retry_max,
-        retry_wait_min: seconds("retry_wait_min", "TF_HTTP_RETRY_WAIT_MIN", 1)?,
-        retry_wait_max: seconds("retry_wait_max", "TF_HTTP_RETRY_WAIT_MAX", 30)?,
-    })))
+        retry_wait_min: sources.seconds("retry_wait_min", "TF_HTTP_RETRY_WAIT_MIN", 1)?,
+        retry_wait_max: sources.seconds("retry_wait_max", "TF_HTTP_RETRY_WAIT_MAX", 30)?,
+    })
 }
 
 fn credential(key: &str, variable: &'static str) -> ConfigError {
