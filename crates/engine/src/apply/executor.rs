@@ -129,226 +129,379 @@ pub async fn execute<P: Provider, B: Backend>(
     events: &mpsc::UnboundedSender<Update>,
     mut cancel: watch::Receiver<bool>,
 ) -> anyhow::Result<RunOutcome> {
-    let slots = Arc::new(Semaphore::new(parallelism.max(1)));
-    let grace = provider.interrupt_grace();
-    let changes: BTreeMap<Address, &Change> = plan
-        .changes
-        .iter()
-        .map(|c| (c.address.clone(), c))
-        .collect();
-    let mut pending: Vec<&Change> = plan.changes.iter().collect();
-    let mut done: BTreeSet<Address> = BTreeSet::new();
-    let mut failed: Vec<(Address, String)> = Vec::new();
-    let mut blocked: BTreeSet<Address> = BTreeSet::new();
-    let mut started: BTreeMap<Address, Instant> = BTreeMap::new();
     let (tx, mut rx) = mpsc::unbounded_channel::<StepMessage>();
-    let (stopping, stopping_rx) = watch::channel(false);
-    let (outcomes, outcomes_rx) = watch::channel(Outcomes::new());
-    let mut tasks: JoinSet<(Address, anyhow::Result<()>)> = JoinSet::new();
-    let mut running: HashMap<tokio::task::Id, Running> = HashMap::new();
-    let mut interrupted = *cancel.borrow();
-    let mut grace_ends: Option<tokio::time::Instant> = None;
-    // A slot the loop acquired while changes waited for one, for the next.
-    let mut spare: Option<tokio::sync::OwnedSemaphorePermit> = None;
-    let emit = |address: &Address, kind: EventKind, since: Option<&Instant>| {
-        let _ = events.send(Update::Step(Event {
-            address: address.clone(),
-            kind,
-            elapsed: since.map(Instant::elapsed).unwrap_or_default(),
-        }));
-    };
-    let ended = |address: &Address, end: StepEnd| {
-        outcomes.send_modify(|o| {
-            o.insert(address.clone(), end);
-        });
-    };
-    if interrupted {
-        stopping.send_replace(true);
+    let mut run = Run::new(provider, plan, parallelism, events, tx);
+    if *cancel.borrow() {
+        run.interrupted = true;
+        run.stopping.send_replace(true);
     }
-
     loop {
-        // Skip what depends on a failure; start what is ready while a slot is free.
-        let mut ready_without_slot = false;
-        if !interrupted {
-            let mut i = 0;
-            while i < pending.len() {
-                let c = pending[i];
-                let deps_failed = c.depends_on.iter().any(|d| blocked.contains(d));
-                if deps_failed {
-                    blocked.insert(c.address.clone());
-                    let reason = "a change it depends on failed".to_owned();
-                    emit(
-                        &c.address,
-                        EventKind::Skipped {
-                            reason: reason.clone(),
-                        },
-                        None,
-                    );
-                    ended(&c.address, StepEnd::Skipped(reason));
-                    pending.remove(i);
-                    continue;
-                }
-                let ready = c
-                    .depends_on
-                    .iter()
-                    .all(|d| done.contains(d) || !changes.contains_key(d));
-                let slot = if ready {
-                    spare
-                        .take()
-                        .or_else(|| slots.clone().try_acquire_owned().ok())
-                } else {
-                    None
-                };
-                ready_without_slot |= ready && slot.is_none();
-                if let Some(permit) = slot {
-                    pending.remove(i);
-                    started.insert(c.address.clone(), Instant::now());
-                    emit(&c.address, EventKind::Started { action: c.action }, None);
-                    let provider = provider.clone();
-                    let change = c.clone();
-                    let reporter = Reporter::for_run(
-                        c.address.clone(),
-                        tx.clone(),
-                        stopping_rx.clone(),
-                        outcomes_rx.clone(),
-                    )
-                    .holding(slots.clone(), permit);
-                    let step_reporter = reporter.clone();
-                    let abort = tasks.spawn(async move {
-                        let retries = step_reporter.clone();
-                        let watcher: talosprov_retry::Watcher =
-                            Arc::new(move |n: &talosprov_retry::Notice| retries.retrying(n));
-                        let result = talosprov_retry::watched(
-                            watcher,
-                            provider.apply(&change, &step_reporter),
-                        )
-                        .await;
-                        (change.address, result)
-                    });
-                    running.insert(
-                        abort.id(),
-                        Running {
-                            address: c.address.clone(),
-                            abort,
-                            reporter,
-                        },
-                    );
-                    continue;
-                }
-                i += 1;
-            }
-        }
-        if running.is_empty() {
+        let ready_without_slot = if run.interrupted {
+            false
+        } else {
+            run.start_ready()
+        };
+        if run.running.is_empty() {
             break;
         }
+        let grace_ends = run.grace_ends;
         let grace_over = async {
             match grace_ends {
                 Some(at) => tokio::time::sleep_until(at).await,
                 None => std::future::pending().await,
             }
         };
+        let interrupted = run.interrupted;
         tokio::select! {
             biased;
             Some(msg) = rx.recv() => {
-                handle(msg, saver, &emit, &started, &running).await?;
+                run.handle(msg, saver).await?;
             }
             // A slot came free (a step finished or went waiting): the loop
             // starts the next ready change with it. Slots go first come, first
             // served, between new changes and steps coming back from a wait.
-            Ok(permit) = slots.clone().acquire_owned(), if ready_without_slot && !interrupted => {
-                spare = Some(permit);
+            Ok(permit) = run.slots.clone().acquire_owned(), if ready_without_slot && !interrupted => {
+                run.spare = Some(permit);
             }
-            Some(joined) = tasks.join_next_with_id() => {
+            Some(joined) = run.tasks.join_next_with_id() => {
                 // Records sent before the step ended are saved before it counts as done.
                 while let Ok(msg) = rx.try_recv() {
-                    handle(msg, saver, &emit, &started, &running).await?;
+                    run.handle(msg, saver).await?;
                 }
-                match joined {
-                    Ok((id, (address, Ok(())))) => {
-                        running.remove(&id);
-                        let action = changes[&address].action;
-                        emit(&address, EventKind::Finished { action }, started.get(&address));
-                        ended(&address, StepEnd::Done);
-                        done.insert(address);
-                    }
-                    Ok((id, (address, Err(e)))) if interrupted && is_interrupted(&e) => {
-                        running.remove(&id);
-                        emit(&address, EventKind::Skipped { reason: "interrupted".into() }, started.get(&address));
-                    }
-                    Ok((id, (address, Err(e)))) => {
-                        running.remove(&id);
-                        let message = format!("{e:#}");
-                        emit(&address, EventKind::Failed { message: message.clone() }, started.get(&address));
-                        ended(&address, StepEnd::Failed(message.clone()));
-                        blocked.insert(address.clone());
-                        failed.push((address, message));
-                    }
-                    Err(e) if e.is_cancelled() => {
-                        if let Some(step) = running.remove(&e.id()) {
-                            emit(
-                                &step.address,
-                                EventKind::Skipped { reason: "interrupted".into() },
-                                started.get(&step.address),
-                            );
-                        }
-                    }
-                    Err(e) => return Err(anyhow::anyhow!("a step panicked: {e}")),
-                }
+                run.step_ended(joined)?;
             },
             changed = cancel.changed(), if !interrupted => {
                 if changed.is_err() || *cancel.borrow() {
-                    interrupted = true;
-                    stopping.send_replace(true);
-                    // Read after `stopping` is set: a step entering a section
-                    // now either counts here or sees `stopping` and does not start.
-                    let mut finishing = Vec::new();
-                    for step in running.values() {
-                        if step.reporter.sections_open() > 0 {
-                            finishing.push(step.address.clone());
-                        } else {
-                            step.abort.abort();
-                        }
-                    }
-                    finishing.sort();
-                    let _ = events.send(Update::Interrupted { finishing, grace });
-                    grace_ends = Some(tokio::time::Instant::now() + grace);
+                    run.interrupt();
                 }
             },
-            () = grace_over => {
-                let mut steps: Vec<Address> = running.values().map(|s| s.address.clone()).collect();
-                steps.sort();
-                for step in running.values() {
-                    step.abort.abort();
-                }
-                let _ = events.send(Update::Abandoned { steps, grace });
-                grace_ends = None;
+            () = grace_over => run.abandon(),
+        }
+    }
+    run.finish(rx, saver).await
+}
+
+/// One run of the executor: the changes still to start and how the others
+/// went, the steps running, and the channels the steps talk through.
+struct Run<'a, P> {
+    provider: Arc<P>,
+    /// The parallelism bound: a step holds a slot while it sends requests.
+    slots: Arc<Semaphore>,
+    /// How long an interrupted run lets steps in a Proxmox section finish.
+    grace: Duration,
+    changes: BTreeMap<Address, &'a Change>,
+    /// Changes not started yet, in plan order.
+    pending: Vec<&'a Change>,
+    done: BTreeSet<Address>,
+    failed: Vec<(Address, String)>,
+    /// Failed or skipped: what depends on them is skipped.
+    blocked: BTreeSet<Address>,
+    started: BTreeMap<Address, Instant>,
+    /// Where the steps' reporters send their messages.
+    tx: mpsc::UnboundedSender<StepMessage>,
+    stopping: watch::Sender<bool>,
+    stopping_rx: watch::Receiver<bool>,
+    outcomes: watch::Sender<Outcomes>,
+    outcomes_rx: watch::Receiver<Outcomes>,
+    tasks: JoinSet<(Address, anyhow::Result<()>)>,
+    running: HashMap<tokio::task::Id, Running>,
+    interrupted: bool,
+    /// When the interrupt grace runs out, once interrupted.
+    grace_ends: Option<tokio::time::Instant>,
+    /// A slot the loop acquired while changes waited for one, for the next.
+    spare: Option<tokio::sync::OwnedSemaphorePermit>,
+    events: &'a mpsc::UnboundedSender<Update>,
+}
+
+impl<'a, P: Provider> Run<'a, P> {
+    /// A run of `plan` with nothing started yet.
+    fn new(
+        provider: Arc<P>,
+        plan: &'a Plan,
+        parallelism: usize,
+        events: &'a mpsc::UnboundedSender<Update>,
+        tx: mpsc::UnboundedSender<StepMessage>,
+    ) -> Self {
+        let (stopping, stopping_rx) = watch::channel(false);
+        let (outcomes, outcomes_rx) = watch::channel(Outcomes::new());
+        Run {
+            slots: Arc::new(Semaphore::new(parallelism.max(1))),
+            grace: provider.interrupt_grace(),
+            provider,
+            changes: plan
+                .changes
+                .iter()
+                .map(|c| (c.address.clone(), c))
+                .collect(),
+            pending: plan.changes.iter().collect(),
+            done: BTreeSet::new(),
+            failed: Vec::new(),
+            blocked: BTreeSet::new(),
+            started: BTreeMap::new(),
+            tx,
+            stopping,
+            stopping_rx,
+            outcomes,
+            outcomes_rx,
+            tasks: JoinSet::new(),
+            running: HashMap::new(),
+            interrupted: false,
+            grace_ends: None,
+            spare: None,
+            events,
+        }
+    }
+
+    /// Send a step event, timed from `since`.
+    fn emit(&self, address: &Address, kind: EventKind, since: Option<&Instant>) {
+        emit(self.events, address, kind, since);
+    }
+
+    /// Tell every step how the change at `address` ended.
+    fn ended(&self, address: &Address, end: StepEnd) {
+        self.outcomes.send_modify(|o| {
+            o.insert(address.clone(), end);
+        });
+    }
+
+    /// Skip what depends on a failure; start what is ready while a slot is
+    /// free. Gives whether a ready change waits for a slot.
+    fn start_ready(&mut self) -> bool {
+        let mut ready_without_slot = false;
+        let mut i = 0;
+        while i < self.pending.len() {
+            let c = self.pending[i];
+            let deps_failed = c.depends_on.iter().any(|d| self.blocked.contains(d));
+            if deps_failed {
+                self.blocked.insert(c.address.clone());
+                let reason = "a change it depends on failed".to_owned();
+                self.emit(
+                    &c.address,
+                    EventKind::Skipped {
+                        reason: reason.clone(),
+                    },
+                    None,
+                );
+                self.ended(&c.address, StepEnd::Skipped(reason));
+                self.pending.remove(i);
+                continue;
+            }
+            let ready = c
+                .depends_on
+                .iter()
+                .all(|d| self.done.contains(d) || !self.changes.contains_key(d));
+            let slot = if ready {
+                self.spare
+                    .take()
+                    .or_else(|| self.slots.clone().try_acquire_owned().ok())
+            } else {
+                None
+            };
+            ready_without_slot |= ready && slot.is_none();
+            if let Some(permit) = slot {
+                self.pending.remove(i);
+                self.spawn_step(c, permit);
+                continue;
+            }
+            i += 1;
+        }
+        ready_without_slot
+    }
+
+    /// Start the step making `c`, holding `permit` until it gives it back.
+    fn spawn_step(&mut self, c: &Change, permit: tokio::sync::OwnedSemaphorePermit) {
+        self.started.insert(c.address.clone(), Instant::now());
+        self.emit(&c.address, EventKind::Started { action: c.action }, None);
+        let provider = self.provider.clone();
+        let change = c.clone();
+        let reporter = Reporter::for_run(
+            c.address.clone(),
+            self.tx.clone(),
+            self.stopping_rx.clone(),
+            self.outcomes_rx.clone(),
+        )
+        .holding(self.slots.clone(), permit);
+        let step_reporter = reporter.clone();
+        let abort = self.tasks.spawn(async move {
+            let retries = step_reporter.clone();
+            let watcher: talosprov_retry::Watcher =
+                Arc::new(move |n: &talosprov_retry::Notice| retries.retrying(n));
+            let result =
+                talosprov_retry::watched(watcher, provider.apply(&change, &step_reporter)).await;
+            (change.address, result)
+        });
+        self.running.insert(
+            abort.id(),
+            Running {
+                address: c.address.clone(),
+                abort,
+                reporter,
             },
+        );
+    }
+
+    /// Act on one message of a step (see [`handle`]).
+    async fn handle<B: Backend>(
+        &self,
+        msg: StepMessage,
+        saver: &mut Saver<'_, B>,
+    ) -> anyhow::Result<()> {
+        let emit =
+            |a: &Address, kind: EventKind, since: Option<&Instant>| self.emit(a, kind, since);
+        handle(msg, saver, &emit, &self.started, &self.running).await
+    }
+
+    /// Count a step that ended: done, failed (what depends on it is then
+    /// skipped), or stopped by the interruption.
+    ///
+    /// # Errors
+    /// A step that panicked.
+    fn step_ended(
+        &mut self,
+        joined: Result<(tokio::task::Id, (Address, anyhow::Result<()>)), tokio::task::JoinError>,
+    ) -> anyhow::Result<()> {
+        match joined {
+            Ok((id, (address, Ok(())))) => {
+                self.running.remove(&id);
+                let action = self.changes[&address].action;
+                self.emit(
+                    &address,
+                    EventKind::Finished { action },
+                    self.started.get(&address),
+                );
+                self.ended(&address, StepEnd::Done);
+                self.done.insert(address);
+            }
+            Ok((id, (address, Err(e)))) if self.interrupted && is_interrupted(&e) => {
+                self.running.remove(&id);
+                self.emit(
+                    &address,
+                    EventKind::Skipped {
+                        reason: "interrupted".into(),
+                    },
+                    self.started.get(&address),
+                );
+            }
+            Ok((id, (address, Err(e)))) => {
+                self.running.remove(&id);
+                let message = format!("{e:#}");
+                self.emit(
+                    &address,
+                    EventKind::Failed {
+                        message: message.clone(),
+                    },
+                    self.started.get(&address),
+                );
+                self.ended(&address, StepEnd::Failed(message.clone()));
+                self.blocked.insert(address.clone());
+                self.failed.push((address, message));
+            }
+            Err(e) if e.is_cancelled() => {
+                if let Some(step) = self.running.remove(&e.id()) {
+                    self.emit(
+                        &step.address,
+                        EventKind::Skipped {
+                            reason: "interrupted".into(),
+                        },
+                        self.started.get(&step.address),
+                    );
+                }
+            }
+            Err(e) => return Err(anyhow::anyhow!("a step panicked: {e}")),
+        }
+        Ok(())
+    }
+
+    /// Interrupt the run: stop the steps outside any Proxmox section at once
+    /// and give the others the grace.
+    fn interrupt(&mut self) {
+        self.interrupted = true;
+        self.stopping.send_replace(true);
+        // Read after `stopping` is set: a step entering a section
+        // now either counts here or sees `stopping` and does not start.
+        let mut finishing = Vec::new();
+        for step in self.running.values() {
+            if step.reporter.sections_open() > 0 {
+                finishing.push(step.address.clone());
+            } else {
+                step.abort.abort();
+            }
+        }
+        finishing.sort();
+        let grace = self.grace;
+        let _ = self.events.send(Update::Interrupted { finishing, grace });
+        self.grace_ends = Some(tokio::time::Instant::now() + grace);
+    }
+
+    /// The grace ran out: abandon the steps still running.
+    fn abandon(&mut self) {
+        let mut steps: Vec<Address> = self.running.values().map(|s| s.address.clone()).collect();
+        steps.sort();
+        for step in self.running.values() {
+            step.abort.abort();
+        }
+        let _ = self.events.send(Update::Abandoned {
+            steps,
+            grace: self.grace,
+        });
+        self.grace_ends = None;
+    }
+
+    /// Save the records of stopped steps that arrived before they ended, and
+    /// tell how the run ended.
+    async fn finish<B: Backend>(
+        self,
+        mut rx: mpsc::UnboundedReceiver<StepMessage>,
+        saver: &mut Saver<'_, B>,
+    ) -> anyhow::Result<RunOutcome> {
+        let Run {
+            tx,
+            pending,
+            failed,
+            interrupted,
+            events,
+            ..
+        } = self;
+        drop(tx);
+        while let Some(msg) = rx.recv().await {
+            if let StepMessage::Record(r) | StepMessage::RecordSaved(r, _) = msg {
+                saver.record(r).await?;
+            }
+        }
+        if interrupted {
+            for c in pending {
+                emit(
+                    events,
+                    &c.address,
+                    EventKind::Skipped {
+                        reason: "interrupted".into(),
+                    },
+                    None,
+                );
+            }
+            return Ok(RunOutcome::Interrupted);
+        }
+        if failed.is_empty() {
+            Ok(RunOutcome::Done)
+        } else {
+            Ok(RunOutcome::Failed(failed))
         }
     }
-    // Records of stopped steps that arrived before they ended are kept.
-    drop(tx);
-    while let Some(msg) = rx.recv().await {
-        if let StepMessage::Record(r) | StepMessage::RecordSaved(r, _) = msg {
-            saver.record(r).await?;
-        }
-    }
-    if interrupted {
-        for c in pending {
-            emit(
-                &c.address,
-                EventKind::Skipped {
-                    reason: "interrupted".into(),
-                },
-                None,
-            );
-        }
-        return Ok(RunOutcome::Interrupted);
-    }
-    if failed.is_empty() {
-        Ok(RunOutcome::Done)
-    } else {
-        Ok(RunOutcome::Failed(failed))
-    }
+}
+
+/// Send a step event on `events`, its elapsed time measured from `since`
+/// (zero without).
+fn emit(
+    events: &mpsc::UnboundedSender<Update>,
+    address: &Address,
+    kind: EventKind,
+    since: Option<&Instant>,
+) {
+    let _ = events.send(Update::Step(Event {
+        address: address.clone(),
+        kind,
+        elapsed: since.map(Instant::elapsed).unwrap_or_default(),
+    }));
 }
 
 /// Act on one message of a step: save a record, show progress, a warning or
