@@ -10,14 +10,14 @@ use clap::Args;
 use tokio::sync::watch;
 
 use super::cluster;
-use super::planning::make_plan;
+use super::planning::{Planned, make_plan};
 use super::secrets_guard;
 use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
 use crate::apply::upgrade::{RolloutOptions, SnapshotPolicy};
 use crate::apply::{self, Context, Record, RunOutcome, Saver, Waits};
 use crate::plan::order::chain_upgrades;
-use crate::plan::{Desired, Plan, check_fresh, check_same};
+use crate::plan::{Desired, Plan, SavedPlan, check_fresh, check_same};
 use crate::state::format::State;
 use crate::state::{Address, Sensitive, StateBackend, StateStore};
 use crate::topology::Topology;
@@ -246,6 +246,16 @@ fn conflicts_error(plan: &Plan) -> Option<CommandError> {
 /// refused changes, failed steps; [`CommandError::Interrupted`] on Ctrl-C.
 pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
     let topology = cluster::load_topology(&args.state.file)?;
+    let saved = read_planfile(&args)?;
+    cluster::locked(&args.state, &args.lock, "apply", async |store, cancel| {
+        apply_locked(&args, &topology, saved.as_ref(), store, cancel).await
+    })
+    .await
+}
+
+/// The saved plan `args` name, if any, refused with flags it cannot honour
+/// (`-target`, or `--staged` for a plan made without it). Before the lock.
+fn read_planfile(args: &ApplyArgs) -> Result<Option<SavedPlan>, CommandError> {
     if args.planfile.is_some() && !args.target.is_empty() {
         return Err(anyhow::anyhow!(
             "a saved plan keeps the targets it was made with: drop -target, or make a new plan"
@@ -264,142 +274,215 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
         )
         .into());
     }
-    cluster::locked(&args.state, &args.lock, "apply", async |store, cancel| {
-        let loaded = store.load().await?;
-        let had_state = loaded.is_some();
-        let (mut state, encrypted) = match loaded {
-            Some(l) => (l.state, l.encrypted),
-            None => (State::new(uuid::Uuid::new_v4()), store.has_keys()),
-        };
-        if let Some(s) = &saved {
-            check_fresh(&s.plan, had_state.then_some((state.lineage, state.serial)))?;
+    Ok(saved)
+}
+
+/// `apply` with the state locked: load the state, plan (or check the saved
+/// plan still holds), ask for approval, then save the secrets and run the
+/// changes.
+async fn apply_locked(
+    args: &ApplyArgs,
+    topology: &Topology,
+    saved: Option<&SavedPlan>,
+    store: &StateStore<StateBackend>,
+    cancel: watch::Receiver<bool>,
+) -> Result<Outcome, CommandError> {
+    let loaded = store.load().await?;
+    let had_state = loaded.is_some();
+    let (mut state, encrypted) = match loaded {
+        Some(l) => (l.state, l.encrypted),
+        None => (State::new(uuid::Uuid::new_v4()), store.has_keys()),
+    };
+    if let Some(s) = saved {
+        check_fresh(&s.plan, had_state.then_some((state.lineage, state.serial)))?;
+    }
+    let targets: Vec<Address> = match saved {
+        Some(s) => s
+            .targets
+            .iter()
+            .map(|t| t.parse())
+            .collect::<Result<_, _>>()
+            .context("the saved plan names an invalid target")?,
+        None => args.target.clone(),
+    };
+    if args.refresh_only && !args.refresh {
+        return Err(anyhow::anyhow!(
+            "-refresh-only reads the cluster back: it cannot be used with -refresh=false"
+        )
+        .into());
+    }
+    let existing = had_state.then_some(&state);
+    let planned = plan_locked(args, topology, saved, existing, &targets, store, &cancel).await?;
+    if args.refresh_only {
+        if !had_state {
+            return Err(anyhow::anyhow!("no state yet: nothing to refresh").into());
         }
-        let targets: Vec<Address> = match &saved {
-            Some(s) => s
-                .targets
-                .iter()
-                .map(|t| t.parse())
-                .collect::<Result<_, _>>()
-                .context("the saved plan names an invalid target")?,
-            None => args.target.clone(),
-        };
-        if args.refresh_only && !args.refresh {
-            return Err(anyhow::anyhow!(
-                "-refresh-only reads the cluster back: it cannot be used with -refresh=false"
-            )
-            .into());
-        }
-        let offline = !args.refresh || saved.as_ref().is_some_and(|s| !s.plan.refreshed);
-        // Before any secrets are generated or first used: even a run planned
-        // offline asks the nodes, since it is about to configure them.
-        secrets_guard::refuse_lost_secrets(&topology, had_state.then_some(&state), store)?;
-        secrets_guard::refuse_existing_cluster(
-            &topology,
-            had_state.then_some(&state),
-            saved.as_ref().and_then(|s| s.secrets.as_ref()),
+        return super::apply_refresh_only::run(
+            &planned,
             store,
+            &mut state,
+            encrypted,
+            args.auto_approve,
+            cancel,
+        )
+        .await;
+    }
+    if let Some(s) = saved {
+        // Only what the plan showed is applied: the plan made now must be
+        // the saved one, value for value, or nothing is done.
+        check_same(s, &planned.plan, &planned.inputs).map_err(|e| {
+            anyhow::Error::new(*e).context("the saved plan cannot be applied; nothing was changed")
+        })?;
+    } else {
+        crate::ui::write_stdout(&crate::ui::plan::render(&planned.plan))?;
+    }
+    // Nothing is written, not even new secrets, before the changes are approved.
+    if !planned.plan.is_empty() {
+        cluster::approve(
+            args.auto_approve || saved.is_some(),
+            "Do you want to perform these actions?\n  talosprov will perform the actions described above.",
+            "-auto-approve (or apply a plan saved with `plan -out FILE`)",
+            cancel.clone(),
         )
         .await?;
-        let staged = saved.as_ref().map_or(args.staged, |s| s.staged);
-        // Planning only reads: an interruption stops it at once.
-        let mut interrupt = cancel.clone();
-        let planned = tokio::select! {
-            planned = make_plan(
-                &topology,
-                had_state.then_some(&state),
-                saved.as_ref().and_then(|s| s.secrets.as_ref()),
-                offline,
-                &targets,
-                staged,
-            ) => planned?,
-            _ = interrupt.wait_for(|c| *c) => return Err(CommandError::Interrupted),
+    }
+    let mut saving = Saving {
+        store,
+        encrypted,
+        state: &mut state,
+        had_state,
+    };
+    apply_approved(args, topology, planned, saved, &mut saving, cancel).await
+}
+
+/// The plan `apply` makes under the lock, after refusing to configure nodes
+/// whose secrets are lost or that belong to another cluster. Planning only
+/// reads: an interruption stops it at once.
+async fn plan_locked(
+    args: &ApplyArgs,
+    topology: &Topology,
+    saved: Option<&SavedPlan>,
+    state: Option<&State>,
+    targets: &[Address],
+    store: &StateStore<StateBackend>,
+    cancel: &watch::Receiver<bool>,
+) -> Result<Planned, CommandError> {
+    let offline = !args.refresh || saved.is_some_and(|s| !s.plan.refreshed);
+    // Before any secrets are generated or first used: even a run planned
+    // offline asks the nodes, since it is about to configure them.
+    secrets_guard::refuse_lost_secrets(topology, state, store)?;
+    secrets_guard::refuse_existing_cluster(
+        topology,
+        state,
+        saved.and_then(|s| s.secrets.as_ref()),
+        store,
+    )
+    .await?;
+    let staged = saved.map_or(args.staged, |s| s.staged);
+    let mut interrupt = cancel.clone();
+    tokio::select! {
+        planned = make_plan(
+            topology,
+            state,
+            saved.and_then(|s| s.secrets.as_ref()),
+            offline,
+            targets,
+            staged,
+        ) => planned,
+        _ = interrupt.wait_for(|c| *c) => Err(CommandError::Interrupted),
+    }
+}
+
+/// The state `apply` writes, where it goes, and whether it existed before
+/// this run.
+struct Saving<'a> {
+    store: &'a StateStore<StateBackend>,
+    encrypted: bool,
+    state: &'a mut State,
+    had_state: bool,
+}
+
+impl Saving<'_> {
+    /// Save the state as it is now.
+    async fn save(&mut self) -> Result<(), CommandError> {
+        self.store.save(self.state, self.encrypted).await?;
+        Ok(())
+    }
+}
+
+/// After approval: save the secrets and what refresh saw that no change
+/// undoes, then run the changes and print the summary.
+async fn apply_approved(
+    args: &ApplyArgs,
+    topology: &Topology,
+    planned: Planned,
+    saved: Option<&SavedPlan>,
+    saving: &mut Saving<'_>,
+    cancel: watch::Receiver<bool>,
+) -> Result<Outcome, CommandError> {
+    let mut plan = planned.plan;
+    chain_upgrades(&mut plan, &planned.desired, args.max_parallel_upgrades);
+    // Secrets are made once per lineage, and saved before anything else.
+    if saving.state.secrets.is_none() {
+        let text = match (&planned.generated, saved.and_then(|s| s.secrets.clone())) {
+            (Some(g), _) => g.clone(),
+            (None, Some(s)) => s,
+            (None, None) => Sensitive::new(crate::machine::secrets_yaml(&planned.secrets)),
         };
-        if args.refresh_only {
-            if !had_state {
-                return Err(anyhow::anyhow!("no state yet: nothing to refresh").into());
-            }
-            return super::apply_refresh_only::run(
-                &planned,
-                store,
-                &mut state,
-                encrypted,
-                args.auto_approve,
-                cancel,
-            )
-            .await;
-        }
-        if let Some(s) = &saved {
-            // Only what the plan showed is applied: the plan made now must be
-            // the saved one, value for value, or nothing is done.
-            check_same(s, &planned.plan, &planned.inputs)
-                .map_err(|e| anyhow::Error::new(*e).context("the saved plan cannot be applied; nothing was changed"))?;
+        if plan.is_empty() && !saving.had_state {
+            // Nothing to create: do not start a state for nothing.
         } else {
-            crate::ui::write_stdout(&crate::ui::plan::render(&planned.plan))?;
+            saving.state.secrets = Some(text);
+            saving.save().await?;
         }
-        // Nothing is written, not even new secrets, before the changes are approved.
-        if !planned.plan.is_empty() {
-            cluster::approve(
-                args.auto_approve || saved.is_some(),
-                "Do you want to perform these actions?\n  talosprov will perform the actions described above.",
-                "-auto-approve (or apply a plan saved with `plan -out FILE`)",
-                cancel.clone(),
-            )
-            .await?;
+    }
+    // What refresh saw that no change undoes is kept, as OpenTofu's apply
+    // keeps its refreshed state: a staged config that a reboot has taken.
+    let taken: Vec<Record> = apply::refresh_only::observed_records(saving.state, &planned.observed)
+        .into_iter()
+        .filter(|r| matches!(r, Record::StagedTaken(_)))
+        .collect();
+    if saving.had_state && !taken.is_empty() {
+        for r in taken {
+            apply::record::apply(saving.state, r);
         }
-        let mut plan = planned.plan;
-        chain_upgrades(&mut plan, &planned.desired, args.max_parallel_upgrades);
-        // Secrets are made once per lineage, and saved before anything else.
-        if state.secrets.is_none() {
-            let text = match (&planned.generated, saved.as_ref().and_then(|s| s.secrets.clone())) {
-                (Some(g), _) => g.clone(),
-                (None, Some(s)) => s,
-                (None, None) => Sensitive::new(crate::machine::secrets_yaml(&planned.secrets)),
-            };
-            if plan.is_empty() && !had_state {
-                // Nothing to create: do not start a state for nothing.
-            } else {
-                state.secrets = Some(text);
-                store.save(&mut state, encrypted).await?;
-            }
+        saving.save().await?;
+    }
+    if plan.is_empty() {
+        if let Some(e) = conflicts_error(&plan) {
+            return Err(e);
         }
-        // What refresh saw that no change undoes is kept, as OpenTofu's apply
-        // keeps its refreshed state: a staged config that a reboot has taken.
-        let taken: Vec<Record> =
-            apply::refresh_only::observed_records(&state, &planned.observed)
-                .into_iter()
-                .filter(|r| matches!(r, Record::StagedTaken(_)))
-                .collect();
-        if had_state && !taken.is_empty() {
-            for r in taken {
-                apply::record::apply(&mut state, r);
-            }
-            store.save(&mut state, encrypted).await?;
-        }
-        if plan.is_empty() {
-            if let Some(e) = conflicts_error(&plan) {
-                return Err(e);
-            }
-            crate::ui::write_stdout("\nApply complete! Resources: 0 added, 0 changed, 0 destroyed.\n")?;
-            return Ok(Outcome::Success);
-        }
-        if state.outputs.talosconfig.is_none() {
-            let t = cluster::new_talosconfig(&topology, &planned.secrets)?;
-            apply::record::apply(&mut state, Record::Talosconfig(Sensitive::new(t.to_yaml())));
-            store.save(&mut state, encrypted).await?;
-        }
-        let offline = cluster::offline_kubeconfig(&topology, &planned.secrets)?;
-        let mut ctx = context(&topology, &state, planned.desired, offline)
-            .context("cannot prepare the apply")?;
-        ctx.rollout.etcd_snapshot = snapshot_policy(&args);
-        run_plan(ctx, &plan, store, encrypted, &mut state, args.parallelism, cancel).await?;
-        crate::ui::write_stdout(&format!(
-            "\n{}\n",
-            crate::ui::plan::apply_summary_line(&plan.summary())
-        ))?;
-        match conflicts_error(&plan) {
-            Some(e) => Err(e),
-            None => Ok(Outcome::Success),
-        }
-    })
-    .await
+        crate::ui::write_stdout("\nApply complete! Resources: 0 added, 0 changed, 0 destroyed.\n")?;
+        return Ok(Outcome::Success);
+    }
+    if saving.state.outputs.talosconfig.is_none() {
+        let t = cluster::new_talosconfig(topology, &planned.secrets)?;
+        apply::record::apply(
+            saving.state,
+            Record::Talosconfig(Sensitive::new(t.to_yaml())),
+        );
+        saving.save().await?;
+    }
+    let offline = cluster::offline_kubeconfig(topology, &planned.secrets)?;
+    let mut ctx = context(topology, saving.state, planned.desired, offline)
+        .context("cannot prepare the apply")?;
+    ctx.rollout.etcd_snapshot = snapshot_policy(args);
+    run_plan(
+        ctx,
+        &plan,
+        saving.store,
+        saving.encrypted,
+        saving.state,
+        args.parallelism,
+        cancel,
+    )
+    .await?;
+    crate::ui::write_stdout(&format!(
+        "\n{}\n",
+        crate::ui::plan::apply_summary_line(&plan.summary())
+    ))?;
+    match conflicts_error(&plan) {
+        Some(e) => Err(e),
+        None => Ok(Outcome::Success),
+    }
 }

@@ -57,9 +57,32 @@ pub fn summary_text(report: &ValidateReport<'_>) -> String {
     let Some(t) = report.topology else {
         return String::new();
     };
+    let mut out = String::new();
+    write_settings(&mut out, t);
+    write_schematics(&mut out, t);
+    write_nodes(&mut out, t);
+    write_patches(&mut out, report, t);
+    let cps = t
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::Controlplane)
+        .count();
+    let _ = writeln!(
+        out,
+        "\n{} is valid: {} node(s), {cps} control plane(s), {} worker(s); {}",
+        report.file.display(),
+        t.nodes.len(),
+        t.nodes.len() - cps,
+        count_line(report.diagnostics)
+    );
+    out
+}
+
+/// The cluster and Proxmox settings: versions, endpoint, network, install
+/// disk, and where VMs and images go.
+fn write_settings(out: &mut String, t: &Topology) {
     let c = &t.cluster;
     let p = &t.proxmox;
-    let mut out = String::new();
     let k8s = c.kubernetes_version.map_or_else(
         || format!("the default for Talos {}", c.talos_version),
         |v| v.to_string(),
@@ -101,7 +124,11 @@ pub fn summary_text(report: &ValidateReport<'_>) -> String {
         "proxmox {}: node {}, datastore {}, images on {}, bridge {}{pool}",
         p.endpoint, p.node, p.datastore, p.image_storage, p.bridge
     );
+}
 
+/// The schematics table: each name with its ID, or its extensions and
+/// kernel arguments.
+fn write_schematics(out: &mut String, t: &Topology) {
     out.push_str("\nschematics:\n");
     if t.schematics.is_empty() {
         out.push_str("  (none: nodes boot Talos without extensions)\n");
@@ -131,7 +158,10 @@ pub fn summary_text(report: &ValidateReport<'_>) -> String {
         })
         .collect();
     out.push_str(&table(&rows, "  "));
+}
 
+/// The nodes table, one row per node in file order.
+fn write_nodes(out: &mut String, t: &Topology) {
     out.push_str("\nnodes:\n");
     let mut rows = vec![
         [
@@ -173,7 +203,11 @@ pub fn summary_text(report: &ValidateReport<'_>) -> String {
         ]);
     }
     out.push_str(&table(&rows, "  "));
+}
 
+/// Each node's patch files in merge order, relative to the patch folder,
+/// then the files there that are not patches.
+fn write_patches(out: &mut String, report: &ValidateReport<'_>, t: &Topology) {
     let _ = writeln!(
         out,
         "\npatches from {} (merge order):",
@@ -199,20 +233,6 @@ pub fn summary_text(report: &ValidateReport<'_>) -> String {
             let _ = writeln!(out, "  {}", i.display());
         }
     }
-    let cps = t
-        .nodes
-        .iter()
-        .filter(|n| n.role == Role::Controlplane)
-        .count();
-    let _ = writeln!(
-        out,
-        "\n{} is valid: {} node(s), {cps} control plane(s), {} worker(s); {}",
-        report.file.display(),
-        t.nodes.len(),
-        t.nodes.len() - cps,
-        count_line(report.diagnostics)
-    );
-    out
 }
 
 fn serde_plain<T: Serialize>(v: &T) -> String {
