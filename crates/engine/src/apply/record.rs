@@ -89,15 +89,7 @@ pub enum Record {
 
 /// Apply one record to the state.
 pub fn apply(state: &mut State, record: Record) {
-    let made = match &record {
-        Record::Pool(name) | Record::PoolGone(name) => Some(Address::Pool(name.clone())),
-        Record::Mapping { name, .. } | Record::MappingGone(name) => {
-            Some(Address::PciMapping(name.clone()))
-        }
-        Record::Vm { host, .. } | Record::VmGone(host) => Some(Address::Vm(host.clone())),
-        _ => None,
-    };
-    if let Some(address) = made {
+    if let Some(address) = made_address(&record) {
         state.clear_intent(&address);
     }
     let r = &mut state.resources;
@@ -121,23 +113,8 @@ pub fn apply(state: &mut State, record: Record) {
         Record::MappingGone(name) => {
             r.pci_mappings.remove(&name);
         }
-        Record::Vm { host, vm, fresh } => {
-            if fresh {
-                r.configs.remove(&host);
-                state.outputs.machineconfigs.remove(&host);
-            }
-            r.vms.insert(host, vm);
-        }
-        Record::VmGone(host) => {
-            r.vms.remove(&host);
-            r.configs.remove(&host);
-            state.outputs.machineconfigs.remove(&host);
-            if r.vms.is_empty() {
-                // No node is left: the cluster is gone, and so is its bootstrap.
-                r.bootstrap = None;
-                state.outputs.kubeconfig = None;
-            }
-        }
+        Record::Vm { host, vm, fresh } => record_vm(state, host, vm, fresh),
+        Record::VmGone(host) => record_vm_gone(state, &host),
         Record::Config { host, config, yaml } => {
             r.configs.insert(host.clone(), config);
             state.outputs.machineconfigs.insert(
@@ -148,33 +125,21 @@ pub fn apply(state: &mut State, record: Record) {
                 },
             );
         }
-        Record::SecureMode(host) => {
-            if let Some(c) = r.configs.get_mut(&host) {
-                c.secure_mode = true;
-            }
-        }
-        Record::NotSecure(host) => {
-            if let Some(c) = r.configs.get_mut(&host) {
-                c.secure_mode = false;
-                c.staged = None;
-            }
-        }
-        Record::StagedTaken(host) => {
-            if let Some(c) = r.configs.get_mut(&host) {
-                c.staged = None;
-            }
-        }
+        Record::SecureMode(host) => update_config(state, &host, |c| c.secure_mode = true),
+        Record::NotSecure(host) => update_config(state, &host, |c| {
+            c.secure_mode = false;
+            c.staged = None;
+        }),
+        Record::StagedTaken(host) => update_config(state, &host, |c| c.staged = None),
         Record::Upgraded {
             host,
             talos_version,
             installer_image,
-        } => {
-            if let Some(c) = r.configs.get_mut(&host) {
-                c.talos_version = talos_version;
-                c.installer_image = installer_image;
-                c.staged = None;
-            }
-        }
+        } => update_config(state, &host, |c| {
+            c.talos_version = talos_version;
+            c.installer_image = installer_image;
+            c.staged = None;
+        }),
         Record::Bootstrap(b) => r.bootstrap = Some(b),
         Record::Kubeconfig(k) => {
             state.outputs.kubeconfig = Some(Output {
@@ -188,6 +153,49 @@ pub fn apply(state: &mut State, record: Record) {
                 sensitive: true,
             });
         }
+    }
+}
+
+/// The Proxmox object a record says was made or deleted: its create intent
+/// is then done with.
+fn made_address(record: &Record) -> Option<Address> {
+    match record {
+        Record::Pool(name) | Record::PoolGone(name) => Some(Address::Pool(name.clone())),
+        Record::Mapping { name, .. } | Record::MappingGone(name) => {
+            Some(Address::PciMapping(name.clone()))
+        }
+        Record::Vm { host, .. } | Record::VmGone(host) => Some(Address::Vm(host.clone())),
+        _ => None,
+    }
+}
+
+/// Record `host`'s VM; a `fresh` one (created or replaced) starts with no
+/// machine config.
+fn record_vm(state: &mut State, host: String, vm: format::Vm, fresh: bool) {
+    if fresh {
+        state.resources.configs.remove(&host);
+        state.outputs.machineconfigs.remove(&host);
+    }
+    state.resources.vms.insert(host, vm);
+}
+
+/// Forget `host`'s VM and machine config; with no node left the cluster is
+/// gone, and so are its bootstrap and kubeconfig.
+fn record_vm_gone(state: &mut State, host: &str) {
+    let r = &mut state.resources;
+    r.vms.remove(host);
+    r.configs.remove(host);
+    state.outputs.machineconfigs.remove(host);
+    if r.vms.is_empty() {
+        r.bootstrap = None;
+        state.outputs.kubeconfig = None;
+    }
+}
+
+/// Change `host`'s config record, if it has one.
+fn update_config(state: &mut State, host: &str, change: impl FnOnce(&mut format::NodeConfig)) {
+    if let Some(c) = state.resources.configs.get_mut(host) {
+        change(c);
     }
 }
 

@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use talosprov_core::machine::Sensitive;
 use talosprov_core::plan::{Observed, ObservedVm};
 use talosprov_proxmox::{self as proxmox, mapping, observe, pending, pool, storage};
-use talosprov_state::format::State;
+use talosprov_state::format::{NodeConfig, State};
 use talosprov_talos::{ApplyMode, ApplyOptions, ClientCredentials, TalosClient};
 
 /// What refresh needs to know beyond the state.
@@ -104,6 +104,30 @@ pub async fn refresh(
     state: Option<&State>,
     input: &RefreshInput<'_>,
 ) -> anyhow::Result<Observed> {
+    let mut out = Observed {
+        refreshed: true,
+        ..Observed::default()
+    };
+    observe_vms(client, state, &mut out).await?;
+    observe_pools_and_mappings(client, &mut out).await?;
+    match storage::storage_status(client, input.image_node, input.image_storage).await {
+        Ok(s) => out.image_storage_shared = Some(s.shared),
+        Err(e) => tracing::debug!(error = %e, "image storage status not read"),
+    }
+    if let (Some(state), Some(creds)) = (state, input.credentials) {
+        probe_nodes(state, creds, input, &mut out).await;
+    }
+    Ok(out)
+}
+
+/// Every VM of the cluster-wide listing, with the settings of the recorded
+/// ones read from their config, and what a running one does not run with
+/// yet.
+async fn observe_vms(
+    client: &proxmox::Client,
+    state: Option<&State>,
+    out: &mut Observed,
+) -> anyhow::Result<()> {
     let recorded: Vec<observe::ExpectedVm> = state
         .map(|s| {
             s.resources
@@ -126,10 +150,6 @@ pub async fn refresh(
     let seen = observe::observe(client, &recorded)
         .await
         .context("cannot read the cluster's VMs from Proxmox")?;
-    let mut out = Observed {
-        refreshed: true,
-        ..Observed::default()
-    };
     for (vmid, vm) in &seen.all {
         if !vm.is_vm() {
             continue;
@@ -159,6 +179,14 @@ pub async fn refresh(
             },
         );
     }
+    Ok(())
+}
+
+/// The pool and PCI mapping listings, one request each.
+async fn observe_pools_and_mappings(
+    client: &proxmox::Client,
+    out: &mut Observed,
+) -> anyhow::Result<()> {
     let pools = pool::list(client)
         .await
         .context("cannot read the pools from Proxmox")?;
@@ -180,67 +208,106 @@ pub async fn refresh(
             .map(|m| (m.id.clone(), super::create_step::mapping_record(m)))
             .collect(),
     );
-    match storage::storage_status(client, input.image_node, input.image_storage).await {
-        Ok(s) => out.image_storage_shared = Some(s.shared),
-        Err(e) => tracing::debug!(error = %e, "image storage status not read"),
-    }
-    if let (Some(state), Some(creds)) = (state, input.credentials) {
-        let probes = state
-            .resources
-            .configs
-            .iter()
-            .filter(|(_, c)| c.secure_mode)
-            .filter_map(|(host, c)| input.ips.get(host).map(|ip| (host.clone(), *ip, c)))
-            .map(|(host, ip, recorded)| async move {
-                let answer = tokio::time::timeout(input.probe, async {
-                    let c = TalosClient::connect_secure(ip, creds).await?;
-                    let version = c.version().await?;
-                    let reboot = match input.configs.get(&host) {
-                        Some((sha, yaml)) if *sha != recorded.config_sha256 => {
-                            Some(dry_run_reboots(&c, yaml).await)
-                        }
-                        _ => None,
-                    };
-                    let boot_time = if recorded.staged.is_some() {
-                        staged_boot_time(&c).await
-                    } else {
-                        None
-                    };
-                    Ok::<_, talosprov_talos::TalosError>((version, reboot, boot_time))
-                })
-                .await;
-                match answer {
-                    Ok(Ok((v, reboot, boot_time))) => Some((host, Ok(v.tag), reboot, boot_time)),
-                    _ => {
-                        // Not in secure mode: reset by hand, back in maintenance mode?
-                        let maintenance = tokio::time::timeout(input.probe, async {
-                            TalosClient::connect_maintenance(ip).await?.version().await
-                        })
-                        .await;
-                        matches!(maintenance, Ok(Ok(_))).then_some((host, Err(()), None, None))
-                    }
-                }
-            });
-        for (host, tag, reboot, boot_time) in futures::future::join_all(probes)
-            .await
-            .into_iter()
-            .flatten()
-        {
-            if let Some(Some(reboot)) = reboot {
-                out.apply_reboots.insert(host.clone(), reboot);
+    Ok(())
+}
+
+/// What one configured node answered within the probe.
+struct NodeAnswer {
+    host: String,
+    /// The Talos version tag in secure mode; `None` when the node answers
+    /// only in maintenance mode.
+    tag: Option<String>,
+    /// The dry run's answer, when the node was asked (see
+    /// [`dry_run_reboots`]).
+    reboot: Option<Option<bool>>,
+    /// The boot time of a node whose config is staged.
+    boot_time: Option<u64>,
+}
+
+/// Ask every node configured in secure mode, all at once, for its version
+/// (and, as needed, a dry run and its boot time); a node that answers only
+/// in maintenance mode was reset.
+async fn probe_nodes(
+    state: &State,
+    creds: &ClientCredentials,
+    input: &RefreshInput<'_>,
+    out: &mut Observed,
+) {
+    let probes = state
+        .resources
+        .configs
+        .iter()
+        .filter(|(_, c)| c.secure_mode)
+        .filter_map(|(host, c)| input.ips.get(host).map(|ip| (host.clone(), *ip, c)))
+        .map(|(host, ip, recorded)| probe_node(host, ip, recorded, creds, input));
+    for answer in futures::future::join_all(probes)
+        .await
+        .into_iter()
+        .flatten()
+    {
+        let host = answer.host;
+        if let Some(Some(reboot)) = answer.reboot {
+            out.apply_reboots.insert(host.clone(), reboot);
+        }
+        if let Some(t) = answer.boot_time {
+            out.boot_times.insert(host.clone(), t);
+        }
+        match answer.tag {
+            Some(tag) => {
+                out.talos_versions.insert(host, tag);
             }
-            if let Some(t) = boot_time {
-                out.boot_times.insert(host.clone(), t);
-            }
-            match tag {
-                Ok(tag) => {
-                    out.talos_versions.insert(host, tag);
-                }
-                Err(()) => {
-                    out.in_maintenance.insert(host);
-                }
+            None => {
+                out.in_maintenance.insert(host);
             }
         }
     }
-    Ok(out)
+}
+
+/// Probe one node at `ip` in secure mode, else in maintenance mode; `None`
+/// when it answers neither within the probe.
+async fn probe_node(
+    host: String,
+    ip: IpAddr,
+    recorded: &NodeConfig,
+    creds: &ClientCredentials,
+    input: &RefreshInput<'_>,
+) -> Option<NodeAnswer> {
+    let answer = tokio::time::timeout(input.probe, async {
+        let c = TalosClient::connect_secure(ip, creds).await?;
+        let version = c.version().await?;
+        let reboot = match input.configs.get(&host) {
+            Some((sha, yaml)) if *sha != recorded.config_sha256 => {
+                Some(dry_run_reboots(&c, yaml).await)
+            }
+            _ => None,
+        };
+        let boot_time = if recorded.staged.is_some() {
+            staged_boot_time(&c).await
+        } else {
+            None
+        };
+        Ok::<_, talosprov_talos::TalosError>((version, reboot, boot_time))
+    })
+    .await;
+    match answer {
+        Ok(Ok((v, reboot, boot_time))) => Some(NodeAnswer {
+            host,
+            tag: Some(v.tag),
+            reboot,
+            boot_time,
+        }),
+        _ => {
+            // Not in secure mode: reset by hand, back in maintenance mode?
+            let maintenance = tokio::time::timeout(input.probe, async {
+                TalosClient::connect_maintenance(ip).await?.version().await
+            })
+            .await;
+            matches!(maintenance, Ok(Ok(_))).then_some(NodeAnswer {
+                host,
+                tag: None,
+                reboot: None,
+                boot_time: None,
+            })
+        }
+    }
 }

@@ -3,6 +3,7 @@
 //! member is removed from another control plane (EtcdRemoveMemberByID). An etcd
 //! snapshot comes first unless skipped. The last control plane is never removed.
 
+use std::path::Path;
 use std::time::Duration;
 
 use crate::apply::upgrade::{
@@ -181,27 +182,7 @@ pub async fn remove_node(
         system_partitions: Vec::new(),
     };
     if !node.is_control_plane() {
-        let outcome = match reach(node, credentials, options.reach_timeout).await {
-            Ok(client) => {
-                client
-                    .reset(&reset)
-                    .await
-                    .map_err(|source| RemoveError::Reset {
-                        node: hostname,
-                        source,
-                    })?;
-                RemovalOutcome::Reset
-            }
-            Err(e) => {
-                tracing::info!(node = %node.label(), error = %e, "worker unreachable; nothing to reset");
-                RemovalOutcome::Unreachable
-            }
-        };
-        return Ok(Removal {
-            outcome,
-            snapshot: None,
-            warnings: Vec::new(),
-        });
+        return remove_worker(node, credentials, options, &reset).await;
     }
     let control_planes: Vec<&str> = cluster
         .iter()
@@ -227,26 +208,11 @@ pub async fn remove_node(
     let snapshot = match &options.etcd_snapshot {
         SnapshotPolicy::Skip => None,
         SnapshotPolicy::SaveIn(dir) => {
-            let name = snapshot_file_name(&hostname, "removal");
             let mut sources: Vec<&TalosClient> = others.iter().map(|(_, c)| c).collect();
             if let Ok(c) = &target {
                 sources.push(c);
             }
-            let mut saved = None;
-            let mut failure = SnapshotError::Empty;
-            for client in sources {
-                match save_snapshot(client, dir, &name).await {
-                    Ok(file) => {
-                        saved = Some(file);
-                        break;
-                    }
-                    Err(e) => failure = e,
-                }
-            }
-            Some(saved.ok_or(RemoveError::Snapshot {
-                node: hostname.clone(),
-                source: failure,
-            })?)
+            Some(save_removal_snapshot(&hostname, dir, sources).await?)
         }
     };
 
@@ -263,36 +229,7 @@ pub async fn remove_node(
         }
         Err(unreachable) => {
             tracing::info!(node = %node.label(), error = %unreachable, "control plane unreachable; removing its etcd member from another control plane");
-            let Some((via, client)) = others.first() else {
-                return Err(RemoveError::NoControlPlane {
-                    node: hostname,
-                    source: last_error.unwrap_or(unreachable),
-                });
-            };
-            let members =
-                client
-                    .etcd_member_list()
-                    .await
-                    .map_err(|source| RemoveError::RemoveMember {
-                        node: hostname.clone(),
-                        source,
-                    })?;
-            match member_of(&members, node) {
-                Some(member) => {
-                    client
-                        .etcd_remove_member_by_id(member.id)
-                        .await
-                        .map_err(|source| RemoveError::RemoveMember {
-                            node: hostname.clone(),
-                            source,
-                        })?;
-                    RemovalOutcome::MemberRemoved {
-                        member_id: member.id,
-                        via: via.hostname.clone(),
-                    }
-                }
-                None => RemovalOutcome::Unreachable,
-            }
+            remove_member_elsewhere(node, &others, last_error.unwrap_or(unreachable)).await?
         }
     };
     settle(node, &remaining, &others, credentials, options).await?;
@@ -300,6 +237,98 @@ pub async fn remove_node(
         outcome,
         snapshot,
         warnings,
+    })
+}
+
+/// A worker is reset when reachable; an unreachable one needs nothing more.
+async fn remove_worker(
+    node: &ClusterNode,
+    credentials: &ClientCredentials,
+    options: &RemovalOptions,
+    reset: &ResetOptions,
+) -> Result<Removal, RemoveError> {
+    let outcome = match reach(node, credentials, options.reach_timeout).await {
+        Ok(client) => {
+            client
+                .reset(reset)
+                .await
+                .map_err(|source| RemoveError::Reset {
+                    node: node.hostname.clone(),
+                    source,
+                })?;
+            RemovalOutcome::Reset
+        }
+        Err(e) => {
+            tracing::info!(node = %node.label(), error = %e, "worker unreachable; nothing to reset");
+            RemovalOutcome::Unreachable
+        }
+    };
+    Ok(Removal {
+        outcome,
+        snapshot: None,
+        warnings: Vec::new(),
+    })
+}
+
+/// Save the etcd snapshot taken before removing `hostname` in `dir`, from
+/// the first of `sources` (the other control planes, then the node itself)
+/// that gives one.
+async fn save_removal_snapshot(
+    hostname: &str,
+    dir: &Path,
+    sources: Vec<&TalosClient>,
+) -> Result<SnapshotFile, RemoveError> {
+    let name = snapshot_file_name(hostname, "removal");
+    let mut failure = SnapshotError::Empty;
+    for client in sources {
+        match save_snapshot(client, dir, &name).await {
+            Ok(file) => return Ok(file),
+            Err(e) => failure = e,
+        }
+    }
+    Err(RemoveError::Snapshot {
+        node: hostname.to_owned(),
+        source: failure,
+    })
+}
+
+/// Remove the etcd member of an unreachable control plane through the first
+/// other control plane that answered; `unreachable` is the error reported
+/// when none did. A node that is no member needs nothing more.
+async fn remove_member_elsewhere(
+    node: &ClusterNode,
+    others: &[(ClusterNode, TalosClient)],
+    unreachable: TalosError,
+) -> Result<RemovalOutcome, RemoveError> {
+    let hostname = &node.hostname;
+    let Some((via, client)) = others.first() else {
+        return Err(RemoveError::NoControlPlane {
+            node: hostname.clone(),
+            source: unreachable,
+        });
+    };
+    let members = client
+        .etcd_member_list()
+        .await
+        .map_err(|source| RemoveError::RemoveMember {
+            node: hostname.clone(),
+            source,
+        })?;
+    Ok(match member_of(&members, node) {
+        Some(member) => {
+            client
+                .etcd_remove_member_by_id(member.id)
+                .await
+                .map_err(|source| RemoveError::RemoveMember {
+                    node: hostname.clone(),
+                    source,
+                })?;
+            RemovalOutcome::MemberRemoved {
+                member_id: member.id,
+                via: via.hostname.clone(),
+            }
+        }
+        None => RemovalOutcome::Unreachable,
     })
 }
 
