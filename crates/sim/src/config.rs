@@ -91,6 +91,8 @@ pub fn load(raw: &[u8]) -> Result<NodeConfig, String> {
     validate(raw, doc, &others)
 }
 
+/// Check the v1alpha1 document `doc` (with the `others` beside it) as
+/// Talos's `Validate` does, collecting every error; gives the node's config.
 fn validate(raw: &[u8], doc: &Value, others: &[&Value]) -> Result<NodeConfig, String> {
     let mut errors = Vec::new();
     let type_text = str_at(doc, &["machine", "type"]).unwrap_or_default();
@@ -102,38 +104,7 @@ fn validate(raw: &[u8], doc: &Value, others: &[&Value]) -> Result<NodeConfig, St
     if token.is_empty() {
         errors.push("trustd token is invalid".to_string());
     }
-    let ca_crt = pem_at(
-        doc,
-        &["machine", "ca", "crt"],
-        "machine.ca.crt",
-        &mut errors,
-    );
-    let ca_key = pem_at(
-        doc,
-        &["machine", "ca", "key"],
-        "machine.ca.key",
-        &mut errors,
-    );
-    if ca_crt.is_none() {
-        errors.push(
-            "issuing CA or some accepted CAs are required (.machine.ca, machine.acceptedCAs)"
-                .to_string(),
-        );
-    }
-    match machine_type {
-        Some(Role::Controlplane) if ca_crt.is_some() && ca_key.is_none() => {
-            errors.push(
-                "issuing CA key is required for controlplane nodes (.machine.ca.key)".to_string(),
-            );
-        }
-        Some(Role::Worker) if ca_key.is_some() => {
-            errors.push(
-                "issuing Talos API CA key is not allowed on non-controlplane nodes (.machine.ca)"
-                    .to_string(),
-            );
-        }
-        _ => {}
-    }
+    let (ca_crt, ca_key) = check_machine_ca(doc, machine_type, &mut errors);
     if let Some(disk) = str_at(doc, &["machine", "install", "disk"])
         && !disk.starts_with('/')
     {
@@ -141,19 +112,7 @@ fn validate(raw: &[u8], doc: &Value, others: &[&Value]) -> Result<NodeConfig, St
             "install disk {disk:?} is not a device path (expected /dev/...)"
         ));
     }
-    let endpoint = str_at(doc, &["cluster", "controlPlane", "endpoint"]).unwrap_or_default();
-    if endpoint.is_empty() {
-        errors.push("cluster controlplane endpoint is required".to_string());
-    } else {
-        match url::Url::parse(&endpoint) {
-            Ok(u) if u.scheme() == "https" && u.host().is_some() => {}
-            Ok(u) => errors.push(format!(
-                "invalid controlplane endpoint: {endpoint:?}: scheme must be https, not {:?}",
-                u.scheme()
-            )),
-            Err(e) => errors.push(format!("invalid controlplane endpoint: {endpoint:?}: {e}")),
-        }
-    }
+    let endpoint = check_endpoint(doc, &mut errors);
     let hostname = str_at(doc, &["machine", "network", "hostname"]).filter(|h| !h.is_empty());
     let hostname_config = others
         .iter()
@@ -198,6 +157,56 @@ fn validate(raw: &[u8], doc: &Value, others: &[&Value]) -> Result<NodeConfig, St
             &mut scratch,
         ),
     })
+}
+
+/// `machine.ca`: the certificate is required; its key is required on a
+/// control plane and refused on a worker. Gives both PEM texts, decoded.
+fn check_machine_ca(
+    doc: &Value,
+    machine_type: Option<Role>,
+    errors: &mut Vec<String>,
+) -> (Option<String>, Option<String>) {
+    let ca_crt = pem_at(doc, &["machine", "ca", "crt"], "machine.ca.crt", errors);
+    let ca_key = pem_at(doc, &["machine", "ca", "key"], "machine.ca.key", errors);
+    if ca_crt.is_none() {
+        errors.push(
+            "issuing CA or some accepted CAs are required (.machine.ca, machine.acceptedCAs)"
+                .to_string(),
+        );
+    }
+    match machine_type {
+        Some(Role::Controlplane) if ca_crt.is_some() && ca_key.is_none() => {
+            errors.push(
+                "issuing CA key is required for controlplane nodes (.machine.ca.key)".to_string(),
+            );
+        }
+        Some(Role::Worker) if ca_key.is_some() => {
+            errors.push(
+                "issuing Talos API CA key is not allowed on non-controlplane nodes (.machine.ca)"
+                    .to_string(),
+            );
+        }
+        _ => {}
+    }
+    (ca_crt, ca_key)
+}
+
+/// `cluster.controlPlane.endpoint`: required, an https URL with a host.
+fn check_endpoint(doc: &Value, errors: &mut Vec<String>) -> String {
+    let endpoint = str_at(doc, &["cluster", "controlPlane", "endpoint"]).unwrap_or_default();
+    if endpoint.is_empty() {
+        errors.push("cluster controlplane endpoint is required".to_string());
+    } else {
+        match url::Url::parse(&endpoint) {
+            Ok(u) if u.scheme() == "https" && u.host().is_some() => {}
+            Ok(u) => errors.push(format!(
+                "invalid controlplane endpoint: {endpoint:?}: scheme must be https, not {:?}",
+                u.scheme()
+            )),
+            Err(e) => errors.push(format!("invalid controlplane endpoint: {endpoint:?}: {e}")),
+        }
+    }
+    endpoint
 }
 
 /// Talos (hashicorp/go-multierror) error list format.

@@ -270,10 +270,20 @@ fn flags(words: &[&str], line: usize) -> Result<(Gate, bool), String> {
     Ok((gate, nodoc))
 }
 
+/// An `alias NAME TYPE [flags]` line: name, type, gate, line number.
+type RawAlias<'t> = (&'t str, &'t str, Gate, usize);
+
 /// Parse the table for one contract.
 fn parse(table: &str, contract: Contract) -> Result<FieldSet, String> {
+    let (blocks, aliases) = read_blocks(table)?;
+    build_field_set(&blocks, &aliases, contract)
+}
+
+/// The table's blocks (`struct`, `document`) with their indented lines, and
+/// its aliases, in file order; errors name the line.
+fn read_blocks(table: &str) -> Result<(Vec<RawBlock<'_>>, Vec<RawAlias<'_>>), String> {
     let mut blocks: Vec<RawBlock> = Vec::new();
-    let mut aliases: Vec<(&str, &str, Gate, usize)> = Vec::new();
+    let mut aliases: Vec<RawAlias<'_>> = Vec::new();
     for (n, raw) in table.lines().enumerate() {
         let line = n + 1;
         let text = raw.split('#').next().unwrap_or("");
@@ -334,7 +344,16 @@ fn parse(table: &str, contract: Contract) -> Result<FieldSet, String> {
             _ => return Err(format!("line {line}: cannot read {:?}", text.trim())),
         }
     }
+    Ok((blocks, aliases))
+}
 
+/// The field set `contract` admits: every struct, then each document with a
+/// body struct of its own (`apiVersion` and `kind` first for a typed one).
+fn build_field_set(
+    blocks: &[RawBlock<'_>],
+    aliases: &[RawAlias<'_>],
+    contract: Contract,
+) -> Result<FieldSet, String> {
     // Structs first (documents get their own body struct), so types can refer to them.
     let mut index: HashMap<&str, usize> = HashMap::new();
     let mut structs: Vec<StructDef> = Vec::new();
@@ -357,7 +376,7 @@ fn parse(table: &str, contract: Contract) -> Result<FieldSet, String> {
         aliases: &alias_types,
     };
     let mut documents = Vec::new();
-    for b in &blocks {
+    for b in blocks {
         if !b.gate.admits(contract) {
             continue;
         }
@@ -371,7 +390,7 @@ fn parse(table: &str, contract: Contract) -> Result<FieldSet, String> {
                 });
             }
         }
-        resolver.fields(b, &blocks, contract, &mut fields, 0)?;
+        resolver.fields(b, blocks, contract, &mut fields, 0)?;
         if b.what == "struct" {
             structs[index[b.name]].fields = fields;
         } else {

@@ -6,7 +6,8 @@ use super::check::{Cx, known, resolve};
 use super::diagnostics::{Code, Diagnostic};
 use super::raw::RawTopology;
 use super::validate_nodes::{self, NodeContext};
-use super::{Cluster, Environment, Topology};
+use super::{Cluster, Environment, SchematicSpec, Topology};
+use indexmap::IndexMap;
 use std::path::Path;
 
 /// The Image Factory used when `image_factory.url` is not given.
@@ -53,22 +54,8 @@ pub fn validate(
         .flat_map(|s| &s.value)
         .map(|e| &e.name.value)
         .collect();
-    let default_schematic = raw.default_schematic.as_ref().and_then(|d| {
-        if schematics.contains_key(&d.value) {
-            Some(d.value.clone())
-        } else if declared_schematics.contains(&&d.value) {
-            // Declared but invalid: that schematic's own error says why.
-            None
-        } else {
-            let msg = format!(
-                "default_schematic `{}` is not declared under `schematics`{}",
-                d.value,
-                known(declared_schematics.iter().copied())
-            );
-            cx.error(Code::UnknownSchematic, d.pos, "default_schematic", msg);
-            None
-        }
-    });
+    let default_schematic =
+        check_default_schematic(&mut cx, raw, &schematics, &declared_schematics);
     let nodes = validate_nodes::nodes(
         &mut cx,
         raw.nodes.as_ref(),
@@ -126,6 +113,31 @@ pub fn validate(
     })();
     let topology = topology.filter(|_| !super::diagnostics::has_errors(&cx.diagnostics));
     (topology, cx.diagnostics)
+}
+
+/// `default_schematic`: a valid schematic's name. One declared but invalid
+/// gives `None` without an error of its own (that schematic's error says
+/// why); one not declared is an error.
+fn check_default_schematic(
+    cx: &mut Cx<'_>,
+    raw: &RawTopology,
+    schematics: &IndexMap<String, SchematicSpec>,
+    declared_schematics: &[&String],
+) -> Option<String> {
+    let d = raw.default_schematic.as_ref()?;
+    if schematics.contains_key(&d.value) {
+        Some(d.value.clone())
+    } else if declared_schematics.contains(&&d.value) {
+        None
+    } else {
+        let msg = format!(
+            "default_schematic `{}` is not declared under `schematics`{}",
+            d.value,
+            known(declared_schematics.iter().copied())
+        );
+        cx.error(Code::UnknownSchematic, d.pos, "default_schematic", msg);
+        None
+    }
 }
 
 #[cfg(test)]

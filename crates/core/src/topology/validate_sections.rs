@@ -3,7 +3,7 @@
 //! applied. Called by `validate::validate`.
 
 use super::check::{Cx, resolve};
-use super::diagnostics::{Code, did_you_mean};
+use super::diagnostics::{Code, Pos, did_you_mean};
 use super::raw::{RawCluster, RawProxmox, RawState, RawTopology, Spanned};
 use super::syntax::{self, Ipv4Net, Version};
 use super::{
@@ -86,21 +86,7 @@ impl Cx<'_> {
         let pos = raw.map(|r| r.pos);
         let empty = RawCluster::default();
         let c = raw.map_or(&empty, |r| &r.value);
-        let name = match &c.name {
-            None => {
-                self.missing(pos, None, "cluster.name", " (a DNS label such as homelab)");
-                None
-            }
-            Some(n) if syntax::is_dns_label(&n.value) => Some(n.value.clone()),
-            Some(n) => {
-                let msg = format!(
-                    "cluster name {:?} must be a lowercase RFC 1123 label: a-z, 0-9 and '-', at most 63 characters",
-                    n.value
-                );
-                self.error(Code::InvalidHostname, n.pos, "cluster.name", msg);
-                None
-            }
-        };
+        let name = self.cluster_name(c, pos);
         let talos_version = match &c.talos_version {
             None => {
                 self.missing(pos, None, "cluster.talos_version", " (such as v1.13.8)");
@@ -117,6 +103,52 @@ impl Cx<'_> {
             .endpoint
             .as_ref()
             .and_then(|e| self.url(e, "cluster.endpoint", true));
+        let (gateway, network) = self.cluster_network(c, pos);
+        if let (Some(net), Some(addr), Some(v)) = (network, vip, &c.vip) {
+            self.in_network(net, addr, v.pos, None, "cluster.vip");
+        }
+        let nameservers = self.nameservers(c);
+        let install_disk = self.install_disk(c);
+        ClusterDraft {
+            name,
+            talos_version,
+            kubernetes_version,
+            vip,
+            endpoint,
+            gateway,
+            network,
+            nameservers,
+            install_disk,
+        }
+    }
+
+    /// `cluster.name`: required, a DNS label.
+    fn cluster_name(&mut self, c: &RawCluster, pos: Option<Pos>) -> Option<String> {
+        match &c.name {
+            None => {
+                self.missing(pos, None, "cluster.name", " (a DNS label such as homelab)");
+                None
+            }
+            Some(n) if syntax::is_dns_label(&n.value) => Some(n.value.clone()),
+            Some(n) => {
+                let msg = format!(
+                    "cluster name {:?} must be a lowercase RFC 1123 label: a-z, 0-9 and '-', at most 63 characters",
+                    n.value
+                );
+                self.error(Code::InvalidHostname, n.pos, "cluster.name", msg);
+                None
+            }
+        }
+    }
+
+    /// `cluster.gateway` (required) and `cluster.prefix_length` (24 by
+    /// default): the gateway and the network they make, the gateway checked
+    /// to be a host address in it.
+    fn cluster_network(
+        &mut self,
+        c: &RawCluster,
+        pos: Option<Pos>,
+    ) -> (Option<Ipv4Addr>, Option<Ipv4Net>) {
         let gateway = match &c.gateway {
             None => {
                 self.missing(
@@ -151,10 +183,13 @@ impl Cx<'_> {
                 "cluster.gateway",
             );
         }
-        if let (Some(net), Some(addr), Some(v)) = (network, vip, &c.vip) {
-            self.in_network(net, addr, v.pos, None, "cluster.vip");
-        }
-        let nameservers = c.nameservers.as_ref().map_or(Some(Vec::new()), |list| {
+        (gateway, network)
+    }
+
+    /// `cluster.nameservers`: IP addresses; empty when not given, `None`
+    /// when any is invalid.
+    fn nameservers(&mut self, c: &RawCluster) -> Option<Vec<IpAddr>> {
+        c.nameservers.as_ref().map_or(Some(Vec::new()), |list| {
             let mut out = Vec::new();
             for (i, ns) in list.value.iter().enumerate() {
                 match ns.value.parse::<IpAddr>() {
@@ -167,8 +202,12 @@ impl Cx<'_> {
                 }
             }
             (out.len() == list.value.len()).then_some(out)
-        });
-        let install_disk = match &c.install_disk {
+        })
+    }
+
+    /// `cluster.install_disk`: a `/dev/` path, `/dev/sda` by default.
+    fn install_disk(&mut self, c: &RawCluster) -> Option<String> {
+        match &c.install_disk {
             None => Some("/dev/sda".to_owned()),
             Some(d) if d.value.starts_with("/dev/") && d.value.len() > 5 => Some(d.value.clone()),
             Some(d) => {
@@ -179,17 +218,6 @@ impl Cx<'_> {
                 self.error(Code::InvalidValue, d.pos, "cluster.install_disk", msg);
                 None
             }
-        };
-        ClusterDraft {
-            name,
-            talos_version,
-            kubernetes_version,
-            vip,
-            endpoint,
-            gateway,
-            network,
-            nameservers,
-            install_disk,
         }
     }
 
