@@ -151,9 +151,9 @@ pub enum ProxmoxError {
     /// The CA file named in `proxmox.ca_file` cannot be read or holds no certificate.
     #[error("cannot use the CA file {path}: {detail}")]
     CaFile {
-        /// The file.
+        /// The CA file's path, as `proxmox.ca_file` gives it.
         path: String,
-        /// Why.
+        /// Why it cannot be used (the read error, or no certificate found).
         detail: String,
     },
     /// The Proxmox VE release is older than a feature needs.
@@ -173,9 +173,9 @@ pub enum ProxmoxError {
          Datacenter > Storage > {storage} > Content"
     )]
     ImportContentMissing {
-        /// The storage.
+        /// The image storage's ID (`local`).
         storage: String,
-        /// The node asked.
+        /// The Proxmox host whose view of the storage was read.
         node: String,
         /// Its content types now, comma-separated.
         content: String,

@@ -23,10 +23,10 @@ pub struct ClusterVm {
     /// `qemu` for a VM, `lxc` for a container.
     #[serde(rename = "type", default = "qemu")]
     pub kind: String,
-    /// The vmid.
+    /// The guest's numeric ID, unique across the Proxmox cluster.
     #[serde(deserialize_with = "lenient::req_u64_u32")]
     pub vmid: u32,
-    /// The node it is on.
+    /// The Proxmox host it runs on (`pve1`).
     pub node: String,
     /// The VM name.
     #[serde(default, deserialize_with = "lenient::opt_string")]
@@ -46,7 +46,7 @@ pub struct ClusterVm {
     /// Tags, `;`-separated.
     #[serde(default, deserialize_with = "lenient::opt_string")]
     pub tags: Option<String>,
-    /// The pool it is in.
+    /// The resource pool it belongs to, if any.
     #[serde(default)]
     pub pool: Option<String>,
     /// A config lock (`create`, `backup`, ...).
@@ -86,11 +86,11 @@ impl ClusterVm {
 /// What the caller (the state) expects of one VM; `None` fields are not compared.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExpectedVm {
-    /// The vmid.
+    /// The VM ID the state records for it.
     pub vmid: u32,
-    /// The Proxmox node.
+    /// The Proxmox host it should be on.
     pub node: Option<String>,
-    /// The name.
+    /// The VM name it should have (the node's hostname).
     pub name: Option<String>,
     /// Cores (one socket).
     pub cores: Option<u32>,

@@ -24,10 +24,11 @@ pub struct PoolMember {
     /// `qemu`, `lxc` or `storage`.
     #[serde(rename = "type", default)]
     pub kind: String,
-    /// The vmid, for guests.
+    /// The guest's numeric VM ID; absent for a storage.
     #[serde(default, deserialize_with = "lenient::opt_u64")]
     pub vmid: Option<u64>,
-    /// The node.
+    /// The Proxmox host the guest or storage is on; absent for a
+    /// cluster-wide storage.
     #[serde(default)]
     pub node: Option<String>,
 }

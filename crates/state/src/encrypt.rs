@@ -105,7 +105,7 @@ pub enum EncryptError {
     /// A key file cannot be read or holds no key.
     #[error("cannot use the age key file {}: {reason}", path.display())]
     KeyFile {
-        /// The file.
+        /// The key file's path, from the environment variable naming it.
         path: PathBuf,
         /// What is wrong (never the key itself).
         reason: String,

@@ -40,7 +40,7 @@ pub enum TalosError {
     /// or it answered Unavailable. Waits retry this.
     #[error("Talos API on node {node} is unreachable: {reason}")]
     Unreachable {
-        /// The node.
+        /// The node asked: its address, and its hostname when the caller named it.
         node: NodeName,
         /// The transport's own description.
         reason: String,
@@ -52,7 +52,7 @@ pub enum TalosError {
         if *.unknown_issuer { "not issued by the talosconfig's CA (is the node still in maintenance mode, or in another cluster?)" } else { "that does not verify" }
     )]
     ServerCertificate {
-        /// The node.
+        /// The node asked: its address, and its hostname when the caller named it.
         node: NodeName,
         /// The verifier's reason.
         reason: String,
@@ -67,7 +67,7 @@ pub enum TalosError {
         alert_words(.alert)
     )]
     ClientCertificateRejected {
-        /// The node.
+        /// The node asked: its address, and its hostname when the caller named it.
         node: NodeName,
         /// The TLS alert the node sent.
         alert: String,
@@ -76,7 +76,7 @@ pub enum TalosError {
     /// answers PermissionDenied, older releases Unimplemented.
     #[error("node {node} is still in maintenance mode: {rpc} refused with {code:?} \"{message}\"")]
     MaintenanceMode {
-        /// The node.
+        /// The node asked: its address, and its hostname when the caller named it.
         node: NodeName,
         /// The RPC name, e.g. `Bootstrap`.
         rpc: &'static str,
@@ -90,7 +90,7 @@ pub enum TalosError {
         "node {node} refused {rpc}: the client certificate lacks role {required} ({code:?} \"{message}\")"
     )]
     PermissionDenied {
-        /// The node.
+        /// The node asked: its address, and its hostname when the caller named it.
         node: NodeName,
         /// The RPC name.
         rpc: &'static str,
@@ -104,7 +104,7 @@ pub enum TalosError {
     /// The node rejected the machine config (InvalidArgument on ApplyConfiguration).
     #[error("node {node} rejected the machine config: {message}")]
     InvalidConfig {
-        /// The node.
+        /// The node asked: its address, and its hostname when the caller named it.
         node: NodeName,
         /// The node's own message, unchanged.
         message: String,
@@ -112,7 +112,7 @@ pub enum TalosError {
     /// The node is not ready for the RPC yet (FailedPrecondition). Waits retry this.
     #[error("node {node} is not ready for {rpc}: {message}")]
     NotReady {
-        /// The node.
+        /// The node asked: its address, and its hostname when the caller named it.
         node: NodeName,
         /// The RPC name.
         rpc: &'static str,
@@ -122,7 +122,7 @@ pub enum TalosError {
     /// Any other gRPC status.
     #[error("node {node} failed {rpc}: {code:?} \"{message}\"")]
     Rpc {
-        /// The node.
+        /// The node asked: its address, and its hostname when the caller named it.
         node: NodeName,
         /// The RPC name.
         rpc: &'static str,
@@ -134,7 +134,7 @@ pub enum TalosError {
     /// The kubeconfig stream was not the gzip-compressed tar Talos sends.
     #[error("node {node} sent a kubeconfig that cannot be read: {reason}")]
     Kubeconfig {
-        /// The node.
+        /// The node asked: its address, and its hostname when the caller named it.
         node: NodeName,
         /// What was wrong with the bytes.
         reason: String,
@@ -144,7 +144,7 @@ pub enum TalosError {
         "upgrade on node {node} failed: installer exited with code {exit_code}: {last_message}"
     )]
     UpgradeFailed {
-        /// The node.
+        /// The node asked: its address, and its hostname when the caller named it.
         node: NodeName,
         /// The installer's exit code.
         exit_code: i32,
@@ -162,7 +162,7 @@ pub enum TalosError {
         }
     )]
     InMaintenance {
-        /// The node.
+        /// The node asked: its address, and its hostname when the caller named it.
         node: NodeName,
         /// A config was applied in maintenance mode during this wait.
         after_apply: bool,
@@ -176,7 +176,7 @@ pub enum TalosError {
         "node {node} runs another cluster's config: its certificate is not from our cluster's CA and it requires a client certificate; it was reset and configured by someone else, or its address belongs to another machine"
     )]
     OtherCluster {
-        /// The node.
+        /// The node asked: its address, and its hostname when the caller named it.
         node: NodeName,
     },
     /// A wait ran out of time. The last error seen is the source; `cause`
@@ -184,7 +184,7 @@ pub enum TalosError {
     /// the end for several attempts.
     #[error("node {node} was not {what} within {}{}", seconds(*.waited), .cause.as_deref().map(|c| format!(": {c}")).unwrap_or_default())]
     Deadline {
-        /// The node.
+        /// The node asked: its address, and its hostname when the caller named it.
         node: NodeName,
         /// What was waited for, e.g. "reachable in maintenance mode".
         what: &'static str,

@@ -17,7 +17,7 @@ pub enum Step {
     /// A list element, chosen by the first other key/value of the patch element
     /// (`- interface: eth0` with `$patch: delete` selects by `interface: eth0`).
     Item {
-        /// The selecting key.
+        /// The key that selects the element (`interface`).
         key: String,
         /// The value that key must have.
         value: Value,
@@ -57,9 +57,9 @@ pub enum DeleteError {
     /// `$patch` with a value other than `delete`.
     #[error("unsupported $patch: {value} at '{path}' (only $patch: delete is supported)")]
     Unsupported {
-        /// The dotted path.
+        /// The dotted path of the `$patch` key (`machine.network`).
         path: String,
-        /// The given directive.
+        /// The `$patch` value found instead of `delete`.
         value: String,
     },
     /// The path does not exist in the config document.
@@ -67,13 +67,13 @@ pub enum DeleteError {
     LookupFailed {
         /// The dotted path that was to be deleted.
         path: String,
-        /// The config document.
+        /// The document searched, as `apiVersion/kind[/name]`.
         document: String,
     },
     /// A list element path with more steps after it.
     #[error("patch delete: path '{path}': searching for complex paths in lists is not supported")]
     ComplexPath {
-        /// The dotted path.
+        /// The dotted path, down to the list element and past it.
         path: String,
     },
     /// The root of the v1alpha1 document cannot be deleted.

@@ -74,7 +74,7 @@ pub enum RenderError {
     /// [`Renderer::render`] was asked for a file never added.
     #[error("{}: patch file was not loaded", file.display())]
     NotLoaded {
-        /// The file.
+        /// The patch file's path, as passed to `render`.
         file: PathBuf,
     },
 }

@@ -90,16 +90,16 @@ pub enum DesiredError {
     /// A node of the topology has no rendered config.
     #[error("node {hostname} has no rendered machine config")]
     MissingConfig {
-        /// The node.
+        /// Hostname of the node with no rendered machine config.
         hostname: String,
     },
     /// A node names a schematic the topology does not define (validation
     /// normally catches this first).
     #[error("node {hostname} uses schematic {schematic}, which is not defined")]
     UnknownSchematic {
-        /// The node.
+        /// Hostname of the node naming the schematic.
         hostname: String,
-        /// The schematic name.
+        /// The name the node gives, which `schematics` does not declare.
         schematic: String,
     },
 }

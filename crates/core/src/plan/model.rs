@@ -486,7 +486,7 @@ pub enum PlanError {
          {current_gib} GiB; disks only grow (raise disk_size back, or replace the node)"
     )]
     DiskShrink {
-        /// The node.
+        /// Hostname of the node whose VM disk would shrink.
         hostname: String,
         /// Its vmid.
         vmid: u32,

@@ -40,7 +40,7 @@ pub enum LoadError {
     /// over the size limit, not UTF-8: the source says which, and where).
     #[error("cannot read the topology file {}", path.display())]
     Read {
-        /// The file.
+        /// The topology file's path, as given.
         path: PathBuf,
         /// Why.
         #[source]

@@ -54,9 +54,9 @@ pub enum ImportRefused {
     /// The topology does not declare the address.
     #[error("{address} is not in the topology {file}: {hint}")]
     NotDeclared {
-        /// The address.
+        /// The address given to `import` (`vm/HOSTNAME`, `pool/NAME`, ...).
         address: Address,
-        /// The topology file.
+        /// The topology file's path, as given.
         file: String,
         /// What to declare first.
         hint: String,
@@ -64,7 +64,7 @@ pub enum ImportRefused {
     /// The ID is not the one the topology declares for the address.
     #[error("{address} is imported by its ID in the topology, {declared}, not {given}: {hint}")]
     OtherId {
-        /// The address.
+        /// The address given to `import`.
         address: Address,
         /// The ID given.
         given: String,
@@ -88,9 +88,9 @@ pub enum ImportRefused {
     /// Another address of the state holds the same VM.
     #[error("VM {vmid} is already in the state as {other}")]
     VmRecorded {
-        /// The vmid.
+        /// The VM ID given to `import`.
         vmid: u32,
-        /// The address recording it.
+        /// The state's address that already records this VM.
         other: Address,
     },
 }

@@ -87,7 +87,7 @@ pub enum RemoveError {
     /// The node answered but refused the reset.
     #[error("reset of {node} failed")]
     Reset {
-        /// The node.
+        /// Hostname of the node being removed.
         node: String,
         /// The client's error.
         #[source]
@@ -96,7 +96,7 @@ pub enum RemoveError {
     /// No other control plane answered, so the member could not be removed.
     #[error("{node} is unreachable and no other control plane answered to remove its etcd member")]
     NoControlPlane {
-        /// The node.
+        /// Hostname of the node being removed.
         node: String,
         /// The last error.
         #[source]
@@ -105,7 +105,7 @@ pub enum RemoveError {
     /// EtcdRemoveMemberByID failed.
     #[error("cannot remove the etcd member of {node}")]
     RemoveMember {
-        /// The node.
+        /// Hostname of the node being removed.
         node: String,
         /// The client's error.
         #[source]
@@ -114,7 +114,7 @@ pub enum RemoveError {
     /// etcd still listed the node, or was not healthy, at the deadline.
     #[error("etcd did not settle after removing {node}")]
     Etcd {
-        /// The node.
+        /// Hostname of the node being removed.
         node: String,
         /// Why.
         #[source]

@@ -18,12 +18,12 @@ pub enum UpgradeEvent {
     SnapshotSaved {
         /// The control plane it was taken from.
         node: String,
-        /// The file.
+        /// Where the snapshot was written, and its size.
         file: SnapshotFile,
     },
     /// The node accepted the upgrade and is rebooting.
     Rebooting {
-        /// The node.
+        /// Hostname of the node rebooting into the new version.
         node: String,
         /// The RPC path used (1.13 lifecycle or legacy).
         path: UpgradePath,
@@ -31,22 +31,22 @@ pub enum UpgradeEvent {
     /// The node is back at the target version and healthy (and, for a control
     /// plane, etcd is healthy again). Record it in the state.
     Upgraded {
-        /// The node.
+        /// Hostname of the node upgraded.
         node: String,
-        /// The version it runs.
+        /// The Talos version it reports now (`v1.13.9`).
         version: String,
     },
     /// The node already reported the target version (upgraded by an earlier,
     /// interrupted run). Record it in the state.
     AlreadyUpgraded {
-        /// The node.
+        /// Hostname of the node upgraded.
         node: String,
-        /// The version it runs.
+        /// The Talos version it reports now (`v1.13.9`).
         version: String,
     },
     /// A Kubernetes roll's config was applied to the node, which is healthy again.
     ConfigApplied {
-        /// The node.
+        /// Hostname of the node that took the config.
         node: String,
         /// Which phase.
         phase: KubernetesPhase,
@@ -59,7 +59,7 @@ pub enum UpgradeError {
     /// The node did not answer before its upgrade.
     #[error("cannot reach {node} to upgrade it")]
     Connect {
-        /// The node.
+        /// Hostname of the node that did not answer.
         node: String,
         /// The client's error.
         #[source]
@@ -86,9 +86,9 @@ pub enum UpgradeError {
     /// The node refused or failed the upgrade (it stays on its version).
     #[error("upgrade of {node} to {image} failed")]
     Upgrade {
-        /// The node.
+        /// Hostname of the node that refused or failed the upgrade.
         node: String,
-        /// The installer image.
+        /// The installer image reference the upgrade was asked with.
         image: String,
         /// The client's error.
         #[source]
@@ -97,7 +97,7 @@ pub enum UpgradeError {
     /// The node refused the new config.
     #[error("apply-config on {node} failed")]
     Apply {
-        /// The node.
+        /// Hostname of the node that refused the config.
         node: String,
         /// The client's error.
         #[source]
@@ -106,9 +106,9 @@ pub enum UpgradeError {
     /// The node did not come back at the new version in time.
     #[error("{node} did not come back at Talos {version} in time")]
     NotBack {
-        /// The node.
+        /// Hostname of the node waited for.
         node: String,
-        /// The version waited for.
+        /// The Talos version waited for (`v1.13.9`).
         version: String,
         /// The deadline error (names the wait and its length).
         #[source]
@@ -117,7 +117,7 @@ pub enum UpgradeError {
     /// The node came back but was not healthy in time.
     #[error("{node} is not healthy after the change")]
     NodeUnhealthy {
-        /// The node.
+        /// Hostname of the node found unhealthy.
         node: String,
         /// The failing checks.
         #[source]

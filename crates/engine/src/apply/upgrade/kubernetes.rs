@@ -17,7 +17,7 @@ use super::rolling::{RolloutOptions, after_change, before_control_plane, connect
 /// sent to the node and never printed.
 #[derive(Clone)]
 pub struct ConfigUpdate {
-    /// The node.
+    /// The node it goes to: hostname, Talos API address and role.
     pub node: ClusterNode,
     /// The whole rendered machine config (YAML, several documents allowed).
     pub config: Vec<u8>,

@@ -43,7 +43,7 @@ impl UpgradeTarget {
 /// A node to upgrade.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpgradeNode {
-    /// The node.
+    /// Its hostname, Talos API address and role.
     pub node: ClusterNode,
     /// The Talos version the state recorded for it. When it differs from the
     /// target, a node already reporting the target version was upgraded by an

@@ -32,7 +32,7 @@ pub enum SnapshotError {
     /// The file could not be written.
     #[error("cannot write {}", path.display())]
     Write {
-        /// The file.
+        /// The snapshot file being written.
         path: PathBuf,
         /// The I/O error.
         #[source]
