@@ -182,7 +182,8 @@ fn the_core_crate_reads_no_file_environment_clock_or_entropy() {
 }
 
 /// Rust source with comments removed and every string and char literal
-/// emptied, so that only code is searched for paths.
+/// emptied, so that only code is searched for paths. Line breaks inside a
+/// removed comment or literal are kept (after it), so that line numbers hold.
 fn code_only(text: &str) -> String {
     let b: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
@@ -195,11 +196,13 @@ fn code_only(text: &str) -> String {
                 i += 1;
             }
         } else if c == '/' && next == Some('*') {
+            let start = i;
             i += 2;
             while i + 1 < b.len() && !(b[i] == '*' && b[i + 1] == '/') {
                 i += 1;
             }
             i += 2;
+            push_line_breaks(&mut out, &b[start..i.min(b.len())]);
         } else if c == 'r' && (next == Some('#') || next == Some('"')) && !ident_char(prev(&b, i)) {
             // A raw string: r"..." or r#"..."#.
             let mut j = i + 1;
@@ -225,14 +228,17 @@ fn code_only(text: &str) -> String {
                 j += 1;
             }
             out.push_str("\"\"");
+            push_line_breaks(&mut out, &b[i..j.min(b.len())]);
             i = j;
         } else if c == '"' {
+            let start = i;
             i += 1;
             while i < b.len() && b[i] != '"' {
                 i += if b[i] == '\\' { 2 } else { 1 };
             }
             i += 1;
             out.push_str("\"\"");
+            push_line_breaks(&mut out, &b[start..i.min(b.len())]);
         } else if c == '\'' && next == Some('\\') {
             i += 2;
             while i < b.len() && b[i] != '\'' {
@@ -249,6 +255,11 @@ fn code_only(text: &str) -> String {
         }
     }
     out
+}
+
+/// One `\n` for each line break in `removed`.
+fn push_line_breaks(out: &mut String, removed: &[char]) {
+    out.extend(removed.iter().filter(|c| **c == '\n'));
 }
 
 fn prev(b: &[char], i: usize) -> char {
@@ -639,5 +650,171 @@ fn the_cycle_check_sees_use_trees_child_paths_and_facades() {
         cycles(&import_graph(src)).len(),
         1,
         "mod.rs calls b, b uses mod.rs"
+    );
+}
+
+/// The longest a non-test function may be, in lines from its `fn` line to
+/// its closing brace.
+const MAX_FUNCTION_LINES: usize = 120;
+
+/// The index of the brace closing the one at `open` in `code` (`code`'s
+/// length when unbalanced).
+fn closing_brace(code: &[char], open: usize) -> usize {
+    let mut depth = 0usize;
+    for (k, c) in code.iter().enumerate().skip(open) {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return k;
+                }
+            }
+            _ => {}
+        }
+    }
+    code.len()
+}
+
+/// `code` (from [`code_only`]) with every item marked `#[cfg(test)]` blanked
+/// out, line breaks kept.
+fn without_test_items(code: &str) -> Vec<char> {
+    const MARK: &str = "#[cfg(test)]";
+    let mut chars: Vec<char> = code.chars().collect();
+    let mark: Vec<char> = MARK.chars().collect();
+    let mut i = 0;
+    while i + mark.len() <= chars.len() {
+        if chars[i..i + mark.len()] != mark[..] {
+            i += 1;
+            continue;
+        }
+        let body = (i..chars.len()).find(|k| chars[*k] == '{' || chars[*k] == ';');
+        let end = match body {
+            Some(k) if chars[k] == '{' => closing_brace(&chars, k),
+            Some(k) => k,
+            None => chars.len() - 1,
+        };
+        let last = end.min(chars.len() - 1);
+        for c in &mut chars[i..=last] {
+            if *c != '\n' {
+                *c = ' ';
+            }
+        }
+        i = end + 1;
+    }
+    chars
+}
+
+/// Every function with a body in `code` (from [`code_only`], test items
+/// already removed): its name, its `fn` line (1-based) and its length in
+/// lines from that line to its closing brace.
+fn function_lengths(code: &[char]) -> Vec<(String, usize, usize)> {
+    let line_of = |k: usize| code[..k].iter().filter(|c| **c == '\n').count() + 1;
+    let mut out = Vec::new();
+    for k in 0..code.len().saturating_sub(2) {
+        let keyword = code[k] == 'f'
+            && code[k + 1] == 'n'
+            && code[k + 2].is_whitespace()
+            && (k == 0 || !ident_char(code[k - 1]));
+        if !keyword {
+            continue;
+        }
+        let name_start = (k + 2..code.len()).find(|j| !code[*j].is_whitespace());
+        let Some(name_start) = name_start.filter(|j| ident_char(code[*j])) else {
+            continue;
+        };
+        let name: String = code[name_start..]
+            .iter()
+            .take_while(|c| ident_char(**c))
+            .collect();
+        // The body opens at the first `{` outside the signature's
+        // parentheses and brackets; a `;` there first means no body.
+        let mut depth = 0i32;
+        let mut open = None;
+        for (j, c) in code.iter().enumerate().skip(name_start) {
+            match c {
+                '(' | '[' => depth += 1,
+                ')' | ']' => depth -= 1,
+                '{' if depth <= 0 => {
+                    open = Some(j);
+                    break;
+                }
+                ';' if depth <= 0 => break,
+                _ => {}
+            }
+        }
+        let Some(open) = open else { continue };
+        let close = closing_brace(code, open).min(code.len() - 1);
+        let first = line_of(k);
+        out.push((name, first, line_of(close) - first + 1));
+    }
+    out
+}
+
+#[test]
+fn no_function_is_longer_than_a_screen() {
+    let mut found = Vec::new();
+    let mut functions = 0;
+    for src in source_folders() {
+        for file in rust_files(&src) {
+            if file.to_string_lossy().ends_with("_tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).expect("source");
+            let code = without_test_items(&code_only(&text));
+            for (name, line, length) in function_lengths(&code) {
+                functions += 1;
+                if length > MAX_FUNCTION_LINES {
+                    found.push(format!(
+                        "{}:{line}: {name} is {length} lines",
+                        file.display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        functions > 1000,
+        "the walk found the workspace's functions ({functions})"
+    );
+    assert!(
+        found.is_empty(),
+        "functions longer than {MAX_FUNCTION_LINES} lines (split them along their steps, each \
+         part named for what it does):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_length_check_counts_from_fn_to_its_brace_and_skips_tests() {
+    let text = "\
+pub fn short() -> [u8; 2] {
+    let s = \"}\n}\";
+    [0, 1]
+}
+trait T {
+    fn declared(&self);
+}
+/* fn in_a_comment() {
+} */
+#[cfg(test)]
+mod tests {
+    fn long_test() {
+    }
+}
+async fn generic<F: Fn(u8) -> u8>(f: F)
+where
+    F: Send,
+{
+    // }
+}
+";
+    let code = without_test_items(&code_only(text));
+    assert_eq!(code.len(), code_only(text).chars().count());
+    let found = function_lengths(&code);
+    assert_eq!(
+        found,
+        [("short".to_owned(), 1, 5), ("generic".to_owned(), 16, 6)],
+        "{found:?}"
     );
 }
