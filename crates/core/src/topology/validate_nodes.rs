@@ -31,6 +31,10 @@ pub(super) struct NodeContext<'a> {
     pub declared_pci_mappings: Vec<&'a String>,
 }
 
+/// A PCI mapping a node uses: its name as written, and the field path
+/// (`nodes[2].hostpci[0].mapping`) for a diagnostic.
+type UsedMapping = (Spanned<String>, String);
+
 /// What one node contributes to the checks across nodes.
 struct Draft {
     /// The hostname as written (for naming the node in diagnostics).
@@ -40,7 +44,7 @@ struct Draft {
     role: Option<Role>,
     vm_id: Option<(Spanned<u32>, bool)>,
     proxmox_node: Option<String>,
-    mappings: Vec<(Spanned<String>, String)>,
+    mappings: Vec<UsedMapping>,
 }
 
 /// Validate every node, then the rules across nodes. `None` when any node has
@@ -401,7 +405,7 @@ fn check_hostpci(
     r: &RawNode,
     ctx: &NodeContext<'_>,
     proxmox_node: Option<&str>,
-) -> (Option<Vec<HostPci>>, Vec<(Spanned<String>, String)>) {
+) -> (Option<Vec<HostPci>>, Vec<UsedMapping>) {
     let mut hostpci = Vec::new();
     let mut mappings = Vec::new();
     let mut devices: HashMap<u8, u32> = HashMap::new();
