@@ -90,11 +90,7 @@ fn snapshot_policy(args: &ApplyArgs) -> SnapshotPolicy {
         return SnapshotPolicy::Skip;
     }
     let next_to = args.state.state.as_deref().unwrap_or(&args.state.file);
-    let dir = match next_to.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    SnapshotPolicy::SaveIn(dir)
+    SnapshotPolicy::SaveIn(crate::paths::folder_of(next_to).to_path_buf())
 }
 
 /// The variable that bounds the wait for Proxmox work in flight after an

@@ -13,8 +13,7 @@ use std::time::Duration;
 use talos_pki::ClusterPki;
 use talosprov::sensitive::Sensitive;
 use talosprov::talos::{
-    ApplyOptions, ClientCredentials, TalosClient, TalosError, wait_maintenance,
-    wait_secure,
+    ApplyOptions, ClientCredentials, TalosClient, TalosError, wait_maintenance, wait_secure,
 };
 use talosprov_sim::{SimOptions, Simulator};
 
