@@ -17,7 +17,7 @@ use super::{CommandError, Outcome};
 use crate::apply::upgrade::{RolloutOptions, SnapshotPolicy};
 use crate::apply::{self, Context, Record, RunOutcome, Saver, Waits};
 use crate::plan::order::chain_upgrades;
-use crate::plan::{Desired, Plan, check_fresh, check_same};
+use crate::plan::{Desired, Plan, SavedPlan, check_fresh, check_same};
 use crate::state::format::State;
 use crate::state::{Address, Sensitive, StateBackend, StateStore};
 use crate::topology::Topology;
@@ -102,7 +102,7 @@ pub const INTERRUPT_GRACE_VAR: &str = "TALOSPROV_INTERRUPT_GRACE";
 ///
 /// # Errors
 /// A value that is neither seconds nor a duration.
-fn interrupt_grace() -> anyhow::Result<std::time::Duration> {
+pub(super) fn interrupt_grace() -> anyhow::Result<std::time::Duration> {
     let Some(text) = std::env::var(INTERRUPT_GRACE_VAR)
         .ok()
         .filter(|t| !t.trim().is_empty())
@@ -126,6 +126,7 @@ pub(super) fn context(
     state: &State,
     desired: Desired,
     offline_kubeconfig: Sensitive,
+    interrupt_grace: std::time::Duration,
 ) -> anyhow::Result<Context> {
     let credentials = state
         .outputs
@@ -156,7 +157,7 @@ pub(super) fn context(
         offline_kubeconfig,
         started_at,
         waits: Waits {
-            interrupt_grace: interrupt_grace()?,
+            interrupt_grace,
             ..Waits::default()
         },
         rollout: RolloutOptions {
@@ -235,40 +236,72 @@ fn conflicts_error(plan: &Plan) -> Option<CommandError> {
     )
 }
 
-/// Run `apply`.
-///
-/// # Errors
-/// Topology diagnostics, a held lock (naming its holder), a stale saved plan,
-/// refused changes, failed steps; [`CommandError::Interrupted`] on Ctrl-C.
-pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
-    let topology = cluster::load_topology(&args.state.file)?;
-    if args.planfile.is_some() && !args.target.is_empty() {
-        return Err(anyhow::anyhow!(
-            "a saved plan keeps the targets it was made with: drop -target, or make a new plan"
-        )
-        .into());
-    }
-    let saved = args
-        .planfile
-        .as_deref()
-        .map(cluster::read_saved_plan)
-        .transpose()?;
-    if args.staged && saved.as_ref().is_some_and(|s| !s.staged) {
-        return Err(anyhow::anyhow!(
-            "the saved plan was made without --staged, and is applied as it was made: make it \
-             with `talosprov plan --staged -out FILE`, or drop --staged"
-        )
-        .into());
-    }
-    cluster::locked(&args.state, &args.lock, "apply", async |store, cancel| {
-        let loaded = store.load().await?;
-        let had_state = loaded.is_some();
-        let (mut state, encrypted) = match loaded {
-            Some(l) => (l.state, l.encrypted),
-            None => (State::new(uuid::Uuid::new_v4()), store.has_keys()),
-        };
-        if let Some(s) = &saved {
-            check_fresh(&s.plan, had_state.then_some((state.lineage, state.serial)))?;
+/// `apply`'s settings, resolved once from the flags, the saved plan, the
+/// environment and the defaults, before any lock is taken (the way ripgrep
+/// turns its `LowArgs` into `HiArgs`): every check across flags happens here,
+/// so a wrong combination costs no lock and no request.
+#[derive(Debug)]
+struct ApplySettings {
+    /// The validated topology.
+    topology: Topology,
+    /// The saved plan to apply exactly, if one was given.
+    saved: Option<SavedPlan>,
+    /// `-target`s, or the saved plan's.
+    targets: Vec<Address>,
+    /// Stage config changes (the flag, or how the saved plan was made).
+    staged: bool,
+    /// Plan from the state alone: `-refresh=false`, or a plan saved that way.
+    offline: bool,
+    /// `-refresh-only`.
+    refresh_only: bool,
+    /// Apply without asking: `-auto-approve`, or a saved plan.
+    approved: bool,
+    /// Changes at once (`-parallelism`, at least 1).
+    parallelism: usize,
+    /// Workers upgraded at once.
+    max_parallel_upgrades: NonZeroUsize,
+    /// Where etcd snapshots go.
+    snapshots: SnapshotPolicy,
+    /// The bound of the wait for Proxmox work after an interruption.
+    interrupt_grace: std::time::Duration,
+}
+
+impl ApplySettings {
+    /// Resolve and check `args`.
+    ///
+    /// # Errors
+    /// Topology diagnostics, an unreadable or sealed saved plan, and any
+    /// combination the flags cannot mean together: a saved plan with
+    /// `-target`, `--staged` with a plan saved without it, `-refresh-only`
+    /// with `-refresh=false`, `-parallelism 0`, a malformed
+    /// `TALOSPROV_INTERRUPT_GRACE`.
+    fn resolve(args: &ApplyArgs) -> Result<ApplySettings, CommandError> {
+        let fail = |msg: &str| -> CommandError { anyhow::anyhow!("{msg}").into() };
+        if args.planfile.is_some() && !args.target.is_empty() {
+            return Err(fail(
+                "a saved plan keeps the targets it was made with: drop -target, or make a new plan",
+            ));
+        }
+        if args.refresh_only && !args.refresh {
+            return Err(fail(
+                "-refresh-only reads the cluster back: it cannot be used with -refresh=false",
+            ));
+        }
+        if args.parallelism == 0 {
+            return Err(fail("-parallelism must be at least 1"));
+        }
+        let interrupt_grace = interrupt_grace()?;
+        let topology = cluster::load_topology(&args.state.file)?;
+        let saved = args
+            .planfile
+            .as_deref()
+            .map(cluster::read_saved_plan)
+            .transpose()?;
+        if args.staged && saved.as_ref().is_some_and(|s| !s.staged) {
+            return Err(fail(
+                "the saved plan was made without --staged, and is applied as it was made: make it \
+                 with `talosprov plan --staged -out FILE`, or drop --staged",
+            ));
         }
         let targets: Vec<Address> = match &saved {
             Some(s) => s
@@ -279,38 +312,66 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
                 .context("the saved plan names an invalid target")?,
             None => args.target.clone(),
         };
-        if args.refresh_only && !args.refresh {
-            return Err(anyhow::anyhow!(
-                "-refresh-only reads the cluster back: it cannot be used with -refresh=false"
-            )
-            .into());
+        Ok(ApplySettings {
+            offline: !args.refresh || saved.as_ref().is_some_and(|s| !s.plan.refreshed),
+            staged: saved.as_ref().map_or(args.staged, |s| s.staged),
+            approved: args.auto_approve || saved.is_some(),
+            targets,
+            refresh_only: args.refresh_only,
+            parallelism: args.parallelism,
+            max_parallel_upgrades: args.max_parallel_upgrades,
+            snapshots: snapshot_policy(args),
+            interrupt_grace,
+            topology,
+            saved,
+        })
+    }
+}
+
+/// Run `apply`.
+///
+/// # Errors
+/// Topology diagnostics, a held lock (naming its holder), a stale saved plan,
+/// refused changes, failed steps; [`CommandError::Interrupted`] on Ctrl-C.
+pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
+    let settings = ApplySettings::resolve(&args)?;
+    let ApplySettings {
+        topology, saved, ..
+    } = &settings;
+    cluster::locked(&args.state, &args.lock, "apply", async |store, cancel| {
+        let loaded = store.load().await?;
+        let had_state = loaded.is_some();
+        let (mut state, encrypted) = match loaded {
+            Some(l) => (l.state, l.encrypted),
+            None => (State::new(uuid::Uuid::new_v4()), store.has_keys()),
+        };
+        if let Some(s) = saved {
+            check_fresh(&s.plan, had_state.then_some((state.lineage, state.serial)))?;
         }
-        let offline = !args.refresh || saved.as_ref().is_some_and(|s| !s.plan.refreshed);
         // Before any secrets are generated or first used: even a run planned
         // offline asks the nodes, since it is about to configure them.
-        secrets_guard::refuse_lost_secrets(&topology, had_state.then_some(&state), store)?;
+        secrets_guard::refuse_lost_secrets(topology, had_state.then_some(&state), store)?;
         secrets_guard::refuse_existing_cluster(
-            &topology,
+            topology,
             had_state.then_some(&state),
             saved.as_ref().and_then(|s| s.secrets.as_ref()),
             store,
         )
         .await?;
-        let staged = saved.as_ref().map_or(args.staged, |s| s.staged);
         // Planning only reads: an interruption stops it at once.
         let mut interrupt = cancel.clone();
         let planned = tokio::select! {
             planned = make_plan(
-                &topology,
+                topology,
                 had_state.then_some(&state),
                 saved.as_ref().and_then(|s| s.secrets.as_ref()),
-                offline,
-                &targets,
-                staged,
+                settings.offline,
+                &settings.targets,
+                settings.staged,
             ) => planned?,
             _ = interrupt.wait_for(|c| *c) => return Err(CommandError::Interrupted),
         };
-        if args.refresh_only {
+        if settings.refresh_only {
             if !had_state {
                 return Err(anyhow::anyhow!("no state yet: nothing to refresh").into());
             }
@@ -324,7 +385,7 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             )
             .await;
         }
-        if let Some(s) = &saved {
+        if let Some(s) = saved {
             // Only what the plan showed is applied: the plan made now must be
             // the saved one, value for value, or nothing is done.
             check_same(s, &planned.plan, &planned.inputs)
@@ -335,7 +396,7 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
         // Nothing is written, not even new secrets, before the changes are approved.
         if !planned.plan.is_empty() {
             cluster::approve(
-                args.auto_approve || saved.is_some(),
+                settings.approved,
                 "Do you want to perform these actions?\n  talosprov will perform the actions described above.",
                 "-auto-approve (or apply a plan saved with `plan -out FILE`)",
                 cancel.clone(),
@@ -343,7 +404,7 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             .await?;
         }
         let mut plan = planned.plan;
-        chain_upgrades(&mut plan, &planned.desired, args.max_parallel_upgrades);
+        chain_upgrades(&mut plan, &planned.desired, settings.max_parallel_upgrades);
         // Secrets are made once per lineage, and saved before anything else.
         if state.secrets.is_none() {
             let text = match (&planned.generated, saved.as_ref().and_then(|s| s.secrets.clone())) {
@@ -379,15 +440,15 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             return Ok(Outcome::Success);
         }
         if state.outputs.talosconfig.is_none() {
-            let t = cluster::new_talosconfig(&topology, &planned.secrets)?;
+            let t = cluster::new_talosconfig(topology, &planned.secrets)?;
             apply::record::apply(&mut state, Record::Talosconfig(Sensitive::new(t.to_yaml())));
             store.save(&mut state, encrypted).await?;
         }
-        let offline = cluster::offline_kubeconfig(&topology, &planned.secrets)?;
-        let mut ctx = context(&topology, &state, planned.desired, offline)
+        let offline = cluster::offline_kubeconfig(topology, &planned.secrets)?;
+        let mut ctx = context(topology, &state, planned.desired, offline, settings.interrupt_grace)
             .context("cannot prepare the apply")?;
-        ctx.rollout.etcd_snapshot = snapshot_policy(&args);
-        run_plan(ctx, &plan, store, encrypted, &mut state, args.parallelism, cancel).await?;
+        ctx.rollout.etcd_snapshot = settings.snapshots.clone();
+        run_plan(ctx, &plan, store, encrypted, &mut state, settings.parallelism, cancel).await?;
         crate::ui::write_stdout(&format!(
             "\n{}\n",
             crate::ui::plan::apply_summary_line(&plan.summary())
