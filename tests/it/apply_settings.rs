@@ -5,6 +5,9 @@
 
 use crate::support::cli::run_clean;
 
+/// One refused run: its arguments, its environment, and what stderr must say.
+type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+
 /// Runs `talosprov args` in an empty folder (no topology, no state) and
 /// returns its exit code and stderr.
 fn refused(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, Vec<String>) {
@@ -23,7 +26,7 @@ fn refused(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, Vec<Str
 
 #[test]
 fn flags_that_cannot_go_together_are_refused_before_the_topology_or_the_lock() {
-    let cases: [(&[&str], &[(&str, &str)], &str); 5] = [
+    let cases: [Case<'_>; 5] = [
         (
             &["apply", "-refresh-only", "-refresh=false"],
             &[],
