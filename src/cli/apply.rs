@@ -15,7 +15,7 @@ use super::secrets_guard;
 use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
 use crate::apply::upgrade::{RolloutOptions, SnapshotPolicy};
-use crate::apply::{self, Context, Record, RunOutcome, Saver, Waits};
+use crate::apply::{self, Context, RunOutcome, Saver, Waits, workflow};
 use crate::plan::order::chain_upgrades;
 use crate::plan::{Desired, Plan, SavedPlan, check_fresh, check_same};
 use crate::state::format::State;
@@ -405,44 +405,30 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
         }
         let mut plan = planned.plan;
         chain_upgrades(&mut plan, &planned.desired, settings.max_parallel_upgrades);
-        // Secrets are made once per lineage, and saved before anything else.
-        if state.secrets.is_none() {
-            let text = match (&planned.generated, saved.as_ref().and_then(|s| s.secrets.clone())) {
-                (Some(g), _) => g.clone(),
-                (None, Some(s)) => s,
-                (None, None) => Sensitive::new(crate::machine::secrets_yaml(&planned.secrets)),
-            };
-            if plan.is_empty() && !had_state {
-                // Nothing to create: do not start a state for nothing.
-            } else {
-                state.secrets = Some(text);
-                store.save(&mut state, encrypted).await?;
-            }
-        }
-        // What refresh saw that no change undoes is kept, as OpenTofu's apply
-        // keeps its refreshed state: a staged config that a reboot has taken.
-        let taken: Vec<Record> =
-            apply::refresh_only::observed_records(&state, &planned.observed)
-                .into_iter()
-                .filter(|r| matches!(r, Record::StagedTaken(_)))
-                .collect();
-        if had_state && !taken.is_empty() {
-            for r in taken {
-                apply::record::apply(&mut state, r);
-            }
-            store.save(&mut state, encrypted).await?;
-        }
+        // Secrets once per lineage, staged configs a reboot has taken, then
+        // the talosconfig: each saved before the first change.
+        let secrets = workflow::secrets_to_record(
+            planned.generated.as_ref(),
+            saved.as_ref().and_then(|s| s.secrets.as_ref()),
+            &planned.secrets,
+        );
+        let before = workflow::before_changes(&state, had_state, &plan, &planned.observed, secrets);
+        let mut saver = Saver {
+            store,
+            encrypted,
+            state: &mut state,
+        };
+        workflow::save_before_changes(&mut saver, before, || {
+            let t = cluster::new_talosconfig(topology, &planned.secrets)?;
+            Ok(Sensitive::new(t.to_yaml()))
+        })
+        .await?;
         if plan.is_empty() {
             if let Some(e) = conflicts_error(&plan) {
                 return Err(e);
             }
             crate::ui::write_stdout("\nApply complete! Resources: 0 added, 0 changed, 0 destroyed.\n")?;
             return Ok(Outcome::Success);
-        }
-        if state.outputs.talosconfig.is_none() {
-            let t = cluster::new_talosconfig(topology, &planned.secrets)?;
-            apply::record::apply(&mut state, Record::Talosconfig(Sensitive::new(t.to_yaml())));
-            store.save(&mut state, encrypted).await?;
         }
         let offline = cluster::offline_kubeconfig(topology, &planned.secrets)?;
         let mut ctx = context(topology, &state, planned.desired, offline, settings.interrupt_grace)
