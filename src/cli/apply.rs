@@ -15,7 +15,7 @@ use super::secrets_guard;
 use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
 use crate::apply::upgrade::{RolloutOptions, SnapshotPolicy};
-use crate::apply::{self, Context, Record, RunOutcome, Saver, Waits};
+use crate::apply::{self, Context, RunOutcome, Saver, Waits, workflow};
 use crate::plan::order::chain_upgrades;
 use crate::plan::{Desired, Plan, SavedPlan, check_fresh, check_same};
 use crate::state::format::State;
@@ -90,11 +90,7 @@ fn snapshot_policy(args: &ApplyArgs) -> SnapshotPolicy {
         return SnapshotPolicy::Skip;
     }
     let next_to = args.state.state.as_deref().unwrap_or(&args.state.file);
-    let dir = match next_to.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    SnapshotPolicy::SaveIn(dir)
+    SnapshotPolicy::SaveIn(crate::paths::folder_of(next_to).to_path_buf())
 }
 
 /// The variable that bounds the wait for Proxmox work in flight after an
@@ -106,7 +102,7 @@ pub const INTERRUPT_GRACE_VAR: &str = "TALOSPROV_INTERRUPT_GRACE";
 ///
 /// # Errors
 /// A value that is neither seconds nor a duration.
-fn interrupt_grace() -> anyhow::Result<std::time::Duration> {
+pub(super) fn interrupt_grace() -> anyhow::Result<std::time::Duration> {
     let Some(text) = std::env::var(INTERRUPT_GRACE_VAR)
         .ok()
         .filter(|t| !t.trim().is_empty())
@@ -130,6 +126,7 @@ pub(super) fn context(
     state: &State,
     desired: Desired,
     offline_kubeconfig: Sensitive,
+    interrupt_grace: std::time::Duration,
 ) -> anyhow::Result<Context> {
     let credentials = state
         .outputs
@@ -160,7 +157,7 @@ pub(super) fn context(
         offline_kubeconfig,
         started_at,
         waits: Waits {
-            interrupt_grace: interrupt_grace()?,
+            interrupt_grace,
             ..Waits::default()
         },
         rollout: RolloutOptions {
@@ -239,54 +236,120 @@ fn conflicts_error(plan: &Plan) -> Option<CommandError> {
     )
 }
 
+/// `apply`'s settings, resolved once from the flags, the saved plan, the
+/// environment and the defaults, before any lock is taken (the way ripgrep
+/// turns its `LowArgs` into `HiArgs`): every check across flags happens here,
+/// so a wrong combination costs no lock and no request.
+#[derive(Debug)]
+struct ApplySettings {
+    /// The validated topology.
+    topology: Topology,
+    /// The saved plan to apply exactly, if one was given.
+    saved: Option<SavedPlan>,
+    /// `-target`s, or the saved plan's.
+    targets: Vec<Address>,
+    /// Stage config changes (the flag, or how the saved plan was made).
+    staged: bool,
+    /// Plan from the state alone: `-refresh=false`, or a plan saved that way.
+    offline: bool,
+    /// `-refresh-only`.
+    refresh_only: bool,
+    /// Apply without asking: `-auto-approve`, or a saved plan.
+    approved: bool,
+    /// Changes at once (`-parallelism`, at least 1).
+    parallelism: usize,
+    /// Workers upgraded at once.
+    max_parallel_upgrades: NonZeroUsize,
+    /// Where etcd snapshots go.
+    snapshots: SnapshotPolicy,
+    /// The bound of the wait for Proxmox work after an interruption.
+    interrupt_grace: std::time::Duration,
+}
+
+impl ApplySettings {
+    /// Resolve and check `args`.
+    ///
+    /// # Errors
+    /// Topology diagnostics, an unreadable or sealed saved plan, and any
+    /// combination the flags cannot mean together: a saved plan with
+    /// `-target`, `--staged` with a plan saved without it, `-refresh-only`
+    /// with `-refresh=false`, `-parallelism 0`, a malformed
+    /// `TALOSPROV_INTERRUPT_GRACE`.
+    fn resolve(args: &ApplyArgs) -> Result<ApplySettings, CommandError> {
+        let fail = |msg: &str| -> CommandError { anyhow::anyhow!("{msg}").into() };
+        if args.planfile.is_some() && !args.target.is_empty() {
+            return Err(fail(
+                "a saved plan keeps the targets it was made with: drop -target, or make a new plan",
+            ));
+        }
+        if args.refresh_only && !args.refresh {
+            return Err(fail(
+                "-refresh-only reads the cluster back: it cannot be used with -refresh=false",
+            ));
+        }
+        if args.parallelism == 0 {
+            return Err(fail("-parallelism must be at least 1"));
+        }
+        let interrupt_grace = interrupt_grace()?;
+        let topology = cluster::load_topology(&args.state.file)?;
+        let saved = args
+            .planfile
+            .as_deref()
+            .map(cluster::read_saved_plan)
+            .transpose()?;
+        if args.staged && saved.as_ref().is_some_and(|s| !s.staged) {
+            return Err(fail(
+                "the saved plan was made without --staged, and is applied as it was made: make it \
+                 with `talosprov plan --staged -out FILE`, or drop --staged",
+            ));
+        }
+        let targets: Vec<Address> = match &saved {
+            Some(s) => s
+                .targets
+                .iter()
+                .map(|t| t.parse())
+                .collect::<Result<_, _>>()
+                .context("the saved plan names an invalid target")?,
+            None => args.target.clone(),
+        };
+        Ok(ApplySettings {
+            offline: !args.refresh || saved.as_ref().is_some_and(|s| !s.plan.refreshed),
+            staged: saved.as_ref().map_or(args.staged, |s| s.staged),
+            approved: args.auto_approve || saved.is_some(),
+            targets,
+            refresh_only: args.refresh_only,
+            parallelism: args.parallelism,
+            max_parallel_upgrades: args.max_parallel_upgrades,
+            snapshots: snapshot_policy(args),
+            interrupt_grace,
+            topology,
+            saved,
+        })
+    }
+}
+
 /// Run `apply`.
 ///
 /// # Errors
 /// Topology diagnostics, a held lock (naming its holder), a stale saved plan,
 /// refused changes, failed steps; [`CommandError::Interrupted`] on Ctrl-C.
 pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
-    let topology = cluster::load_topology(&args.state.file)?;
-    let saved = read_planfile(&args)?;
+    let settings = ApplySettings::resolve(&args)?;
     cluster::locked(&args.state, &args.lock, "apply", async |store, cancel| {
-        apply_locked(&args, &topology, saved.as_ref(), store, cancel).await
+        apply_locked(&args, &settings, store, cancel).await
     })
     .await
 }
 
-/// The saved plan `args` name, if any, refused with flags it cannot honour
-/// (`-target`, or `--staged` for a plan made without it). Before the lock.
-fn read_planfile(args: &ApplyArgs) -> Result<Option<SavedPlan>, CommandError> {
-    if args.planfile.is_some() && !args.target.is_empty() {
-        return Err(anyhow::anyhow!(
-            "a saved plan keeps the targets it was made with: drop -target, or make a new plan"
-        )
-        .into());
-    }
-    let saved = args
-        .planfile
-        .as_deref()
-        .map(cluster::read_saved_plan)
-        .transpose()?;
-    if args.staged && saved.as_ref().is_some_and(|s| !s.staged) {
-        return Err(anyhow::anyhow!(
-            "the saved plan was made without --staged, and is applied as it was made: make it \
-             with `talosprov plan --staged -out FILE`, or drop --staged"
-        )
-        .into());
-    }
-    Ok(saved)
-}
-
 /// `apply` with the state locked: load the state, plan (or check the saved
-/// plan still holds), ask for approval, then save the secrets and run the
-/// changes.
+/// plan still holds), ask for approval, then run the changes.
 async fn apply_locked(
     args: &ApplyArgs,
-    topology: &Topology,
-    saved: Option<&SavedPlan>,
+    settings: &ApplySettings,
     store: &StateStore<StateBackend>,
     cancel: watch::Receiver<bool>,
 ) -> Result<Outcome, CommandError> {
+    let saved = &settings.saved;
     let loaded = store.load().await?;
     let had_state = loaded.is_some();
     let (mut state, encrypted) = match loaded {
@@ -296,24 +359,8 @@ async fn apply_locked(
     if let Some(s) = saved {
         check_fresh(&s.plan, had_state.then_some((state.lineage, state.serial)))?;
     }
-    let targets: Vec<Address> = match saved {
-        Some(s) => s
-            .targets
-            .iter()
-            .map(|t| t.parse())
-            .collect::<Result<_, _>>()
-            .context("the saved plan names an invalid target")?,
-        None => args.target.clone(),
-    };
-    if args.refresh_only && !args.refresh {
-        return Err(anyhow::anyhow!(
-            "-refresh-only reads the cluster back: it cannot be used with -refresh=false"
-        )
-        .into());
-    }
-    let existing = had_state.then_some(&state);
-    let planned = plan_locked(args, topology, saved, existing, &targets, store, &cancel).await?;
-    if args.refresh_only {
+    let planned = plan_locked(settings, had_state.then_some(&state), store, &cancel).await?;
+    if settings.refresh_only {
         if !had_state {
             return Err(anyhow::anyhow!("no state yet: nothing to refresh").into());
         }
@@ -339,115 +386,77 @@ async fn apply_locked(
     // Nothing is written, not even new secrets, before the changes are approved.
     if !planned.plan.is_empty() {
         cluster::approve(
-            args.auto_approve || saved.is_some(),
+            settings.approved,
             "Do you want to perform these actions?\n  talosprov will perform the actions described above.",
             "-auto-approve (or apply a plan saved with `plan -out FILE`)",
             cancel.clone(),
         )
         .await?;
     }
-    let mut saving = Saving {
+    let saver = Saver {
         store,
         encrypted,
         state: &mut state,
-        had_state,
     };
-    apply_approved(args, topology, planned, saved, &mut saving, cancel).await
+    apply_approved(settings, planned, saver, had_state, cancel).await
 }
 
 /// The plan `apply` makes under the lock, after refusing to configure nodes
-/// whose secrets are lost or that belong to another cluster. Planning only
-/// reads: an interruption stops it at once.
+/// whose secrets are lost or that belong to another cluster (`state`: the
+/// loaded state, `None` before the first apply). Planning only reads: an
+/// interruption stops it at once.
 async fn plan_locked(
-    args: &ApplyArgs,
-    topology: &Topology,
-    saved: Option<&SavedPlan>,
+    settings: &ApplySettings,
     state: Option<&State>,
-    targets: &[Address],
     store: &StateStore<StateBackend>,
     cancel: &watch::Receiver<bool>,
 ) -> Result<Planned, CommandError> {
-    let offline = !args.refresh || saved.is_some_and(|s| !s.plan.refreshed);
+    let topology = &settings.topology;
+    let saved_secrets = settings.saved.as_ref().and_then(|s| s.secrets.as_ref());
     // Before any secrets are generated or first used: even a run planned
     // offline asks the nodes, since it is about to configure them.
     secrets_guard::refuse_lost_secrets(topology, state, store)?;
-    secrets_guard::refuse_existing_cluster(
-        topology,
-        state,
-        saved.and_then(|s| s.secrets.as_ref()),
-        store,
-    )
-    .await?;
-    let staged = saved.map_or(args.staged, |s| s.staged);
+    secrets_guard::refuse_existing_cluster(topology, state, saved_secrets, store).await?;
     let mut interrupt = cancel.clone();
     tokio::select! {
         planned = make_plan(
             topology,
             state,
-            saved.and_then(|s| s.secrets.as_ref()),
-            offline,
-            targets,
-            staged,
+            saved_secrets,
+            settings.offline,
+            &settings.targets,
+            settings.staged,
         ) => planned,
         _ = interrupt.wait_for(|c| *c) => Err(CommandError::Interrupted),
     }
 }
 
-/// The state `apply` writes, where it goes, and whether it existed before
-/// this run.
-struct Saving<'a> {
-    store: &'a StateStore<StateBackend>,
-    encrypted: bool,
-    state: &'a mut State,
-    had_state: bool,
-}
-
-impl Saving<'_> {
-    /// Save the state as it is now.
-    async fn save(&mut self) -> Result<(), CommandError> {
-        self.store.save(self.state, self.encrypted).await?;
-        Ok(())
-    }
-}
-
-/// After approval: save the secrets and what refresh saw that no change
-/// undoes, then run the changes and print the summary.
+/// After approval: save what apply records before the first change, run the
+/// changes and print the summary.
 async fn apply_approved(
-    args: &ApplyArgs,
-    topology: &Topology,
+    settings: &ApplySettings,
     planned: Planned,
-    saved: Option<&SavedPlan>,
-    saving: &mut Saving<'_>,
+    mut saver: Saver<'_, StateBackend>,
+    had_state: bool,
     cancel: watch::Receiver<bool>,
 ) -> Result<Outcome, CommandError> {
+    let topology = &settings.topology;
     let mut plan = planned.plan;
-    chain_upgrades(&mut plan, &planned.desired, args.max_parallel_upgrades);
-    // Secrets are made once per lineage, and saved before anything else.
-    if saving.state.secrets.is_none() {
-        let text = match (&planned.generated, saved.and_then(|s| s.secrets.clone())) {
-            (Some(g), _) => g.clone(),
-            (None, Some(s)) => s,
-            (None, None) => Sensitive::new(crate::machine::secrets_yaml(&planned.secrets)),
-        };
-        if plan.is_empty() && !saving.had_state {
-            // Nothing to create: do not start a state for nothing.
-        } else {
-            saving.state.secrets = Some(text);
-            saving.save().await?;
-        }
-    }
-    // What refresh saw that no change undoes is kept, as OpenTofu's apply
-    // keeps its refreshed state: a staged config that a reboot has taken.
-    let taken: Vec<Record> = apply::refresh_only::observed_records(saving.state, &planned.observed)
-        .into_iter()
-        .filter(|r| matches!(r, Record::StagedTaken(_)))
-        .collect();
-    if saving.had_state && !taken.is_empty() {
-        for r in taken {
-            apply::record::apply(saving.state, r);
-        }
-        saving.save().await?;
-    }
+    chain_upgrades(&mut plan, &planned.desired, settings.max_parallel_upgrades);
+    // Secrets once per lineage, staged configs a reboot has taken, then
+    // the talosconfig: each saved before the first change.
+    let secrets = workflow::secrets_to_record(
+        planned.generated.as_ref(),
+        settings.saved.as_ref().and_then(|s| s.secrets.as_ref()),
+        &planned.secrets,
+    );
+    let before =
+        workflow::before_changes(saver.state, had_state, &plan, &planned.observed, secrets);
+    workflow::save_before_changes(&mut saver, before, || {
+        let t = cluster::new_talosconfig(topology, &planned.secrets)?;
+        Ok(Sensitive::new(t.to_yaml()))
+    })
+    .await?;
     if plan.is_empty() {
         if let Some(e) = conflicts_error(&plan) {
             return Err(e);
@@ -455,25 +464,28 @@ async fn apply_approved(
         crate::ui::write_stdout("\nApply complete! Resources: 0 added, 0 changed, 0 destroyed.\n")?;
         return Ok(Outcome::Success);
     }
-    if saving.state.outputs.talosconfig.is_none() {
-        let t = cluster::new_talosconfig(topology, &planned.secrets)?;
-        apply::record::apply(
-            saving.state,
-            Record::Talosconfig(Sensitive::new(t.to_yaml())),
-        );
-        saving.save().await?;
-    }
     let offline = cluster::offline_kubeconfig(topology, &planned.secrets)?;
-    let mut ctx = context(topology, saving.state, planned.desired, offline)
-        .context("cannot prepare the apply")?;
-    ctx.rollout.etcd_snapshot = snapshot_policy(args);
+    let mut ctx = context(
+        topology,
+        saver.state,
+        planned.desired,
+        offline,
+        settings.interrupt_grace,
+    )
+    .context("cannot prepare the apply")?;
+    ctx.rollout.etcd_snapshot = settings.snapshots.clone();
+    let Saver {
+        store,
+        encrypted,
+        state,
+    } = saver;
     run_plan(
         ctx,
         &plan,
-        saving.store,
-        saving.encrypted,
-        saving.state,
-        args.parallelism,
+        store,
+        encrypted,
+        state,
+        settings.parallelism,
         cancel,
     )
     .await?;

@@ -4,7 +4,7 @@
 
 use clap::Args;
 
-use super::apply::{context, run_plan};
+use super::apply::{context, interrupt_grace, run_plan};
 use super::cluster;
 use super::cluster::approve;
 use super::state_options::{LockOptions, StateOptions};
@@ -41,6 +41,10 @@ pub struct DestroyArgs {
 /// # Errors
 /// A held lock, no confirmation, failed deletions; Ctrl-C.
 pub async fn run(args: DestroyArgs) -> Result<Outcome, CommandError> {
+    if args.parallelism == 0 {
+        return Err(anyhow::anyhow!("-parallelism must be at least 1").into());
+    }
+    let interrupt_grace = interrupt_grace()?;
     let topology = cluster::load_topology(&args.state.file)?;
     cluster::locked(&args.state, &args.lock, "destroy", async |store, cancel| {
         let Some(loaded) = store.load().await? else {
@@ -60,7 +64,13 @@ pub async fn run(args: DestroyArgs) -> Result<Outcome, CommandError> {
             cancel.clone(),
         )
         .await?;
-        let ctx = context(&topology, &state, Desired::default(), Sensitive::default())?;
+        let ctx = context(
+            &topology,
+            &state,
+            Desired::default(),
+            Sensitive::default(),
+            interrupt_grace,
+        )?;
         run_plan(ctx, &plan, store, encrypted, &mut state, args.parallelism, cancel).await?;
         crate::ui::write_stdout(&format!(
             "\nDestroy complete! Resources: {} destroyed.\n",

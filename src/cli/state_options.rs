@@ -320,13 +320,7 @@ pub fn no_state(store: &StateStore<StateBackend>) -> anyhow::Error {
     )
 }
 
-/// The folder of a path, `.` when it has none.
-pub fn folder_of(path: &Path) -> &Path {
-    match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    }
-}
+pub use crate::paths::folder_of;
 
 #[cfg(test)]
 mod tests {

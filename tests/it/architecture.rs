@@ -818,3 +818,73 @@ where
         "{found:?}"
     );
 }
+
+#[test]
+fn each_crate_depends_only_on_the_layers_below_it() {
+    // The table of README.md, "Architecture".
+    let allowed: BTreeMap<&str, &[&str]> = BTreeMap::from([
+        ("talosprov-core", &[][..]),
+        ("talosprov-retry", &[][..]),
+        ("talosprov-files", &["talosprov-core"][..]),
+        (
+            "talosprov-proxmox",
+            &["talosprov-core", "talosprov-retry"][..],
+        ),
+        (
+            "talosprov-talos",
+            &["talosprov-core", "talosprov-retry"][..],
+        ),
+        (
+            "talosprov-factory",
+            &["talosprov-core", "talosprov-retry"][..],
+        ),
+        (
+            "talosprov-state",
+            &["talosprov-core", "talosprov-retry"][..],
+        ),
+        (
+            "talosprov-engine",
+            &[
+                "talosprov-core",
+                "talosprov-retry",
+                "talosprov-proxmox",
+                "talosprov-talos",
+                "talosprov-factory",
+                "talosprov-state",
+            ][..],
+        ),
+        ("talosprov-sim", &["talosprov-core", "talosprov-talos"][..]),
+        (
+            "talosprov",
+            &[
+                "talosprov-core",
+                "talosprov-retry",
+                "talosprov-files",
+                "talosprov-proxmox",
+                "talosprov-talos",
+                "talosprov-factory",
+                "talosprov-state",
+                "talosprov-engine",
+            ][..],
+        ),
+    ]);
+    let members = members();
+    let mut wrong = Vec::new();
+    for (name, deps) in &members {
+        let Some(ok) = allowed.get(name.as_str()) else {
+            wrong.push(format!("{name} is not in the architecture table"));
+            continue;
+        };
+        for dep in deps.iter().filter(|d| d.starts_with("talosprov")) {
+            if !ok.contains(&dep.as_str()) {
+                wrong.push(format!("{name} depends on {dep}"));
+            }
+        }
+    }
+    assert_eq!(members.len(), allowed.len(), "every member is in the table");
+    assert!(
+        wrong.is_empty(),
+        "dependencies across layers:\n{}",
+        wrong.join("\n")
+    );
+}

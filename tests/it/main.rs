@@ -4,6 +4,7 @@
 
 mod support;
 
+mod apply_settings;
 mod architecture;
 mod ci_no_terminal;
 mod ci_pipeline;

@@ -15,6 +15,7 @@
 pub mod inputs;
 pub mod machine;
 pub mod patch;
+pub mod paths;
 pub mod plan;
 pub mod role;
 pub mod schematic;

@@ -148,9 +148,7 @@ pub fn load_patches(topology: &Topology) -> Result<PatchSet, Vec<Diagnostic>> {
 /// Any I/O error creating the folder, opening, writing or syncing.
 pub fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {
     use std::io::Write as _;
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
-    }
+    std::fs::create_dir_all(talosprov_core::paths::folder_of(path))?;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]

@@ -116,9 +116,10 @@ impl Client {
         Fut: std::future::Future<Output = Result<T, ProxmoxError>>,
     {
         let deadline = Instant::now() + self.timeouts.retry_deadline;
-        let mut delay = self.timeouts.first_backoff;
+        let backoff = self.timeouts.backoff();
         let mut attempts = 0u32;
         loop {
+            let delay = backoff.delay(attempts);
             attempts += 1;
             match attempt().await {
                 Ok(v) => return Ok(v),
@@ -138,7 +139,6 @@ impl Client {
                         delay,
                     });
                     tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(self.timeouts.max_backoff);
                 }
                 Err(e) => return Err(e),
             }

@@ -83,6 +83,17 @@ pub struct Timeouts {
     pub request: Duration,
 }
 
+impl Timeouts {
+    /// The pacing of retries and polls: `first_backoff` doubling up to
+    /// `max_backoff`.
+    pub fn backoff(&self) -> talosprov_retry::Backoff {
+        talosprov_retry::Backoff {
+            initial: self.first_backoff,
+            max: self.max_backoff,
+        }
+    }
+}
+
 impl Default for Timeouts {
     /// 120 s of retries, 15 min per task, backoff 250 ms doubling to 5 s, 60 s per request.
     fn default() -> Self {

@@ -121,7 +121,12 @@ pub fn upid_of(op: &Operation, data: &Value) -> Result<Upid, ProxmoxError> {
 pub async fn wait(client: &Client, op: &Operation, upid: &Upid) -> Result<TaskDone, ProxmoxError> {
     let t = client.timeouts();
     let deadline = Instant::now() + t.task_deadline;
-    let mut delay = t.first_backoff.min(std::time::Duration::from_millis(100));
+    // Tasks are polled from 100 ms at most: most finish within a second.
+    let backoff = talosprov_retry::Backoff {
+        initial: t.first_backoff.min(std::time::Duration::from_millis(100)),
+        max: t.max_backoff,
+    };
+    let mut polls = 0u32;
     let status_req = Request::get(
         &["nodes", &upid.node, "tasks", &upid.text, "status"],
         op.clone(),
@@ -166,6 +171,8 @@ pub async fn wait(client: &Client, op: &Operation, upid: &Upid) -> Result<TaskDo
                 };
             }
         }
+        let delay = backoff.delay(polls);
+        polls += 1;
         if Instant::now() + delay > deadline {
             return Err(ProxmoxError::TaskTimeout {
                 op: op.clone(),
@@ -174,7 +181,6 @@ pub async fn wait(client: &Client, op: &Operation, upid: &Upid) -> Result<TaskDo
             });
         }
         tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(t.max_backoff);
     }
 }
 

@@ -178,8 +178,11 @@ pub async fn wait_unlocked(
 ) -> Result<observe::ClusterVm, ProxmoxError> {
     let t = client.timeouts();
     let deadline = tokio::time::Instant::now() + t.task_deadline;
-    let mut delay = t.first_backoff;
+    let backoff = t.backoff();
+    let mut polls = 0u32;
     loop {
+        let delay = backoff.delay(polls);
+        polls += 1;
         let listing = observe::cluster_vms(client).await?;
         let Some(existing) = listing.into_iter().find(|v| v.vmid == spec.vmid) else {
             return Err(ProxmoxError::NotFound {
@@ -191,7 +194,6 @@ pub async fn wait_unlocked(
             return Ok(existing);
         }
         tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(t.max_backoff);
     }
 }
 

@@ -1,4 +1,6 @@
-//! Retry notices: a client that sends a request again after a transient failure
+//! The one retry pacing of the workspace ([`Backoff`], used by the Proxmox
+//! client and its task waits, the Talos waits, the health gates and the http
+//! state backend), and retry notices: a client that sends a request again after a transient failure
 //! (Proxmox, the Image Factory) says so here, and whoever runs the current task
 //! (the executor, for a step; refresh, for a plan) shows it as one line. No
 //! watcher: the notice only goes to the developer log.
@@ -6,6 +8,36 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Retry pacing: the first pause, doubling after each failure up to `max`.
+/// The default (200 ms doubling to 5 s) is the Talos waits'; the Proxmox
+/// client and the http state backend take theirs from their settings
+/// (`first_backoff`/`max_backoff`, `retry_wait_min`/`retry_wait_max`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// First pause after a failure.
+    pub initial: Duration,
+    /// Largest pause.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            initial: Duration::from_millis(200),
+            max: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Backoff {
+    /// The pause before retry number `attempt` (0-based): `initial × 2^attempt`,
+    /// at most `max` (saturating, so any `attempt` is safe).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let factor = 1u32 << attempt.min(16);
+        self.initial.saturating_mul(factor).min(self.max)
+    }
+}
 
 /// One retry about to happen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +114,18 @@ pub fn notify(notice: &Notice) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backoff_doubles_from_initial_up_to_max_for_any_attempt() {
+        let b = Backoff {
+            initial: Duration::from_millis(250),
+            max: Duration::from_secs(5),
+        };
+        let waits: Vec<u128> = (0..7).map(|n| b.delay(n).as_millis()).collect();
+        assert_eq!(waits, [250, 500, 1000, 2000, 4000, 5000, 5000]);
+        assert_eq!(b.delay(u32::MAX), Duration::from_secs(5));
+        assert_eq!(Backoff::default().delay(0), Duration::from_millis(200));
+    }
 
     #[test]
     fn a_notice_names_what_when_and_why() {

@@ -66,11 +66,11 @@ impl HttpBackend {
     /// The wait before retry number `attempt + 1`: `retry_wait_min * 2^attempt`,
     /// at most `retry_wait_max` (go-retryablehttp's DefaultBackoff).
     pub fn backoff(&self, attempt: u32) -> Duration {
-        let min = self.config.retry_wait_min;
-        let factor = 2u32.checked_pow(attempt).unwrap_or(u32::MAX);
-        min.checked_mul(factor)
-            .unwrap_or(Duration::MAX)
-            .min(self.config.retry_wait_max)
+        talosprov_retry::Backoff {
+            initial: self.config.retry_wait_min,
+            max: self.config.retry_wait_max,
+        }
+        .delay(attempt)
     }
 
     /// Send one request, retrying connection errors, 429 and 5xx (but 501)

@@ -17,6 +17,7 @@ use super::backend::{Backend, BackendError};
 use super::holder::{host_name, liveness};
 use super::summary::{KeepReason, Summary, keep_backup};
 use super::{HolderProcess, LockHeld, LockInfo, TakenOver};
+use talosprov_core::paths::folder_of;
 
 pub use talosprov_core::state::config::DEFAULT_STATE_FILE;
 
@@ -276,12 +277,8 @@ impl Backend for LocalBackend {
         file.write_all(&body)
             .and_then(|()| file.sync_all())
             .map_err(self.io("write the lock file", &lock_path))?;
-        // A bare file name (`--state s.tfstate`) has an empty parent: its folder is `.`.
-        let dir = match lock_path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        sync_dir(dir).map_err(self.io("sync the folder of", &lock_path))?;
+        // A bare file name (`--state s.tfstate`) lives in `.`.
+        sync_dir(folder_of(&lock_path)).map_err(self.io("sync the folder of", &lock_path))?;
         *self.held.lock().expect("lock state poisoned") = Some(HeldLock {
             id: info.id.clone(),
             _file: file,
@@ -361,10 +358,7 @@ pub(crate) fn write_atomically(
     bytes: &[u8],
     write: impl FnOnce(&mut File, &[u8]) -> io::Result<()>,
 ) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let dir = folder_of(path);
     let mut tmp = tempfile::Builder::new()
         .prefix(".talosprov-")
         .suffix(".tmp")

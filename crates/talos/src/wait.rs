@@ -16,31 +16,7 @@ use super::credentials::ClientCredentials;
 use super::error::{NodeName, TalosError};
 use super::types::BootstrapOutcome;
 
-/// Retry pacing: the first pause, doubling up to `max`. Units: time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    /// First pause after a failure.
-    pub initial: Duration,
-    /// Largest pause.
-    pub max: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff {
-            initial: Duration::from_millis(200),
-            max: Duration::from_secs(5),
-        }
-    }
-}
-
-impl Backoff {
-    /// The pause before retry number `attempt` (0-based).
-    pub fn delay(&self, attempt: u32) -> Duration {
-        let factor = 1u32 << attempt.min(16);
-        self.initial.saturating_mul(factor).min(self.max)
-    }
-}
+pub use talosprov_retry::Backoff;
 
 /// How many failures in a row with the same cause make it worth naming.
 pub const SAME_CAUSE_AFTER: u32 = 3;

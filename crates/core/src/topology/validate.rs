@@ -29,7 +29,7 @@ pub fn validate(
         file,
         diagnostics: Vec::new(),
     };
-    let base = file.parent().unwrap_or(Path::new(""));
+    let base = crate::paths::folder_of(file);
     let cluster = cx.cluster(raw.cluster.as_ref());
     let proxmox = cx.proxmox(raw.proxmox.as_ref(), env, base);
     let image_factory_url = match raw

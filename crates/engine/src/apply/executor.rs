@@ -90,8 +90,14 @@ pub struct Saver<'a, B> {
 }
 
 impl<B: Backend> Saver<'_, B> {
-    async fn record(&mut self, r: record::Record) -> anyhow::Result<()> {
+    /// Apply `r` to the state and save it.
+    pub(crate) async fn record(&mut self, r: record::Record) -> anyhow::Result<()> {
         record::apply(self.state, r);
+        self.save().await
+    }
+
+    /// Save the state as it is.
+    pub(crate) async fn save(&mut self) -> anyhow::Result<()> {
         self.store
             .save(self.state, self.encrypted)
             .await

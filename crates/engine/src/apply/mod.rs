@@ -20,6 +20,7 @@ pub mod steps;
 mod talos_steps;
 pub mod upgrade;
 mod upgrade_step;
+pub mod workflow;
 
 pub use context::{Context, Owned, Waits};
 pub use event::{Event, EventKind, Update};
