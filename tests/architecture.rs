@@ -173,5 +173,8 @@ fn the_core_crate_reads_no_file_environment_clock_or_entropy() {
         "the core takes files, the environment, the clock and randomness from its caller:\n{}",
         found.join("\n")
     );
-    assert!(rust_files(&root).len() > 20, "the walk found the core's files");
+    assert!(
+        rust_files(&root).len() > 20,
+        "the walk found the core's files"
+    );
 }

@@ -493,3 +493,50 @@ fn validate_render_and_plan_all_refuse_what_talos_would() {
         );
     }
 }
+
+#[test]
+fn a_patch_over_the_managed_installer_or_disk_is_a_warning_that_says_what_is_rendered() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = cluster(
+        dir.path(),
+        "v1.13.8",
+        &[(
+            "common/10-install.yaml",
+            "machine:\n  install:\n    image: ghcr.io/siderolabs/installer:v1.13.8\n    disk: /dev/vda\n",
+        )],
+    );
+    let configs = configs(&file).expect("warnings only");
+    let warnings: Vec<Diagnostic> = configs.iter().flat_map(|c| c.warnings.clone()).collect();
+    assert_eq!(
+        found(&warnings, Code::ManagedValueOverridden, dir.path())
+            .iter()
+            .map(|w| w.split(": the rendered").next().unwrap())
+            .collect::<Vec<_>>(),
+        [
+            "patches/common/10-install.yaml:3 cp-01 machine.install.image",
+            "patches/common/10-install.yaml:4 cp-01 machine.install.disk",
+            "patches/common/10-install.yaml:3 worker-01 machine.install.image",
+            "patches/common/10-install.yaml:4 worker-01 machine.install.disk",
+        ]
+    );
+    // The warning says the patch's value wins, and the rendered config agrees; the value
+    // talosprov manages (and upgrades with) is still the schematic's installer.
+    for (config, warning) in configs.iter().zip(warnings.iter().step_by(2)) {
+        let yaml = config.yaml.expose();
+        assert!(
+            yaml.contains("image: ghcr.io/siderolabs/installer:v1.13.8"),
+            "{yaml}"
+        );
+        assert!(yaml.contains("disk: /dev/vda"), "{yaml}");
+        assert!(
+            warning.message.contains(&format!(
+                "the rendered config has machine.install.image: \"ghcr.io/siderolabs/installer:v1.13.8\", \
+                 because this patch applies over {}",
+                config.installer_image
+            )),
+            "{}",
+            warning.message
+        );
+        assert!(config.installer_image.contains("/nocloud-installer/"));
+    }
+}

@@ -190,6 +190,10 @@ codes! {
     /// An interface, link, VIP link or VLAN parent that is not the node's link,
     /// or a selector that cannot be matched to it offline.
     UnknownLink = ("M007", "unknown-link"),
+    /// A patch sets (or removes) `machine.install.image` or `machine.install.disk`, which
+    /// talosprov manages (the schematic's installer, `cluster.install_disk`): the patch's
+    /// value is what the config carries.
+    ManagedValueOverridden = ("M008", "managed-value-overridden"),
 }
 
 impl fmt::Display for Code {
