@@ -125,8 +125,8 @@ pub fn node_configs(
         .iter()
         .map(|w| Diagnostic::warning(Code::ConfigWarning, file, w).field("cluster.talos_version"))
         .collect();
-    // HostnameConfig exists from Talos 1.12; older releases refuse the document.
-    let hostname_config = (talos.major, talos.minor) >= (1, 12);
+    // HostnameConfig exists from Talos 1.12; the contract leaves it out for older releases.
+    let hostname_config = contract.hostname_config;
 
     let mut build = Build {
         topology,
