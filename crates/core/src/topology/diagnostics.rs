@@ -147,6 +147,9 @@ codes! {
     /// An input beyond talosprov's bounds: YAML nested too deep, excessive
     /// aliasing, a template that runs out of its work budget.
     InputLimit = ("T043", "input-limit"),
+    /// A Talos version for which the Image Factory has no `nocloud-installer` image (before
+    /// v1.10.0), so talosprov can neither install nor upgrade its nodes.
+    NoNocloudInstaller = ("T044", "no-nocloud-installer"),
     /// A patch file is empty, and is skipped.
     EmptyPatch = ("P001", "empty-patch"),
     /// A `patches/nodes/<name>` folder that matches no node.
