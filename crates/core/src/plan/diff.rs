@@ -1,7 +1,8 @@
 //! The diff (pure): desired resources against the recorded state and the
 //! observed cluster give the changes, each with an action, a reason and field
 //! values; drift (observed differs from recorded) is listed apart; a disk
-//! shrink is refused. `order` then sorts the result.
+//! shrink, and a new disk smaller than the image already in storage, are
+//! refused. `order` then sorts the result.
 
 use std::collections::BTreeSet;
 
@@ -51,10 +52,60 @@ pub enum PlanError {
         /// Size asked for, GiB.
         wanted_gib: u64,
     },
+    /// A new VM's disk would be smaller than the image it is imported from:
+    /// Proxmox imports the image at its virtual size, and the resize to
+    /// `disk_size` that follows cannot shrink it, so the create would fail
+    /// half-way, after the VM was made.
+    #[error(
+        "vm/{hostname} (vmid {vmid}): disk_size {disk_gib} GiB is smaller than its image \
+         {volid} on {host}, whose virtual size is {} ({image_bytes} bytes); raise disk_size \
+         to {} GiB or more",
+        gib_text(*image_bytes),
+        image_bytes.div_ceil(GIB)
+    )]
+    DiskBelowImage {
+        /// The node.
+        hostname: String,
+        /// Its vmid.
+        vmid: u32,
+        /// Its `disk_size`, GiB.
+        disk_gib: u64,
+        /// The image volume it imports.
+        volid: String,
+        /// The Proxmox host whose storage listing gave the size.
+        host: String,
+        /// The image's virtual size, bytes.
+        image_bytes: u64,
+    },
     /// The topology removes every control plane the cluster has (see
     /// [`check_removal`]).
     #[error(transparent)]
     Removal(#[from] RemovalRefused),
+}
+
+/// Bytes in a GiB (Proxmox's `G` in disk sizes).
+const GIB: u64 = 1 << 30;
+
+/// A size in bytes as GiB with two decimals, such as `1.50 GiB`.
+fn gib_text(bytes: u64) -> String {
+    // Exact in f64 up to 2^53 bytes (8 PiB), beyond any disk image.
+    format!("{:.2} GiB", bytes as f64 / GIB as f64)
+}
+
+/// The size of the image a new VM imports, when refresh listed it: on the
+/// VM's host, or on any host when the storage is shared.
+fn image_size<'o>(obs: &'o Observed, host: &str, volid: &str) -> Option<(&'o str, u64)> {
+    let on = |h: &'o String, listing: &'o std::collections::BTreeMap<String, u64>| {
+        listing.get(volid).map(|size| (h.as_str(), *size))
+    };
+    obs.image_sizes
+        .get_key_value(host)
+        .and_then(|(h, l)| on(h, l))
+        .or_else(|| {
+            (obs.image_storage_shared == Some(true))
+                .then(|| obs.image_sizes.iter().find_map(|(h, l)| on(h, l)))
+                .flatten()
+        })
 }
 
 pub(super) fn change(address: Address, action: Action, reason: impl Into<String>) -> Change {
@@ -131,6 +182,19 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
             Ok(Some(mut c)) => {
                 if matches!(c.action, Action::Create | Action::Replace) {
                     fresh_vms.insert(host.as_str());
+                    let spec = &want.spec;
+                    if let Some((on, size)) = image_size(obs, &spec.node, &spec.image_volid)
+                        && spec.disk_gib.saturating_mul(GIB) < size
+                    {
+                        errors.push(PlanError::DiskBelowImage {
+                            hostname: host.clone(),
+                            vmid: spec.vmid,
+                            disk_gib: spec.disk_gib,
+                            volid: spec.image_volid.clone(),
+                            host: on.to_owned(),
+                            image_bytes: size,
+                        });
+                    }
                 }
                 c.role = Some(want.role);
                 c.vm = Some(PlannedVm {
