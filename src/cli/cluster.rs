@@ -314,9 +314,17 @@ pub async fn observe(
         .map(|t| credentials_from_talosconfig(t.value.expose()))
         .transpose()?;
     let ips = node_ips(topology);
+    let image_hosts: Vec<String> = topology
+        .nodes
+        .iter()
+        .map(|n| n.proxmox_node.clone())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let input = RefreshInput {
         image_node: &topology.proxmox.node,
         image_storage: &topology.proxmox.image_storage,
+        image_hosts: &image_hosts,
         ips: &ips,
         credentials: credentials.as_ref(),
         probe: std::time::Duration::from_secs(5),

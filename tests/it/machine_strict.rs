@@ -481,3 +481,108 @@ fn validate_render_and_plan_all_refuse_what_talos_would() {
         );
     }
 }
+
+#[test]
+fn a_patch_over_the_managed_installer_or_disk_is_a_warning_that_says_what_is_rendered() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = cluster(
+        dir.path(),
+        "v1.13.8",
+        &[(
+            "common/10-install.yaml",
+            "machine:\n  install:\n    image: ghcr.io/siderolabs/installer:v1.13.8\n    disk: /dev/vda\n",
+        )],
+    );
+    let configs = configs(&file).expect("warnings only");
+    let warnings: Vec<Diagnostic> = configs.iter().flat_map(|c| c.warnings.clone()).collect();
+    assert_eq!(
+        found(&warnings, Code::ManagedValueOverridden, dir.path())
+            .iter()
+            .map(|w| w.split(": the rendered").next().unwrap())
+            .collect::<Vec<_>>(),
+        [
+            "patches/common/10-install.yaml:3 cp-01 machine.install.image",
+            "patches/common/10-install.yaml:4 cp-01 machine.install.disk",
+            "patches/common/10-install.yaml:3 worker-01 machine.install.image",
+            "patches/common/10-install.yaml:4 worker-01 machine.install.disk",
+        ]
+    );
+    // The warning says the patch's value wins, and the rendered config agrees; the value
+    // talosprov manages (and upgrades with) is still the schematic's installer.
+    for (config, warning) in configs.iter().zip(warnings.iter().step_by(2)) {
+        let yaml = config.yaml.expose();
+        assert!(
+            yaml.contains("image: ghcr.io/siderolabs/installer:v1.13.8"),
+            "{yaml}"
+        );
+        assert!(yaml.contains("disk: /dev/vda"), "{yaml}");
+        assert!(
+            warning.message.contains(&format!(
+                "the rendered config has machine.install.image: \"ghcr.io/siderolabs/installer:v1.13.8\", \
+                 because this patch applies over {}",
+                config.installer_image
+            )),
+            "{}",
+            warning.message
+        );
+        assert!(config.installer_image.contains("/nocloud-installer/"));
+    }
+}
+
+/// The value at a dotted path of a YAML value.
+fn at<'v>(doc: &'v Value, path: &str) -> Option<&'v Value> {
+    path.split('.').try_fold(doc, |v, k| v.get(k))
+}
+
+#[test]
+fn the_warning_for_a_talos_older_than_the_contracts_says_what_is_rendered() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = cluster(dir.path(), "v1.11.3", &[]);
+    let configs = configs(&file).expect("a warning only");
+    let warning = &configs[0].warnings[0];
+    assert_eq!(
+        (warning.code, warning.severity),
+        (Code::ConfigWarning, Severity::Warning)
+    );
+    insta::assert_snapshot!(
+        format!(
+            "{}: {}",
+            warning.field.as_deref().unwrap_or("-"),
+            warning.message
+        ),
+        @"cluster.talos_version: Talos v1.11.3 is older than the config contracts talosprov generates (v1.12, v1.13): generating the v1.12 config's v1alpha1 document alone (no HostnameConfig document), which Talos before v1.12 still refuses: its machine.install.grubUseUKICmdline is a v1.12 field (unknown keys found during decoding)"
+    );
+    // What it says is what every node gets: the v1.12 contract's v1alpha1 document (with its
+    // empty `machine.network`), no HostnameConfig, and grubUseUKICmdline set.
+    for config in &configs {
+        let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(config.yaml.expose())
+            .map(serde::Deserialize::deserialize)
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(docs.len(), 1, "{}", config.hostname);
+        assert!(!config.yaml.expose().contains("HostnameConfig"));
+        assert!(at(&docs[0], "machine.network").is_some());
+        assert_eq!(
+            at(&docs[0], "machine.install.grubUseUKICmdline"),
+            Some(&Value::Bool(true))
+        );
+        assert_eq!(config.warnings[0].message, warning.message);
+    }
+    // `machineconfig gen` renders (and says) the same.
+    let secrets = parse_secrets_yaml(SECRETS).unwrap();
+    let base = base_config(&BaseConfigInput {
+        cluster_name: "lab".into(),
+        endpoint: "https://10.0.0.10:6443".into(),
+        kubernetes_version: None,
+        talos_version: "v1.11.3".parse().unwrap(),
+        role: Role::Worker,
+        secrets: &secrets,
+        install_disk: None,
+        install_image: None,
+        additional_sans: vec![],
+        hostname_config: true,
+    })
+    .unwrap();
+    assert_eq!(base.documents.len(), 1);
+    assert_eq!(base.warnings, vec![warning.message.clone()]);
+}

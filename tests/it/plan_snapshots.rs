@@ -479,3 +479,32 @@ fn kubernetes_change_rolls_without_a_reboot_unless_the_node_says_it_needs_one() 
         ch.reason
     );
 }
+
+#[test]
+fn a_new_disk_smaller_than_its_image_on_shared_storage_is_refused() {
+    let t = topology(TOPOLOGY);
+    let c = rendered(&t, &BTreeMap::new());
+    let d = plan::desired(&t, &c, true).expect("desired");
+    let volid = d.vms["cp-01"].spec.image_volid.clone();
+    // Shared storage, listed on another host than the VMs'.
+    let mut o = Observed {
+        refreshed: true,
+        image_storage_shared: Some(true),
+        ..Observed::default()
+    };
+    o.image_sizes.insert(
+        "pve-other".into(),
+        BTreeMap::from([(volid.clone(), 60 << 30)]),
+    );
+    let errors = run(&t, &c, None, &o).expect_err("refused");
+    assert_eq!(errors.len(), 1, "only cp-01's 50 GiB disk: {errors:?}");
+    insta::assert_snapshot!(errors[0].to_string(), @"vm/cp-01 (vmid 121): disk_size 50 GiB is smaller than its image local:import/talos-v1.13.8-ce4c9805-nocloud-amd64.qcow2 on pve-other, whose virtual size is 60.00 GiB (64424509440 bytes); raise disk_size to 60 GiB or more");
+    // Not shared: another host's listing says nothing about this host's copy.
+    o.image_storage_shared = Some(false);
+    assert!(run(&t, &c, None, &o).is_ok());
+    // An image exactly the disk's size fits.
+    o.image_storage_shared = Some(true);
+    o.image_sizes
+        .insert("pve".into(), BTreeMap::from([(volid, 50 << 30)]));
+    assert!(run(&t, &c, None, &o).is_ok());
+}

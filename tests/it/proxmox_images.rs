@@ -1,6 +1,7 @@
 //! Images and hosts: the capability check of the image storage, one download per
-//! host on local storage and one in all on shared storage, and VMs created on the
-//! host that holds their image.
+//! host on local storage and one in all on shared storage, VMs created on the
+//! host that holds their image, and a disk smaller than an image already in
+//! storage refused at plan time.
 
 use crate::support::examples;
 use crate::support::factory::Factory;
@@ -217,4 +218,65 @@ async fn image_already_in_storage_is_not_downloaded() {
         .get("/nodes/pve1/storage/local/content?content=import")
         .await;
     assert_eq!(content, json!([]));
+}
+
+/// The lab's image of the `base` schematic (qemu-guest-agent) on Talos v1.13.8.
+fn lab_base_image() -> Image {
+    let base = talosprov::factory::Schematic {
+        extensions: vec!["siderolabs/qemu-guest-agent".into()],
+        kernel_args: Vec::new(),
+    };
+    Image {
+        talos_version: "v1.13.8".into(),
+        schematic: base.id().to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_smaller_than_the_image_in_storage_is_refused_at_plan_time() {
+    use crate::support::cli::stderr;
+    use crate::support::lab::Lab;
+    let lab = Lab::start("8.1", std::time::Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    // The image is already in the storage of pve1, where every lab VM goes,
+    // with a virtual size of 12.5 GiB: above the control plane's 10 GiB disk,
+    // below the workers' 100 GiB.
+    lab.write_topology(|t| t.replace("disk_size: 50", "disk_size: 10"));
+    let image = lab_base_image();
+    lab.pve
+        .cmd(
+            json!({"cmd": "add_file", "storage": "local", "node": "pve1",
+                    "name": image.filename(), "size": 25u64 << 29}),
+        )
+        .await;
+
+    for args in [&["plan"][..], &["apply", "-auto-approve"]] {
+        let out = lab.run(args).await;
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let text = stderr(&out);
+        insta::assert_snapshot!(
+            "disk_below_image",
+            text.lines()
+                .find(|l| l.contains("disk_size"))
+                .unwrap_or(&text)
+                .to_owned()
+        );
+    }
+    // Refused before anything was made.
+    assert!(lab.vms().await.is_empty());
+    assert_eq!(
+        lab.pve
+            .requests()
+            .await
+            .iter()
+            .filter(|(method, _, _)| method != "GET")
+            .count(),
+        0,
+        "nothing written to Proxmox"
+    );
+
+    // A disk as large as the image, rounded up to whole GiB, plans.
+    lab.write_topology(|t| t.replace("disk_size: 50", "disk_size: 13"));
+    let out = lab.run(&["plan"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
 }

@@ -114,6 +114,19 @@ pub fn image_url(factory: &url::Url, id: &SchematicId, version: &TalosVersion) -
     )
 }
 
+/// The first Talos release (major, minor, patch) for which the Image Factory serves
+/// `<platform>-installer` images such as `nocloud-installer`: v1.10.0. Before it the factory
+/// builds only the generic `installer` (metal) image, which would move a nocloud node to the
+/// metal platform on upgrade.
+///
+/// Sources: siderolabs/image-factory `internal/frontend/http/ui.go` offers
+/// `<factory>/<platform>-installer/<id>:<version>` only when
+/// `quirks.New(version).SupportsUnifiedInstaller()`, and `internal/artifacts/fetch.go`
+/// (`InstallerImageName`) builds from the unified `installer-base` image only then; Talos
+/// `pkg/machinery/imager/quirks/quirks.go` sets `minVersionUnifiedInstaller = 1.10.0`
+/// (the request: siderolabs/talos#10486, "Image Factory should support `[platform]-installer`").
+pub const FIRST_PLATFORM_INSTALLER: (u32, u32, u32) = (1, 10, 0);
+
 /// The installer image reference for `machine.install.image` and upgrades:
 /// `<factory host>/nocloud-installer/<id>:<version>` (the nocloud installer keeps the node's
 /// platform on upgrade).

@@ -57,14 +57,16 @@ pub struct BaseConfigInput<'a> {
     /// `cluster.apiServer.certSANs`.
     pub additional_sans: Vec<String>,
     /// Whether to emit the `HostnameConfig` document (`auto: stable`) that Talos 1.12+
-    /// generates.
+    /// generates; it is left out for an older Talos version even when this is `true`
+    /// ([`ContractChoice::hostname_config`](super::version::ContractChoice::hostname_config)).
     pub hostname_config: bool,
 }
 
 /// A generated base config: its documents, in Talos's key order, and how it was made.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BaseConfig {
-    /// The v1alpha1 document first, then `HostnameConfig` when asked for.
+    /// The v1alpha1 document first, then `HostnameConfig` when asked for and the Talos version
+    /// has it (1.12 and later).
     pub documents: Vec<Value>,
     /// The contract generated.
     pub contract: Contract,
@@ -120,7 +122,7 @@ pub fn base_config(input: &BaseConfigInput<'_>) -> Result<BaseConfig, ConfigErro
         None => default_kubernetes_version(&input.talos_version)?.to_string(),
     };
     let mut documents = vec![v1alpha1(input, choice.contract, &kubernetes_version)];
-    if input.hostname_config {
+    if input.hostname_config && choice.hostname_config {
         documents.push(map([
             ("apiVersion", "v1alpha1".into()),
             ("kind", "HostnameConfig".into()),

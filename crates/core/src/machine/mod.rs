@@ -10,6 +10,7 @@ pub mod immediate;
 pub mod keys;
 pub mod kubeconfig;
 pub mod link;
+pub mod managed;
 pub mod node;
 pub mod pki;
 pub mod redact;

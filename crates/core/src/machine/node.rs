@@ -9,6 +9,7 @@ use std::net::Ipv4Addr;
 use super::config::{BaseConfigInput, base_config, machine_config_yaml};
 use super::decode::decode_config;
 use super::link::{NodeLink, check_node_link};
+use super::managed::{ManagedField, Override, overrides};
 use super::redact::redact_secrets;
 use super::secrets::SecretsBundle;
 use super::validate::{self, ConfigProblem, ProblemKind, check_config};
@@ -21,6 +22,7 @@ use crate::patch::{
 };
 use crate::schematic::{Schematic, SchematicId, installer_image};
 use crate::sensitive::Sensitive;
+use crate::topology::limits::quoted;
 use crate::topology::{Code, Diagnostic, Node, Role, SchematicSpec, Severity, Topology};
 
 /// One node's final machine config, exactly as talosprov sends it.
@@ -61,7 +63,8 @@ pub struct NodeConfig {
 /// Talos cannot decode (`M005`), Talos's refusals (`M002`) and network entries that would
 /// lose the node's address (`M006`), each naming the patch file that set the value, its line
 /// when the file spells the field out, the node and the field. A problem shared by many nodes
-/// is reported once, with the number of other nodes. Warnings (`M003`, `M007`) go to
+/// is reported once, with the number of other nodes. Warnings (`M003`, `M007`, and `M008` for
+/// a patch that overrides the installer image or install disk talosprov manages) go to
 /// [`NodeConfig::warnings`].
 pub fn node_configs(
     topology: &Topology,
@@ -122,8 +125,8 @@ pub fn node_configs(
         .iter()
         .map(|w| Diagnostic::warning(Code::ConfigWarning, file, w).field("cluster.talos_version"))
         .collect();
-    // HostnameConfig exists from Talos 1.12; older releases refuse the document.
-    let hostname_config = (talos.major, talos.minor) >= (1, 12);
+    // HostnameConfig exists from Talos 1.12; the contract leaves it out for older releases.
+    let hostname_config = contract.hostname_config;
 
     let mut build = Build {
         topology,
@@ -367,6 +370,18 @@ impl Build<'_> {
                 }
             }
         }
+        if applied.errors.is_empty() {
+            let managed = [
+                (ManagedField::InstallImage, installer.as_str()),
+                (
+                    ManagedField::InstallDisk,
+                    self.topology.cluster.install_disk.as_str(),
+                ),
+            ];
+            for o in overrides(&base, &loaded, &config, &managed) {
+                warnings.push(self.overridden(node, &o, &config, &loaded));
+            }
+        }
         if !problems.is_empty() {
             // Within a node, in file and line order like every other stage.
             crate::topology::diagnostics::sort(&mut problems);
@@ -388,6 +403,63 @@ impl Build<'_> {
             redacted_yaml: machine_config_yaml(&redacted),
             warnings,
         })
+    }
+
+    /// A patch that overrides a value talosprov manages, as a warning on its file and line
+    /// that says what the rendered config carries: the patch's value (patches apply over the
+    /// base config), while talosprov's upgrades still install its own installer.
+    fn overridden(
+        &self,
+        node: &Node,
+        o: &Override,
+        config: &MachineConfig,
+        loaded: &[Patch],
+    ) -> Diagnostic {
+        let field = o.field.path();
+        let ours = &o.ours;
+        let (managed, instead) = match o.field {
+            ManagedField::InstallImage => (
+                format!(
+                    "{ours}, the installer talosprov manages (the Image Factory's nocloud \
+                     installer of the node's schematic at cluster.talos_version), which \
+                     talosprov's upgrades install whatever the config says"
+                ),
+                "change the node's schematic or cluster.talos_version instead",
+            ),
+            ManagedField::InstallDisk => (
+                format!(
+                    "{ours}, the disk talosprov manages (cluster.install_disk: the VM's system \
+                     disk, scsi0 on its SCSI controller)"
+                ),
+                "set cluster.install_disk instead",
+            ),
+        };
+        let message = match &o.rendered {
+            Some(value) => format!(
+                "the rendered config has {field}: {:?}, because this patch applies over {managed}; \
+                 {instead}",
+                quoted(value)
+            ),
+            None => format!(
+                "this patch removes {field}, so the rendered config has none, instead of \
+                 {managed}; {instead}"
+            ),
+        };
+        let file = std::path::PathBuf::from(&o.source);
+        let mut d = Diagnostic::warning(Code::ManagedValueOverridden, &file, message)
+            .on_node(Some(&node.hostname))
+            .field(field);
+        let pos = match loaded.iter().find(|p| p.source == o.source) {
+            Some(patch) => self
+                .patches
+                .locate_value(patch, &DocumentId::v1alpha1(), config, field)
+                .or_else(|| self.patches.locate(&file, field)),
+            None => self.patches.locate(&file, field),
+        };
+        if let Some(pos) = pos {
+            d = d.at(pos);
+        }
+        d
     }
 
     /// A patch that cannot be applied, as a diagnostic on its file.

@@ -85,9 +85,15 @@ fn redact_manifest_secrets(contents: &mut Value) {
     let Some(text) = contents.as_str() else {
         return;
     };
-    let docs: Result<Vec<Value>, _> = serde_yaml_ng::Deserializer::from_str(text)
-        .map(serde::Deserialize::deserialize)
-        .collect();
+    // Parsed only within the bounds of any YAML talosprov reads (nesting, aliases).
+    let docs: Result<Vec<Value>, _> = crate::topology::limits::check_yaml_bounds(text)
+        .map_err(|_| ())
+        .and_then(|()| {
+            serde_yaml_ng::Deserializer::from_str(text)
+                .map(serde::Deserialize::deserialize)
+                .collect::<Result<_, _>>()
+                .map_err(|_| ())
+        });
     let Ok(mut docs) = docs else {
         if text.contains("Secret") {
             *contents = Value::String(REDACTED.to_string());

@@ -108,25 +108,35 @@ impl fmt::Display for Contract {
 pub struct ContractChoice {
     /// The contract used.
     pub contract: Contract,
-    /// Set when the version is outside v1.12–v1.13.
+    /// Whether the `HostnameConfig` document may be generated: the kind exists from Talos 1.12
+    /// (`network.HostnameConfigV1Alpha1`), so it is `false` for older releases, whatever the
+    /// caller asks for.
+    pub hostname_config: bool,
+    /// Set when the version is outside v1.12–v1.13; it says what is generated instead.
     pub warning: Option<String>,
 }
 
 /// The contract for a Talos version: 1.12 and 1.13 exactly. Newer releases get the v1.13
-/// contract (Talos accepts configs of older contracts); older releases get v1.12, which they
-/// may refuse (before 1.12 Talos rejects the `HostnameConfig` document).
+/// contract (Talos accepts configs of older contracts). Older releases get the v1.12
+/// contract's v1alpha1 document without the `HostnameConfig` document, which they still
+/// refuse: its `machine.install.grubUseUKICmdline` is a Talos 1.12 field (siderolabs/talos
+/// commit ec0a813, "use cmdline from the UKI in Talos 1.12+"), unknown to the decoder of
+/// earlier releases.
 pub fn contract_for(version: &TalosVersion) -> ContractChoice {
     match (version.major, version.minor) {
         (1, 12) => ContractChoice {
             contract: Contract::V1_12,
+            hostname_config: true,
             warning: None,
         },
         (1, 13) => ContractChoice {
             contract: Contract::V1_13,
+            hostname_config: true,
             warning: None,
         },
         (major, minor) if (major, minor) > (1, 13) => ContractChoice {
             contract: Contract::V1_13,
+            hostname_config: true,
             warning: Some(format!(
                 "Talos {version} is newer than the config contracts talosprov generates (v1.12, v1.13): \
                  generating the v1.13 config, which Talos {major}.{minor} accepts but which lacks that release's new defaults"
@@ -134,9 +144,12 @@ pub fn contract_for(version: &TalosVersion) -> ContractChoice {
         },
         _ => ContractChoice {
             contract: Contract::V1_12,
+            hostname_config: false,
             warning: Some(format!(
                 "Talos {version} is older than the config contracts talosprov generates (v1.12, v1.13): \
-                 generating the v1.12 config, which Talos before v1.12 refuses (unknown document kind HostnameConfig)"
+                 generating the v1.12 config's v1alpha1 document alone (no HostnameConfig document), \
+                 which Talos before v1.12 still refuses: its machine.install.grubUseUKICmdline is a \
+                 v1.12 field (unknown keys found during decoding)"
             )),
         },
     }
@@ -223,6 +236,7 @@ mod tests {
             contract_for(&v("v1.13.9")),
             ContractChoice {
                 contract: Contract::V1_13,
+                hostname_config: true,
                 warning: None
             }
         );
@@ -232,7 +246,13 @@ mod tests {
         assert!(newer.warning.unwrap().contains("v1.13 config"));
         let older = contract_for(&v("v1.11.3"));
         assert_eq!(older.contract, Contract::V1_12);
-        assert!(older.warning.unwrap().contains("HostnameConfig"));
+        assert!(!older.hostname_config);
+        assert!(
+            older
+                .warning
+                .unwrap()
+                .contains("machine.install.grubUseUKICmdline")
+        );
     }
 
     #[test]

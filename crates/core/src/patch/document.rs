@@ -179,8 +179,20 @@ pub fn identify(map: &Mapping, index: usize) -> Result<DocumentId, DocumentError
 /// Split YAML text into its documents, skipping empty (null) ones.
 ///
 /// # Errors
-/// [`DocumentError::Yaml`] with the line and column of the first syntax error.
+/// [`DocumentError::Yaml`] with the line and column of the first syntax error, or of the
+/// first collection nested deeper than [`MAX_NESTING`](crate::topology::limits::MAX_NESTING)
+/// or alias beyond [`MAX_ALIAS_EXPANSION`](crate::topology::limits::MAX_ALIAS_EXPANSION).
 pub fn parse_documents(text: &str) -> Result<Vec<Value>, DocumentError> {
+    // serde_yaml_ng reads every event of a document before it builds anything, so nesting
+    // millions deep costs hundreds of MiB before its recursion limit says no: check the
+    // bounds the topology has first, by the parser's events alone.
+    if let Err(e) = crate::topology::limits::check_yaml_bounds(text) {
+        return Err(DocumentError::Yaml {
+            line: Some(e.pos.line as usize),
+            column: Some(e.pos.column as usize),
+            message: e.message,
+        });
+    }
     let mut out = Vec::new();
     for de in serde_yaml_ng::Deserializer::from_str(text) {
         let value = Value::deserialize(de).map_err(|e| DocumentError::from_yaml(&e))?;
@@ -289,6 +301,27 @@ impl MachineConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deep_nesting_is_refused_at_its_place_before_the_yaml_is_built() {
+        let text = format!(
+            "machine:\n  sysctls:\n    a:\n      {}x\n",
+            "- ".repeat(100_000)
+        );
+        match parse_documents(&text) {
+            Err(DocumentError::Yaml {
+                line: Some(4),
+                column: Some(_),
+                message,
+            }) => assert!(
+                message.starts_with("the YAML nests deeper than 64 levels"),
+                "{message}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Patches as deep as real configs get still parse.
+        assert!(parse_documents("a:\n  b:\n    - - - c\n").is_ok());
+    }
 
     #[test]
     fn legacy_document_is_identified_by_its_keys() {

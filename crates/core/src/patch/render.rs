@@ -92,6 +92,8 @@ pub struct Renderer {
     jinja: Environment<'static>,
     tftpl: Environment<'static>,
     files: HashMap<PathBuf, Entry>,
+    /// Fuel spent by every render so far (see [`TOTAL_TEMPLATE_FUEL`]).
+    spent: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Renderer {
@@ -116,6 +118,15 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 /// per instruction): ample for any patch (the reference patches use a few
 /// hundred), and a bound on a loop that would run for minutes.
 pub const TEMPLATE_FUEL: u64 = 2_000_000;
+
+/// The work all renders of one [`Renderer`] (every template, for every node of a command)
+/// may do together, in minijinja fuel: ten times [`TEMPLATE_FUEL`], about a second of
+/// rendering, where the reference patches take a few hundred steps per node. Without it, a
+/// loop that stays just under [`TEMPLATE_FUEL`] on each of a thousand nodes would run for
+/// minutes. A render that fails counts as using its whole [`TEMPLATE_FUEL`] (minijinja does
+/// not say what a failed render used); once the total is spent, templates are not rendered
+/// and each says so.
+pub const TOTAL_TEMPLATE_FUEL: u64 = 10 * TEMPLATE_FUEL;
 
 /// Collects a render's output, refusing to grow past the input file limit.
 struct Bounded(Vec<u8>);
@@ -211,6 +222,7 @@ impl Renderer {
             jinja,
             tftpl,
             files: HashMap::new(),
+            spent: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -271,11 +283,36 @@ impl Renderer {
             PatchKind::Jinja => &self.jinja,
             PatchKind::Templatefile => &self.tftpl,
         };
+        use std::sync::atomic::Ordering;
+        if self.spent.load(Ordering::Relaxed) >= TOTAL_TEMPLATE_FUEL {
+            return Err(RenderError::Template {
+                file: file.to_path_buf(),
+                line: 1,
+                column: None,
+                message: format!(
+                    "not rendered: the patch templates used up the work budget of one command \
+                     ({TOTAL_TEMPLATE_FUEL} steps for all templates and nodes, a failed render \
+                     counting {TEMPLATE_FUEL}); fix the template errors reported with this one"
+                ),
+            });
+        }
         let name = file.display().to_string();
         let mut out = Bounded(Vec::new());
-        env.get_template(&name)
-            .and_then(|t| t.render_captured_to(vars, &mut out).map(drop))
-            .map_err(|e| template_error(file, &entry.text, entry.translated.as_ref(), &e))?;
+        let rendered = env
+            .get_template(&name)
+            .and_then(|t| t.render_captured_to(vars, &mut out));
+        let used = match &rendered {
+            Ok(captured) => captured
+                .state()
+                .fuel_levels()
+                .map_or(TEMPLATE_FUEL, |(used, _)| used),
+            Err(_) => TEMPLATE_FUEL,
+        };
+        self.spent.fetch_add(used, Ordering::Relaxed);
+        drop(
+            rendered
+                .map_err(|e| template_error(file, &entry.text, entry.translated.as_ref(), &e))?,
+        );
         String::from_utf8(out.0).map_err(|e| RenderError::Template {
             file: file.to_path_buf(),
             line: 1,

@@ -222,3 +222,45 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn all_renders_together_have_one_work_budget() {
+    // About a tenth of TEMPLATE_FUEL per render: each render succeeds, and the renders of
+    // one renderer together stop at TOTAL_TEMPLATE_FUEL.
+    let file = Path::new("patches/common/10-loop.yaml.j2");
+    let mut r = Renderer::new();
+    r.add(
+        file,
+        PatchKind::Jinja,
+        "{% for i in range(40000) %}{% endfor %}machine: {}\n",
+    )
+    .unwrap();
+    let results: Vec<_> = (0..200).map(|_| r.render(file, &vars())).collect();
+    let rendered = results.iter().take_while(|r| r.is_ok()).count();
+    assert!(
+        (50..200).contains(&rendered),
+        "{rendered} renders before the budget ran out"
+    );
+    match &results[rendered] {
+        Err(RenderError::Template {
+            file: f,
+            line,
+            message,
+            ..
+        }) => {
+            assert_eq!((f.as_path(), *line), (file, 1));
+            assert!(
+                message.starts_with(
+                    "not rendered: the patch templates used up the work budget of one command"
+                ),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(results[rendered..].iter().all(Result::is_err));
+    // A new renderer (another command) starts with the whole budget.
+    let mut fresh = Renderer::new();
+    fresh.add(file, PatchKind::Jinja, "machine: {}\n").unwrap();
+    assert!(fresh.render(file, &vars()).is_ok());
+}

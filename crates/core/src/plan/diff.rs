@@ -1,7 +1,8 @@
 //! The diff (pure): desired resources against the recorded state and the
 //! observed cluster give the changes, each with an action, a reason and field
 //! values; drift (observed differs from recorded) is listed apart; a disk
-//! shrink is refused. `order` then sorts the result.
+//! shrink, and a new disk smaller than the image already in storage, are
+//! refused. `order` then sorts the result.
 
 use std::collections::BTreeSet;
 
@@ -13,7 +14,7 @@ use crate::plan::removal::check_removal;
 use super::config_diff;
 use super::desired::{Desired, DesiredConfig};
 use super::diff_vm::plan_vm;
-use super::model::{PlanError, change, field};
+use super::model::{GIB, PlanError, change, field};
 use super::observed::Observed;
 use super::ownership;
 use super::planned::{ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedVm};
@@ -30,6 +31,22 @@ pub struct PlanInput<'a> {
     pub state: Option<&'a State>,
     /// What refresh saw (`Observed::default()` offline).
     pub observed: &'a Observed,
+}
+
+/// The size of the image a new VM imports, when refresh listed it: on the
+/// VM's host, or on any host when the storage is shared.
+fn image_size<'o>(obs: &'o Observed, host: &str, volid: &str) -> Option<(&'o str, u64)> {
+    let on = |h: &'o String, listing: &'o std::collections::BTreeMap<String, u64>| {
+        listing.get(volid).map(|size| (h.as_str(), *size))
+    };
+    obs.image_sizes
+        .get_key_value(host)
+        .and_then(|(h, l)| on(h, l))
+        .or_else(|| {
+            (obs.image_storage_shared == Some(true))
+                .then(|| obs.image_sizes.iter().find_map(|(h, l)| on(h, l)))
+                .flatten()
+        })
 }
 
 /// What a plan shows for a value computed only during the apply, as OpenTofu
@@ -150,6 +167,7 @@ fn plan_vms<'d>(
 ) -> BTreeSet<&'d str> {
     let mut fresh_vms: BTreeSet<&str> = BTreeSet::new();
     for (host, want) in &d.vms {
+        let mut below_image = None;
         let (changes, mut found) = out.changes_and_found();
         let intent = state.intent(&Address::Vm(host.clone()));
         let recorded = state.resources.vms.get(host);
@@ -157,6 +175,19 @@ fn plan_vms<'d>(
             Ok(Some(mut c)) => {
                 if matches!(c.action, Action::Create | Action::Replace) {
                     fresh_vms.insert(host.as_str());
+                    let spec = &want.spec;
+                    if let Some((on, size)) = image_size(obs, &spec.node, &spec.image_volid)
+                        && spec.disk_gib.saturating_mul(GIB) < size
+                    {
+                        below_image = Some(PlanError::DiskBelowImage {
+                            hostname: host.clone(),
+                            vmid: spec.vmid,
+                            disk_gib: spec.disk_gib,
+                            volid: spec.image_volid.clone(),
+                            host: on.to_owned(),
+                            image_bytes: size,
+                        });
+                    }
                 }
                 c.role = Some(want.role);
                 c.vm = Some(PlannedVm {
@@ -168,6 +199,7 @@ fn plan_vms<'d>(
             Ok(None) => {}
             Err(e) => out.errors.push(e),
         }
+        out.errors.extend(below_image);
     }
     fresh_vms
 }

@@ -495,6 +495,31 @@ pub enum PlanError {
         /// Size asked for, GiB.
         wanted_gib: u64,
     },
+    /// A new VM's disk would be smaller than the image it is imported from:
+    /// Proxmox imports the image at its virtual size, and the resize to
+    /// `disk_size` that follows cannot shrink it, so the create would fail
+    /// half-way, after the VM was made.
+    #[error(
+        "vm/{hostname} (vmid {vmid}): disk_size {disk_gib} GiB is smaller than its image \
+         {volid} on {host}, whose virtual size is {} ({image_bytes} bytes); raise disk_size \
+         to {} GiB or more",
+        gib_text(*image_bytes),
+        image_bytes.div_ceil(GIB)
+    )]
+    DiskBelowImage {
+        /// The node.
+        hostname: String,
+        /// Its vmid.
+        vmid: u32,
+        /// Its `disk_size`, GiB.
+        disk_gib: u64,
+        /// The image volume it imports.
+        volid: String,
+        /// The Proxmox host whose storage listing gave the size.
+        host: String,
+        /// The image's virtual size, bytes.
+        image_bytes: u64,
+    },
     /// The topology removes every control plane the cluster has (see
     /// [`super::removal::check_removal`]).
     #[error(transparent)]
@@ -511,4 +536,13 @@ pub(super) fn field<T: ToString>(name: &str, before: Option<T>, after: Option<T>
         before.map(|v| v.to_string()),
         after.map(|v| v.to_string()),
     )
+}
+
+/// Bytes in a GiB (Proxmox's `G` in disk sizes).
+pub(super) const GIB: u64 = 1 << 30;
+
+/// A size in bytes as GiB with two decimals, such as `1.50 GiB`.
+fn gib_text(bytes: u64) -> String {
+    // Exact in f64 up to 2^53 bytes (8 PiB), beyond any disk image.
+    format!("{:.2} GiB", bytes as f64 / GIB as f64)
 }

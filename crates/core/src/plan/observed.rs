@@ -1,7 +1,8 @@
 //! What refresh saw (plain data, filled by the apply module's refresh): each
 //! VM as Proxmox reports it (with what a running VM keeps pending), the pools
-//! and PCI mappings, the Talos version each reachable node runs, and whether
-//! the image storage is shared. Planning reads it and never fetches.
+//! and PCI mappings, the Talos version each reachable node runs, whether
+//! the image storage is shared and the images it holds. Planning reads it and
+//! never fetches.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -41,6 +42,14 @@ pub struct Observed {
     /// Whether `proxmox.image_storage` is shared between hosts (`shared` in
     /// `/storage/{storage}`); `None` when not read.
     pub image_storage_shared: Option<bool>,
+    /// The images already in `proxmox.image_storage` (the storage content
+    /// listing, `content=import`), by Proxmox host and then volid, each with
+    /// its size in bytes (the listing's `size`: the image's virtual size,
+    /// which a disk imported from it starts at). Read on the hosts the VMs
+    /// go to (one host when the storage is shared); a host whose listing was
+    /// not read is absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub image_sizes: BTreeMap<String, BTreeMap<String, u64>>,
     /// Every pool the token may see (`GET /pools`), by name, as its state
     /// record would hold it; `None` when not read (then a pool talosprov did
     /// not create is found only at apply, which refuses to touch it).

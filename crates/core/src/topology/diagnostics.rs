@@ -147,6 +147,9 @@ codes! {
     /// An input beyond talosprov's bounds: YAML nested too deep, excessive
     /// aliasing, a template that runs out of its work budget.
     InputLimit = ("T043", "input-limit"),
+    /// A Talos version for which the Image Factory has no `nocloud-installer` image (before
+    /// v1.10.0), so talosprov can neither install nor upgrade its nodes.
+    NoNocloudInstaller = ("T044", "no-nocloud-installer"),
     /// A patch file is empty, and is skipped.
     EmptyPatch = ("P001", "empty-patch"),
     /// A `patches/nodes/<name>` folder that matches no node.
@@ -190,6 +193,10 @@ codes! {
     /// An interface, link, VIP link or VLAN parent that is not the node's link,
     /// or a selector that cannot be matched to it offline.
     UnknownLink = ("M007", "unknown-link"),
+    /// A patch sets (or removes) `machine.install.image` or `machine.install.disk`, which
+    /// talosprov manages (the schematic's installer, `cluster.install_disk`): the patch's
+    /// value is what the config carries.
+    ManagedValueOverridden = ("M008", "managed-value-overridden"),
 }
 
 impl fmt::Display for Code {

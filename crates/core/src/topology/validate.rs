@@ -158,6 +158,52 @@ mod tests {
         loaded.topology.expect("a topology")
     }
 
+    /// A cluster of `n` one-line nodes on a /8.
+    fn cluster_of(n: usize) -> String {
+        let mut t = String::from(
+            "cluster:\n  name: lab\n  talos_version: v1.13.8\n  gateway: 10.0.0.1\n  prefix_length: 8\n\
+             proxmox:\n  endpoint: https://pve.test:8006\n  node: pve\n  datastore: local-lvm\nnodes:\n",
+        );
+        for i in 0..n {
+            let role = if i == 0 { "controlplane" } else { "worker" };
+            t.push_str(&format!(
+                "  - {{hostname: n{i}, ip: 10.1.{}.{}, vm_id: {}, role: {role}, cores: 1, memory: 4096}}\n",
+                i / 250,
+                1 + i % 250,
+                1000 + i
+            ));
+        }
+        t
+    }
+
+    #[test]
+    fn more_nodes_than_the_limit_is_an_input_limit_error_at_the_first_one_over() {
+        let max = super::super::limits::MAX_NODES;
+        assert_eq!(valid(&cluster_of(max), &env()).nodes.len(), max);
+        let loaded = parse(&cluster_of(max + 1), Path::new("c.yaml"), &env());
+        assert!(loaded.topology.is_none());
+        let d: Vec<_> = loaded
+            .diagnostics
+            .iter()
+            .map(|d| {
+                let pos = d.pos.map(|p| (p.line, p.column));
+                (d.code, pos, d.field.clone(), d.message.clone())
+            })
+            .collect();
+        assert_eq!(
+            d,
+            vec![(
+                Code::InputLimit,
+                Some((11 + max as u32, 5)),
+                Some(format!("nodes[{max}]")),
+                format!(
+                    "the topology has {} nodes, over talosprov's limit of {max} per cluster",
+                    max + 1
+                ),
+            )]
+        );
+    }
+
     #[test]
     fn base_topology_is_valid_with_defaults_applied() {
         let t = valid(BASE, &env());

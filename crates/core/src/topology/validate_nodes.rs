@@ -58,6 +58,16 @@ pub(super) fn nodes(
         cx.missing(None, None, "nodes", " (the list of Talos nodes)");
         return None;
     };
+    if let Some(over) = raw.value.get(super::limits::MAX_NODES) {
+        let msg = format!(
+            "the topology has {} nodes, over talosprov's limit of {} per cluster",
+            raw.value.len(),
+            super::limits::MAX_NODES
+        );
+        let field = format!("nodes[{}]", super::limits::MAX_NODES);
+        cx.error(Code::InputLimit, over.pos, &field, msg);
+        return None;
+    }
     let mut drafts = Vec::new();
     let mut nodes = Vec::new();
     for (i, n) in raw.value.iter().enumerate() {

@@ -92,7 +92,20 @@ impl Cx<'_> {
                 self.missing(pos, None, "cluster.talos_version", " (such as v1.13.8)");
                 None
             }
-            Some(v) => self.version(v, "cluster.talos_version"),
+            Some(v) => self.version(v, "cluster.talos_version").and_then(|parsed| {
+                let (major, minor, patch) = crate::schematic::FIRST_PLATFORM_INSTALLER;
+                if (parsed.major, parsed.minor, parsed.patch) >= (major, minor, patch) {
+                    return Some(parsed);
+                }
+                let msg = format!(
+                    "Talos {parsed} has no nocloud-installer image in the Image Factory, which \
+                     serves <platform>-installer images from v{major}.{minor}.{patch}: talosprov \
+                     installs and upgrades nodes with <factory>/nocloud-installer/<schematic>:<version>, \
+                     so cluster.talos_version must be v{major}.{minor}.{patch} or later"
+                );
+                self.error(Code::NoNocloudInstaller, v.pos, "cluster.talos_version", msg);
+                None
+            }),
         };
         let kubernetes_version = match &c.kubernetes_version {
             None => Some(None),

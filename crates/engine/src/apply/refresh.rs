@@ -1,8 +1,8 @@
 //! Refresh: read back what planning compares with. One cluster-wide VM
 //! listing (plus the config of each recorded VM with its pending values, for
 //! its PCI devices and what it runs with), the pool and PCI mapping listings
-//! (one request each), the image storage's `shared` flag,
-//! and the Talos version of each configured node that answers within a short
+//! (one request each), the image storage's `shared` flag and the images it
+//! holds on each host the VMs go to, and the Talos version of each configured node that answers within a short
 //! probe (with the boot time of a node whose config is staged, to tell whether
 //! it rebooted since).
 
@@ -25,6 +25,9 @@ pub struct RefreshInput<'a> {
     pub image_node: &'a str,
     /// The image storage.
     pub image_storage: &'a str,
+    /// The Proxmox hosts the topology's VMs go to, whose image listings are
+    /// read (only `image_node`'s when the storage is shared).
+    pub image_hosts: &'a [String],
     /// Node addresses by hostname, for the Talos API.
     pub ips: &'a BTreeMap<String, IpAddr>,
     /// Talos client credentials, when the state has a talosconfig.
@@ -110,10 +113,7 @@ pub async fn refresh(
     };
     observe_vms(client, state, &mut out).await?;
     observe_pools_and_mappings(client, &mut out).await?;
-    match storage::storage_status(client, input.image_node, input.image_storage).await {
-        Ok(s) => out.image_storage_shared = Some(s.shared),
-        Err(e) => tracing::debug!(error = %e, "image storage status not read"),
-    }
+    observe_image_sizes(client, input, &mut out).await;
     if let (Some(state), Some(creds)) = (state, input.credentials) {
         probe_nodes(state, creds, input, &mut out).await;
     }
@@ -209,6 +209,38 @@ async fn observe_pools_and_mappings(
             .collect(),
     );
     Ok(())
+}
+
+/// The image storage's `shared` flag and the import volumes with their
+/// virtual sizes on each host the VMs go to (one host when the storage is
+/// shared), for the plan's disk-below-image check. Best effort: a listing
+/// not read leaves the check to the create.
+async fn observe_image_sizes(
+    client: &proxmox::Client,
+    input: &RefreshInput<'_>,
+    out: &mut Observed,
+) {
+    match storage::storage_status(client, input.image_node, input.image_storage).await {
+        Ok(s) => out.image_storage_shared = Some(s.shared),
+        Err(e) => tracing::debug!(error = %e, "image storage status not read"),
+    }
+    let hosts: Vec<&str> = if out.image_storage_shared == Some(true) {
+        vec![input.image_node]
+    } else {
+        input.image_hosts.iter().map(String::as_str).collect()
+    };
+    for host in hosts {
+        match storage::import_volumes(client, host, input.image_storage).await {
+            Ok(volumes) => {
+                let sizes = volumes
+                    .into_iter()
+                    .filter_map(|v| Some((v.volid, v.size?)))
+                    .collect();
+                out.image_sizes.insert(host.to_owned(), sizes);
+            }
+            Err(e) => tracing::debug!(error = %e, host, "image listing not read"),
+        }
+    }
 }
 
 /// What one configured node answered within the probe.
