@@ -135,3 +135,55 @@ fn missing_file_is_an_error_naming_the_file() {
         "{stderr}"
     );
 }
+
+#[test]
+fn patch_work_over_the_bound_is_a_located_error_before_any_render() {
+    use talosprov::topology::limits::{MAX_NODES, MAX_PATCH_APPLICATIONS};
+    let dir = tempfile::tempdir().expect("dir");
+    let mut t = String::from(
+        "cluster:\n  name: big\n  talos_version: v1.13.8\n  gateway: 10.0.0.1\n  \
+         prefix_length: 16\n  nameservers: [10.0.0.1]\nproxmox:\n  node: pve1\n  \
+         datastore: local-lvm\n  image_storage: local\n  bridge: vmbr0\n  \
+         endpoint: https://127.0.0.1:8006\nschematics:\n  base: {}\ndefault_schematic: base\n\
+         nodes:\n",
+    );
+    for i in 0..MAX_NODES {
+        let role = if i == 0 { "controlplane" } else { "worker" };
+        t.push_str(&format!(
+            "  - {{hostname: n{i}, ip: 10.0.{}.{}, role: {role}, vm_id: {}, cores: 2, \
+             memory: 4096, disk_size: 20}}\n",
+            1 + i / 200,
+            10 + i % 200,
+            1000 + i
+        ));
+    }
+    std::fs::write(dir.path().join("cluster.yaml"), t).expect("write");
+    let common = dir.path().join("patches/common");
+    std::fs::create_dir_all(&common).expect("mkdir");
+    // Just over the bound: every node uses every file of common/.
+    let files = MAX_PATCH_APPLICATIONS / MAX_NODES + 1;
+    for k in 0..files {
+        std::fs::write(
+            common.join(format!("{k:03}.yaml")),
+            format!("machine:\n  nodeLabels:\n    l{k}: \"x\"\n"),
+        )
+        .expect("write");
+    }
+    let out = talosprov()
+        .current_dir(dir.path())
+        .args(["validate", "-f", "cluster.yaml"])
+        .env_remove("PROXMOX_VE_ENDPOINT")
+        .output()
+        .expect("run");
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("T043"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "the nodes use {} patch files in all",
+            files * MAX_NODES
+        )),
+        "{text}"
+    );
+    assert!(text.contains("patches"), "names the patch tree: {text}");
+}

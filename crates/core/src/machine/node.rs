@@ -22,7 +22,7 @@ use crate::patch::{
 };
 use crate::schematic::{Schematic, SchematicId, installer_image};
 use crate::sensitive::Sensitive;
-use crate::topology::limits::quoted;
+use crate::topology::limits::{MAX_PATCH_APPLICATIONS, quoted};
 use crate::topology::{Code, Diagnostic, Node, Role, SchematicSpec, Severity, Topology};
 
 /// One node's final machine config, exactly as talosprov sends it.
@@ -71,6 +71,21 @@ pub fn node_configs(
     secrets: &SecretsBundle,
     patches: &PatchSet,
 ) -> Result<Vec<NodeConfig>, Vec<Diagnostic>> {
+    let applications: usize = topology
+        .nodes
+        .iter()
+        .map(|n| patches.for_node(&n.hostname).len())
+        .sum();
+    if applications > MAX_PATCH_APPLICATIONS {
+        let msg = format!(
+            "the nodes use {applications} patch files in all (each node counts every file of \
+             common/, of its role's folder and of its own folder), over the limit of \
+             {MAX_PATCH_APPLICATIONS}: move settings shared by many nodes into fewer files"
+        );
+        return Err(vec![
+            Diagnostic::error(Code::InputLimit, &topology.patches_dir, msg).field("patches_dir"),
+        ]);
+    }
     // A broken file is reported once, and only when one of these nodes uses it.
     let mut errors: Vec<Diagnostic> = patches
         .errors()

@@ -32,6 +32,13 @@ pub const MAX_ALIAS_EXPANSION: usize = 1024 * 1024;
 /// took 13 s and 530 MiB to validate); a Proxmox cluster runs far fewer Talos VMs.
 pub const MAX_NODES: usize = 1000;
 
+/// The most patch applications one command renders: the sum, over the nodes,
+/// of the patch files each node uses (`common/`, its role's folder and its own
+/// folder). Merging is the work that grows with nodes × patches: 1000 nodes
+/// with 30 patches each (30,000) validate in about 0.6 s; 200,000 took 6 s and
+/// 277 MiB before this bound.
+pub const MAX_PATCH_APPLICATIONS: usize = 50_000;
+
 /// How much of a value a message quotes, in characters, before eliding.
 pub const MAX_QUOTED_CHARS: usize = 120;
 
