@@ -15,7 +15,7 @@ use crate::topology::Topology;
 /// A plan and what it was made from.
 #[derive(Debug)]
 pub struct Planned {
-    /// The plan.
+    /// The plan, in dependency order, as shown to the user.
     pub plan: Plan,
     /// The desired resources it leads to.
     pub desired: Desired,

@@ -97,7 +97,7 @@ pub struct JsonDiagnostic<'a> {
     pub name: &'static str,
     /// `error` or `warning`.
     pub severity: Severity,
-    /// The message.
+    /// The diagnostic's message, one line, values quoted short.
     pub message: &'a str,
     /// The file, as given.
     pub file: String,

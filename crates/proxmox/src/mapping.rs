@@ -84,7 +84,7 @@ pub struct PciMappingSpec {
 pub struct PciMapping {
     /// The mapping ID.
     pub id: String,
-    /// The description.
+    /// The mapping's comment in Proxmox (`description`), if any.
     #[serde(default)]
     pub description: Option<String>,
     /// The `map` property strings.

@@ -23,7 +23,7 @@ pub struct Download {
     pub node: String,
     /// The storage (file-based, with `import` content).
     pub storage: String,
-    /// The image.
+    /// The Talos version and schematic the image is built for.
     pub image: Image,
 }
 

@@ -94,7 +94,7 @@ pub fn classify_exit(exitstatus: &str) -> TaskExit {
 /// What a successful task left: its UPID and any warning lines of its log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskDone {
-    /// The task.
+    /// The task's UPID, as the worker request returned it.
     pub upid: Upid,
     /// `WARN:` lines of the log when it ended `WARNINGS: N`, else empty.
     pub warnings: Vec<String>,

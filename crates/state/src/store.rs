@@ -14,7 +14,7 @@ use super::{LockInfo, TakenOver};
 /// A state as loaded, and whether it was stored encrypted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Loaded {
-    /// The state.
+    /// The state, decrypted and checked against the format version.
     pub state: State,
     /// Whether it was an age envelope.
     pub encrypted: bool,
@@ -81,7 +81,8 @@ impl<B: Backend> StateStore<B> {
         }
     }
 
-    /// The backend.
+    /// The backend the store reads and writes through (for its description
+    /// and lock operations).
     pub fn backend(&self) -> &B {
         &self.backend
     }

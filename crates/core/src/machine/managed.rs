@@ -34,7 +34,8 @@ impl ManagedField {
 /// A managed value that the rendered config does not carry as talosprov set it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Override {
-    /// The field.
+    /// Which managed field the patch changed: the installer image or the
+    /// install disk.
     pub field: ManagedField,
     /// The value talosprov sets (and, for the image, upgrades with).
     pub ours: String,

@@ -332,7 +332,7 @@ impl FieldChange {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Drift {
-    /// The resource.
+    /// The resource that drifted, e.g. `vm/wk-1` (shown as text in JSON).
     #[serde(with = "address_text")]
     pub address: Address,
     /// `changed` or `deleted`.
@@ -507,7 +507,7 @@ pub enum PlanError {
         image_bytes.div_ceil(GIB)
     )]
     DiskBelowImage {
-        /// The node.
+        /// The node's hostname.
         hostname: String,
         /// Its vmid.
         vmid: u32,

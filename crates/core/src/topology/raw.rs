@@ -33,7 +33,7 @@ impl<T: Serialize> Serialize for Spanned<T> {
 pub struct Entry<T> {
     /// The key, such as the schematic name.
     pub name: Spanned<String>,
-    /// The value.
+    /// The entry's content, as read (checked later by validation).
     pub value: T,
 }
 

@@ -10,7 +10,7 @@ use talosprov_state::Address;
 /// One thing that happened during an apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
-    /// The resource.
+    /// The resource the event is about, e.g. `vm/cp-1`.
     pub address: Address,
     /// What happened.
     pub kind: EventKind,

@@ -83,7 +83,8 @@ pub enum Record {
     Bootstrap(format::Bootstrap),
     /// The admin kubeconfig.
     Kubeconfig(Sensitive),
-    /// The talosconfig.
+    /// The talosconfig (YAML) with the admin client certificate the Talos
+    /// steps authenticate with.
     Talosconfig(Sensitive),
 }
 

@@ -38,7 +38,7 @@ pub struct Check {
 /// Every check of one run, in the order `talosctl health` runs them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HealthReport {
-    /// The checks.
+    /// Each check with its status and the nodes it failed on, in run order.
     pub checks: Vec<Check>,
 }
 
