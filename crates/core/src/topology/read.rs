@@ -91,6 +91,11 @@ fn kind(node: &MarkedYaml<'_>) -> String {
         YamlData::Value(Scalar::Null) => "nothing (null)".into(),
         YamlData::Value(Scalar::Boolean(b)) => format!("the boolean {b}"),
         YamlData::Value(Scalar::Integer(i)) => format!("the integer {i}"),
+        // A number too large for an f64 reads as infinite: say so rather than `inf`.
+        YamlData::Value(Scalar::FloatingPoint(f)) if f.is_nan() => "not a number (.nan)".into(),
+        YamlData::Value(Scalar::FloatingPoint(f)) if f.is_infinite() => {
+            "an infinite number, or one too large to read".into()
+        }
         YamlData::Value(Scalar::FloatingPoint(f)) => format!("the number {f}"),
         YamlData::Value(Scalar::String(s)) => {
             format!("the string {:?}", super::limits::quoted(s))
@@ -447,6 +452,27 @@ impl Reader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_number_too_large_for_a_float_is_named_as_such_not_inf() {
+        let text = format!(
+            "cluster:\n  name: x\nnodes:\n  - hostname: a\n    memory: 1{}\n",
+            "0".repeat(400)
+        );
+        let (_, diagnostics) = read(&text, Path::new("c.yaml"));
+        let memory = diagnostics
+            .iter()
+            .find(|d| d.field.as_deref() == Some("nodes[0].memory"))
+            .expect("memory is refused");
+        assert!(
+            memory
+                .message
+                .contains("an infinite number, or one too large to read"),
+            "{}",
+            memory.message
+        );
+        assert!(!memory.message.contains("inf,"), "{}", memory.message);
+    }
 
     fn one(text: &str) -> (Option<RawTopology>, Vec<Diagnostic>) {
         read(text, Path::new("c.yaml"))
