@@ -35,7 +35,7 @@ impl Listed {
         }
     }
 
-    /// A folder.
+    /// A folder entry named `name` (its size counts as 0).
     pub fn dir(name: &str) -> Self {
         Listed {
             name: name.into(),

@@ -63,7 +63,7 @@ pub enum Auth {
     Password {
         /// `user@realm`; `@pam` is added when no realm is given.
         username: String,
-        /// The password.
+        /// The user's password, sent only to `POST /access/ticket`.
         password: Sensitive,
     },
 }

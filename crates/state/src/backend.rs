@@ -174,7 +174,7 @@ pub enum HttpError {
         method: String,
         /// The request URL.
         url: String,
-        /// The status.
+        /// The HTTP status the backend answered with.
         status: StatusCode,
         /// `: <start of the body>` when the server said why.
         detail: String,

@@ -25,7 +25,7 @@ pub enum SecretsError {
     Generate {
         /// Which part of the bundle (e.g. "etcd CA").
         what: &'static str,
-        /// The cause.
+        /// The key or certificate generator's error.
         #[source]
         source: PkiError,
     },

@@ -46,7 +46,7 @@ pub enum LoadError {
         "unknown field \"{field}\" in the v1alpha1 document (known: version, debug, persist, machine, cluster)"
     )]
     UnknownField {
-        /// The key.
+        /// The top-level key the v1alpha1 document does not have.
         field: String,
     },
     /// Looks like a JSON patch (starts with `[`) but is not one.

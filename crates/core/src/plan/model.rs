@@ -488,7 +488,7 @@ pub enum PlanError {
     DiskShrink {
         /// Hostname of the node whose VM disk would shrink.
         hostname: String,
-        /// Its vmid.
+        /// Its Proxmox VM ID.
         vmid: u32,
         /// Size now, GiB.
         current_gib: u64,
@@ -509,7 +509,7 @@ pub enum PlanError {
     DiskBelowImage {
         /// The node's hostname.
         hostname: String,
-        /// Its vmid.
+        /// Its Proxmox VM ID.
         vmid: u32,
         /// Its `disk_size`, GiB.
         disk_gib: u64,

@@ -147,7 +147,7 @@ pub enum PlanMismatch {
         "{address}: {field} is {now} in {file}, the plan says {planned}: run `talosprov plan` again"
     )]
     Value {
-        /// The resource.
+        /// The resource whose value differs from the plan's, e.g. `vm/wk-1`.
         address: Address,
         /// The field, as the topology names it (`memory`, `disk_size`).
         field: String,
@@ -165,7 +165,7 @@ pub enum PlanMismatch {
          plan` again"
     )]
     Cluster {
-        /// The resource.
+        /// The resource the cluster no longer matches the plan on.
         address: Address,
         /// What differs.
         detail: String,

@@ -104,7 +104,7 @@ pub enum ConfigError {
     Invalid {
         /// Where the value came from.
         from: String,
-        /// The value.
+        /// The value as given, which cannot be parsed.
         value: String,
         /// What is expected.
         reason: &'static str,

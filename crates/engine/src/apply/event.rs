@@ -49,7 +49,7 @@ pub enum EventKind {
     },
     /// Something the operator should know; the step goes on.
     Warning {
-        /// The warning.
+        /// What to tell the operator, one line.
         message: String,
     },
     /// A client sends a request of this step again after a transient failure

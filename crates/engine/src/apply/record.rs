@@ -34,7 +34,7 @@ pub enum Record {
     Mapping {
         /// Mapping name.
         name: String,
-        /// Its entries.
+        /// Its record: the per-host entries (device path, IDs, IOMMU group).
         mapping: format::PciMapping,
     },
     /// A PCI mapping was deleted.
