@@ -25,7 +25,7 @@ token_id='root@pam!talosprov'
 token_secret='5d2a2b7e-6c1f-4a39-9d0e-3f6c2a1b8e70'
 
 echo "== building talosprov, the simulator and the factory stand-in (the first build takes several minutes)"
-cargo build --bin talosprov --bin talos-sim --bin factory-stub
+cargo build -p talosprov -p talosprov-sim --bin talosprov --bin talos-sim --bin factory-stub
 bin=target/debug
 
 venv=target/venv
