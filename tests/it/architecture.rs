@@ -435,12 +435,12 @@ fn defining_file(
         .rev()
         .find(|k| modules.contains_key(&full[..*k]))?;
     let module = full[..k].to_vec();
-    if let (Some(item), true) = (full.get(k), depth < 16) {
-        if let Some(target) = reexports.get(&module).and_then(|r| r.get(item)) {
-            let mut next = target.clone()?;
-            next.extend(full[k + 1..].iter().cloned());
-            return defining_file(&next, modules, reexports, depth + 1);
-        }
+    if let (Some(item), true) = (full.get(k), depth < 16)
+        && let Some(target) = reexports.get(&module).and_then(|r| r.get(item))
+    {
+        let mut next = target.clone()?;
+        next.extend(full[k + 1..].iter().cloned());
+        return defining_file(&next, modules, reexports, depth + 1);
     }
     Some(module)
 }
@@ -491,10 +491,10 @@ fn import_graph(src: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
             let Some(full) = absolute(m, &path, &modules) else {
                 continue;
             };
-            if let Some(target) = defining_file(&full, &modules, &reexports, 0) {
-                if &target != m {
-                    graph.entry(m.clone()).or_default().insert(target);
-                }
+            if let Some(target) = defining_file(&full, &modules, &reexports, 0)
+                && &target != m
+            {
+                graph.entry(m.clone()).or_default().insert(target);
             }
         }
     }

@@ -32,7 +32,7 @@ async fn fifty_vms() -> FakePve {
 fn expected(i: u32) -> ExpectedVm {
     ExpectedVm {
         vmid: 200 + i,
-        node: Some(if i % 2 == 0 { "pve1" } else { "pve2" }.into()),
+        node: Some(if i.is_multiple_of(2) { "pve1" } else { "pve2" }.into()),
         name: Some(format!("talos-worker-{i:02}")),
         cores: Some(4),
         memory_mib: Some(8192),

@@ -300,13 +300,13 @@ impl Decoder<'_> {
         if let Some(found) = closest(key, def.fields.iter().map(|f| f.key.as_str())) {
             return format!("{base}; did you mean `{}`?", join(found));
         }
-        if let Some(theirs) = self.other.structs.iter().find(|s| s.name == def.name) {
-            if theirs.field(key).is_some() {
-                return format!(
-                    "{base}; `{key}` is in the {} contract, and this cluster's Talos version uses {}",
-                    self.other.contract, self.set.contract
-                );
-            }
+        if let Some(theirs) = self.other.structs.iter().find(|s| s.name == def.name)
+            && theirs.field(key).is_some()
+        {
+            return format!(
+                "{base}; `{key}` is in the {} contract, and this cluster's Talos version uses {}",
+                self.other.contract, self.set.contract
+            );
         }
         // Elsewhere in the document (short keys such as `ip` are everywhere: no hint for them).
         if key.len() >= 4 {

@@ -231,11 +231,11 @@ impl LinkCheck<'_> {
                 unknown.push(format!("{key}: {want}"));
             }
         }
-        if let Some(physical) = field(sel, "physical").and_then(Value::as_bool) {
-            if !physical {
-                // A VM's virtio NIC is a physical link to Talos.
-                return Takes::No;
-            }
+        if let Some(physical) = field(sel, "physical").and_then(Value::as_bool)
+            && !physical
+        {
+            // A VM's virtio NIC is a physical link to Talos.
+            return Takes::No;
         }
         let shown = ["physical", "driver"]
             .iter()
@@ -295,10 +295,10 @@ impl LinkCheck<'_> {
             }
             return Takes::No;
         }
-        if name.is_empty() {
-            if let Some(sel) = field(entry, "deviceSelector") {
-                return self.selector(sel);
-            }
+        if name.is_empty()
+            && let Some(sel) = field(entry, "deviceSelector")
+        {
+            return self.selector(sel);
         }
         Takes::No
     }

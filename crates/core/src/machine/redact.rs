@@ -138,10 +138,10 @@ fn redact_secret_object(object: &mut Value) -> bool {
 
 fn redact(v: &mut Value, path: &str) {
     let target = path.split('.').try_fold(v, |cur, key| cur.get_mut(key));
-    if let Some(t) = target {
-        if t.as_str().is_some_and(|s| !s.is_empty()) {
-            *t = Value::String(REDACTED.to_string());
-        }
+    if let Some(t) = target
+        && t.as_str().is_some_and(|s| !s.is_empty())
+    {
+        *t = Value::String(REDACTED.to_string());
     }
 }
 

@@ -85,14 +85,14 @@ pub fn load_patch(source: impl Into<String>, text: &str) -> Result<Patch, LoadEr
         }
         Err(e) => e,
     };
-    if let Ok(docs) = parse_documents(text) {
-        if let [Value::Sequence(_)] = docs.as_slice() {
-            let ops = yaml_ops(&docs[0])?;
-            return Ok(Patch {
-                source,
-                body: PatchBody::Json6902(ops),
-            });
-        }
+    if let Ok(docs) = parse_documents(text)
+        && let [Value::Sequence(_)] = docs.as_slice()
+    {
+        let ops = yaml_ops(&docs[0])?;
+        return Ok(Patch {
+            source,
+            body: PatchBody::Json6902(ops),
+        });
     }
     if text.trim_start().starts_with('[') {
         return Err(LoadError::Json(json_err.to_string()));
@@ -130,16 +130,15 @@ fn strategic_steps(docs: Vec<Value>) -> Result<Vec<StrategicStep>, LoadError> {
             .as_mapping()
             .ok_or(DocumentError::NotAMapping { index: i + 1 })?;
         let id = identify_patch(map, i + 1)?;
-        if id.is_v1alpha1() {
-            if let Some(key) = map
+        if id.is_v1alpha1()
+            && let Some(key) = map
                 .keys()
                 .filter_map(Value::as_str)
                 .find(|k| !V1ALPHA1_KEYS.contains(k))
-            {
-                return Err(LoadError::UnknownField {
-                    field: key.to_string(),
-                });
-            }
+        {
+            return Err(LoadError::UnknownField {
+                field: key.to_string(),
+            });
         }
         if !seen.insert(id.clone()) {
             return Err(DocumentError::Duplicate { id }.into());

@@ -54,13 +54,12 @@ fn key_text(v: &Value, key: &str) -> Option<String> {
 /// with), else the one equal to it, else the only item.
 fn matching_item(patch_items: &[Value], item: &Value, next: Option<&str>) -> Option<usize> {
     for key in IDENTITY_KEYS {
-        if let Some(want) = key_text(item, key) {
-            if let Some(i) = patch_items
+        if let Some(want) = key_text(item, key)
+            && let Some(i) = patch_items
                 .iter()
                 .position(|p| key_text(p, key).as_deref() == Some(want.as_str()))
-            {
-                return Some(i);
-            }
+        {
+            return Some(i);
         }
     }
     let selector = |v: &Value| {
@@ -68,13 +67,12 @@ fn matching_item(patch_items: &[Value], item: &Value, next: Option<&str>) -> Opt
             .and_then(|m| m.get("deviceSelector"))
             .cloned()
     };
-    if let Some(sel) = selector(item) {
-        if let Some(i) = patch_items
+    if let Some(sel) = selector(item)
+        && let Some(i) = patch_items
             .iter()
             .position(|p| selector(p).as_ref() == Some(&sel))
-        {
-            return Some(i);
-        }
+    {
+        return Some(i);
     }
     if let Some(next) = next {
         let having: Vec<usize> = patch_items
@@ -122,13 +120,12 @@ pub fn patch_path(config: &Value, patch: &Value, path: &str) -> String {
                 }
                 let Some((j, key)) = found else {
                     // Not in the config (an unknown document key, say): the patch's own key.
-                    if let Step::Key(k) = &steps[i] {
-                        if mine
+                    if let Step::Key(k) = &steps[i]
+                        && mine
                             .as_mapping()
                             .is_some_and(|m| m.contains_key(k.as_str()))
-                        {
-                            push_key(&mut out, k);
-                        }
+                    {
+                        push_key(&mut out, k);
                     }
                     return out;
                 };

@@ -417,13 +417,12 @@ fn template_error(
              stopped here; a loop over a range this large cannot be a machine config patch"
         );
     }
-    if let Some(r) = e.range() {
-        if let Some(snippet) = source_text
+    if let Some(r) = e.range()
+        && let Some(snippet) = source_text
             .get(r)
             .filter(|s| !s.contains('\n') && s.len() <= 60)
-        {
-            message.push_str(&format!(" (in `{}`)", snippet.trim()));
-        }
+    {
+        message.push_str(&format!(" (in `{}`)", snippet.trim()));
     }
     let mut cause = std::error::Error::source(e);
     while let Some(c) = cause {

@@ -125,21 +125,20 @@ pub fn translate(src: &str) -> Result<Translated, TftplError> {
         let Part::Tag { left, right, .. } = part else {
             continue;
         };
-        if *left && k > 0 {
-            if let Part::Text { start, end } = parts[k - 1] {
-                let text = &src[start..end];
-                let body = text.strip_suffix('\n').unwrap_or(text);
-                let token_start = start + body.rfind('\n').map_or(0, |i| i + 1);
-                let token = &src[token_start..end];
-                kept[k - 1].1 = token_start + token.trim_end().len();
-            }
+        if *left
+            && k > 0
+            && let Part::Text { start, end } = parts[k - 1]
+        {
+            let text = &src[start..end];
+            let body = text.strip_suffix('\n').unwrap_or(text);
+            let token_start = start + body.rfind('\n').map_or(0, |i| i + 1);
+            let token = &src[token_start..end];
+            kept[k - 1].1 = token_start + token.trim_end().len();
         }
-        if *right {
-            if let Some(Part::Text { start, end }) = parts.get(k + 1) {
-                let line_end = src[*start..*end].find('\n').map_or(*end, |i| start + i + 1);
-                let token = &src[*start..line_end];
-                kept[k + 1].0 = line_end - token.trim_start().len();
-            }
+        if *right && let Some(Part::Text { start, end }) = parts.get(k + 1) {
+            let line_end = src[*start..*end].find('\n').map_or(*end, |i| start + i + 1);
+            let token = &src[*start..line_end];
+            kept[k + 1].0 = line_end - token.trim_start().len();
         }
     }
     let mut out = Out {

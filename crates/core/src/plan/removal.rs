@@ -66,7 +66,7 @@ pub fn check_removal(
     if remaining == 0 {
         return Err(RemovalRefused::LastControlPlane { removing: leaving });
     }
-    Ok(if remaining % 2 == 0 {
+    Ok(if remaining.is_multiple_of(2) {
         vec![RemovalWarning::EvenControlPlanes { remaining }]
     } else {
         Vec::new()

@@ -540,20 +540,20 @@ fn check_hostpci_mapping(
             None
         }
         Some(pm) => {
-            if let (Some(want), Some(have)) = (pm.node.as_deref(), proxmox_node) {
-                if want != have {
-                    let msg = format!(
-                        "mapping `{}` is a device on Proxmox host `{want}`, but this node runs on `{have}`; set proxmox_node: {want}",
-                        m.value
-                    );
-                    at.err(
-                        cx,
-                        Code::PciMappingWrongHost,
-                        m.pos,
-                        &entry.key("mapping"),
-                        msg,
-                    );
-                }
+            if let (Some(want), Some(have)) = (pm.node.as_deref(), proxmox_node)
+                && want != have
+            {
+                let msg = format!(
+                    "mapping `{}` is a device on Proxmox host `{want}`, but this node runs on `{have}`; set proxmox_node: {want}",
+                    m.value
+                );
+                at.err(
+                    cx,
+                    Code::PciMappingWrongHost,
+                    m.pos,
+                    &entry.key("mapping"),
+                    msg,
+                );
             }
             Some((m.clone(), m.value.clone()))
         }
@@ -604,20 +604,20 @@ fn check_duplicates(cx: &mut Cx<'_>, drafts: &[Draft], ctx: &NodeContext<'_>) {
                     .field(field),
             );
         };
-        if let Some(h) = &d.hostname {
-            if let Some((_, line)) = hostnames.insert(&h.value, (me, h.pos.line)) {
-                let msg = format!(
-                    "hostname {} is already used by the node on line {line}",
-                    h.value
-                );
-                report(
-                    cx,
-                    Code::DuplicateHostname,
-                    h.pos,
-                    format!("nodes[{i}].hostname"),
-                    msg,
-                );
-            }
+        if let Some(h) = &d.hostname
+            && let Some((_, line)) = hostnames.insert(&h.value, (me, h.pos.line))
+        {
+            let msg = format!(
+                "hostname {} is already used by the node on line {line}",
+                h.value
+            );
+            report(
+                cx,
+                Code::DuplicateHostname,
+                h.pos,
+                format!("nodes[{i}].hostname"),
+                msg,
+            );
         }
         if let Some(ip) = &d.ip {
             if let Some((other, line)) = ips.insert(ip.value, (me, ip.pos.line)) {
@@ -632,25 +632,25 @@ fn check_duplicates(cx: &mut Cx<'_>, drafts: &[Draft], ctx: &NodeContext<'_>) {
                 report(cx, Code::VipIsNodeIp, ip.pos, format!("nodes[{i}].ip"), msg);
             }
         }
-        if let Some((v, derived)) = &d.vm_id {
-            if let Some((other, line)) = vmids.insert(v.value, (me, v.pos.line)) {
-                let how = if *derived {
-                    " (from the IP's last octet; set vm_id)"
-                } else {
-                    ""
-                };
-                let msg = format!(
-                    "VM ID {}{how} is already used by {other} (line {line})",
-                    v.value
-                );
-                report(
-                    cx,
-                    Code::DuplicateVmid,
-                    v.pos,
-                    format!("nodes[{i}].vm_id"),
-                    msg,
-                );
-            }
+        if let Some((v, derived)) = &d.vm_id
+            && let Some((other, line)) = vmids.insert(v.value, (me, v.pos.line))
+        {
+            let how = if *derived {
+                " (from the IP's last octet; set vm_id)"
+            } else {
+                ""
+            };
+            let msg = format!(
+                "VM ID {}{how} is already used by {other} (line {line})",
+                v.value
+            );
+            report(
+                cx,
+                Code::DuplicateVmid,
+                v.pos,
+                format!("nodes[{i}].vm_id"),
+                msg,
+            );
         }
         for (m, field) in &d.mappings {
             if let Some((other, line)) = mappings.insert(&m.value, (me, m.pos.line)) {
@@ -678,7 +678,7 @@ fn check_controlplanes(cx: &mut Cx<'_>, list_pos: Pos, drafts: &[Draft]) {
                 .to_owned();
         cx.error(Code::NoControlplane, list_pos, "nodes", msg);
     }
-    if cps.len() > 1 && cps.len() % 2 == 0 {
+    if cps.len() > 1 && cps.len().is_multiple_of(2) {
         let msg = format!(
             "{} control planes: an even count tolerates no more failures than one fewer (etcd quorum); use an odd count",
             cps.len()

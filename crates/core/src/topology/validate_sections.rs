@@ -294,11 +294,11 @@ impl Cx<'_> {
             Some(s) => self.pve_name(s, "proxmox.pool", PveName::Pool).map(Some),
         };
         let insecure = p.insecure.as_ref().is_some_and(|i| i.value);
-        if let Some(i) = p.insecure.as_ref().filter(|i| i.value) {
-            if p.ca_file.is_some() || p.fingerprint.is_some() {
-                let msg = "proxmox.insecure turns certificate checks off, so ca_file and fingerprint would be ignored; use one of them".to_owned();
-                self.error(Code::ConflictingFields, i.pos, "proxmox.insecure", msg);
-            }
+        if let Some(i) = p.insecure.as_ref().filter(|i| i.value)
+            && (p.ca_file.is_some() || p.fingerprint.is_some())
+        {
+            let msg = "proxmox.insecure turns certificate checks off, so ca_file and fingerprint would be ignored; use one of them".to_owned();
+            self.error(Code::ConflictingFields, i.pos, "proxmox.insecure", msg);
         }
         let fingerprint = match &p.fingerprint {
             Some(f) if !syntax::is_sha256_fingerprint(&f.value) => {
