@@ -10,14 +10,15 @@ use clap::Args;
 use tokio::sync::watch;
 
 use super::cluster;
-use super::planning::{Planned, make_plan};
+use super::planning::make_plan;
 use super::secrets_guard;
 use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
+use crate::apply::session::{self, Edges, Planned, Question, Report, Shown};
 use crate::apply::upgrade::{RolloutOptions, SnapshotPolicy};
-use crate::apply::{self, Context, RunOutcome, Saver, Waits, workflow};
-use crate::plan::order::chain_upgrades;
-use crate::plan::{Desired, Plan, SavedPlan, check_fresh, check_same};
+use crate::apply::{self, Context, RunOutcome, Saver, Update, Waits};
+use crate::machine::SecretsBundle;
+use crate::plan::{Desired, Plan, SavedPlan};
 use crate::state::format::State;
 use crate::state::{Address, Sensitive, StateBackend, StateStore};
 use crate::topology::Topology;
@@ -168,7 +169,8 @@ pub(super) fn context(
 }
 
 /// Run the plan's changes with the progress view, and turn the outcome into
-/// the command's result.
+/// the command's result (for `destroy`; `apply` runs through the engine's
+/// session).
 pub(super) async fn run_plan(
     ctx: Context,
     plan: &Plan,
@@ -191,7 +193,13 @@ pub(super) async fn run_plan(
     let outcome = apply::execute(Arc::new(ctx), plan, &mut saver, parallelism, &tx, cancel).await;
     drop(tx);
     let _ = view.await;
-    match outcome? {
+    run_result(plan, outcome?)
+}
+
+/// The command's result for how a plan's changes ended: an interruption
+/// says how to continue, failures are listed.
+fn run_result(plan: &Plan, outcome: RunOutcome) -> Result<(), CommandError> {
+    match outcome {
         RunOutcome::Done => Ok(()),
         RunOutcome::Interrupted => {
             let again = if plan.destroy { "destroy" } else { "apply" };
@@ -336,165 +344,158 @@ impl ApplySettings {
 pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
     let settings = ApplySettings::resolve(&args)?;
     cluster::locked(&args.state, &args.lock, "apply", async |store, cancel| {
-        apply_locked(&args, &settings, store, cancel).await
+        apply_locked(&settings, store, cancel).await
     })
     .await
 }
 
-/// `apply` with the state locked: load the state, plan (or check the saved
-/// plan still holds), ask for approval, then run the changes.
+/// `apply` with the state locked: the engine's session does the work, with
+/// this command's edges, and the report becomes the command's output.
 async fn apply_locked(
-    args: &ApplyArgs,
     settings: &ApplySettings,
     store: &StateStore<StateBackend>,
     cancel: watch::Receiver<bool>,
 ) -> Result<Outcome, CommandError> {
-    let saved = &settings.saved;
-    let loaded = store.load().await?;
-    let had_state = loaded.is_some();
-    let (mut state, encrypted) = match loaded {
-        Some(l) => (l.state, l.encrypted),
-        None => (State::new(uuid::Uuid::new_v4()), store.has_keys()),
+    let session = session::Settings {
+        saved: settings.saved.clone(),
+        refresh_only: settings.refresh_only,
+        parallelism: settings.parallelism,
+        max_parallel_upgrades: settings.max_parallel_upgrades,
     };
-    if let Some(s) = saved {
-        check_fresh(&s.plan, had_state.then_some((state.lineage, state.serial)))?;
-    }
-    let planned = plan_locked(settings, had_state.then_some(&state), store, &cancel).await?;
-    if settings.refresh_only {
-        if !had_state {
-            return Err(anyhow::anyhow!("no state yet: nothing to refresh").into());
-        }
-        return super::apply_refresh_only::run(
-            &planned,
-            store,
-            &mut state,
-            encrypted,
-            args.auto_approve,
-            cancel,
-        )
-        .await;
-    }
-    if let Some(s) = saved {
-        // Only what the plan showed is applied: the plan made now must be
-        // the saved one, value for value, or nothing is done.
-        check_same(s, &planned.plan, &planned.inputs).map_err(|e| {
-            anyhow::Error::new(*e).context("the saved plan cannot be applied; nothing was changed")
-        })?;
-    } else {
-        crate::ui::write_stdout(&crate::ui::plan::render(&planned.plan))?;
-    }
-    // Nothing is written, not even new secrets, before the changes are approved.
-    if !planned.plan.is_empty() {
-        cluster::approve(
-            settings.approved,
-            "Do you want to perform these actions?\n  talosprov will perform the actions described above.",
-            "-auto-approve (or apply a plan saved with `plan -out FILE`)",
-            cancel.clone(),
-        )
-        .await?;
-    }
-    let saver = Saver {
+    let mut edges = CliEdges {
+        settings,
         store,
-        encrypted,
-        state: &mut state,
+        cancel: cancel.clone(),
+        view: None,
     };
-    apply_approved(settings, planned, saver, had_state, cancel).await
+    let report = session::apply(&session, store, &mut edges, cancel).await;
+    if let Some(view) = edges.view.take() {
+        let _ = view.await;
+    }
+    match report? {
+        Report::Refreshed { recorded: 0 } => {
+            crate::ui::write_stdout("\nThe state matches what was observed: nothing to record.\n")?;
+        }
+        Report::Refreshed { recorded } => crate::ui::write_stdout(&format!(
+            "\nApply complete! Recorded {recorded} observed change(s) in the state; nothing else was changed.\n"
+        ))?,
+        Report::Unchanged(plan) => {
+            if let Some(e) = conflicts_error(&plan) {
+                return Err(e);
+            }
+            crate::ui::write_stdout(
+                "\nApply complete! Resources: 0 added, 0 changed, 0 destroyed.\n",
+            )?;
+        }
+        Report::Ran(plan, outcome) => {
+            run_result(&plan, outcome)?;
+            crate::ui::write_stdout(&format!(
+                "\n{}\n",
+                crate::ui::plan::apply_summary_line(&plan.summary())
+            ))?;
+            if let Some(e) = conflicts_error(&plan) {
+                return Err(e);
+            }
+        }
+    }
+    Ok(Outcome::Success)
 }
 
-/// The plan `apply` makes under the lock, after refusing to configure nodes
-/// whose secrets are lost or that belong to another cluster (`state`: the
-/// loaded state, `None` before the first apply). Planning only reads: an
-/// interruption stops it at once.
-async fn plan_locked(
-    settings: &ApplySettings,
-    state: Option<&State>,
-    store: &StateStore<StateBackend>,
-    cancel: &watch::Receiver<bool>,
-) -> Result<Planned, CommandError> {
-    let topology = &settings.topology;
-    let saved_secrets = settings.saved.as_ref().and_then(|s| s.secrets.as_ref());
-    // Before any secrets are generated or first used: even a run planned
-    // offline asks the nodes, since it is about to configure them.
-    secrets_guard::refuse_lost_secrets(topology, state, store)?;
-    secrets_guard::refuse_existing_cluster(topology, state, saved_secrets, store).await?;
-    let mut interrupt = cancel.clone();
-    tokio::select! {
-        planned = make_plan(
+/// What `apply` gives the engine's session: planning against Proxmox and
+/// Talos, the views on stdout and stderr, the question on the terminal and
+/// the real provider.
+struct CliEdges<'a> {
+    settings: &'a ApplySettings,
+    store: &'a StateStore<StateBackend>,
+    cancel: watch::Receiver<bool>,
+    /// The progress view, once the changes start.
+    view: Option<tokio::task::JoinHandle<crate::ui::progress::Tally>>,
+}
+
+impl Edges for CliEdges<'_> {
+    type Provider = Context;
+    type Error = CommandError;
+
+    /// Refuse to configure nodes whose secrets are lost or that belong to
+    /// another cluster, then plan. Planning only reads: an interruption
+    /// stops it at once.
+    async fn plan(&mut self, state: Option<&State>) -> Result<Planned, CommandError> {
+        let settings = self.settings;
+        let topology = &settings.topology;
+        let saved_secrets = settings.saved.as_ref().and_then(|s| s.secrets.as_ref());
+        // Before any secrets are generated or first used: even a run planned
+        // offline asks the nodes, since it is about to configure them.
+        secrets_guard::refuse_lost_secrets(topology, state, self.store)?;
+        secrets_guard::refuse_existing_cluster(topology, state, saved_secrets, self.store).await?;
+        let mut interrupt = self.cancel.clone();
+        tokio::select! {
+            planned = make_plan(
+                topology,
+                state,
+                saved_secrets,
+                settings.offline,
+                &settings.targets,
+                settings.staged,
+            ) => planned,
+            _ = interrupt.wait_for(|c| *c) => Err(CommandError::Interrupted),
+        }
+    }
+
+    fn show(&mut self, shown: Shown<'_>) -> Result<(), CommandError> {
+        let text = match shown {
+            Shown::Plan(plan) => crate::ui::plan::render(plan),
+            Shown::Drift(plan) => crate::ui::plan::render(&crate::ui::plan::refresh_only(plan)),
+        };
+        crate::ui::write_stdout(&text)?;
+        Ok(())
+    }
+
+    async fn approve(&mut self, question: Question) -> Result<(), CommandError> {
+        let (text, hint) = match question {
+            Question::Apply => (
+                "Do you want to perform these actions?\n  talosprov will perform the actions described above.",
+                "-auto-approve (or apply a plan saved with `plan -out FILE`)",
+            ),
+            Question::RecordDrift => (
+                "Would you like to update the state to reflect these detected changes?\n  \
+                 talosprov will write these changes to the state without changing any real resources.",
+                "-auto-approve",
+            ),
+        };
+        cluster::approve(self.settings.approved, text, hint, self.cancel.clone()).await
+    }
+
+    fn talosconfig(&mut self, secrets: &SecretsBundle) -> anyhow::Result<Sensitive> {
+        let t = cluster::new_talosconfig(&self.settings.topology, secrets)?;
+        Ok(Sensitive::new(t.to_yaml()))
+    }
+
+    fn provider(
+        &mut self,
+        state: &State,
+        desired: Desired,
+        secrets: &SecretsBundle,
+    ) -> anyhow::Result<Context> {
+        let topology = &self.settings.topology;
+        let offline = cluster::offline_kubeconfig(topology, secrets)?;
+        let mut ctx = context(
             topology,
             state,
-            saved_secrets,
-            settings.offline,
-            &settings.targets,
-            settings.staged,
-        ) => planned,
-        _ = interrupt.wait_for(|c| *c) => Err(CommandError::Interrupted),
+            desired,
+            offline,
+            self.settings.interrupt_grace,
+        )
+        .context("cannot prepare the apply")?;
+        ctx.rollout.etcd_snapshot = self.settings.snapshots.clone();
+        Ok(ctx)
     }
-}
 
-/// After approval: save what apply records before the first change, run the
-/// changes and print the summary.
-async fn apply_approved(
-    settings: &ApplySettings,
-    planned: Planned,
-    mut saver: Saver<'_, StateBackend>,
-    had_state: bool,
-    cancel: watch::Receiver<bool>,
-) -> Result<Outcome, CommandError> {
-    let topology = &settings.topology;
-    let mut plan = planned.plan;
-    chain_upgrades(&mut plan, &planned.desired, settings.max_parallel_upgrades);
-    // Secrets once per lineage, staged configs a reboot has taken, then
-    // the talosconfig: each saved before the first change.
-    let secrets = workflow::secrets_to_record(
-        planned.generated.as_ref(),
-        settings.saved.as_ref().and_then(|s| s.secrets.as_ref()),
-        &planned.secrets,
-    );
-    let before =
-        workflow::before_changes(saver.state, had_state, &plan, &planned.observed, secrets);
-    workflow::save_before_changes(&mut saver, before, || {
-        let t = cluster::new_talosconfig(topology, &planned.secrets)?;
-        Ok(Sensitive::new(t.to_yaml()))
-    })
-    .await?;
-    if plan.is_empty() {
-        if let Some(e) = conflicts_error(&plan) {
-            return Err(e);
-        }
-        crate::ui::write_stdout("\nApply complete! Resources: 0 added, 0 changed, 0 destroyed.\n")?;
-        return Ok(Outcome::Success);
-    }
-    let offline = cluster::offline_kubeconfig(topology, &planned.secrets)?;
-    let mut ctx = context(
-        topology,
-        saver.state,
-        planned.desired,
-        offline,
-        settings.interrupt_grace,
-    )
-    .context("cannot prepare the apply")?;
-    ctx.rollout.etcd_snapshot = settings.snapshots.clone();
-    let Saver {
-        store,
-        encrypted,
-        state,
-    } = saver;
-    run_plan(
-        ctx,
-        &plan,
-        store,
-        encrypted,
-        state,
-        settings.parallelism,
-        cancel,
-    )
-    .await?;
-    crate::ui::write_stdout(&format!(
-        "\n{}\n",
-        crate::ui::plan::apply_summary_line(&plan.summary())
-    ))?;
-    match conflicts_error(&plan) {
-        Some(e) => Err(e),
-        None => Ok(Outcome::Success),
+    fn events(&mut self) -> tokio::sync::mpsc::UnboundedSender<Update> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.view = Some(tokio::spawn(crate::ui::progress::show(
+            rx,
+            crate::ui::progress::stderr_is_terminal(),
+        )));
+        tx
     }
 }

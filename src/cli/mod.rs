@@ -5,7 +5,6 @@ use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 mod apply;
-mod apply_refresh_only;
 mod argv;
 mod cluster;
 mod destroy;

@@ -6,28 +6,13 @@ use anyhow::Context as _;
 
 use super::CommandError;
 use super::cluster;
-use crate::machine::{SecretsBundle, parse_secrets_yaml};
-use crate::plan::{self, Desired, InputDigests, Plan, PlanInput};
+use crate::machine::parse_secrets_yaml;
+use crate::plan::{self, PlanInput};
 use crate::state::format::State;
 use crate::state::{Address, Sensitive};
 use crate::topology::Topology;
 
-/// A plan and what it was made from.
-#[derive(Debug)]
-pub struct Planned {
-    /// The plan, in dependency order, as shown to the user.
-    pub plan: Plan,
-    /// The desired resources it leads to.
-    pub desired: Desired,
-    /// The secrets its configs were rendered with.
-    pub secrets: SecretsBundle,
-    /// The secrets text when they were generated for this plan (no state yet).
-    pub generated: Option<Sensitive>,
-    /// What refresh saw (`Observed::default()` offline).
-    pub observed: plan::Observed,
-    /// The digests of the files the plan was made from.
-    pub inputs: InputDigests,
-}
+pub use crate::apply::session::Planned;
 
 /// Make the plan.
 ///

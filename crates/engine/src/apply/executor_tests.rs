@@ -10,71 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Semaphore;
 
 use super::*;
+use crate::apply::memory::{Memory, SharedMemory};
 use talosprov_core::plan::{Action, Change};
-use talosprov_state::{BackendError, LockInfo, TakenOver};
 
 /// How long any test may take before it fails as hung.
 const DEADLINE: Duration = Duration::from_secs(10);
-
-/// A state backend in memory that keeps every document saved, and can fail
-/// the save numbered `fail_at` (1-based) as a crash of the disk would.
-#[derive(Default)]
-struct Memory {
-    saves: Mutex<Vec<Vec<u8>>>,
-    fail_at: Option<usize>,
-}
-
-impl Memory {
-    fn states(&self) -> Vec<State> {
-        self.saves
-            .lock()
-            .expect("saves")
-            .iter()
-            .map(|b| State::from_json(b).expect("a state"))
-            .collect()
-    }
-
-    /// The pools recorded in the last saved state.
-    fn pools(&self) -> Vec<String> {
-        self.states()
-            .last()
-            .map(|s| s.resources.pools.keys().cloned().collect())
-            .unwrap_or_default()
-    }
-}
-
-impl Backend for Memory {
-    fn describe(&self) -> String {
-        "memory".into()
-    }
-
-    async fn get(&self) -> Result<Option<Vec<u8>>, BackendError> {
-        Ok(self.saves.lock().expect("saves").last().cloned())
-    }
-
-    async fn put(&self, document: &[u8]) -> Result<(), BackendError> {
-        let mut saves = self.saves.lock().expect("saves");
-        if self.fail_at == Some(saves.len() + 1) {
-            return Err(BackendError::Local(
-                talosprov_state::local::LocalError::Io {
-                    action: "write the state",
-                    path: "memory".into(),
-                    source: std::io::Error::other("disk gone"),
-                },
-            ));
-        }
-        saves.push(document.to_vec());
-        Ok(())
-    }
-
-    async fn lock(&self, _: &LockInfo) -> Result<Option<TakenOver>, BackendError> {
-        Ok(None)
-    }
-
-    async fn unlock(&self, _: &str) -> Result<(), BackendError> {
-        Ok(())
-    }
-}
 
 /// What a scripted step does, in order.
 #[derive(Clone)]
@@ -260,31 +200,6 @@ async fn run(
         }
     }
     Ran { outcome, events }
-}
-
-/// The in-memory backend shared between the test and the store.
-struct SharedMemory(Arc<Memory>);
-
-impl Backend for SharedMemory {
-    fn describe(&self) -> String {
-        self.0.describe()
-    }
-
-    async fn get(&self) -> Result<Option<Vec<u8>>, BackendError> {
-        self.0.get().await
-    }
-
-    async fn put(&self, document: &[u8]) -> Result<(), BackendError> {
-        self.0.put(document).await
-    }
-
-    async fn lock(&self, info: &LockInfo) -> Result<Option<TakenOver>, BackendError> {
-        self.0.lock(info).await
-    }
-
-    async fn unlock(&self, id: &str) -> Result<(), BackendError> {
-        self.0.unlock(id).await
-    }
 }
 
 fn never_cancelled() -> watch::Receiver<bool> {

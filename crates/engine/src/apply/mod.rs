@@ -10,12 +10,15 @@ pub mod event;
 pub mod executor;
 mod gate;
 pub mod import;
+#[cfg(test)]
+mod memory;
 pub mod record;
 pub mod refresh;
 pub mod refresh_only;
 pub mod remove;
 mod remove_step;
 pub mod reporter;
+pub mod session;
 pub mod steps;
 mod talos_steps;
 pub mod upgrade;

@@ -1,0 +1,260 @@
+//! The apply workflow with the state lock held, from loading the state to the
+//! last saved step, in the order OpenTofu's `apply` follows:
+//! 1. load the state (or start one with a new lineage);
+//! 2. refuse a saved plan made from another state (lineage, serial);
+//! 3. plan anew under the lock;
+//! 4. `-refresh-only`: show the drift, ask, record it in one save, and stop;
+//! 5. refuse a saved plan that differs from the new one, naming the first
+//!    difference, or show the new plan;
+//! 6. ask for approval when anything would change: nothing is written before
+//!    it, not even new secrets;
+//! 7. record the secrets, the staged configs a reboot took and the
+//!    talosconfig ([`super::workflow`]);
+//! 8. run the changes ([`super::execute`]), saving after every step.
+//!
+//! What the engine does not own is behind [`Edges`]: rendering and refresh,
+//! the views, the question on the terminal and the real provider. The
+//! workflow's tests drive it with scripted edges and an in-memory backend.
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+
+use talosprov_core::machine::SecretsBundle;
+use talosprov_core::plan::order::chain_upgrades;
+use talosprov_core::plan::{Desired, InputDigests, Observed, Plan, SavedPlan};
+use talosprov_core::plan::{check_fresh, check_same};
+use talosprov_state::format::State;
+use talosprov_state::{Backend, Sensitive, StateStore};
+
+use super::event::Update;
+use super::executor::{Provider, RunOutcome, Saver, execute};
+use super::record;
+use super::refresh_only::observed_records;
+use super::workflow;
+
+/// A plan and what it was made from.
+#[derive(Debug)]
+pub struct Planned {
+    /// The plan, in dependency order, as shown to the user.
+    pub plan: Plan,
+    /// The desired resources it leads to.
+    pub desired: Desired,
+    /// The secrets its configs were rendered with.
+    pub secrets: SecretsBundle,
+    /// The secrets text when they were generated for this plan (no state yet).
+    pub generated: Option<Sensitive>,
+    /// What refresh saw (`Observed::default()` offline).
+    pub observed: Observed,
+    /// The digests of the files the plan was made from.
+    pub inputs: InputDigests,
+}
+
+/// What the workflow shows before it asks.
+#[derive(Debug, Clone, Copy)]
+pub enum Shown<'a> {
+    /// The plan about to be applied (not shown for a saved plan: its user saw
+    /// it when it was made).
+    Plan(&'a Plan),
+    /// `-refresh-only`: the plan whose drift is about to be recorded.
+    Drift(&'a Plan),
+}
+
+/// What the workflow asks the user to confirm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Question {
+    /// Make the plan's changes.
+    Apply,
+    /// Record the observed drift in the state, changing nothing else.
+    RecordDrift,
+}
+
+/// The parts of an apply the engine does not own. The CLI implements them
+/// with rendering, refresh against Proxmox and Talos, the terminal and the
+/// real [`super::Context`]; tests implement them with scripts.
+pub trait Edges {
+    /// The executor's provider.
+    type Provider: Provider;
+    /// The caller's error; the workflow's own errors come in as
+    /// [`anyhow::Error`].
+    type Error: From<anyhow::Error>;
+
+    /// Make the plan with the lock held. `state`: the loaded state, `None`
+    /// before the first apply. Refusals that come before any secret is used
+    /// (lost secrets, another cluster's nodes) belong here.
+    fn plan(&mut self, state: Option<&State>)
+    -> impl Future<Output = Result<Planned, Self::Error>>;
+
+    /// Show the plan or the drift.
+    ///
+    /// # Errors
+    /// The output cannot be written.
+    fn show(&mut self, shown: Shown<'_>) -> Result<(), Self::Error>;
+
+    /// Ask `question`; an error (a "no", an interruption) stops the run with
+    /// nothing written.
+    fn approve(&mut self, question: Question) -> impl Future<Output = Result<(), Self::Error>>;
+
+    /// A new talosconfig for `secrets` (the state has none yet).
+    ///
+    /// # Errors
+    /// The client certificate cannot be issued.
+    fn talosconfig(&mut self, secrets: &SecretsBundle) -> anyhow::Result<Sensitive>;
+
+    /// The provider that makes the changes, from the state as saved before
+    /// the first change.
+    ///
+    /// # Errors
+    /// A client that cannot be configured.
+    fn provider(
+        &mut self,
+        state: &State,
+        desired: Desired,
+        secrets: &SecretsBundle,
+    ) -> anyhow::Result<Self::Provider>;
+
+    /// Where the executor's events go, asked for once, just before the first
+    /// change (a view started earlier would draw over the question).
+    fn events(&mut self) -> mpsc::UnboundedSender<Update>;
+}
+
+/// The resolved settings the workflow needs.
+#[derive(Debug)]
+pub struct Settings {
+    /// The saved plan to apply exactly, if one was given.
+    pub saved: Option<SavedPlan>,
+    /// `-refresh-only`.
+    pub refresh_only: bool,
+    /// Changes at once (at least 1).
+    pub parallelism: usize,
+    /// Workers upgraded at once in a Talos rollout.
+    pub max_parallel_upgrades: NonZeroUsize,
+}
+
+/// How an apply ended, for the views to word.
+#[derive(Debug)]
+pub enum Report {
+    /// `-refresh-only`: `recorded` observed changes were saved (0: the state
+    /// already matched, nothing was saved).
+    Refreshed {
+        /// The records saved.
+        recorded: usize,
+    },
+    /// The plan had nothing to do (its conflicts may still need saying).
+    Unchanged(Plan),
+    /// The plan ran: how its changes ended.
+    Ran(Plan, RunOutcome),
+}
+
+/// Run an apply with the lock on `store` held by the caller.
+///
+/// # Errors
+/// A saved plan made from another state or differing from the new plan
+/// ("nothing was changed"), a refused approval, a state that cannot be
+/// loaded or saved, and the edges' errors. A step that fails is not an error
+/// here: it is in [`Report::Ran`].
+pub async fn apply<B: Backend, E: Edges>(
+    settings: &Settings,
+    store: &StateStore<B>,
+    edges: &mut E,
+    cancel: watch::Receiver<bool>,
+) -> Result<Report, E::Error> {
+    let loaded = store.load().await.map_err(anyhow::Error::new)?;
+    let had_state = loaded.is_some();
+    let (mut state, encrypted) = match loaded {
+        Some(l) => (l.state, l.encrypted),
+        None => (State::new(uuid::Uuid::new_v4()), store.has_keys()),
+    };
+    if let Some(s) = &settings.saved {
+        check_fresh(&s.plan, had_state.then_some((state.lineage, state.serial)))
+            .map_err(anyhow::Error::new)?;
+    }
+    if settings.refresh_only && !had_state {
+        return Err(anyhow::anyhow!("no state yet: nothing to refresh").into());
+    }
+    let planned = edges.plan(had_state.then_some(&state)).await?;
+    let mut saver = Saver {
+        store,
+        encrypted,
+        state: &mut state,
+    };
+    if settings.refresh_only {
+        return record_drift(&planned, &mut saver, edges).await;
+    }
+    match &settings.saved {
+        // Only what the plan showed is applied: the plan made now must be
+        // the saved one, value for value, or nothing is done.
+        Some(s) => check_same(s, &planned.plan, &planned.inputs).map_err(|e| {
+            anyhow::Error::new(*e).context("the saved plan cannot be applied; nothing was changed")
+        })?,
+        None => edges.show(Shown::Plan(&planned.plan))?,
+    }
+    if !planned.plan.is_empty() {
+        edges.approve(Question::Apply).await?;
+    }
+    run_approved(settings, planned, saver, had_state, edges, cancel).await
+}
+
+/// `-refresh-only`: show the drift, ask, and save the observed values (one
+/// save, one serial).
+async fn record_drift<B: Backend, E: Edges>(
+    planned: &Planned,
+    saver: &mut Saver<'_, B>,
+    edges: &mut E,
+) -> Result<Report, E::Error> {
+    edges.show(Shown::Drift(&planned.plan))?;
+    let records = observed_records(saver.state, &planned.observed);
+    if records.is_empty() {
+        return Ok(Report::Refreshed { recorded: 0 });
+    }
+    edges.approve(Question::RecordDrift).await?;
+    let recorded = records.len();
+    for r in records {
+        record::apply(saver.state, r);
+    }
+    saver.save().await?;
+    Ok(Report::Refreshed { recorded })
+}
+
+/// After approval: save what apply records before the first change, then run
+/// the changes.
+async fn run_approved<B: Backend, E: Edges>(
+    settings: &Settings,
+    planned: Planned,
+    mut saver: Saver<'_, B>,
+    had_state: bool,
+    edges: &mut E,
+    cancel: watch::Receiver<bool>,
+) -> Result<Report, E::Error> {
+    let mut plan = planned.plan;
+    chain_upgrades(&mut plan, &planned.desired, settings.max_parallel_upgrades);
+    let secrets = workflow::secrets_to_record(
+        planned.generated.as_ref(),
+        settings.saved.as_ref().and_then(|s| s.secrets.as_ref()),
+        &planned.secrets,
+    );
+    let before =
+        workflow::before_changes(saver.state, had_state, &plan, &planned.observed, secrets);
+    workflow::save_before_changes(&mut saver, before, || edges.talosconfig(&planned.secrets))
+        .await?;
+    if plan.is_empty() {
+        return Ok(Report::Unchanged(plan));
+    }
+    let provider = edges.provider(saver.state, planned.desired, &planned.secrets)?;
+    let events = edges.events();
+    let outcome = execute(
+        Arc::new(provider),
+        &plan,
+        &mut saver,
+        settings.parallelism,
+        &events,
+        cancel,
+    )
+    .await?;
+    Ok(Report::Ran(plan, outcome))
+}
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;
