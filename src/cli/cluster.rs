@@ -98,6 +98,10 @@ pub fn render_configs(
     };
     let configs =
         crate::machine::node::node_configs(topology, secrets, &patches).map_err(|d| report(&d))?;
+    let addon_problems = crate::addon::check(topology, &configs);
+    if crate::topology::diagnostics::has_errors(&addon_problems) {
+        return Err(report(&addon_problems));
+    }
     let topology_bytes = std::fs::read(&topology.file)
         .with_context(|| format!("cannot read {}", topology.file.display()))?;
     let topology_path = topology.file.display().to_string();

@@ -83,7 +83,10 @@ pub fn check(file: &Path) -> anyhow::Result<Validation> {
         SecretsBundle::generate_for_checks(&mut rand::rngs::OsRng, time::OffsetDateTime::now_utc())
             .context("cannot make the secrets bundle for checking the machine configs")?;
     match node_configs(t, &secrets, &set) {
-        Ok(configs) => v.diagnostics.extend(node::warnings(&configs)),
+        Ok(configs) => {
+            v.diagnostics.extend(node::warnings(&configs));
+            v.diagnostics.extend(crate::addon::check(t, &configs));
+        }
         Err(diagnostics) => v.diagnostics.extend(diagnostics),
     }
     Ok(v)

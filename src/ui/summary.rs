@@ -4,7 +4,7 @@
 
 use super::diagnostics::{JsonDiagnostic, count_line};
 use crate::patch::discover::PatchFile;
-use crate::topology::{Diagnostic, Role, SchematicSpec, Topology};
+use crate::topology::{AddonSource, Diagnostic, Role, SchematicSpec, Topology};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -61,6 +61,7 @@ pub fn summary_text(report: &ValidateReport<'_>) -> String {
     write_settings(&mut out, t);
     write_schematics(&mut out, t);
     write_nodes(&mut out, t);
+    write_addons(&mut out, t);
     write_patches(&mut out, report, t);
     let cps = t
         .nodes
@@ -199,6 +200,58 @@ fn write_nodes(out: &mut String, t: &Topology) {
                 "-".into()
             } else {
                 pci.join(",")
+            },
+        ]);
+    }
+    out.push_str(&table(&rows, "  "));
+}
+
+/// The add-ons in apply order, with their phase, source and namespace
+/// (nothing when there are none).
+fn write_addons(out: &mut String, t: &Topology) {
+    if t.addons.is_empty() {
+        return;
+    }
+    out.push_str("\naddons (apply order):\n");
+    let mut rows = vec![
+        [
+            "NAME",
+            "PHASE",
+            "PRESET",
+            "SOURCE",
+            "NAMESPACE",
+            "DEPENDS ON",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for a in crate::addon::apply_order(&t.addons) {
+        let source = match &a.source {
+            AddonSource::Helm {
+                repo,
+                chart,
+                version,
+                ..
+            } if chart.is_empty() => format!("helm {repo} {version}"),
+            AddonSource::Helm {
+                repo,
+                chart,
+                version,
+                ..
+            } => format!("helm {chart} {version} from {repo}"),
+            AddonSource::Manifests(files) => format!("{} manifest pattern(s)", files.len()),
+            AddonSource::Url { url, .. } => format!("url {url}"),
+        };
+        rows.push(vec![
+            a.name.clone(),
+            serde_plain(&a.phase),
+            a.preset.map_or_else(|| "-".into(), |p| p.name().to_owned()),
+            source,
+            a.namespace.clone(),
+            if a.depends_on.is_empty() {
+                "-".into()
+            } else {
+                a.depends_on.join(",")
             },
         ]);
     }

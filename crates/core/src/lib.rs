@@ -12,6 +12,7 @@
 
 #![warn(missing_docs)]
 
+pub mod addon;
 pub mod inputs;
 pub mod machine;
 pub mod patch;

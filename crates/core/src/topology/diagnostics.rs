@@ -150,6 +150,28 @@ codes! {
     /// A Talos version for which the Image Factory has no `nocloud-installer` image (before
     /// v1.10.0), so talosprov can neither install nor upgrade its nodes.
     NoNocloudInstaller = ("T044", "no-nocloud-installer"),
+    /// An add-on without a source, or with more than one of `helm`,
+    /// `manifests` and `url`.
+    AddonSource = ("A001", "addon-source"),
+    /// A `depends_on` entry that names no declared add-on.
+    UnknownAddon = ("A002", "unknown-addon"),
+    /// Add-ons whose `depends_on` form a cycle.
+    AddonCycle = ("A003", "addon-cycle"),
+    /// A `url` add-on without a valid `sha256`, or whose download does not
+    /// match it.
+    AddonChecksum = ("A004", "addon-checksum"),
+    /// An add-on that carries a CNI (the `cilium` preset, or a DaemonSet
+    /// that writes `/etc/cni/net.d`) on a cluster whose CNI is not `none`.
+    AddonCniConflict = ("A005", "addon-cni-conflict"),
+    /// A node with an NVIDIA device lacks what the GPU operator preset needs:
+    /// the NVIDIA extensions in its schematic, the NVIDIA kernel modules in
+    /// its config.
+    GpuNodeIncomplete = ("A006", "gpu-node-incomplete"),
+    /// The GPU operator is declared, and no node has an NVIDIA device.
+    NoGpuNode = ("A007", "no-gpu-node"),
+    /// The Talos cloud controller manager is declared, and a node's kubelet
+    /// lacks `cloud-provider: external`.
+    ExternalCloudProvider = ("A008", "external-cloud-provider"),
     /// A patch file is empty, and is skipped.
     EmptyPatch = ("P001", "empty-patch"),
     /// A `patches/nodes/<name>` folder that matches no node.

@@ -11,13 +11,14 @@ pub mod read;
 pub mod syntax;
 pub mod validate;
 pub use check::resolve;
+mod validate_addons;
 mod validate_nodes;
 mod validate_sections;
 
 pub use diagnostics::{Code, Diagnostic, Pos, Severity};
 pub use model::{
-    Cluster, Environment, HostPci, MIN_DISK_GIB, Node, PROXMOX_ENDPOINT_ENV, PciMapping,
-    ProxmoxSettings, Role, SchematicSpec, StateSettings, Topology, Vmid,
+    Addon, AddonSource, Cluster, Environment, HostPci, MIN_DISK_GIB, Node, PROXMOX_ENDPOINT_ENV,
+    PciMapping, Phase, Preset, ProxmoxSettings, Role, SchematicSpec, StateSettings, Topology, Vmid,
 };
 pub use syntax::Version;
 

@@ -37,6 +37,8 @@ pub struct Topology {
     pub patches_dir: PathBuf,
     /// `state:`, default a local state file.
     pub state: StateSettings,
+    /// `addons:` by name, in file order.
+    pub addons: IndexMap<String, Addon>,
 }
 
 impl Topology {
@@ -230,6 +232,98 @@ pub enum StateSettings {
         /// The HTTP method for unlocking (default `UNLOCK`).
         unlock_method: String,
     },
+}
+
+/// A Kubernetes add-on the cluster is handed over with (`addons.<name>`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Addon {
+    /// The add-on's name: the Helm release name, the inline manifest's name.
+    pub name: String,
+    /// Where its entry starts in the topology file (for later diagnostics).
+    #[serde(skip)]
+    pub pos: super::diagnostics::Pos,
+    /// The preset whose values and checks apply.
+    pub preset: Option<Preset>,
+    /// Where its objects come from.
+    pub source: AddonSource,
+    /// Where namespaced objects go: given, else the preset's, else `default`.
+    pub namespace: String,
+    /// Labels of the namespace (the GPU operator's preset adds
+    /// `pod-security.kubernetes.io/enforce: privileged`), sorted by key.
+    pub namespace_labels: std::collections::BTreeMap<String, String>,
+    /// When it is installed.
+    pub phase: Phase,
+    /// Add-ons applied before this one, as written.
+    pub depends_on: Vec<String>,
+}
+
+/// An add-on's one source of objects.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AddonSource {
+    /// A pinned chart, rendered with `helm template`.
+    Helm {
+        /// An `https://` chart repository, or an `oci://` registry path (then
+        /// `chart` is not looked up in a repository index).
+        repo: String,
+        /// The chart's name.
+        chart: String,
+        /// The chart version.
+        version: String,
+        /// `values` as written (merged over the preset's values, after the
+        /// values files).
+        values: serde_json::Value,
+        /// Values files resolved against the topology file's folder, in order.
+        values_files: Vec<PathBuf>,
+    },
+    /// Files or globs resolved against the topology file's folder (a glob's
+    /// `*` stays in the last component), literal or minijinja (`.j2`).
+    Manifests(Vec<PathBuf>),
+    /// One manifest file to download, checked against its digest.
+    Url {
+        /// The file's `https://` (or `http://`) URL.
+        url: String,
+        /// Its lowercase hex SHA-256.
+        sha256: String,
+    },
+}
+
+/// A set of Talos's documented values and checks for a well-known add-on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preset {
+    /// Cilium as Talos documents it (`phase` defaults to `bootstrap`).
+    Cilium,
+    /// The NVIDIA GPU Operator with Talos's driver and toolkit extensions.
+    NvidiaGpuOperator,
+    /// The Talos cloud controller manager.
+    TalosCcm,
+}
+
+impl Preset {
+    /// Every preset, in the order documentation lists them.
+    pub const ALL: [Preset; 3] = [Preset::Cilium, Preset::NvidiaGpuOperator, Preset::TalosCcm];
+
+    /// The name written in the topology.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Cilium => "cilium",
+            Preset::NvidiaGpuOperator => "nvidia-gpu-operator",
+            Preset::TalosCcm => "talos-ccm",
+        }
+    }
+}
+
+/// When an add-on is installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// In every control plane's `cluster.inlineManifests`, applied by Talos
+    /// when it bootstraps (a CNI, so that nodes become Ready), then kept in
+    /// step through the Kubernetes API.
+    Bootstrap,
+    /// Through the Kubernetes API once it answers.
+    Cluster,
 }
 
 /// What the topology takes from the process environment, read by the caller

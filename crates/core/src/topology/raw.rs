@@ -59,6 +59,8 @@ pub struct RawTopology {
     pub patches_dir: Option<Spanned<String>>,
     /// `state:`.
     pub state: Option<Spanned<RawState>>,
+    /// `addons:`, in file order.
+    pub addons: Option<Spanned<Vec<Entry<RawAddon>>>>,
 }
 
 /// `cluster:`.
@@ -207,4 +209,51 @@ pub struct RawState {
     pub lock_method: Option<Spanned<String>>,
     /// `unlock_method`.
     pub unlock_method: Option<Spanned<String>>,
+}
+
+/// One `addons.<name>` entry: a Kubernetes add-on with exactly one source.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RawAddon {
+    /// Where the entry starts.
+    #[serde(skip)]
+    pub pos: Pos,
+    /// `preset`: `cilium`, `nvidia-gpu-operator` or `talos-ccm`.
+    pub preset: Option<Spanned<String>>,
+    /// `helm`: a pinned chart rendered with `helm template`.
+    pub helm: Option<Spanned<RawHelm>>,
+    /// `manifests`: files or globs relative to the topology file, literal or
+    /// minijinja (`.j2`).
+    pub manifests: Option<Spanned<Vec<Spanned<String>>>>,
+    /// `url`: one manifest file to download.
+    pub url: Option<Spanned<String>>,
+    /// `sha256`: the download's digest, 64 hex digits.
+    pub sha256: Option<Spanned<String>>,
+    /// `namespace`: where namespaced objects go.
+    pub namespace: Option<Spanned<String>>,
+    /// `namespace_labels`: labels of the namespace, in file order.
+    pub namespace_labels: Option<Spanned<Vec<Label>>>,
+    /// `phase`: `bootstrap` or `cluster`.
+    pub phase: Option<Spanned<String>>,
+    /// `depends_on`: add-on names applied first.
+    pub depends_on: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+/// One `namespace_labels` entry: its key and its value, each with its
+/// position.
+pub type Label = (Spanned<String>, Spanned<String>);
+
+/// `addons.<name>.helm`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RawHelm {
+    /// `repo`: an `https://` chart repository or an `oci://` registry path.
+    pub repo: Option<Spanned<String>>,
+    /// `chart`: the chart's name in the repository.
+    pub chart: Option<Spanned<String>>,
+    /// `version`: the chart version, always pinned.
+    pub version: Option<Spanned<String>>,
+    /// `values`: a mapping merged over the preset's values.
+    pub values: Option<Spanned<serde_json::Value>>,
+    /// `values_files`: YAML files relative to the topology file, merged in order
+    /// before `values`.
+    pub values_files: Option<Spanned<Vec<Spanned<String>>>>,
 }

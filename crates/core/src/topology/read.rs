@@ -4,8 +4,8 @@
 
 use super::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use super::raw::{
-    Entry, RawCluster, RawHostPci, RawImageFactory, RawNode, RawPciMapping, RawProxmox,
-    RawSchematic, RawState, RawTopology, Spanned,
+    Entry, Label, RawAddon, RawCluster, RawHelm, RawHostPci, RawImageFactory, RawNode,
+    RawPciMapping, RawProxmox, RawSchematic, RawState, RawTopology, Spanned,
 };
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 use std::path::Path;
@@ -101,6 +101,33 @@ fn kind(node: &MarkedYaml<'_>) -> String {
             format!("the string {:?}", super::limits::quoted(s))
         }
         _ => "a value that cannot be read".into(),
+    }
+}
+
+/// A YAML node as JSON: mapping keys as strings, `.nan` and infinities as
+/// null (JSON has neither), anything unreadable as null.
+fn to_json(node: &MarkedYaml<'_>) -> serde_json::Value {
+    use serde_json::Value;
+    match &unwrap_tag(node).data {
+        YamlData::Mapping(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let key = match to_json(k) {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    (key, to_json(v))
+                })
+                .collect(),
+        ),
+        YamlData::Sequence(items) => Value::Array(items.iter().map(to_json).collect()),
+        YamlData::Value(Scalar::Boolean(b)) => Value::Bool(*b),
+        YamlData::Value(Scalar::Integer(i)) => Value::from(*i),
+        YamlData::Value(Scalar::FloatingPoint(f)) => {
+            serde_json::Number::from_f64(f.into_inner()).map_or(Value::Null, Value::Number)
+        }
+        YamlData::Value(Scalar::String(s)) => Value::String(s.to_string()),
+        _ => Value::Null,
     }
 }
 
@@ -338,6 +365,7 @@ impl Reader<'_> {
             }),
             patches_dir: self.string(&mut f, "patches_dir"),
             state: self.section(&mut f, "state", Self::state),
+            addons: self.named(&mut f, "addons", Self::addon),
         };
         self.finish(f);
         Some(raw)
@@ -434,6 +462,62 @@ impl Reader<'_> {
         self.finish(f);
         self.node = None;
         Some(raw)
+    }
+
+    fn addon(&mut self, mut f: Fields<'_, '_>, pos: Pos) -> RawAddon {
+        let a = RawAddon {
+            pos,
+            preset: self.string(&mut f, "preset"),
+            helm: self.section(&mut f, "helm", |r, f| RawHelm {
+                repo: r.string(f, "repo"),
+                chart: r.string(f, "chart"),
+                version: r.string(f, "version"),
+                values: r.mapping_value(f, "values"),
+                values_files: r.string_list(f, "values_files"),
+            }),
+            manifests: self.string_list(&mut f, "manifests"),
+            url: self.string(&mut f, "url"),
+            sha256: self.string(&mut f, "sha256"),
+            namespace: self.string(&mut f, "namespace"),
+            namespace_labels: self.string_map(&mut f, "namespace_labels"),
+            phase: self.string(&mut f, "phase"),
+            depends_on: self.string_list(&mut f, "depends_on"),
+        };
+        self.finish(f);
+        a
+    }
+
+    /// A mapping of strings to strings (labels), in file order.
+    fn string_map(
+        &mut self,
+        f: &mut Fields<'_, '_>,
+        key: &'static str,
+    ) -> Option<Spanned<Vec<Label>>> {
+        let (pos, node, field) = self.take(f, key)?;
+        let map = self.fields(node, pos, &field)?;
+        let mut out = Vec::with_capacity(map.entries.len());
+        for (name, npos, value) in map.entries {
+            let path = child(&field, &name);
+            if let Some(v) = self.scalar_string(value, npos, &path) {
+                out.push((Spanned::new(name, npos), Spanned::new(v, npos)));
+            }
+        }
+        Some(Spanned::new(out, pos))
+    }
+
+    /// A free-form mapping (chart values), as JSON: keys as strings, scalars
+    /// as their YAML 1.2 types.
+    fn mapping_value(
+        &mut self,
+        f: &mut Fields<'_, '_>,
+        key: &'static str,
+    ) -> Option<Spanned<serde_json::Value>> {
+        let (pos, node, field) = self.take(f, key)?;
+        if !matches!(unwrap_tag(node).data, YamlData::Mapping(_)) {
+            self.wrong_type(pos, &field, "a mapping", node);
+            return None;
+        }
+        Some(Spanned::new(to_json(node), pos))
     }
 
     fn state(&mut self, f: &mut Fields<'_, '_>) -> RawState {

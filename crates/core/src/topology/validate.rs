@@ -71,6 +71,7 @@ pub fn validate(
         },
     );
     let state = cx.state(raw.state.as_ref(), base);
+    let addons = cx.addons(raw, base);
     let patches_dir = resolve(
         base,
         raw.patches_dir
@@ -109,6 +110,7 @@ pub fn validate(
             nodes: nodes?,
             patches_dir,
             state: state?,
+            addons,
         })
     })();
     let topology = topology.filter(|_| !super::diagnostics::has_errors(&cx.diagnostics));
@@ -313,5 +315,93 @@ mod tests {
         );
         let t = valid(&text, &env());
         assert_eq!(t.schematics["base"], SchematicSpec::Id(id.into()));
+    }
+
+    /// `BASE` with `addons:` text appended.
+    fn with_addons(addons: &str) -> String {
+        format!("{BASE}addons:\n{addons}")
+    }
+
+    fn problems(text: &str) -> Vec<(Code, String, String)> {
+        parse(text, Path::new("c.yaml"), &env())
+            .diagnostics
+            .into_iter()
+            .map(|d| (d.code, d.field.unwrap_or_default(), d.message))
+            .collect()
+    }
+
+    #[test]
+    fn addon_presets_give_their_defaults() {
+        use super::super::{AddonSource, Phase, Preset};
+        let t = valid(
+            &with_addons(
+                "  cilium:\n    preset: cilium\n    helm: {repo: https://helm.cilium.io/, chart: cilium, version: 1.19.6, values: {operator: {replicas: 1}}}\n\
+                 \x20 gpu:\n    preset: nvidia-gpu-operator\n    helm: {repo: https://helm.ngc.nvidia.com/nvidia, chart: gpu-operator, version: v26.3.3}\n    depends_on: [cilium]\n\
+                 \x20 plain:\n    manifests: [addons/*.yaml]\n\
+                 \x20 oci:\n    helm: {repo: oci://ghcr.io/org/charts/thing, version: 0.1.0}\n",
+            ),
+            &env(),
+        );
+        let cilium = &t.addons["cilium"];
+        assert_eq!(
+            (cilium.preset, cilium.phase, cilium.namespace.as_str()),
+            (Some(Preset::Cilium), Phase::Bootstrap, "kube-system")
+        );
+        match &cilium.source {
+            AddonSource::Helm { repo, values, .. } => {
+                assert_eq!(repo, "https://helm.cilium.io");
+                assert_eq!(values["operator"]["replicas"], 1);
+            }
+            other => panic!("{other:?}"),
+        }
+        let gpu = &t.addons["gpu"];
+        assert_eq!(
+            (gpu.phase, gpu.namespace.as_str()),
+            (Phase::Cluster, "gpu-operator")
+        );
+        assert_eq!(
+            gpu.namespace_labels
+                .get("pod-security.kubernetes.io/enforce")
+                .map(String::as_str),
+            Some("privileged")
+        );
+        assert_eq!(gpu.depends_on, ["cilium"]);
+        assert_eq!(
+            t.addons["plain"].source,
+            AddonSource::Manifests(vec![PathBuf::from("dir/addons/*.yaml")])
+        );
+        assert_eq!(t.addons["plain"].namespace, "default");
+        assert!(
+            matches!(&t.addons["oci"].source, AddonSource::Helm { chart, .. } if chart.is_empty())
+        );
+    }
+
+    #[test]
+    fn addon_fields_are_all_checked_at_once() {
+        let got = problems(&with_addons(
+            "  Bad_Name:\n    manifests: [a.yaml]\n\
+             \x20 p:\n    preset: calico\n    manifests: [a.yaml]\n    phase: later\n    namespace: Kube_System\n\
+             \x20 h:\n    helm: {repo: ftp://charts.test, version: ^1.2.0}\n\
+             \x20 boot:\n    manifests: [b.yaml]\n    phase: bootstrap\n    depends_on: [late]\n\
+             \x20 late:\n    manifests: [l.yaml]\n\
+             \x20 g:\n    manifests: [\"dir*/x.yaml\"]\n    sha256: abc\n",
+        ));
+        let fields: Vec<(Code, &str)> = got.iter().map(|(c, f, _)| (*c, f.as_str())).collect();
+        assert_eq!(
+            fields,
+            [
+                (Code::InvalidValue, "addons.Bad_Name"),
+                (Code::InvalidValue, "addons.p.preset"),
+                (Code::InvalidValue, "addons.p.phase"),
+                (Code::InvalidValue, "addons.p.namespace"),
+                (Code::MissingField, "addons.h.helm.chart"),
+                (Code::InvalidUrl, "addons.h.helm.repo"),
+                (Code::InvalidValue, "addons.h.helm.version"),
+                (Code::ConflictingFields, "addons.boot.depends_on"),
+                (Code::InvalidValue, "addons.g.manifests"),
+                (Code::ConflictingFields, "addons.g.sha256"),
+            ],
+            "{got:#?}"
+        );
     }
 }

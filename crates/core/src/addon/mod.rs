@@ -1,0 +1,15 @@
+//! Kubernetes add-ons (`addons:`), the pure part: what the cluster's rendered
+//! machine configs say about it ([`ClusterFacts`]), each preset's values and
+//! the effective values of a Helm add-on ([`values`]), and the checks that
+//! need the rendered configs ([`checks`]). Rendering charts and manifests,
+//! and applying them, happen at the edges.
+
+pub mod checks;
+pub mod facts;
+pub mod order;
+pub mod values;
+
+pub use checks::check;
+pub use facts::{ClusterFacts, NodeFacts};
+pub use order::apply_order;
+pub use values::{effective_values, merge_values, preset_values};

@@ -1,0 +1,164 @@
+//! Chart values: each preset's, and the effective values of a Helm add-on,
+//! merged the way Helm merges them (a mapping key by key, any other value
+//! replaced, `null` removing the key).
+
+use serde_json::{Value, json};
+
+use super::facts::ClusterFacts;
+use crate::topology::{Addon, AddonSource, Preset};
+
+/// KubePrism's port on every Talos node: the load-balanced API server
+/// endpoint at `localhost:7445` (Talos "KubePrism", on by default since
+/// v1.6).
+pub const KUBEPRISM_PORT: u16 = 7445;
+
+/// The values a preset gives before the user's, for `facts`' cluster.
+///
+/// - `cilium`, from Talos's "Deploying Cilium CNI" guide
+///   (<https://docs.siderolabs.com/kubernetes-guides/cni/deploying-cilium>, written
+///   for Cilium 1.18): IPAM from Kubernetes, Talos's own cgroup v2 mount, the
+///   capability lists without `SYS_MODULE` (Talos refuses module loading by
+///   workloads), and kube-proxy replacement through KubePrism when the cluster
+///   has no kube-proxy.
+/// - `nvidia-gpu-operator`, from Talos's "NVIDIA GPU" guide: the driver and
+///   the container toolkit come from the schematic's system extensions, so the
+///   operator installs neither, and finds the driver under `/usr/local`.
+/// - `talos-ccm`: none (the chart's defaults are Talos's).
+pub fn preset_values(preset: Preset, facts: &ClusterFacts) -> Value {
+    match preset {
+        Preset::Cilium => {
+            let mut v = json!({
+                "ipam": {"mode": "kubernetes"},
+                "kubeProxyReplacement": facts.kube_proxy_disabled,
+                "securityContext": {"capabilities": {
+                    "ciliumAgent": [
+                        "CHOWN", "KILL", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "SYS_ADMIN",
+                        "SYS_RESOURCE", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"
+                    ],
+                    "cleanCiliumState": ["NET_ADMIN", "SYS_ADMIN", "SYS_RESOURCE"]
+                }},
+                "cgroup": {"autoMount": {"enabled": false}, "hostRoot": "/sys/fs/cgroup"}
+            });
+            if facts.kube_proxy_disabled {
+                v["k8sServiceHost"] = json!("localhost");
+                v["k8sServicePort"] = json!(KUBEPRISM_PORT);
+            }
+            v
+        }
+        Preset::NvidiaGpuOperator => json!({
+            "driver": {"enabled": false},
+            "toolkit": {"enabled": false},
+            "hostPaths": {"driverInstallDir": "/usr/local"}
+        }),
+        Preset::TalosCcm => json!({}),
+    }
+}
+
+/// Merge `over` into `base` as Helm merges values: mappings key by key
+/// (recursively), any other value replaced, and a `null` in `over` removing
+/// the key from `base`.
+pub fn merge_values(base: &mut Value, over: &Value) {
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                if v.is_null() {
+                    b.remove(k);
+                } else if let Some(existing) = b.get_mut(k) {
+                    merge_values(existing, v);
+                } else {
+                    b.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}
+
+/// The values `helm template` gets for `addon`: the preset's, then each of
+/// `files` (the `values_files`, read and parsed by the caller, in order), then
+/// `values`. An add-on that is not a Helm one has none (`{}`).
+pub fn effective_values(addon: &Addon, facts: &ClusterFacts, files: &[Value]) -> Value {
+    let AddonSource::Helm { values, .. } = &addon.source else {
+        return json!({});
+    };
+    let mut out = addon
+        .preset
+        .map_or_else(|| json!({}), |p| preset_values(p, facts));
+    for f in files.iter().chain(std::iter::once(values)) {
+        merge_values(&mut out, f);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(kube_proxy_disabled: bool) -> ClusterFacts {
+        ClusterFacts {
+            cni: "none".into(),
+            kube_proxy_disabled,
+            kubernetes_version: "1.36.2".into(),
+        }
+    }
+
+    #[test]
+    fn cilium_preset_values_without_kube_proxy() {
+        insta::assert_json_snapshot!(preset_values(Preset::Cilium, &facts(true)));
+    }
+
+    #[test]
+    fn cilium_preset_values_with_kube_proxy() {
+        insta::assert_json_snapshot!(preset_values(Preset::Cilium, &facts(false)));
+    }
+
+    #[test]
+    fn gpu_operator_preset_values() {
+        insta::assert_json_snapshot!(preset_values(Preset::NvidiaGpuOperator, &facts(true)));
+    }
+
+    #[test]
+    fn user_values_override_key_by_key_and_null_removes() {
+        let mut base = json!({"a": {"b": 1, "c": [1, 2]}, "d": true, "e": "x"});
+        merge_values(
+            &mut base,
+            &json!({"a": {"c": [3], "f": {"g": 1}}, "d": null, "e": {"now": "a map"}}),
+        );
+        assert_eq!(
+            base,
+            json!({"a": {"b": 1, "c": [3], "f": {"g": 1}}, "e": {"now": "a map"}})
+        );
+    }
+
+    #[test]
+    fn effective_values_layer_preset_files_then_values() {
+        let addon = Addon {
+            name: "cilium".into(),
+            pos: Default::default(),
+            preset: Some(Preset::Cilium),
+            source: AddonSource::Helm {
+                repo: "https://helm.cilium.io".into(),
+                chart: "cilium".into(),
+                version: "1.19.6".into(),
+                values: json!({"operator": {"replicas": 1}, "ipam": {"mode": "cluster-pool"}}),
+                values_files: Vec::new(),
+            },
+            namespace: "kube-system".into(),
+            namespace_labels: Default::default(),
+            phase: crate::topology::Phase::Bootstrap,
+            depends_on: Vec::new(),
+        };
+        let files = [json!({"operator": {"replicas": 3, "prometheus": {"enabled": true}}})];
+        let v = effective_values(&addon, &facts(true), &files);
+        assert_eq!(
+            v["ipam"]["mode"], "cluster-pool",
+            "values win over the preset"
+        );
+        assert_eq!(
+            v["operator"],
+            json!({"replicas": 1, "prometheus": {"enabled": true}})
+        );
+        assert_eq!(v["k8sServicePort"], 7445);
+        assert_eq!(v["cgroup"]["hostRoot"], "/sys/fs/cgroup");
+    }
+}
