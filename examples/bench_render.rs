@@ -110,7 +110,7 @@ fn pipeline(secrets: &SecretsBundle) {
     let mut bytes = 0usize;
     let started = Instant::now();
     for _ in 0..ROUNDS {
-        let configs = node_configs(&t, secrets, &set).expect("node configs");
+        let configs = node_configs(&t, secrets, &set, &[]).expect("node configs");
         bytes += configs.iter().map(|c| c.yaml.expose().len()).sum::<usize>();
     }
     let elapsed = started.elapsed().as_secs_f64();

@@ -110,7 +110,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let read_at = Instant::now();
         patch_count = set.node_patches().iter().map(|(_, p)| p.len()).sum();
         assert!(set.warnings().is_empty() && loaded.diagnostics.is_empty());
-        let configs = node_configs(&t, &secrets, &set).map_err(|d| format!("{d:?}"))?;
+        let configs = node_configs(&t, &secrets, &set, &[]).map_err(|d| format!("{d:?}"))?;
         bytes = configs.iter().map(|c| c.yaml.expose().len()).sum::<usize>();
         let end = Instant::now();
         load.push(loaded_at - start);

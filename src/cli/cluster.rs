@@ -96,9 +96,21 @@ pub fn render_configs(
         Ok(p) => p,
         Err(diagnostics) => return Err(report(&diagnostics)),
     };
-    let configs =
-        crate::machine::node::node_configs(topology, secrets, &patches).map_err(|d| report(&d))?;
-    let addon_problems = crate::addon::check(topology, &configs);
+    let (addons, problems) = crate::files::render_addons(topology);
+    if crate::topology::diagnostics::has_errors(&problems) {
+        return Err(report(&problems));
+    }
+    warn_undelivered_addons(topology);
+    let inline = crate::addon::inline_manifests(topology, &addons);
+    let configs = crate::machine::node::node_configs(topology, secrets, &patches, &inline)
+        .map_err(|d| report(&d))?;
+    let mut addon_problems = crate::addon::check(topology, &configs);
+    let facts = crate::addon::ClusterFacts::of(&configs);
+    addon_problems.extend(crate::addon::object_checks(
+        topology,
+        &addons,
+        facts.as_ref(),
+    ));
     if crate::topology::diagnostics::has_errors(&addon_problems) {
         return Err(report(&addon_problems));
     }
@@ -499,6 +511,29 @@ pub async fn confirm(
     tokio::select! {
         answer = ask => Ok(answer.map_err(anyhow::Error::new)??),
         _ = cancel.wait_for(|c| *c) => Err(CommandError::Interrupted),
+    }
+}
+
+/// Say which add-ons `plan` and `apply` check without installing: this build
+/// delivers `manifests` add-ons of the bootstrap phase (in the control
+/// planes' inline manifests); Helm and URL sources, and the cluster phase,
+/// are validated only.
+fn warn_undelivered_addons(topology: &Topology) {
+    for a in topology.addons.values() {
+        let why = match (&a.source, a.phase) {
+            (crate::topology::AddonSource::Manifests(_), crate::topology::Phase::Bootstrap) => {
+                continue;
+            }
+            (crate::topology::AddonSource::Helm { .. }, _) => "a `helm` source",
+            (crate::topology::AddonSource::Url { .. }, _) => "a `url` source",
+            (_, crate::topology::Phase::Cluster) => "`phase: cluster`",
+        };
+        crate::ui::warn(&format!(
+            "add-on `{}` has {why}: it is validated, and this build does not install it \
+             (it installs `manifests` add-ons of `phase: bootstrap`, through the control \
+             planes' inline manifests)",
+            a.name
+        ));
     }
 }
 

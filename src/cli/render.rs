@@ -132,7 +132,11 @@ pub async fn run(args: RenderArgs) -> Result<Outcome, CommandError> {
     let mut t = full.clone();
     t.nodes.retain(|n| selected.contains(&n.hostname));
     let bundle = secrets(&args).await?;
-    let configs = match node_configs(&t, &bundle, &set) {
+    // The add-ons are the whole cluster's: every control plane carries them.
+    let (addons, problems) = crate::files::render_addons(&full);
+    report(&problems)?;
+    let inline = crate::addon::inline_manifests(&full, &addons);
+    let configs = match node_configs(&t, &bundle, &set, &inline) {
         Ok(c) => c,
         Err(d) => {
             report(&d)?;

@@ -82,10 +82,16 @@ pub fn check(file: &Path) -> anyhow::Result<Validation> {
     let secrets =
         SecretsBundle::generate_for_checks(&mut rand::rngs::OsRng, time::OffsetDateTime::now_utc())
             .context("cannot make the secrets bundle for checking the machine configs")?;
-    match node_configs(t, &secrets, &set) {
+    let (addons, problems) = crate::files::render_addons(t);
+    v.diagnostics.extend(problems);
+    let inline = crate::addon::inline_manifests(t, &addons);
+    match node_configs(t, &secrets, &set, &inline) {
         Ok(configs) => {
             v.diagnostics.extend(node::warnings(&configs));
             v.diagnostics.extend(crate::addon::check(t, &configs));
+            let facts = crate::addon::ClusterFacts::of(&configs);
+            v.diagnostics
+                .extend(crate::addon::object_checks(t, &addons, facts.as_ref()));
         }
         Err(diagnostics) => v.diagnostics.extend(diagnostics),
     }

@@ -36,7 +36,7 @@ fn configs(file: &Path) -> Result<Vec<NodeConfig>, Vec<Diagnostic>> {
     let loaded = talosprov::files::load_topology(file).unwrap();
     let t = loaded.topology.expect("valid topology");
     let patches = talosprov::files::load_patches(&t).unwrap();
-    node_configs(&t, &parse_secrets_yaml(SECRETS).unwrap(), &patches)
+    node_configs(&t, &parse_secrets_yaml(SECRETS).unwrap(), &patches, &[])
 }
 
 fn errors(file: &Path) -> Vec<Diagnostic> {

@@ -201,6 +201,11 @@ fn covered(field: &str, r: &Received) -> Option<Result<(), &'static str>> {
                 "talosprov's own files: the topology, the patches, the state",
             ));
         }
+        "addons" => {
+            return Some(Err(
+                "Kubernetes objects: control planes' inline manifests, and the Kubernetes API",
+            ));
+        }
         _ => return None,
     }
     checked

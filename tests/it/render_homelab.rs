@@ -15,7 +15,7 @@ fn homelab() -> Vec<NodeConfig> {
     t.patches_dir = repo().join("patches");
     let patches = talosprov::files::load_patches(&t).expect("patch tree");
     let secrets = parse_secrets_yaml(SECRETS).expect("fixture bundle");
-    node_configs(&t, &secrets, &patches).expect("homelab renders")
+    node_configs(&t, &secrets, &patches, &[]).expect("homelab renders")
 }
 
 fn node<'a>(configs: &'a [NodeConfig], hostname: &str) -> &'a NodeConfig {

@@ -32,6 +32,10 @@ fn topology_dir() -> tempfile::TempDir {
         .replace("../../patches", "patches");
     std::fs::write(dir.path().join("cluster.yaml"), text).expect("write topology");
     copy_tree(&repo.join("patches"), &dir.path().join("patches"));
+    copy_tree(
+        &repo.join("examples/lab/addons"),
+        &dir.path().join("addons"),
+    );
     dir
 }
 

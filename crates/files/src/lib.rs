@@ -166,6 +166,16 @@ pub fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {
     file.sync_all()
 }
 
+/// Render the `manifests` add-ons of `topology` from the disk (see
+/// [`talosprov_core::addon::render_manifests`]): the add-ons that rendered,
+/// and every problem.
+pub fn render_addons(
+    topology: &Topology,
+) -> (Vec<talosprov_core::addon::RenderedAddon>, Vec<Diagnostic>) {
+    let kubernetes = talosprov_core::addon::manifests::kubernetes_version(topology);
+    talosprov_core::addon::render_manifests(topology, &Disk, &kubernetes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -80,6 +80,10 @@ impl Lab {
         .expect("start the simulator");
         let dir = tempfile::tempdir().expect("temp dir");
         copy_tree(&repo().join("patches"), &dir.path().join("patches"));
+        copy_tree(
+            &repo().join("examples/lab/addons"),
+            &dir.path().join("addons"),
+        );
         let lab = Lab {
             pve,
             factory,

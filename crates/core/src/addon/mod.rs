@@ -6,10 +6,12 @@
 
 pub mod checks;
 pub mod facts;
+pub mod manifests;
 pub mod order;
 pub mod values;
 
 pub use checks::check;
 pub use facts::{ClusterFacts, NodeFacts};
+pub use manifests::{RenderedAddon, inline_manifests, object_checks, render_manifests};
 pub use order::apply_order;
 pub use values::{effective_values, merge_values, preset_values};

@@ -7,6 +7,7 @@ pub mod config;
 pub mod decode;
 pub mod fields;
 pub mod immediate;
+pub mod inline;
 pub mod keys;
 pub mod kubeconfig;
 pub mod link;

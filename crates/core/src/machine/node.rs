@@ -8,6 +8,7 @@ use std::net::Ipv4Addr;
 
 use super::config::{BaseConfigInput, base_config, machine_config_yaml};
 use super::decode::decode_config;
+use super::inline::{InlineManifest, merge_inline_manifests};
 use super::link::{NodeLink, check_node_link};
 use super::managed::{ManagedField, Override, overrides};
 use super::redact::redact_secrets;
@@ -53,7 +54,9 @@ pub struct NodeConfig {
     pub warnings: Vec<Diagnostic>,
 }
 
-/// Build the final machine config of every node, in node order.
+/// Build the final machine config of every node, in node order. `inline`: the
+/// bootstrap add-ons, merged into every control plane's
+/// `cluster.inlineManifests` after its patches (none on workers).
 ///
 /// # Errors
 /// Every problem at once, in node order: the patch files' own problems (once each, from
@@ -70,6 +73,7 @@ pub fn node_configs(
     topology: &Topology,
     secrets: &SecretsBundle,
     patches: &PatchSet,
+    inline: &[InlineManifest],
 ) -> Result<Vec<NodeConfig>, Vec<Diagnostic>> {
     let applications: usize = topology
         .nodes
@@ -154,6 +158,7 @@ pub fn node_configs(
         contract: contract.contract,
         schematics: HashMap::new(),
         bases: HashMap::new(),
+        inline,
     };
     let mut configs = Vec::with_capacity(topology.nodes.len());
     for node in &topology.nodes {
@@ -233,6 +238,9 @@ struct Build<'a> {
     schematics: HashMap<Option<String>, SchematicId>,
     /// Base config by role and installer image.
     bases: HashMap<(Role, String), Result<MachineConfig, Diagnostic>>,
+    /// The bootstrap add-ons, put into every control plane's config after
+    /// its patches.
+    inline: &'a [InlineManifest],
 }
 
 impl Build<'_> {
@@ -351,7 +359,10 @@ impl Build<'_> {
         for e in &applied.errors {
             problems.push(self.conflict(node, e));
         }
-        let config = applied.config;
+        let mut config = applied.config;
+        if node.role == Role::Controlplane {
+            merge_inline_manifests(&mut config.documents, self.inline);
+        }
         let mut found = decode_config(&config.documents, self.contract);
         if applied.errors.is_empty() {
             // Talos stops at a value it cannot decode; its checks on that value (or on what

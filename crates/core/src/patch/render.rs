@@ -269,12 +269,17 @@ impl Renderer {
         Ok(())
     }
 
-    /// Render an added file for one node.
+    /// Render an added file with `vars` (a node's [`TemplateVars`], or an
+    /// add-on's variables).
     ///
     /// # Errors
     /// [`RenderError::Template`] (undefined variable, failed function call...)
     /// or [`RenderError::NotLoaded`].
-    pub fn render(&self, file: &Path, vars: &TemplateVars) -> Result<String, RenderError> {
+    pub fn render<V: Serialize + ?Sized>(
+        &self,
+        file: &Path,
+        vars: &V,
+    ) -> Result<String, RenderError> {
         let entry = self.files.get(file).ok_or_else(|| RenderError::NotLoaded {
             file: file.to_path_buf(),
         })?;
@@ -326,10 +331,10 @@ impl Renderer {
     ///
     /// # Errors
     /// As [`Renderer::render`], or [`RenderError::Yaml`].
-    pub fn render_documents(
+    pub fn render_documents<V: Serialize + ?Sized>(
         &self,
         file: &Path,
-        vars: &TemplateVars,
+        vars: &V,
     ) -> Result<Vec<serde_yaml_ng::Value>, RenderError> {
         if let Some(Entry {
             literal: Some(docs),

@@ -351,7 +351,9 @@ fn to_u32(n: usize) -> u32 {
 }
 
 /// A render error as a diagnostic: `P006` for templates, `P007` for YAML.
-fn render_diagnostic(e: &RenderError, hostname: Option<&str>) -> Diagnostic {
+/// The diagnostic for a template or YAML error of a rendered file: `P006`
+/// (template) or `P007` (YAML), on `hostname` when given.
+pub(crate) fn render_diagnostic(e: &RenderError, hostname: Option<&str>) -> Diagnostic {
     let d = match e {
         RenderError::Template {
             file,

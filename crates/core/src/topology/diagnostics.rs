@@ -172,6 +172,12 @@ codes! {
     /// The Talos cloud controller manager is declared, and a node's kubelet
     /// lacks `cloud-provider: external`.
     ExternalCloudProvider = ("A008", "external-cloud-provider"),
+    /// An add-on's manifests cannot be used: a file that cannot be read, a
+    /// glob that matches no file, a document that is not a Kubernetes object
+    /// (`apiVersion`, `kind`, `metadata.name`).
+    InvalidAddonManifest = ("A009", "invalid-addon-manifest"),
+    /// Two add-ons render the same Kubernetes object.
+    AddonObjectConflict = ("A010", "addon-object-conflict"),
     /// A patch file is empty, and is skipped.
     EmptyPatch = ("P001", "empty-patch"),
     /// A `patches/nodes/<name>` folder that matches no node.

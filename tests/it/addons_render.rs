@@ -1,0 +1,141 @@
+//! Bootstrap add-ons in the machine configs: `render` of the lab shows its CNI
+//! add-on in every control plane's `cluster.inlineManifests` (and in no
+//! worker's), rendered from its minijinja template, and a change to the
+//! manifest changes the control planes' configs only.
+
+use crate::support::cli::{stderr, stdout, talosprov};
+use crate::support::fixtures::{SECRETS_FILE, copy_tree, repo};
+use serde::Deserialize as _;
+use std::path::Path;
+
+/// A copy of the lab topology, its patches and its add-ons in a folder of
+/// its own.
+fn lab_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = std::fs::read_to_string(repo().join("examples/lab/cluster.yaml"))
+        .expect("lab topology")
+        .replace("ca_file: .run/ca.pem", "insecure: true")
+        .replace("../../patches", "patches");
+    std::fs::write(dir.path().join("cluster.yaml"), text).expect("write topology");
+    copy_tree(&repo().join("patches"), &dir.path().join("patches"));
+    copy_tree(
+        &repo().join("examples/lab/addons"),
+        &dir.path().join("addons"),
+    );
+    dir
+}
+
+/// `talosprov render` of `node` in `dir`: its config text.
+fn render(dir: &Path, node: &str) -> String {
+    let out = talosprov()
+        .current_dir(dir)
+        .env("PROXMOX_VE_ENDPOINT", "https://127.0.0.110:8006")
+        .args([
+            "render",
+            "-f",
+            "cluster.yaml",
+            "--secrets",
+            SECRETS_FILE,
+            node,
+        ])
+        .output()
+        .expect("run talosprov");
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+}
+
+/// The v1alpha1 document's `cluster.inlineManifests` of a rendered config.
+fn inline_manifests(config: &str) -> Vec<(String, String)> {
+    serde_yaml_ng::Deserializer::from_str(config)
+        .map(|d| serde_yaml_ng::Value::deserialize(d).expect("yaml"))
+        .find(|d| d.get("machine").is_some())
+        .and_then(|d| d["cluster"]["inlineManifests"].as_sequence().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap_or_default().to_owned(),
+                m["contents"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn control_planes_carry_the_bootstrap_addon_and_workers_do_not() {
+    let dir = lab_copy();
+    let cp = inline_manifests(&render(dir.path(), "talos-controlplane-01"));
+    assert_eq!(cp.len(), 1, "{cp:?}");
+    let (name, contents) = &cp[0];
+    assert_eq!(name, "lab-cni");
+    let objects: Vec<serde_yaml_ng::Value> = serde_yaml_ng::Deserializer::from_str(contents)
+        .map(|d| serde_yaml_ng::Value::deserialize(d).expect("object"))
+        .collect();
+    let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    assert_eq!(kinds, ["ServiceAccount", "DaemonSet"]);
+    let ds = &objects[1];
+    assert_eq!(ds["metadata"]["namespace"], "kube-system");
+    assert_eq!(
+        ds["metadata"]["labels"]["app.kubernetes.io/part-of"], "lab",
+        "templated"
+    );
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"],
+        "/etc/cni/net.d"
+    );
+    for worker in ["talos-worker-01", "talos-gpu-01"] {
+        assert!(
+            inline_manifests(&render(dir.path(), worker)).is_empty(),
+            "{worker}"
+        );
+    }
+}
+
+#[test]
+fn a_changed_manifest_changes_the_control_plane_configs_only() {
+    let dir = lab_copy();
+    let before: Vec<String> = ["talos-controlplane-01", "talos-worker-01"]
+        .iter()
+        .map(|n| render(dir.path(), n))
+        .collect();
+    let file = dir.path().join("addons/lab-cni.yaml.j2");
+    let text = std::fs::read_to_string(&file).expect("manifest");
+    std::fs::write(&file, text.replace("pause:3.10", "pause:3.11")).expect("write");
+    let after: Vec<String> = ["talos-controlplane-01", "talos-worker-01"]
+        .iter()
+        .map(|n| render(dir.path(), n))
+        .collect();
+    assert_ne!(before[0], after[0]);
+    assert!(after[0].contains("pause:3.11"));
+    assert_eq!(before[1], after[1]);
+}
+
+#[test]
+fn plan_says_which_addons_this_build_does_not_install() {
+    let dir = lab_copy();
+    let path = dir.path().join("cluster.yaml");
+    let text = std::fs::read_to_string(&path).expect("topology");
+    std::fs::write(
+        &path,
+        format!("{text}  later:\n    manifests: [addons/lab-cni.yaml.j2]\n    namespace: later\n"),
+    )
+    .expect("write");
+    let out = talosprov()
+        .current_dir(dir.path())
+        .env("PROXMOX_VE_ENDPOINT", "https://127.0.0.110:8006")
+        .env("NO_COLOR", "1")
+        .args(["plan", "-refresh=false", "-f", "cluster.yaml"])
+        .output()
+        .expect("run talosprov");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("add-on")).collect();
+    assert_eq!(
+        warnings,
+        [
+            "Warning: add-on `later` has `phase: cluster`: it is validated, and this build does \
+             not install it (it installs `manifests` add-ons of `phase: bootstrap`, through the \
+             control planes' inline manifests)"
+        ]
+    );
+}
