@@ -17,5 +17,6 @@ pub use talosprov_factory as factory;
 pub use talosprov_files as files;
 pub use talosprov_proxmox as proxmox;
 pub use talosprov_retry as retry;
+pub use talosprov_sources as sources;
 pub use talosprov_state as state;
 pub use talosprov_talos as talos;

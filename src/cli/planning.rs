@@ -54,7 +54,8 @@ pub async fn make_plan(
             (b, Some(text))
         }
     };
-    let (configs, inputs) = cluster::render_configs(topology, &bundle)?;
+    let addons = cluster::render_addons(topology).await?;
+    let (configs, inputs) = cluster::render_configs(topology, &bundle, &addons)?;
     let observed = cluster::observe(topology, state, &configs, offline).await?;
     let shared = cluster::storage_shared(&observed, state);
     let desired = plan::desired(topology, &configs, shared).map_err(|errors| {

@@ -134,8 +134,97 @@ fn plan_says_which_addons_this_build_does_not_install() {
         warnings,
         [
             "Warning: add-on `later` has `phase: cluster`: it is validated, and this build does \
-             not install it (it installs `manifests` add-ons of `phase: bootstrap`, through the \
-             control planes' inline manifests)"
+             not install it (it installs `manifests` and `url` add-ons of `phase: bootstrap`, \
+             through the control planes' inline manifests)"
         ]
     );
+}
+
+/// A loopback HTTP server that answers every request with `body`; its URL.
+fn serve(body: &'static str) -> String {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!(
+        "http://{}/deploy/standalone-install.yaml",
+        listener.local_addr().expect("addr")
+    );
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+const APPROVER: &str = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: approver\n---\n\
+    apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: approver\nspec: {replicas: 1}\n";
+
+/// The lab copy with a `url` add-on of `phase: bootstrap` pinned to `sha256`.
+fn with_download(url: &str, sha256: &str) -> tempfile::TempDir {
+    let dir = lab_copy();
+    let path = dir.path().join("cluster.yaml");
+    let text = std::fs::read_to_string(&path).expect("topology");
+    std::fs::write(
+        &path,
+        format!(
+            "{text}  approver:\n    url: {url}\n    sha256: {sha256}\n    namespace: approver\n    phase: bootstrap\n"
+        ),
+    )
+    .expect("write");
+    dir
+}
+
+#[test]
+fn a_downloaded_bootstrap_addon_is_checked_and_goes_inline() {
+    use sha2::Digest as _;
+    let url = serve(APPROVER);
+    let sha = hex::encode(sha2::Sha256::digest(APPROVER.as_bytes()));
+    let dir = with_download(&url, &sha);
+    let cp = inline_manifests(&render(dir.path(), "talos-controlplane-01"));
+    let names: Vec<&str> = cp.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["lab-cni", "approver"]);
+    let contents = &cp[1].1;
+    assert!(
+        contents.starts_with("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: approver\n"),
+        "{contents}"
+    );
+    assert!(
+        contents.contains("kind: Deployment\nmetadata:\n  name: approver\n  namespace: approver\n"),
+        "{contents}"
+    );
+
+    let wrong = "f".repeat(64);
+    let dir = with_download(&url, &wrong);
+    let out = talosprov()
+        .current_dir(dir.path())
+        .env("PROXMOX_VE_ENDPOINT", "https://127.0.0.110:8006")
+        .env("NO_COLOR", "1")
+        .args([
+            "render",
+            "-f",
+            "cluster.yaml",
+            "--secrets",
+            SECRETS_FILE,
+            "talos-controlplane-01",
+        ])
+        .output()
+        .expect("run talosprov");
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("error[A004 addon-checksum]: add-on `approver`:"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("has SHA-256 {sha}, and the topology pins {wrong}")),
+        "{err}"
+    );
+    assert!(stdout(&out).is_empty(), "nothing rendered");
 }

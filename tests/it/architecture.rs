@@ -843,6 +843,10 @@ fn each_crate_depends_only_on_the_layers_below_it() {
             &["talosprov-core", "talosprov-retry"][..],
         ),
         (
+            "talosprov-sources",
+            &["talosprov-core", "talosprov-retry"][..],
+        ),
+        (
             "talosprov-engine",
             &[
                 "talosprov-core",
@@ -864,6 +868,7 @@ fn each_crate_depends_only_on_the_layers_below_it() {
                 "talosprov-talos",
                 "talosprov-factory",
                 "talosprov-state",
+                "talosprov-sources",
                 "talosprov-engine",
             ][..],
         ),

@@ -318,6 +318,18 @@ fn render_file(
         }
     };
     let starts = (kind == PatchKind::Literal).then(|| document_lines(&text));
+    objects_of(docs, file, addon, starts.as_deref(), problems)
+}
+
+/// The objects of one file's documents; `starts`: each document's first
+/// line, when the lines are the file's own (not a template's output).
+fn objects_of(
+    docs: Vec<Value>,
+    file: &Path,
+    addon: &Addon,
+    starts: Option<&[u32]>,
+    problems: &mut Vec<Diagnostic>,
+) -> Vec<Object> {
     let mut objects = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
         match object(doc, file, addon) {
@@ -333,7 +345,7 @@ fn render_file(
                     ),
                 )
                 .field(format!("addons.{}.manifests", addon.name));
-                if let Some(line) = starts.as_ref().and_then(|s| s.get(i)) {
+                if let Some(line) = starts.and_then(|s| s.get(i)) {
                     d = d.at(Pos::new(*line, 1));
                 }
                 problems.push(d);
@@ -341,6 +353,37 @@ fn render_file(
         }
     }
     objects
+}
+
+/// The objects of a `url` add-on from the text downloaded from `url` (its
+/// digest already checked): `None` with the problems when a document is not
+/// YAML or not an object (`A009`, naming the URL and the line).
+pub fn render_download(
+    topology: &Topology,
+    addon: &Addon,
+    url: &str,
+    text: &str,
+) -> (Option<RenderedAddon>, Vec<Diagnostic>) {
+    let mut problems = Vec::new();
+    let file = Path::new(url);
+    let docs = match crate::patch::render::parse_rendered(file, PatchKind::Literal, text) {
+        Ok(d) => d,
+        Err(e) => {
+            let msg = format!("the download of add-on `{}` is not YAML: {e}", addon.name);
+            problems.push(at(topology, addon, Code::InvalidAddonManifest, msg));
+            return (None, problems);
+        }
+    };
+    let starts = document_lines(text);
+    let objects = objects_of(docs, file, addon, Some(&starts), &mut problems);
+    if !problems.is_empty() {
+        return (None, problems);
+    }
+    let rendered = RenderedAddon {
+        name: addon.name.clone(),
+        objects: with_namespace(addon, objects),
+    };
+    (Some(rendered), problems)
 }
 
 /// The 1-based line where each YAML document of `text` starts: its first
@@ -495,7 +538,8 @@ fn problem(topology: &Topology, addon: &Addon, msg: String) -> Diagnostic {
     at(topology, addon, Code::InvalidAddonManifest, msg)
 }
 
-fn at(topology: &Topology, addon: &Addon, code: Code, msg: String) -> Diagnostic {
+/// A diagnostic about `addon`, at its entry in the topology file.
+pub fn at(topology: &Topology, addon: &Addon, code: Code, msg: String) -> Diagnostic {
     Diagnostic::error(code, &topology.file, msg)
         .at(addon.pos)
         .field(format!("addons.{}", addon.name))

@@ -59,7 +59,8 @@ pub fn parse(text: &str, file: &Path, env: &Environment) -> Loaded {
         Some(raw) => {
             let (topology, mut more) = validate::validate(&raw, file, env);
             // A field with a value of the wrong type reads as absent; neither it
-            // nor anything inside it is also "missing".
+            // nor anything inside it is also "missing" (a `sha256` that is not a
+            // string is not also a download without its digest).
             let wrong: Vec<String> = diagnostics
                 .iter()
                 .filter(|d| d.code == Code::WrongType)
@@ -72,7 +73,7 @@ pub fn parse(text: &str, file: &Path, env: &Environment) -> Loaded {
                         .is_some_and(|rest| rest.starts_with(['.', '[']))
             };
             more.retain(|d| {
-                d.code != Code::MissingField
+                !matches!(d.code, Code::MissingField | Code::AddonChecksum)
                     || !d
                         .field
                         .as_deref()
