@@ -105,7 +105,7 @@ pub fn render_configs(
     let facts = crate::addon::ClusterFacts::of(&configs);
     addon_problems.extend(crate::addon::object_checks(
         topology,
-        &addons,
+        addons,
         facts.as_ref(),
     ));
     if crate::topology::diagnostics::has_errors(&addon_problems) {
