@@ -432,7 +432,7 @@ impl Edges for CliEdges<'_> {
             planned = make_plan(
                 topology,
                 state,
-                saved_secrets,
+                settings.saved.as_ref(),
                 settings.offline,
                 &settings.targets,
                 settings.staged,

@@ -26,7 +26,7 @@ use crate::state::encrypt::{self, StateKeys};
 use crate::state::format::State;
 use crate::state::{Sensitive, StateBackend, StateStore};
 use crate::talos::ClientCredentials;
-use crate::topology::{self, Code, SchematicSpec, Topology};
+use crate::topology::{self, SchematicSpec, Topology};
 use sha2::Digest as _;
 
 /// Load and validate the topology; print its diagnostics on stderr.
@@ -508,82 +508,6 @@ pub async fn confirm(
     tokio::select! {
         answer = ask => Ok(answer.map_err(anyhow::Error::new)??),
         _ = cancel.wait_for(|c| *c) => Err(CommandError::Interrupted),
-    }
-}
-
-/// Every add-on whose objects this build renders, in the topology's order:
-/// `manifests` add-ons from the disk, `url` add-ons downloaded (all at once)
-/// and checked against their SHA-256. Says which add-ons are validated
-/// only.
-///
-/// # Errors
-/// Every problem at once, printed ([`CommandError::Reported`]): a manifest
-/// that cannot be read or is not an object, a download that fails or does
-/// not match its digest (`A004`), two add-ons with one object.
-pub async fn render_addons(topology: &Topology) -> Result<Vec<RenderedAddon>, CommandError> {
-    let (mut rendered, mut problems) = crate::files::render_addons(topology);
-    let downloads: Vec<(&crate::topology::Addon, &str, &str)> = topology
-        .addons
-        .values()
-        .filter_map(|a| match &a.source {
-            crate::topology::AddonSource::Url { url, sha256 } => {
-                Some((a, url.as_str(), sha256.as_str()))
-            }
-            _ => None,
-        })
-        .collect();
-    if !downloads.is_empty() {
-        let fetcher = crate::sources::Fetcher::new()?;
-        let fetched = futures::future::join_all(
-            downloads
-                .iter()
-                .map(|(_, url, sha256)| fetcher.manifest(url, sha256)),
-        )
-        .await;
-        for ((addon, url, _), result) in downloads.iter().zip(fetched) {
-            match result {
-                Ok(text) => {
-                    let (r, p) =
-                        crate::addon::manifests::render_download(topology, addon, url, &text);
-                    rendered.extend(r);
-                    problems.extend(p);
-                }
-                Err(e) => {
-                    let code = match e {
-                        crate::sources::FetchError::Mismatch { .. } => Code::AddonChecksum,
-                        _ => Code::InvalidAddonManifest,
-                    };
-                    let msg = format!("add-on `{}`: {e}", addon.name);
-                    problems.push(crate::addon::manifests::at(topology, addon, code, msg));
-                }
-            }
-        }
-    }
-    rendered.sort_by_key(|r| topology.addons.get_index_of(&r.name));
-    if crate::topology::diagnostics::has_errors(&problems) {
-        return Err(report(&problems));
-    }
-    warn_undelivered_addons(topology);
-    Ok(rendered)
-}
-
-/// Say which add-ons `plan` and `apply` check without installing: this build
-/// delivers `manifests` and `url` add-ons of the bootstrap phase (in the
-/// control planes' inline manifests); Helm sources and the cluster phase are
-/// validated only.
-fn warn_undelivered_addons(topology: &Topology) {
-    for a in topology.addons.values() {
-        let why = match (&a.source, a.phase) {
-            (crate::topology::AddonSource::Helm { .. }, _) => "a `helm` source",
-            (_, crate::topology::Phase::Cluster) => "`phase: cluster`",
-            (_, crate::topology::Phase::Bootstrap) => continue,
-        };
-        crate::ui::warn(&format!(
-            "add-on `{}` has {why}: it is validated, and this build does not install it \
-             (it installs `manifests` and `url` add-ons of `phase: bootstrap`, through the \
-             control planes' inline manifests)",
-            a.name
-        ));
     }
 }
 

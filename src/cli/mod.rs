@@ -4,6 +4,7 @@
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
+mod addons;
 mod apply;
 mod argv;
 mod cluster;

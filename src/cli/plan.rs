@@ -131,6 +131,7 @@ async fn plan_locked(
                 targets: args.target.iter().map(ToString::to_string).collect(),
                 staged: args.staged,
                 inputs: planned.inputs.clone(),
+                renderings: planned.renderings.clone(),
             },
         )?;
         if !args.json {

@@ -5,19 +5,21 @@
 use anyhow::Context as _;
 
 use super::CommandError;
+use super::addons;
 use super::cluster;
 use crate::machine::parse_secrets_yaml;
-use crate::plan::{self, PlanInput};
+use crate::plan::{self, PlanInput, SavedPlan};
+use crate::state::Address;
 use crate::state::format::State;
-use crate::state::{Address, Sensitive};
 use crate::topology::Topology;
 
 pub use crate::apply::session::Planned;
 
 /// Make the plan.
 ///
-/// `secrets`: the bundle text to use when the state has none (from a saved
-/// plan); new ones are generated when neither has any. `staged`: config
+/// `saved`: the saved plan being applied, whose secrets are used when the
+/// state has none (new ones are generated when neither has any), and whose
+/// Helm renderings are used when their inputs are unchanged. `staged`: config
 /// changes on running nodes are sent in staged mode (`--staged`).
 ///
 /// # Errors
@@ -26,7 +28,7 @@ pub use crate::apply::session::Planned;
 pub async fn make_plan(
     topology: &Topology,
     state: Option<&State>,
-    secrets: Option<&Sensitive>,
+    saved: Option<&SavedPlan>,
     offline: bool,
     targets: &[Address],
     staged: bool,
@@ -43,6 +45,7 @@ pub async fn make_plan(
     // their digests, are known only once apply keeps the secrets.
     let recorded = cluster::state_secrets_opt(state)?;
     let fresh_secrets = recorded.is_none();
+    let secrets = saved.and_then(|s| s.secrets.as_ref());
     let (bundle, generated) = match (recorded, secrets) {
         (Some(b), _) => (b, None),
         (None, Some(text)) => (
@@ -54,8 +57,12 @@ pub async fn make_plan(
             (b, Some(text))
         }
     };
-    let addons = cluster::render_addons(topology).await?;
-    let (configs, inputs) = cluster::render_configs(topology, &bundle, &addons)?;
+    let known = addons::Known {
+        recorded: state.map(|s| &s.renderings),
+        saved: saved.map(|s| &s.renderings),
+    };
+    let rendered = addons::render(topology, &bundle, known).await?;
+    let (configs, inputs) = cluster::render_configs(topology, &bundle, &rendered.addons)?;
     let observed = cluster::observe(topology, state, &configs, offline).await?;
     let shared = cluster::storage_shared(&observed, state);
     let desired = plan::desired(topology, &configs, shared).map_err(|errors| {
@@ -97,5 +104,6 @@ pub async fn make_plan(
         generated,
         observed,
         inputs,
+        renderings: rendered.renderings,
     })
 }

@@ -133,8 +133,8 @@ pub async fn run(args: RenderArgs) -> Result<Outcome, CommandError> {
     t.nodes.retain(|n| selected.contains(&n.hostname));
     let bundle = secrets(&args).await?;
     // The add-ons are the whole cluster's: every control plane carries them.
-    let addons = super::cluster::render_addons(&full).await?;
-    let inline = crate::addon::inline_manifests(&full, &addons);
+    let rendered = super::addons::render(&full, &bundle, super::addons::Known::default()).await?;
+    let inline = crate::addon::inline_manifests(&full, &rendered.addons);
     let configs = match node_configs(&t, &bundle, &set, &inline) {
         Ok(c) => c,
         Err(d) => {

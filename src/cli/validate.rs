@@ -84,6 +84,7 @@ pub fn check(file: &Path) -> anyhow::Result<Validation> {
             .context("cannot make the secrets bundle for checking the machine configs")?;
     let (addons, problems) = crate::files::render_addons(t);
     v.diagnostics.extend(problems);
+    v.diagnostics.extend(helm_problems(t));
     let inline = crate::addon::inline_manifests(t, &addons);
     match node_configs(t, &secrets, &set, &inline) {
         Ok(configs) => {
@@ -96,6 +97,33 @@ pub fn check(file: &Path) -> anyhow::Result<Validation> {
         Err(diagnostics) => v.diagnostics.extend(diagnostics),
     }
     Ok(v)
+}
+
+/// `A011` for each `helm` add-on when no `helm` program can be found
+/// (`TALOSPROV_HELM`, else `helm` on `PATH`): `plan` would need it.
+fn helm_problems(t: &Topology) -> Vec<Diagnostic> {
+    let charts: Vec<&crate::topology::Addon> = t
+        .addons
+        .values()
+        .filter(|a| matches!(a.source, crate::topology::AddonSource::Helm { .. }))
+        .collect();
+    if charts.is_empty() {
+        return Vec::new();
+    }
+    let found = crate::sources::find_helm(
+        std::env::var(crate::sources::HELM_ENV).ok().as_deref(),
+        std::env::var("PATH").ok().as_deref(),
+    );
+    let Err(e) = found else {
+        return Vec::new();
+    };
+    charts
+        .into_iter()
+        .map(|a| {
+            let msg = format!("add-on `{}` is a Helm chart: {e}", a.name);
+            crate::addon::manifests::at(t, a, crate::topology::Code::HelmNotFound, msg)
+        })
+        .collect()
 }
 
 /// Run `validate`: exit 0 when there is no error, 1 otherwise.

@@ -134,8 +134,8 @@ fn plan_says_which_addons_this_build_does_not_install() {
         warnings,
         [
             "Warning: add-on `later` has `phase: cluster`: it is validated, and this build does \
-             not install it (it installs `manifests` and `url` add-ons of `phase: bootstrap`, \
-             through the control planes' inline manifests)"
+             not install it (it installs add-ons of `phase: bootstrap`, through the control \
+             planes' inline manifests)"
         ]
     );
 }

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod addons_helm;
 mod addons_render;
 mod apply_settings;
 mod architecture;

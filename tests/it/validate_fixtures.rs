@@ -22,12 +22,19 @@ fn fixtures() -> Vec<String> {
     names
 }
 
-/// Run `validate -f <name>.yaml` from the fixtures folder, with no colour and
-/// no Proxmox endpoint in the environment.
+/// Run `validate -f <name>.yaml` from the fixtures folder, with no colour, no
+/// Proxmox endpoint in the environment, and `TALOSPROV_HELM` set.
 fn validate(name: &str) -> (i32, String, String) {
+    // Helm add-ons find a `helm` program, except in the fixture about its absence.
+    let helm = if name == "helm-not-found" {
+        "/nonexistent/helm"
+    } else {
+        "/bin/sh"
+    };
     let out = talosprov()
         .current_dir(fixtures_dir())
         .env_remove("PROXMOX_VE_ENDPOINT")
+        .env("TALOSPROV_HELM", helm)
         .env("NO_COLOR", "1")
         .args(["validate", "-f", &format!("{name}.yaml")])
         .output()

@@ -2,13 +2,15 @@
 //! valid, and each node lists its patches in merge order.
 
 use crate::support::cli::talosprov;
-use crate::support::fixtures::repo;
+use crate::support::fixtures::{HELM_STAND_IN, repo};
 
 fn run(args: &[&str]) -> std::process::Output {
     talosprov()
         .current_dir(repo())
         .env_remove("PROXMOX_VE_ENDPOINT")
         .env("NO_COLOR", "1")
+        // The homelab's add-ons are Helm charts: validate checks there is a helm.
+        .env("TALOSPROV_HELM", HELM_STAND_IN)
         .args(args)
         .output()
         .expect("run talosprov")

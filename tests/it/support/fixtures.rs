@@ -7,6 +7,11 @@ use std::path::{Path, PathBuf};
 /// The fixture secrets bundle's text, compiled in.
 pub const SECRETS: &str = include_str!("../../fixtures/secrets.yaml");
 
+/// The `helm` stand-in the tests put on `TALOSPROV_HELM` (Helm cannot be installed
+/// from this project's package sources): it checks its arguments when asked and prints
+/// the fixture rendering of the chart (tests/fixtures/helm).
+pub const HELM_STAND_IN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/helm/helm");
+
 /// The fixture secrets bundle's absolute path, for `--secrets` and `secrets import`.
 pub const SECRETS_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/secrets.yaml");
 

@@ -355,21 +355,22 @@ fn objects_of(
     objects
 }
 
-/// The objects of a `url` add-on from the text downloaded from `url` (its
-/// digest already checked): `None` with the problems when a document is not
-/// YAML or not an object (`A009`, naming the URL and the line).
-pub fn render_download(
+/// The objects of a `url` or `helm` add-on from its text (downloaded from
+/// the URL, its digest already checked, or printed by `helm template`),
+/// labelled `source` in messages: `None` with the problems when a document
+/// is not YAML or not an object (`A009`, naming the source and the line).
+pub fn render_text(
     topology: &Topology,
     addon: &Addon,
-    url: &str,
+    source: &str,
     text: &str,
 ) -> (Option<RenderedAddon>, Vec<Diagnostic>) {
     let mut problems = Vec::new();
-    let file = Path::new(url);
+    let file = Path::new(source);
     let docs = match crate::patch::render::parse_rendered(file, PatchKind::Literal, text) {
         Ok(d) => d,
         Err(e) => {
-            let msg = format!("the download of add-on `{}` is not YAML: {e}", addon.name);
+            let msg = format!("the manifests of add-on `{}` are not YAML: {e}", addon.name);
             problems.push(at(topology, addon, Code::InvalidAddonManifest, msg));
             return (None, problems);
         }

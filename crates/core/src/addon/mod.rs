@@ -6,6 +6,7 @@
 
 pub mod checks;
 pub mod facts;
+pub mod helm;
 pub mod manifests;
 pub mod order;
 pub mod values;

@@ -101,6 +101,11 @@ pub struct SavedPlan {
     pub staged: bool,
     /// The digests of the files the plan was made from.
     pub inputs: InputDigests,
+    /// The Helm add-ons' renderings the plan was made with, by add-on name:
+    /// apply uses them while their inputs are unchanged, so it needs no
+    /// `helm` and applies the manifests the plan showed.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub renderings: std::collections::BTreeMap<String, crate::state::format::Rendering>,
 }
 
 impl SavedPlan {
@@ -486,9 +491,20 @@ mod tests {
             targets: vec!["vm/cp-01".into()],
             staged: false,
             inputs: InputDigests::default(),
+            renderings: BTreeMap::from([(
+                "cilium".to_owned(),
+                crate::state::format::Rendering {
+                    digest: "ab".repeat(32),
+                    manifests: Sensitive::new("kind: Secret\ndata: {ca.key: c2VjcmV0}\n"),
+                },
+            )]),
         };
         assert_eq!(SavedPlan::from_json(&s.to_json()).expect("reads"), s);
         assert!(!format!("{s:?}").contains("cluster: secret"));
+        assert!(
+            !format!("{s:?}").contains("c2VjcmV0"),
+            "renderings are sensitive"
+        );
     }
 
     /// A saved plan updating `vm/w` memory to `memory`, a config change on
@@ -532,6 +548,7 @@ mod tests {
             targets: Vec::new(),
             staged: false,
             inputs,
+            renderings: BTreeMap::new(),
         };
         (s, p)
     }

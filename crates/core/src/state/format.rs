@@ -40,6 +40,25 @@ pub struct State {
     /// Values users fetch with `talosprov output`.
     #[serde(default)]
     pub outputs: Outputs,
+    /// Each Helm add-on's rendered manifests, by add-on name, with the digest
+    /// of what they were rendered from: charts such as Cilium's generate
+    /// certificates at every render, so a plan renders anew only when the
+    /// chart, its version, its values, the namespace or the Kubernetes
+    /// version change.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub renderings: BTreeMap<String, Rendering>,
+}
+
+/// One add-on's rendered manifests and what they were rendered from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rendering {
+    /// Lowercase hex SHA-256 of the rendering's inputs
+    /// (`addon::helm::inputs_digest`).
+    pub digest: String,
+    /// The manifests as `helm template` printed them: they may hold Secrets
+    /// (a CA the chart generated), so they are sensitive.
+    pub manifests: Sensitive,
 }
 
 /// The recorded resources, each map keyed by the name part of its address.
@@ -317,6 +336,7 @@ impl State {
             secrets: None,
             resources: Resources::default(),
             outputs: Outputs::default(),
+            renderings: BTreeMap::new(),
         }
     }
 

@@ -178,6 +178,9 @@ codes! {
     InvalidAddonManifest = ("A009", "invalid-addon-manifest"),
     /// Two add-ons render the same Kubernetes object.
     AddonObjectConflict = ("A010", "addon-object-conflict"),
+    /// A `helm` add-on, and no `helm` program: neither `TALOSPROV_HELM` nor
+    /// `helm` on `PATH`.
+    HelmNotFound = ("A011", "helm-not-found"),
     /// A patch file is empty, and is skipped.
     EmptyPatch = ("P001", "empty-patch"),
     /// A `patches/nodes/<name>` folder that matches no node.

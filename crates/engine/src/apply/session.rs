@@ -16,6 +16,7 @@
 //! the views, the question on the terminal and the real provider. The
 //! workflow's tests drive it with scripted edges and an in-memory backend.
 
+use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
@@ -25,7 +26,7 @@ use talosprov_core::machine::SecretsBundle;
 use talosprov_core::plan::order::chain_upgrades;
 use talosprov_core::plan::{Desired, InputDigests, Observed, Plan, SavedPlan};
 use talosprov_core::plan::{check_fresh, check_same};
-use talosprov_state::format::State;
+use talosprov_state::format::{Rendering, State};
 use talosprov_state::{Backend, Sensitive, StateStore};
 
 use super::event::Update;
@@ -49,6 +50,9 @@ pub struct Planned {
     pub observed: Observed,
     /// The digests of the files the plan was made from.
     pub inputs: InputDigests,
+    /// Every Helm add-on's rendering the plan used, by add-on name: what the
+    /// state records before the first change.
+    pub renderings: BTreeMap<String, Rendering>,
 }
 
 /// What the workflow shows before it asks.
@@ -234,8 +238,10 @@ async fn run_approved<B: Backend, E: Edges>(
         settings.saved.as_ref().and_then(|s| s.secrets.as_ref()),
         &planned.secrets,
     );
-    let before =
+    let mut before =
         workflow::before_changes(saver.state, had_state, &plan, &planned.observed, secrets);
+    before.renderings =
+        workflow::renderings_to_record(saver.state, had_state, &plan, planned.renderings);
     workflow::save_before_changes(&mut saver, before, || edges.talosconfig(&planned.secrets))
         .await?;
     if plan.is_empty() {

@@ -128,6 +128,7 @@ fn planned(plan: Plan) -> Planned {
         generated: Some(Sensitive::new("generated secrets".to_owned())),
         observed: Observed::default(),
         inputs: InputDigests::default(),
+        renderings: BTreeMap::new(),
     }
 }
 
@@ -246,6 +247,7 @@ async fn a_saved_plan_from_another_state_is_refused_before_planning() {
         targets: Vec::new(),
         staged: false,
         inputs: InputDigests::default(),
+        renderings: BTreeMap::new(),
     };
     let (log, result) = run(&settings(Some(saved), false), backend.clone(), None, true).await;
     let message = format!("{:#}", result.expect_err("refused"));
@@ -263,6 +265,7 @@ async fn a_saved_plan_that_differs_from_the_new_one_changes_nothing() {
         targets: Vec::new(),
         staged: false,
         inputs: InputDigests::default(),
+        renderings: BTreeMap::new(),
     };
     let (log, result) = run(
         &settings(Some(saved), false),
@@ -287,6 +290,7 @@ async fn a_saved_plan_that_holds_is_applied_without_being_shown_again() {
         targets: Vec::new(),
         staged: false,
         inputs: InputDigests::default(),
+        renderings: BTreeMap::new(),
     };
     let mut now = planned(plan_of(&["a"]));
     now.generated = None;
@@ -343,4 +347,28 @@ async fn an_empty_plan_without_a_state_starts_no_state() {
     assert!(matches!(result, Ok(Report::Unchanged(_))));
     assert_eq!(log, ["plan from no state", "show plan of 0"]);
     assert!(backend.states().is_empty());
+}
+
+#[tokio::test]
+async fn helm_renderings_are_saved_before_the_first_change_and_only_when_new() {
+    let rendering = Rendering {
+        digest: "d1".repeat(32),
+        manifests: Sensitive::new("kind: DaemonSet\n".to_owned()),
+    };
+    let backend = with_state(1).await;
+    let mut p = planned(plan_of(&["a"]));
+    p.renderings = BTreeMap::from([("cilium".to_owned(), rendering.clone())]);
+    let (_, result) = run(&settings(None, false), backend.clone(), Some(p), true).await;
+    assert!(matches!(result, Ok(Report::Ran(_, RunOutcome::Done))));
+    let states = backend.states();
+    assert_eq!(states[1].renderings["cilium"], rendering, "saved first");
+    assert!(states[1].resources.pools.is_empty(), "before any change");
+
+    // The same renderings again: nothing more is saved for them.
+    let saves = states.len();
+    let mut p = planned(plan_of(&[]));
+    p.renderings = BTreeMap::from([("cilium".to_owned(), rendering)]);
+    let (_, result) = run(&settings(None, false), backend.clone(), Some(p), true).await;
+    assert!(matches!(result, Ok(Report::Unchanged(_))));
+    assert_eq!(backend.states().len(), saves);
 }

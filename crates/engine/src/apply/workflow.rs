@@ -10,11 +10,13 @@
 //! refresh saw); [`save_before_changes`] saves each part as soon as it is
 //! known, so that an interruption between two saves loses nothing.
 
+use std::collections::BTreeMap;
+
 use talosprov_core::machine::{SecretsBundle, secrets_yaml};
 use talosprov_core::plan::{Observed, Plan};
 use talosprov_state::Backend;
 use talosprov_state::Sensitive;
-use talosprov_state::format::State;
+use talosprov_state::format::{Rendering, State};
 
 use super::executor::Saver;
 use super::record::{self, Record};
@@ -33,6 +35,21 @@ pub struct BeforeChanges {
     /// Whether a talosconfig must be made: the state has none and the plan
     /// changes something.
     pub talosconfig: bool,
+    /// The Helm renderings to record, when they differ from the state's.
+    pub renderings: Option<BTreeMap<String, Rendering>>,
+}
+
+/// The Helm renderings a run records: `planned` (every Helm add-on's, those
+/// of removed add-ons gone) when it differs from the state's, and the run
+/// records anything (a state that exists, or a plan with changes).
+pub fn renderings_to_record(
+    state: &State,
+    had_state: bool,
+    plan: &Plan,
+    planned: BTreeMap<String, Rendering>,
+) -> Option<BTreeMap<String, Rendering>> {
+    let records = had_state || !plan.is_empty();
+    (records && planned != state.renderings).then_some(planned)
 }
 
 /// The secrets text a first apply records: the one generated for the plan,
@@ -71,6 +88,7 @@ pub fn before_changes(
             Vec::new()
         },
         talosconfig: state.outputs.talosconfig.is_none() && !plan.is_empty(),
+        renderings: None,
     }
 }
 
@@ -86,6 +104,12 @@ pub async fn save_before_changes<B: Backend>(
 ) -> anyhow::Result<()> {
     if let Some(secrets) = before.secrets {
         saver.state.secrets = Some(secrets);
+        saver.save().await?;
+    }
+    if let Some(renderings) = before.renderings {
+        // Before the configs that carry them are applied, so that the next
+        // plan finds them and renders nothing anew.
+        saver.state.renderings = renderings;
         saver.save().await?;
     }
     if !before.taken.is_empty() {

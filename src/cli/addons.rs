@@ -1,0 +1,268 @@
+//! The add-ons' objects at the edge, for `plan`, `apply` and `render`:
+//! `manifests` from the disk, `url` files downloaded and checked, `helm`
+//! charts rendered with `helm template` unless a rendering of the same inputs
+//! is already recorded (in the state, or in the saved plan being applied).
+
+use std::collections::BTreeMap;
+
+use super::CommandError;
+use crate::addon::{ClusterFacts, RenderedAddon, helm, manifests};
+use crate::machine::SecretsBundle;
+use crate::state::Sensitive;
+use crate::state::format::Rendering;
+use crate::topology::{self, Addon, AddonSource, Code, Diagnostic, Phase, Role, Topology};
+
+/// Renderings already made: the state's, and a saved plan's. One whose
+/// digest is the digest of the inputs now is used as it is, so a plan does
+/// not render anew (charts such as Cilium's generate certificates at every
+/// render), and applying a saved plan needs no `helm`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Known<'a> {
+    /// The state's renderings.
+    pub recorded: Option<&'a BTreeMap<String, Rendering>>,
+    /// The saved plan's renderings.
+    pub saved: Option<&'a BTreeMap<String, Rendering>>,
+}
+
+impl Known<'_> {
+    /// The recorded or saved rendering of `name` made from `digest`.
+    fn get(&self, name: &str, digest: &str) -> Option<&Rendering> {
+        [self.recorded, self.saved]
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m.get(name))
+            .find(|r| r.digest == digest)
+    }
+}
+
+/// What rendering the add-ons gave.
+#[derive(Debug, Default)]
+pub struct Rendered {
+    /// The objects of every add-on this build renders, in the topology's order.
+    pub addons: Vec<RenderedAddon>,
+    /// Every Helm add-on's rendering, by name: what the state records.
+    pub renderings: BTreeMap<String, Rendering>,
+}
+
+/// Render every add-on of `topology` this build renders. `secrets` renders
+/// the first control plane's config, whose CNI and kube-proxy settings the
+/// presets' values depend on. Says which add-ons are validated only.
+///
+/// # Errors
+/// Every problem at once, printed ([`CommandError::Reported`]): a manifest
+/// that cannot be read or is not an object, a download that fails or does
+/// not match its digest (`A004`), no `helm` program (`A011`), a chart that
+/// does not render.
+pub async fn render(
+    topology: &Topology,
+    secrets: &SecretsBundle,
+    known: Known<'_>,
+) -> Result<Rendered, CommandError> {
+    let (mut addons, mut problems) = crate::files::render_addons(topology);
+    let (downloaded, more) = downloads(topology).await?;
+    addons.extend(downloaded);
+    problems.extend(more);
+    let mut renderings = BTreeMap::new();
+    let charts: Vec<&Addon> = topology
+        .addons
+        .values()
+        .filter(|a| matches!(a.source, AddonSource::Helm { .. }))
+        .collect();
+    if !charts.is_empty() {
+        let facts = preset_facts(topology, secrets);
+        for addon in charts {
+            match chart(topology, addon, facts.as_ref(), known).await {
+                Ok(Some((rendering, text))) => {
+                    let label = format!("helm template {}", addon.name);
+                    let (r, p) = manifests::render_text(topology, addon, &label, &text);
+                    addons.extend(r);
+                    problems.extend(p);
+                    renderings.insert(addon.name.clone(), rendering);
+                }
+                Ok(None) => {}
+                Err(d) => problems.push(d),
+            }
+        }
+    }
+    addons.sort_by_key(|r| topology.addons.get_index_of(&r.name));
+    if topology::diagnostics::has_errors(&problems) {
+        crate::ui::write_stderr(&crate::ui::diagnostics::render_all(
+            &problems,
+            crate::ui::diagnostics::stderr_colour(),
+        ));
+        return Err(CommandError::Reported);
+    }
+    warn_undelivered(topology);
+    Ok(Rendered { addons, renderings })
+}
+
+/// The `url` add-ons' objects, downloaded all at once.
+async fn downloads(
+    topology: &Topology,
+) -> Result<(Vec<RenderedAddon>, Vec<Diagnostic>), CommandError> {
+    let list: Vec<(&Addon, &str, &str)> = topology
+        .addons
+        .values()
+        .filter_map(|a| match &a.source {
+            AddonSource::Url { url, sha256 } => Some((a, url.as_str(), sha256.as_str())),
+            _ => None,
+        })
+        .collect();
+    let mut rendered = Vec::new();
+    let mut problems = Vec::new();
+    if list.is_empty() {
+        return Ok((rendered, problems));
+    }
+    let fetcher = crate::sources::Fetcher::new()?;
+    let fetched = futures::future::join_all(
+        list.iter()
+            .map(|(_, url, sha256)| fetcher.manifest(url, sha256)),
+    )
+    .await;
+    for ((addon, url, _), result) in list.iter().zip(fetched) {
+        match result {
+            Ok(text) => {
+                let (r, p) = manifests::render_text(topology, addon, url, &text);
+                rendered.extend(r);
+                problems.extend(p);
+            }
+            Err(e) => {
+                let code = match e {
+                    crate::sources::FetchError::Mismatch { .. } => Code::AddonChecksum,
+                    _ => Code::InvalidAddonManifest,
+                };
+                let msg = format!("add-on `{}`: {e}", addon.name);
+                problems.push(manifests::at(topology, addon, code, msg));
+            }
+        }
+    }
+    Ok((rendered, problems))
+}
+
+/// One Helm add-on's rendering and text: the known one for the same inputs,
+/// else a new `helm template`. `Ok(None)` when the presets' facts are not
+/// known (the configs do not render, which rendering them reports).
+async fn chart(
+    topology: &Topology,
+    addon: &Addon,
+    facts: Option<&ClusterFacts>,
+    known: Known<'_>,
+) -> Result<Option<(Rendering, String)>, Diagnostic> {
+    let kubernetes = manifests::kubernetes_version(topology);
+    let Some(args) = helm::template_args(addon, &kubernetes) else {
+        return Ok(None);
+    };
+    let facts = match (facts, addon.preset) {
+        (Some(f), _) => f.clone(),
+        (None, Some(_)) => return Ok(None),
+        (None, None) => ClusterFacts {
+            cni: String::new(),
+            kube_proxy_disabled: false,
+            kubernetes_version: kubernetes.clone(),
+        },
+    };
+    let files = values_files(topology, addon)?;
+    let values = crate::addon::effective_values(addon, &facts, &files);
+    let digest = helm::inputs_digest(&args, &values);
+    if let Some(r) = known.get(&addon.name, &digest) {
+        let text = r.manifests.expose().clone();
+        return Ok(Some((r.clone(), text)));
+    }
+    let fail = |msg: String| manifests::at(topology, addon, Code::HelmNotFound, msg);
+    let program = crate::sources::find_helm(
+        std::env::var(crate::sources::HELM_ENV).ok().as_deref(),
+        std::env::var("PATH").ok().as_deref(),
+    )
+    .map_err(|e| fail(format!("add-on `{}` is a Helm chart: {e}", addon.name)))?;
+    let yaml = serde_yaml_ng::to_string(&values).unwrap_or_default();
+    let text = crate::sources::template(&program, &args, &yaml)
+        .await
+        .map_err(|e| {
+            manifests::at(
+                topology,
+                addon,
+                Code::InvalidAddonManifest,
+                format!("add-on `{}`: {e}", addon.name),
+            )
+        })?;
+    let rendering = Rendering {
+        digest,
+        manifests: Sensitive::new(text.clone()),
+    };
+    Ok(Some((rendering, text)))
+}
+
+/// The add-on's `values_files`, read and parsed, in order.
+fn values_files(topology: &Topology, addon: &Addon) -> Result<Vec<serde_json::Value>, Diagnostic> {
+    let AddonSource::Helm { values_files, .. } = &addon.source else {
+        return Ok(Vec::new());
+    };
+    let inputs = crate::files::Disk;
+    values_files
+        .iter()
+        .map(|f| {
+            let text = crate::inputs::Inputs::read(&inputs, f).map_err(|e| {
+                manifests::at(
+                    topology,
+                    addon,
+                    Code::InvalidAddonManifest,
+                    format!("cannot read the values file {}: {e}", f.display()),
+                )
+            })?;
+            let value: serde_json::Value =
+                serde_yaml_ng::from_str::<Option<serde_json::Value>>(&text)
+                    .map(|v| v.unwrap_or_else(|| serde_json::json!({})))
+                    .map_err(|e| {
+                        manifests::at(
+                            topology,
+                            addon,
+                            Code::InvalidAddonManifest,
+                            format!("the values file {} is not YAML: {e}", f.display()),
+                        )
+                    })?;
+            if value.is_object() {
+                Ok(value)
+            } else {
+                Err(manifests::at(
+                    topology,
+                    addon,
+                    Code::InvalidAddonManifest,
+                    format!("the values file {} is not a mapping", f.display()),
+                ))
+            }
+        })
+        .collect()
+}
+
+/// The facts the presets' values depend on, from the first control plane's
+/// config rendered without add-ons (add-ons never change its CNI or
+/// kube-proxy); `None` when it does not render.
+fn preset_facts(topology: &Topology, secrets: &SecretsBundle) -> Option<ClusterFacts> {
+    let patches = crate::files::load_patches(topology).ok()?;
+    let mut first = topology.clone();
+    let cp = topology
+        .nodes
+        .iter()
+        .find(|n| n.role == Role::Controlplane)?;
+    first.nodes = vec![cp.clone()];
+    let configs = crate::machine::node::node_configs(&first, secrets, &patches, &[]).ok()?;
+    ClusterFacts::of(&configs)
+}
+
+/// Say which add-ons `plan`, `apply` and `render` check without installing:
+/// this build delivers add-ons of the bootstrap phase (in the control planes'
+/// inline manifests); `phase: cluster` add-ons are validated only.
+fn warn_undelivered(topology: &Topology) {
+    for a in topology
+        .addons
+        .values()
+        .filter(|a| a.phase == Phase::Cluster)
+    {
+        crate::ui::warn(&format!(
+            "add-on `{}` has `phase: cluster`: it is validated, and this build does not install \
+             it (it installs add-ons of `phase: bootstrap`, through the control planes' inline \
+             manifests)",
+            a.name
+        ));
+    }
+}
