@@ -4,12 +4,14 @@
 
 use anyhow::{Context as _, bail};
 use clap::Args;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::state_options::StateOptions;
 use super::{CommandError, Outcome};
 use crate::machine::{NodeConfig, SecretsBundle, node, node_configs, parse_secrets_yaml};
 use crate::state::Backend as _;
+use crate::state::format::Rendering;
 use crate::topology::{self, Topology, diagnostics};
 
 /// Arguments of `talosprov render` (its help text is on `Command::Render`).
@@ -79,13 +81,18 @@ fn select(t: &Topology, asked: &[String]) -> anyhow::Result<Vec<String>> {
     Ok(out)
 }
 
-/// The secrets bundle: `--secrets`, else the state's, else a throwaway one (with a warning).
-async fn secrets(args: &RenderArgs) -> anyhow::Result<SecretsBundle> {
+/// The secrets bundle: `--secrets`, else the state's, else a throwaway one (with a warning);
+/// and the state's Helm renderings when the state was read (so that `render` shows the
+/// manifests apply applied, not a new rendering).
+async fn secrets(
+    args: &RenderArgs,
+) -> anyhow::Result<(SecretsBundle, BTreeMap<String, Rendering>)> {
     if let Some(path) = &args.secrets {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the secrets bundle {}", path.display()))?;
-        return parse_secrets_yaml(&text)
-            .with_context(|| format!("cannot use the secrets bundle {}", path.display()));
+        let bundle = parse_secrets_yaml(&text)
+            .with_context(|| format!("cannot use the secrets bundle {}", path.display()))?;
+        return Ok((bundle, BTreeMap::new()));
     }
     let store = args.state.open()?;
     let location = store.backend().describe();
@@ -93,19 +100,21 @@ async fn secrets(args: &RenderArgs) -> anyhow::Result<SecretsBundle> {
         .load()
         .await
         .with_context(|| format!("cannot read the secrets bundle from the state {location}"))?;
-    if let Some(text) = loaded.and_then(|l| l.state.secrets) {
-        return parse_secrets_yaml(text.expose())
-            .with_context(|| format!("the secrets bundle in the state {location} is invalid"));
+    let (secrets, renderings) = loaded.map_or((None, BTreeMap::new()), |l| {
+        (l.state.secrets, l.state.renderings)
+    });
+    if let Some(text) = secrets {
+        let bundle = parse_secrets_yaml(text.expose())
+            .with_context(|| format!("the secrets bundle in the state {location} is invalid"))?;
+        return Ok((bundle, renderings));
     }
     crate::ui::warn(&format!(
         "no --secrets FILE and no secrets bundle in the state {location}: rendering with a \
          throwaway bundle generated now, so keys, tokens and certificates are not the cluster's \
          and change on every run"
     ));
-    Ok(SecretsBundle::generate(
-        &mut rand::rngs::OsRng,
-        time::OffsetDateTime::now_utc(),
-    )?)
+    let bundle = SecretsBundle::generate(&mut rand::rngs::OsRng, time::OffsetDateTime::now_utc())?;
+    Ok((bundle, renderings))
 }
 
 /// Render the nodes' configs and print them, or write them to `--out-dir`.
@@ -131,9 +140,13 @@ pub async fn run(args: RenderArgs) -> Result<Outcome, CommandError> {
     // Only the nodes asked for: another node's broken patch does not stop this one.
     let mut t = full.clone();
     t.nodes.retain(|n| selected.contains(&n.hostname));
-    let bundle = secrets(&args).await?;
+    let (bundle, recorded) = secrets(&args).await?;
     // The add-ons are the whole cluster's: every control plane carries them.
-    let rendered = super::addons::render(&full, &bundle, super::addons::Known::default()).await?;
+    let known = super::addons::Known {
+        recorded: Some(&recorded),
+        saved: None,
+    };
+    let rendered = super::addons::render(&full, &bundle, known).await?;
     let inline = crate::addon::inline_manifests(&full, &rendered.addons);
     let configs = match node_configs(&t, &bundle, &set, &inline) {
         Ok(c) => c,

@@ -3,7 +3,8 @@
 //! its values file), recorded in the state with the digest of its inputs, and
 //! put into the control plane's inline manifests; a second plan renders
 //! nothing and changes nothing; changed values render again and change the
-//! control plane's config only; a saved plan is applied without `helm`.
+//! control plane's config only; a saved plan is applied without `helm`, and
+//! `render` shows the recorded rendering.
 
 use std::time::Duration;
 
@@ -121,4 +122,17 @@ async fn a_chart_is_rendered_once_recorded_and_applied_inline() {
     );
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    // `render` with the state's secrets shows the recorded rendering, with no helm.
+    let out = lab
+        .run(&["render", "talos-controlplane-01", "--show-sensitive"])
+        .await;
+    assert!(out.status.success());
+    assert_eq!(
+        stdout(&out),
+        *lab.state().outputs.machineconfigs["talos-controlplane-01"]
+            .value
+            .expose()
+    );
+    assert_eq!(runs(&lab), 2);
 }
