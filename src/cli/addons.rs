@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use super::CommandError;
 use crate::addon::{ClusterFacts, RenderedAddon, helm, manifests};
 use crate::machine::SecretsBundle;
+use crate::plan::AddonValues;
 use crate::state::Sensitive;
 use crate::state::format::Rendering;
 use crate::topology::{self, Addon, AddonSource, Code, Diagnostic, Phase, Role, Topology};
@@ -42,6 +43,8 @@ pub struct Rendered {
     pub addons: Vec<RenderedAddon>,
     /// Every Helm add-on's rendering, by name: what the state records.
     pub renderings: BTreeMap<String, Rendering>,
+    /// Every Helm add-on's effective values, redacted, for the plan.
+    pub values: Vec<AddonValues>,
 }
 
 /// Render every add-on of `topology` this build renders. `secrets` renders
@@ -63,6 +66,7 @@ pub async fn render(
     addons.extend(downloaded);
     problems.extend(more);
     let mut renderings = BTreeMap::new();
+    let mut values = Vec::new();
     let charts: Vec<&Addon> = topology
         .addons
         .values()
@@ -72,7 +76,12 @@ pub async fn render(
         let facts = preset_facts(topology, secrets);
         for addon in charts {
             match chart(topology, addon, facts.as_ref(), known).await {
-                Ok(Some((rendering, text))) => {
+                Ok(Some(Chart {
+                    rendering,
+                    text,
+                    shown,
+                })) => {
+                    values.push(shown);
                     let label = format!("helm template {}", addon.name);
                     let (r, p) = manifests::render_text(topology, addon, &label, &text);
                     addons.extend(r);
@@ -93,7 +102,11 @@ pub async fn render(
         return Err(CommandError::Reported);
     }
     warn_undelivered(topology);
-    Ok(Rendered { addons, renderings })
+    Ok(Rendered {
+        addons,
+        renderings,
+        values,
+    })
 }
 
 /// The `url` add-ons' objects, downloaded all at once.
@@ -139,6 +152,16 @@ async fn downloads(
     Ok((rendered, problems))
 }
 
+/// One Helm add-on's rendering.
+struct Chart {
+    /// What the state records.
+    rendering: Rendering,
+    /// The manifests.
+    text: String,
+    /// The effective values, redacted, for the plan.
+    shown: AddonValues,
+}
+
 /// One Helm add-on's rendering and text: the known one for the same inputs,
 /// else a new `helm template`. `Ok(None)` when the presets' facts are not
 /// known (the configs do not render, which rendering them reports).
@@ -147,7 +170,7 @@ async fn chart(
     addon: &Addon,
     facts: Option<&ClusterFacts>,
     known: Known<'_>,
-) -> Result<Option<(Rendering, String)>, Diagnostic> {
+) -> Result<Option<Chart>, Diagnostic> {
     let kubernetes = manifests::kubernetes_version(topology);
     let Some(args) = helm::template_args(addon, &kubernetes) else {
         return Ok(None);
@@ -164,9 +187,24 @@ async fn chart(
     let files = values_files(topology, addon)?;
     let values = crate::addon::effective_values(addon, &facts, &files);
     let digest = helm::inputs_digest(&args, &values);
+    let shown = |rendered: bool| AddonValues {
+        name: addon.name.clone(),
+        chart: match &addon.source {
+            AddonSource::Helm { chart, version, .. } if !chart.is_empty() => {
+                format!("{chart} {version}")
+            }
+            AddonSource::Helm { repo, version, .. } => format!("{repo} {version}"),
+            _ => String::new(),
+        },
+        rendered,
+        values: crate::addon::redact_values(&values),
+    };
     if let Some(r) = known.get(&addon.name, &digest) {
-        let text = r.manifests.expose().clone();
-        return Ok(Some((r.clone(), text)));
+        return Ok(Some(Chart {
+            rendering: r.clone(),
+            text: r.manifests.expose().clone(),
+            shown: shown(false),
+        }));
     }
     let fail = |msg: String| manifests::at(topology, addon, Code::HelmNotFound, msg);
     let program = crate::sources::find_helm(
@@ -189,7 +227,11 @@ async fn chart(
         digest,
         manifests: Sensitive::new(text.clone()),
     };
-    Ok(Some((rendering, text)))
+    Ok(Some(Chart {
+        rendering,
+        text,
+        shown: shown(true),
+    }))
 }
 
 /// The add-on's `values_files`, read and parsed, in order.

@@ -90,6 +90,7 @@ pub async fn make_plan(
                 .join("\n  ")
         )
     })?;
+    p.addons = rendered.values;
     plan::target(&mut p, targets, &desired);
     if staged {
         plan::stage_config_changes(&mut p);

@@ -12,6 +12,7 @@ pub fn refresh_only(plan: &Plan) -> Plan {
         changes: Vec::new(),
         warnings: Vec::new(),
         conflicts: Vec::new(),
+        addons: Vec::new(),
         ..plan.clone()
     }
 }
@@ -79,6 +80,7 @@ pub fn render(plan: &Plan) -> String {
         out.push('\n');
     }
     if !plan.changes.is_empty() {
+        addon_values(&mut out, plan);
         out.push_str(&summary_line(&plan.summary()));
         out.push('\n');
     }
@@ -94,6 +96,25 @@ pub fn render(plan: &Plan) -> String {
         );
     }
     out
+}
+
+/// Each Helm add-on's effective values (secrets redacted) and whether this
+/// plan rendered it anew: shown with the changes, since they are what the
+/// control planes' inline manifests were rendered from.
+fn addon_values(out: &mut String, plan: &Plan) {
+    for a in &plan.addons {
+        let how = if a.rendered {
+            "rendered now with helm template"
+        } else {
+            "the recorded rendering, its inputs unchanged"
+        };
+        let _ = writeln!(out, "Add-on {} ({}): {how}; values:", a.name, a.chart);
+        let yaml = serde_yaml_ng::to_string(&a.values).unwrap_or_default();
+        for line in yaml.lines().filter(|l| *l != "{}") {
+            let _ = writeln!(out, "    {line}");
+        }
+        out.push('\n');
+    }
 }
 
 /// A conflict: what was found, that it is left untouched, the commands that

@@ -105,6 +105,18 @@ async fn a_chart_is_rendered_once_recorded_and_applied_inline() {
     assert!(!text.contains("config/talos-worker-01"), "{text}");
     assert!(!text.contains("vm/"), "{text}");
     assert_eq!(runs(&lab), 2);
+    // The plan shows the effective values it rendered with.
+    let shown = text
+        .split("Add-on cilium (cilium 1.19.6): rendered now with helm template; values:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("the values are shown:\n{text}"));
+    for line in [
+        "    kubeProxyReplacement: true\n",
+        "    k8sServicePort: 7445\n",
+        "      replicas: 3\n",
+    ] {
+        assert!(shown.contains(line), "{line:?} in:\n{shown}");
+    }
 
     // The saved plan carries its rendering: applying it needs no helm.
     lab.env.retain(|(k, _)| k != "TALOSPROV_HELM");

@@ -90,6 +90,53 @@ pub fn effective_values(addon: &Addon, facts: &ClusterFacts, files: &[Value]) ->
     out
 }
 
+/// What a redacted value shows.
+pub const REDACTED: &str = "(sensitive)";
+
+/// `values` with the value of every key that names a secret shown as
+/// [`REDACTED`], at any depth: a key whose lowercase name contains
+/// `password`, `passwd`, `secret`, `token`, `credential` or `privatekey`
+/// (`_` and `-` ignored), or is `key` or ends with `.key` (`tls.key`,
+/// `ca.key`). For plans and logs; `helm template` gets the values whole.
+pub fn redact_values(values: &Value) -> Value {
+    match values {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let shown = if names_a_secret(k) && !v.is_null() {
+                        Value::String(REDACTED.to_owned())
+                    } else {
+                        redact_values(v)
+                    };
+                    (k.clone(), shown)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(redact_values).collect()),
+        other => other.clone(),
+    }
+}
+
+fn names_a_secret(key: &str) -> bool {
+    let k: String = key
+        .to_ascii_lowercase()
+        .chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .collect();
+    [
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "credential",
+        "privatekey",
+    ]
+    .iter()
+    .any(|w| k.contains(w))
+        || k == "key"
+        || k.ends_with(".key")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +162,25 @@ mod tests {
     #[test]
     fn gpu_operator_preset_values() {
         insta::assert_json_snapshot!(preset_values(Preset::NvidiaGpuOperator, &facts(true)));
+    }
+
+    #[test]
+    fn secret_values_are_redacted_at_any_depth_and_the_rest_kept() {
+        let v = json!({
+            "hubble": {"tls": {"ca": {"cert": "PEM", "key": "PEM KEY"}, "server": {"tls.key": "k"}}},
+            "auth": {"adminPassword": "p", "api_token": "t", "existingSecret": "name", "passwordless": null},
+            "list": [{"privateKey": "x", "port": 443}],
+            "keys": ["a"], "monkey": 1
+        });
+        assert_eq!(
+            redact_values(&v),
+            json!({
+                "hubble": {"tls": {"ca": {"cert": "PEM", "key": "(sensitive)"}, "server": {"tls.key": "(sensitive)"}}},
+                "auth": {"adminPassword": "(sensitive)", "api_token": "(sensitive)", "existingSecret": "(sensitive)", "passwordless": null},
+                "list": [{"privateKey": "(sensitive)", "port": 443}],
+                "keys": ["a"], "monkey": 1
+            })
+        );
     }
 
     #[test]

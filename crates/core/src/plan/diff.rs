@@ -138,6 +138,7 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         drift: out.drift,
         warnings: out.warnings,
         conflicts: out.conflicts,
+        addons: Vec::new(),
     };
     ownership::order_holding_back(&mut plan, d);
     Ok(plan)
@@ -733,6 +734,7 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
         drift: Vec::new(),
         warnings: Vec::new(),
         conflicts: Vec::new(),
+        addons: Vec::new(),
     };
     super::order::order_destroy(&mut plan);
     plan
@@ -757,6 +759,7 @@ mod tests {
             drift: Vec::new(),
             warnings: Vec::new(),
             conflicts: Vec::new(),
+            addons: Vec::new(),
         };
         digests_known_after_apply(&mut p);
         let fields = &p.changes[0].fields;

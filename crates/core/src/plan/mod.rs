@@ -23,8 +23,8 @@ pub use desired::{
 pub use diff::{KNOWN_AFTER_APPLY, PlanInput, destroy_plan, digests_known_after_apply, plan};
 pub use gitlab_report::GitlabReport;
 pub use model::{
-    Action, Change, Conflict, Drift, DriftKind, FieldChange, PLAN_FORMAT_VERSION, Plan, PlanError,
-    PlanFormatError, PlanWarning, Summary,
+    Action, AddonValues, Change, Conflict, Drift, DriftKind, FieldChange, PLAN_FORMAT_VERSION,
+    Plan, PlanError, PlanFormatError, PlanWarning, Summary,
 };
 pub use observed::{Observed, ObservedVm};
 pub use order::target;

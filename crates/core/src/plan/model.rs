@@ -51,6 +51,26 @@ pub struct Plan {
     /// changes that depend on them are held back (not in `changes`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<Conflict>,
+    /// Each Helm add-on's effective values, secrets redacted, as `helm
+    /// template` gets them, and whether the plan rendered it anew.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addons: Vec<AddonValues>,
+}
+
+/// A Helm add-on's effective values in a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddonValues {
+    /// The add-on's name.
+    pub name: String,
+    /// `<chart> <version>` (the OCI reference for an `oci://` chart).
+    pub chart: String,
+    /// Whether this plan ran `helm template` (the inputs changed, or nothing
+    /// was recorded), rather than using the recorded rendering.
+    pub rendered: bool,
+    /// The preset's values under the user's, with the value of every key
+    /// that names a secret (a password, token, secret or private key)
+    /// shown as `(sensitive)`.
+    pub values: serde_json::Value,
 }
 
 impl Plan {
@@ -68,6 +88,7 @@ impl Plan {
             drift: Vec::new(),
             warnings: Vec::new(),
             conflicts: Vec::new(),
+            addons: Vec::new(),
         }
     }
 

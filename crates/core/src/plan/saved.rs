@@ -465,6 +465,7 @@ mod tests {
             drift: vec![],
             warnings: vec![],
             conflicts: Vec::new(),
+            addons: Vec::new(),
         }
     }
 

@@ -201,6 +201,7 @@ mod tests {
             drift: Vec::new(),
             warnings: Vec::new(),
             conflicts: Vec::new(),
+            addons: Vec::new(),
         };
         stage_config_changes(&mut plan);
         assert_eq!(plan.changes[0].reboot, Some(false));
