@@ -68,6 +68,7 @@ async fn run(n: usize, net: u8, parallelism: usize) -> anyhow::Result<Duration> 
         SimOptions {
             talos_version: "v1.13.8".into(),
             reboot_delay: REBOOT,
+            ..SimOptions::default()
         },
     )
     .await?;

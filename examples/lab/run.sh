@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on loopback: starts fakepve (Proxmox), a factory stand-in and the
 # Talos simulator, then runs `talosprov validate`, `plan`, `apply -auto-approve`,
-# `output kubeconfig`, a second plan and `destroy`, and stops them all. Nothing
-# reaches beyond 127.0.0.0/8.
+# `output kubeconfig`, `kubectl get nodes` (every node Ready: the CNI add-on was
+# applied at bootstrap; the GPU node with nvidia.com/gpu), a second plan and
+# `destroy`, and stops them all. Nothing reaches beyond 127.0.0.0/8.
 #   examples/lab/run.sh            # from the repository root or anywhere
 #   examples/lab/run.sh --keep     # skip the destroy and keep the lab up for day two
 #                                  # (prints the environment to use; Ctrl-C stops it)
@@ -73,6 +74,8 @@ pids+=($!)
 echo "== starting the Talos simulator on ${nodes[*]} (port 50000)"
 sim_args=()
 for ip in "${nodes[@]}"; do sim_args+=(--node "$ip"); done
+# talos-gpu-01 has the lab's GPU passed through (pci_mappings.gpu, 10de:2507).
+sim_args+=(--gpu-node 127.0.0.123)
 # A node reset without reboot halts; it is powered on again 2 s later, as when
 # its VM is started again or a new VM takes its address.
 "$bin/talos-sim" "${sim_args[@]}" --reboot-delay 1 --power-on-after 2 2> "$run/talos-sim.log" &
@@ -89,6 +92,15 @@ tp apply -f "$lab/cluster.yaml" -auto-approve
 tp output kubeconfig -f "$lab/cluster.yaml" --out-file "$run/kubeconfig"
 tp output talosconfig -f "$lab/cluster.yaml" --out-file "$run/talosconfig"
 echo "== kubeconfig in $run/kubeconfig, talosconfig in $run/talosconfig (mode 0600)"
+if ! command -v kubectl >/dev/null; then
+  echo "kubectl is not installed: see https://kubernetes.io/docs/tasks/tools/ (or your distribution's kubernetes-client package)" >&2
+  exit 1
+fi
+echo "\$ kubectl --kubeconfig $run/kubeconfig get nodes"
+kubectl --kubeconfig "$run/kubeconfig" get nodes
+echo "\$ kubectl --kubeconfig $run/kubeconfig get nodes -o custom-columns=NAME:.metadata.name,IP:.status.addresses[0].address,GPU:.status.allocatable.nvidia\\.com/gpu"
+kubectl --kubeconfig "$run/kubeconfig" get nodes \
+  -o 'custom-columns=NAME:.metadata.name,IP:.status.addresses[0].address,GPU:.status.allocatable.nvidia\.com/gpu'
 tp plan -f "$lab/cluster.yaml" -detailed-exitcode
 if [ "$keep" = 1 ]; then
   cat <<EOF

@@ -1,6 +1,6 @@
 //! Bootstrap add-ons in the machine configs: `render` of the lab shows its CNI
-//! add-on in every control plane's `cluster.inlineManifests` (and in no
-//! worker's), rendered from its minijinja template, and a change to the
+//! and device-plugin add-ons in every control plane's `cluster.inlineManifests`
+//! (and in no worker's), rendered from its minijinja template, and a change to the
 //! manifest changes the control planes' configs only.
 
 use crate::support::cli::{stderr, stdout, talosprov};
@@ -65,9 +65,9 @@ fn inline_manifests(config: &str) -> Vec<(String, String)> {
 fn control_planes_carry_the_bootstrap_addon_and_workers_do_not() {
     let dir = lab_copy();
     let cp = inline_manifests(&render(dir.path(), "talos-controlplane-01"));
-    assert_eq!(cp.len(), 1, "{cp:?}");
-    let (name, contents) = &cp[0];
-    assert_eq!(name, "lab-cni");
+    let names: Vec<&str> = cp.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["lab-cni", "nvidia-device-plugin"]);
+    let (_, contents) = &cp[0];
     let objects: Vec<serde_yaml_ng::Value> = serde_yaml_ng::Deserializer::from_str(contents)
         .map(|d| serde_yaml_ng::Value::deserialize(d).expect("object"))
         .collect();
@@ -189,8 +189,8 @@ fn a_downloaded_bootstrap_addon_is_checked_and_goes_inline() {
     let dir = with_download(&url, &sha);
     let cp = inline_manifests(&render(dir.path(), "talos-controlplane-01"));
     let names: Vec<&str> = cp.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["lab-cni", "approver"]);
-    let contents = &cp[1].1;
+    assert_eq!(names, ["lab-cni", "nvidia-device-plugin", "approver"]);
+    let contents = &cp[2].1;
     assert!(
         contents.starts_with("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: approver\n"),
         "{contents}"

@@ -5,6 +5,7 @@
 mod support;
 
 mod addons_helm;
+mod addons_kubectl;
 mod addons_render;
 mod apply_settings;
 mod architecture;

@@ -185,6 +185,7 @@ async fn talos_before_1_13_refuses_with_unimplemented_and_upgrades_through_the_l
     let options = SimOptions {
         talos_version: "v1.12.6".into(),
         reboot_delay: Duration::ZERO,
+        ..SimOptions::default()
     };
     let sim = Simulator::start(&[cp, other], options).await.unwrap();
     let pki = ClusterPki::new("legacy");

@@ -124,6 +124,32 @@ pub(crate) fn apid_identity(
     })
 }
 
+/// The kube-apiserver's serving certificate: P-256, 24 h, ServerAuth, issued by the
+/// Kubernetes CA (`cluster.ca`), for the given addresses (the endpoint's and the
+/// control planes').
+pub(crate) fn apiserver_identity(
+    ca_crt_pem: &str,
+    ca_key_pem: &str,
+    addresses: &[IpAddr],
+) -> Result<Identity, String> {
+    let ca_key = key_pair_from_pem(ca_key_pem)?;
+    let issuer = Issuer::from_ca_cert_pem(ca_crt_pem, &ca_key).map_err(err)?;
+    let leaf_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(err)?;
+    let mut leaf = CertificateParams::default();
+    leaf.distinguished_name = DistinguishedName::new();
+    leaf.distinguished_name
+        .push(DnType::CommonName, "kube-apiserver");
+    leaf.subject_alt_names = addresses.iter().map(|a| SanType::IpAddress(*a)).collect();
+    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    validity(&mut leaf, Duration::hours(24));
+    let cert = leaf.signed_by(&leaf_key, &issuer).map_err(err)?;
+    Ok(Identity {
+        chain: vec![cert.der().clone()],
+        key: pkcs8(&leaf_key),
+    })
+}
+
 /// The admin kubeconfig Talos builds from the config (pkg/kubeconfig/generate.go): one
 /// cluster `<clusterName>` at the control-plane endpoint with the Kubernetes CA, one
 /// user `admin@<clusterName>` with a P-256 client certificate (CN=admin,
@@ -153,10 +179,10 @@ pub(crate) fn admin_kubeconfig(config: &NodeConfig) -> Result<String, String> {
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     validity(&mut params, Duration::days(365));
     let cert = params.signed_by(&client_key, &issuer).map_err(err)?;
-    let key_pem = p256::SecretKey::from_pkcs8_der(client_key.serialized_der())
-        .map_err(err)?
-        .to_sec1_pem(p256::pkcs8::LineEnding::LF)
-        .map_err(err)?;
+    // SEC1 with the curve OID and the public key, as Go's x509.MarshalECPrivateKey
+    // writes it: Go's TLS stack (kubectl) refuses an EC key without the curve.
+    let secret = p256::SecretKey::from_pkcs8_der(client_key.serialized_der()).map_err(err)?;
+    let key_pem = talosprov_core::machine::keys::PrivateKey::EcdsaP256(secret.into()).to_pem();
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let name = &config.cluster_name;
     let user = format!("admin@{name}");

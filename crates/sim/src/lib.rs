@@ -10,6 +10,7 @@
 mod certs;
 mod config;
 mod immediate;
+mod kube;
 mod machined;
 mod peer;
 pub mod schematic;
@@ -123,6 +124,7 @@ impl Simulator {
     /// Stops every node and waits for their servers to close.
     pub async fn shutdown(mut self) {
         self.shared.shutdown.send_replace(true);
+        self.shared.abort_tasks();
         for task in self.tasks.drain(..) {
             let _ = task.await;
         }
@@ -132,6 +134,7 @@ impl Simulator {
 impl Drop for Simulator {
     fn drop(&mut self) {
         self.shared.shutdown.send_replace(true);
+        self.shared.abort_tasks();
     }
 }
 

@@ -209,6 +209,8 @@ impl Api {
                 .join(node.ip, hostname);
             self.shared.after_join(&node, &key);
         }
+        // Talos then starts the control plane, which applies the inline manifests.
+        tokio::spawn(super::kube::start(self.shared.clone(), cfg));
         Ok(pb::BootstrapResponse {
             messages: vec![pb::Bootstrap { metadata: None }],
         })

@@ -194,6 +194,11 @@ pub(crate) struct Cluster {
     pub bootstrapped: bool,
     pub members: Vec<Member>,
     next_id: u64,
+    /// Whether its Kubernetes API was started (at bootstrap).
+    pub api_started: bool,
+    /// The Kubernetes objects applied: the bootstrapping control plane's inline
+    /// manifests.
+    pub objects: Vec<serde_json::Value>,
 }
 
 impl Cluster {
@@ -228,6 +233,8 @@ pub(crate) struct Shared {
     log: Mutex<Vec<LoggedRpc>>,
     /// Every upgrade accepted by any node, in order.
     upgrade_log: Mutex<Vec<UpgradeRecord>>,
+    /// Tasks that serve beside the nodes (the Kubernetes API), stopped with them.
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Every reboot a node started, in order.
     reboot_log: Mutex<Vec<RebootRecord>>,
 }
@@ -243,6 +250,27 @@ impl Shared {
             log: Mutex::new(Vec::new()),
             upgrade_log: Mutex::new(Vec::new()),
             reboot_log: Mutex::new(Vec::new()),
+            tasks: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Keep `task` until the simulator stops (then it is aborted).
+    pub fn keep_task(&self, task: tokio::task::JoinHandle<()>) {
+        self.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(task);
+    }
+
+    /// Abort the tasks kept with [`Shared::keep_task`].
+    pub fn abort_tasks(&self) {
+        for task in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            task.abort();
         }
     }
 
@@ -460,6 +488,10 @@ pub struct SimOptions {
     /// How long a node is unreachable while it installs and reboots (also on Reboot,
     /// Upgrade, Reset). Zero models a nocloud disk image that goes straight on.
     pub reboot_delay: Duration,
+    /// Nodes that have an NVIDIA GPU passed through (the simulator cannot see
+    /// Proxmox's `hostpci`): their Kubernetes node has `nvidia.com/gpu: 1` once
+    /// the NVIDIA modules are loaded and a device plugin runs.
+    pub gpu_nodes: Vec<std::net::IpAddr>,
 }
 
 impl Default for SimOptions {
@@ -467,6 +499,7 @@ impl Default for SimOptions {
         SimOptions {
             talos_version: "v1.13.8".to_string(),
             reboot_delay: Duration::from_secs(2),
+            gpu_nodes: Vec::new(),
         }
     }
 }

@@ -56,6 +56,7 @@ impl TestCluster {
         let options = SimOptions {
             talos_version: version.to_string(),
             reboot_delay: Duration::from_millis(150),
+            ..SimOptions::default()
         };
         let sim = Simulator::start(&ips, options).await.unwrap();
         let pki = ClusterPki::new(prefix);

@@ -74,6 +74,8 @@ impl Lab {
             SimOptions {
                 talos_version: talos_version.into(),
                 reboot_delay: reboot,
+                // talos-gpu-01 has the lab's GPU passed through.
+                gpu_nodes: if ha { Vec::new() } else { vec![addrs[2]] },
             },
         )
         .await
@@ -119,7 +121,10 @@ impl Lab {
         for (i, ip) in self.ips.iter().enumerate().skip(3) {
             text = text.replace(&format!("127.0.0.{}", 121 + i), ip);
         }
+        // Each lab has its own VIP, where the simulator serves its Kubernetes API.
+        let vip = format!("{}120", self.ips[0].trim_end_matches("121"));
         let text = text
+            .replace("vip: 127.0.0.120", &format!("vip: {vip}"))
             .replace("127.0.0.121", &self.ips[0])
             .replace("127.0.0.122", &self.ips[1])
             .replace("127.0.0.123", &self.ips[2])

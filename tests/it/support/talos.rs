@@ -30,5 +30,6 @@ pub fn sim_options(reboot: Duration) -> SimOptions {
     SimOptions {
         talos_version: TALOS.into(),
         reboot_delay: reboot,
+        ..SimOptions::default()
     }
 }

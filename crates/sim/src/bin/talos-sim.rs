@@ -42,6 +42,10 @@ struct Args {
     /// again or a new VM takes its address. Without it a halted node stays off.
     #[arg(long, value_name = "SECONDS")]
     power_on_after: Option<f64>,
+    /// A node with an NVIDIA GPU passed through (repeatable): its Kubernetes node
+    /// reports `nvidia.com/gpu: 1` once the NVIDIA modules and a device plugin run.
+    #[arg(long = "gpu-node", value_name = "IP")]
+    gpu_nodes: Vec<IpAddr>,
 }
 
 fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
@@ -76,6 +80,7 @@ async fn main() -> anyhow::Result<()> {
     let options = SimOptions {
         talos_version: args.talos_version.clone(),
         reboot_delay: seconds(args.reboot_delay, "reboot-delay")?,
+        gpu_nodes: args.gpu_nodes.clone(),
     };
     let slow_boot = seconds(args.slow_boot, "slow-boot")?;
     let refuse_for = seconds(args.refuse_for, "refuse-for")?;

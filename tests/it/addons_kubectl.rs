@@ -1,0 +1,93 @@
+//! Real kubectl, with the kubeconfig `talosprov output kubeconfig` gives, against the
+//! lab's simulated cluster after one apply: the bootstrap add-ons (the lab's CNI and
+//! the NVIDIA device plugin, in the control plane's inline manifests) were applied
+//! when etcd was bootstrapped, so every node is Ready and only the GPU node has
+//! `nvidia.com/gpu: 1`. kubectl is the independent client: a missing kubectl fails
+//! the test with how to install it.
+
+use std::time::Duration;
+
+use crate::support::cli::stdout;
+use crate::support::lab::Lab;
+
+/// `kubectl --kubeconfig <file> <args>`: its standard output, after checking it ran.
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run kubectl ({e}): install it (https://kubernetes.io/docs/tasks/tools/, \
+                 or your distribution's kubernetes-client package); tests/run.sh checks for it"
+            )
+        });
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_apply_kubectl_sees_every_node_ready_and_the_gpu_allocatable() {
+    let lab = Lab::start("15.2", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    let out = lab.run(&["apply", "-auto-approve"]).await;
+    assert!(out.status.success(), "apply failed");
+    let kubeconfig = lab.dir.path().join("kubeconfig");
+    let text = stdout(&lab.run(&["output", "kubeconfig", "-raw"]).await);
+    std::fs::write(&kubeconfig, text).expect("write kubeconfig");
+
+    let nodes: serde_json::Value =
+        serde_json::from_str(&kubectl(&kubeconfig, &["get", "nodes", "-o", "json"]))
+            .expect("kubectl JSON");
+    let items = nodes["items"].as_array().expect("items");
+    assert_eq!(items.len(), 3, "{nodes:#}");
+    for n in items {
+        let ip = n["status"]["addresses"][0]["address"]
+            .as_str()
+            .expect("address");
+        let ready = n["status"]["conditions"]
+            .as_array()
+            .expect("conditions")
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        assert!(ready, "{ip} is not Ready: {n:#}");
+        let gpu = n["status"]["allocatable"]["nvidia.com/gpu"].as_str();
+        if ip == lab.ips[2] {
+            assert_eq!(gpu, Some("1"), "the GPU node: {n:#}");
+        } else {
+            assert_eq!(gpu, None, "{ip}: {n:#}");
+        }
+    }
+
+    // The human view, and the add-ons' DaemonSets, as an operator would look.
+    let table = kubectl(&kubeconfig, &["get", "nodes"]);
+    assert_eq!(table.matches(" Ready ").count(), 3, "{table}");
+    assert!(table.contains("control-plane"), "{table}");
+    let daemonsets = kubectl(
+        &kubeconfig,
+        &["get", "daemonsets", "-n", "kube-system", "-o", "name"],
+    );
+    assert_eq!(
+        daemonsets,
+        "daemonset.apps/lab-cni\ndaemonset.apps/nvidia-device-plugin-daemonset\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_cni_addon_the_nodes_stay_not_ready() {
+    let lab = Lab::start("15.3", Duration::from_millis(100)).await;
+    lab.write_topology(|t| t[..t.find("addons:\n").expect("addons")].to_owned());
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    let kubeconfig = lab.dir.path().join("kubeconfig");
+    let text = stdout(&lab.run(&["output", "kubeconfig", "-raw"]).await);
+    std::fs::write(&kubeconfig, text).expect("write kubeconfig");
+    let table = kubectl(&kubeconfig, &["get", "nodes"]);
+    assert_eq!(table.matches(" NotReady ").count(), 3, "{table}");
+}
