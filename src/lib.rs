@@ -15,6 +15,7 @@ pub use talosprov_core::{addon, inputs, machine, patch, paths, plan, sensitive, 
 pub use talosprov_engine::{apply, health};
 pub use talosprov_factory as factory;
 pub use talosprov_files as files;
+pub use talosprov_kube as kube;
 pub use talosprov_proxmox as proxmox;
 pub use talosprov_retry as retry;
 pub use talosprov_sources as sources;

@@ -61,6 +61,85 @@ fn cni(topology: &Topology, state: &State) -> Option<Cni> {
         .and_then(|c| Cni::from_machine_config(c.value.expose()))
 }
 
+/// The Kubernetes checks in place of the skipped ones, when they apply: the cluster
+/// has a CNI (Talos's own, or an add-on that carries one: the `cilium` preset, a
+/// `manifests` add-on with a DaemonSet mounting `/etc/cni/net.d`). Every node must be
+/// registered and Ready; with a GPU add-on (the `nvidia-gpu-operator` preset, or a
+/// device plugin among the `manifests` add-ons), every node with an NVIDIA device must
+/// have `nvidia.com/gpu` allocatable. With `wait` > 0, asks again until they pass or
+/// `wait` seconds have gone. CoreDNS is not checked: its check stays skipped, saying so.
+async fn kubernetes_checks(
+    topology: &Topology,
+    state: &State,
+    nodes: &[ClusterNode],
+    cni: Option<&Cni>,
+    mut report: health::HealthReport,
+    wait: u64,
+) -> health::HealthReport {
+    use crate::topology::Preset;
+    let (addons, _) = crate::files::render_addons(topology);
+    let objects = || addons.iter().flat_map(|a| &a.objects);
+    let cni_addon = topology
+        .addons
+        .values()
+        .any(|a| a.preset == Some(Preset::Cilium))
+        || objects().any(|o| o.carries_cni());
+    if matches!(cni, Some(Cni::None)) && !cni_addon {
+        return report;
+    }
+    let gpu_addon = topology
+        .addons
+        .values()
+        .any(|a| a.preset == Some(Preset::NvidiaGpuOperator))
+        || objects().any(|o| o.carries_device_plugin());
+    let gpu_nodes: Vec<IpAddr> = if gpu_addon {
+        topology
+            .nodes
+            .iter()
+            .filter(|n| crate::addon::checks::has_nvidia_device(topology, n))
+            .map(|n| IpAddr::V4(n.ip))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(wait);
+    let backoff = Backoff::default();
+    let mut attempt = 0;
+    let checks = loop {
+        let answer = match &state.outputs.kubeconfig {
+            None => Err("the state has no kubeconfig yet".to_owned()),
+            Some(k) => match crate::kube::KubeClient::from_kubeconfig(k.value.expose()).await {
+                Ok(client) => client.nodes().await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        let checks = health::judge_kubernetes(nodes, &gpu_nodes, &answer);
+        let passed = checks.iter().all(|c| c.status != health::CheckStatus::Fail);
+        if passed || std::time::Instant::now() >= deadline {
+            break checks;
+        }
+        tokio::time::sleep(backoff.delay(attempt)).await;
+        attempt += 1;
+    };
+    let at = report
+        .checks
+        .iter()
+        .position(|c| c.name == health::CheckName::KubernetesNodesReady)
+        .unwrap_or(report.checks.len());
+    report
+        .checks
+        .retain(|c| c.name != health::CheckName::KubernetesNodesReady);
+    for (i, c) in checks.into_iter().enumerate() {
+        report.checks.insert((at + i).min(report.checks.len()), c);
+    }
+    for c in &mut report.checks {
+        if c.name == health::CheckName::CorednsReady {
+            c.reason = "not checked by talosprov; use `kubectl -n kube-system get pods -l k8s-app=kube-dns`".to_owned();
+        }
+    }
+    report
+}
+
 /// The nodes to check, in topology order.
 pub fn cluster_nodes(topology: &Topology) -> Vec<ClusterNode> {
     topology
@@ -129,6 +208,15 @@ pub async fn run(args: HealthArgs) -> Result<Outcome, CommandError> {
             Err(e) => e.report().clone(),
         }
     };
+    let report = kubernetes_checks(
+        &topology,
+        &loaded.state,
+        &nodes,
+        expect.cni.as_ref(),
+        report,
+        args.wait,
+    )
+    .await;
     crate::ui::console::print_lines(&report.render())?;
     let failing = report.failing().count();
     if failing > 0 {

@@ -2,8 +2,8 @@
 //! lab's simulated cluster after one apply: the bootstrap add-ons (the lab's CNI and
 //! the NVIDIA device plugin, in the control plane's inline manifests) were applied
 //! when etcd was bootstrapped, so every node is Ready and only the GPU node has
-//! `nvidia.com/gpu: 1`. kubectl is the independent client: a missing kubectl fails
-//! the test with how to install it.
+//! `nvidia.com/gpu: 1`; `talosprov health` (through kube-rs) agrees. kubectl is the
+//! independent client: a missing kubectl fails the test with how to install it.
 
 use std::time::Duration;
 
@@ -77,6 +77,21 @@ async fn after_apply_kubectl_sees_every_node_ready_and_the_gpu_allocatable() {
         daemonsets,
         "daemonset.apps/lab-cni\ndaemonset.apps/nvidia-device-plugin-daemonset\n"
     );
+
+    // talosprov's own health check asks the same API.
+    let out = lab.run(&["health"]).await;
+    assert!(out.status.success(), "health failed");
+    let text = stdout(&out);
+    assert!(
+        text.contains("all k8s nodes to report ready: 3 nodes registered and Ready\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "GPU nodes to have nvidia.com/gpu allocatable: nvidia.com/gpu allocatable on 1 node\n"
+        ),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,4 +105,8 @@ async fn without_a_cni_addon_the_nodes_stay_not_ready() {
     std::fs::write(&kubeconfig, text).expect("write kubeconfig");
     let table = kubectl(&kubeconfig, &["get", "nodes"]);
     assert_eq!(table.matches(" NotReady ").count(), 3, "{table}");
+    // health skips the Kubernetes checks, saying why, as before.
+    let out = lab.run(&["health"]).await;
+    assert!(out.status.success(), "health failed");
+    assert!(stdout(&out).contains("CNI is none"), "{}", stdout(&out));
 }

@@ -846,6 +846,7 @@ fn each_crate_depends_only_on_the_layers_below_it() {
             "talosprov-sources",
             &["talosprov-core", "talosprov-retry"][..],
         ),
+        ("talosprov-kube", &["talosprov-core", "talosprov-retry"][..]),
         (
             "talosprov-engine",
             &[
@@ -855,6 +856,7 @@ fn each_crate_depends_only_on_the_layers_below_it() {
                 "talosprov-talos",
                 "talosprov-factory",
                 "talosprov-state",
+                "talosprov-kube",
             ][..],
         ),
         ("talosprov-sim", &["talosprov-core", "talosprov-talos"][..]),
@@ -869,6 +871,7 @@ fn each_crate_depends_only_on_the_layers_below_it() {
                 "talosprov-factory",
                 "talosprov-state",
                 "talosprov-sources",
+                "talosprov-kube",
                 "talosprov-engine",
             ][..],
         ),

@@ -21,6 +21,10 @@ use crate::topology::{Addon, AddonSource, Code, Diagnostic, Phase, Pos, Topology
 /// mounting it carries a CNI.
 pub const CNI_CONFIG_DIR: &str = "/etc/cni/net.d";
 
+/// The kubelet's device-plugin socket folder, which every device plugin
+/// mounts (Kubernetes device plugin API).
+pub const DEVICE_PLUGINS_DIR: &str = "/var/lib/kubelet/device-plugins";
+
 /// One Kubernetes object of an add-on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Object {
@@ -58,6 +62,17 @@ impl Object {
     /// Whether it is a DaemonSet whose pods mount the host's CNI config
     /// folder: what every CNI is.
     pub fn carries_cni(&self) -> bool {
+        self.mounts_host_path(CNI_CONFIG_DIR)
+    }
+
+    /// Whether it is a DaemonSet whose pods mount the kubelet's device-plugin
+    /// folder: a device plugin (NVIDIA's, the GPU operator's).
+    pub fn carries_device_plugin(&self) -> bool {
+        self.mounts_host_path(DEVICE_PLUGINS_DIR)
+    }
+
+    /// Whether it is a DaemonSet with a `hostPath` volume of `dir`.
+    fn mounts_host_path(&self, dir: &str) -> bool {
         self.kind == "DaemonSet"
             && self.body["spec"]["template"]["spec"]["volumes"]
                 .as_sequence()
@@ -65,7 +80,7 @@ impl Object {
                     volumes.iter().any(|v| {
                         v["hostPath"]["path"]
                             .as_str()
-                            .is_some_and(|p| p.trim_end_matches('/') == CNI_CONFIG_DIR)
+                            .is_some_and(|p| p.trim_end_matches('/') == dir)
                     })
                 })
     }

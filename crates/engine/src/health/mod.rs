@@ -5,11 +5,13 @@
 
 mod cluster;
 mod judge;
+mod kubernetes;
 mod probe;
 mod report;
 
 pub use cluster::{ClusterNode, Cni};
 pub use judge::{Expectations, NodeAnswers, is_member, judge, judge_etcd, judge_node};
+pub use kubernetes::judge_kubernetes;
 pub use probe::{
     HealthError, observe, run_checks, wait_etcd_healthy, wait_healthy, wait_node_healthy,
 };

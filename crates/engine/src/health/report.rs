@@ -100,6 +100,9 @@ pub enum CheckName {
     KubernetesNodesReady,
     /// CoreDNS (`k8s-app=kube-dns`) reports ready (needs a CNI).
     CorednsReady,
+    /// `nvidia.com/gpu` is allocatable on every node with an NVIDIA device (when
+    /// a GPU add-on is declared).
+    GpuAllocatable,
 }
 
 impl fmt::Display for CheckName {
@@ -114,6 +117,7 @@ impl fmt::Display for CheckName {
             CheckName::KubeletHealthy => "kubelet to be healthy",
             CheckName::KubernetesNodesReady => "all k8s nodes to report ready",
             CheckName::CorednsReady => "coredns to report ready",
+            CheckName::GpuAllocatable => "GPU nodes to have nvidia.com/gpu allocatable",
         })
     }
 }

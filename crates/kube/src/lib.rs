@@ -1,0 +1,113 @@
+//! The Kubernetes side of talosprov, through kube-rs: a client made from the admin
+//! kubeconfig talosprov keeps in its state (client certificate from the cluster's
+//! Kubernetes CA), and the cluster's nodes as `kubectl get nodes` shows them.
+
+#![warn(missing_docs)]
+
+use std::net::IpAddr;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// The extended resource a GPU device plugin advertises (NVIDIA's device plugin and
+/// the GPU operator's).
+pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
+
+/// Why the Kubernetes API could not be asked.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    /// The kubeconfig is not one kube-rs can use.
+    #[error("the kubeconfig cannot be used: {0}")]
+    Kubeconfig(String),
+    /// The API answered with an error, or did not answer.
+    #[error("the Kubernetes API: {0}")]
+    Api(String),
+}
+
+/// One Kubernetes node, as `kubectl get nodes` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeNode {
+    /// `metadata.name`.
+    pub name: String,
+    /// The first `InternalIP` address, which is how a node is matched to the
+    /// topology's.
+    pub internal_ip: Option<IpAddr>,
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
+    /// The `Ready` condition's message when not ready.
+    pub reason: String,
+    /// Whether it has the `node-role.kubernetes.io/control-plane` label.
+    pub control_plane: bool,
+    /// `status.nodeInfo.kubeletVersion`, such as `v1.36.2`.
+    pub kubelet_version: String,
+    /// `status.allocatable["nvidia.com/gpu"]`, 0 when absent.
+    pub gpus: u64,
+}
+
+/// A client of one cluster's API.
+#[derive(Clone)]
+pub struct KubeClient {
+    client: kube::Client,
+}
+
+impl KubeClient {
+    /// A client from a kubeconfig's text, using its current context.
+    ///
+    /// # Errors
+    /// [`KubeError::Kubeconfig`] when the text is not a kubeconfig or its credentials
+    /// cannot be loaded.
+    pub async fn from_kubeconfig(yaml: &str) -> Result<Self, KubeError> {
+        let bad = |e: &dyn std::fmt::Display| KubeError::Kubeconfig(e.to_string());
+        let kubeconfig = Kubeconfig::from_yaml(yaml).map_err(|e| bad(&e))?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| bad(&e))?;
+        let client = kube::Client::try_from(config).map_err(|e| bad(&e))?;
+        Ok(KubeClient { client })
+    }
+
+    /// Every node, in the API's order.
+    ///
+    /// # Errors
+    /// [`KubeError::Api`] when the API does not answer or refuses.
+    pub async fn nodes(&self) -> Result<Vec<KubeNode>, KubeError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| KubeError::Api(e.to_string()))?;
+        Ok(list.items.iter().map(node).collect())
+    }
+}
+
+fn node(n: &Node) -> KubeNode {
+    let status = n.status.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+    KubeNode {
+        name: n.metadata.name.clone().unwrap_or_default(),
+        internal_ip: status
+            .and_then(|s| s.addresses.as_ref())
+            .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
+            .and_then(|a| a.address.parse().ok()),
+        ready: ready.is_some_and(|c| c.status == "True"),
+        reason: ready.and_then(|c| c.message.clone()).unwrap_or_default(),
+        control_plane: n
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key("node-role.kubernetes.io/control-plane")),
+        kubelet_version: status
+            .and_then(|s| s.node_info.as_ref())
+            .map(|i| i.kubelet_version.clone())
+            .unwrap_or_default(),
+        gpus: status
+            .and_then(|s| s.allocatable.as_ref())
+            .and_then(|a| a.get(NVIDIA_GPU))
+            .and_then(|q| q.0.parse().ok())
+            .unwrap_or(0),
+    }
+}
