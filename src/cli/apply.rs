@@ -272,6 +272,8 @@ struct ApplySettings {
     snapshots: SnapshotPolicy,
     /// The bound of the wait for Proxmox work after an interruption.
     interrupt_grace: std::time::Duration,
+    /// The bound of the final wait for the Kubernetes nodes.
+    ready_wait: std::time::Duration,
 }
 
 impl ApplySettings {
@@ -282,7 +284,7 @@ impl ApplySettings {
     /// combination the flags cannot mean together: a saved plan with
     /// `-target`, `--staged` with a plan saved without it, `-refresh-only`
     /// with `-refresh=false`, `-parallelism 0`, a malformed
-    /// `TALOSPROV_INTERRUPT_GRACE`.
+    /// `TALOSPROV_INTERRUPT_GRACE` or `TALOSPROV_READY_WAIT`.
     fn resolve(args: &ApplyArgs) -> Result<ApplySettings, CommandError> {
         let fail = |msg: &str| -> CommandError { anyhow::anyhow!("{msg}").into() };
         if args.planfile.is_some() && !args.target.is_empty() {
@@ -299,6 +301,7 @@ impl ApplySettings {
             return Err(fail("-parallelism must be at least 1"));
         }
         let interrupt_grace = interrupt_grace()?;
+        let ready_wait = ready_wait()?;
         let topology = cluster::load_topology(&args.state.file)?;
         let saved = args
             .planfile
@@ -330,6 +333,7 @@ impl ApplySettings {
             max_parallel_upgrades: args.max_parallel_upgrades,
             snapshots: snapshot_policy(args),
             interrupt_grace,
+            ready_wait,
             topology,
             saved,
         })
@@ -396,9 +400,88 @@ async fn apply_locked(
             if let Some(e) = conflicts_error(&plan) {
                 return Err(e);
             }
+            if settings.targets.is_empty() {
+                kubernetes_ready(settings, store).await?;
+            }
         }
     }
     Ok(Outcome::Success)
+}
+
+/// How long apply's final gate waits for the Kubernetes nodes to be Ready (and the
+/// GPUs allocatable) unless [`READY_WAIT_VAR`] says otherwise: the CNI's pods start
+/// after the nodes register.
+pub const KUBERNETES_READY_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The variable that bounds apply's wait for the Kubernetes nodes, in seconds (or a
+/// duration such as `5m`).
+pub const READY_WAIT_VAR: &str = "TALOSPROV_READY_WAIT";
+
+/// The bound of apply's wait for the Kubernetes nodes: [`READY_WAIT_VAR`], else
+/// [`KUBERNETES_READY_WAIT`].
+///
+/// # Errors
+/// A value that is neither seconds nor a duration.
+fn ready_wait() -> anyhow::Result<std::time::Duration> {
+    let Some(text) = std::env::var(READY_WAIT_VAR)
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+    else {
+        return Ok(KUBERNETES_READY_WAIT);
+    };
+    let text = text.trim();
+    text.parse::<u64>()
+        .map(std::time::Duration::from_secs)
+        .or_else(|_| humantime::parse_duration(text))
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "{READY_WAIT_VAR}={text:?} is not a number of seconds nor a duration such as 5m"
+            )
+        })
+}
+
+/// Apply's final gate, when the cluster has a CNI (its own or an add-on's): every
+/// node registered and Ready, GPUs allocatable where a GPU add-on is declared,
+/// waiting up to `settings.ready_wait`; then the node table, as `kubectl get
+/// nodes` shows it.
+///
+/// # Errors
+/// A check still failing at the deadline, naming the nodes.
+async fn kubernetes_ready(
+    settings: &ApplySettings,
+    store: &StateStore<StateBackend>,
+) -> Result<(), CommandError> {
+    let Some(loaded) = store.load().await? else {
+        return Ok(());
+    };
+    let topology = &settings.topology;
+    let cni = super::health::cni(topology, &loaded.state);
+    let Some((checks, nodes)) =
+        super::health::kubernetes_gate(topology, &loaded.state, cni.as_ref(), settings.ready_wait)
+            .await
+    else {
+        return Ok(());
+    };
+    if !nodes.is_empty() {
+        crate::ui::write_stdout(&format!(
+            "\nKubernetes nodes:\n{}",
+            super::health::node_table(&nodes)
+        ))?;
+    }
+    let failing: Vec<String> = checks
+        .iter()
+        .filter(|c| c.status == crate::health::CheckStatus::Fail)
+        .map(|c| format!("{}: {}", c.name, c.reason))
+        .collect();
+    if failing.is_empty() {
+        return Ok(());
+    }
+    Err(anyhow::anyhow!(
+        "the changes are applied, and the cluster is not ready after {} s:\n  {}",
+        settings.ready_wait.as_secs(),
+        failing.join("\n  ")
+    )
+    .into())
 }
 
 /// What `apply` gives the engine's session: planning against Proxmox and

@@ -53,7 +53,7 @@ fn credentials(state: &State) -> anyhow::Result<ClientCredentials> {
 }
 
 /// The cluster's CNI, from the first control plane's machine config in the state.
-fn cni(topology: &Topology, state: &State) -> Option<Cni> {
+pub(super) fn cni(topology: &Topology, state: &State) -> Option<Cni> {
     topology
         .controlplanes()
         .chain(topology.nodes.iter())
@@ -61,21 +61,22 @@ fn cni(topology: &Topology, state: &State) -> Option<Cni> {
         .and_then(|c| Cni::from_machine_config(c.value.expose()))
 }
 
-/// The Kubernetes checks in place of the skipped ones, when they apply: the cluster
-/// has a CNI (Talos's own, or an add-on that carries one: the `cilium` preset, a
-/// `manifests` add-on with a DaemonSet mounting `/etc/cni/net.d`). Every node must be
-/// registered and Ready; with a GPU add-on (the `nvidia-gpu-operator` preset, or a
-/// device plugin among the `manifests` add-ons), every node with an NVIDIA device must
-/// have `nvidia.com/gpu` allocatable. With `wait` > 0, asks again until they pass or
-/// `wait` seconds have gone. CoreDNS is not checked: its check stays skipped, saying so.
-async fn kubernetes_checks(
+/// How long one question to the Kubernetes API may take.
+const KUBE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The Kubernetes checks, when they apply: the cluster has a CNI (Talos's own, or an
+/// add-on that carries one: the `cilium` preset, a `manifests` add-on with a DaemonSet
+/// mounting `/etc/cni/net.d`). Every node must be registered and Ready; with a GPU
+/// add-on (the `nvidia-gpu-operator` preset, or a device plugin among the `manifests`
+/// add-ons), every node with an NVIDIA device must have `nvidia.com/gpu` allocatable.
+/// Asks again until they pass or `wait` has gone. `None` when they do not apply;
+/// else the checks and the nodes the API gave last (empty when it did not answer).
+pub(super) async fn kubernetes_gate(
     topology: &Topology,
     state: &State,
-    nodes: &[ClusterNode],
     cni: Option<&Cni>,
-    mut report: health::HealthReport,
-    wait: u64,
-) -> health::HealthReport {
+    wait: Duration,
+) -> Option<(Vec<health::Check>, Vec<crate::kube::KubeNode>)> {
     use crate::topology::Preset;
     let (addons, _) = crate::files::render_addons(topology);
     let objects = || addons.iter().flat_map(|a| &a.objects);
@@ -85,41 +86,60 @@ async fn kubernetes_checks(
         .any(|a| a.preset == Some(Preset::Cilium))
         || objects().any(|o| o.carries_cni());
     if matches!(cni, Some(Cni::None)) && !cni_addon {
-        return report;
+        return None;
     }
     let gpu_addon = topology
         .addons
         .values()
         .any(|a| a.preset == Some(Preset::NvidiaGpuOperator))
         || objects().any(|o| o.carries_device_plugin());
-    let gpu_nodes: Vec<IpAddr> = if gpu_addon {
-        topology
-            .nodes
-            .iter()
-            .filter(|n| crate::addon::checks::has_nvidia_device(topology, n))
-            .map(|n| IpAddr::V4(n.ip))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(wait);
+    let gpu_nodes: Vec<IpAddr> = topology
+        .nodes
+        .iter()
+        .filter(|n| gpu_addon && crate::addon::checks::has_nvidia_device(topology, n))
+        .map(|n| IpAddr::V4(n.ip))
+        .collect();
+    let nodes = cluster_nodes(topology);
+    let deadline = std::time::Instant::now() + wait;
     let backoff = Backoff::default();
     let mut attempt = 0;
-    let checks = loop {
-        let answer = match &state.outputs.kubeconfig {
-            None => Err("the state has no kubeconfig yet".to_owned()),
-            Some(k) => match crate::kube::KubeClient::from_kubeconfig(k.value.expose()).await {
-                Ok(client) => client.nodes().await.map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            },
+    loop {
+        let ask = async {
+            match &state.outputs.kubeconfig {
+                None => Err("the state has no kubeconfig yet".to_owned()),
+                Some(k) => match crate::kube::KubeClient::from_kubeconfig(k.value.expose()).await {
+                    Ok(client) => client.nodes().await.map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                },
+            }
         };
-        let checks = health::judge_kubernetes(nodes, &gpu_nodes, &answer);
+        // One request never outlasts the wait by much.
+        let answer = tokio::time::timeout(KUBE_REQUEST_TIMEOUT, ask)
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer in {} s", KUBE_REQUEST_TIMEOUT.as_secs())));
+        let checks = health::judge_kubernetes(&nodes, &gpu_nodes, &answer);
         let passed = checks.iter().all(|c| c.status != health::CheckStatus::Fail);
         if passed || std::time::Instant::now() >= deadline {
-            break checks;
+            return Some((checks, answer.unwrap_or_default()));
         }
         tokio::time::sleep(backoff.delay(attempt)).await;
         attempt += 1;
+    }
+}
+
+/// `report` with the Kubernetes checks in place of the skipped ones, when they
+/// apply ([`kubernetes_gate`], asking for up to `wait` seconds); CoreDNS is not
+/// checked, and its check says so.
+async fn kubernetes_checks(
+    topology: &Topology,
+    state: &State,
+    cni: Option<&Cni>,
+    mut report: health::HealthReport,
+    wait: u64,
+) -> health::HealthReport {
+    let Some((checks, _)) = kubernetes_gate(topology, state, cni, Duration::from_secs(wait)).await
+    else {
+        return report;
     };
     let at = report
         .checks
@@ -138,6 +158,53 @@ async fn kubernetes_checks(
         }
     }
     report
+}
+
+/// The cluster's nodes as `kubectl get nodes` shows them: NAME, STATUS, ROLES,
+/// VERSION, INTERNAL-IP, and GPU when any node has one.
+pub(super) fn node_table(nodes: &[crate::kube::KubeNode]) -> String {
+    let gpus = nodes.iter().any(|n| n.gpus > 0);
+    let mut rows = vec![
+        vec!["NAME", "STATUS", "ROLES", "VERSION", "INTERNAL-IP"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>(),
+    ];
+    if gpus {
+        rows[0].push("GPU".to_owned());
+    }
+    for n in nodes {
+        let mut row = vec![
+            n.name.clone(),
+            if n.ready { "Ready" } else { "NotReady" }.to_owned(),
+            if n.control_plane {
+                "control-plane"
+            } else {
+                "<none>"
+            }
+            .to_owned(),
+            n.kubelet_version.clone(),
+            n.internal_ip
+                .map_or_else(|| "<none>".to_owned(), |ip| ip.to_string()),
+        ];
+        if gpus {
+            row.push(n.gpus.to_string());
+        }
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    rows.iter()
+        .map(|r| {
+            let cells: Vec<String> = r
+                .iter()
+                .zip(&widths)
+                .map(|(cell, w)| format!("{cell:<w$}"))
+                .collect();
+            cells.join("   ").trim_end().to_owned() + "\n"
+        })
+        .collect()
 }
 
 /// The nodes to check, in topology order.
@@ -211,7 +278,6 @@ pub async fn run(args: HealthArgs) -> Result<Outcome, CommandError> {
     let report = kubernetes_checks(
         &topology,
         &loaded.state,
-        &nodes,
         expect.cni.as_ref(),
         report,
         args.wait,

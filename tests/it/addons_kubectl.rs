@@ -38,6 +38,24 @@ async fn after_apply_kubectl_sees_every_node_ready_and_the_gpu_allocatable() {
     lab.import_secrets().await;
     let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(out.status.success(), "apply failed");
+    // Apply's final gate waited for the nodes, and shows them.
+    let text = stdout(&out);
+    let table = text
+        .split("\nKubernetes nodes:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("the node table:\n{text}"));
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(rows.len(), 4, "{table}");
+    assert!(
+        rows[0].starts_with("NAME") && rows[0].ends_with("GPU"),
+        "{table}"
+    );
+    assert_eq!(
+        rows[1..].iter().filter(|r| r.contains(" Ready ")).count(),
+        3,
+        "{table}"
+    );
+    assert!(rows[3].ends_with(&format!("{}   1", lab.ips[2])), "{table}");
     let kubeconfig = lab.dir.path().join("kubeconfig");
     let text = stdout(&lab.run(&["output", "kubeconfig", "-raw"]).await);
     std::fs::write(&kubeconfig, text).expect("write kubeconfig");
@@ -109,4 +127,36 @@ async fn without_a_cni_addon_the_nodes_stay_not_ready() {
     let out = lab.run(&["health"]).await;
     assert!(out.status.success(), "health failed");
     assert!(stdout(&out).contains("CNI is none"), "{}", stdout(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_fails_its_final_gate_when_the_gpu_never_becomes_allocatable() {
+    let mut lab = Lab::start("15.4", Duration::from_millis(100)).await;
+    // The GPU node without the patch that loads the NVIDIA modules.
+    std::fs::remove_dir_all(lab.dir.path().join("patches/nodes/talos-gpu-01")).expect("rm");
+    lab.env
+        .push(("TALOSPROV_READY_WAIT".to_owned(), "1".to_owned()));
+    lab.import_secrets().await;
+    let out = lab.run(&["apply", "-auto-approve"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = crate::support::cli::stderr(&out);
+    assert!(
+        err.contains("the changes are applied, and the cluster is not ready after 1 s:"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "talos-gpu-01 ({}): talos-{} has no nvidia.com/gpu allocatable",
+            lab.ips[2],
+            lab.ips[2].replace('.', "-")
+        )),
+        "{err}"
+    );
+    assert!(
+        stdout(&out).contains("Kubernetes nodes:\n"),
+        "the table is shown"
+    );
+    // Everything apply did is recorded: nothing is left to change.
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
