@@ -104,11 +104,21 @@ pub const INTERRUPT_GRACE_VAR: &str = "TALOSPROV_INTERRUPT_GRACE";
 /// # Errors
 /// A value that is neither seconds nor a duration.
 pub(super) fn interrupt_grace() -> anyhow::Result<std::time::Duration> {
-    let Some(text) = std::env::var(INTERRUPT_GRACE_VAR)
-        .ok()
-        .filter(|t| !t.trim().is_empty())
-    else {
-        return Ok(Waits::default().interrupt_grace);
+    duration_var(INTERRUPT_GRACE_VAR, Waits::default().interrupt_grace, "20s")
+}
+
+/// The duration the variable `name` gives, in seconds or as a duration such as
+/// `example`; `default` when it is unset or empty.
+///
+/// # Errors
+/// A value that is neither seconds nor a duration.
+fn duration_var(
+    name: &str,
+    default: std::time::Duration,
+    example: &str,
+) -> anyhow::Result<std::time::Duration> {
+    let Some(text) = std::env::var(name).ok().filter(|t| !t.trim().is_empty()) else {
+        return Ok(default);
     };
     let text = text.trim();
     text.parse::<u64>()
@@ -116,7 +126,7 @@ pub(super) fn interrupt_grace() -> anyhow::Result<std::time::Duration> {
         .or_else(|_| humantime::parse_duration(text))
         .map_err(|_| {
             anyhow::anyhow!(
-                "{INTERRUPT_GRACE_VAR}={text:?} is not a number of seconds nor a duration such as 20s"
+                "{name}={text:?} is not a number of seconds nor a duration such as {example}"
             )
         })
 }
@@ -423,21 +433,7 @@ pub const READY_WAIT_VAR: &str = "TALOSPROV_READY_WAIT";
 /// # Errors
 /// A value that is neither seconds nor a duration.
 fn ready_wait() -> anyhow::Result<std::time::Duration> {
-    let Some(text) = std::env::var(READY_WAIT_VAR)
-        .ok()
-        .filter(|t| !t.trim().is_empty())
-    else {
-        return Ok(KUBERNETES_READY_WAIT);
-    };
-    let text = text.trim();
-    text.parse::<u64>()
-        .map(std::time::Duration::from_secs)
-        .or_else(|_| humantime::parse_duration(text))
-        .map_err(|_| {
-            anyhow::anyhow!(
-                "{READY_WAIT_VAR}={text:?} is not a number of seconds nor a duration such as 5m"
-            )
-        })
+    duration_var(READY_WAIT_VAR, KUBERNETES_READY_WAIT, "5m")
 }
 
 /// Apply's final gate, when the cluster has a CNI (its own or an add-on's): every

@@ -96,12 +96,6 @@ pub(crate) fn apid_identity(
     hostname: &str,
     cert_sans: &[String],
 ) -> Result<Identity, String> {
-    let ca_key = key_pair_from_pem(ca_key_pem)?;
-    let issuer = Issuer::from_ca_cert_pem(ca_crt_pem, &ca_key).map_err(err)?;
-    let leaf_key = KeyPair::generate_for(&rcgen::PKCS_ED25519).map_err(err)?;
-    let mut leaf = CertificateParams::default();
-    leaf.distinguished_name = DistinguishedName::new();
-    leaf.distinguished_name.push(DnType::CommonName, hostname);
     let mut sans = vec![SanType::IpAddress(ip)];
     let loopback: IpAddr = [127, 0, 0, 1].into();
     if ip != loopback {
@@ -113,15 +107,7 @@ pub(crate) fn apid_identity(
             Err(_) => sans.push(SanType::DnsName(name.try_into().map_err(err)?)),
         }
     }
-    leaf.subject_alt_names = sans;
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    validity(&mut leaf, Duration::hours(24));
-    let cert = leaf.signed_by(&leaf_key, &issuer).map_err(err)?;
-    Ok(Identity {
-        chain: vec![cert.der().clone()],
-        key: pkcs8(&leaf_key),
-    })
+    server_leaf(ca_crt_pem, ca_key_pem, &rcgen::PKCS_ED25519, hostname, sans)
 }
 
 /// The kube-apiserver's serving certificate: P-256, 24 h, ServerAuth, issued by the
@@ -132,14 +118,33 @@ pub(crate) fn apiserver_identity(
     ca_key_pem: &str,
     addresses: &[IpAddr],
 ) -> Result<Identity, String> {
+    let sans = addresses.iter().map(|a| SanType::IpAddress(*a)).collect();
+    server_leaf(
+        ca_crt_pem,
+        ca_key_pem,
+        &rcgen::PKCS_ECDSA_P256_SHA256,
+        "kube-apiserver",
+        sans,
+    )
+}
+
+/// A 24 h ServerAuth certificate with a new `algorithm` key, CN `common_name` and
+/// `sans`, issued by the CA whose certificate and key are given.
+fn server_leaf(
+    ca_crt_pem: &str,
+    ca_key_pem: &str,
+    algorithm: &'static rcgen::SignatureAlgorithm,
+    common_name: &str,
+    sans: Vec<SanType>,
+) -> Result<Identity, String> {
     let ca_key = key_pair_from_pem(ca_key_pem)?;
     let issuer = Issuer::from_ca_cert_pem(ca_crt_pem, &ca_key).map_err(err)?;
-    let leaf_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(err)?;
+    let leaf_key = KeyPair::generate_for(algorithm).map_err(err)?;
     let mut leaf = CertificateParams::default();
     leaf.distinguished_name = DistinguishedName::new();
     leaf.distinguished_name
-        .push(DnType::CommonName, "kube-apiserver");
-    leaf.subject_alt_names = addresses.iter().map(|a| SanType::IpAddress(*a)).collect();
+        .push(DnType::CommonName, common_name);
+    leaf.subject_alt_names = sans;
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     validity(&mut leaf, Duration::hours(24));
