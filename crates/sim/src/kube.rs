@@ -7,7 +7,8 @@
 //! `/apis`, the resource lists), nodes (as JSON or as the `Table` kubectl asks for) and
 //! the objects of the inline manifests.
 //!
-//! Nodes follow the simulated machines: a node is Ready once a DaemonSet that mounts the
+//! Nodes follow the simulated machines: a node is Ready when Talos deploys its own CNI
+//! (`cluster.network.cni.name` other than `none`), or once a DaemonSet that mounts the
 //! host path `/etc/cni/net.d` runs (what every CNI does); a node the simulator treats as
 //! having a passed-through NVIDIA device ([`SimOptions::gpu_nodes`]) with the NVIDIA
 //! kernel modules in its config has `nvidia.com/gpu: 1` allocatable once a DaemonSet
@@ -311,7 +312,7 @@ fn daemonset_mounts(objects: &[Value], dir: &str) -> bool {
 
 /// The Node objects of the cluster's machines that run with its config.
 fn nodes(shared: &Shared, key: &str, objects: &[Value]) -> Vec<Value> {
-    let cni = daemonset_mounts(objects, CNI_DIR);
+    let cni_addon = daemonset_mounts(objects, CNI_DIR);
     let device_plugin = daemonset_mounts(objects, DEVICE_PLUGINS_DIR);
     let mut out = Vec::new();
     for node in &shared.nodes {
@@ -323,6 +324,8 @@ fn nodes(shared: &Shared, key: &str, objects: &[Value]) -> Vec<Value> {
             continue;
         }
         let name = node.hostname(&state);
+        // Talos deploys its own CNI (flannel, or `custom` URLs) unless it is `none`.
+        let cni = cni_addon || talos_cni(&cfg.raw) != "none";
         let gpu = device_plugin
             && shared.options.gpu_nodes.contains(&node.ip)
             && NVIDIA_MODULES
@@ -390,6 +393,17 @@ fn node_table(nodes: &[Value]) -> Value {
            "columnDefinitions": [column("Name", "string"), column("Status", "string"),
                                  column("Roles", "string"), column("Age", "string"), column("Version", "string")],
            "rows": rows})
+}
+
+/// `cluster.network.cni.name` of a raw config (Talos's default: flannel).
+fn talos_cni(raw: &[u8]) -> String {
+    v1alpha1(raw)
+        .and_then(|d| {
+            d["cluster"]["network"]["cni"]["name"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "flannel".to_owned())
 }
 
 /// `machine.kernel.modules[].name` of a raw config.
