@@ -313,6 +313,20 @@ fn daemonset_mounts(objects: &[Value], dir: &str) -> bool {
 /// The Node objects of the cluster's machines that run with its config.
 fn nodes(shared: &Shared, key: &str, objects: &[Value]) -> Vec<Value> {
     let cni_addon = daemonset_mounts(objects, CNI_DIR);
+    // Talos deploys its own CNI (flannel, or `custom` URLs) unless the cluster's CNI,
+    // which the control planes' configs carry, is `none`.
+    let talos_deploys_cni = shared
+        .nodes
+        .iter()
+        .find_map(|n| {
+            let s = n.lock();
+            s.config
+                .as_ref()
+                .filter(|c| cluster_key(c) == key && c.machine_type == Role::Controlplane)
+                .map(|c| talos_cni(&c.raw) != "none")
+        })
+        .unwrap_or(false);
+    let cni = cni_addon || talos_deploys_cni;
     let device_plugin = daemonset_mounts(objects, DEVICE_PLUGINS_DIR);
     let mut out = Vec::new();
     for node in &shared.nodes {
@@ -324,8 +338,6 @@ fn nodes(shared: &Shared, key: &str, objects: &[Value]) -> Vec<Value> {
             continue;
         }
         let name = node.hostname(&state);
-        // Talos deploys its own CNI (flannel, or `custom` URLs) unless it is `none`.
-        let cni = cni_addon || talos_cni(&cfg.raw) != "none";
         let gpu = device_plugin
             && shared.options.gpu_nodes.contains(&node.ip)
             && NVIDIA_MODULES
