@@ -1,18 +1,34 @@
 //! The simulated cluster's Kubernetes API, started when etcd is bootstrapped, on the
 //! control-plane endpoint (`cluster.controlPlane.endpoint`, port 6443): TLS from the
 //! cluster's Kubernetes CA, client certificates required and verified against it (so
-//! the admin kubeconfig talosprov writes is the one that works). It applies the
-//! bootstrapping control plane's `cluster.inlineManifests` at bootstrap, as Talos does,
-//! and serves, read-only, what `kubectl get` needs: discovery (`/version`, `/api`,
-//! `/apis`, the resource lists), nodes (as JSON or as the `Table` kubectl asks for) and
-//! the objects of the inline manifests.
+//! the admin kubeconfig talosprov writes is the one that works). It server-side
+//! applies the bootstrapping control plane's `cluster.inlineManifests` at bootstrap
+//! (field manager `talos`, forced), as Talos does, and then serves what `kubectl` and
+//! kube-rs need, with the kube-apiserver's paths, status codes and `Status` bodies:
 //!
-//! Nodes follow the simulated machines: a node is Ready when Talos deploys its own CNI
-//! (`cluster.network.cni.name` other than `none`), or once a DaemonSet that mounts the
-//! host path `/etc/cni/net.d` runs (what every CNI does); a node the simulator treats as
-//! having a passed-through NVIDIA device ([`SimOptions::gpu_nodes`]) with the NVIDIA
-//! kernel modules in its config has `nvidia.com/gpu: 1` allocatable once a DaemonSet
-//! that mounts `/var/lib/kubelet/device-plugins` runs (the device plugin).
+//! - discovery: `/version`, `/api`, `/api/v1`, `/apis` (an `APIGroupList`) and
+//!   `/apis/<group>/<version>` (an `APIResourceList`), from the built-in kinds and the
+//!   stored CustomResourceDefinitions (see [`crate::kube_store`]); `/openapi/v2` and
+//!   `/openapi/v3` answer 404, which makes kubectl validate nothing client-side;
+//! - objects, at `/api/v1/...` and `/apis/<group>/<version>/...`, namespaced
+//!   (`namespaces/<ns>/<plural>[/<name>]`) or not (`<plural>[/<name>]`): GET one, LIST
+//!   (one namespace or all; `labelSelector` by equality and existence, `fieldSelector`
+//!   on `metadata.name` and `metadata.namespace`), POST (create), PATCH with
+//!   `application/apply-patch+yaml` (server-side apply: `fieldManager`, `force`,
+//!   `dryRun=All`), PATCH with a JSON merge patch, and DELETE; a `Table` when the
+//!   client asks for one (`kubectl get`);
+//! - nodes, read-only, computed from the simulated machines (as JSON or as `Table`).
+//!
+//! Request bodies above 8 MiB are refused (413). Unknown paths answer 404 "the server
+//! could not find the requested resource"; watches are not served (405).
+//!
+//! Nodes follow the simulated machines and the live objects: a node is Ready when
+//! Talos deploys its own CNI (`cluster.network.cni.name` other than `none`), or while
+//! a DaemonSet that mounts the host path `/etc/cni/net.d` exists (what every CNI
+//! does); a node the simulator treats as having a passed-through NVIDIA device
+//! ([`SimOptions::gpu_nodes`]) with the NVIDIA kernel modules in its config has
+//! `nvidia.com/gpu: 1` allocatable while a DaemonSet that mounts
+//! `/var/lib/kubelet/device-plugins` exists (the device plugin).
 //!
 //! [`SimOptions::gpu_nodes`]: crate::SimOptions::gpu_nodes
 
@@ -20,7 +36,9 @@ use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use http_body_util::Full;
+use std::collections::HashMap;
+
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -32,6 +50,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::certs;
 use super::config::NodeConfig;
+use super::kube_store::{self, ApplyOptions, ResourceType, Store, StoreError};
 use super::state::{Phase, Shared, cluster_key};
 use talosprov_core::role::Role;
 
@@ -57,15 +76,20 @@ pub(crate) async fn start(shared: Arc<Shared>, cfg: NodeConfig) {
             return;
         }
         cluster.api_started = true;
-        cluster.objects = inline_objects(&cfg.raw);
+        cluster.store = Store::new();
+        for manifest in inline_manifests(&cfg.raw) {
+            for error in cluster.store.apply_manifests(&manifest, "talos") {
+                tracing::warn!(target: "talos_sim", cluster = %key, %error, "an inline manifest is not applied");
+            }
+        }
     }
     if let Err(e) = serve(shared, &cfg, key).await {
         tracing::warn!(target: "talos_sim", error = %e, "the Kubernetes API does not start");
     }
 }
 
-/// The objects of every `cluster.inlineManifests[].contents` of `raw`, in order.
-fn inline_objects(raw: &[u8]) -> Vec<Value> {
+/// Every `cluster.inlineManifests[].contents` of `raw`, in order.
+fn inline_manifests(raw: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
     for doc in serde_yaml_ng::Deserializer::from_slice(raw) {
         let Ok(v) = <serde_yaml_ng::Value as serde::Deserialize>::deserialize(doc) else {
@@ -79,13 +103,8 @@ fn inline_objects(raw: &[u8]) -> Vec<Value> {
             continue;
         };
         for m in list {
-            let contents = m.get("contents").and_then(|c| c.as_str()).unwrap_or("");
-            for object in serde_yaml_ng::Deserializer::from_str(contents) {
-                if let Ok(o) = <Value as serde::Deserialize>::deserialize(object)
-                    && o.is_object()
-                {
-                    out.push(o);
-                }
+            if let Some(contents) = m.get("contents").and_then(|c| c.as_str()) {
+                out.push(contents.to_owned());
             }
         }
     }
@@ -154,7 +173,7 @@ async fn serve(shared: Arc<Shared>, cfg: &NodeConfig, key: String) -> Result<(),
                 let service = hyper::service::service_fn(move |req| {
                     let shared = shared.clone();
                     let key = key.clone();
-                    async move { Ok::<_, Infallible>(respond(&shared, &key, &req)) }
+                    async move { Ok::<_, Infallible>(respond(&shared, &key, req).await) }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
@@ -166,74 +185,433 @@ async fn serve(shared: Arc<Shared>, cfg: &NodeConfig, key: String) -> Result<(),
     Ok(())
 }
 
-/// The answer to one request.
-fn respond(shared: &Shared, key: &str, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    if req.method() != Method::GET {
-        return status(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "MethodNotAllowed",
-            "this simulated API server is read-only",
-        );
+/// The largest request body read; beyond, 413.
+const MAX_BODY: usize = 8 << 20;
+
+type Answer = Response<Full<Bytes>>;
+
+/// The answer to one request, after reading its body (up to [`MAX_BODY`]).
+async fn respond(shared: &Shared, key: &str, req: Request<Incoming>) -> Answer {
+    let (parts, body) = req.into_parts();
+    let declared = parts
+        .headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|l| l.to_str().ok())
+        .and_then(|l| l.parse::<u64>().ok());
+    if declared.is_some_and(|l| l > MAX_BODY as u64) {
+        return too_large();
     }
-    let table = req
-        .headers()
+    let body = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
+        Err(e) => {
+            return error(&StoreError::bad_request(format!(
+                "the request body cannot be read: {e}"
+            )));
+        }
+    };
+    handle(shared, key, &parts, &body)
+}
+
+fn too_large() -> Answer {
+    error(&StoreError {
+        code: 413,
+        reason: "RequestEntityTooLarge",
+        message: format!("the request body is larger than {MAX_BODY} bytes"),
+        details: Value::Null,
+    })
+}
+
+/// What a request for objects names.
+struct Target<'a> {
+    rt: ResourceType,
+    ns: Option<&'a str>,
+    name: Option<&'a str>,
+}
+
+fn handle(shared: &Shared, key: &str, parts: &http::request::Parts, body: &[u8]) -> Answer {
+    let path = parts.uri.path().trim_end_matches('/');
+    let segments: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    let query: HashMap<String, String> =
+        url::form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+    let table = parts
+        .headers
         .get(hyper::header::ACCEPT)
         .and_then(|a| a.to_str().ok())
         .is_some_and(|a| a.contains("as=Table"));
-    let path = req.uri().path().trim_end_matches('/');
-    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-    let objects = shared
-        .clusters()
-        .get(key)
-        .map(|c| c.objects.clone())
-        .unwrap_or_default();
-    match parts.as_slice() {
-        ["version"] => ok(&version(shared, key)),
-        ["api"] => ok(&json!({"kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]})),
-        ["apis"] => ok(
-            &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-            {"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
-             "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"}}]}),
-        ),
-        ["api", "v1"] => ok(&resource_list(
-            "v1",
-            &[
-                ("nodes", "Node", false),
-                ("namespaces", "Namespace", false),
-                ("serviceaccounts", "ServiceAccount", true),
-                ("configmaps", "ConfigMap", true),
-            ],
-        )),
-        ["apis", "apps", "v1"] => ok(&resource_list(
-            "apps/v1",
-            &[
-                ("daemonsets", "DaemonSet", true),
-                ("deployments", "Deployment", true),
-            ],
-        )),
-        ["api", "v1", "nodes"] => {
-            let nodes = nodes(shared, key, &objects);
-            if table {
-                ok(&node_table(&nodes))
+    let get = parts.method == Method::GET;
+    match segments.as_slice() {
+        ["version"] if get => return ok(&version(shared, key)),
+        ["api"] if get => {
+            return ok(&json!({"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}));
+        }
+        ["apis"] if get => return ok(&group_list(&resource_types(shared, key))),
+        ["api", "v1"] if get => return ok(&resource_list("", "v1", &resource_types(shared, key))),
+        ["apis", group, version] if get => {
+            let types = resource_types(shared, key);
+            return if types
+                .iter()
+                .any(|t| t.group == *group && t.version == *version)
+            {
+                ok(&resource_list(group, version, &types))
             } else {
-                ok(&list("NodeList", "v1", nodes))
+                error(&StoreError::no_resource())
+            };
+        }
+        _ => {}
+    }
+    let (group, version, rest) = match segments.as_slice() {
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return error(&StoreError::no_resource()),
+    };
+    let (ns, plural, name) = match rest {
+        ["namespaces", ns, plural] => (Some(*ns), *plural, None),
+        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name)),
+        [plural] => (None, *plural, None),
+        [plural, name] => (None, *plural, Some(*name)),
+        _ => return error(&StoreError::no_resource()),
+    };
+    let Some(rt) = resource_types(shared, key)
+        .into_iter()
+        .find(|t| t.group == group && t.version == version && t.plural == plural)
+    else {
+        return error(&StoreError::no_resource());
+    };
+    if (ns.is_some() && !rt.namespaced) || (ns.is_none() && rt.namespaced && name.is_some()) {
+        return error(&StoreError::no_resource());
+    }
+    let target = Target { rt, ns, name };
+    if target.rt.group.is_empty() && target.rt.plural == "nodes" {
+        return serve_nodes(shared, key, &parts.method, target.name, table);
+    }
+    if query.get("watch").is_some_and(|w| w == "true" || w == "1") {
+        return method_not_allowed("watch is not served by the simulated API server");
+    }
+    let dry_run = match query.get("dryRun").map(String::as_str) {
+        None | Some("") => false,
+        Some("All") => true,
+        Some(other) => {
+            return error(&StoreError::bad_request(format!(
+                "Invalid dry run value: {other}: supported values: \"All\""
+            )));
+        }
+    };
+    let content_type = parts
+        .headers
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|c| c.to_str().ok())
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    let manager = query.get("fieldManager").cloned().unwrap_or_else(|| {
+        parts
+            .headers
+            .get(hyper::header::USER_AGENT)
+            .and_then(|a| a.to_str().ok())
+            .and_then(|a| a.split('/').next())
+            .unwrap_or("unknown")
+            .to_owned()
+    });
+    let node_count = node_count(shared, key);
+    let mut clusters = shared.clusters();
+    let Some(cluster) = clusters.get_mut(key) else {
+        return error(&StoreError::no_resource());
+    };
+    let store = &mut cluster.store;
+    store.set_node_count(node_count);
+    let ns_or_empty = target.ns.unwrap_or_default();
+    match (&parts.method, target.name) {
+        (&Method::GET, Some(name)) => match store.get(&target.rt, ns_or_empty, name) {
+            Ok(o) if table => ok(&object_table(&[o], &store.revision())),
+            Ok(o) => ok(&o),
+            Err(e) => error(&e),
+        },
+        (&Method::GET, None) => {
+            let mut listed = store.list(&target.rt, target.ns);
+            let selected = match select(&mut listed, &query) {
+                Ok(()) => listed,
+                Err(e) => return error(&e),
+            };
+            if table {
+                let items = selected["items"].as_array().cloned().unwrap_or_default();
+                ok(&object_table(&items, &store.revision()))
+            } else {
+                ok(&selected)
             }
         }
-        ["api", "v1", "nodes", name] => match nodes(shared, key, &objects)
-            .into_iter()
-            .find(|n| n["metadata"]["name"] == *name)
-        {
-            Some(n) => ok(&n),
-            None => not_found(&format!("nodes \"{name}\" not found")),
-        },
-        ["apis", "apps", "v1", kind] | ["api", "v1", kind] => ok(&list_of(&objects, kind, None)),
-        ["apis", "apps", "v1", "namespaces", ns, kind] | ["api", "v1", "namespaces", ns, kind] => {
-            ok(&list_of(&objects, kind, Some(ns)))
+        (&Method::POST, None) => {
+            let Some(ns) = target.ns.or((!target.rt.namespaced).then_some("")) else {
+                return method_not_allowed("create needs a namespace in the path");
+            };
+            let object = match parse_body(body) {
+                Ok(o) => o,
+                Err(e) => return error(&e),
+            };
+            match store.create(&target.rt, ns, object, &manager, dry_run) {
+                Ok(o) => answer(StatusCode::CREATED, &o),
+                Err(e) => error(&e),
+            }
         }
-        _ => not_found(&format!(
-            "the server could not find the requested resource ({path})"
-        )),
+        (&Method::PATCH, Some(name)) => {
+            let patch = match parse_body(body) {
+                Ok(o) => o,
+                Err(e) => return error(&e),
+            };
+            let written = match content_type.as_str() {
+                "application/apply-patch+yaml" => {
+                    let force = query.get("force").is_some_and(|f| f == "true");
+                    let manager = query.get("fieldManager").map(String::as_str).unwrap_or("");
+                    let opts = ApplyOptions {
+                        manager,
+                        force,
+                        dry_run,
+                    };
+                    store.apply(&target.rt, ns_or_empty, name, patch, opts)
+                }
+                "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+                    store.merge_patch(&target.rt, ns_or_empty, name, patch, &manager, dry_run)
+                }
+                other => {
+                    return error(&StoreError {
+                        code: 415,
+                        reason: "UnsupportedMediaType",
+                        message: format!(
+                            "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (not {other})"
+                        ),
+                        details: Value::Null,
+                    });
+                }
+            };
+            match written {
+                Ok(w) if w.created => answer(StatusCode::CREATED, &w.object),
+                Ok(w) => ok(&w.object),
+                Err(e) => error(&e),
+            }
+        }
+        (&Method::DELETE, Some(name)) => {
+            match store.delete(&target.rt, ns_or_empty, name, dry_run) {
+                Ok(o) => {
+                    let mut details = json!({"name": name, "kind": target.rt.plural,
+                                             "uid": o["metadata"]["uid"]});
+                    if !target.rt.group.is_empty() {
+                        details["group"] = json!(target.rt.group);
+                    }
+                    ok(
+                        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                               "status": "Success", "details": details}),
+                    )
+                }
+                Err(e) => error(&e),
+            }
+        }
+        _ => method_not_allowed(&format!("{} is not supported on {path}", parts.method)),
+    }
+}
+
+/// The served kinds of the cluster (the built-in ones before it is bootstrapped).
+fn resource_types(shared: &Shared, key: &str) -> Vec<ResourceType> {
+    shared
+        .clusters()
+        .get(key)
+        .map(|c| c.store.resource_types())
+        .unwrap_or_else(kube_store::builtin_types)
+}
+
+/// A request body, JSON or YAML (one document).
+fn parse_body(body: &[u8]) -> Result<Value, StoreError> {
+    serde_json::from_slice(body)
+        .or_else(|_| serde_yaml_ng::from_slice::<Value>(body))
+        .map_err(|e| StoreError::bad_request(format!("the body is neither JSON nor YAML: {e}")))
+}
+
+/// One selector term, as a test of an item.
+type ItemTest = Box<dyn Fn(&Value) -> bool>;
+
+/// Keep the items of `list` that match the query's `labelSelector` (`k=v`, `k==v`,
+/// `k!=v`, `k`, `!k`, comma-separated) and `fieldSelector` (`metadata.name` and
+/// `metadata.namespace`, with `=`, `==` or `!=`).
+fn select(list: &mut Value, query: &HashMap<String, String>) -> Result<(), StoreError> {
+    let mut tests: Vec<ItemTest> = Vec::new();
+    for term in query
+        .get("labelSelector")
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        let term = term.to_owned();
+        tests.push(Box::new(move |o: &Value| {
+            let labels = &o["metadata"]["labels"];
+            if let Some((k, v)) = term.split_once("!=") {
+                labels[k.trim()].as_str() != Some(v.trim())
+            } else if let Some((k, v)) = term.split_once('=') {
+                labels[k.trim()].as_str() == Some(v.trim_start_matches('=').trim())
+            } else if let Some(k) = term.strip_prefix('!') {
+                labels.get(k.trim()).is_none()
+            } else {
+                labels.get(&term).is_some()
+            }
+        }));
+    }
+    for term in query
+        .get("fieldSelector")
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        let (field, value, equal) = if let Some((f, v)) = term.split_once("!=") {
+            (f, v, false)
+        } else if let Some((f, v)) = term.split_once('=') {
+            (f, v.trim_start_matches('='), true)
+        } else {
+            return Err(StoreError::bad_request(format!(
+                "invalid field selector: {term}"
+            )));
+        };
+        let field = match field.trim() {
+            "metadata.name" => "name",
+            "metadata.namespace" => "namespace",
+            other => {
+                return Err(StoreError::bad_request(format!(
+                    "field label not supported: {other}"
+                )));
+            }
+        };
+        let value = value.trim().to_owned();
+        tests.push(Box::new(move |o: &Value| {
+            (o["metadata"][field].as_str().unwrap_or_default() == value) == equal
+        }));
+    }
+    if let Some(items) = list["items"].as_array_mut() {
+        items.retain(|o| tests.iter().all(|t| t(o)));
+    }
+    Ok(())
+}
+
+/// The `Table` `kubectl get` asks for, of stored objects: NAME and AGE.
+fn object_table(items: &[Value], revision: &str) -> Value {
+    let column = |name: &str, kind: &str, format: &str| json!({"name": name, "type": kind, "format": format, "description": "", "priority": 0});
+    let rows: Vec<Value> = items
+        .iter()
+        .map(|o| {
+            json!({"cells": [o["metadata"]["name"], age(o["metadata"]["creationTimestamp"].as_str())],
+                   "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                              "metadata": o["metadata"]}})
+        })
+        .collect();
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": revision},
+           "columnDefinitions": [column("Name", "string", "name"), column("Age", "string", "")],
+           "rows": rows})
+}
+
+/// How long ago `timestamp` (RFC 3339) was, as kubectl shows ages (`42s`, `5m`, `3h`,
+/// `2d`).
+fn age(timestamp: Option<&str>) -> String {
+    let Some(t) = timestamp.and_then(|t| {
+        time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+    }) else {
+        return "<unknown>".to_owned();
+    };
+    let secs = (time::OffsetDateTime::now_utc() - t).whole_seconds().max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// `/apis`: every group of `types` but the core one, with its versions.
+fn group_list(types: &[ResourceType]) -> Value {
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for t in types.iter().filter(|t| !t.group.is_empty()) {
+        match groups.iter_mut().find(|(g, _)| *g == t.group) {
+            Some((_, versions)) if !versions.contains(&t.version) => {
+                versions.push(t.version.clone())
+            }
+            Some(_) => {}
+            None => groups.push((t.group.clone(), vec![t.version.clone()])),
+        }
+    }
+    let groups: Vec<Value> = groups
+        .iter()
+        .map(|(g, versions)| {
+            let vs: Vec<Value> = versions
+                .iter()
+                .map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v}))
+                .collect();
+            json!({"name": g, "versions": vs, "preferredVersion": vs[0]})
+        })
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `/api/v1` or `/apis/<group>/<version>`: the resources of that group version.
+fn resource_list(group: &str, version: &str, types: &[ResourceType]) -> Value {
+    let group_version = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
+    let resources: Vec<Value> = types
+        .iter()
+        .filter(|t| t.group == group && t.version == version)
+        .map(|t| {
+            json!({"name": t.plural, "singularName": t.kind.to_lowercase(),
+                   "namespaced": t.namespaced, "kind": t.kind, "verbs": t.verbs})
+        })
+        .collect();
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
+           "resources": resources})
+}
+
+/// GET of nodes (one, or the list; JSON or Table); anything else is refused.
+fn serve_nodes(
+    shared: &Shared,
+    key: &str,
+    method: &Method,
+    name: Option<&str>,
+    table: bool,
+) -> Answer {
+    if method != Method::GET {
+        return method_not_allowed("nodes are read-only in the simulated API server");
+    }
+    let (cni_addon, device_plugin) = shared
+        .clusters()
+        .get(key)
+        .map(|c| {
+            let objects: Vec<&Value> = c.store.objects().collect();
+            (
+                daemonset_mounts(&objects, CNI_DIR),
+                daemonset_mounts(&objects, DEVICE_PLUGINS_DIR),
+            )
+        })
+        .unwrap_or_default();
+    let nodes = nodes(shared, key, cni_addon, device_plugin);
+    match name {
+        None if table => ok(&node_table(&nodes)),
+        None => ok(&json!({"kind": "NodeList", "apiVersion": "v1",
+                           "metadata": {"resourceVersion": "1"}, "items": nodes})),
+        Some(name) => match nodes.into_iter().find(|n| n["metadata"]["name"] == *name) {
+            Some(n) => ok(&n),
+            None => error(&StoreError::not_found(
+                &kube_store::builtin_types()
+                    .into_iter()
+                    .find(|t| t.plural == "nodes")
+                    .expect("built-in"),
+                name,
+            )),
+        },
     }
 }
 
@@ -254,46 +632,8 @@ fn version(shared: &Shared, key: &str) -> Value {
            "gitVersion": git, "platform": "linux/amd64"})
 }
 
-fn resource_list(group_version: &str, resources: &[(&str, &str, bool)]) -> Value {
-    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
-        "resources": resources.iter().map(|(name, kind, namespaced)| json!({
-            "name": name, "singularName": kind.to_lowercase(), "namespaced": namespaced,
-            "kind": kind, "verbs": ["get", "list"]})).collect::<Vec<_>>()})
-}
-
-fn list(kind: &str, api_version: &str, items: Vec<Value>) -> Value {
-    json!({"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": "1"}, "items": items})
-}
-
-/// The objects of resource `plural` (`daemonsets`), in namespace `ns` or all.
-fn list_of(objects: &[Value], plural: &str, ns: Option<&str>) -> Value {
-    let kind = match plural {
-        "daemonsets" => "DaemonSet",
-        "deployments" => "Deployment",
-        "serviceaccounts" => "ServiceAccount",
-        "configmaps" => "ConfigMap",
-        "namespaces" => "Namespace",
-        _ => "",
-    };
-    let items: Vec<Value> = objects
-        .iter()
-        .filter(|o| o["kind"] == kind)
-        .filter(|o| {
-            ns.is_none_or(|ns| o["metadata"]["namespace"].as_str().unwrap_or("default") == ns)
-        })
-        .cloned()
-        .collect();
-    let api_version = objects
-        .iter()
-        .find(|o| o["kind"] == kind)
-        .and_then(|o| o["apiVersion"].as_str())
-        .unwrap_or("v1")
-        .to_owned();
-    list(&format!("{kind}List"), &api_version, items)
-}
-
 /// Whether a DaemonSet among `objects` mounts the host path `dir`.
-fn daemonset_mounts(objects: &[Value], dir: &str) -> bool {
+fn daemonset_mounts(objects: &[&Value], dir: &str) -> bool {
     objects
         .iter()
         .filter(|o| o["kind"] == "DaemonSet")
@@ -310,9 +650,22 @@ fn daemonset_mounts(objects: &[Value], dir: &str) -> bool {
         })
 }
 
-/// The Node objects of the cluster's machines that run with its config.
-fn nodes(shared: &Shared, key: &str, objects: &[Value]) -> Vec<Value> {
-    let cni_addon = daemonset_mounts(objects, CNI_DIR);
+/// How many of the simulator's machines run with the cluster's config, in secure mode
+/// (the nodes a DaemonSet runs on).
+fn node_count(shared: &Shared, key: &str) -> usize {
+    shared
+        .nodes
+        .iter()
+        .filter(|n| {
+            let s = n.lock();
+            s.phase == Phase::Secure && s.config.as_ref().is_some_and(|c| cluster_key(c) == key)
+        })
+        .count()
+}
+
+/// The Node objects of the cluster's machines that run with its config; `cni_addon`
+/// and `device_plugin` tell whether such DaemonSets exist.
+fn nodes(shared: &Shared, key: &str, cni_addon: bool, device_plugin: bool) -> Vec<Value> {
     // Talos deploys its own CNI (flannel, or `custom` URLs) unless the cluster's CNI,
     // which the control planes' configs carry, is `none`.
     let talos_deploys_cni = shared
@@ -327,7 +680,6 @@ fn nodes(shared: &Shared, key: &str, objects: &[Value]) -> Vec<Value> {
         })
         .unwrap_or(false);
     let cni = cni_addon || talos_deploys_cni;
-    let device_plugin = daemonset_mounts(objects, DEVICE_PLUGINS_DIR);
     let mut out = Vec::new();
     for node in &shared.nodes {
         let state = node.lock();
@@ -441,17 +793,11 @@ fn v1alpha1(raw: &[u8]) -> Option<Value> {
         .find(|d| d.get("machine").is_some())
 }
 
-fn ok(body: &Value) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap_or_default()
+fn ok(body: &Value) -> Answer {
+    answer(StatusCode::OK, body)
 }
 
-fn status(code: StatusCode, reason: &str, message: &str) -> Response<Full<Bytes>> {
-    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                      "message": message, "reason": reason, "code": code.as_u16()});
+fn answer(code: StatusCode, body: &Value) -> Answer {
     Response::builder()
         .status(code)
         .header(hyper::header::CONTENT_TYPE, "application/json")
@@ -459,6 +805,17 @@ fn status(code: StatusCode, reason: &str, message: &str) -> Response<Full<Bytes>
         .unwrap_or_default()
 }
 
-fn not_found(message: &str) -> Response<Full<Bytes>> {
-    status(StatusCode::NOT_FOUND, "NotFound", message)
+/// The `Status` answer of a refused request.
+fn error(e: &StoreError) -> Answer {
+    let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    answer(code, &e.status())
+}
+
+fn method_not_allowed(message: &str) -> Answer {
+    error(&StoreError {
+        code: 405,
+        reason: "MethodNotAllowed",
+        message: message.to_owned(),
+        details: Value::Null,
+    })
 }

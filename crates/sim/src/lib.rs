@@ -11,6 +11,7 @@ mod certs;
 mod config;
 mod immediate;
 mod kube;
+pub mod kube_store;
 mod machined;
 mod peer;
 pub mod schematic;

@@ -196,9 +196,9 @@ pub(crate) struct Cluster {
     next_id: u64,
     /// Whether its Kubernetes API was started (at bootstrap).
     pub api_started: bool,
-    /// The Kubernetes objects applied: the bootstrapping control plane's inline
-    /// manifests.
-    pub objects: Vec<serde_json::Value>,
+    /// Its Kubernetes objects: the bootstrapping control plane's inline manifests, then
+    /// whatever clients write through the API.
+    pub store: super::kube_store::Store,
 }
 
 impl Cluster {
