@@ -10,11 +10,15 @@ use std::time::Duration;
 use crate::support::cli::stdout;
 use crate::support::lab::Lab;
 
-/// `kubectl --kubeconfig <file> <args>`: its standard output, after checking it ran.
-fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("kubectl")
+/// `kubectl --kubeconfig <file> <args>`, with its discovery cache next to the
+/// kubeconfig (not the user's): how it ended.
+fn kubectl_run(kubeconfig: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let cache = kubeconfig.with_file_name("kube-cache");
+    std::process::Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(cache)
         .args(args)
         .env_remove("KUBECONFIG")
         .output()
@@ -23,7 +27,12 @@ fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
                 "cannot run kubectl ({e}): install it (https://kubernetes.io/docs/tasks/tools/, \
                  or your distribution's kubernetes-client package); tests/run.sh checks for it"
             )
-        });
+        })
+}
+
+/// `kubectl --kubeconfig <file> <args>`: its standard output, after checking it ran.
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
+    let out = kubectl_run(kubeconfig, args);
     assert!(
         out.status.success(),
         "kubectl {args:?} failed:\n{}",
@@ -159,4 +168,217 @@ async fn apply_fails_its_final_gate_when_the_gpu_never_becomes_allocatable() {
     // Everything apply did is recorded: nothing is left to change.
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+/// A lab after one apply, and the path of its admin kubeconfig.
+async fn applied_lab(net: &str) -> (Lab, std::path::PathBuf) {
+    let lab = Lab::start(net, Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
+    let kubeconfig = lab.dir.path().join("kubeconfig");
+    let text = stdout(&lab.run(&["output", "kubeconfig", "-raw"]).await);
+    std::fs::write(&kubeconfig, text).expect("write kubeconfig");
+    (lab, kubeconfig)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_server_side_apply_tracks_field_managers_and_conflicts() {
+    let (lab, kubeconfig) = applied_lab("15.5").await;
+    let file = lab.dir.path().join("settings.yaml");
+    let write = |value: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\n\
+                 data:\n  key: \"{value}\"\n  mode: fast\n"
+            ),
+        )
+        .expect("write the manifest")
+    };
+    let path = file.to_str().expect("UTF-8 path");
+    write("1");
+    let out = kubectl(&kubeconfig, &["apply", "--server-side", "-f", path]);
+    assert_eq!(out, "configmap/settings serverside-applied\n");
+    // The same config again is no change, and still succeeds.
+    let out = kubectl(&kubeconfig, &["apply", "--server-side", "-f", path]);
+    assert_eq!(out, "configmap/settings serverside-applied\n");
+
+    // Another manager changing a value kubectl owns conflicts.
+    write("2");
+    let out = kubectl_run(
+        &kubeconfig,
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "other",
+            "-f",
+            path,
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a conflict is an error");
+    assert!(err.contains("conflict"), "{err}");
+    assert!(err.contains(".data.key"), "{err}");
+    let cm: serde_json::Value = serde_json::from_str(&kubectl(
+        &kubeconfig,
+        &["get", "configmap", "settings", "-o", "json"],
+    ))
+    .expect("kubectl JSON");
+    assert_eq!(cm["data"]["key"], "1", "{cm:#}");
+
+    // Forced, it takes the field over; the unchanged one is shared.
+    let out = kubectl(
+        &kubeconfig,
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "other",
+            "--force-conflicts",
+            "-f",
+            path,
+        ],
+    );
+    assert_eq!(out, "configmap/settings serverside-applied\n");
+    let cm: serde_json::Value = serde_json::from_str(&kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "configmap",
+            "settings",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ],
+    ))
+    .expect("kubectl JSON");
+    assert_eq!(cm["data"]["key"], "2", "{cm:#}");
+    let managed: Vec<(&str, &serde_json::Value)> = cm["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields")
+        .iter()
+        .map(|e| (e["manager"].as_str().expect("manager"), &e["fieldsV1"]))
+        .collect();
+    assert_eq!(
+        managed,
+        vec![
+            ("kubectl", &serde_json::json!({"f:data": {"f:mode": {}}})),
+            (
+                "other",
+                &serde_json::json!({"f:data": {"f:key": {}, "f:mode": {}}})
+            ),
+        ],
+        "{cm:#}"
+    );
+    for e in cm["metadata"]["managedFields"].as_array().expect("entries") {
+        assert_eq!(e["operation"], "Apply", "{e}");
+        assert_eq!(e["fieldsType"], "FieldsV1", "{e}");
+    }
+
+    // Deleted, it is gone.
+    let out = kubectl(&kubeconfig, &["delete", "configmap", "settings"]);
+    assert_eq!(out, "configmap \"settings\" deleted\n");
+    let out = kubectl_run(&kubeconfig, &["get", "configmap", "settings"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("(NotFound): configmaps \"settings\" not found"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_a_crd_then_objects_of_its_kind() {
+    let (lab, kubeconfig) = applied_lab("15.6").await;
+    let crd = lab.dir.path().join("crd.yaml");
+    std::fs::write(
+        &crd,
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+",
+    )
+    .expect("write");
+    let widget = lab.dir.path().join("widget.yaml");
+    std::fs::write(
+        &widget,
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: gear\nspec:\n  size: 3\n",
+    )
+    .expect("write");
+    let out = kubectl(
+        &kubeconfig,
+        &["apply", "--server-side", "-f", crd.to_str().expect("UTF-8")],
+    );
+    assert_eq!(
+        out,
+        "customresourcedefinition.apiextensions.k8s.io/widgets.example.com serverside-applied\n"
+    );
+    let established = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "crd",
+            "widgets.example.com",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
+        ],
+    );
+    assert_eq!(established, "True");
+    let out = kubectl(
+        &kubeconfig,
+        &[
+            "apply",
+            "--server-side",
+            "-f",
+            widget.to_str().expect("UTF-8"),
+        ],
+    );
+    assert_eq!(out, "widget.example.com/gear serverside-applied\n");
+    let table = kubectl(&kubeconfig, &["get", "widgets"]);
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    assert!(
+        rows[0].starts_with("NAME") && rows[0].contains("AGE"),
+        "{table}"
+    );
+    assert!(rows[1].starts_with("gear "), "{table}");
+    let names = kubectl(&kubeconfig, &["get", "widgets", "-A", "-o", "name"]);
+    assert_eq!(names, "widget.example.com/gear\n");
+
+    // Without its CRD the kind, and its objects, are gone.
+    kubectl(&kubeconfig, &["delete", "crd", "widgets.example.com"]);
+    let out = kubectl_run(&kubeconfig, &["get", "widgets"]);
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_cni_daemonset_makes_the_nodes_not_ready() {
+    let (_lab, kubeconfig) = applied_lab("15.7").await;
+    let table = kubectl(&kubeconfig, &["get", "nodes"]);
+    assert_eq!(table.matches(" Ready ").count(), 3, "{table}");
+    let out = kubectl(
+        &kubeconfig,
+        &["delete", "daemonset", "lab-cni", "-n", "kube-system"],
+    );
+    assert_eq!(out, "daemonset.apps \"lab-cni\" deleted\n");
+    let table = kubectl(&kubeconfig, &["get", "nodes"]);
+    assert_eq!(table.matches(" NotReady ").count(), 3, "{table}");
 }

@@ -8,8 +8,10 @@
 //!
 //! - discovery: `/version`, `/api`, `/api/v1`, `/apis` (an `APIGroupList`) and
 //!   `/apis/<group>/<version>` (an `APIResourceList`), from the built-in kinds and the
-//!   stored CustomResourceDefinitions (see [`crate::kube_store`]); `/openapi/v2` and
-//!   `/openapi/v3` answer 404, which makes kubectl validate nothing client-side;
+//!   stored CustomResourceDefinitions (see [`crate::kube_store`]); `/openapi/v3` (the
+//!   root and one document per group version) tells kubectl that every kind's PATCH
+//!   takes `fieldValidation`, so it leaves validation to the server (which accepts any
+//!   field); `/openapi/v2` answers 404;
 //! - objects, at `/api/v1/...` and `/apis/<group>/<version>/...`, namespaced
 //!   (`namespaces/<ns>/<plural>[/<name>]`) or not (`<plural>[/<name>]`): GET one, LIST
 //!   (one namespace or all; `labelSelector` by equality and existence, `fieldSelector`
@@ -45,6 +47,7 @@ use hyper_util::rt::TokioIo;
 use rustls::ServerConfig;
 use rustls::server::WebPkiClientVerifier;
 use serde_json::{Value, json};
+use sha2::Digest;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
@@ -210,7 +213,10 @@ async fn respond(shared: &Shared, key: &str, req: Request<Incoming>) -> Answer {
             )));
         }
     };
-    handle(shared, key, &parts, &body)
+    let answer = handle(shared, key, &parts, &body);
+    tracing::debug!(target: "talos_sim", method = %parts.method, uri = %parts.uri,
+        status = answer.status().as_u16(), "Kubernetes API request");
+    answer
 }
 
 fn too_large() -> Answer {
@@ -257,6 +263,21 @@ fn handle(shared: &Shared, key: &str, parts: &http::request::Parts, body: &[u8])
                 .any(|t| t.group == *group && t.version == *version)
             {
                 ok(&resource_list(group, version, &types))
+            } else {
+                error(&StoreError::no_resource())
+            };
+        }
+        ["openapi", "v3"] if get => return ok(&openapi_root(&resource_types(shared, key))),
+        ["openapi", "v3", "api", "v1"] if get => {
+            return ok(&openapi_doc("", "v1", &resource_types(shared, key)));
+        }
+        ["openapi", "v3", "apis", group, version] if get => {
+            let types = resource_types(shared, key);
+            return if types
+                .iter()
+                .any(|t| t.group == *group && t.version == *version)
+            {
+                ok(&openapi_doc(group, version, &types))
             } else {
                 error(&StoreError::no_resource())
             };
@@ -556,6 +577,77 @@ fn group_list(types: &[ResourceType]) -> Value {
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
+/// `/openapi/v3`: the path of each group version's document (`api/v1`,
+/// `apis/<group>/<version>`), as kubectl reads it before asking for one.
+fn openapi_root(types: &[ResourceType]) -> Value {
+    let mut paths = serde_json::Map::new();
+    for t in types {
+        let path = if t.group.is_empty() {
+            format!("api/{}", t.version)
+        } else {
+            format!("apis/{}/{}", t.group, t.version)
+        };
+        let url = format!(
+            "/openapi/v3/{path}?hash={}",
+            openapi_hash(types, &t.group, &t.version)
+        );
+        paths.insert(path, json!({"serverRelativeURL": url}));
+    }
+    json!({"paths": paths})
+}
+
+/// A hash of a group version's resources, so that a client's cached document changes
+/// with them (a CRD's new version).
+fn openapi_hash(types: &[ResourceType], group: &str, version: &str) -> String {
+    let mut h = sha2::Sha256::new();
+    for t in types
+        .iter()
+        .filter(|t| t.group == group && t.version == version)
+    {
+        h.update(format!("{}/{}/{}\n", t.plural, t.kind, t.namespaced).as_bytes());
+    }
+    hex::encode(h.finalize())[..16].to_uppercase()
+}
+
+/// The OpenAPI v3 document of one group version, reduced to what kubectl reads from it
+/// before an apply: each object path's PATCH operation, with its kind
+/// (`x-kubernetes-group-version-kind`) and the `fieldValidation` parameter, which tells
+/// kubectl that the server validates (so it does not validate client-side). The
+/// simulator itself does not validate fields.
+fn openapi_doc(group: &str, version: &str, types: &[ResourceType]) -> Value {
+    let mut paths = serde_json::Map::new();
+    let prefix = if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    };
+    let parameters = json!(["dryRun", "fieldManager", "fieldValidation", "force"]
+        .iter()
+        .map(|p| json!({"name": p, "in": "query", "schema": {"type": "string", "uniqueItems": true}}))
+        .collect::<Vec<_>>());
+    for t in types
+        .iter()
+        .filter(|t| t.group == group && t.version == version)
+    {
+        let path = if t.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", t.plural)
+        } else {
+            format!("{prefix}/{}/{{name}}", t.plural)
+        };
+        let gvk = json!({"group": group, "version": version, "kind": t.kind});
+        paths.insert(
+            path,
+            json!({"patch": {"operationId": format!("patch{}", t.kind),
+                             "x-kubernetes-action": "patch",
+                             "x-kubernetes-group-version-kind": gvk,
+                             "parameters": parameters,
+                             "responses": {"200": {"description": "OK"}}}}),
+        );
+    }
+    json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "unversioned"},
+           "paths": paths, "components": {"schemas": {}}})
+}
+
 /// `/api/v1` or `/apis/<group>/<version>`: the resources of that group version.
 fn resource_list(group: &str, version: &str, types: &[ResourceType]) -> Value {
     let group_version = if group.is_empty() {
@@ -567,8 +659,12 @@ fn resource_list(group: &str, version: &str, types: &[ResourceType]) -> Value {
         .iter()
         .filter(|t| t.group == group && t.version == version)
         .map(|t| {
-            json!({"name": t.plural, "singularName": t.kind.to_lowercase(),
-                   "namespaced": t.namespaced, "kind": t.kind, "verbs": t.verbs})
+            let mut r = json!({"name": t.plural, "singularName": t.singular,
+                   "namespaced": t.namespaced, "kind": t.kind, "verbs": t.verbs});
+            if !t.short_names.is_empty() {
+                r["shortNames"] = json!(t.short_names);
+            }
+            r
         })
         .collect();
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,

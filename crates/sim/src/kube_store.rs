@@ -52,6 +52,10 @@ pub struct ResourceType {
     pub namespaced: bool,
     /// The verbs discovery lists for it.
     pub verbs: Vec<String>,
+    /// Its singular name (`configmap`): the lowercase kind unless a CRD names another.
+    pub singular: String,
+    /// The short names kubectl accepts for it (`cm`, `crd`).
+    pub short_names: Vec<String>,
 }
 
 impl ResourceType {
@@ -63,6 +67,8 @@ impl ResourceType {
             kind: kind.to_owned(),
             namespaced,
             verbs: VERBS.iter().map(|v| (*v).to_owned()).collect(),
+            singular: kind.to_lowercase(),
+            short_names: Vec::new(),
         }
     }
 
@@ -89,70 +95,80 @@ impl ResourceType {
 /// The kinds every simulated cluster serves (nodes included, which the HTTP layer
 /// computes from the simulated machines and serves read-only).
 pub fn builtin_types() -> Vec<ResourceType> {
-    let table: [(&str, &str, &str, bool); 18] = [
-        ("", "namespaces", "Namespace", false),
-        ("", "nodes", "Node", false),
-        ("", "serviceaccounts", "ServiceAccount", true),
-        ("", "configmaps", "ConfigMap", true),
-        ("", "secrets", "Secret", true),
-        ("", "services", "Service", true),
-        ("apps", "daemonsets", "DaemonSet", true),
-        ("apps", "deployments", "Deployment", true),
-        ("apps", "statefulsets", "StatefulSet", true),
+    // (group, plural, kind, namespaced, short names), version v1 for all.
+    let table: [(&str, &str, &str, bool, &[&str]); 18] = [
+        ("", "namespaces", "Namespace", false, &["ns"]),
+        ("", "nodes", "Node", false, &["no"]),
+        ("", "serviceaccounts", "ServiceAccount", true, &["sa"]),
+        ("", "configmaps", "ConfigMap", true, &["cm"]),
+        ("", "secrets", "Secret", true, &[]),
+        ("", "services", "Service", true, &["svc"]),
+        ("apps", "daemonsets", "DaemonSet", true, &["ds"]),
+        ("apps", "deployments", "Deployment", true, &["deploy"]),
+        ("apps", "statefulsets", "StatefulSet", true, &["sts"]),
         (
             "rbac.authorization.k8s.io",
             "clusterroles",
             "ClusterRole",
             false,
+            &[],
         ),
         (
             "rbac.authorization.k8s.io",
             "clusterrolebindings",
             "ClusterRoleBinding",
             false,
+            &[],
         ),
-        ("rbac.authorization.k8s.io", "roles", "Role", true),
+        ("rbac.authorization.k8s.io", "roles", "Role", true, &[]),
         (
             "rbac.authorization.k8s.io",
             "rolebindings",
             "RoleBinding",
             true,
+            &[],
         ),
         (
             "apiextensions.k8s.io",
             "customresourcedefinitions",
             "CustomResourceDefinition",
             false,
+            &["crd", "crds"],
         ),
         (
             "policy",
             "poddisruptionbudgets",
             "PodDisruptionBudget",
             true,
+            &["pdb"],
         ),
         (
             "scheduling.k8s.io",
             "priorityclasses",
             "PriorityClass",
             false,
+            &["pc"],
         ),
         (
             "admissionregistration.k8s.io",
             "mutatingwebhookconfigurations",
             "MutatingWebhookConfiguration",
             false,
+            &[],
         ),
         (
             "admissionregistration.k8s.io",
             "validatingwebhookconfigurations",
             "ValidatingWebhookConfiguration",
             false,
+            &[],
         ),
     ];
     table
         .iter()
-        .map(|(group, plural, kind, namespaced)| {
+        .map(|(group, plural, kind, namespaced, short)| {
             let mut t = ResourceType::new(group, "v1", plural, kind, *namespaced);
+            t.short_names = short.iter().map(|s| (*s).to_owned()).collect();
             if *plural == "nodes" {
                 t.verbs = vec!["get".to_owned(), "list".to_owned()];
             }
@@ -354,7 +370,17 @@ impl Store {
                 if v["served"].as_bool() == Some(true)
                     && let Some(version) = v["name"].as_str()
                 {
-                    out.push(ResourceType::new(group, version, plural, kind, namespaced));
+                    let mut t = ResourceType::new(group, version, plural, kind, namespaced);
+                    if let Some(singular) = spec["names"]["singular"].as_str() {
+                        t.singular = singular.to_owned();
+                    }
+                    t.short_names = spec["names"]["shortNames"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|n| n.as_str().map(str::to_owned))
+                        .collect();
+                    out.push(t);
                 }
             }
         }
