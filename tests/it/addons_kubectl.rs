@@ -276,6 +276,51 @@ async fn kubectl_server_side_apply_tracks_field_managers_and_conflicts() {
         assert_eq!(e["fieldsType"], "FieldsV1", "{e}");
     }
 
+    // A server dry run changes nothing.
+    write("3");
+    let out = kubectl(
+        &kubeconfig,
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "other",
+            "--dry-run=server",
+            "-f",
+            path,
+        ],
+    );
+    assert_eq!(
+        out,
+        "configmap/settings serverside-applied (server dry run)\n"
+    );
+    let value = kubectl(
+        &kubeconfig,
+        &["get", "configmap", "settings", "-o", "jsonpath={.data.key}"],
+    );
+    assert_eq!(value, "2");
+    // Other writes: a label (a merge patch).
+    let out = kubectl(&kubeconfig, &["label", "configmap", "settings", "team=a"]);
+    assert_eq!(out, "configmap/settings labeled\n");
+    let names = kubectl(
+        &kubeconfig,
+        &["get", "configmaps", "-A", "-l", "team=a", "-o", "name"],
+    );
+    assert_eq!(names, "configmap/settings\n");
+    // A body above the server's limit (8 MiB) is refused.
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  blob: {}\n",
+            "x".repeat(9 << 20)
+        ),
+    )
+    .expect("write");
+    let out = kubectl_run(&kubeconfig, &["apply", "--server-side", "-f", path]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.to_lowercase().contains("too large"), "{err}");
+
     // Deleted, it is gone.
     let out = kubectl(&kubeconfig, &["delete", "configmap", "settings"]);
     assert_eq!(out, "configmap \"settings\" deleted\n");

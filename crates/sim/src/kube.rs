@@ -15,10 +15,12 @@
 //! - objects, at `/api/v1/...` and `/apis/<group>/<version>/...`, namespaced
 //!   (`namespaces/<ns>/<plural>[/<name>]`) or not (`<plural>[/<name>]`): GET one, LIST
 //!   (one namespace or all; `labelSelector` by equality and existence, `fieldSelector`
-//!   on `metadata.name` and `metadata.namespace`), POST (create), PATCH with
-//!   `application/apply-patch+yaml` (server-side apply: `fieldManager`, `force`,
-//!   `dryRun=All`), PATCH with a JSON merge patch, and DELETE; a `Table` when the
-//!   client asks for one (`kubectl get`);
+//!   on `metadata.name` and `metadata.namespace`), POST (create), PUT (replace, with
+//!   the resourceVersion precondition), PATCH with `application/apply-patch+yaml`
+//!   (server-side apply: `fieldManager`, `force`, `dryRun=All`), PATCH with a JSON
+//!   merge patch (also for strategic merge patches), and DELETE (immediate: no
+//!   finalizers); `dryRun=All` on every write; a `Table` (NAME, AGE) when the client
+//!   asks for one (`kubectl get`);
 //! - nodes, read-only, computed from the simulated machines (as JSON or as `Table`).
 //!
 //! Request bodies above 8 MiB are refused (413). Unknown paths answer 404 "the server
@@ -223,7 +225,7 @@ fn too_large() -> Answer {
     error(&StoreError {
         code: 413,
         reason: "RequestEntityTooLarge",
-        message: format!("the request body is larger than {MAX_BODY} bytes"),
+        message: format!("Request entity too large: limit is {MAX_BODY}"),
         details: Value::Null,
     })
 }
@@ -412,6 +414,16 @@ fn handle(shared: &Shared, key: &str, parts: &http::request::Parts, body: &[u8])
             };
             match written {
                 Ok(w) if w.created => answer(StatusCode::CREATED, &w.object),
+                Ok(w) => ok(&w.object),
+                Err(e) => error(&e),
+            }
+        }
+        (&Method::PUT, Some(name)) => {
+            let object = match parse_body(body) {
+                Ok(o) => o,
+                Err(e) => return error(&e),
+            };
+            match store.replace(&target.rt, ns_or_empty, name, object, &manager, dry_run) {
                 Ok(w) => ok(&w.object),
                 Err(e) => error(&e),
             }

@@ -35,7 +35,7 @@ pub const MAX_OBJECTS: usize = 20_000;
 const INITIAL_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// The verbs the simulated API serves for stored kinds.
-const VERBS: [&str; 5] = ["create", "delete", "get", "list", "patch"];
+const VERBS: [&str; 6] = ["create", "delete", "get", "list", "patch", "update"];
 
 /// One served resource, as discovery (`APIResourceList`) describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -458,7 +458,12 @@ impl Store {
             time: now(),
             fields: leaves(&applied_part(&object)),
         };
-        self.finish_write(rt, ns, &name, None, object, vec![entry], dry_run)
+        let managers = if entry.fields.is_empty() {
+            Vec::new()
+        } else {
+            vec![entry]
+        };
+        self.finish_write(rt, ns, &name, None, object, managers, dry_run)
             .map(|w| w.object)
     }
 
@@ -557,6 +562,57 @@ impl Store {
         self.finish_write(rt, ns, name, live.as_ref(), object, managers, opts.dry_run)
     }
 
+    /// Replace the object `name` of `rt` in `ns` with `object` (PUT): the fields whose
+    /// value it changes or adds belong to `manager` (operation `Update`) and to no one
+    /// else; the fields it leaves out are gone. A `metadata.resourceVersion` in the body
+    /// must be the stored one (optimistic concurrency).
+    ///
+    /// Errors: 400 when the body contradicts the URL; 404 NotFound when the object does
+    /// not exist (these kinds are not created by PUT); 409 Conflict when the
+    /// resourceVersion is not the stored one; 422 for an invalid CRD.
+    pub fn replace(
+        &mut self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        mut object: Value,
+        manager: &str,
+        dry_run: bool,
+    ) -> Result<Written, StoreError> {
+        check_body(rt, ns, Some(name), &object)?;
+        let live = self
+            .objects
+            .get(&key(rt, ns, name))
+            .cloned()
+            .ok_or_else(|| StoreError::not_found(rt, name))?;
+        if let Some(version) = object["metadata"]["resourceVersion"].as_str()
+            && !version.is_empty()
+            && live["metadata"]["resourceVersion"].as_str() != Some(version)
+        {
+            return Err(StoreError {
+                code: 409,
+                reason: "Conflict",
+                message: format!(
+                    "Operation cannot be fulfilled on {} \"{name}\": the object has been \
+                     modified; please apply your changes to the latest version and try again",
+                    rt.group_resource()
+                ),
+                details: details(rt, name),
+            });
+        }
+        strip_server_fields(&mut object);
+        if let Some(status) = live.get("status") {
+            object["status"] = status.clone();
+        }
+        let new = applied_part(&object);
+        let changed: BTreeSet<FieldPath> = leaves(&new)
+            .into_iter()
+            .filter(|f| value_at(&live, f) != value_at(&new, f))
+            .collect();
+        let managers = updated_managers(rt, &live, &object, changed, manager);
+        self.finish_write(rt, ns, name, Some(&live), object, managers, dry_run)
+    }
+
     /// A JSON merge patch (RFC 7386; PATCH with `application/merge-patch+json`, and the
     /// simulator's reading of a strategic merge patch) of the object `name` of `rt` in
     /// `ns`: the fields it sets belong to `manager` (operation `Update`) and to no one
@@ -584,30 +640,7 @@ impl Store {
         let mut object = live.clone();
         json_merge_patch(&mut object, &patch);
         let set = leaves(&applied_part(&patch));
-        let mut managers = managers_of(&live);
-        for m in &mut managers {
-            if !(m.manager == manager && m.operation == "Update") {
-                m.fields.retain(|f| !set.iter().any(|p| overlaps(f, p)));
-            }
-            m.fields.retain(|f| value_at(&object, f).is_some());
-        }
-        match managers
-            .iter_mut()
-            .find(|m| m.manager == manager && m.operation == "Update")
-        {
-            Some(m) => {
-                m.fields.extend(set);
-                m.time = now();
-            }
-            None => managers.push(Manager {
-                manager: manager.to_owned(),
-                operation: "Update".to_owned(),
-                api_version: rt.api_version(),
-                time: now(),
-                fields: set,
-            }),
-        }
-        managers.retain(|m| !m.fields.is_empty());
+        let managers = updated_managers(rt, &live, &object, set, manager);
         self.finish_write(rt, ns, name, Some(&live), object, managers, dry_run)
     }
 
@@ -1037,6 +1070,45 @@ fn remove_path(
             remove_path(object, parent, others, applied);
         }
     }
+}
+
+/// The managed fields after an update (PUT or merge patch) by `manager` that set the
+/// fields `set`, leaving `object`: `set` moves to `manager`'s `Update` entry, and fields
+/// no longer in the object leave every entry.
+fn updated_managers(
+    rt: &ResourceType,
+    live: &Value,
+    object: &Value,
+    set: BTreeSet<FieldPath>,
+    manager: &str,
+) -> Vec<Manager> {
+    let mut managers = managers_of(live);
+    for m in &mut managers {
+        if !(m.manager == manager && m.operation == "Update") {
+            m.fields.retain(|f| !set.iter().any(|p| overlaps(f, p)));
+        }
+        m.fields.retain(|f| value_at(object, f).is_some());
+    }
+    if !set.is_empty() {
+        match managers
+            .iter_mut()
+            .find(|m| m.manager == manager && m.operation == "Update")
+        {
+            Some(m) => {
+                m.fields.extend(set);
+                m.time = now();
+            }
+            None => managers.push(Manager {
+                manager: manager.to_owned(),
+                operation: "Update".to_owned(),
+                api_version: rt.api_version(),
+                time: now(),
+                fields: set,
+            }),
+        }
+    }
+    managers.retain(|m| !m.fields.is_empty());
+    managers
 }
 
 /// RFC 7386: maps merge key by key, `null` removes, anything else replaces.
@@ -1851,5 +1923,47 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn a_replace_needs_the_current_resource_version_and_takes_what_it_changes() {
+        let mut store = Store::new();
+        let created = apply(
+            &mut store,
+            configmap(json!({"a": "1", "b": "2"})),
+            "kubectl",
+            false,
+        )
+        .expect("create")
+        .object;
+        let rt = rt(&store, "", "configmaps");
+        let mut stale = created.clone();
+        stale["metadata"]["resourceVersion"] = json!("1");
+        let e = store
+            .replace(&rt, "default", "cm", stale, "edit", false)
+            .expect_err("409");
+        assert_eq!((e.code, e.reason), (409, "Conflict"));
+        let mut next = created.clone();
+        next["data"] = json!({"a": "1", "c": "3"});
+        let o = store
+            .replace(&rt, "default", "cm", next, "edit", false)
+            .expect("replace")
+            .object;
+        assert_eq!(o["data"], json!({"a": "1", "c": "3"}));
+        assert_eq!(o["metadata"]["uid"], created["metadata"]["uid"]);
+        assert_eq!(
+            managers(&o),
+            vec![
+                ("kubectl".to_owned(), json!({"f:data": {"f:a": {}}})),
+                ("edit".to_owned(), json!({"f:data": {"f:c": {}}})),
+            ]
+        );
+        let missing = configmap(json!({}));
+        let mut missing = missing;
+        missing["metadata"]["name"] = json!("nope");
+        let e = store
+            .replace(&rt, "default", "nope", missing, "edit", false)
+            .expect_err("404");
+        assert_eq!(e.code, 404);
     }
 }
