@@ -711,6 +711,7 @@ fn serve_nodes(
         None => ok(&json!({"kind": "NodeList", "apiVersion": "v1",
                            "metadata": {"resourceVersion": "1"}, "items": nodes})),
         Some(name) => match nodes.into_iter().find(|n| n["metadata"]["name"] == *name) {
+            Some(n) if table => ok(&node_table(&[n])),
             Some(n) => ok(&n),
             None => error(&StoreError::not_found(
                 &kube_store::builtin_types()
@@ -926,4 +927,271 @@ fn method_not_allowed(message: &str) -> Answer {
         message: message.to_owned(),
         details: Value::Null,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::SimOptions;
+
+    /// A simulator state with no machines and one cluster `k` whose API started.
+    fn shared() -> Shared {
+        let shared = Shared::new(SimOptions::default(), Vec::new());
+        shared
+            .clusters()
+            .entry("k".to_owned())
+            .or_default()
+            .api_started = true;
+        shared
+    }
+
+    /// The status and JSON body of one request.
+    fn call(
+        shared: &Shared,
+        method: &str,
+        uri: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, Value) {
+        let mut builder = Request::builder().method(method).uri(uri);
+        for (k, v) in headers {
+            builder = builder.header(*k, *v);
+        }
+        let (parts, ()) = builder.body(()).expect("request").into_parts();
+        let answer = handle(shared, "k", &parts, body.as_bytes());
+        let code = answer.status().as_u16();
+        let bytes = futures::executor::block_on(answer.into_body().collect())
+            .expect("body")
+            .to_bytes();
+        (code, serde_json::from_slice(&bytes).expect("JSON"))
+    }
+
+    const APPLY: (&str, &str) = ("content-type", "application/apply-patch+yaml");
+
+    #[test]
+    fn discovery_lists_the_built_in_kinds_and_the_crds() {
+        let s = shared();
+        let (code, groups) = call(&s, "GET", "/apis", &[], "");
+        assert_eq!(code, 200);
+        let names: Vec<&str> = groups["groups"]
+            .as_array()
+            .expect("groups")
+            .iter()
+            .map(|g| g["name"].as_str().expect("name"))
+            .collect();
+        for g in [
+            "apps",
+            "rbac.authorization.k8s.io",
+            "apiextensions.k8s.io",
+            "policy",
+            "scheduling.k8s.io",
+            "admissionregistration.k8s.io",
+        ] {
+            assert!(names.contains(&g), "{g}: {names:?}");
+        }
+        let (_, core) = call(&s, "GET", "/api/v1", &[], "");
+        let configmaps = core["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .find(|r| r["name"] == "configmaps")
+            .expect("configmaps");
+        assert_eq!(configmaps["kind"], "ConfigMap");
+        assert_eq!(configmaps["namespaced"], true);
+        assert_eq!(configmaps["shortNames"], json!(["cm"]));
+        let (code, body) = call(&s, "GET", "/apis/example.com/v1", &[], "");
+        assert_eq!(code, 404);
+        assert_eq!(
+            body["message"],
+            "the server could not find the requested resource"
+        );
+
+        let crd = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Cluster",
+                     "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
+                     "versions": [{"name": "v1", "served": true, "storage": true}]}}"#;
+        let (code, _) = call(
+            &s,
+            "PATCH",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com?fieldManager=m",
+            &[APPLY],
+            crd,
+        );
+        assert_eq!(code, 201);
+        let (code, list) = call(&s, "GET", "/apis/example.com/v1", &[], "");
+        assert_eq!(code, 200);
+        assert_eq!(list["resources"][0]["name"], "widgets");
+        assert_eq!(list["resources"][0]["namespaced"], false);
+        assert_eq!(list["resources"][0]["shortNames"], json!(["wd"]));
+        let (code, root) = call(&s, "GET", "/openapi/v3", &[], "");
+        assert_eq!(code, 200);
+        let url = root["paths"]["apis/example.com/v1"]["serverRelativeURL"]
+            .as_str()
+            .expect("the CRD's document");
+        let (code, doc) = call(&s, "GET", url, &[], "");
+        assert_eq!(code, 200);
+        let patch = &doc["paths"]["/apis/example.com/v1/widgets/{name}"]["patch"];
+        assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "Widget");
+        assert!(
+            patch["parameters"]
+                .as_array()
+                .expect("parameters")
+                .iter()
+                .any(|p| p["name"] == "fieldValidation")
+        );
+    }
+
+    #[test]
+    fn objects_are_applied_read_listed_and_deleted_over_http() {
+        let s = shared();
+        let uri = "/api/v1/namespaces/default/configmaps/cm";
+        let body = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  key: a\n";
+        let (code, e) = call(&s, "PATCH", uri, &[APPLY], body);
+        assert_eq!(
+            (code, e["reason"].as_str()),
+            (400, Some("BadRequest")),
+            "no field manager"
+        );
+        let (code, o) = call(
+            &s,
+            "PATCH",
+            &format!("{uri}?fieldManager=m&dryRun=All"),
+            &[APPLY],
+            body,
+        );
+        assert_eq!((code, o["data"]["key"].as_str()), (201, Some("a")));
+        let (code, e) = call(&s, "GET", uri, &[], "");
+        assert_eq!(code, 404, "a dry run stores nothing");
+        assert_eq!(
+            e,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "configmaps \"cm\" not found", "reason": "NotFound",
+            "details": {"name": "cm", "kind": "configmaps"}, "code": 404})
+        );
+        let (code, _) = call(
+            &s,
+            "PATCH",
+            &format!("{uri}?fieldManager=m"),
+            &[APPLY],
+            body,
+        );
+        assert_eq!(code, 201);
+        let (code, _) = call(
+            &s,
+            "PATCH",
+            &format!("{uri}?fieldManager=m"),
+            &[APPLY],
+            body,
+        );
+        assert_eq!(code, 200);
+        let (code, e) = call(
+            &s,
+            "PATCH",
+            &format!("{uri}?fieldManager=other"),
+            &[APPLY],
+            &body.replace("key: a", "key: b"),
+        );
+        assert_eq!(code, 409);
+        assert_eq!(e["details"]["causes"][0]["field"], ".data.key");
+        let (code, e) = call(
+            &s,
+            "PATCH",
+            "/api/v1/namespaces/nope/configmaps/cm?fieldManager=m",
+            &[APPLY],
+            body,
+        );
+        assert_eq!(
+            (code, e["message"].as_str()),
+            (404, Some("namespaces \"nope\" not found"))
+        );
+
+        let (_, all) = call(&s, "GET", "/api/v1/configmaps", &[], "");
+        assert_eq!(all["kind"], "ConfigMapList");
+        assert_eq!(all["items"].as_array().expect("items").len(), 1);
+        let (_, none) = call(
+            &s,
+            "GET",
+            "/api/v1/namespaces/kube-system/configmaps",
+            &[],
+            "",
+        );
+        assert!(none["items"].as_array().expect("items").is_empty());
+        let (_, by_name) = call(
+            &s,
+            "GET",
+            "/api/v1/configmaps?fieldSelector=metadata.name%3Dother",
+            &[],
+            "",
+        );
+        assert!(by_name["items"].as_array().expect("items").is_empty());
+        let (_, table) = call(
+            &s,
+            "GET",
+            "/api/v1/namespaces/default/configmaps",
+            &[(
+                "accept",
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+            )],
+            "",
+        );
+        assert_eq!(table["kind"], "Table");
+        assert_eq!(table["rows"][0]["cells"][0], "cm");
+
+        let (code, created) = call(
+            &s,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[("content-type", "application/json")],
+            r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm2"}}"#,
+        );
+        assert_eq!(
+            (code, created["metadata"]["namespace"].as_str()),
+            (201, Some("default"))
+        );
+        let (code, e) = call(
+            &s,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[("content-type", "application/json")],
+            r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm2"}}"#,
+        );
+        assert_eq!((code, e["reason"].as_str()), (409, Some("AlreadyExists")));
+
+        let (code, status) = call(&s, "DELETE", uri, &[], "");
+        assert_eq!((code, status["status"].as_str()), (200, Some("Success")));
+        let (code, _) = call(&s, "DELETE", uri, &[], "");
+        assert_eq!(code, 404);
+    }
+
+    #[test]
+    fn unknown_resources_and_node_writes_are_refused() {
+        let s = shared();
+        for uri in [
+            "/api/v1/pods",
+            "/apis/apps/v2/deployments",
+            "/api/v1/namespaces/default/nodes",
+            "/api/v1/configmaps/cm",
+            "/nothing",
+        ] {
+            let (code, e) = call(&s, "GET", uri, &[], "");
+            assert_eq!(code, 404, "{uri}");
+            assert_eq!(
+                e["message"], "the server could not find the requested resource",
+                "{uri}"
+            );
+        }
+        let (code, _) = call(&s, "DELETE", "/api/v1/nodes/n", &[], "");
+        assert_eq!(code, 405);
+        let (code, nodes) = call(&s, "GET", "/api/v1/nodes", &[], "");
+        assert_eq!((code, nodes["kind"].as_str()), (200, Some("NodeList")));
+        let (code, _) = call(
+            &s,
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/cm?fieldManager=m",
+            &[("content-type", "application/json-patch+json")],
+            "[]",
+        );
+        assert_eq!(code, 415);
+    }
 }
