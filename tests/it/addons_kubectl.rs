@@ -2,7 +2,10 @@
 //! lab's simulated cluster after one apply: the bootstrap add-ons (the lab's CNI and
 //! the NVIDIA device plugin, in the control plane's inline manifests) were applied
 //! when etcd was bootstrapped, so every node is Ready and only the GPU node has
-//! `nvidia.com/gpu: 1`; `talosprov health` (through kube-rs) agrees. kubectl is the
+//! `nvidia.com/gpu: 1`; `talosprov health` (through kube-rs) agrees. Then kubectl
+//! writes with its default flags: server-side apply with two field managers (a
+//! conflict, then forced), a server dry run, a label, a CRD and an object of its kind,
+//! deletes (the CNI's DaemonSet gone, the nodes are NotReady). kubectl is the
 //! independent client: a missing kubectl fails the test with how to install it.
 
 use std::time::Duration;

@@ -237,111 +237,55 @@ struct Target<'a> {
     name: Option<&'a str>,
 }
 
+impl Target<'_> {
+    /// The namespace, empty for cluster-scoped kinds and across namespaces.
+    fn ns(&self) -> &str {
+        self.ns.unwrap_or_default()
+    }
+}
+
+/// One request, read.
+struct Call<'a> {
+    parts: &'a http::request::Parts,
+    query: HashMap<String, String>,
+    /// Whether the client asks for a `Table` (`kubectl get`).
+    table: bool,
+    body: &'a [u8],
+    /// `dryRun=All`.
+    dry_run: bool,
+    /// `fieldManager`, else the client's name from its user agent (as the apiserver
+    /// names updates' managers).
+    manager: String,
+}
+
+/// The answer to one request whose body was read: discovery and OpenAPI documents,
+/// nodes, or a read or write of objects.
 fn handle(shared: &Shared, key: &str, parts: &http::request::Parts, body: &[u8]) -> Answer {
     let path = parts.uri.path().trim_end_matches('/');
     let segments: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-    let query: HashMap<String, String> =
-        url::form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
-            .into_owned()
-            .collect();
-    let table = parts
-        .headers
-        .get(hyper::header::ACCEPT)
-        .and_then(|a| a.to_str().ok())
-        .is_some_and(|a| a.contains("as=Table"));
-    let get = parts.method == Method::GET;
-    match segments.as_slice() {
-        ["version"] if get => return ok(&version(shared, key)),
-        ["api"] if get => {
-            return ok(&json!({"kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}));
-        }
-        ["apis"] if get => return ok(&group_list(&resource_types(shared, key))),
-        ["api", "v1"] if get => return ok(&resource_list("", "v1", &resource_types(shared, key))),
-        ["apis", group, version] if get => {
-            let types = resource_types(shared, key);
-            return if types
-                .iter()
-                .any(|t| t.group == *group && t.version == *version)
-            {
-                ok(&resource_list(group, version, &types))
-            } else {
-                error(&StoreError::no_resource())
-            };
-        }
-        ["openapi", "v3"] if get => return ok(&openapi_root(&resource_types(shared, key))),
-        ["openapi", "v3", "api", "v1"] if get => {
-            return ok(&openapi_doc("", "v1", &resource_types(shared, key)));
-        }
-        ["openapi", "v3", "apis", group, version] if get => {
-            let types = resource_types(shared, key);
-            return if types
-                .iter()
-                .any(|t| t.group == *group && t.version == *version)
-            {
-                ok(&openapi_doc(group, version, &types))
-            } else {
-                error(&StoreError::no_resource())
-            };
-        }
-        _ => {}
+    if parts.method == Method::GET
+        && let Some(answer) = discovery(shared, key, &segments)
+    {
+        return answer;
     }
-    let (group, version, rest) = match segments.as_slice() {
-        ["api", "v1", rest @ ..] => ("", "v1", rest),
-        ["apis", group, version, rest @ ..] => (*group, *version, rest),
-        _ => return error(&StoreError::no_resource()),
+    let target = match target(shared, key, &segments) {
+        Ok(t) => t,
+        Err(e) => return error(&e),
     };
-    let (ns, plural, name) = match rest {
-        ["namespaces", ns, plural] => (Some(*ns), *plural, None),
-        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name)),
-        [plural] => (None, *plural, None),
-        [plural, name] => (None, *plural, Some(*name)),
-        _ => return error(&StoreError::no_resource()),
+    let call = match read_call(parts, body) {
+        Ok(c) => c,
+        Err(e) => return error(&e),
     };
-    let Some(rt) = resource_types(shared, key)
-        .into_iter()
-        .find(|t| t.group == group && t.version == version && t.plural == plural)
-    else {
-        return error(&StoreError::no_resource());
-    };
-    if (ns.is_some() && !rt.namespaced) || (ns.is_none() && rt.namespaced && name.is_some()) {
-        return error(&StoreError::no_resource());
-    }
-    let target = Target { rt, ns, name };
     if target.rt.group.is_empty() && target.rt.plural == "nodes" {
-        return serve_nodes(shared, key, &parts.method, target.name, table);
+        return serve_nodes(shared, key, &parts.method, target.name, call.table);
     }
-    if query.get("watch").is_some_and(|w| w == "true" || w == "1") {
+    if call
+        .query
+        .get("watch")
+        .is_some_and(|w| w == "true" || w == "1")
+    {
         return method_not_allowed("watch is not served by the simulated API server");
     }
-    let dry_run = match query.get("dryRun").map(String::as_str) {
-        None | Some("") => false,
-        Some("All") => true,
-        Some(other) => {
-            return error(&StoreError::bad_request(format!(
-                "Invalid dry run value: {other}: supported values: \"All\""
-            )));
-        }
-    };
-    let content_type = parts
-        .headers
-        .get(hyper::header::CONTENT_TYPE)
-        .and_then(|c| c.to_str().ok())
-        .unwrap_or_default()
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
-    let manager = query.get("fieldManager").cloned().unwrap_or_else(|| {
-        parts
-            .headers
-            .get(hyper::header::USER_AGENT)
-            .and_then(|a| a.to_str().ok())
-            .and_then(|a| a.split('/').next())
-            .unwrap_or("unknown")
-            .to_owned()
-    });
     let node_count = node_count(shared, key);
     let mut clusters = shared.clusters();
     let Some(cluster) = clusters.get_mut(key) else {
@@ -349,103 +293,237 @@ fn handle(shared: &Shared, key: &str, parts: &http::request::Parts, body: &[u8])
     };
     let store = &mut cluster.store;
     store.set_node_count(node_count);
-    let ns_or_empty = target.ns.unwrap_or_default();
-    match (&parts.method, target.name) {
-        (&Method::GET, Some(name)) => match store.get(&target.rt, ns_or_empty, name) {
-            Ok(o) if table => ok(&object_table(&[o], &store.revision())),
-            Ok(o) => ok(&o),
-            Err(e) => error(&e),
-        },
-        (&Method::GET, None) => {
-            let mut listed = store.list(&target.rt, target.ns);
-            let selected = match select(&mut listed, &query) {
-                Ok(()) => listed,
-                Err(e) => return error(&e),
-            };
-            if table {
-                let items = selected["items"].as_array().cloned().unwrap_or_default();
-                ok(&object_table(&items, &store.revision()))
+    let result = match (&parts.method, target.name) {
+        (&Method::GET, Some(name)) => store.get(&target.rt, target.ns(), name).map(|o| {
+            if call.table {
+                object_table(&[o], &store.revision())
             } else {
-                ok(&selected)
+                o
             }
-        }
-        (&Method::POST, None) => {
-            let Some(ns) = target.ns.or((!target.rt.namespaced).then_some("")) else {
-                return method_not_allowed("create needs a namespace in the path");
-            };
-            let object = match parse_body(body) {
-                Ok(o) => o,
-                Err(e) => return error(&e),
-            };
-            match store.create(&target.rt, ns, object, &manager, dry_run) {
-                Ok(o) => answer(StatusCode::CREATED, &o),
-                Err(e) => error(&e),
-            }
-        }
-        (&Method::PATCH, Some(name)) => {
-            let patch = match parse_body(body) {
-                Ok(o) => o,
-                Err(e) => return error(&e),
-            };
-            let written = match content_type.as_str() {
-                "application/apply-patch+yaml" => {
-                    let force = query.get("force").is_some_and(|f| f == "true");
-                    let manager = query.get("fieldManager").map(String::as_str).unwrap_or("");
-                    let opts = ApplyOptions {
-                        manager,
-                        force,
-                        dry_run,
-                    };
-                    store.apply(&target.rt, ns_or_empty, name, patch, opts)
-                }
-                "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
-                    store.merge_patch(&target.rt, ns_or_empty, name, patch, &manager, dry_run)
-                }
-                other => {
-                    return error(&StoreError {
-                        code: 415,
-                        reason: "UnsupportedMediaType",
-                        message: format!(
-                            "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (not {other})"
-                        ),
-                        details: Value::Null,
-                    });
-                }
-            };
-            match written {
-                Ok(w) if w.created => answer(StatusCode::CREATED, &w.object),
-                Ok(w) => ok(&w.object),
-                Err(e) => error(&e),
-            }
-        }
-        (&Method::PUT, Some(name)) => {
-            let object = match parse_body(body) {
-                Ok(o) => o,
-                Err(e) => return error(&e),
-            };
-            match store.replace(&target.rt, ns_or_empty, name, object, &manager, dry_run) {
-                Ok(w) => ok(&w.object),
-                Err(e) => error(&e),
-            }
-        }
-        (&Method::DELETE, Some(name)) => {
-            match store.delete(&target.rt, ns_or_empty, name, dry_run) {
-                Ok(o) => {
-                    let mut details = json!({"name": name, "kind": target.rt.plural,
-                                             "uid": o["metadata"]["uid"]});
-                    if !target.rt.group.is_empty() {
-                        details["group"] = json!(target.rt.group);
-                    }
-                    ok(
-                        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                               "status": "Success", "details": details}),
-                    )
-                }
-                Err(e) => error(&e),
-            }
-        }
-        _ => method_not_allowed(&format!("{} is not supported on {path}", parts.method)),
+        }),
+        (&Method::GET, None) => list(store, &target, &call),
+        (&Method::POST, None) => create(store, &target, &call),
+        (&Method::PATCH, Some(name)) => return patch(store, &target, name, &call),
+        (&Method::PUT, Some(name)) => parse_body(body).and_then(|o| {
+            store
+                .replace(
+                    &target.rt,
+                    target.ns(),
+                    name,
+                    o,
+                    &call.manager,
+                    call.dry_run,
+                )
+                .map(|w| w.object)
+        }),
+        (&Method::DELETE, Some(name)) => delete(store, &target, name, call.dry_run),
+        _ => return method_not_allowed(&format!("{} is not supported on {path}", parts.method)),
+    };
+    match result {
+        Ok(o) if parts.method == Method::POST => answer(StatusCode::CREATED, &o),
+        Ok(o) => ok(&o),
+        Err(e) => error(&e),
     }
+}
+
+/// The discovery and OpenAPI documents (`/version`, `/api`, `/apis`, `/api/v1`,
+/// `/apis/<group>/<version>`, `/openapi/v3...`); `None` for other paths.
+fn discovery(shared: &Shared, key: &str, segments: &[&str]) -> Option<Answer> {
+    let served = |group: &str, version: &str, types: &[ResourceType]| {
+        types
+            .iter()
+            .any(|t| t.group == group && t.version == version)
+    };
+    let types = || resource_types(shared, key);
+    Some(match segments {
+        ["version"] => ok(&version(shared, key)),
+        ["api"] => ok(&json!({"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]})),
+        ["apis"] => ok(&group_list(&types())),
+        ["api", "v1"] => ok(&resource_list("", "v1", &types())),
+        ["openapi", "v3"] => ok(&openapi_root(&types())),
+        ["openapi", "v3", "api", "v1"] => ok(&openapi_doc("", "v1", &types())),
+        ["apis", group, version] | ["openapi", "v3", "apis", group, version] => {
+            let types = types();
+            if !served(group, version, &types) {
+                error(&StoreError::no_resource())
+            } else if segments[0] == "apis" {
+                ok(&resource_list(group, version, &types))
+            } else {
+                ok(&openapi_doc(group, version, &types))
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// The resource, namespace and name an object path names
+/// (`/api/v1/namespaces/<ns>/<plural>/<name>`, `/apis/<g>/<v>/<plural>`, ...).
+///
+/// Errors: 404 "the server could not find the requested resource" for a path naming
+/// no served resource, or with a namespace the resource's scope does not have.
+fn target<'a>(shared: &Shared, key: &str, segments: &[&'a str]) -> Result<Target<'a>, StoreError> {
+    let (group, version, rest) = match segments {
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return Err(StoreError::no_resource()),
+    };
+    let (ns, plural, name) = match rest {
+        ["namespaces", ns, plural] => (Some(*ns), *plural, None),
+        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name)),
+        [plural] => (None, *plural, None),
+        [plural, name] => (None, *plural, Some(*name)),
+        _ => return Err(StoreError::no_resource()),
+    };
+    let rt = resource_types(shared, key)
+        .into_iter()
+        .find(|t| t.group == group && t.version == version && t.plural == plural)
+        .ok_or_else(StoreError::no_resource)?;
+    if (ns.is_some() && !rt.namespaced) || (ns.is_none() && rt.namespaced && name.is_some()) {
+        return Err(StoreError::no_resource());
+    }
+    Ok(Target { rt, ns, name })
+}
+
+/// The query parameters and headers of a request for objects.
+///
+/// Errors: 400 for a `dryRun` other than `All`.
+fn read_call<'a>(parts: &'a http::request::Parts, body: &'a [u8]) -> Result<Call<'a>, StoreError> {
+    let query: HashMap<String, String> =
+        url::form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+    let header = |name: hyper::header::HeaderName| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    };
+    let dry_run = match query.get("dryRun").map(String::as_str) {
+        None | Some("") => false,
+        Some("All") => true,
+        Some(other) => {
+            return Err(StoreError::bad_request(format!(
+                "Invalid dry run value: {other}: supported values: \"All\""
+            )));
+        }
+    };
+    let manager = query.get("fieldManager").cloned().unwrap_or_else(|| {
+        match header(hyper::header::USER_AGENT).split('/').next() {
+            Some(agent) if !agent.is_empty() => agent.to_owned(),
+            _ => "unknown".to_owned(),
+        }
+    });
+    Ok(Call {
+        table: header(hyper::header::ACCEPT).contains("as=Table"),
+        parts,
+        query,
+        body,
+        dry_run,
+        manager,
+    })
+}
+
+/// LIST: the objects of the target's namespace (or all), selected, as a list or a Table.
+fn list(store: &Store, target: &Target<'_>, call: &Call<'_>) -> Result<Value, StoreError> {
+    let mut listed = store.list(&target.rt, target.ns);
+    select(&mut listed, &call.query)?;
+    if call.table {
+        let items = listed["items"].as_array().cloned().unwrap_or_default();
+        Ok(object_table(&items, &store.revision()))
+    } else {
+        Ok(listed)
+    }
+}
+
+/// POST: create the body's object in the target's namespace.
+fn create(store: &mut Store, target: &Target<'_>, call: &Call<'_>) -> Result<Value, StoreError> {
+    if target.rt.namespaced && target.ns.is_none() {
+        return Err(StoreError {
+            code: 405,
+            reason: "MethodNotAllowed",
+            message: "create needs a namespace in the path".to_owned(),
+            details: Value::Null,
+        });
+    }
+    let object = parse_body(call.body)?;
+    store.create(&target.rt, target.ns(), object, &call.manager, call.dry_run)
+}
+
+/// PATCH: server-side apply (`application/apply-patch+yaml`), or a merge patch (JSON
+/// merge patch, and strategic merge patch read as one); 201 when an apply creates.
+fn patch(store: &mut Store, target: &Target<'_>, name: &str, call: &Call<'_>) -> Answer {
+    let content_type = call
+        .parts
+        .headers
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|c| c.to_str().ok())
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim();
+    let patch = match parse_body(call.body) {
+        Ok(o) => o,
+        Err(e) => return error(&e),
+    };
+    let written = match content_type {
+        "application/apply-patch+yaml" => {
+            let opts = ApplyOptions {
+                manager: call
+                    .query
+                    .get("fieldManager")
+                    .map(String::as_str)
+                    .unwrap_or(""),
+                force: call.query.get("force").is_some_and(|f| f == "true"),
+                dry_run: call.dry_run,
+            };
+            store.apply(&target.rt, target.ns(), name, patch, opts)
+        }
+        "application/merge-patch+json" | "application/strategic-merge-patch+json" => store
+            .merge_patch(
+                &target.rt,
+                target.ns(),
+                name,
+                patch,
+                &call.manager,
+                call.dry_run,
+            ),
+        other => Err(StoreError {
+            code: 415,
+            reason: "UnsupportedMediaType",
+            message: format!(
+                "the body of the request was in an unknown format - accepted media types \
+                 include: application/merge-patch+json, application/strategic-merge-patch+json, \
+                 application/apply-patch+yaml (not {other})"
+            ),
+            details: Value::Null,
+        }),
+    };
+    match written {
+        Ok(w) if w.created => answer(StatusCode::CREATED, &w.object),
+        Ok(w) => ok(&w.object),
+        Err(e) => error(&e),
+    }
+}
+
+/// DELETE: a `Status` of success naming the object, as for an immediate deletion.
+fn delete(
+    store: &mut Store,
+    target: &Target<'_>,
+    name: &str,
+    dry_run: bool,
+) -> Result<Value, StoreError> {
+    let o = store.delete(&target.rt, target.ns(), name, dry_run)?;
+    let mut details = json!({"name": name, "kind": target.rt.plural, "uid": o["metadata"]["uid"]});
+    if !target.rt.group.is_empty() {
+        details["group"] = json!(target.rt.group);
+    }
+    Ok(
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+              "details": details}),
+    )
 }
 
 /// The served kinds of the cluster (the built-in ones before it is bootstrapped).
