@@ -23,7 +23,8 @@
 //!   asks for one (`kubectl get`);
 //! - nodes, read-only, computed from the simulated machines (as JSON or as `Table`).
 //!
-//! Request bodies above 8 MiB are refused (413). Unknown paths answer 404 "the server
+//! Request bodies above 8 MiB are refused (413), objects above etcd's 1.5 MiB too (500,
+//! as a real cluster answers), and the store is bounded (see [`crate::kube_store`]). Unknown paths answer 404 "the server
 //! could not find the requested resource"; watches are not served (405).
 //!
 //! Nodes follow the simulated machines and the live objects: a node is Ready when

@@ -17,6 +17,10 @@
 //! - Workloads (DaemonSet, Deployment, StatefulSet) get the status of a finished
 //!   rollout when stored, unless annotated [`ROLLOUT_ANNOTATION`]`: stuck`.
 //!
+//! - Memory is bounded as etcd bounds it: objects above [`MAX_OBJECT_BYTES`] (as
+//!   JSON), and writes beyond [`MAX_OBJECTS`] objects or [`MAX_STORE_BYTES`] in all,
+//!   are refused with etcd's messages.
+//!
 //! Errors are [`StoreError`]s, which carry the `Status` a kube-apiserver answers with.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,8 +32,16 @@ use sha2::Digest;
 /// status observes the generation but reports no ready (or updated) replicas.
 pub const ROLLOUT_ANNOTATION: &str = "talos-sim.talosprov.dev/rollout";
 
-/// Most objects one store holds; beyond, writes fail as etcd does when out of space.
+/// Most objects one store holds; beyond, creations fail as etcd does when out of space.
 pub const MAX_OBJECTS: usize = 20_000;
+
+/// The largest object stored (as JSON), etcd's request limit (1.5 MiB); beyond, a
+/// write fails as on a real cluster ("etcdserver: request is too large").
+pub const MAX_OBJECT_BYTES: usize = 3 << 19;
+
+/// The most bytes (objects as JSON) one store holds; beyond, writes fail as etcd does
+/// when out of space ("etcdserver: mvcc: database space exceeded").
+pub const MAX_STORE_BYTES: usize = 256 << 20;
 
 /// The namespaces every cluster starts with.
 const INITIAL_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -315,6 +327,8 @@ pub struct Store {
     objects: BTreeMap<Key, Value>,
     revision: u64,
     node_count: usize,
+    /// The size of the objects, as JSON.
+    bytes: usize,
 }
 
 impl Default for Store {
@@ -331,6 +345,7 @@ impl Store {
             objects: BTreeMap::new(),
             revision: 0,
             node_count: 0,
+            bytes: 0,
         };
         let namespaces = store.type_of("", "Namespace").expect("built-in");
         for ns in INITIAL_NAMESPACES {
@@ -666,16 +681,30 @@ impl Store {
             return Ok(object);
         }
         self.objects.remove(&k);
-        match (rt.group.as_str(), rt.kind.as_str()) {
-            ("", "Namespace") => self.objects.retain(|(_, _, n, _), _| n != name),
-            ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-                let group = object["spec"]["group"].as_str().unwrap_or_default();
-                let kind = object["spec"]["names"]["kind"].as_str().unwrap_or_default();
-                self.objects
-                    .retain(|(g, k, _, _), _| g != group || k != kind);
+        self.bytes -= size_of(&object);
+        let group = object["spec"]["group"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let kind = object["spec"]["names"]["kind"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let cascade = (rt.group.as_str(), rt.kind.as_str());
+        let gone = |(g, k, n, _): &Key| match cascade {
+            ("", "Namespace") => n == name,
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => *g == group && *k == kind,
+            _ => false,
+        };
+        let mut freed = 0;
+        self.objects.retain(|k, o| {
+            let keep = !gone(k);
+            if !keep {
+                freed += size_of(o);
             }
-            _ => {}
-        }
+            keep
+        });
+        self.bytes -= freed;
         self.revision += 1;
         Ok(object)
     }
@@ -696,10 +725,12 @@ impl Store {
         for k in keys {
             if let Some(o) = self.objects.get_mut(&k) {
                 let before = o["status"].clone();
+                let size = size_of(o);
                 set_status(o, nodes);
                 if o["status"] != before {
                     self.revision += 1;
                     o["metadata"]["resourceVersion"] = json!(self.revision.to_string());
+                    self.bytes = self.bytes - size + size_of(o);
                 }
             }
         }
@@ -785,14 +816,6 @@ impl Store {
         managers: Vec<Manager>,
         dry_run: bool,
     ) -> Result<Written, StoreError> {
-        if live.is_none() && self.objects.len() >= MAX_OBJECTS {
-            return Err(StoreError {
-                code: 500,
-                reason: "InternalError",
-                message: "etcdserver: mvcc: database space exceeded".to_owned(),
-                details: Value::Null,
-            });
-        }
         object["apiVersion"] = json!(rt.api_version());
         object["kind"] = json!(rt.kind);
         if !object["metadata"].is_object() {
@@ -835,6 +858,16 @@ impl Store {
                 created: false,
             });
         }
+        let before = live.map(size_of).unwrap_or(0);
+        let size = size_of(&object);
+        if size > MAX_OBJECT_BYTES {
+            return Err(etcd_error("etcdserver: request is too large"));
+        }
+        if (live.is_none() && self.objects.len() >= MAX_OBJECTS)
+            || self.bytes - before + size > MAX_STORE_BYTES
+        {
+            return Err(etcd_error("etcdserver: mvcc: database space exceeded"));
+        }
         if dry_run {
             if live.is_none() {
                 object["metadata"]
@@ -845,6 +878,7 @@ impl Store {
         } else {
             self.revision += 1;
             object["metadata"]["resourceVersion"] = json!(self.revision());
+            self.bytes = self.bytes - before + size_of(&object);
             self.objects.insert(key(rt, ns, name), object.clone());
         }
         Ok(Written {
@@ -871,6 +905,21 @@ fn ns_key(ns: &str) -> Key {
         String::new(),
         ns.to_owned(),
     )
+}
+
+/// How many bytes `object` takes as JSON (what the store's limits count).
+fn size_of(object: &Value) -> usize {
+    serde_json::to_vec(object).map(|v| v.len()).unwrap_or(0)
+}
+
+/// A write refused as etcd refuses it (500 InternalError).
+fn etcd_error(message: &str) -> StoreError {
+    StoreError {
+        code: 500,
+        reason: "InternalError",
+        message: message.to_owned(),
+        details: Value::Null,
+    }
 }
 
 /// `object` without the times of its managed fields.
@@ -1899,6 +1948,25 @@ mod tests {
         assert_eq!(stuck["status"]["readyReplicas"], 0);
         assert_eq!(stuck["status"]["availableReplicas"], 0);
         assert_eq!(stuck["status"]["conditions"][0]["status"], "False");
+        let stuck = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: ds2, annotations: {talos-sim.talosprov.dev/rollout: stuck}}\nspec: {}\n---\n\
+             apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: s2, annotations: {talos-sim.talosprov.dev/rollout: stuck}}\nspec: {replicas: 2}\n";
+        assert!(store.apply_manifests(stuck, "talos").is_empty());
+        let ds = store
+            .get(&rt(&store, "apps", "daemonsets"), "default", "ds2")
+            .expect("ds2");
+        assert_eq!(ds["status"]["observedGeneration"], 1);
+        assert_eq!(ds["status"]["desiredNumberScheduled"], 4);
+        assert_eq!(ds["status"]["numberReady"], 0);
+        assert_eq!(ds["status"]["numberAvailable"], 0);
+        let s = store
+            .get(&rt(&store, "apps", "statefulsets"), "default", "s2")
+            .expect("s2");
+        assert_eq!(s["status"]["observedGeneration"], 1);
+        assert_eq!(s["status"]["readyReplicas"], 0);
+        assert_ne!(
+            s["status"]["currentRevision"],
+            s["status"]["updateRevision"]
+        );
     }
 
     #[test]
@@ -2014,5 +2082,34 @@ mod tests {
             store.revision(),
             patched["metadata"]["resourceVersion"].as_str().expect("rv")
         );
+    }
+
+    #[test]
+    fn sizes_are_bounded_and_counted() {
+        let mut store = Store::new();
+        let empty = store.bytes;
+        assert!(empty > 0, "the initial namespaces");
+        let big = "x".repeat(MAX_OBJECT_BYTES);
+        let e =
+            apply(&mut store, configmap(json!({"blob": big})), "m", false).expect_err("too large");
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (500, "etcdserver: request is too large")
+        );
+        apply(&mut store, configmap(json!({"a": "1"})), "m", false).expect("create");
+        apply(&mut store, configmap(json!({"a": "12345"})), "m", false).expect("update");
+        let rt = rt(&store, "", "configmaps");
+        let stored = store.get(&rt, "default", "cm").expect("cm");
+        assert_eq!(store.bytes, empty + size_of(&stored));
+        let namespaces = rt_of(&store, "namespaces");
+        store
+            .delete(&namespaces, "", "default", false)
+            .expect("delete");
+        let left: usize = store.objects().map(size_of).sum();
+        assert_eq!(store.bytes, left);
+    }
+
+    fn rt_of(store: &Store, plural: &str) -> ResourceType {
+        rt(store, "", plural)
     }
 }
