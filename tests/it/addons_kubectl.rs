@@ -5,7 +5,7 @@
 //! `nvidia.com/gpu: 1`; `talosprov health` (through kube-rs) agrees. Then kubectl
 //! writes with its default flags: server-side apply with two field managers (a
 //! conflict, then forced), a server dry run, a label, a CRD and an object of its kind,
-//! deletes (the CNI's DaemonSet gone, the nodes are NotReady). kubectl is the
+//! client-side apply (a create, then a strategic merge patch), deletes (the CNI's DaemonSet gone, the nodes are NotReady). kubectl is the
 //! independent client: a missing kubectl fails the test with how to install it.
 
 use std::time::Duration;
@@ -337,7 +337,7 @@ async fn kubectl_server_side_apply_tracks_field_managers_and_conflicts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_applies_a_crd_then_objects_of_its_kind() {
+async fn kubectl_applies_a_crd_its_objects_and_a_deployment_client_side() {
     let (lab, kubeconfig) = applied_lab("15.6").await;
     let crd = lab.dir.path().join("crd.yaml");
     std::fs::write(
@@ -406,6 +406,54 @@ spec:
     assert!(rows[1].starts_with("gear "), "{table}");
     let names = kubectl(&kubeconfig, &["get", "widgets", "-A", "-o", "name"]);
     assert_eq!(names, "widget.example.com/gear\n");
+
+    // Client-side apply (kubectl's default): a create, then a strategic merge patch.
+    let file = lab.dir.path().join("client.yaml");
+    let path = file.to_str().expect("UTF-8");
+    let write = |image: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  \
+                 selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      \
+                 labels: {{app: web}}\n    spec:\n      containers:\n        - name: web\n          \
+                 image: {image}\n"
+            ),
+        )
+        .expect("write")
+    };
+    write("nginx:1");
+    assert_eq!(
+        kubectl(&kubeconfig, &["apply", "-f", path]),
+        "deployment.apps/web created\n"
+    );
+    write("nginx:2");
+    assert_eq!(
+        kubectl(&kubeconfig, &["apply", "-f", path]),
+        "deployment.apps/web configured\n"
+    );
+    let deployment: serde_json::Value = serde_json::from_str(&kubectl(
+        &kubeconfig,
+        &["get", "deployment", "web", "-o", "json"],
+    ))
+    .expect("kubectl JSON");
+    let spec = &deployment["spec"]["template"]["spec"];
+    assert_eq!(spec["containers"][0]["image"], "nginx:2", "{deployment:#}");
+    assert_eq!(
+        spec["containers"].as_array().map(Vec::len),
+        Some(1),
+        "{deployment:#}"
+    );
+    assert!(
+        spec.as_object()
+            .expect("spec")
+            .keys()
+            .all(|k| !k.starts_with('$')),
+        "{deployment:#}"
+    );
+    assert_eq!(deployment["metadata"]["generation"], 2);
+    assert_eq!(deployment["status"]["observedGeneration"], 2);
+    assert_eq!(deployment["status"]["readyReplicas"], 1);
 
     // Without its CRD the kind, and its objects, are gone.
     kubectl(&kubeconfig, &["delete", "crd", "widgets.example.com"]);

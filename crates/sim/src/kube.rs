@@ -482,15 +482,22 @@ fn patch(store: &mut Store, target: &Target<'_>, name: &str, call: &Call<'_>) ->
             };
             store.apply(&target.rt, target.ns(), name, patch, opts)
         }
-        "application/merge-patch+json" | "application/strategic-merge-patch+json" => store
-            .merge_patch(
-                &target.rt,
-                target.ns(),
-                name,
-                patch,
-                &call.manager,
-                call.dry_run,
-            ),
+        "application/merge-patch+json" => store.merge_patch(
+            &target.rt,
+            target.ns(),
+            name,
+            patch,
+            &call.manager,
+            call.dry_run,
+        ),
+        "application/strategic-merge-patch+json" => store.merge_patch(
+            &target.rt,
+            target.ns(),
+            name,
+            without_directives(patch),
+            &call.manager,
+            call.dry_run,
+        ),
         other => Err(StoreError {
             code: 415,
             reason: "UnsupportedMediaType",
@@ -506,6 +513,22 @@ fn patch(store: &mut Store, target: &Target<'_>, name: &str, call: &Call<'_>) ->
         Ok(w) if w.created => answer(StatusCode::CREATED, &w.object),
         Ok(w) => ok(&w.object),
         Err(e) => error(&e),
+    }
+}
+
+/// A strategic merge patch read as a JSON merge patch: without its directives
+/// (`$setElementOrder/...`, `$retainKeys`, `$patch`, `$deleteFromPrimitiveList/...`),
+/// so lists are replaced whole.
+fn without_directives(patch: Value) -> Value {
+    match patch {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .filter(|(k, _)| !k.starts_with('$'))
+                .map(|(k, v)| (k, without_directives(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(without_directives).collect()),
+        other => other,
     }
 }
 
