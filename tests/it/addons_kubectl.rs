@@ -5,8 +5,9 @@
 //! `nvidia.com/gpu: 1`; `talosprov health` (through kube-rs) agrees. Then kubectl
 //! writes with its default flags: server-side apply with two field managers (a
 //! conflict, then forced), a server dry run, a label, a CRD and an object of its kind,
-//! client-side apply (a create, then a strategic merge patch), deletes (the CNI's DaemonSet gone, the nodes are NotReady). kubectl is the
-//! independent client: a missing kubectl fails the test with how to install it.
+//! client-side apply (a create, then a strategic merge patch), deletes (the CNI's
+//! DaemonSet gone, the nodes are NotReady). kubectl is the independent client: a
+//! missing kubectl fails the test with how to install it.
 
 use std::time::Duration;
 
