@@ -6,9 +6,10 @@
 //! (field manager `talos`, forced), as Talos does, and then serves what `kubectl` and
 //! kube-rs need, with the kube-apiserver's paths, status codes and `Status` bodies:
 //!
-//! - discovery: `/version`, `/api`, `/api/v1`, `/apis` (an `APIGroupList`) and
-//!   `/apis/<group>/<version>` (an `APIResourceList`), from the built-in kinds and the
-//!   stored CustomResourceDefinitions (see [`crate::kube_store`]); `/openapi/v3` (the
+//! - discovery: `/version`, `/api`, `/api/v1`, `/apis` (an `APIGroupList`),
+//!   `/apis/<group>` (an `APIGroup`) and `/apis/<group>/<version>` (an
+//!   `APIResourceList`), from the built-in kinds and the stored
+//!   CustomResourceDefinitions (see [`crate::kube_store`]); `/openapi/v3` (the
 //!   root and one document per group version) tells kubectl that every kind's PATCH
 //!   takes `fieldValidation`, so it leaves validation to the server (which accepts any
 //!   field); `/openapi/v2` answers 404;
@@ -18,14 +19,17 @@
 //!   on `metadata.name` and `metadata.namespace`), POST (create), PUT (replace, with
 //!   the resourceVersion precondition), PATCH with `application/apply-patch+yaml`
 //!   (server-side apply: `fieldManager`, `force`, `dryRun=All`), PATCH with a JSON
-//!   merge patch (also for strategic merge patches), and DELETE (immediate: no
-//!   finalizers); `dryRun=All` on every write; a `Table` (NAME, AGE) when the client
-//!   asks for one (`kubectl get`);
+//!   merge patch (and a strategic merge patch, read as one without its `$` directives:
+//!   lists are replaced whole), and DELETE (immediate, no finalizers; a Namespace or a
+//!   CRD takes its objects along); `dryRun=All` on every write; a `Table` (NAME, AGE)
+//!   when the client asks for one (`kubectl get`);
 //! - nodes, read-only, computed from the simulated machines (as JSON or as `Table`).
 //!
 //! Request bodies above 8 MiB are refused (413), objects above etcd's 1.5 MiB too (500,
-//! as a real cluster answers), and the store is bounded (see [`crate::kube_store`]). Unknown paths answer 404 "the server
-//! could not find the requested resource"; watches are not served (405).
+//! as a real cluster answers), and the store is bounded (see [`crate::kube_store`]).
+//! Unknown paths answer 404 "the server could not find the requested resource"
+//! (subresources such as `/status` and `/scale` included); watches are not served
+//! (405).
 //!
 //! Nodes follow the simulated machines and the live objects: a node is Ready when
 //! Talos deploys its own CNI (`cluster.network.cni.name` other than `none`), or while
@@ -37,11 +41,10 @@
 //!
 //! [`SimOptions::gpu_nodes`]: crate::SimOptions::gpu_nodes
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-
-use std::collections::HashMap;
 
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -327,8 +330,8 @@ fn handle(shared: &Shared, key: &str, parts: &http::request::Parts, body: &[u8])
     }
 }
 
-/// The discovery and OpenAPI documents (`/version`, `/api`, `/apis`, `/api/v1`,
-/// `/apis/<group>/<version>`, `/openapi/v3...`); `None` for other paths.
+/// The discovery and OpenAPI documents (`/version`, `/api`, `/apis`, `/apis/<group>`,
+/// `/api/v1`, `/apis/<group>/<version>`, `/openapi/v3...`); `None` for other paths.
 fn discovery(shared: &Shared, key: &str, segments: &[&str]) -> Option<Answer> {
     let served = |group: &str, version: &str, types: &[ResourceType]| {
         types
@@ -341,6 +344,21 @@ fn discovery(shared: &Shared, key: &str, segments: &[&str]) -> Option<Answer> {
         ["api"] => ok(&json!({"kind": "APIVersions", "versions": ["v1"],
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]})),
         ["apis"] => ok(&group_list(&types())),
+        ["apis", group] => {
+            let list = group_list(&types());
+            match list["groups"]
+                .as_array()
+                .and_then(|gs| gs.iter().find(|g| g["name"] == *group))
+            {
+                Some(g) => {
+                    let mut g = g.clone();
+                    g["kind"] = json!("APIGroup");
+                    g["apiVersion"] = json!("v1");
+                    ok(&g)
+                }
+                None => error(&StoreError::no_resource()),
+            }
+        }
         ["api", "v1"] => ok(&resource_list("", "v1", &types())),
         ["openapi", "v3"] => ok(&openapi_root(&types())),
         ["openapi", "v3", "api", "v1"] => ok(&openapi_doc("", "v1", &types())),
@@ -1101,6 +1119,9 @@ mod tests {
         assert_eq!(configmaps["kind"], "ConfigMap");
         assert_eq!(configmaps["namespaced"], true);
         assert_eq!(configmaps["shortNames"], json!(["cm"]));
+        let (code, apps) = call(&s, "GET", "/apis/apps", &[], "");
+        assert_eq!((code, apps["kind"].as_str()), (200, Some("APIGroup")));
+        assert_eq!(apps["preferredVersion"]["groupVersion"], "apps/v1");
         let (code, body) = call(&s, "GET", "/apis/example.com/v1", &[], "");
         assert_eq!(code, 404);
         assert_eq!(
