@@ -15,8 +15,9 @@
 //!   `CustomResourceDefinition`s (their served versions), which get the `Established`
 //!   and `NamesAccepted` conditions when stored.
 //! - Workloads (DaemonSet, Deployment, StatefulSet) get the status of a finished
-//!   rollout when stored, unless annotated [`ROLLOUT_ANNOTATION`]`: stuck`.
-//!
+//!   rollout when stored (a DaemonSet's on the nodes [`Store::set_node_count`] gives),
+//!   unless annotated [`ROLLOUT_ANNOTATION`]`: stuck`. Namespaces are `Active`.
+//! - Deleting a Namespace deletes its objects, deleting a CRD the objects of its kind.
 //! - Memory is bounded as etcd bounds it: objects above [`MAX_OBJECT_BYTES`] (as
 //!   JSON), and writes beyond [`MAX_OBJECTS`] objects or [`MAX_STORE_BYTES`] in all,
 //!   are refused with etcd's messages.
