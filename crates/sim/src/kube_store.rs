@@ -16,7 +16,8 @@
 //!   and `NamesAccepted` conditions when stored.
 //! - Workloads (DaemonSet, Deployment, StatefulSet) get the status of a finished
 //!   rollout when stored (a DaemonSet's on the nodes [`Store::set_node_count`] gives),
-//!   unless annotated [`ROLLOUT_ANNOTATION`]`: stuck`. Namespaces are `Active`.
+//!   unless annotated [`ROLLOUT_ANNOTATION`]`: stuck`. Namespaces are `Active`; a
+//!   Secret's `stringData` is stored in `data`, base64-encoded.
 //! - Deleting a Namespace deletes its objects, deleting a CRD the objects of its kind.
 //! - Memory is bounded as etcd bounds it: objects above [`MAX_OBJECT_BYTES`] (as
 //!   JSON), and writes beyond [`MAX_OBJECTS`] objects or [`MAX_STORE_BYTES`] in all,
@@ -26,6 +27,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use base64::Engine as _;
 use serde_json::{Map, Value, json};
 use sha2::Digest;
 
@@ -849,6 +851,7 @@ impl Store {
         if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
             check_crd(rt, name, &object)?;
         }
+        default_fields(&mut object);
         set_status(&mut object, self.node_count);
         // A write that changes nothing but the times of managed fields changes nothing.
         if let Some(live) = live
@@ -1384,6 +1387,31 @@ fn check_crd(rt: &ResourceType, name: &str, crd: &Value) -> Result<(), StoreErro
         ));
     }
     Ok(())
+}
+
+/// What the apiserver fills in on write: a Secret's `stringData` goes into `data`
+/// (base64) and its `type` defaults to `Opaque`.
+fn default_fields(object: &mut Value) {
+    if object["apiVersion"] != "v1" || object["kind"] != "Secret" {
+        return;
+    }
+    let Some(o) = object.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Object(plain)) = o.remove("stringData") {
+        let data = o.entry("data").or_insert_with(|| json!({}));
+        if !data.is_object() {
+            *data = json!({});
+        }
+        for (k, v) in plain {
+            let text = v
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| v.to_string());
+            data[k.as_str()] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+        }
+    }
+    o.entry("type").or_insert_with(|| json!("Opaque"));
 }
 
 /// The status the controllers would give `object` (Namespace, CRD, workloads), with
@@ -2112,5 +2140,18 @@ mod tests {
 
     fn rt_of(store: &Store, plural: &str) -> ResourceType {
         rt(store, "", plural)
+    }
+
+    #[test]
+    fn a_secrets_string_data_is_stored_as_data() {
+        let mut store = Store::new();
+        let manifests = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {token: abc}\ndata: {other: eHl6}\n";
+        assert!(store.apply_manifests(manifests, "talos").is_empty());
+        let secret = store
+            .get(&rt_of(&store, "secrets"), "default", "s")
+            .expect("s");
+        assert_eq!(secret["data"], json!({"other": "eHl6", "token": "YWJj"}));
+        assert_eq!(secret["type"], "Opaque");
+        assert!(secret.get("stringData").is_none());
     }
 }
