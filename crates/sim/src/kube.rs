@@ -46,7 +46,7 @@ use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -202,22 +202,9 @@ type Answer = Response<Full<Bytes>>;
 /// The answer to one request, after reading its body (up to [`MAX_BODY`]).
 async fn respond(shared: &Shared, key: &str, req: Request<Incoming>) -> Answer {
     let (parts, body) = req.into_parts();
-    let declared = parts
-        .headers
-        .get(hyper::header::CONTENT_LENGTH)
-        .and_then(|l| l.to_str().ok())
-        .and_then(|l| l.parse::<u64>().ok());
-    if declared.is_some_and(|l| l > MAX_BODY as u64) {
-        return too_large();
-    }
-    let body = match Limited::new(body, MAX_BODY).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(),
-        Err(e) => {
-            return error(&StoreError::bad_request(format!(
-                "the request body cannot be read: {e}"
-            )));
-        }
+    let body = match read_body(body).await {
+        Ok(b) => b,
+        Err(e) => return error(&e),
     };
     let answer = handle(shared, key, &parts, &body);
     tracing::debug!(target: "talos_sim", method = %parts.method, uri = %parts.uri,
@@ -225,13 +212,43 @@ async fn respond(shared: &Shared, key: &str, req: Request<Incoming>) -> Answer {
     answer
 }
 
-fn too_large() -> Answer {
-    error(&StoreError {
-        code: 413,
-        reason: "RequestEntityTooLarge",
-        message: format!("Request entity too large: limit is {MAX_BODY}"),
-        details: Value::Null,
-    })
+/// How much of a too large body is read (and dropped) before answering 413, so that
+/// the client, still sending, reads the answer rather than a reset connection.
+const MAX_DRAINED: usize = 64 << 20;
+
+/// The request body, up to [`MAX_BODY`] bytes kept in memory.
+///
+/// Errors: 413 RequestEntityTooLarge beyond (after reading the rest, dropping it, up
+/// to [`MAX_DRAINED`]); 400 when the body cannot be read.
+async fn read_body(mut body: Incoming) -> Result<Bytes, StoreError> {
+    let mut kept: Vec<u8> = Vec::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            StoreError::bad_request(format!("the request body cannot be read: {e}"))
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        seen += data.len();
+        if seen <= MAX_BODY {
+            kept.extend_from_slice(&data);
+        } else {
+            kept = Vec::new();
+            if seen > MAX_DRAINED {
+                break;
+            }
+        }
+    }
+    if seen > MAX_BODY {
+        return Err(StoreError {
+            code: 413,
+            reason: "RequestEntityTooLarge",
+            message: format!("Request entity too large: limit is {MAX_BODY}"),
+            details: Value::Null,
+        });
+    }
+    Ok(Bytes::from(kept))
 }
 
 /// What a request for objects names.
