@@ -11,7 +11,7 @@ use crate::machine::SecretsBundle;
 use crate::plan::AddonValues;
 use crate::state::Sensitive;
 use crate::state::format::Rendering;
-use crate::topology::{self, Addon, AddonSource, Code, Diagnostic, Phase, Role, Topology};
+use crate::topology::{self, Addon, AddonSource, Code, Diagnostic, Role, Topology};
 
 /// Renderings already made: the state's, and a saved plan's. One whose
 /// digest is the digest of the inputs now is used as it is, so a plan does
@@ -101,7 +101,6 @@ pub async fn render(
         ));
         return Err(CommandError::Reported);
     }
-    warn_undelivered(topology);
     Ok(Rendered {
         addons,
         renderings,
@@ -289,22 +288,4 @@ fn preset_facts(topology: &Topology, secrets: &SecretsBundle) -> Option<ClusterF
     first.nodes = vec![cp.clone()];
     let configs = crate::machine::node::node_configs(&first, secrets, &patches, &[]).ok()?;
     ClusterFacts::of(&configs)
-}
-
-/// Say which add-ons `plan`, `apply` and `render` check without installing:
-/// this build delivers add-ons of the bootstrap phase (in the control planes'
-/// inline manifests); `phase: cluster` add-ons are validated only.
-fn warn_undelivered(topology: &Topology) {
-    for a in topology
-        .addons
-        .values()
-        .filter(|a| a.phase == Phase::Cluster)
-    {
-        crate::ui::warn(&format!(
-            "add-on `{}` has `phase: cluster`: it is validated, and this build does not install \
-             it (it installs add-ons of `phase: bootstrap`, through the control planes' inline \
-             manifests)",
-            a.name
-        ));
-    }
 }

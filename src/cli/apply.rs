@@ -107,6 +107,19 @@ pub(super) fn interrupt_grace() -> anyhow::Result<std::time::Duration> {
     duration_var(INTERRUPT_GRACE_VAR, Waits::default().interrupt_grace, "20s")
 }
 
+/// The variable that bounds each wait of an add-on's object (the API
+/// answering, its kind served, its rollout), in seconds or as a duration.
+pub const ROLLOUT_WAIT_VAR: &str = "TALOSPROV_ROLLOUT_WAIT";
+
+/// The bound of each wait of an add-on's object: [`ROLLOUT_WAIT_VAR`], else
+/// 10 min.
+///
+/// # Errors
+/// A value that is neither seconds nor a duration.
+pub(super) fn rollout_wait() -> anyhow::Result<std::time::Duration> {
+    duration_var(ROLLOUT_WAIT_VAR, Waits::default().rollout, "5m")
+}
+
 /// The duration the variable `name` gives, in seconds or as a duration such as
 /// `example`; `default` when it is unset or empty.
 ///
@@ -166,9 +179,14 @@ pub(super) fn context(
             .collect(),
         recorded_images: state.resources.images.clone(),
         offline_kubeconfig,
+        kubeconfig: std::sync::Mutex::new(
+            state.outputs.kubeconfig.as_ref().map(|k| k.value.clone()),
+        ),
+        kube: tokio::sync::OnceCell::new(),
         started_at,
         waits: Waits {
             interrupt_grace,
+            rollout: rollout_wait()?,
             ..Waits::default()
         },
         rollout: RolloutOptions {
@@ -312,6 +330,7 @@ impl ApplySettings {
         }
         let interrupt_grace = interrupt_grace()?;
         let ready_wait = ready_wait()?;
+        rollout_wait()?;
         let topology = cluster::load_topology(&args.state.file)?;
         let saved = args
             .planfile

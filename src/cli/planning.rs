@@ -63,9 +63,9 @@ pub async fn make_plan(
     };
     let rendered = addons::render(topology, &bundle, known).await?;
     let (configs, inputs) = cluster::render_configs(topology, &bundle, &rendered.addons)?;
-    let observed = cluster::observe(topology, state, &configs, offline).await?;
+    let mut observed = cluster::observe(topology, state, &configs, offline).await?;
     let shared = cluster::storage_shared(&observed, state);
-    let desired = plan::desired(topology, &configs, shared).map_err(|errors| {
+    let mut desired = plan::desired(topology, &configs, shared).map_err(|errors| {
         anyhow::anyhow!(
             "{}",
             errors
@@ -75,6 +75,10 @@ pub async fn make_plan(
                 .join("\n")
         )
     })?;
+    desired.objects = crate::addon::desired_objects(topology, &rendered.addons);
+    if !offline {
+        observed.kubernetes = observe_objects(state, &desired).await;
+    }
     let mut p = plan::plan(PlanInput {
         desired: &desired,
         state,
@@ -107,4 +111,49 @@ pub async fn make_plan(
         inputs,
         renderings: rendered.renderings,
     })
+}
+
+/// How long refresh waits for the Kubernetes API before planning the
+/// add-ons' objects from the state alone.
+const KUBE_REFRESH: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The add-ons' objects as the cluster's Kubernetes API shows them, when
+/// there is a cluster (bootstrapped, with a kubeconfig) and objects to show;
+/// `None`, with a warning when the API does not answer, otherwise (the plan
+/// then compares them with the state's inventory).
+async fn observe_objects(
+    state: Option<&State>,
+    desired: &plan::Desired,
+) -> Option<plan::ObservedObjects> {
+    let state = state?;
+    let bootstrapped = state.resources.bootstrap.as_ref().is_some_and(|b| b.done);
+    let kubeconfig = state.outputs.kubeconfig.as_ref()?;
+    if !bootstrapped || (desired.objects.is_empty() && state.resources.objects.is_empty()) {
+        return None;
+    }
+    let read = async {
+        let client = crate::kube::KubeClient::from_kubeconfig(kubeconfig.value.expose())
+            .await
+            .map_err(|e| e.to_string())?;
+        crate::apply::refresh_kube::observe_objects(
+            &client,
+            &desired.objects,
+            &state.resources.objects,
+        )
+        .await
+        .map_err(|e| e.to_string())
+    };
+    let outcome = tokio::time::timeout(KUBE_REFRESH, read)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {} s", KUBE_REFRESH.as_secs())));
+    match outcome {
+        Ok(o) => Some(o),
+        Err(e) => {
+            crate::ui::warn(&format!(
+                "the Kubernetes API was not read ({e}): the add-ons' objects are compared with \
+                 the state only"
+            ));
+            None
+        }
+    }
 }

@@ -12,38 +12,8 @@
 use std::time::Duration;
 
 use crate::support::cli::stdout;
+use crate::support::kubectl::{kubectl, kubectl_output, lab_kubeconfig};
 use crate::support::lab::Lab;
-
-/// `kubectl --kubeconfig <file> <args>`, with its discovery cache next to the
-/// kubeconfig (not the user's): how it ended.
-fn kubectl_run(kubeconfig: &std::path::Path, args: &[&str]) -> std::process::Output {
-    let cache = kubeconfig.with_file_name("kube-cache");
-    std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--cache-dir")
-        .arg(cache)
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run kubectl ({e}): install it (https://kubernetes.io/docs/tasks/tools/, \
-                 or your distribution's kubernetes-client package); tests/run.sh checks for it"
-            )
-        })
-}
-
-/// `kubectl --kubeconfig <file> <args>`: its standard output, after checking it ran.
-fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
-    let out = kubectl_run(kubeconfig, args);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_apply_kubectl_sees_every_node_ready_and_the_gpu_allocatable() {
@@ -69,9 +39,7 @@ async fn after_apply_kubectl_sees_every_node_ready_and_the_gpu_allocatable() {
         "{table}"
     );
     assert!(rows[3].ends_with(&format!("{}   1", lab.ips[2])), "{table}");
-    let kubeconfig = lab.dir.path().join("kubeconfig");
-    let text = stdout(&lab.run(&["output", "kubeconfig", "-raw"]).await);
-    std::fs::write(&kubeconfig, text).expect("write kubeconfig");
+    let kubeconfig = lab_kubeconfig(&lab).await;
 
     let nodes: serde_json::Value =
         serde_json::from_str(&kubectl(&kubeconfig, &["get", "nodes", "-o", "json"]))
@@ -131,9 +99,7 @@ async fn without_a_cni_addon_the_nodes_stay_not_ready() {
     lab.write_topology(|t| t[..t.find("addons:\n").expect("addons")].to_owned());
     lab.import_secrets().await;
     assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
-    let kubeconfig = lab.dir.path().join("kubeconfig");
-    let text = stdout(&lab.run(&["output", "kubeconfig", "-raw"]).await);
-    std::fs::write(&kubeconfig, text).expect("write kubeconfig");
+    let kubeconfig = lab_kubeconfig(&lab).await;
     let table = kubectl(&kubeconfig, &["get", "nodes"]);
     assert_eq!(table.matches(" NotReady ").count(), 3, "{table}");
     // health skips the Kubernetes checks, saying why, as before.
@@ -179,9 +145,7 @@ async fn applied_lab(net: &str) -> (Lab, std::path::PathBuf) {
     let lab = Lab::start(net, Duration::from_millis(100)).await;
     lab.import_secrets().await;
     assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
-    let kubeconfig = lab.dir.path().join("kubeconfig");
-    let text = stdout(&lab.run(&["output", "kubeconfig", "-raw"]).await);
-    std::fs::write(&kubeconfig, text).expect("write kubeconfig");
+    let kubeconfig = lab_kubeconfig(&lab).await;
     (lab, kubeconfig)
 }
 
@@ -209,7 +173,7 @@ async fn kubectl_server_side_apply_tracks_field_managers_and_conflicts() {
 
     // Another manager changing a value kubectl owns conflicts.
     write("2");
-    let out = kubectl_run(
+    let out = kubectl_output(
         &kubeconfig,
         &[
             "apply",
@@ -320,7 +284,7 @@ async fn kubectl_server_side_apply_tracks_field_managers_and_conflicts() {
         ),
     )
     .expect("write");
-    let out = kubectl_run(&kubeconfig, &["apply", "--server-side", "-f", path]);
+    let out = kubectl_output(&kubeconfig, &["apply", "--server-side", "-f", path]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.to_lowercase().contains("too large"), "{err}");
@@ -328,7 +292,7 @@ async fn kubectl_server_side_apply_tracks_field_managers_and_conflicts() {
     // Deleted, it is gone.
     let out = kubectl(&kubeconfig, &["delete", "configmap", "settings"]);
     assert_eq!(out, "configmap \"settings\" deleted\n");
-    let out = kubectl_run(&kubeconfig, &["get", "configmap", "settings"]);
+    let out = kubectl_output(&kubeconfig, &["get", "configmap", "settings"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -458,7 +422,7 @@ spec:
 
     // Without its CRD the kind, and its objects, are gone.
     kubectl(&kubeconfig, &["delete", "crd", "widgets.example.com"]);
-    let out = kubectl_run(&kubeconfig, &["get", "widgets"]);
+    let out = kubectl_output(&kubeconfig, &["get", "widgets"]);
     assert!(
         !out.status.success(),
         "{}",

@@ -111,7 +111,7 @@ fn a_changed_manifest_changes_the_control_plane_configs_only() {
 }
 
 #[test]
-fn plan_says_which_addons_this_build_does_not_install() {
+fn plan_lists_every_object_of_every_addon_as_a_server_side_apply() {
     let dir = lab_copy();
     let path = dir.path().join("cluster.yaml");
     let text = std::fs::read_to_string(&path).expect("topology");
@@ -129,15 +129,27 @@ fn plan_says_which_addons_this_build_does_not_install() {
         .expect("run talosprov");
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
-    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("add-on")).collect();
-    assert_eq!(
-        warnings,
-        [
-            "Warning: add-on `later` has `phase: cluster`: it is validated, and this build does \
-             not install it (it installs add-ons of `phase: bootstrap`, through the control \
-             planes' inline manifests)"
-        ]
+    assert!(
+        !err.lines().any(|l| l.contains("add-on")),
+        "no add-on is left out:\n{err}"
     );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // Every object of every add-on, the `phase: cluster` one's namespace
+    // first; the bootstrap ones too (taken over after Talos applied them).
+    for address in [
+        "addon/later/Namespace/later",
+        "addon/later/DaemonSet.apps/later/lab-cni",
+        "addon/lab-cni/DaemonSet.apps/kube-system/lab-cni",
+        "addon/nvidia-device-plugin/DaemonSet.apps/kube-system/nvidia-device-plugin-daemonset",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.trim_start().starts_with(&format!("+ {address}"))),
+            "{address} in:\n{text}"
+        );
+    }
+    let at = |a: &str| text.find(a).unwrap_or_else(|| panic!("{a} in:\n{text}"));
+    assert!(at("addon/later/Namespace/later") < at("addon/later/DaemonSet.apps/later/lab-cni"));
 }
 
 /// A loopback HTTP server that answers every request with `body`; its URL.

@@ -88,17 +88,18 @@ async fn ci_sequence_plans_applies_and_reaches_the_outputs_through_the_gitlab_st
         .iter()
         .map(|c| c["action"].as_str().expect("action"))
         .collect();
-    // The lab: image, pool, 3 VMs... (8 creates), 3 first config applies,
-    // the bootstrap: GitLab counts apply-config as update, bootstrap as create.
+    // The lab: image, pool, 3 VMs... (8 creates) and the add-ons' 4
+    // objects, 3 first config applies, the bootstrap: GitLab counts
+    // apply-config as update, bootstrap as create.
     let count = |name: &str| actions.iter().filter(|a| **a == name).count();
     assert_eq!(
         (count("create"), count("apply-config"), count("bootstrap")),
-        (8, 3, 1),
+        (12, 3, 1),
         "{actions:?}"
     );
     assert_eq!(
         report(&json),
-        serde_json::json!({"create": 9, "update": 3, "delete": 0})
+        serde_json::json!({"create": 13, "update": 3, "delete": 0})
     );
     let human = show(&lab, &[cache_s]);
     assert!(human.status.success());

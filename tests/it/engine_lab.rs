@@ -77,11 +77,13 @@ async fn lab_flow_plans_applies_updates_and_destroys() {
         "~ config/talos-controlplane-01",
         "+ bootstrap",
         "+ kubeconfig",
+        "+ addon/lab-cni/DaemonSet.apps/kube-system/lab-cni",
+        "+ addon/nvidia-device-plugin/DaemonSet.apps/kube-system/nvidia-device-plugin-daemonset",
     ] {
         assert!(text.contains(a), "plan lacks {a}:\n{text}");
     }
     assert!(
-        text.contains("Plan: 8 to add, 0 to change, 0 to destroy."),
+        text.contains("Plan: 12 to add, 0 to change, 0 to destroy."),
         "{text}"
     );
 

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod addons_converge;
 mod addons_helm;
 mod addons_kubectl;
 mod addons_render;

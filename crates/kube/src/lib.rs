@@ -1,6 +1,8 @@
 //! The Kubernetes side of talosprov, through kube-rs: a client made from the admin
 //! kubeconfig talosprov keeps in its state (client certificate from the cluster's
-//! Kubernetes CA), and the cluster's nodes as `kubectl get nodes` shows them.
+//! Kubernetes CA), and the cluster's nodes as `kubectl get nodes` shows them;
+//! [`objects`]: any object by `apiVersion` and `kind`, through discovery, with
+//! server-side apply (field manager [`FIELD_MANAGER`]), and rollout checks.
 
 #![warn(missing_docs)]
 
@@ -8,22 +10,15 @@ use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+
+mod client;
+pub mod objects;
+pub use client::{FIELD_MANAGER, KubeClient, KubeError};
+pub use objects::{ApplyError, Kind, Rollout, rollout};
 
 /// The extended resource a GPU device plugin advertises (NVIDIA's device plugin and
 /// the GPU operator's).
 pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
-
-/// Why the Kubernetes API could not be asked.
-#[derive(Debug, thiserror::Error)]
-pub enum KubeError {
-    /// The kubeconfig is not one kube-rs can use.
-    #[error("the kubeconfig cannot be used: {0}")]
-    Kubeconfig(String),
-    /// The API answered with an error, or did not answer.
-    #[error("the Kubernetes API: {0}")]
-    Api(String),
-}
 
 /// One Kubernetes node, as `kubectl get nodes` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,29 +40,7 @@ pub struct KubeNode {
     pub gpus: u64,
 }
 
-/// A client of one cluster's API.
-#[derive(Clone)]
-pub struct KubeClient {
-    client: kube::Client,
-}
-
 impl KubeClient {
-    /// A client from a kubeconfig's text, using its current context.
-    ///
-    /// # Errors
-    /// [`KubeError::Kubeconfig`] when the text is not a kubeconfig or its credentials
-    /// cannot be loaded.
-    pub async fn from_kubeconfig(yaml: &str) -> Result<Self, KubeError> {
-        let bad = |e: &dyn std::fmt::Display| KubeError::Kubeconfig(e.to_string());
-        let kubeconfig = Kubeconfig::from_yaml(yaml).map_err(|e| bad(&e))?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| bad(&e))?;
-        let client = kube::Client::try_from(config).map_err(|e| bad(&e))?;
-        Ok(KubeClient { client })
-    }
-
     /// Every node, in the API's order.
     ///
     /// # Errors

@@ -66,8 +66,9 @@ impl std::fmt::Display for Notice {
     }
 }
 
-/// `2 s`, or `0.25 s` below a whole second (at most two decimals, no trailing zero).
-fn seconds(d: Duration) -> String {
+/// `2 s`, or `0.25 s` below a whole second (at most two decimals, no
+/// trailing zero): how deadlines and pauses are worded in messages.
+pub fn seconds(d: Duration) -> String {
     let text = format!("{:.2}", d.as_secs_f64());
     let text = text.trim_end_matches('0').trim_end_matches('.');
     format!("{text} s")

@@ -111,7 +111,7 @@ impl ResourceType {
 /// computes from the simulated machines and serves read-only).
 pub fn builtin_types() -> Vec<ResourceType> {
     // (group, plural, kind, namespaced, short names), version v1 for all.
-    let table: [(&str, &str, &str, bool, &[&str]); 18] = [
+    let table: [(&str, &str, &str, bool, &[&str]); 27] = [
         ("", "namespaces", "Namespace", false, &["ns"]),
         ("", "nodes", "Node", false, &["no"]),
         ("", "serviceaccounts", "ServiceAccount", true, &["sa"]),
@@ -163,6 +163,39 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "PriorityClass",
             false,
             &["pc"],
+        ),
+        ("node.k8s.io", "runtimeclasses", "RuntimeClass", false, &[]),
+        (
+            "storage.k8s.io",
+            "storageclasses",
+            "StorageClass",
+            false,
+            &["sc"],
+        ),
+        ("storage.k8s.io", "csidrivers", "CSIDriver", false, &[]),
+        ("batch", "jobs", "Job", true, &[]),
+        ("batch", "cronjobs", "CronJob", true, &["cj"]),
+        (
+            "networking.k8s.io",
+            "networkpolicies",
+            "NetworkPolicy",
+            true,
+            &["netpol"],
+        ),
+        (
+            "networking.k8s.io",
+            "ingressclasses",
+            "IngressClass",
+            false,
+            &[],
+        ),
+        ("coordination.k8s.io", "leases", "Lease", true, &[]),
+        (
+            "apiregistration.k8s.io",
+            "apiservices",
+            "APIService",
+            false,
+            &[],
         ),
         (
             "admissionregistration.k8s.io",

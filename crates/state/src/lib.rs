@@ -17,7 +17,7 @@ pub use backend::{Backend, BackendError};
 pub use store::{Loaded, StateStore, StoreError};
 pub use talosprov_core::state::{
     Address, BackendConfig, CreateIntent, FORMAT_VERSION, HolderProcess, HttpBackendConfig,
-    LockHeld, LockInfo, Sensitive, State, StateSection, TakenOver,
+    LockHeld, LockInfo, ObjectAddress, Sensitive, State, StateSection, TakenOver,
 };
 pub use talosprov_core::state::{address, config, format, intent, lock, summary};
 

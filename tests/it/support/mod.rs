@@ -19,6 +19,7 @@ pub mod factory;
 pub mod fakepve;
 pub mod fixtures;
 pub mod gitlab_state;
+pub mod kubectl;
 pub mod lab;
 pub mod talos;
 pub mod talos_pki;

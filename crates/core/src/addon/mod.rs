@@ -5,6 +5,7 @@
 //! and applying them, happen at the edges.
 
 pub mod checks;
+pub mod delivery;
 pub mod facts;
 pub mod helm;
 pub mod manifests;
@@ -12,6 +13,7 @@ pub mod order;
 pub mod values;
 
 pub use checks::check;
+pub use delivery::desired_objects;
 pub use facts::{ClusterFacts, NodeFacts};
 pub use manifests::{RenderedAddon, inline_manifests, object_checks, render_manifests};
 pub use order::apply_order;

@@ -2,6 +2,8 @@
 //! unified diff between two, whether applying the new one reboots the node,
 //! and which changed settings Talos applies only at bootstrap.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
@@ -83,6 +85,36 @@ pub fn is_controlplane(text: &str) -> bool {
 
 fn at_path<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(doc, |v, key| v.get(key))
+}
+
+/// The names of the `cluster.inlineManifests` entries added, removed or
+/// changed between two configs, sorted.
+pub fn changed_inline_manifests(before: &str, after: &str) -> Vec<String> {
+    let entries = |text: &str| -> BTreeMap<String, Value> {
+        let docs = documents(text);
+        v1alpha1(&docs)
+            .and_then(|d| at_path(d, "cluster.inlineManifests"))
+            .and_then(Value::as_sequence)
+            .map(|list| {
+                list.iter()
+                    .filter_map(|m| {
+                        let name = m.get("name")?.as_str()?.to_owned();
+                        Some((name, m.get("contents").cloned().unwrap_or(Value::Null)))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (b, a) = (entries(before), entries(after));
+    let mut names: Vec<String> = b
+        .keys()
+        .chain(a.keys())
+        .filter(|n| b.get(*n) != a.get(*n))
+        .cloned()
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// The bootstrap-only settings (their names, deduplicated) that differ
@@ -168,5 +200,27 @@ mod tests {
         let d = unified_diff("a\nb\n", "a\nc\n");
         assert!(d.starts_with("--- recorded\n+++ desired\n"), "{d}");
         assert!(d.contains("-b\n+c\n"), "{d}");
+    }
+
+    #[test]
+    fn changed_inline_manifests_are_named() {
+        let config = |cni: &str, extra: &str| {
+            format!(
+                "version: v1alpha1\nmachine: {{type: controlplane}}\ncluster:\n  inlineManifests:\n    \
+                 - {{name: cni, contents: {cni}}}\n{extra}"
+            )
+        };
+        assert_eq!(
+            changed_inline_manifests(&config("a", ""), &config("b", "")),
+            ["cni"]
+        );
+        assert!(changed_inline_manifests(&config("a", ""), &config("a", "")).is_empty());
+        assert_eq!(
+            changed_inline_manifests(
+                &config("a", ""),
+                &config("a", "    - {name: later, contents: x}\n")
+            ),
+            ["later"]
+        );
     }
 }

@@ -82,6 +82,9 @@ pub struct Desired {
     pub bootstrap_node: Option<String>,
     /// The Image Factory base URL (images are downloaded from it).
     pub factory_url: String,
+    /// The add-ons' Kubernetes objects, by address: what server-side apply
+    /// sends after the bootstrap.
+    pub objects: BTreeMap<crate::state::ObjectAddress, super::objects::DesiredObject>,
 }
 
 /// Why the desired resources could not be built.
@@ -183,6 +186,7 @@ pub fn desired(
         configs: BTreeMap::new(),
         bootstrap_node: topology.controlplanes().next().map(|n| n.hostname.clone()),
         factory_url: topology.image_factory_url.clone(),
+        objects: BTreeMap::new(),
     };
 
     for node in &topology.nodes {

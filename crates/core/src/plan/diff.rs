@@ -118,12 +118,24 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         obs,
         fresh_vms: &fresh_vms,
         bootstrapped: state.resources.bootstrap.as_ref().is_some_and(|b| b.done),
+        addons: d.objects.keys().map(|o| o.addon.as_str()).collect(),
     };
     for (host, want) in &d.configs {
         plan_config(&nodes, host, want, &mut out);
     }
     warn_bootstrap_manifests(&mut out);
     plan_bootstrap(d, state, nodes.bootstrapped, &mut out.changes);
+    super::objects::plan_objects(
+        &d.objects,
+        state,
+        obs.kubernetes.as_ref(),
+        super::objects::Found {
+            changes: &mut out.changes,
+            drift: &mut out.drift,
+            warnings: &mut out.warnings,
+            errors: &mut out.errors,
+        },
+    );
 
     if !out.errors.is_empty() {
         return Err(out.errors);
@@ -306,6 +318,9 @@ struct ConfigContext<'a> {
     fresh_vms: &'a BTreeSet<&'a str>,
     /// Whether etcd was bootstrapped (the state's bootstrap record is done).
     bootstrapped: bool,
+    /// The add-ons whose objects talosprov applies through the Kubernetes
+    /// API: their inline manifests need no `upgrade-k8s` to take effect.
+    addons: BTreeSet<&'a str>,
 }
 
 /// A config change for `host`, carrying what apply sends.
@@ -539,7 +554,13 @@ fn describe_config_edit(edit: &ConfigEdit<'_>, c: &mut Change, out: &mut Collect
         describe_apply_mode(edit, c, &kubernetes, (before, after));
     }
     if edit.nodes.bootstrapped {
-        warn_bootstrap_only(&c.address, before, after, &mut out.warnings);
+        warn_bootstrap_only(
+            &c.address,
+            before,
+            after,
+            &edit.nodes.addons,
+            &mut out.warnings,
+        );
     }
 }
 
@@ -590,14 +611,24 @@ fn describe_apply_mode(
 }
 
 /// A warning for each changed setting Talos applies only when the cluster is
-/// bootstrapped (the cluster already is).
+/// bootstrapped (the cluster already is). Inline manifests that are only
+/// add-ons' are no such setting: talosprov applies the add-ons' objects
+/// through the Kubernetes API, and the inline manifest follows them.
 fn warn_bootstrap_only(
     address: &Address,
     before: &str,
     after: &str,
+    addons: &BTreeSet<&str>,
     warnings: &mut Vec<PlanWarning>,
 ) {
     for name in config_diff::bootstrap_only_changes(before, after) {
+        if name == "inlineManifests"
+            && config_diff::changed_inline_manifests(before, after)
+                .iter()
+                .all(|m| addons.contains(m.as_str()))
+        {
+            continue;
+        }
         warnings.push(PlanWarning {
             address: Some(address.clone()),
             message: format!(

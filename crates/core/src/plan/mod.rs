@@ -9,6 +9,7 @@ pub mod diff;
 mod diff_vm;
 pub mod gitlab_report;
 pub mod model;
+pub mod objects;
 pub mod observed;
 pub mod order;
 mod ownership;
@@ -26,9 +27,12 @@ pub use model::{
     Action, AddonValues, Change, Conflict, Drift, DriftKind, FieldChange, PLAN_FORMAT_VERSION,
     Plan, PlanError, PlanFormatError, PlanWarning, Summary,
 };
+pub use objects::{DesiredObject, Observation, ObservedObjects};
 pub use observed::{Observed, ObservedVm};
 pub use order::target;
 pub use ownership::same_mapping;
-pub use planned::{ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedVm};
+pub use planned::{
+    ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedObject, PlannedVm,
+};
 pub use saved::{InputDigests, PlanMismatch, SavedPlan, StalePlan, check_fresh, check_same};
 pub use staged::stage_config_changes;

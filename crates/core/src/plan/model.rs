@@ -286,6 +286,9 @@ pub struct Change {
     /// For an apply-config or upgrade: the config apply sends, and how.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<PlannedConfig>,
+    /// For an add-on object's change: what apply sends (or deletes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<super::planned::PlannedObject>,
 }
 
 impl Change {
@@ -305,6 +308,7 @@ impl Change {
             image: None,
             pci_mapping: None,
             config: None,
+            object: None,
         }
     }
 
@@ -545,6 +549,11 @@ pub enum PlanError {
     /// [`super::removal::check_removal`]).
     #[error(transparent)]
     Removal(#[from] RemovalRefused),
+    /// The Kubernetes API server refuses an add-on's object (its server-side
+    /// apply dry run failed for another reason than a conflict): the
+    /// object's address and the server's message.
+    #[error("{0}")]
+    Refused(String),
 }
 
 pub(super) fn change(address: Address, action: Action, reason: impl Into<String>) -> Change {

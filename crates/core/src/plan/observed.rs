@@ -59,6 +59,11 @@ pub struct Observed {
     /// name, as its state record would hold it; `None` when not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pci_mappings: Option<BTreeMap<String, format::PciMapping>>,
+    /// The add-ons' objects as the Kubernetes API showed them; `None` when
+    /// the API was not read (offline, no cluster yet, or it did not answer:
+    /// then objects compare with the state's inventory only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<super::objects::ObservedObjects>,
 }
 
 /// One VM as observed: listing values, and config values where read. Where

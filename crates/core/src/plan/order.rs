@@ -1,12 +1,14 @@
 //! Dependency order (pure): images, PCI mappings and the pool, then VMs, then
-//! configs, then the bootstrap, then the kubeconfig; deletes run the other way
+//! configs, then the bootstrap, then the kubeconfig, then the add-ons'
+//! objects (namespaces, then CRDs, then the rest, each add-on after those it
+//! `depends_on`; prunes the other way round); deletes run the other way
 //! (VMs before the pool and mappings they use). Each change lists the changes
 //! it waits for; `-target` keeps a change and what it depends on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
 
-use crate::state::Address;
+use crate::state::{Address, ObjectAddress};
 
 use super::desired::Desired;
 use super::{Action, Change, Plan};
@@ -20,8 +22,27 @@ fn phase(c: &Change) -> u8 {
         (Address::Config(_), _) => 2,
         (Address::Bootstrap, _) => 3,
         (Address::Kubeconfig, _) => 4,
-        (Address::Vm(_), true) => 5,
-        (Address::Image(_) | Address::PciMapping(_) | Address::Pool(_), true) => 6,
+        (Address::Object(_), _) => 5,
+        (Address::Vm(_), true) => 6,
+        (Address::Image(_) | Address::PciMapping(_) | Address::Pool(_), true) => 7,
+    }
+}
+
+/// An object's tier: namespaces, then CRDs, then the rest; a prune runs the
+/// tiers the other way round.
+fn object_tier(c: &Change) -> u8 {
+    let Address::Object(o) = &c.address else {
+        return 0;
+    };
+    let tier = match o.kind.as_str() {
+        "Namespace" => 0,
+        "CustomResourceDefinition.apiextensions.k8s.io" => 1,
+        _ => 2,
+    };
+    if c.action == Action::Delete {
+        5 - tier
+    } else {
+        tier
     }
 }
 
@@ -36,6 +57,7 @@ fn rank(c: &Change, desired: &Desired) -> u8 {
                 2
             }
         }
+        (Address::Object(_), _) => object_tier(c),
         _ => 0,
     }
 }
@@ -153,6 +175,38 @@ fn assign_control_plane_components(plan: &mut Plan, desired: &Desired) {
     }
 }
 
+/// What an object's change waits for: the cluster (bootstrap, kubeconfig,
+/// the control planes' configs); for an apply, the objects of lower tiers of
+/// its own add-on (namespaces, then CRDs) and every object of the add-ons its
+/// add-on depends on (`depends_on`, acyclic by validation, so the order is
+/// too); for a prune, the prunes of higher tiers of its add-on.
+fn object_deps(
+    o: &ObjectAddress,
+    action: Action,
+    c: &Change,
+    tiers: &[(Address, u8, bool)],
+    desired: &Desired,
+) -> Vec<Address> {
+    let mut deps = vec![Address::Bootstrap, Address::Kubeconfig];
+    for (host, cfg) in &desired.configs {
+        if cfg.role == crate::topology::Role::Controlplane {
+            deps.push(Address::Config(host.clone()));
+        }
+    }
+    let tier = object_tier(c);
+    let deleting = action == Action::Delete;
+    let after: &[String] = desired.objects.get(o).map_or(&[], |d| d.after.as_slice());
+    for (a, t, d) in tiers {
+        let Address::Object(other) = a else { continue };
+        let earlier_tier = *d == deleting && *t < tier && other.addon == o.addon;
+        let depended_on = !deleting && !*d && after.contains(&other.addon);
+        if earlier_tier || depended_on {
+            deps.push(a.clone());
+        }
+    }
+    deps
+}
+
 /// Fill each change's `depends_on` with the planned changes it waits for, and
 /// sort the changes so that each comes after those.
 pub fn order(plan: &mut Plan, desired: &Desired) {
@@ -162,6 +216,18 @@ pub fn order(plan: &mut Plan, desired: &Desired) {
         .iter()
         .filter(|c| matches!(c.address, Address::Vm(_)) && c.action == Action::Delete)
         .map(|c| c.address.clone())
+        .collect();
+    let tiers: Vec<(Address, u8, bool)> = plan
+        .changes
+        .iter()
+        .filter(|c| matches!(c.address, Address::Object(_)))
+        .map(|c| {
+            (
+                c.address.clone(),
+                object_tier(c),
+                c.action == Action::Delete,
+            )
+        })
         .collect();
     for c in &mut plan.changes {
         let mut deps: Vec<Address> = Vec::new();
@@ -194,6 +260,9 @@ pub fn order(plan: &mut Plan, desired: &Desired) {
             }
             (Address::Pool(_) | Address::PciMapping(_), Action::Delete) => {
                 deps.extend(vm_deletes.iter().cloned());
+            }
+            (Address::Object(o), action) => {
+                deps.extend(object_deps(o, action, c, &tiers, desired));
             }
             _ => {}
         }
@@ -567,6 +636,70 @@ mod tests {
                 vec![],
                 vec!["vm/a".to_owned()],
                 vec!["vm/c".to_owned()]
+            ]
+        );
+    }
+
+    #[test]
+    fn objects_go_namespaces_then_crds_then_the_rest_each_addon_after_its_dependencies() {
+        use crate::plan::DesiredObject;
+        let obj = |addon: &str, api: &str, kind: &str, ns: Option<&str>, name: &str| {
+            ObjectAddress::new(addon, api, kind, ns, name)
+        };
+        let cni_ds = obj("cni", "apps/v1", "DaemonSet", Some("kube-system"), "cni");
+        let gpu_ns = obj("gpu", "v1", "Namespace", None, "gpu");
+        let gpu_crd = obj(
+            "gpu",
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            None,
+            "policies.nvidia.com",
+        );
+        let gpu_policy = obj("gpu", "nvidia.com/v1", "ClusterPolicy", None, "policy");
+        let old_ns = obj("old", "v1", "Namespace", None, "old");
+        let old_cm = obj("old", "v1", "ConfigMap", Some("old"), "cm");
+        let mut d = desired(&[("cp-01", crate::topology::Role::Controlplane)]);
+        for (a, api, after) in [
+            (&cni_ds, "apps/v1", vec![]),
+            (&gpu_ns, "v1", vec!["cni".to_owned()]),
+            (&gpu_crd, "apiextensions.k8s.io/v1", vec!["cni".to_owned()]),
+            (&gpu_policy, "nvidia.com/v1", vec!["cni".to_owned()]),
+        ] {
+            d.objects.insert(
+                a.clone(),
+                DesiredObject::new(api, serde_json::json!({}), after),
+            );
+        }
+        let mut plan = Plan::of_changes(
+            [&gpu_policy, &gpu_crd, &gpu_ns, &cni_ds]
+                .into_iter()
+                .map(|a| {
+                    Change::new(
+                        Address::Object(Box::new(a.clone())),
+                        Action::Create,
+                        "apply",
+                    )
+                })
+                .chain([&old_ns, &old_cm].into_iter().map(|a| {
+                    Change::new(
+                        Address::Object(Box::new(a.clone())),
+                        Action::Delete,
+                        "prune",
+                    )
+                }))
+                .collect(),
+        );
+        order(&mut plan, &d);
+        let t = |a: &ObjectAddress| Address::Object(Box::new(a.clone())).to_string();
+        assert_eq!(
+            rows(&plan),
+            vec![
+                row(&t(&gpu_ns), &[&t(&cni_ds)]),
+                row(&t(&gpu_crd), &[&t(&cni_ds), &t(&gpu_ns)]),
+                row(&t(&cni_ds), &[]),
+                row(&t(&gpu_policy), &[&t(&cni_ds), &t(&gpu_crd), &t(&gpu_ns)]),
+                row(&t(&old_cm), &[]),
+                row(&t(&old_ns), &[&t(&old_cm)]),
             ]
         );
     }

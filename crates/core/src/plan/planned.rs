@@ -1,6 +1,7 @@
 //! What apply sends for a change, as typed values (pure): the VM spec, the
-//! image and PCI mapping records, and for a machine config its digest, its
-//! Talos apply mode and its Kubernetes roll. Apply takes every decision from
+//! image and PCI mapping records, for a machine config its digest, its
+//! Talos apply mode and its Kubernetes roll, and for an add-on's object its
+//! `apiVersion` and digest. Apply takes every decision from
 //! these fields, never from a change's display text, and a saved plan carries
 //! them, so that `apply FILE` sends exactly what the plan showed (OpenTofu's
 //! `plans.ResourceInstanceChange` carries the planned value the same way).
@@ -140,4 +141,22 @@ impl PlannedConfig {
     pub fn kubernetes_roll(&self) -> bool {
         self.kubernetes.as_ref().is_some_and(|k| k.rolled)
     }
+}
+
+/// What a change to an object sends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannedObject {
+    /// `apiVersion` it is applied (or deleted) with.
+    pub api_version: String,
+    /// [`super::objects::digest`] of the object the plan was made with (for a delete, the
+    /// recorded one): apply refuses to send anything else.
+    pub digest: String,
+    /// Server-side apply with `force=true`: taken only for objects of the
+    /// inventory (talosprov's own, whose fields it takes back from whoever
+    /// edited them); an object talosprov did not apply before is applied
+    /// without force, so a field another field manager owns with another
+    /// value is a conflict, not overwritten.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
 }

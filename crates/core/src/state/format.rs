@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::address::Address;
+use super::address::{Address, ObjectAddress};
 use super::intent::CreateIntent;
 
 /// The state format version this build writes and the newest it reads.
@@ -90,6 +90,25 @@ pub struct Resources {
     /// confirmed the object (see [`crate::state::intent`]). Absent when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub creating: BTreeMap<String, CreateIntent>,
+    /// The add-ons' Kubernetes objects talosprov applied (its inventory),
+    /// keyed by [`crate::state::ObjectAddress::key`] (the address after
+    /// `addon/`): recorded once the API server accepted the server-side
+    /// apply; an object that leaves its add-on is deleted (pruned) and
+    /// forgotten. Absent when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub objects: BTreeMap<String, KubeObject>,
+}
+
+/// One Kubernetes object talosprov applied for an add-on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KubeObject {
+    /// The `apiVersion` it was applied with, e.g. `apps/v1` (how it is read
+    /// back and deleted).
+    pub api_version: String,
+    /// Hex SHA-256 of the object as applied (its canonical JSON): a manifest
+    /// that renders otherwise is a change.
+    pub digest: String,
 }
 
 /// A Talos disk image downloaded into Proxmox storage.
@@ -372,6 +391,7 @@ impl State {
             && r.vms.is_empty()
             && r.configs.is_empty()
             && r.bootstrap.is_none()
+            && r.objects.is_empty()
             && o.talosconfig.is_none()
             && o.kubeconfig.is_none()
             && o.machineconfigs.is_empty())
@@ -396,12 +416,18 @@ impl State {
         if self.outputs.kubeconfig.is_some() {
             all.push(Address::Kubeconfig);
         }
+        all.extend(
+            r.objects
+                .keys()
+                .filter_map(|k| ObjectAddress::from_key(k).map(|o| Address::Object(Box::new(o)))),
+        );
         for (address, _) in self.intents() {
             if !all.contains(&address) {
                 all.push(address);
             }
         }
-        all.sort_by_key(|a| a.to_string());
+        // The cluster's resources first, then the add-ons' objects.
+        all.sort_by_key(|a| (matches!(a, Address::Object(_)), a.to_string()));
         all
     }
 
@@ -426,6 +452,7 @@ impl State {
                 let k = self.outputs.kubeconfig.as_ref()?;
                 Ok(serde_json::json!({ "value": "(sensitive)", "sensitive": k.sensitive }))
             }
+            Address::Object(o) => serde_json::to_value(r.objects.get(&o.key())?),
         };
         Some(value.expect("state records always serialise"))
     }
@@ -441,6 +468,7 @@ impl State {
             Address::Config(k) => r.configs.contains_key(k),
             Address::Bootstrap => r.bootstrap.is_some(),
             Address::Kubeconfig => self.outputs.kubeconfig.is_some(),
+            Address::Object(o) => r.objects.contains_key(&o.key()),
         }
     }
 
@@ -460,6 +488,7 @@ impl State {
                 Address::Config(k) => r.configs.remove(k).is_some(),
                 Address::Bootstrap => r.bootstrap.take().is_some(),
                 Address::Kubeconfig => self.outputs.kubeconfig.take().is_some(),
+                Address::Object(o) => r.objects.remove(&o.key()).is_some(),
             }
     }
 }

@@ -11,7 +11,7 @@ pub mod intent;
 pub mod lock;
 pub mod summary;
 
-pub use address::Address;
+pub use address::{Address, ObjectAddress};
 pub use config::{BackendConfig, HttpBackendConfig, StateSection};
 pub use format::{FORMAT_VERSION, Sensitive, State};
 pub use intent::CreateIntent;

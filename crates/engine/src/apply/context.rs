@@ -28,6 +28,10 @@ pub struct Waits {
     pub bootstrap: Duration,
     /// The kubeconfig through the Talos API.
     pub kubeconfig: Duration,
+    /// An add-on's object: the Kubernetes API answering and accepting it,
+    /// its kind served (a CRD's), and a workload rolled out
+    /// (`TALOSPROV_ROLLOUT_WAIT`).
+    pub rollout: Duration,
     /// A probe of a node that may be down (destroy's reset, a re-run's check).
     pub probe: Duration,
     /// Seconds Proxmox gives a VM to shut down before stopping it.
@@ -47,6 +51,7 @@ impl Default for Waits {
             secure: Duration::from_secs(900),
             bootstrap: Duration::from_secs(600),
             kubeconfig: Duration::from_secs(300),
+            rollout: Duration::from_secs(600),
             probe: Duration::from_secs(5),
             shutdown_secs: 120,
             // Probe every 2 s at most: a node's reboot ends sooner than the
@@ -95,6 +100,12 @@ pub struct Context {
     pub recorded_images: BTreeMap<String, format::Image>,
     /// The offline admin kubeconfig, used when the Talos API cannot give one.
     pub offline_kubeconfig: Sensitive,
+    /// The admin kubeconfig the add-ons' objects are applied with: the
+    /// state's when the run started, then the one the kubeconfig step
+    /// fetched.
+    pub kubeconfig: std::sync::Mutex<Option<Sensitive>>,
+    /// The Kubernetes client, made from `kubeconfig` on first use.
+    pub kube: tokio::sync::OnceCell<talosprov_kube::KubeClient>,
     /// The current time as RFC 3339, for the bootstrap record.
     pub started_at: String,
     /// Deadlines.

@@ -487,6 +487,29 @@ impl<'a, P: Provider> Run<'a, P> {
             }
             return Ok(RunOutcome::Interrupted);
         }
+        // A change still pending when nothing runs waits on changes that
+        // can never finish (a dependency cycle): it did not happen, and the
+        // run must not say it did.
+        let mut failed = failed;
+        for c in pending {
+            let message = format!(
+                "never started: it waits on {}, which could not finish first",
+                c.depends_on
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            emit(
+                events,
+                &c.address,
+                EventKind::Skipped {
+                    reason: message.clone(),
+                },
+                None,
+            );
+            failed.push((c.address.clone(), message));
+        }
         if failed.is_empty() {
             Ok(RunOutcome::Done)
         } else {

@@ -12,8 +12,10 @@ mod gate;
 pub mod import;
 #[cfg(test)]
 mod memory;
+mod object_steps;
 pub mod record;
 pub mod refresh;
+pub mod refresh_kube;
 pub mod refresh_only;
 pub mod remove;
 mod remove_step;

@@ -86,6 +86,16 @@ pub enum Record {
     /// The talosconfig (YAML) with the admin client certificate the Talos
     /// steps authenticate with.
     Talosconfig(Sensitive),
+    /// An add-on's object the API server accepted (server-side apply), keyed
+    /// by [`talosprov_state::ObjectAddress::key`].
+    Object {
+        /// The object's key.
+        key: String,
+        /// How it was applied.
+        object: format::KubeObject,
+    },
+    /// An add-on's object pruned (or found gone): forgotten.
+    ObjectGone(String),
 }
 
 /// Apply one record to the state.
@@ -154,6 +164,12 @@ pub fn apply(state: &mut State, record: Record) {
                 sensitive: true,
             });
         }
+        Record::Object { key, object } => {
+            r.objects.insert(key, object);
+        }
+        Record::ObjectGone(key) => {
+            r.objects.remove(&key);
+        }
     }
 }
 
@@ -188,7 +204,9 @@ fn record_vm_gone(state: &mut State, host: &str) {
     r.configs.remove(host);
     state.outputs.machineconfigs.remove(host);
     if r.vms.is_empty() {
+        // The cluster is gone, and with it every object its API held.
         r.bootstrap = None;
+        r.objects.clear();
         state.outputs.kubeconfig = None;
     }
 }
@@ -312,9 +330,24 @@ mod tests {
             }),
         );
         apply(&mut s, Record::Kubeconfig(Sensitive::new("k")));
+        apply(
+            &mut s,
+            Record::Object {
+                key: "cni/DaemonSet.apps/kube-system/cni".into(),
+                object: format::KubeObject {
+                    api_version: "apps/v1".into(),
+                    digest: "d".into(),
+                },
+            },
+        );
+        assert_eq!(s.resources.objects.len(), 1);
         apply(&mut s, Record::VmGone("cp-01".into()));
         assert!(s.resources.bootstrap.is_none());
         assert!(s.outputs.kubeconfig.is_none());
+        assert!(
+            s.resources.objects.is_empty(),
+            "the cluster's objects went with it"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use talosprov_state::Address;
 use super::context::{Context, planned};
 use super::create_step;
 use super::gate;
+use super::object_steps;
 use super::record::Record;
 use super::remove_step;
 pub use super::reporter::{Interrupted, Outcomes, Reporter, StepEnd, StepMessage};
@@ -92,6 +93,12 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
         }
         (Address::Bootstrap, Action::Bootstrap) => talos_steps::bootstrap(ctx, r).await,
         (Address::Kubeconfig, Action::Create) => talos_steps::kubeconfig(ctx, r).await,
+        (Address::Object(o), Action::Create | Action::Update) => {
+            object_steps::apply(ctx, o, planned(change, &change.object)?, r).await
+        }
+        (Address::Object(o), Action::Delete) => {
+            object_steps::prune(ctx, o, planned(change, &change.object)?, r).await
+        }
         (address, action) => anyhow::bail!(
             "{address}: {} is not something apply can do yet",
             action.as_str()

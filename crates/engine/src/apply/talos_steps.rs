@@ -537,8 +537,9 @@ pub(super) async fn kubeconfig(ctx: &Context, r: &Reporter) -> anyhow::Result<()
         .await;
         match fetched {
             Ok(k) => {
-                let text = String::from_utf8_lossy(k.expose()).into_owned();
-                r.record(Record::Kubeconfig(Sensitive::new(text)));
+                let text = Sensitive::new(String::from_utf8_lossy(k.expose()).into_owned());
+                *ctx.kubeconfig.lock().expect("kubeconfig poisoned") = Some(text.clone());
+                r.record(Record::Kubeconfig(text));
                 return Ok(());
             }
             Err(e) => last = Some(e),
@@ -548,6 +549,7 @@ pub(super) async fn kubeconfig(ctx: &Context, r: &Reporter) -> anyhow::Result<()
         "the Talos API gave no kubeconfig ({}); using one signed offline by the cluster CA",
         last.map_or_else(|| "no control plane".to_owned(), |e| format!("{e:#}"))
     ));
+    *ctx.kubeconfig.lock().expect("kubeconfig poisoned") = Some(ctx.offline_kubeconfig.clone());
     r.record(Record::Kubeconfig(ctx.offline_kubeconfig.clone()));
     Ok(())
 }
