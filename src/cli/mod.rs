@@ -13,6 +13,7 @@ pub mod error;
 mod force_unlock;
 mod health;
 mod import;
+mod init;
 mod machineconfig;
 mod machineconfig_gen;
 mod output;
@@ -63,6 +64,17 @@ pub struct Cli {
 /// Every command, in the order `--help` lists them.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Start a new cluster folder: cluster.yaml, the patch tree and a .gitignore.
+    ///
+    /// The topology is made from the flags, with a comment on each section:
+    /// hostnames <name>-cp-NN, <name>-wk-NN and <name>-gpu-NN, vm_id from the
+    /// IP's last octet, a /24 network with the gateway as nameserver, Cilium
+    /// as the CNI, and for --gpu nodes the NVIDIA schematic, the GPU operator
+    /// and a PCI mapping whose placeholders you fill in. Existing files are
+    /// never overwritten: if any is there, nothing is written and init exits 1.
+    ///
+    /// Example: talosprov init lab --controlplane 10.0.0.121 --worker 10.0.0.122 --gpu 10.0.0.123=gpu
+    Init(init::InitArgs),
     /// Check the topology file and the patch tree, offline (no Proxmox, no Talos).
     ///
     /// Prints a summary (cluster, schematics, nodes, and each node's patch files
@@ -178,6 +190,7 @@ pub fn main() -> ExitCode {
 /// Whatever the command fails with; see [`CommandError`].
 pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
     match cli.command {
+        Command::Init(args) => init::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Render(args) => render::run(args).await,
         Command::Plan(args) => plan::run(args).await,

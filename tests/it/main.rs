@@ -25,6 +25,7 @@ mod engine_lab;
 mod engine_secrets;
 mod factory_client;
 mod gitlab_ci_example;
+mod init;
 mod interrupt_lab;
 mod machine_client_configs;
 mod machine_config;
