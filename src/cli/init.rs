@@ -88,7 +88,7 @@ pub struct InitArgs {
     pub gateway: Option<Ipv4Addr>,
 
     /// A control plane's address; repeat for more (default: one, at `.121`
-    /// of the network, or the next free address).
+    /// of the network, or the nearest free address).
     #[arg(long = "controlplane", value_name = "IP")]
     pub controlplanes: Vec<Ipv4Addr>,
 

@@ -263,3 +263,13 @@ fn init_gitignore_covers_the_state_and_outputs_talosprov_writes() {
         assert!(!ignored(&gitignore, kept), "{kept} must not be ignored");
     }
 }
+
+#[test]
+fn init_help() {
+    let out = talosprov()
+        .args(["init", "--help"])
+        .output()
+        .expect("run talosprov");
+    assert!(out.status.success());
+    insta::assert_snapshot!("init_help", stdout(&out));
+}
