@@ -53,6 +53,8 @@ fn vars(n: usize) -> TemplateVars {
         talos_version: "v1.13.8".into(),
         kubernetes_version: "v1.36.2".into(),
         node: serde_json::json!({ "hostname": format!("node-{n:04}"), "cores": 4 }),
+        pool: None,
+        index: None,
     }
 }
 

@@ -48,6 +48,29 @@ pub fn load_topology(file: &Path) -> Result<Topology, CommandError> {
     }
 }
 
+/// [`load_topology`] with the pools' members `recorded` kept where they
+/// are (the state's allocation).
+///
+/// # Errors
+/// As [`load_topology`]; an edit that would move a recorded member is
+/// `O005 pool-member-moved`.
+pub fn load_topology_with(
+    file: &Path,
+    recorded: std::collections::BTreeMap<String, Vec<topology::pools::RecordedMember>>,
+) -> Result<Topology, CommandError> {
+    let loaded = crate::files::load_topology_with(file, recorded).map_err(anyhow::Error::new)?;
+    if !loaded.diagnostics.is_empty() {
+        crate::ui::write_stderr(&crate::ui::diagnostics::render_all(
+            &loaded.diagnostics,
+            crate::ui::diagnostics::stderr_colour(),
+        ));
+    }
+    match loaded.topology {
+        Some(t) if !topology::diagnostics::has_errors(&loaded.diagnostics) => Ok(t),
+        _ => Err(CommandError::Reported),
+    }
+}
+
 /// The state's secrets bundle, if it has one.
 ///
 /// # Errors

@@ -41,6 +41,15 @@ pub async fn make_plan(
         )
         .into());
     }
+    // Pool members keep what the state records for them.
+    let reloaded;
+    let topology = match state {
+        Some(s) if !topology.pools.is_empty() && !s.pools.is_empty() => {
+            reloaded = cluster::load_topology_with(&topology.file, s.pools.clone())?;
+            &reloaded
+        }
+        _ => topology,
+    };
     // Secrets made for this plan (no state has any yet): the configs, and so
     // their digests, are known only once apply keeps the secrets.
     let recorded = cluster::state_secrets_opt(state)?;
@@ -95,6 +104,7 @@ pub async fn make_plan(
         )
     })?;
     p.addons = rendered.values;
+    p.pools = plan::pool_changes(state, &topology.pools);
     plan::target(&mut p, targets, &desired);
     if staged {
         plan::stage_config_changes(&mut p);
@@ -110,6 +120,11 @@ pub async fn make_plan(
         observed,
         inputs,
         renderings: rendered.renderings,
+        pools: topology
+            .pools
+            .iter()
+            .map(|p| (p.name.clone(), p.members.clone()))
+            .collect(),
     })
 }
 

@@ -59,7 +59,10 @@ pub struct Validation {
 /// # Errors
 /// When the topology file cannot be read at all, or the throwaway bundle cannot be made.
 pub fn check(file: &Path) -> anyhow::Result<Validation> {
-    let loaded = crate::files::load_topology(file)?;
+    let mut loaded = crate::files::load_topology(file)?;
+    if let Some(recorded) = loaded.topology.as_ref().and_then(recorded_pools) {
+        loaded = crate::files::load_topology_with(file, recorded)?;
+    }
     let mut v = Validation {
         topology: loaded.topology,
         patches: Vec::new(),
@@ -97,6 +100,27 @@ pub fn check(file: &Path) -> anyhow::Result<Validation> {
         Err(diagnostics) => v.diagnostics.extend(diagnostics),
     }
     Ok(v)
+}
+
+/// The pools' allocation a local, unencrypted state beside the topology
+/// records, so that `validate` lists the members as `plan` will (offline: a
+/// remote or encrypted state is not read, and members are listed as a first
+/// apply would allocate them).
+fn recorded_pools(
+    t: &Topology,
+) -> Option<std::collections::BTreeMap<String, Vec<crate::topology::pools::RecordedMember>>> {
+    if t.pools.is_empty() {
+        return None;
+    }
+    let crate::topology::StateSettings::Local { path } = &t.state else {
+        return None;
+    };
+    let path = path.clone().unwrap_or_else(|| {
+        crate::paths::folder_of(&t.file).join(crate::state::config::DEFAULT_STATE_FILE)
+    });
+    let bytes = std::fs::read(path).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    serde_json::from_value(value.get("pools")?.clone()).ok()
 }
 
 /// `A011` for each `helm` add-on when no `helm` program can be found

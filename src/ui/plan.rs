@@ -13,6 +13,7 @@ pub fn refresh_only(plan: &Plan) -> Plan {
         warnings: Vec::new(),
         conflicts: Vec::new(),
         addons: Vec::new(),
+        pools: Vec::new(),
         ..plan.clone()
     }
 }
@@ -77,6 +78,12 @@ pub fn render(plan: &Plan) -> String {
         }
     }
     if !plan.warnings.is_empty() {
+        out.push('\n');
+    }
+    for p in &plan.pools {
+        let _ = writeln!(out, "{p}");
+    }
+    if !plan.pools.is_empty() {
         out.push('\n');
     }
     if !plan.changes.is_empty() {

@@ -61,6 +61,7 @@ pub fn summary_text(report: &ValidateReport<'_>) -> String {
     write_settings(&mut out, t);
     write_schematics(&mut out, t);
     write_nodes(&mut out, t);
+    write_pools(&mut out, t);
     write_addons(&mut out, t);
     write_patches(&mut out, report, t);
     let cps = t
@@ -208,6 +209,21 @@ fn write_nodes(out: &mut String, t: &Topology) {
 
 /// The add-ons in apply order, with their phase, source and namespace
 /// (nothing when there are none).
+/// Each pool's members with their allocation (the state's, when a command
+/// read one; else as a first apply would allocate them).
+fn write_pools(out: &mut String, t: &Topology) {
+    for p in &t.pools {
+        let _ = writeln!(out, "\npool {} ({} replicas):", p.name, p.replicas);
+        for m in &p.members {
+            let _ = writeln!(
+                out,
+                "  {:>3}  {:<24} {:<15} vmid {:<6} on {}",
+                m.index, m.hostname, m.ip, m.vmid, m.proxmox_node
+            );
+        }
+    }
+}
+
 fn write_addons(out: &mut String, t: &Topology) {
     if t.addons.is_empty() {
         return;
@@ -261,11 +277,20 @@ fn write_addons(out: &mut String, t: &Topology) {
 /// Each node's patch files in merge order, relative to the patch folder,
 /// then the files there that are not patches.
 fn write_patches(out: &mut String, report: &ValidateReport<'_>, t: &Topology) {
-    let _ = writeln!(
-        out,
-        "\npatches from {} (merge order):",
-        t.patches_dir.display()
-    );
+    let roots: Vec<String> = t
+        .patches_dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect();
+    let _ = writeln!(out, "\npatches from {} (merge order):", roots.join(", "));
+    // With one folder, paths are shown within it; with several, the folder
+    // a file comes from is part of what the reader needs.
+    let strip = |p: &std::path::Path| -> String {
+        match t.patches_dirs.as_slice() {
+            [one] => p.strip_prefix(one).unwrap_or(p).display().to_string(),
+            _ => p.display().to_string(),
+        }
+    };
     for (hostname, files) in report.patches {
         let _ = writeln!(out, "  {hostname}:");
         if files.is_empty() {
@@ -273,10 +298,7 @@ fn write_patches(out: &mut String, report: &ValidateReport<'_>, t: &Topology) {
         }
         let rows: Vec<Vec<String>> = files
             .iter()
-            .map(|f| {
-                let rel = f.path.strip_prefix(&t.patches_dir).unwrap_or(&f.path);
-                vec![rel.display().to_string(), serde_plain(&f.kind)]
-            })
+            .map(|f| vec![strip(&f.path), serde_plain(&f.kind)])
             .collect();
         out.push_str(&table(&rows, "    "));
     }

@@ -39,6 +39,7 @@ mod own_lab;
 mod own_plan;
 mod patch_pipeline;
 mod plan_snapshots;
+mod pools_lab;
 mod proxmox_client;
 mod proxmox_create;
 mod proxmox_faults;

@@ -196,7 +196,13 @@ fn covered(field: &str, r: &Received) -> Option<Result<(), &'static str>> {
         }
         "schematics" => return checked, // through node.schematic: its ID names the image
         "cluster" | "proxmox" | "nodes" | "pci_mappings" => return checked, // walked field by field
-        "file" | "patches_dir" | "state" => {
+        "pools" => return checked,      // each member is a node, walked as the nodes are
+        "node.pool" => {
+            return Some(Err(
+                "which pool a member is of: its patches (pools/<pool>/) and templates",
+            ));
+        }
+        "file" | "patches_dir" | "patches_dirs" | "state" => {
             return Some(Err(
                 "talosprov's own files: the topology, the patches, the state",
             ));
@@ -331,6 +337,7 @@ nodes:
         &lab.topology(),
         &talosprov::topology::Environment {
             proxmox_endpoint: Some(lab.pve.url.clone()),
+            ..Default::default()
         },
     );
     let topology = serde_json::to_value(loaded.topology.expect("valid topology")).expect("JSON");

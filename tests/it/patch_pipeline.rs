@@ -63,6 +63,8 @@ fn vars() -> TemplateVars {
         talos_version: "v1.13.8".into(),
         kubernetes_version: "v1.36.2".into(),
         node: serde_json::json!({"hostname": "talos-controlplane-01"}),
+        pool: None,
+        index: None,
     }
 }
 

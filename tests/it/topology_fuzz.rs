@@ -150,6 +150,7 @@ fn mutate(v: &mut Value, path: &[usize], new: Value) {
 fn check(text: &str) {
     let env = Environment {
         proxmox_endpoint: Some("https://pve.env:8006".into()),
+        ..Environment::default()
     };
     let loaded = parse(text, Path::new("fuzz.yaml"), &env);
     let has_error = loaded.diagnostics.iter().any(|d| d.is_error());
@@ -199,6 +200,7 @@ proptest! {
 fn refused_as_unbounded(text: &str) -> bool {
     let env = Environment {
         proxmox_endpoint: None,
+        ..Environment::default()
     };
     let loaded = parse(text, Path::new("hostile.yaml"), &env);
     // saphyr's scanner has its own limit for flow collections, reported as a

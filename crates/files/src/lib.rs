@@ -117,6 +117,7 @@ pub fn environment() -> Environment {
         proxmox_endpoint: std::env::var(PROXMOX_ENDPOINT_ENV)
             .ok()
             .filter(|s| !s.trim().is_empty()),
+        recorded_pools: Default::default(),
     }
 }
 
@@ -128,6 +129,22 @@ pub fn environment() -> Environment {
 /// are diagnostics in the result.
 pub fn load_topology(file: &Path) -> Result<Loaded, LoadError> {
     topology::load(file, &Disk, &environment())
+}
+
+/// [`load_topology`], with the pools' members a state records kept where
+/// they are ([`topology::pools`]).
+///
+/// # Errors
+/// As [`load_topology`].
+pub fn load_topology_with(
+    file: &Path,
+    recorded_pools: std::collections::BTreeMap<String, Vec<topology::pools::RecordedMember>>,
+) -> Result<Loaded, LoadError> {
+    let env = Environment {
+        recorded_pools,
+        ..environment()
+    };
+    topology::load(file, &Disk, &env)
 }
 
 /// List and read a topology's patch tree from the disk ([`PatchSet::load`]

@@ -63,10 +63,39 @@ impl Lab {
         Lab::start_with(net, reboot, talos_version, true).await
     }
 
+    /// A lab whose simulator also serves `extra` more nodes (127.<net>.124
+    /// on) for a pool's members, and whose Proxmox has a second host, `pve2`.
+    pub async fn start_for_pools(net: &str, extra: u8) -> Lab {
+        let opts = FakeOptions {
+            nodes: vec!["pve2".to_owned()],
+            ..FakeOptions::default()
+        };
+        Lab::start_full(
+            net,
+            Duration::from_millis(100),
+            "v1.13.8",
+            false,
+            extra,
+            opts,
+        )
+        .await
+    }
+
     async fn start_with(net: &str, reboot: Duration, talos_version: &str, ha: bool) -> Lab {
-        let pve = FakePve::start(FakeOptions::default()).await;
+        Lab::start_full(net, reboot, talos_version, ha, 0, FakeOptions::default()).await
+    }
+
+    async fn start_full(
+        net: &str,
+        reboot: Duration,
+        talos_version: &str,
+        ha: bool,
+        extra: u8,
+        opts: FakeOptions,
+    ) -> Lab {
+        let pve = FakePve::start(opts).await;
         let factory = Factory::start().await;
-        let last = if ha { 125 } else { 123 };
+        let last = if ha { 125 } else { 123 + extra };
         let ips: Vec<String> = (121..=last).map(|n| format!("127.{net}.{n}")).collect();
         let addrs: Vec<std::net::IpAddr> = ips.iter().map(|s| s.parse().expect("ip")).collect();
         let sim = Simulator::start(
@@ -91,7 +120,7 @@ impl Lab {
             factory,
             sim: Some(sim),
             dir,
-            ips,
+            ips: if extra > 0 { ips[..3].to_vec() } else { ips },
             env: Vec::new(),
             ha,
         };

@@ -327,6 +327,8 @@ impl Build<'_> {
             talos_version: cluster.talos_version.to_string(),
             kubernetes_version: format!("v{}", self.kubernetes),
             node: serde_json::to_value(node).unwrap_or(serde_json::Value::Null),
+            pool: node.pool.as_ref().map(|m| m.pool.clone()),
+            index: node.pool.as_ref().map(|m| m.index),
         }
     }
 

@@ -1,5 +1,7 @@
 //! Discovery of the patch tree: `common/`, then `<role>/`, then
-//! `nodes/<hostname>/`, each folder sorted byte-wise by file name. The folders
+//! `pools/<pool>/` (a pool's members), then `nodes/<hostname>/`, each folder
+//! sorted byte-wise by file name. With several roots (`patches_dir` as a
+//! list), each level reads the roots in the order given. The folders
 //! are listed through the caller's [`Inputs`] ([`list_tree`]); ordering and
 //! classifying are pure.
 
@@ -53,6 +55,8 @@ pub enum PatchLevel {
     Common,
     /// `controlplane/` or `worker/`: every node of that role.
     Role,
+    /// `pools/<pool>/`: every member of one pool.
+    Pool,
     /// `nodes/<hostname>/`: one node.
     Node,
 }
@@ -82,13 +86,15 @@ pub struct PatchTree {
     pub controlplane: Vec<Listed>,
     /// `worker/`.
     pub worker: Vec<Listed>,
+    /// `pools/<name>/`, by folder name.
+    pub pools: BTreeMap<OsString, Vec<Listed>>,
     /// `nodes/<name>/`, by folder name.
     pub nodes: BTreeMap<OsString, Vec<Listed>>,
     /// The entries of `nodes/` that are files, not folders.
     pub nodes_files: Vec<Listed>,
 }
 
-const FOLDERS: [&str; 4] = ["common", "controlplane", "worker", "nodes"];
+const FOLDERS: [&str; 5] = ["common", "controlplane", "worker", "pools", "nodes"];
 
 fn sorted(entries: &[Listed]) -> Vec<&Listed> {
     let mut v: Vec<&Listed> = entries.iter().collect();
@@ -102,12 +108,20 @@ impl PatchTree {
         level: PatchLevel,
         role: Role,
         hostname: &str,
+        pool: Option<&str>,
     ) -> (PathBuf, Option<&Vec<Listed>>) {
         match level {
             PatchLevel::Common => (self.root.join("common"), Some(&self.common)),
             PatchLevel::Role => match role {
                 Role::Controlplane => (self.root.join("controlplane"), Some(&self.controlplane)),
                 Role::Worker => (self.root.join("worker"), Some(&self.worker)),
+            },
+            PatchLevel::Pool => match pool {
+                Some(p) => (
+                    self.root.join("pools").join(p),
+                    self.pools.get(std::ffi::OsStr::new(p)),
+                ),
+                None => (self.root.join("pools"), None),
             },
             PatchLevel::Node => (
                 self.root.join("nodes").join(hostname),
@@ -120,24 +134,32 @@ impl PatchTree {
     /// `nodes/<hostname>/`, each sorted byte-wise by name; only files with a
     /// patch suffix, and empty files are left out (see [`PatchTree::check`]).
     pub fn patches_for(&self, hostname: &str, role: Role) -> Vec<PatchFile> {
-        let mut out = Vec::new();
-        for level in [PatchLevel::Common, PatchLevel::Role, PatchLevel::Node] {
-            let (dir, entries) = self.folder(level, role, hostname);
-            for e in sorted(entries.map_or(&[][..], Vec::as_slice)) {
-                let Some(kind) = e.name.to_str().and_then(PatchKind::of) else {
-                    continue;
-                };
-                if e.is_dir || (e.len == 0 && e.special.is_none()) {
-                    continue;
-                }
-                out.push(PatchFile {
-                    path: dir.join(&e.name),
-                    kind,
-                    level,
-                });
+        patches_across(std::slice::from_ref(self), hostname, role, None)
+    }
+
+    /// The files of one level of this tree for a node, sorted byte-wise.
+    fn level_files(
+        &self,
+        level: PatchLevel,
+        role: Role,
+        hostname: &str,
+        pool: Option<&str>,
+        out: &mut Vec<PatchFile>,
+    ) {
+        let (dir, entries) = self.folder(level, role, hostname, pool);
+        for e in sorted(entries.map_or(&[][..], Vec::as_slice)) {
+            let Some(kind) = e.name.to_str().and_then(PatchKind::of) else {
+                continue;
+            };
+            if e.is_dir || (e.len == 0 && e.special.is_none()) {
+                continue;
             }
+            out.push(PatchFile {
+                path: dir.join(&e.name),
+                kind,
+                level,
+            });
         }
-        out
     }
 
     /// Everything in the tree that is not a patch: other files and folders,
@@ -160,6 +182,9 @@ impl PatchTree {
         folder(self.root.join("common"), &self.common);
         folder(self.root.join("controlplane"), &self.controlplane);
         folder(self.root.join("worker"), &self.worker);
+        for (name, entries) in &self.pools {
+            folder(self.root.join("pools").join(name), entries);
+        }
         for (name, entries) in &self.nodes {
             folder(self.root.join("nodes").join(name), entries);
         }
@@ -171,8 +196,13 @@ impl PatchTree {
 
     /// Warnings about the tree: each empty patch file (skipped), each folder
     /// at the top that is not a patch level, and each `nodes/<name>/` folder
-    /// that matches none of `hostnames` (a typo, usually).
-    pub fn check<'a>(&self, hostnames: impl IntoIterator<Item = &'a str>) -> Vec<Diagnostic> {
+    /// that matches none of `hostnames`, or `pools/<name>/` none of `pools`
+    /// (a typo, usually).
+    pub fn check<'a>(
+        &self,
+        hostnames: impl IntoIterator<Item = &'a str>,
+        pools: &[&str],
+    ) -> Vec<Diagnostic> {
         let hostnames: Vec<&str> = hostnames.into_iter().collect();
         let mut out = Vec::new();
         let mut empty = |dir: PathBuf, entries: &[Listed]| {
@@ -188,8 +218,24 @@ impl PatchTree {
         empty(self.root.join("common"), &self.common);
         empty(self.root.join("controlplane"), &self.controlplane);
         empty(self.root.join("worker"), &self.worker);
+        for (name, entries) in &self.pools {
+            empty(self.root.join("pools").join(name), entries);
+        }
         for (name, entries) in &self.nodes {
             empty(self.root.join("nodes").join(name), entries);
+        }
+        for name in self.pools.keys() {
+            if !name.to_str().is_some_and(|n| pools.contains(&n)) {
+                let dir = self.root.join("pools").join(name);
+                let msg = format!(
+                    "patch folder {} matches no pool, so its patches apply to nothing{}",
+                    dir.display(),
+                    name.to_str()
+                        .map(|n| did_you_mean(n, pools.iter().copied()))
+                        .unwrap_or_default()
+                );
+                out.push(Diagnostic::warning(Code::UnknownPatchNode, &dir, msg));
+            }
         }
         let mut folders = vec![
             (self.root.join("common"), &self.common),
@@ -238,6 +284,33 @@ impl PatchTree {
         }
         out
     }
+}
+
+/// The patches of one node across several trees, in merge order: each
+/// level (common, role, pool, node) reads the trees in the order given,
+/// each folder sorted byte-wise; only files with a patch suffix, and empty
+/// files left out.
+pub fn patches_across(
+    trees: &[PatchTree],
+    hostname: &str,
+    role: Role,
+    pool: Option<&str>,
+) -> Vec<PatchFile> {
+    let mut out = Vec::new();
+    for level in [
+        PatchLevel::Common,
+        PatchLevel::Role,
+        PatchLevel::Pool,
+        PatchLevel::Node,
+    ] {
+        if level == PatchLevel::Pool && pool.is_none() {
+            continue;
+        }
+        for tree in trees {
+            tree.level_files(level, role, hostname, pool, &mut out);
+        }
+    }
+    out
 }
 
 /// A warning for a folder whose patch files start with numbers of different
@@ -290,6 +363,12 @@ pub fn list_tree(root: &Path, inputs: &(impl Inputs + ?Sized)) -> io::Result<Pat
         worker: sub("worker")?,
         ..PatchTree::default()
     };
+    for e in sub("pools")? {
+        if e.is_dir {
+            let entries = list_dir(&root.join("pools").join(&e.name))?;
+            tree.pools.insert(e.name, entries);
+        }
+    }
     for e in sub("nodes")? {
         if e.is_dir {
             let entries = list_dir(&root.join("nodes").join(&e.name))?;
@@ -408,7 +487,7 @@ mod tests {
                 .iter()
                 .any(|n| n.contains("20-empty"))
         );
-        let warnings = t.check(["gpu", "gpu-typo"]);
+        let warnings = t.check(["gpu", "gpu-typo"], &[]);
         assert_eq!(warnings.len(), 1);
         assert_eq!(warnings[0].code, Code::EmptyPatch);
         assert_eq!(
@@ -419,7 +498,7 @@ mod tests {
 
     #[test]
     fn node_folder_without_a_node_is_a_warning_with_a_suggestion() {
-        let warnings = tree().check(["gpu"]);
+        let warnings = tree().check(["gpu"], &[]);
         let unknown: Vec<_> = warnings
             .iter()
             .filter(|d| d.code == Code::UnknownPatchNode)
@@ -442,7 +521,7 @@ mod tests {
         let mut t = tree();
         t.top.push(Listed::dir("controlplanes"));
         let w: Vec<_> = t
-            .check(["gpu", "gpu-typo"])
+            .check(["gpu", "gpu-typo"], &[])
             .into_iter()
             .filter(|d| d.code == Code::UnknownPatchFolder)
             .collect();
@@ -508,9 +587,50 @@ mod tests {
             ignored,
             [root.join("worker/sub"), root.join("nodes/stray.yaml")]
         );
-        let warnings = tree.check(["a"]);
+        let warnings = tree.check(["a"], &[]);
         assert_eq!(warnings.len(), 1);
         assert_eq!(warnings[0].code, Code::EmptyPatch);
+        Ok(())
+    }
+
+    #[test]
+    fn each_level_reads_every_root_in_order_and_pools_come_between_role_and_node()
+    -> std::io::Result<()> {
+        let inputs = crate::inputs::MemoryInputs::new()
+            .with("shared/common/10-a.yaml", "machine: {}\n")
+            .with("shared/worker/10-w.yaml", "machine: {}\n")
+            .with("shared/pools/gpu/10-p.yaml", "machine: {}\n")
+            .with("own/common/05-b.yaml", "machine: {}\n")
+            .with("own/pools/gpu/20-q.yaml", "machine: {}\n")
+            .with("own/nodes/lab-gpu-1/10-n.yaml", "machine: {}\n");
+        let trees = [
+            list_tree(Path::new("shared"), &inputs)?,
+            list_tree(Path::new("own"), &inputs)?,
+        ];
+        let files = |pool: Option<&str>| -> Vec<String> {
+            patches_across(&trees, "lab-gpu-1", Role::Worker, pool)
+                .iter()
+                .map(|f| f.path.display().to_string())
+                .collect()
+        };
+        assert_eq!(
+            files(Some("gpu")),
+            [
+                "shared/common/10-a.yaml",
+                "own/common/05-b.yaml",
+                "shared/worker/10-w.yaml",
+                "shared/pools/gpu/10-p.yaml",
+                "own/pools/gpu/20-q.yaml",
+                "own/nodes/lab-gpu-1/10-n.yaml"
+            ]
+        );
+        assert_eq!(files(None).len(), 4, "a listed node reads no pool folder");
+        let warnings = trees[1].check(["lab-gpu-1"], &["cpu"]);
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.message.contains("matches no pool"))
+        );
         Ok(())
     }
 }

@@ -38,6 +38,10 @@ pub struct TemplateVars {
     pub kubernetes_version: String,
     /// The node's whole topology entry.
     pub node: serde_json::Value,
+    /// The pool the node is a member of (`pools.<name>`), if any.
+    pub pool: Option<String>,
+    /// The node's index in its pool, from 1, if it is a member.
+    pub index: Option<u32>,
 }
 
 /// A patch that could not be rendered or read as YAML.

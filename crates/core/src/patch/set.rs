@@ -58,37 +58,44 @@ impl PatchSet {
         topology: &Topology,
         inputs: &(impl Inputs + ?Sized),
     ) -> Result<PatchSet, Vec<Diagnostic>> {
-        let tree = discover::list_tree(&topology.patches_dir, inputs).map_err(|e| {
-            let msg = format!(
-                "cannot read the patch tree {}: {e}",
-                topology.patches_dir.display()
-            );
-            vec![
-                Diagnostic::error(Code::UnreadablePatchTree, &topology.patches_dir, msg)
-                    .field("patches_dir"),
-            ]
-        })?;
-        Ok(PatchSet::build(topology, &tree, |p| {
+        let mut trees = Vec::new();
+        for root in &topology.patches_dirs {
+            let tree = discover::list_tree(root, inputs).map_err(|e| {
+                let msg = format!("cannot read the patch tree {}: {e}", root.display());
+                vec![Diagnostic::error(Code::UnreadablePatchTree, root, msg).field("patches_dir")]
+            })?;
+            trees.push(tree);
+        }
+        Ok(PatchSet::build(topology, &trees, |p| {
             inputs.read(p).map_err(io::Error::other)
         }))
     }
 
-    /// Build the set from a listed tree, reading each file the nodes use once through `read`.
+    /// Build the set from the listed trees (one per `patches_dir` folder, in
+    /// order), reading each file the nodes use once through `read`.
     pub fn build(
         topology: &Topology,
-        tree: &PatchTree,
+        trees: &[PatchTree],
         mut read: impl FnMut(&Path) -> io::Result<String>,
     ) -> PatchSet {
         let nodes: Vec<(String, Vec<PatchFile>)> = topology
             .nodes
             .iter()
-            .map(|n| (n.hostname.clone(), tree.patches_for(&n.hostname, n.role)))
+            .map(|n| {
+                let pool = n.pool.as_ref().map(|m| m.pool.as_str());
+                let files = discover::patches_across(trees, &n.hostname, n.role, pool);
+                (n.hostname.clone(), files)
+            })
             .collect();
-        let mut warnings = tree.check(topology.nodes.iter().map(|n| n.hostname.as_str()));
+        let pools: Vec<&str> = topology.pools.iter().map(|p| p.name.as_str()).collect();
+        let mut warnings: Vec<Diagnostic> = trees
+            .iter()
+            .flat_map(|t| t.check(topology.nodes.iter().map(|n| n.hostname.as_str()), &pools))
+            .collect();
         diagnostics::sort(&mut warnings);
         let mut set = PatchSet {
             nodes: Vec::new(),
-            ignored: tree.ignored(),
+            ignored: trees.iter().flat_map(PatchTree::ignored).collect(),
             warnings,
             errors: Vec::new(),
             broken: Default::default(),
@@ -343,6 +350,8 @@ fn empty_vars() -> TemplateVars {
         talos_version: String::new(),
         kubernetes_version: String::new(),
         node: serde_json::Value::Null,
+        pool: None,
+        index: None,
     }
 }
 
@@ -508,7 +517,7 @@ mod build_tests {
             ..PatchTree::default()
         };
         let mut reads = Vec::new();
-        let set = PatchSet::build(&t, &tree, |p| {
+        let set = PatchSet::build(&t, std::slice::from_ref(&tree), |p| {
             reads.push(p.to_path_buf());
             Ok("machine:\n  nodeLabels:\n    a: \"{{ hostname }}\"\n".to_string())
         });
@@ -526,7 +535,9 @@ mod build_tests {
             common: vec![Listed::file("10-a.yaml.j2", 10)],
             ..PatchTree::default()
         };
-        let set = PatchSet::build(&t, &tree, |_| Ok("machine:\n  a: {{ x \n".to_string()));
+        let set = PatchSet::build(&t, std::slice::from_ref(&tree), |_| {
+            Ok("machine:\n  a: {{ x \n".to_string())
+        });
         assert_eq!(set.errors().len(), 1);
         let d = &set.errors()[0];
         assert_eq!(d.code, Code::TemplateError);

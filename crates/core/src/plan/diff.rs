@@ -151,6 +151,7 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         warnings: out.warnings,
         conflicts: out.conflicts,
         addons: Vec::new(),
+        pools: Vec::new(),
     };
     ownership::order_holding_back(&mut plan, d);
     Ok(plan)
@@ -766,6 +767,7 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
         warnings: Vec::new(),
         conflicts: Vec::new(),
         addons: Vec::new(),
+        pools: Vec::new(),
     };
     super::order::order_destroy(&mut plan);
     plan
@@ -791,6 +793,7 @@ mod tests {
             warnings: Vec::new(),
             conflicts: Vec::new(),
             addons: Vec::new(),
+            pools: Vec::new(),
         };
         digests_known_after_apply(&mut p);
         let fields = &p.changes[0].fields;

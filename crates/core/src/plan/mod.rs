@@ -25,7 +25,7 @@ pub use diff::{KNOWN_AFTER_APPLY, PlanInput, destroy_plan, digests_known_after_a
 pub use gitlab_report::GitlabReport;
 pub use model::{
     Action, AddonValues, Change, Conflict, Drift, DriftKind, FieldChange, PLAN_FORMAT_VERSION,
-    Plan, PlanError, PlanFormatError, PlanWarning, Summary,
+    Plan, PlanError, PlanFormatError, PlanWarning, PoolChange, Summary, pool_changes,
 };
 pub use objects::{DesiredObject, Observation, ObservedObjects};
 pub use observed::{Observed, ObservedVm};

@@ -55,6 +55,91 @@ pub struct Plan {
     /// template` gets them, and whether the plan rendered it anew.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addons: Vec<AddonValues>,
+    /// Each pool whose size changes: `pool workers: 3 -> 2 (removes
+    /// lab-wk-3)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<PoolChange>,
+}
+
+/// A pool scaled up or down, as the plan says it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolChange {
+    /// The pool's name.
+    pub pool: String,
+    /// Members recorded before.
+    pub from: usize,
+    /// Members after.
+    pub to: usize,
+    /// Hostnames of the members added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adds: Vec<String>,
+    /// Hostnames of the members removed (the highest indexes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removes: Vec<String>,
+}
+
+impl std::fmt::Display for PoolChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pool {}: {} -> {}", self.pool, self.from, self.to)?;
+        let mut parts = Vec::new();
+        if !self.adds.is_empty() {
+            parts.push(format!("adds {}", self.adds.join(", ")));
+        }
+        if !self.removes.is_empty() {
+            parts.push(format!("removes {}", self.removes.join(", ")));
+        }
+        if !parts.is_empty() {
+            write!(f, " ({})", parts.join("; "))?;
+        }
+        Ok(())
+    }
+}
+
+/// The pools whose members change between `state`'s allocation and
+/// `pools` (pure).
+pub fn pool_changes(
+    state: Option<&crate::state::State>,
+    pools: &[crate::topology::pools::Pool],
+) -> Vec<PoolChange> {
+    let empty = std::collections::BTreeMap::new();
+    let recorded = state.map_or(&empty, |s| &s.pools);
+    let mut names: Vec<&String> = pools.iter().map(|p| &p.name).collect();
+    names.extend(
+        recorded
+            .keys()
+            .filter(|k| !pools.iter().any(|p| &&p.name == k)),
+    );
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let before: Vec<&str> = recorded
+                .get(name)
+                .map(|m| m.iter().map(|m| m.hostname.as_str()).collect())
+                .unwrap_or_default();
+            let after: Vec<&str> = pools
+                .iter()
+                .find(|p| &p.name == name)
+                .map(|p| p.members.iter().map(|m| m.hostname.as_str()).collect())
+                .unwrap_or_default();
+            let adds: Vec<String> = after
+                .iter()
+                .filter(|h| !before.contains(h))
+                .map(|h| (*h).to_owned())
+                .collect();
+            let removes: Vec<String> = before
+                .iter()
+                .filter(|h| !after.contains(h))
+                .map(|h| (*h).to_owned())
+                .collect();
+            (!adds.is_empty() || !removes.is_empty()).then(|| PoolChange {
+                pool: name.clone(),
+                from: before.len(),
+                to: after.len(),
+                adds,
+                removes,
+            })
+        })
+        .collect()
 }
 
 /// A Helm add-on's effective values in a plan.
@@ -89,6 +174,7 @@ impl Plan {
             warnings: Vec::new(),
             conflicts: Vec::new(),
             addons: Vec::new(),
+            pools: Vec::new(),
         }
     }
 

@@ -466,6 +466,7 @@ mod tests {
             warnings: vec![],
             conflicts: Vec::new(),
             addons: Vec::new(),
+            pools: Vec::new(),
         }
     }
 

@@ -202,6 +202,7 @@ mod tests {
             warnings: Vec::new(),
             conflicts: Vec::new(),
             addons: Vec::new(),
+            pools: Vec::new(),
         };
         stage_config_changes(&mut plan);
         assert_eq!(plan.changes[0].reboot, Some(false));

@@ -47,6 +47,11 @@ pub struct State {
     /// version change.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub renderings: BTreeMap<String, Rendering>,
+    /// Each pool's members as allocated, by pool name (see
+    /// [`crate::topology::pools`]): a member keeps its index, IP, vmid and
+    /// host for life. Absent when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pools: BTreeMap<String, Vec<crate::topology::pools::RecordedMember>>,
 }
 
 /// One add-on's rendered manifests and what they were rendered from.
@@ -356,6 +361,7 @@ impl State {
             resources: Resources::default(),
             outputs: Outputs::default(),
             renderings: BTreeMap::new(),
+            pools: BTreeMap::new(),
         }
     }
 

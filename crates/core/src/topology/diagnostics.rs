@@ -181,6 +181,19 @@ codes! {
     /// A `helm` add-on, and no `helm` program: neither `TALOSPROV_HELM` nor
     /// `helm` on `PATH`.
     HelmNotFound = ("A011", "helm-not-found"),
+    /// A pool's `ip_range` that is not a range, lies outside the cluster
+    /// network, or includes its network or broadcast address.
+    InvalidPoolRange = ("O001", "invalid-pool-range"),
+    /// A pool's range has fewer free addresses than its `replicas`.
+    PoolRangeTooSmall = ("O002", "pool-range-too-small"),
+    /// Two pools whose ranges overlap.
+    OverlappingPools = ("O003", "overlapping-pools"),
+    /// A pool's hostname pattern gives invalid or identical names, or a
+    /// pool's `replicas` is over the limit.
+    InvalidPool = ("O004", "invalid-pool"),
+    /// An edit of a pool would move a member the state records (its IP out
+    /// of the range, its hostname, vmid or host).
+    PoolMemberMoved = ("O005", "pool-member-moved"),
     /// A patch file is empty, and is skipped.
     EmptyPatch = ("P001", "empty-patch"),
     /// A `patches/nodes/<name>` folder that matches no node.

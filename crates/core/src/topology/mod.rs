@@ -6,6 +6,7 @@ mod check;
 pub mod diagnostics;
 pub mod limits;
 pub mod model;
+pub mod pools;
 pub mod raw;
 pub mod read;
 pub mod syntax;

@@ -30,11 +30,17 @@ pub struct Topology {
     pub schematics: IndexMap<String, SchematicSpec>,
     /// `pci_mappings:` by name, in file order.
     pub pci_mappings: IndexMap<String, PciMapping>,
-    /// `nodes:`, in file order.
+    /// `nodes:`, in file order, then every pool's members (pool by pool, in
+    /// index order).
     pub nodes: Vec<Node>,
-    /// The patch tree: `patches_dir` resolved against the file's folder
-    /// (default `patches` beside the file).
+    /// The patch tree: the first folder of `patches_dir` resolved against
+    /// the file's folder (default `patches` beside the file).
     pub patches_dir: PathBuf,
+    /// Every folder of `patches_dir`, resolved, in the order given: each
+    /// level (common, role, pool, node) reads them in this order.
+    pub patches_dirs: Vec<PathBuf>,
+    /// `pools:` in file order, with their members' allocation.
+    pub pools: Vec<super::pools::Pool>,
     /// `state:`, default a local state file.
     pub state: StateSettings,
     /// `addons:` by name, in file order.
@@ -205,6 +211,9 @@ pub struct Node {
     pub hostpci: Vec<HostPci>,
     /// Proxmox tags.
     pub tags: Vec<String>,
+    /// The pool it is a member of (`pools.<name>`), with its index; `None`
+    /// for a node listed in `nodes`.
+    pub pool: Option<super::pools::Membership>,
 }
 
 /// Where the state lives (`state:`). Credentials for the HTTP backend come from
@@ -333,4 +342,7 @@ pub enum Phase {
 pub struct Environment {
     /// `PROXMOX_VE_ENDPOINT`, used when the file has no `proxmox.endpoint`.
     pub proxmox_endpoint: Option<String>,
+    /// The pools' members the state records, by pool: each keeps its
+    /// allocation (see [`super::pools`]); empty without a state.
+    pub recorded_pools: std::collections::BTreeMap<String, Vec<super::pools::RecordedMember>>,
 }

@@ -55,12 +55,47 @@ pub struct RawTopology {
     pub pci_mappings: Option<Spanned<Vec<Entry<RawPciMapping>>>>,
     /// `nodes:`, in file order.
     pub nodes: Option<Spanned<Vec<Spanned<RawNode>>>>,
-    /// `patches_dir:`, relative to the file's folder.
-    pub patches_dir: Option<Spanned<String>>,
+    /// `patches_dir:`, one folder or a list, each relative to the file's
+    /// folder.
+    pub patches_dir: Option<Spanned<Vec<Spanned<String>>>>,
     /// `state:`.
     pub state: Option<Spanned<RawState>>,
     /// `addons:`, in file order.
     pub addons: Option<Spanned<Vec<Entry<RawAddon>>>>,
+    /// `pools:`, in file order.
+    pub pools: Option<Spanned<Vec<Entry<RawPool>>>>,
+}
+
+/// One `pools.<name>` entry: `replicas` nodes alike, drawn from `ip_range`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RawPool {
+    /// Where the entry starts.
+    #[serde(skip)]
+    pub pos: super::diagnostics::Pos,
+    /// `role`: `controlplane` or `worker` (default `worker`).
+    pub role: Option<Spanned<String>>,
+    /// `replicas`: how many members.
+    pub replicas: Option<Spanned<u64>>,
+    /// `hostname`: the pattern, with `{cluster}`, `{pool}`, `{index}`.
+    pub hostname: Option<Spanned<String>>,
+    /// `ip_range`: `FIRST-LAST` or a CIDR inside the cluster network.
+    pub ip_range: Option<Spanned<String>>,
+    /// `vm_id_start`: member `index` gets `vm_id_start + index - 1`.
+    pub vm_id_start: Option<Spanned<u64>>,
+    /// `proxmox_nodes`: the hosts members spread over.
+    pub proxmox_nodes: Option<Spanned<Vec<Spanned<String>>>>,
+    /// `cores`.
+    pub cores: Option<Spanned<u64>>,
+    /// `memory`, MiB.
+    pub memory: Option<Spanned<u64>>,
+    /// `disk_size`, GiB.
+    pub disk_size: Option<Spanned<u64>>,
+    /// `schematic`.
+    pub schematic: Option<Spanned<String>>,
+    /// `tags`.
+    pub tags: Option<Spanned<Vec<Spanned<String>>>>,
+    /// `hostpci`.
+    pub hostpci: Option<Spanned<Vec<Spanned<RawHostPci>>>>,
 }
 
 /// `cluster:`.

@@ -5,7 +5,7 @@
 use super::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use super::raw::{
     Entry, Label, RawAddon, RawCluster, RawHelm, RawHostPci, RawImageFactory, RawNode,
-    RawPciMapping, RawProxmox, RawSchematic, RawState, RawTopology, Spanned,
+    RawPciMapping, RawPool, RawProxmox, RawSchematic, RawState, RawTopology, Spanned,
 };
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 use std::path::Path;
@@ -363,9 +363,10 @@ impl Reader<'_> {
             nodes: self.list(&mut f, "nodes", |r, node, pos, field| {
                 r.node(node, pos, field)
             }),
-            patches_dir: self.string(&mut f, "patches_dir"),
+            patches_dir: self.string_or_list(&mut f, "patches_dir"),
             state: self.section(&mut f, "state", Self::state),
             addons: self.named(&mut f, "addons", Self::addon),
+            pools: self.named(&mut f, "pools", Self::pool),
         };
         self.finish(f);
         Some(raw)
@@ -445,23 +446,64 @@ impl Reader<'_> {
             vm_id: self.uint(&mut f, "vm_id"),
             proxmox_node: self.string(&mut f, "proxmox_node"),
             schematic: self.string(&mut f, "schematic"),
-            hostpci: self.list(&mut f, "hostpci", |r, n, p, field| {
-                let mut f = r.fields(n, p, field)?;
-                let h = RawHostPci {
-                    device: r.string(&mut f, "device"),
-                    mapping: r.string(&mut f, "mapping"),
-                    pcie: r.boolean(&mut f, "pcie"),
-                    rombar: r.boolean(&mut f, "rombar"),
-                    xvga: r.boolean(&mut f, "xvga"),
-                };
-                r.finish(f);
-                Some(h)
-            }),
+            hostpci: self.list(&mut f, "hostpci", |r, n, p, field| r.hostpci(n, p, field)),
             tags: self.string_list(&mut f, "tags"),
         };
         self.finish(f);
         self.node = None;
         Some(raw)
+    }
+
+    /// One string, read as a list of one, or a list of strings.
+    fn string_or_list(
+        &mut self,
+        f: &mut Fields<'_, '_>,
+        key: &'static str,
+    ) -> Option<Spanned<Vec<Spanned<String>>>> {
+        let is_list = f
+            .entries
+            .iter()
+            .find(|(k, _, _)| k == key)
+            .is_some_and(|(_, _, v)| matches!(unwrap_tag(v).data, YamlData::Sequence(_)));
+        if is_list {
+            return self.string_list(f, key);
+        }
+        let one = self.string(f, key)?;
+        let pos = one.pos;
+        Some(Spanned::new(vec![one], pos))
+    }
+
+    fn pool(&mut self, mut f: Fields<'_, '_>, pos: Pos) -> RawPool {
+        let p = RawPool {
+            pos,
+            role: self.string(&mut f, "role"),
+            replicas: self.uint(&mut f, "replicas"),
+            hostname: self.string(&mut f, "hostname"),
+            ip_range: self.string(&mut f, "ip_range"),
+            vm_id_start: self.uint(&mut f, "vm_id_start"),
+            proxmox_nodes: self.string_list(&mut f, "proxmox_nodes"),
+            cores: self.uint(&mut f, "cores"),
+            memory: self.uint(&mut f, "memory"),
+            disk_size: self.uint(&mut f, "disk_size"),
+            schematic: self.string(&mut f, "schematic"),
+            tags: self.string_list(&mut f, "tags"),
+            hostpci: self.list(&mut f, "hostpci", |r, n, p, field| r.hostpci(n, p, field)),
+        };
+        self.finish(f);
+        p
+    }
+
+    fn hostpci(&mut self, n: &MarkedYaml<'_>, p: Pos, field: &str) -> Option<RawHostPci> {
+        let mut f = self.fields(n, p, field)?;
+        let h = RawHostPci {
+            device: self.string(&mut f, "device"),
+            mapping: self.string(&mut f, "mapping"),
+            pcie: self.boolean(&mut f, "pcie"),
+            rombar: self.boolean(&mut f, "rombar"),
+            xvga: self.boolean(&mut f, "xvga"),
+        };
+        self.finish(f);
+        Some(h)
     }
 
     fn addon(&mut self, mut f: Fields<'_, '_>, pos: Pos) -> RawAddon {

@@ -4,11 +4,11 @@
 
 use super::check::{Cx, known, resolve};
 use super::diagnostics::{Code, Diagnostic};
-use super::raw::RawTopology;
+use super::raw::{RawNode, RawTopology, Spanned};
 use super::validate_nodes::{self, NodeContext};
 use super::{Cluster, Environment, SchematicSpec, Topology};
 use indexmap::IndexMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The Image Factory used when `image_factory.url` is not given.
 pub const DEFAULT_IMAGE_FACTORY: &str = "https://factory.talos.dev";
@@ -56,9 +56,11 @@ pub fn validate(
         .collect();
     let default_schematic =
         check_default_schematic(&mut cx, raw, &schematics, &declared_schematics);
+    let (pools, listed, all_nodes, memberships) =
+        pool_members(&mut cx, raw, &cluster, proxmox.as_ref(), env);
     let nodes = validate_nodes::nodes(
         &mut cx,
-        raw.nodes.as_ref(),
+        all_nodes.as_ref(),
         &NodeContext {
             network: cluster.network,
             vip: cluster.vip,
@@ -70,14 +72,23 @@ pub fn validate(
             declared_pci_mappings,
         },
     );
+    let nodes = nodes.map(|mut nodes| {
+        for (node, m) in nodes.iter_mut().skip(listed).zip(memberships) {
+            node.pool = Some(m);
+        }
+        nodes
+    });
     let state = cx.state(raw.state.as_ref(), base);
     let addons = cx.addons(raw, base);
-    let patches_dir = resolve(
-        base,
-        raw.patches_dir
-            .as_ref()
-            .map_or("patches", |p| p.value.as_str()),
-    );
+    let patches_dirs: Vec<PathBuf> = match &raw.patches_dir {
+        Some(list) if !list.value.is_empty() => list
+            .value
+            .iter()
+            .map(|d| resolve(base, d.value.as_str()))
+            .collect(),
+        _ => vec![resolve(base, "patches")],
+    };
+    let patches_dir = patches_dirs[0].clone();
 
     let endpoint = cluster.endpoint.clone().or_else(|| {
         let host = cluster.vip.or_else(|| {
@@ -109,12 +120,62 @@ pub fn validate(
             pci_mappings,
             nodes: nodes?,
             patches_dir,
+            patches_dirs,
+            pools,
             state: state?,
             addons,
         })
     })();
     let topology = topology.filter(|_| !super::diagnostics::has_errors(&cx.diagnostics));
     (topology, cx.diagnostics)
+}
+
+/// The pools' members, allocated ([`super::pools`]): the pools, how many
+/// nodes are listed, the listed nodes followed by the members as `nodes`
+/// entries, and each member's pool and index.
+fn pool_members(
+    cx: &mut Cx<'_>,
+    raw: &RawTopology,
+    cluster: &super::validate_sections::ClusterDraft,
+    proxmox: Option<&super::ProxmoxSettings>,
+    env: &Environment,
+) -> (
+    Vec<super::pools::Pool>,
+    usize,
+    Option<Spanned<Vec<Spanned<RawNode>>>>,
+    Vec<super::pools::Membership>,
+) {
+    let listed = raw.nodes.as_ref().map_or(0, |n| n.value.len());
+    let Some(declared) = &raw.pools else {
+        return (Vec::new(), listed, raw.nodes.clone(), Vec::new());
+    };
+    let mut taken: std::collections::BTreeSet<std::net::Ipv4Addr> = raw
+        .nodes
+        .iter()
+        .flat_map(|n| &n.value)
+        .filter_map(|n| n.value.ip.as_ref()?.value.parse().ok())
+        .collect();
+    taken.extend(cluster.vip);
+    taken.extend(cluster.gateway);
+    let context = super::pools::Context {
+        cluster: cluster.name.as_deref().unwrap_or("cluster"),
+        network: cluster.network,
+        taken,
+        proxmox_node: proxmox.map(|p| p.node.as_str()),
+        recorded: &env.recorded_pools,
+    };
+    let (pools, members) =
+        super::pools::allocate(&declared.value, &context, &mut cx.diagnostics, cx.file);
+    let mut all = raw
+        .nodes
+        .clone()
+        .unwrap_or_else(|| Spanned::new(Vec::new(), declared.pos));
+    let mut memberships = Vec::new();
+    for (node, m) in members {
+        all.value.push(node);
+        memberships.push(m);
+    }
+    (pools, listed, Some(all), memberships)
 }
 
 /// `default_schematic`: a valid schematic's name. One declared but invalid
@@ -242,6 +303,7 @@ mod tests {
         let text = BASE.replace("  endpoint: https://pve.test:8006\n", "");
         let env = Environment {
             proxmox_endpoint: Some("https://pve.env:8006/".into()),
+            ..Environment::default()
         };
         assert_eq!(valid(&text, &env).proxmox.endpoint, "https://pve.env:8006");
         // The file wins over the environment.

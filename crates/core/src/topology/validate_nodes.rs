@@ -152,6 +152,7 @@ fn one(
             schematic: schematic?,
             hostpci: hostpci?,
             tags: tags?,
+            pool: None,
         })
     })();
     (draft, built)
@@ -592,7 +593,9 @@ fn check_duplicates(cx: &mut Cx<'_>, drafts: &[Draft], ctx: &NodeContext<'_>) {
     let mut hostnames: HashMap<&str, (&str, u32)> = HashMap::new();
     let mut ips: HashMap<Ipv4Addr, (&str, u32)> = HashMap::new();
     let mut vmids: HashMap<u32, (&str, u32)> = HashMap::new();
-    let mut mappings: HashMap<&str, (&str, u32)> = HashMap::new();
+    // A mapping has one entry per Proxmox host: nodes on different hosts each
+    // take their host's device; two on one host would share one device.
+    let mut mappings: HashMap<(&str, Option<&str>), (&str, u32)> = HashMap::new();
     for (i, d) in drafts.iter().enumerate() {
         let me = d.label.as_deref().unwrap_or("?");
         let node = d.label.as_deref();
@@ -653,10 +656,12 @@ fn check_duplicates(cx: &mut Cx<'_>, drafts: &[Draft], ctx: &NodeContext<'_>) {
             );
         }
         for (m, field) in &d.mappings {
-            if let Some((other, line)) = mappings.insert(&m.value, (me, m.pos.line)) {
+            let host = d.proxmox_node.as_deref();
+            if let Some((other, line)) = mappings.insert((&m.value, host), (me, m.pos.line)) {
                 let msg = format!(
-                    "PCI mapping `{}` is already given to {other} (line {line}); a device can be passed to one VM only",
-                    m.value
+                    "PCI mapping `{}` is already given to {other} (line {line}) on the same Proxmox host{}; a device can be passed to one VM only",
+                    m.value,
+                    host.map(|h| format!(" {h}")).unwrap_or_default()
                 );
                 report(cx, Code::PciMappingShared, m.pos, field.clone(), msg);
             }

@@ -53,6 +53,9 @@ pub struct Planned {
     /// Every Helm add-on's rendering the plan used, by add-on name: what the
     /// state records before the first change.
     pub renderings: BTreeMap<String, Rendering>,
+    /// The pools' members as allocated for this plan, by pool: what the
+    /// state records before the first change.
+    pub pools: BTreeMap<String, Vec<talosprov_core::topology::pools::RecordedMember>>,
 }
 
 /// What the workflow shows before it asks.
@@ -242,6 +245,7 @@ async fn run_approved<B: Backend, E: Edges>(
         workflow::before_changes(saver.state, had_state, &plan, &planned.observed, secrets);
     before.renderings =
         workflow::renderings_to_record(saver.state, had_state, &plan, planned.renderings);
+    before.pools = workflow::pools_to_record(saver.state, had_state, &plan, planned.pools);
     workflow::save_before_changes(&mut saver, before, || edges.talosconfig(&planned.secrets))
         .await?;
     if plan.is_empty() {

@@ -129,6 +129,7 @@ fn planned(plan: Plan) -> Planned {
         observed: Observed::default(),
         inputs: InputDigests::default(),
         renderings: BTreeMap::new(),
+        pools: BTreeMap::new(),
     }
 }
 

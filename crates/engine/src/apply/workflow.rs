@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use talosprov_core::machine::{SecretsBundle, secrets_yaml};
 use talosprov_core::plan::{Observed, Plan};
+use talosprov_core::topology::pools::RecordedMember;
 use talosprov_state::Backend;
 use talosprov_state::Sensitive;
 use talosprov_state::format::{Rendering, State};
@@ -37,6 +38,22 @@ pub struct BeforeChanges {
     pub talosconfig: bool,
     /// The Helm renderings to record, when they differ from the state's.
     pub renderings: Option<BTreeMap<String, Rendering>>,
+    /// The pools' allocation to record, when it differs from the state's:
+    /// each member keeps it for life, so it is saved before any member's VM
+    /// is made.
+    pub pools: Option<BTreeMap<String, Vec<RecordedMember>>>,
+}
+
+/// The pools' allocation a run records: `planned` when it differs from the
+/// state's and the run records anything (as for renderings).
+pub fn pools_to_record(
+    state: &State,
+    had_state: bool,
+    plan: &Plan,
+    planned: BTreeMap<String, Vec<RecordedMember>>,
+) -> Option<BTreeMap<String, Vec<RecordedMember>>> {
+    let records = had_state || !plan.is_empty();
+    (records && planned != state.pools).then_some(planned)
 }
 
 /// The Helm renderings a run records: `planned` (every Helm add-on's, those
@@ -89,6 +106,7 @@ pub fn before_changes(
         },
         talosconfig: state.outputs.talosconfig.is_none() && !plan.is_empty(),
         renderings: None,
+        pools: None,
     }
 }
 
@@ -104,6 +122,10 @@ pub async fn save_before_changes<B: Backend>(
 ) -> anyhow::Result<()> {
     if let Some(secrets) = before.secrets {
         saver.state.secrets = Some(secrets);
+        saver.save().await?;
+    }
+    if let Some(pools) = before.pools {
+        saver.state.pools = pools;
         saver.save().await?;
     }
     if let Some(renderings) = before.renderings {

@@ -1,0 +1,566 @@
+//! Node pools (pure): `pools.<name>` declares `replicas` nodes of one role drawn
+//! from an IP range, the way a Cluster API `MachineDeployment` with CAPMOX's
+//! `ipv4Config.addresses` does. Allocation gives each member an index, an IP, a
+//! vmid and a Proxmox host, deterministically:
+//! - a member keeps what it was given for its whole life (the state records it,
+//!   and passes it back as [`RecordedMember`]s); an edit that would move one is
+//!   an error;
+//! - scaling down removes the highest indexes first;
+//! - a new member takes the lowest free index, the lowest free IP of the range
+//!   (free: not a listed node's, the VIP's, the gateway's, another pool's or a
+//!   member's), the vmid that follows (`vm_id_start + index - 1`, else the IP's
+//!   last octet, as for nodes) and the host of `proxmox_nodes` with the fewest
+//!   members of the pool (ties: list order).
+//!
+//! Members then become `nodes` entries, checked by the same rules as listed
+//! nodes (hostnames, vmids, mappings per host), their diagnostics pointing at
+//! the pool.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+use super::diagnostics::{Code, Diagnostic, Pos};
+use super::raw::{Entry, RawNode, RawPool, Spanned};
+use super::syntax::{self, Ipv4Net};
+
+/// Most members one pool may have (a range of a /16 is far beyond a cluster).
+pub const MAX_REPLICAS: u64 = 250;
+
+/// A member as the state records it: what it keeps for life.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedMember {
+    /// Its index in the pool, from 1.
+    pub index: u32,
+    /// Its hostname.
+    pub hostname: String,
+    /// Its IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Its vmid.
+    pub vmid: u32,
+    /// Its Proxmox host.
+    pub proxmox_node: String,
+}
+
+/// A pool's members after allocation, in index order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pool {
+    /// The pool's name.
+    pub name: String,
+    /// `replicas`.
+    pub replicas: u32,
+    /// Its members, by index.
+    pub members: Vec<RecordedMember>,
+}
+
+/// Where a member comes from, as its node carries it (patches of
+/// `pools/<pool>/`, and the templates' `pool` and `index`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Membership {
+    /// The pool's name.
+    pub pool: String,
+    /// The member's index, from 1.
+    pub index: u32,
+}
+
+/// A pool's range of addresses: first to last, both included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Range {
+    first: Ipv4Addr,
+    last: Ipv4Addr,
+}
+
+impl Range {
+    /// `a.b.c.d-e.f.g.h` or a CIDR (`a.b.c.d/n`, its hosts: the network and
+    /// broadcast addresses left out).
+    fn parse(text: &str) -> Option<Range> {
+        if let Some((a, b)) = text.split_once('-') {
+            let (first, last): (Ipv4Addr, Ipv4Addr) =
+                (a.trim().parse().ok()?, b.trim().parse().ok()?);
+            return (first <= last).then_some(Range { first, last });
+        }
+        let (addr, prefix) = text.split_once('/')?;
+        let net = Ipv4Net::containing(addr.trim().parse().ok()?, prefix.trim().parse().ok()?);
+        let (n, b) = (u32::from(net.network), u32::from(net.broadcast()));
+        if b - n < 2 {
+            return None;
+        }
+        Some(Range {
+            first: Ipv4Addr::from(n + 1),
+            last: Ipv4Addr::from(b - 1),
+        })
+    }
+
+    fn contains(self, ip: Ipv4Addr) -> bool {
+        self.first <= ip && ip <= self.last
+    }
+
+    fn overlaps(self, other: Range) -> bool {
+        self.first <= other.last && other.first <= self.last
+    }
+
+    fn addresses(self) -> impl Iterator<Item = Ipv4Addr> {
+        (u32::from(self.first)..=u32::from(self.last)).map(Ipv4Addr::from)
+    }
+}
+
+/// What allocation needs from the rest of the topology.
+pub(super) struct Context<'a> {
+    /// The cluster's name (`{cluster}` in hostname patterns).
+    pub cluster: &'a str,
+    /// The cluster network, when valid.
+    pub network: Option<Ipv4Net>,
+    /// Addresses already taken: the listed nodes', the VIP, the gateway.
+    pub taken: BTreeSet<Ipv4Addr>,
+    /// `proxmox.node`, the default host.
+    pub proxmox_node: Option<&'a str>,
+    /// What the state recorded, by pool.
+    pub recorded: &'a BTreeMap<String, Vec<RecordedMember>>,
+}
+
+/// Allocate every pool's members: the pools, and each member as a `nodes`
+/// entry (its keys at the pool's positions). Problems are diagnostics.
+pub(super) fn allocate(
+    pools: &[Entry<RawPool>],
+    cx: &Context<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+    file: &std::path::Path,
+) -> (Vec<Pool>, Vec<(Spanned<RawNode>, Membership)>) {
+    let mut out = Vec::new();
+    let mut nodes = Vec::new();
+    let mut taken = cx.taken.clone();
+    let mut ranges: Vec<(&str, Range, Pos)> = Vec::new();
+    for entry in pools {
+        let name = entry.name.value.as_str();
+        let p = &entry.value;
+        let err = |code: Code, pos: Pos, field: &str, msg: String| {
+            Diagnostic::error(code, file, msg)
+                .at(pos)
+                .field(format!("pools.{name}.{field}"))
+        };
+        let Some(range) = check_range(name, p, cx, &ranges, &err, diagnostics) else {
+            continue;
+        };
+        ranges.push((name, range, p.ip_range.as_ref().map_or(p.pos, |r| r.pos)));
+        let Some(replicas) = replicas_of(name, p, &err, diagnostics) else {
+            continue;
+        };
+        let hosts: Vec<String> = match &p.proxmox_nodes {
+            Some(l) if !l.value.is_empty() => l.value.iter().map(|h| h.value.clone()).collect(),
+            _ => cx.proxmox_node.map(str::to_owned).into_iter().collect(),
+        };
+        let pattern = p
+            .hostname
+            .as_ref()
+            .map_or("{cluster}-{pool}-{index}", |h| h.value.as_str());
+        if let Some(problem) = pattern_problem(pattern, cx.cluster, name) {
+            let pos = p.hostname.as_ref().map_or(p.pos, |h| h.pos);
+            diagnostics.push(err(Code::InvalidPool, pos, "hostname", problem));
+            continue;
+        }
+        let recorded = cx.recorded.get(name).map_or(&[][..], Vec::as_slice);
+        let mut kept: Vec<RecordedMember> = recorded.to_vec();
+        kept.sort_by_key(|m| m.index);
+        kept.truncate(replicas as usize);
+        for m in &kept {
+            check_kept(name, p, m, range, &hosts, pattern, cx, &err, diagnostics);
+            taken.insert(m.ip);
+        }
+        let mut members = kept;
+        while members.len() < replicas as usize {
+            let index = (1..)
+                .find(|i| !members.iter().any(|m| m.index == *i))
+                .unwrap_or(1);
+            let Some(ip) = range
+                .addresses()
+                .find(|a| !taken.contains(a) && usable(cx.network, *a))
+            else {
+                diagnostics.push(err(
+                    Code::PoolRangeTooSmall,
+                    p.ip_range.as_ref().map_or(p.pos, |r| r.pos),
+                    "ip_range",
+                    format!(
+                        "pool `{name}` needs {replicas} addresses and its range has {} free (the \
+                         VIP, the gateway, listed nodes and other pools' members are skipped)",
+                        members.len()
+                            + range
+                                .addresses()
+                                .filter(|a| !taken.contains(a) && usable(cx.network, *a))
+                                .count()
+                    ),
+                ));
+                break;
+            };
+            taken.insert(ip);
+            let host = hosts
+                .iter()
+                .min_by_key(|h| members.iter().filter(|m| &m.proxmox_node == *h).count())
+                .cloned()
+                .unwrap_or_default();
+            let vmid = match &p.vm_id_start {
+                Some(start) => (start.value + u64::from(index) - 1) as u32,
+                None => u32::from(ip.octets()[3]),
+            };
+            members.push(RecordedMember {
+                index,
+                hostname: hostname(pattern, cx.cluster, name, index),
+                ip,
+                vmid,
+                proxmox_node: host,
+            });
+            members.sort_by_key(|m| m.index);
+        }
+        for m in &members {
+            nodes.push((
+                member_node(p, m),
+                Membership {
+                    pool: name.to_owned(),
+                    index: m.index,
+                },
+            ));
+        }
+        out.push(Pool {
+            name: name.to_owned(),
+            replicas,
+            members,
+        });
+    }
+    (out, nodes)
+}
+
+/// The pool's `replicas`, checked with what every member needs (`cores`,
+/// `memory`); `None` after a diagnostic.
+fn replicas_of(
+    name: &str,
+    p: &RawPool,
+    err: &impl Fn(Code, Pos, &str, String) -> Diagnostic,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<u32> {
+    let replicas = match &p.replicas {
+        Some(r) if r.value <= MAX_REPLICAS => r.value as u32,
+        Some(r) => {
+            diagnostics.push(err(
+                Code::InvalidPool,
+                r.pos,
+                "replicas",
+                format!(
+                    "replicas {} is over talosprov's limit of {MAX_REPLICAS}",
+                    r.value
+                ),
+            ));
+            return None;
+        }
+        None => {
+            diagnostics.push(err(
+                Code::MissingField,
+                p.pos,
+                "replicas",
+                format!("pool `{name}` has no `replicas`"),
+            ));
+            return None;
+        }
+    };
+    let mut sized = true;
+    for (key, value, what) in [
+        ("cores", &p.cores, "the number of vCPU cores"),
+        ("memory", &p.memory, "MiB, such as 4096"),
+    ] {
+        if value.is_none() {
+            diagnostics.push(err(
+                Code::MissingField,
+                p.pos,
+                key,
+                format!("`pools.{name}.{key}` is required ({what})"),
+            ));
+            sized = false;
+        }
+    }
+    sized.then_some(replicas)
+}
+
+/// Not the network's or the broadcast address.
+fn usable(network: Option<Ipv4Net>, ip: Ipv4Addr) -> bool {
+    network.is_none_or(|n| ip != n.network && ip != n.broadcast())
+}
+
+/// The pool's range, checked: valid, inside the cluster network without its
+/// network and broadcast addresses, overlapping no other pool's.
+fn check_range(
+    name: &str,
+    p: &RawPool,
+    cx: &Context<'_>,
+    ranges: &[(&str, Range, Pos)],
+    err: &impl Fn(Code, Pos, &str, String) -> Diagnostic,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Range> {
+    let Some(text) = &p.ip_range else {
+        diagnostics.push(err(
+            Code::MissingField,
+            p.pos,
+            "ip_range",
+            format!("pool `{name}` has no `ip_range` (first-last, or a CIDR)"),
+        ));
+        return None;
+    };
+    let Some(range) = Range::parse(&text.value) else {
+        diagnostics.push(err(
+            Code::InvalidPoolRange,
+            text.pos,
+            "ip_range",
+            format!(
+                "ip_range {:?} is not a range of IPv4 addresses: write FIRST-LAST \
+                 (192.168.1.130-192.168.1.140) or a CIDR (192.168.1.128/27)",
+                text.value
+            ),
+        ));
+        return None;
+    };
+    if let Some(net) = cx.network {
+        if !net.contains(range.first) || !net.contains(range.last) {
+            diagnostics.push(err(
+                Code::InvalidPoolRange,
+                text.pos,
+                "ip_range",
+                format!(
+                    "ip_range {} is not inside the cluster network {}/{}",
+                    text.value, net.network, net.prefix
+                ),
+            ));
+            return None;
+        }
+        for (what, a) in [("network", net.network), ("broadcast", net.broadcast())] {
+            if range.contains(a) {
+                diagnostics.push(err(
+                    Code::InvalidPoolRange,
+                    text.pos,
+                    "ip_range",
+                    format!(
+                        "ip_range {} includes the cluster network's {what} address {a}",
+                        text.value
+                    ),
+                ));
+                return None;
+            }
+        }
+    }
+    if let Some((other, _, _)) = ranges.iter().find(|(_, r, _)| r.overlaps(range)) {
+        diagnostics.push(err(
+            Code::OverlappingPools,
+            text.pos,
+            "ip_range",
+            format!("ip_range {} overlaps pool `{other}`'s range", text.value),
+        ));
+        return None;
+    }
+    Some(range)
+}
+
+/// A recorded member must stay where it is: an edit of the pool that would
+/// move it (its IP out of the range, another hostname, vmid or host) is an
+/// error, naming the member.
+#[allow(clippy::too_many_arguments)]
+fn check_kept(
+    name: &str,
+    p: &RawPool,
+    m: &RecordedMember,
+    range: Range,
+    hosts: &[String],
+    pattern: &str,
+    cx: &Context<'_>,
+    err: &impl Fn(Code, Pos, &str, String) -> Diagnostic,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let moved = |field: &str, pos: Option<Pos>, what: String| {
+        err(
+            Code::PoolMemberMoved,
+            pos.unwrap_or(p.pos),
+            field,
+            format!(
+                "pool `{name}`: member {} ({}) {what}; a member keeps its IP, hostname, vmid \
+                 and host for its whole life, so this edit would move it (scale the pool down \
+                 past it first, or put the value back)",
+                m.index, m.hostname
+            ),
+        )
+    };
+    if !range.contains(m.ip) {
+        diagnostics.push(moved(
+            "ip_range",
+            p.ip_range.as_ref().map(|r| r.pos),
+            format!("has IP {}, outside the new range", m.ip),
+        ));
+    }
+    if hostname(pattern, cx.cluster, name, m.index) != m.hostname {
+        diagnostics.push(moved(
+            "hostname",
+            p.hostname.as_ref().map(|h| h.pos),
+            format!(
+                "would be named {}",
+                hostname(pattern, cx.cluster, name, m.index)
+            ),
+        ));
+    }
+    if let Some(start) = &p.vm_id_start
+        && start.value + u64::from(m.index) - 1 != u64::from(m.vmid)
+    {
+        diagnostics.push(moved(
+            "vm_id_start",
+            Some(start.pos),
+            format!(
+                "has vmid {}, not {}",
+                m.vmid,
+                start.value + u64::from(m.index) - 1
+            ),
+        ));
+    }
+    if !hosts.contains(&m.proxmox_node) {
+        diagnostics.push(moved(
+            "proxmox_nodes",
+            p.proxmox_nodes.as_ref().map(|h| h.pos),
+            format!(
+                "runs on {}, which `proxmox_nodes` leaves out",
+                m.proxmox_node
+            ),
+        ));
+    }
+}
+
+/// The hostname `pattern` gives member `index` of `pool`.
+pub fn hostname(pattern: &str, cluster: &str, pool: &str, index: u32) -> String {
+    pattern
+        .replace("{cluster}", cluster)
+        .replace("{pool}", pool)
+        .replace("{index}", &index.to_string())
+}
+
+/// The `nodes` entry of member `m`: the pool's settings, the member's
+/// allocation, every key at the pool's position.
+fn member_node(p: &RawPool, m: &RecordedMember) -> Spanned<RawNode> {
+    let at = |v: String| Spanned::new(v, p.pos);
+    Spanned::new(
+        RawNode {
+            hostname: Some(at(m.hostname.clone())),
+            ip: Some(at(m.ip.to_string())),
+            role: p.role.clone().or_else(|| Some(at("worker".to_owned()))),
+            cores: p.cores.clone(),
+            memory: p.memory.clone(),
+            disk_size: p.disk_size.clone(),
+            vm_id: Some(Spanned::new(u64::from(m.vmid), p.pos)),
+            proxmox_node: Some(at(m.proxmox_node.clone())),
+            schematic: p.schematic.clone(),
+            hostpci: p.hostpci.clone(),
+            tags: p.tags.clone(),
+        },
+        p.pos,
+    )
+}
+
+/// Whether a hostname pattern can only give valid, distinct names: it has
+/// `{index}` (else every member has the same name) and gives an RFC 1123
+/// label for index 1.
+pub(super) fn pattern_problem(pattern: &str, cluster: &str, pool: &str) -> Option<String> {
+    if !pattern.contains("{index}") {
+        return Some(format!(
+            "hostname pattern {pattern:?} has no {{index}}: every member would have the same name"
+        ));
+    }
+    let sample = hostname(pattern, cluster, pool, 1);
+    (!syntax::is_dns_label(&sample)).then(|| {
+        format!(
+            "hostname pattern {pattern:?} gives {sample:?}, not a lowercase RFC 1123 label \
+             (a-z, 0-9 and '-', at most 63 characters)"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{Environment, parse};
+    use std::path::Path;
+
+    const BASE: &str = "cluster:\n  name: lab\n  talos_version: v1.13.8\n  gateway: 10.0.0.1\n  \
+        vip: 10.0.0.131\nproxmox:\n  endpoint: https://pve.test:8006\n  node: pve1\n  \
+        datastore: local-lvm\nnodes:\n  - hostname: cp-01\n    ip: 10.0.0.130\n    cores: 2\n    \
+        memory: 4096\n";
+
+    fn pools(pool: &str, recorded: BTreeMap<String, Vec<RecordedMember>>) -> Vec<Pool> {
+        let text = format!("{BASE}pools:\n{pool}");
+        let env = Environment {
+            recorded_pools: recorded,
+            ..Environment::default()
+        };
+        let loaded = parse(&text, Path::new("c.yaml"), &env);
+        assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+        loaded.topology.expect("valid").pools
+    }
+
+    fn rows(p: &Pool) -> Vec<String> {
+        p.members
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} {} {} {} {}",
+                    m.index, m.hostname, m.ip, m.vmid, m.proxmox_node
+                )
+            })
+            .collect()
+    }
+
+    const WORKERS: &str = "  wk:\n    replicas: REPLICAS\n    ip_range: 10.0.0.128/28\n    \
+        proxmox_nodes: [pve1, pve2]\n    vm_id_start: 2001\n    cores: 2\n    memory: 4096\n";
+
+    #[test]
+    fn members_take_the_lowest_free_addresses_and_spread_over_the_hosts() {
+        let p = pools(&WORKERS.replace("REPLICAS", "3"), BTreeMap::new());
+        // .128 is the CIDR's own network address, .130 a node's, .131 the VIP.
+        assert_eq!(
+            rows(&p[0]),
+            [
+                "1 lab-wk-1 10.0.0.129 2001 pve1",
+                "2 lab-wk-2 10.0.0.132 2002 pve2",
+                "3 lab-wk-3 10.0.0.133 2003 pve1"
+            ]
+        );
+    }
+
+    #[test]
+    fn recorded_members_stay_and_scaling_down_removes_the_highest() {
+        let recorded = |p: &Pool| -> BTreeMap<String, Vec<RecordedMember>> {
+            [(p.name.clone(), p.members.clone())].into_iter().collect()
+        };
+        let three = pools(&WORKERS.replace("REPLICAS", "3"), BTreeMap::new());
+        // Member 2 moved to .140 by an earlier range: it stays there.
+        let mut history = recorded(&three[0]);
+        history.get_mut("wk").expect("wk")[1].ip = "10.0.0.140".parse().expect("ip");
+        let four = pools(&WORKERS.replace("REPLICAS", "4"), history.clone());
+        assert_eq!(
+            rows(&four[0]),
+            [
+                "1 lab-wk-1 10.0.0.129 2001 pve1",
+                "2 lab-wk-2 10.0.0.140 2002 pve2",
+                "3 lab-wk-3 10.0.0.133 2003 pve1",
+                "4 lab-wk-4 10.0.0.132 2004 pve2"
+            ]
+        );
+        let one = pools(&WORKERS.replace("REPLICAS", "1"), recorded(&four[0]));
+        assert_eq!(rows(&one[0]), ["1 lab-wk-1 10.0.0.129 2001 pve1"]);
+    }
+
+    #[test]
+    fn ranges_parse_as_first_last_or_cidr_hosts() {
+        let r = Range::parse("10.0.0.8/30").expect("cidr");
+        assert_eq!(
+            r.addresses().map(|a| a.to_string()).collect::<Vec<_>>(),
+            ["10.0.0.9", "10.0.0.10"]
+        );
+        assert!(Range::parse("10.0.0.9-10.0.0.8").is_none());
+        assert!(Range::parse("10.0.0.1/32").is_none());
+        assert_eq!(
+            hostname("{cluster}-{pool}-{index}", "lab", "wk", 7),
+            "lab-wk-7"
+        );
+    }
+}

@@ -1,0 +1,180 @@
+//! Node pools against fakepve (two Proxmox hosts) and the Talos simulator:
+//! members get their names, IPs, vmids and hosts by the allocation rules,
+//! scaling up adds members and touches nothing else, scaling down removes the
+//! highest indexes, every plan after an apply shows no changes, and an edit of
+//! the range that would move a member is refused at plan time.
+
+use crate::support::cli::{stderr, stdout};
+use crate::support::lab::Lab;
+
+/// The plan's change lines (`+ vm/...`, `- vm/...`), trimmed.
+fn change_lines(plan: &str) -> Vec<String> {
+    plan.lines()
+        .map(str::trim)
+        .filter(|l| {
+            ["+ ", "~ ", "- ", "-/+ "]
+                .iter()
+                .any(|m| l.starts_with(m) && l[m.len()..].contains('/') && !l.contains(" = "))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+fn pool(net: &str, replicas: u32, range: &str) -> String {
+    format!(
+        "pools:\n  workers:\n    replicas: {replicas}\n    hostname: \"{{cluster}}-wk-{{index}}\"\n    \
+         ip_range: {range}\n    proxmox_nodes: [pve1, pve2]\n    cores: 2\n    memory: 2048\n    \
+         disk_size: 10\n    tags: [workers]\n"
+    )
+    .replace("NET", net)
+}
+
+/// `(name, vmid, node)` of every VM fakepve has, sorted by vmid.
+async fn vms(lab: &Lab) -> Vec<(String, u64, String)> {
+    let mut out: Vec<(String, u64, String)> = lab
+        .vms()
+        .await
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap_or_default().to_owned(),
+                v["vmid"].as_u64().unwrap_or_default(),
+                v["node"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    out.sort_by_key(|v| v.1);
+    out
+}
+
+async fn plan(lab: &Lab) -> String {
+    let out = lab.run(&["plan"]).await;
+    assert!(out.status.success(), "plan failed");
+    stdout(&out)
+}
+
+async fn apply(lab: &Lab) -> String {
+    let out = lab.run(&["apply", "-auto-approve"]).await;
+    assert!(out.status.success(), "apply failed");
+    stdout(&out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_pool_is_allocated_scaled_up_and_down_and_keeps_its_members() {
+    let lab = Lab::start_for_pools("16.1", 5).await;
+    let range = "127.16.1.124-127.16.1.130";
+    lab.write_topology(|t| format!("{t}{}", pool("16.1", 3, range)));
+    lab.import_secrets().await;
+
+    // Three members over two hosts: the lowest IPs, vmids from their last
+    // octet, the host with the fewest members (ties: list order).
+    let text = apply(&lab).await;
+    assert!(
+        text.contains("pool workers: 0 -> 3 (adds lab-wk-1, lab-wk-2, lab-wk-3)"),
+        "{text}"
+    );
+    let members: Vec<(String, u64, String)> = vms(&lab)
+        .await
+        .into_iter()
+        .filter(|v| v.0.starts_with("lab-wk-"))
+        .collect();
+    let expected = |list: &[(&str, u64, &str)]| -> Vec<(String, u64, String)> {
+        list.iter()
+            .map(|(n, id, h)| ((*n).to_owned(), *id, (*h).to_owned()))
+            .collect()
+    };
+    assert_eq!(
+        members,
+        expected(&[
+            ("lab-wk-1", 124, "pve1"),
+            ("lab-wk-2", 125, "pve2"),
+            ("lab-wk-3", 126, "pve1")
+        ])
+    );
+    let state = lab.state();
+    let recorded: Vec<String> = state.pools["workers"]
+        .iter()
+        .map(|m| format!("{} {} {}", m.index, m.hostname, m.ip))
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            "1 lab-wk-1 127.16.1.124",
+            "2 lab-wk-2 127.16.1.125",
+            "3 lab-wk-3 127.16.1.126"
+        ]
+    );
+    assert!(change_lines(&plan(&lab).await).is_empty());
+
+    // Scaled to 5: two members added, nothing else touched.
+    lab.write_topology(|t| format!("{t}{}", pool("16.1", 5, range)));
+    let text = plan(&lab).await;
+    assert!(
+        text.contains("pool workers: 3 -> 5 (adds lab-wk-4, lab-wk-5)"),
+        "{text}"
+    );
+    let lines = change_lines(&text);
+    assert!(!lines.is_empty());
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("lab-wk-4") || l.contains("lab-wk-5")),
+        "only the new members change:\n{text}"
+    );
+    apply(&lab).await;
+    let members: Vec<(String, u64, String)> = vms(&lab)
+        .await
+        .into_iter()
+        .filter(|v| v.0.starts_with("lab-wk-"))
+        .collect();
+    assert_eq!(
+        members,
+        expected(&[
+            ("lab-wk-1", 124, "pve1"),
+            ("lab-wk-2", 125, "pve2"),
+            ("lab-wk-3", 126, "pve1"),
+            ("lab-wk-4", 127, "pve2"),
+            ("lab-wk-5", 128, "pve1"),
+        ])
+    );
+    assert!(change_lines(&plan(&lab).await).is_empty());
+
+    // Scaled to 2: the three highest indexes leave.
+    lab.write_topology(|t| format!("{t}{}", pool("16.1", 2, range)));
+    let text = plan(&lab).await;
+    assert!(
+        text.contains("pool workers: 5 -> 2 (removes lab-wk-3, lab-wk-4, lab-wk-5)"),
+        "{text}"
+    );
+    let lines = change_lines(&text);
+    assert!(
+        lines.iter().all(|l| l.starts_with("- ")
+            && ["lab-wk-3", "lab-wk-4", "lab-wk-5"]
+                .iter()
+                .any(|h| l.contains(h))),
+        "{text}"
+    );
+    apply(&lab).await;
+    let names: Vec<String> = vms(&lab).await.into_iter().map(|v| v.0).collect();
+    assert_eq!(
+        names,
+        [
+            "talos-controlplane-01",
+            "talos-worker-01",
+            "talos-gpu-01",
+            "lab-wk-1",
+            "lab-wk-2"
+        ]
+    );
+    assert!(change_lines(&plan(&lab).await).is_empty());
+
+    // A range that leaves member 1 outside is refused, naming it.
+    lab.write_topology(|t| format!("{t}{}", pool("16.1", 2, "127.16.1.125-127.16.1.130")));
+    let out = lab.run(&["plan"]).await;
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("O005 pool-member-moved") && err.contains("lab-wk-1"),
+        "{err}"
+    );
+}
