@@ -48,6 +48,7 @@ mod proxmox_retries;
 mod proxmox_tls;
 mod render_homelab;
 mod saved_plan;
+mod schema;
 mod state_cli;
 mod state_http;
 mod state_locks;

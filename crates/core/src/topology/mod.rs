@@ -8,6 +8,7 @@ pub mod limits;
 pub mod model;
 pub mod raw;
 pub mod read;
+pub mod schema;
 pub mod syntax;
 pub mod validate;
 pub use check::resolve;
