@@ -8,6 +8,7 @@ mod addons;
 mod apply;
 mod argv;
 mod cluster;
+mod completion;
 mod destroy;
 pub mod error;
 mod force_unlock;
@@ -148,6 +149,10 @@ pub enum Command {
     ///
     /// Example: talosprov schema > schema/cluster.schema.json
     Schema(schema::SchemaArgs),
+    /// Print a shell completion script: bash, zsh, fish or powershell.
+    ///
+    /// Example: talosprov completion bash > ~/.local/share/bash-completion/completions/talosprov
+    Completion(completion::CompletionArgs),
     /// Print the talosprov version and the Talos config contracts it generates.
     Version(version::VersionArgs),
 }
@@ -196,6 +201,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
         Command::Import(args) => import::run(args).await,
         Command::Version(args) => version::run(args),
         Command::Schema(args) => schema::run(args),
+        Command::Completion(args) => completion::run(args, Cli::command()),
         Command::Output(args) => output::run(args).await,
         Command::Show(args) => show::run(args).await,
         Command::State(args) => state::run(args).await,

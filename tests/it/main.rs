@@ -12,6 +12,7 @@ mod apply_settings;
 mod architecture;
 mod ci_no_terminal;
 mod ci_pipeline;
+mod cli_completion;
 mod cli_help;
 mod cli_machineconfig;
 mod cli_render;
