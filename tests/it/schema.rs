@@ -14,15 +14,15 @@ use crate::support::fixtures::repo;
 const JSONSCHEMA: &str = "jsonschema==4.26.0";
 
 /// The invalid fixtures whose diagnostics include an unknown key, a value of
-/// the wrong type or a value outside a closed vocabulary: the schema alone must
-/// refuse each.
-const SHAPE_FAULTS: [&str; 6] = [
-    "unknown-key.yaml",    // gatway, memroy, colour, extra_section
-    "wrong-type.yaml",     // prefix_length: twenty-four, memory: [4096]
-    "invalid-role.yaml",   // role: master
-    "invalid-value.yaml",  // state.backend: s3
-    "many-faults.yaml",    // role: wroker, memroy
-    "addon-checksum.yaml", // sha256: 1234, a number
+/// the wrong type or a value outside a closed vocabulary, each with a place
+/// the schema alone must refuse (a JSON path, `/` between the steps).
+const SHAPE_FAULTS: [(&str, &str); 6] = [
+    ("unknown-key.yaml", "nodes/0"), // memroy, colour (and gatway, extra_section)
+    ("wrong-type.yaml", "nodes/0/memory"), // memory: [4096] (and cores: two)
+    ("invalid-role.yaml", "nodes/1/role"), // role: master
+    ("invalid-value.yaml", "state"), // backend: s3
+    ("many-faults.yaml", "nodes/1/role"), // role: wroker (and memroy)
+    ("addon-checksum.yaml", "addons/numeric"), // sha256: 1234, a number
 ];
 
 /// Validates each document against the schema and prints one JSON line per
@@ -219,10 +219,13 @@ fn examples_and_valid_fixtures_satisfy_the_schema() {
 }
 
 #[test]
-fn invalid_fixtures_of_shape_break_the_schema() {
+fn invalid_fixtures_of_shape_break_the_schema_where_the_fault_is() {
     let dir = repo().join("tests/fixtures/invalid");
-    let files: Vec<PathBuf> = SHAPE_FAULTS.iter().map(|f| dir.join(f)).collect();
-    for (name, errors) in validate(&files) {
-        assert!(!errors.is_empty(), "{name} passes the schema");
+    let files: Vec<PathBuf> = SHAPE_FAULTS.iter().map(|(f, _)| dir.join(f)).collect();
+    for ((name, errors), (_, place)) in validate(&files).into_iter().zip(SHAPE_FAULTS) {
+        assert!(
+            errors.iter().any(|e| e.starts_with(&format!("{place}: "))),
+            "{name} should break the schema at {place}: {errors:#?}"
+        );
     }
 }
