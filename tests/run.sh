@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh clone: installs what the tests need (fakepve
-# into a venv under target/), checks for kubectl, then runs every test. README.md and .ci/run call this.
+# The whole test suite, from a fresh clone: installs what the tests need (fakepve,
+# and jsonschema for the independent check of the topology's JSON Schema, into a
+# venv under target/), checks for kubectl, then runs every test. README.md and .ci/run call this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,10 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import fakepve' 2>/de
   echo "== installing fakepve 0.5.0 into $venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check 'fakepve==0.5.0'
+fi
+if ! "$venv/bin/python" -c 'import jsonschema' 2>/dev/null; then
+  echo "== installing jsonschema 4.26.0 into $venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check 'jsonschema==4.26.0'
 fi
 export TALOSPROV_TEST_PYTHON="$PWD/$venv/bin/python"
 

@@ -8,6 +8,7 @@ mod addons;
 mod apply;
 mod argv;
 mod cluster;
+mod completion;
 mod destroy;
 pub mod error;
 mod force_unlock;
@@ -20,6 +21,7 @@ mod output;
 mod plan;
 mod planning;
 mod render;
+mod schema;
 mod secrets;
 mod secrets_export;
 mod secrets_gen;
@@ -150,6 +152,19 @@ pub enum Command {
     ///
     /// Example: talosprov health -f cluster.yaml --wait 300
     Health(health::HealthArgs),
+    /// Print the JSON Schema of the topology file, for editors and other tools.
+    ///
+    /// Draft 2020-12, derived from the types talosprov reads the file into:
+    /// every key with its description, type, default and allowed values.
+    /// Point an editor at it with a first line such as
+    /// `# yaml-language-server: $schema=schema/cluster.schema.json`.
+    ///
+    /// Example: talosprov schema > schema/cluster.schema.json
+    Schema(schema::SchemaArgs),
+    /// Print a shell completion script: bash, zsh, fish or powershell.
+    ///
+    /// Example: talosprov completion bash > ~/.local/share/bash-completion/completions/talosprov
+    Completion(completion::CompletionArgs),
     /// Print the talosprov version and the Talos config contracts it generates.
     Version(version::VersionArgs),
 }
@@ -198,6 +213,8 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
         Command::Destroy(args) => destroy::run(args).await,
         Command::Import(args) => import::run(args).await,
         Command::Version(args) => version::run(args),
+        Command::Schema(args) => schema::run(args),
+        Command::Completion(args) => completion::run(args, Cli::command()),
         Command::Output(args) => output::run(args).await,
         Command::Show(args) => show::run(args).await,
         Command::State(args) => state::run(args).await,

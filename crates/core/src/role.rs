@@ -1,13 +1,19 @@
 //! The node role, shared by the topology, machine configs and the simulator.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// A node's role, the one type for it in the workspace: the topology's
 /// `role`, a machine config's `machine.type` (Talos's legacy `init` reads as
 /// a control plane, see [`Role::from_machine_type`]), the patch folder name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
+#[schemars(
+    description = "A node's role: a control plane runs etcd and the Kubernetes control plane, a worker runs workloads only."
+)]
 pub enum Role {
     /// Runs etcd and the Kubernetes control plane.
     Controlplane,

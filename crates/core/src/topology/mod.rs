@@ -9,6 +9,7 @@ pub mod model;
 pub mod pools;
 pub mod raw;
 pub mod read;
+pub mod schema;
 pub mod syntax;
 pub mod validate;
 pub use check::resolve;

@@ -298,7 +298,7 @@ pub enum AddonSource {
 }
 
 /// A set of Talos's documented values and checks for a well-known add-on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Preset {
     /// Cilium as Talos documents it (`phase` defaults to `bootstrap`).
@@ -324,7 +324,7 @@ impl Preset {
 }
 
 /// When an add-on is installed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     /// In every control plane's `cluster.inlineManifests`, applied by Talos

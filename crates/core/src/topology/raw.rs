@@ -3,6 +3,7 @@
 //! `read.rs` fills it from YAML; `validate.rs` turns it into the model.
 
 use super::diagnostics::Pos;
+use schemars::JsonSchema;
 use serde::Serialize;
 
 /// A value with the position of the key (or list item) that introduced it.
@@ -39,7 +40,8 @@ pub struct Entry<T> {
 
 /// The whole file. Every section is optional here; `validate` reports the
 /// required ones that are missing.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RawTopology {
     /// `cluster:`.
     pub cluster: Option<Spanned<RawCluster>>,
@@ -56,7 +58,8 @@ pub struct RawTopology {
     /// `nodes:`, in file order.
     pub nodes: Option<Spanned<Vec<Spanned<RawNode>>>>,
     /// `patches_dir:`, one folder or a list, each relative to the file's
-    /// folder.
+    /// folder; each patch level reads the folders in the order given.
+    #[schemars(with = "Option<OneOrMany>", extend("default" = "patches"))]
     pub patches_dir: Option<Spanned<Vec<Spanned<String>>>>,
     /// `state:`.
     pub state: Option<Spanned<RawState>>,
@@ -66,13 +69,28 @@ pub struct RawTopology {
     pub pools: Option<Spanned<Vec<Entry<RawPool>>>>,
 }
 
+/// What the schema says of a key that takes one string or a list of them
+/// (`patches_dir`); only the schema uses it.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum OneOrMany {
+    /// One folder.
+    One(String),
+    /// Several folders, in order.
+    Many(Vec<String>),
+}
+
 /// One `pools.<name>` entry: `replicas` nodes alike, drawn from `ip_range`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RawPool {
     /// Where the entry starts.
     #[serde(skip)]
+    #[schemars(skip)]
     pub pos: super::diagnostics::Pos,
     /// `role`: `controlplane` or `worker` (default `worker`).
+    #[schemars(with = "Option<crate::role::Role>", extend("default" = "worker"))]
     pub role: Option<Spanned<String>>,
     /// `replicas`: how many members.
     pub replicas: Option<Spanned<u64>>,
@@ -99,7 +117,8 @@ pub struct RawPool {
 }
 
 /// `cluster:`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RawCluster {
     /// `name`: a DNS label.
     pub name: Option<Spanned<String>>,
@@ -114,15 +133,18 @@ pub struct RawCluster {
     /// `gateway`: the default route's IPv4 address.
     pub gateway: Option<Spanned<String>>,
     /// `prefix_length`: the nodes' network prefix, in bits.
+    #[schemars(extend("default" = 24))]
     pub prefix_length: Option<Spanned<u64>>,
     /// `nameservers`: IP addresses.
     pub nameservers: Option<Spanned<Vec<Spanned<String>>>>,
     /// `install_disk`: the disk Talos installs to.
+    #[schemars(extend("default" = "/dev/sda"))]
     pub install_disk: Option<Spanned<String>>,
 }
 
 /// `proxmox:`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RawProxmox {
     /// `endpoint`: the PVE API URL (`https://host:8006`).
     pub endpoint: Option<Spanned<String>>,
@@ -131,12 +153,15 @@ pub struct RawProxmox {
     /// `datastore`: storage for VM, EFI and cloud-init disks.
     pub datastore: Option<Spanned<String>>,
     /// `image_storage`: storage that images are downloaded to.
+    #[schemars(extend("default" = "local"))]
     pub image_storage: Option<Spanned<String>>,
     /// `bridge`: the network bridge.
+    #[schemars(extend("default" = "vmbr0"))]
     pub bridge: Option<Spanned<String>>,
     /// `pool`: the resource pool.
     pub pool: Option<Spanned<String>>,
     /// `insecure`: skip TLS verification.
+    #[schemars(extend("default" = false))]
     pub insecure: Option<Spanned<bool>>,
     /// `ca_file`: a PEM file of CA certificates to trust.
     pub ca_file: Option<Spanned<String>>,
@@ -145,14 +170,17 @@ pub struct RawProxmox {
 }
 
 /// `image_factory:`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RawImageFactory {
     /// `url`: the Image Factory base URL.
+    #[schemars(extend("default" = "https://factory.talos.dev"))]
     pub url: Option<Spanned<String>>,
 }
 
 /// One `schematics.<name>` entry.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RawSchematic {
     /// Where the entry starts.
     #[serde(skip)]
@@ -166,7 +194,8 @@ pub struct RawSchematic {
 }
 
 /// One `pci_mappings.<name>` entry (a Proxmox cluster PCI hardware mapping).
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RawPciMapping {
     /// Where the entry starts.
     #[serde(skip)]
@@ -186,19 +215,22 @@ pub struct RawPciMapping {
 }
 
 /// One `nodes[]` entry.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RawNode {
     /// `hostname`.
     pub hostname: Option<Spanned<String>>,
     /// `ip`.
     pub ip: Option<Spanned<String>>,
     /// `role`: `controlplane` or `worker`.
+    #[schemars(with = "Option<crate::role::Role>", extend("default" = "controlplane"))]
     pub role: Option<Spanned<String>>,
     /// `cores`.
     pub cores: Option<Spanned<u64>>,
     /// `memory`, MiB.
     pub memory: Option<Spanned<u64>>,
     /// `disk_size`, GiB.
+    #[schemars(extend("default" = 40))]
     pub disk_size: Option<Spanned<u64>>,
     /// `vm_id`.
     pub vm_id: Option<Spanned<u64>>,
@@ -213,24 +245,30 @@ pub struct RawNode {
 }
 
 /// One `nodes[].hostpci[]` entry.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RawHostPci {
     /// `device`: `hostpci0`..`hostpci15`.
     pub device: Option<Spanned<String>>,
     /// `mapping`: a `pci_mappings` key.
     pub mapping: Option<Spanned<String>>,
     /// `pcie`: attach as PCI Express (default true).
+    #[schemars(extend("default" = true))]
     pub pcie: Option<Spanned<bool>>,
     /// `rombar`: expose the device ROM (default true).
+    #[schemars(extend("default" = true))]
     pub rombar: Option<Spanned<bool>>,
     /// `xvga`: primary GPU (default false).
+    #[schemars(extend("default" = false))]
     pub xvga: Option<Spanned<bool>>,
 }
 
 /// `state:`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RawState {
     /// `backend`: `local` or `http`.
+    #[schemars(extend("enum" = ["local", "http", null], "default" = "local"))]
     pub backend: Option<Spanned<String>>,
     /// `path`: the local state file.
     pub path: Option<Spanned<String>>,
@@ -241,18 +279,22 @@ pub struct RawState {
     /// `unlock_address`.
     pub unlock_address: Option<Spanned<String>>,
     /// `lock_method`.
+    #[schemars(extend("default" = "LOCK"))]
     pub lock_method: Option<Spanned<String>>,
     /// `unlock_method`.
+    #[schemars(extend("default" = "UNLOCK"))]
     pub unlock_method: Option<Spanned<String>>,
 }
 
 /// One `addons.<name>` entry: a Kubernetes add-on with exactly one source.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RawAddon {
     /// Where the entry starts.
     #[serde(skip)]
     pub pos: Pos,
     /// `preset`: `cilium`, `nvidia-gpu-operator` or `talos-ccm`.
+    #[schemars(with = "Option<super::model::Preset>")]
     pub preset: Option<Spanned<String>>,
     /// `helm`: a pinned chart rendered with `helm template`.
     pub helm: Option<Spanned<RawHelm>>,
@@ -266,8 +308,10 @@ pub struct RawAddon {
     /// `namespace`: where namespaced objects go.
     pub namespace: Option<Spanned<String>>,
     /// `namespace_labels`: labels of the namespace, in file order.
+    #[schemars(with = "Option<std::collections::BTreeMap<String, String>>")]
     pub namespace_labels: Option<Spanned<Vec<Label>>>,
     /// `phase`: `bootstrap` or `cluster`.
+    #[schemars(with = "Option<super::model::Phase>")]
     pub phase: Option<Spanned<String>>,
     /// `depends_on`: add-on names applied first.
     pub depends_on: Option<Spanned<Vec<Spanned<String>>>>,
@@ -278,7 +322,8 @@ pub struct RawAddon {
 pub type Label = (Spanned<String>, Spanned<String>);
 
 /// `addons.<name>.helm`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RawHelm {
     /// `repo`: an `https://` chart repository or an `oci://` registry path.
     pub repo: Option<Spanned<String>>,
@@ -287,6 +332,7 @@ pub struct RawHelm {
     /// `version`: the chart version, always pinned.
     pub version: Option<Spanned<String>>,
     /// `values`: a mapping merged over the preset's values.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub values: Option<Spanned<serde_json::Value>>,
     /// `values_files`: YAML files relative to the topology file, merged in order
     /// before `values`.
