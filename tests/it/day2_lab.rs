@@ -178,25 +178,6 @@ async fn disks(lab: &Lab) -> Vec<(u64, String, String)> {
     out
 }
 
-/// The etcd members control plane `ip` lists, by peer address, through the Talos API
-/// with the state's talosconfig.
-async fn etcd_members(lab: &Lab, ip: &str) -> Vec<String> {
-    let client =
-        TalosClient::connect_secure(ip.parse().expect("ip"), &lab.talos_credentials().await)
-            .await
-            .expect("connect");
-    let mut names: Vec<String> = client
-        .etcd_member_list()
-        .await
-        .expect("members")
-        .into_iter()
-        .flat_map(|m| m.peer_urls)
-        .filter_map(|u| url::Url::parse(&u).ok()?.host_str().map(str::to_owned))
-        .collect();
-    names.sort();
-    names
-}
-
 fn without_node(hostname: &'static str) -> impl Fn(String) -> String {
     move |t| {
         t.lines()
@@ -211,7 +192,7 @@ async fn removed_control_plane_leaves_etcd_and_the_last_one_is_refused_at_plan_t
     let lab = Lab::start_ha("2.3", Duration::from_millis(100), "v1.13.8").await;
     lab.import_secrets().await;
     assert!(lab.run(&["apply", "-auto-approve"]).await.status.success());
-    assert_eq!(etcd_members(&lab, &lab.ips[0]).await, lab.ips[..3]);
+    assert_eq!(lab.etcd_members(&lab.ips[0]).await, lab.ips[..3]);
 
     lab.write_topology(without_node("talos-cp-03"));
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
@@ -225,7 +206,7 @@ async fn removed_control_plane_leaves_etcd_and_the_last_one_is_refused_at_plan_t
     let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(out.status.success(), "removing a control plane failed");
     assert_eq!(
-        etcd_members(&lab, &lab.ips[0]).await,
+        lab.etcd_members(&lab.ips[0]).await,
         lab.ips[..2],
         "etcd has exactly the control planes left"
     );

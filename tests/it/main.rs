@@ -25,6 +25,7 @@ mod day2_vm;
 mod engine_lab;
 mod engine_secrets;
 mod factory_client;
+mod fleet_example;
 mod gitlab_ci_example;
 mod init;
 mod interrupt_lab;

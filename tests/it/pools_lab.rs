@@ -178,3 +178,47 @@ async fn a_worker_pool_is_allocated_scaled_up_and_down_and_keeps_its_members() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_plane_pool_scales_down_through_etcd_leave() {
+    let lab = Lab::start_for_pools("16.3", 3).await;
+    let cp_pool = |replicas: u32| {
+        format!(
+            "pools:\n  cp:\n    role: controlplane\n    replicas: {replicas}\n    ip_range: \
+             127.16.3.124-127.16.3.126\n    proxmox_nodes: [pve1, pve2, pve3]\n    cores: 2\n    \
+             memory: 4096\n    disk_size: 10\n"
+        )
+    };
+    lab.write_topology(|t| format!("{t}{}", cp_pool(3)));
+    lab.import_secrets().await;
+    apply(&lab).await;
+    let first = &lab.ips[0];
+    assert_eq!(
+        lab.etcd_members(first).await,
+        [
+            "127.16.3.121",
+            "127.16.3.124",
+            "127.16.3.125",
+            "127.16.3.126"
+        ]
+    );
+    assert!(change_lines(&plan(&lab).await).is_empty());
+
+    lab.write_topology(|t| format!("{t}{}", cp_pool(1)));
+    let text = plan(&lab).await;
+    assert!(
+        text.contains("pool cp: 3 -> 1 (removes lab-cp-2, lab-cp-3)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Warning: 2 control planes will remain"),
+        "{text}"
+    );
+    apply(&lab).await;
+    assert_eq!(
+        lab.etcd_members(first).await,
+        ["127.16.3.121", "127.16.3.124"],
+        "etcd follows the pool"
+    );
+    assert!(change_lines(&plan(&lab).await).is_empty());
+}

@@ -64,10 +64,11 @@ impl Lab {
     }
 
     /// A lab whose simulator also serves `extra` more nodes (127.<net>.124
-    /// on) for a pool's members, and whose Proxmox has a second host, `pve2`.
+    /// on) for a pool's members, and whose Proxmox has two more hosts, `pve2`
+    /// and `pve3`.
     pub async fn start_for_pools(net: &str, extra: u8) -> Lab {
         let opts = FakeOptions {
-            nodes: vec!["pve2".to_owned()],
+            nodes: vec!["pve2".to_owned(), "pve3".to_owned()],
             ..FakeOptions::default()
         };
         Lab::start_full(
@@ -214,6 +215,27 @@ impl Lab {
     pub fn state(&self) -> talosprov::state::State {
         let bytes = std::fs::read(self.state_file()).expect("state file");
         talosprov::state::State::from_json(&bytes).expect("state JSON")
+    }
+
+    /// The etcd members control plane `ip` lists, by peer address (sorted),
+    /// through the Talos API with the state's talosconfig.
+    pub async fn etcd_members(&self, ip: &str) -> Vec<String> {
+        let client = talosprov::talos::TalosClient::connect_secure(
+            ip.parse().expect("ip"),
+            &self.talos_credentials().await,
+        )
+        .await
+        .expect("connect");
+        let mut names: Vec<String> = client
+            .etcd_member_list()
+            .await
+            .expect("members")
+            .into_iter()
+            .flat_map(|m| m.peer_urls)
+            .filter_map(|u| url::Url::parse(&u).ok()?.host_str().map(str::to_owned))
+            .collect();
+        names.sort();
+        names
     }
 
     /// The Talos client credentials of the state's talosconfig (`os:admin`), as

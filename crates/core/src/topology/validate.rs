@@ -130,21 +130,24 @@ pub fn validate(
     (topology, cx.diagnostics)
 }
 
-/// The pools' members, allocated ([`super::pools`]): the pools, how many
-/// nodes are listed, the listed nodes followed by the members as `nodes`
-/// entries, and each member's pool and index.
+/// What allocating the pools gives validation: the pools, how many nodes
+/// are listed, the listed nodes followed by the members as `nodes` entries,
+/// and each member's pool and index.
+type Members = (
+    Vec<super::pools::Pool>,
+    usize,
+    Option<Spanned<Vec<Spanned<RawNode>>>>,
+    Vec<super::pools::Membership>,
+);
+
+/// The pools' members, allocated ([`super::pools`]).
 fn pool_members(
     cx: &mut Cx<'_>,
     raw: &RawTopology,
     cluster: &super::validate_sections::ClusterDraft,
     proxmox: Option<&super::ProxmoxSettings>,
     env: &Environment,
-) -> (
-    Vec<super::pools::Pool>,
-    usize,
-    Option<Spanned<Vec<Spanned<RawNode>>>>,
-    Vec<super::pools::Membership>,
-) {
+) -> Members {
     let listed = raw.nodes.as_ref().map_or(0, |n| n.value.len());
     let Some(declared) = &raw.pools else {
         return (Vec::new(), listed, raw.nodes.clone(), Vec::new());
