@@ -35,17 +35,7 @@ use sha2::Digest as _;
 /// [`CommandError::Reported`] when it has errors (already printed); a failure
 /// when the file cannot be read.
 pub fn load_topology(file: &Path) -> Result<Topology, CommandError> {
-    let loaded = crate::files::load_topology(file).map_err(anyhow::Error::new)?;
-    if !loaded.diagnostics.is_empty() {
-        crate::ui::write_stderr(&crate::ui::diagnostics::render_all(
-            &loaded.diagnostics,
-            crate::ui::diagnostics::stderr_colour(),
-        ));
-    }
-    match loaded.topology {
-        Some(t) if !topology::diagnostics::has_errors(&loaded.diagnostics) => Ok(t),
-        _ => Err(CommandError::Reported),
-    }
+    reported(crate::files::load_topology(file).map_err(anyhow::Error::new)?)
 }
 
 /// [`load_topology`] with the pools' members `recorded` kept where they
@@ -58,7 +48,11 @@ pub fn load_topology_with(
     file: &Path,
     recorded: std::collections::BTreeMap<String, Vec<topology::pools::RecordedMember>>,
 ) -> Result<Topology, CommandError> {
-    let loaded = crate::files::load_topology_with(file, recorded).map_err(anyhow::Error::new)?;
+    reported(crate::files::load_topology_with(file, recorded).map_err(anyhow::Error::new)?)
+}
+
+/// Print what loading said, and give the topology unless it has errors.
+fn reported(loaded: topology::Loaded) -> Result<Topology, CommandError> {
     if !loaded.diagnostics.is_empty() {
         crate::ui::write_stderr(&crate::ui::diagnostics::render_all(
             &loaded.diagnostics,

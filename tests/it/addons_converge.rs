@@ -8,9 +8,8 @@
 
 use std::time::Duration;
 
-use crate::support::cli::stdout;
 use crate::support::kubectl::{kubectl, kubectl_output, lab_kubeconfig};
-use crate::support::lab::Lab;
+use crate::support::lab::{Lab, change_lines};
 
 /// The add-on's manifest: a ConfigMap, a Secret and a Deployment.
 fn manifest(greeting: &str, password: &str, with_configmap: bool) -> String {
@@ -35,31 +34,6 @@ fn manifest(greeting: &str, password: &str, with_configmap: bool) -> String {
 const DEMO: &str = "  demo:\n    manifests: [addons/demo.yaml]\n    namespace: demo\n    \
                     namespace_labels: {team: web}\n    depends_on: [lab-cni]\n";
 
-/// The plan's change lines (`+ addon/...`, `~ vm/...`), trimmed.
-fn change_lines(plan: &str) -> Vec<String> {
-    plan.lines()
-        .map(str::trim)
-        .filter(|l| {
-            ["+ ", "~ ", "- ", "-/+ "]
-                .iter()
-                .any(|m| l.starts_with(m) && l[m.len()..].contains('/'))
-        })
-        .map(str::to_owned)
-        .collect()
-}
-
-async fn plan(lab: &Lab) -> String {
-    let out = lab.run(&["plan"]).await;
-    assert!(out.status.success(), "plan failed");
-    stdout(&out)
-}
-
-async fn apply(lab: &Lab) -> String {
-    let out = lab.run(&["apply", "-auto-approve"]).await;
-    assert!(out.status.success(), "apply failed");
-    stdout(&out)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_addon_is_applied_kept_converged_repaired_and_pruned() {
     let lab = Lab::start("15.8", Duration::from_millis(100)).await;
@@ -70,7 +44,7 @@ async fn a_cluster_addon_is_applied_kept_converged_repaired_and_pruned() {
 
     // The first apply: the cluster, then the add-ons' objects after the
     // bootstrap, the demo namespace (with its label) before its objects.
-    let text = apply(&lab).await;
+    let text = lab.apply_text().await;
     assert!(text.contains("+ addon/demo/Namespace/demo"), "{text}");
     assert!(!text.contains("s3cr3t"), "a secret in the plan:\n{text}");
     let kubeconfig = lab_kubeconfig(&lab).await;
@@ -129,13 +103,13 @@ async fn a_cluster_addon_is_applied_kept_converged_repaired_and_pruned() {
             .objects
             .contains_key("lab-cni/DaemonSet.apps/kube-system/lab-cni")
     );
-    let text = plan(&lab).await;
+    let text = lab.plan_text().await;
     assert!(change_lines(&text).is_empty(), "a second plan:\n{text}");
     assert!(text.contains("No changes."), "{text}");
 
     // A changed manifest: field diffs, the Secret's redacted; only objects.
     std::fs::write(&file, manifest("bonjour", "s3cr3t-two", true)).expect("manifest");
-    let text = plan(&lab).await;
+    let text = lab.plan_text().await;
     assert_eq!(
         change_lines(&text),
         [
@@ -151,7 +125,7 @@ async fn a_cluster_addon_is_applied_kept_converged_repaired_and_pruned() {
     );
     assert!(!text.contains("s3cr3t"), "a secret in the plan:\n{text}");
     assert!(text.contains("(sensitive)"), "{text}");
-    let text = apply(&lab).await;
+    let text = lab.apply_text().await;
     assert!(text.contains("0 added, 2 changed, 0 destroyed"), "{text}");
     let greeting = kubectl(
         &kubeconfig,
@@ -166,21 +140,21 @@ async fn a_cluster_addon_is_applied_kept_converged_repaired_and_pruned() {
         ],
     );
     assert_eq!(greeting, "bonjour");
-    assert!(change_lines(&plan(&lab).await).is_empty());
+    assert!(change_lines(&lab.plan_text().await).is_empty());
 
     // Deleted by hand: drift, and apply creates it again.
     kubectl(
         &kubeconfig,
         &["delete", "configmap", "settings", "-n", "demo"],
     );
-    let text = plan(&lab).await;
+    let text = lab.plan_text().await;
     assert_eq!(
         change_lines(&text),
         ["+ addon/demo/ConfigMap/demo/settings"],
         "{text}"
     );
     assert!(text.contains("deleted outside talosprov"), "{text}");
-    apply(&lab).await;
+    lab.apply_text().await;
     kubectl(&kubeconfig, &["get", "configmap", "settings", "-n", "demo"]);
 
     // Edited by hand (another field manager, forcing): drift with the field,
@@ -204,7 +178,7 @@ async fn a_cluster_addon_is_applied_kept_converged_repaired_and_pruned() {
             &edited,
         ],
     );
-    let text = plan(&lab).await;
+    let text = lab.plan_text().await;
     assert_eq!(
         change_lines(&text),
         ["~ addon/demo/ConfigMap/demo/settings"],
@@ -212,7 +186,7 @@ async fn a_cluster_addon_is_applied_kept_converged_repaired_and_pruned() {
     );
     assert!(text.contains("edited outside talosprov"), "{text}");
     assert!(text.contains("hallo"), "{text}");
-    apply(&lab).await;
+    lab.apply_text().await;
     let greeting = kubectl(
         &kubeconfig,
         &[
@@ -226,17 +200,17 @@ async fn a_cluster_addon_is_applied_kept_converged_repaired_and_pruned() {
         ],
     );
     assert_eq!(greeting, "bonjour");
-    assert!(change_lines(&plan(&lab).await).is_empty());
+    assert!(change_lines(&lab.plan_text().await).is_empty());
 
     // The ConfigMap leaves the manifest: pruned.
     std::fs::write(&file, manifest("bonjour", "s3cr3t-two", false)).expect("manifest");
-    let text = plan(&lab).await;
+    let text = lab.plan_text().await;
     assert_eq!(
         change_lines(&text),
         ["- addon/demo/ConfigMap/demo/settings"],
         "{text}"
     );
-    let text = apply(&lab).await;
+    let text = lab.apply_text().await;
     assert!(text.contains("0 added, 0 changed, 1 destroyed"), "{text}");
     let gone = kubectl_output(&kubeconfig, &["get", "configmap", "settings", "-n", "demo"]);
     assert!(!gone.status.success());
@@ -250,14 +224,14 @@ async fn a_cluster_addon_is_applied_kept_converged_repaired_and_pruned() {
 
     // The whole add-on removed: its objects pruned, its namespace last.
     lab.write_topology(|t| t);
-    let text = plan(&lab).await;
+    let text = lab.plan_text().await;
     let lines = change_lines(&text);
     assert_eq!(lines.len(), 3, "{text}");
     assert_eq!(lines[2], "- addon/demo/Namespace/demo", "{text}");
-    apply(&lab).await;
+    lab.apply_text().await;
     let gone = kubectl_output(&kubeconfig, &["get", "namespace", "demo"]);
     assert!(!gone.status.success());
-    assert!(change_lines(&plan(&lab).await).is_empty());
+    assert!(change_lines(&lab.plan_text().await).is_empty());
 
     // A bootstrap add-on's change: its object is applied, and the control
     // plane's inline manifest follows (Talos applies it at once, no reboot),
@@ -265,19 +239,20 @@ async fn a_cluster_addon_is_applied_kept_converged_repaired_and_pruned() {
     let cni = lab.dir.path().join("addons/lab-cni.yaml.j2");
     let text = std::fs::read_to_string(&cni).expect("lab-cni");
     std::fs::write(&cni, text.replace("pause:3.10", "pause:3.11")).expect("write");
-    let text = plan(&lab).await;
-    let changed: Vec<String> = change_lines(&text)
-        .into_iter()
-        .filter(|l| !l.starts_with("+ ") && !l.starts_with("- ") || l.contains(" addon/"))
-        .collect();
+    let text = lab.plan_text().await;
     assert_eq!(
-        changed,
+        change_lines(&text),
         [
             "~ config/talos-controlplane-01",
-            "~ addon/lab-cni/DaemonSet.apps/kube-system/lab-cni",
+            "~ addon/lab-cni/DaemonSet.apps/kube-system/lab-cni"
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains(
             "~ spec.template.spec.containers[0].image = registry.k8s.io/pause:3.10 -> \
              registry.k8s.io/pause:3.11"
-        ],
+        ),
         "{text}"
     );
     assert!(text.contains("Talos: 1 config to apply"), "{text}");
@@ -286,7 +261,7 @@ async fn a_cluster_addon_is_applied_kept_converged_repaired_and_pruned() {
         !text.contains("Warning"),
         "talosprov applies the add-on itself:\n{text}"
     );
-    apply(&lab).await;
+    lab.apply_text().await;
     let image = kubectl(
         &kubeconfig,
         &[
@@ -300,7 +275,7 @@ async fn a_cluster_addon_is_applied_kept_converged_repaired_and_pruned() {
         ],
     );
     assert!(image.ends_with("pause:3.11"), "{image}");
-    assert!(change_lines(&plan(&lab).await).is_empty());
+    assert!(change_lines(&lab.plan_text().await).is_empty());
 }
 
 /// The `policy` add-on: a CRD, an object of its kind, and a ConfigMap.
@@ -328,7 +303,7 @@ async fn crds_conflicts_rollout_deadlines_and_saved_plans_of_addon_objects() {
 
     // A CRD and an object of its kind in one apply: the CRD first, until
     // Established, then the object.
-    let text = apply(&lab).await;
+    let text = lab.apply_text().await;
     assert!(
         text.contains(
             "+ addon/policy/CustomResourceDefinition.apiextensions.k8s.io/widgets.example.com"
@@ -341,7 +316,7 @@ async fn crds_conflicts_rollout_deadlines_and_saved_plans_of_addon_objects() {
         &["get", "widgets", "-n", "widgets", "-o", "name"],
     );
     assert_eq!(widgets, "widget.example.com/gear\n");
-    assert!(change_lines(&plan(&lab).await).is_empty());
+    assert!(change_lines(&lab.plan_text().await).is_empty());
 
     // An object someone else made, with other values: held back, untouched.
     let theirs = lab.dir.path().join("theirs.yaml");
@@ -369,14 +344,14 @@ async fn crds_conflicts_rollout_deadlines_and_saved_plans_of_addon_objects() {
         ),
     )
     .expect("manifest");
-    let text = plan(&lab).await;
+    let text = lab.plan_text().await;
     assert!(change_lines(&text).is_empty(), "{text}");
     assert!(
         text.contains("Warning: addon/policy/ConfigMap/widgets/taken: not applied")
             && text.contains("someone"),
         "{text}"
     );
-    apply(&lab).await;
+    lab.apply_text().await;
     let owner = kubectl(
         &kubeconfig,
         &[

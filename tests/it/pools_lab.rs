@@ -4,21 +4,8 @@
 //! highest indexes, every plan after an apply shows no changes, and an edit of
 //! the range that would move a member is refused at plan time.
 
-use crate::support::cli::{stderr, stdout};
-use crate::support::lab::Lab;
-
-/// The plan's change lines (`+ vm/...`, `- vm/...`), trimmed.
-fn change_lines(plan: &str) -> Vec<String> {
-    plan.lines()
-        .map(str::trim)
-        .filter(|l| {
-            ["+ ", "~ ", "- ", "-/+ "]
-                .iter()
-                .any(|m| l.starts_with(m) && l[m.len()..].contains('/') && !l.contains(" = "))
-        })
-        .map(str::to_owned)
-        .collect()
-}
+use crate::support::cli::stderr;
+use crate::support::lab::{Lab, change_lines};
 
 fn pool(net: &str, replicas: u32, range: &str) -> String {
     format!(
@@ -47,18 +34,6 @@ async fn vms(lab: &Lab) -> Vec<(String, u64, String)> {
     out
 }
 
-async fn plan(lab: &Lab) -> String {
-    let out = lab.run(&["plan"]).await;
-    assert!(out.status.success(), "plan failed");
-    stdout(&out)
-}
-
-async fn apply(lab: &Lab) -> String {
-    let out = lab.run(&["apply", "-auto-approve"]).await;
-    assert!(out.status.success(), "apply failed");
-    stdout(&out)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_pool_is_allocated_scaled_up_and_down_and_keeps_its_members() {
     let lab = Lab::start_for_pools("16.1", 5).await;
@@ -68,7 +43,7 @@ async fn a_worker_pool_is_allocated_scaled_up_and_down_and_keeps_its_members() {
 
     // Three members over two hosts: the lowest IPs, vmids from their last
     // octet, the host with the fewest members (ties: list order).
-    let text = apply(&lab).await;
+    let text = lab.apply_text().await;
     assert!(
         text.contains("pool workers: 0 -> 3 (adds lab-wk-1, lab-wk-2, lab-wk-3)"),
         "{text}"
@@ -104,11 +79,11 @@ async fn a_worker_pool_is_allocated_scaled_up_and_down_and_keeps_its_members() {
             "3 lab-wk-3 127.16.1.126"
         ]
     );
-    assert!(change_lines(&plan(&lab).await).is_empty());
+    assert!(change_lines(&lab.plan_text().await).is_empty());
 
     // Scaled to 5: two members added, nothing else touched.
     lab.write_topology(|t| format!("{t}{}", pool("16.1", 5, range)));
-    let text = plan(&lab).await;
+    let text = lab.plan_text().await;
     assert!(
         text.contains("pool workers: 3 -> 5 (adds lab-wk-4, lab-wk-5)"),
         "{text}"
@@ -121,7 +96,7 @@ async fn a_worker_pool_is_allocated_scaled_up_and_down_and_keeps_its_members() {
             .all(|l| l.contains("lab-wk-4") || l.contains("lab-wk-5")),
         "only the new members change:\n{text}"
     );
-    apply(&lab).await;
+    lab.apply_text().await;
     let members: Vec<(String, u64, String)> = vms(&lab)
         .await
         .into_iter()
@@ -137,11 +112,11 @@ async fn a_worker_pool_is_allocated_scaled_up_and_down_and_keeps_its_members() {
             ("lab-wk-5", 128, "pve1"),
         ])
     );
-    assert!(change_lines(&plan(&lab).await).is_empty());
+    assert!(change_lines(&lab.plan_text().await).is_empty());
 
     // Scaled to 2: the three highest indexes leave.
     lab.write_topology(|t| format!("{t}{}", pool("16.1", 2, range)));
-    let text = plan(&lab).await;
+    let text = lab.plan_text().await;
     assert!(
         text.contains("pool workers: 5 -> 2 (removes lab-wk-3, lab-wk-4, lab-wk-5)"),
         "{text}"
@@ -154,7 +129,7 @@ async fn a_worker_pool_is_allocated_scaled_up_and_down_and_keeps_its_members() {
                 .any(|h| l.contains(h))),
         "{text}"
     );
-    apply(&lab).await;
+    lab.apply_text().await;
     let names: Vec<String> = vms(&lab).await.into_iter().map(|v| v.0).collect();
     assert_eq!(
         names,
@@ -166,7 +141,7 @@ async fn a_worker_pool_is_allocated_scaled_up_and_down_and_keeps_its_members() {
             "lab-wk-2"
         ]
     );
-    assert!(change_lines(&plan(&lab).await).is_empty());
+    assert!(change_lines(&lab.plan_text().await).is_empty());
 
     // A range that leaves member 1 outside is refused, naming it.
     lab.write_topology(|t| format!("{t}{}", pool("16.1", 2, "127.16.1.125-127.16.1.130")));
@@ -191,7 +166,7 @@ async fn a_control_plane_pool_scales_down_through_etcd_leave() {
     };
     lab.write_topology(|t| format!("{t}{}", cp_pool(3)));
     lab.import_secrets().await;
-    apply(&lab).await;
+    lab.apply_text().await;
     let first = &lab.ips[0];
     assert_eq!(
         lab.etcd_members(first).await,
@@ -202,10 +177,10 @@ async fn a_control_plane_pool_scales_down_through_etcd_leave() {
             "127.16.3.126"
         ]
     );
-    assert!(change_lines(&plan(&lab).await).is_empty());
+    assert!(change_lines(&lab.plan_text().await).is_empty());
 
     lab.write_topology(|t| format!("{t}{}", cp_pool(1)));
-    let text = plan(&lab).await;
+    let text = lab.plan_text().await;
     assert!(
         text.contains("pool cp: 3 -> 1 (removes lab-cp-2, lab-cp-3)"),
         "{text}"
@@ -214,11 +189,11 @@ async fn a_control_plane_pool_scales_down_through_etcd_leave() {
         text.contains("Warning: 2 control planes will remain"),
         "{text}"
     );
-    apply(&lab).await;
+    lab.apply_text().await;
     assert_eq!(
         lab.etcd_members(first).await,
         ["127.16.3.121", "127.16.3.124"],
         "etcd follows the pool"
     );
-    assert!(change_lines(&plan(&lab).await).is_empty());
+    assert!(change_lines(&lab.plan_text().await).is_empty());
 }

@@ -258,3 +258,34 @@ impl Lab {
         .expect("credentials")
     }
 }
+
+/// A plan's change lines (`+ vm/...`, `~ addon/...`, `- config/...`: the
+/// marks indented by two spaces), trimmed; field lines and config diffs,
+/// indented deeper, left out.
+pub fn change_lines(plan: &str) -> Vec<String> {
+    plan.lines()
+        .filter_map(|l| l.strip_prefix("  "))
+        .filter(|l| {
+            ["+ ", "~ ", "- ", "-/+ "]
+                .iter()
+                .any(|m| l.starts_with(m) && l[m.len()..].contains('/') && !l.contains(" = "))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+impl Lab {
+    /// `plan`'s standard output, after checking it succeeded.
+    pub async fn plan_text(&self) -> String {
+        let out = self.run(&["plan"]).await;
+        assert!(out.status.success(), "plan failed");
+        stdout(&out)
+    }
+
+    /// `apply -auto-approve`'s standard output, after checking it succeeded.
+    pub async fn apply_text(&self) -> String {
+        let out = self.run(&["apply", "-auto-approve"]).await;
+        assert!(out.status.success(), "apply failed");
+        stdout(&out)
+    }
+}

@@ -54,8 +54,9 @@ pub fn inputs_digest(args: &[String], values: &Value) -> String {
     hex::encode(Sha256::digest(doc.to_string().as_bytes()))
 }
 
-/// `v` with every object's keys in sorted order.
-fn canonical(v: &Value) -> Value {
+/// `v` with every object's keys in sorted order, at every level: the form
+/// digests are taken of, so that key order is never a change.
+pub fn canonical(v: &Value) -> Value {
     match v {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();

@@ -88,25 +88,8 @@ pub struct ObservedObjects {
 /// Hex SHA-256 of `value`'s canonical JSON (object keys sorted at every
 /// level), so that the order keys were written in is not a change.
 pub fn digest(value: &Value) -> String {
-    let bytes = serde_json::to_vec(&canonical(value)).unwrap_or_default();
+    let bytes = serde_json::to_vec(&crate::addon::helm::canonical(value)).unwrap_or_default();
     hex::encode(Sha256::digest(&bytes))
-}
-
-/// `value` with every object's keys sorted.
-fn canonical(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), canonical(&map[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
-        other => other.clone(),
-    }
 }
 
 /// Where plan_objects puts what it finds.
