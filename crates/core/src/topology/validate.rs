@@ -72,6 +72,7 @@ pub fn validate(
             declared_pci_mappings,
         },
     );
+    name_member_fields(&mut cx.diagnostics, listed, &memberships);
     let nodes = nodes.map(|mut nodes| {
         for (node, m) in nodes.iter_mut().skip(listed).zip(memberships) {
             node.pool = Some(m);
@@ -139,6 +140,28 @@ type Members = (
     Option<Spanned<Vec<Spanned<RawNode>>>>,
     Vec<super::pools::Membership>,
 );
+
+/// A member's diagnostics name the pool's keys, where its settings come
+/// from (`pools.gpus.hostpci[0].mapping`), not its place in the node list.
+fn name_member_fields(
+    diagnostics: &mut [Diagnostic],
+    listed: usize,
+    memberships: &[super::pools::Membership],
+) {
+    for d in diagnostics {
+        let Some(field) = &d.field else { continue };
+        let Some((index, rest)) = field
+            .strip_prefix("nodes[")
+            .and_then(|f| f.split_once(']'))
+            .and_then(|(i, rest)| Some((i.parse::<usize>().ok()?, rest)))
+        else {
+            continue;
+        };
+        if let Some(m) = index.checked_sub(listed).and_then(|k| memberships.get(k)) {
+            d.field = Some(format!("pools.{}{rest}", m.pool));
+        }
+    }
+}
 
 /// The pools' members, allocated ([`super::pools`]).
 fn pool_members(
