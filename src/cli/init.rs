@@ -383,8 +383,13 @@ fn nodes(cluster: &str, roles: Vec<(Ipv4Addr, Kind)>) -> Vec<Node> {
 /// The files of the scaffold, as (path relative to DIR, content), in the
 /// order they are written and listed.
 fn files(s: &Scaffold, dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut schema =
+        serde_json::to_string_pretty(&talosprov_core::topology::schema::cluster_schema())
+            .unwrap_or_default();
+    schema.push('\n');
     let mut out = vec![
         (PathBuf::from("cluster.yaml"), topology(s, dir)),
+        (PathBuf::from("cluster.schema.json"), schema),
         (PathBuf::from(".gitignore"), GITIGNORE.to_owned()),
     ];
     for (path, text) in SHARED_PATCHES {
@@ -586,8 +591,8 @@ fn header(y: &mut String, s: &Scaffold, dir: &Path) {
 # control planes behind a VIP. Check it offline with:
 #   talosprov validate -f {file}
 # then `talosprov plan` and `talosprov apply`. Editors that use the YAML language
-# server check this file against cluster.schema.json (first line), which
-# `talosprov schema > cluster.schema.json` writes in this folder.
+# server check this file against cluster.schema.json (first line), written
+# here by `talosprov init`; `talosprov schema > cluster.schema.json` renews it.
 #
 # Credentials never go in this file: talosprov reads the Proxmox API token from
 # PROXMOX_VE_API_TOKEN (USER@REALM!TOKENID=SECRET) in the environment.

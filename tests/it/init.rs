@@ -78,12 +78,19 @@ fn init_with_defaults_is_valid_with_one_control_plane() {
         tree(&tmp.path().join("lab")),
         [
             ".gitignore",
+            "cluster.schema.json",
             "cluster.yaml",
             "patches/common/40-kubelet.yaml",
             "patches/controlplane/10-network-vip.yaml.tftpl",
             "patches/controlplane/20-cluster-cni-proxy.yaml",
             "patches/controlplane/30-extra-manifests.yaml",
         ]
+    );
+    // The schema its first line names is there, and is `talosprov schema`'s.
+    let schema = talosprov().arg("schema").output().expect("run talosprov");
+    assert_eq!(
+        std::fs::read(tmp.path().join("lab/cluster.schema.json")).expect("schema"),
+        schema.stdout
     );
 }
 
