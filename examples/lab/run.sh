@@ -74,6 +74,9 @@ pids+=($!)
 echo "== starting the Talos simulator on ${nodes[*]} (port 50000)"
 sim_args=()
 for ip in "${nodes[@]}"; do sim_args+=(--node "$ip"); done
+# Talos's nocloud platform names each node after its Proxmox VM (the topology's
+# hostname), which the simulator cannot see: it is told.
+sim_args+=(--hostname 127.0.0.121=talos-controlplane-01 --hostname 127.0.0.122=talos-worker-01 --hostname 127.0.0.123=talos-gpu-01)
 # talos-gpu-01 has the lab's GPU passed through (pci_mappings.gpu, 10de:2507).
 sim_args+=(--gpu-node 127.0.0.123)
 # A node reset without reboot halts; it is powered on again 2 s later, as when

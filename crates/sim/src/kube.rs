@@ -928,7 +928,15 @@ fn nodes(shared: &Shared, key: &str, cni_addon: bool, device_plugin: bool) -> Ve
     let cni = cni_addon || talos_deploys_cni;
     let mut out = Vec::new();
     for node in &shared.nodes {
-        let state = node.lock();
+        let mut state = node.lock();
+        if state.phase == Phase::Secure
+            && state.config.as_ref().is_some_and(|c| cluster_key(c) == key)
+        {
+            state
+                .registered_at
+                .get_or_insert_with(crate::state::unix_now);
+        }
+        let registered = state.registered_at.unwrap_or_default();
         let Some(cfg) = state.config.as_ref().filter(|c| cluster_key(c) == key) else {
             continue;
         };
@@ -941,12 +949,27 @@ fn nodes(shared: &Shared, key: &str, cni_addon: bool, device_plugin: bool) -> Ve
             && NVIDIA_MODULES
                 .iter()
                 .all(|m| kernel_modules(&cfg.raw).iter().any(|k| k == m));
-        out.push(node_object(&name, node.ip, cfg, cni, gpu));
+        out.push(node_object(&name, node.ip, cfg, (cni, gpu), registered));
     }
     out
 }
 
-fn node_object(name: &str, ip: IpAddr, cfg: &NodeConfig, ready: bool, gpu: bool) -> Value {
+/// The `Node` the kubelet registers: `(ready, gpu)` for its Ready condition and its
+/// `nvidia.com/gpu`, `registered` (Unix seconds) for its `creationTimestamp`.
+fn node_object(
+    name: &str,
+    ip: IpAddr,
+    cfg: &NodeConfig,
+    (ready, gpu): (bool, bool),
+    registered: u64,
+) -> Value {
+    let created = time::OffsetDateTime::from_unix_timestamp(registered as i64)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default();
     let mut resources =
         json!({"cpu": "2", "memory": "4005276Ki", "pods": "110", "ephemeral-storage": "40Gi"});
     if gpu {
@@ -966,7 +989,7 @@ fn node_object(name: &str, ip: IpAddr, cfg: &NodeConfig, ready: bool, gpu: bool)
     };
     json!({
         "kind": "Node", "apiVersion": "v1",
-        "metadata": {"name": name, "labels": labels, "creationTimestamp": "2026-01-01T00:00:00Z",
+        "metadata": {"name": name, "labels": labels, "creationTimestamp": created,
                      "resourceVersion": "1", "uid": format!("sim-{ip}")},
         "spec": {},
         "status": {
@@ -988,12 +1011,16 @@ fn node_table(nodes: &[Value]) -> Value {
         .iter()
         .map(|n| {
             let ready = n["status"]["conditions"][0]["status"] == "True";
-            let roles = if n["metadata"]["labels"].get("node-role.kubernetes.io/control-plane").is_some() {
+            let roles = if n["metadata"]["labels"]
+                .get("node-role.kubernetes.io/control-plane")
+                .is_some()
+            {
                 "control-plane"
             } else {
                 "<none>"
             };
-            json!({"cells": [n["metadata"]["name"], if ready { "Ready" } else { "NotReady" }, roles, "1d",
+            json!({"cells": [n["metadata"]["name"], if ready { "Ready" } else { "NotReady" }, roles,
+                             age(n["metadata"]["creationTimestamp"].as_str()),
                              n["status"]["nodeInfo"]["kubeletVersion"]],
                    "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                               "metadata": n["metadata"]}})

@@ -79,7 +79,13 @@ impl Simulator {
         }
         let nodes: Vec<Arc<Node>> = ips
             .iter()
-            .map(|ip| Arc::new(Node::new(*ip, options.talos_version.clone())))
+            .map(|ip| {
+                Arc::new(Node::new(
+                    *ip,
+                    options.talos_version.clone(),
+                    options.hostnames.get(ip).cloned(),
+                ))
+            })
             .collect();
         let shared = Arc::new(Shared::new(options, nodes.clone()));
         let tasks = nodes

@@ -252,6 +252,7 @@ impl pb::machine_service_server::MachineService for Api {
                 state.etcd_data = false;
                 state.etcd_lost = false;
                 state.staged_image = None;
+                state.registered_at = None;
                 if request.reboot {
                     let delay = self.shared.options.reboot_delay;
                     self.node.reboot(&mut state, delay);

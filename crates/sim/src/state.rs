@@ -115,21 +115,28 @@ pub(crate) struct NodeState {
     pub served: Vec<ServedRpc>,
     /// How many times the node went down to reboot.
     pub reboots: u32,
+    /// When its kubelet registered the Kubernetes `Node` (first served by the API),
+    /// in seconds since the Unix epoch: the Node's `creationTimestamp`. A reset clears it.
+    pub registered_at: Option<u64>,
 }
 
 /// One simulated node.
 #[derive(Debug)]
 pub(crate) struct Node {
     pub ip: IpAddr,
+    /// The hostname the node's platform gives it: on Proxmox's nocloud, the VM name
+    /// from the cloud-init user-data. `None` when the simulator was not told.
+    pub platform_hostname: Option<String>,
     state: Mutex<NodeState>,
     /// Bumped whenever the node must stop serving and look at its phase again.
     pub generation: watch::Sender<u64>,
 }
 
 impl Node {
-    pub fn new(ip: IpAddr, tag: String) -> Node {
+    pub fn new(ip: IpAddr, tag: String, platform_hostname: Option<String>) -> Node {
         Node {
             ip,
+            platform_hostname,
             state: Mutex::new(NodeState {
                 phase: Phase::Maintenance,
                 config: None,
@@ -146,6 +153,7 @@ impl Node {
                 faults: Faults::default(),
                 served: Vec::new(),
                 reboots: 0,
+                registered_at: None,
             }),
             generation: watch::channel(0).0,
         }
@@ -160,12 +168,16 @@ impl Node {
         self.generation.send_modify(|g| *g += 1);
     }
 
-    /// The hostname Talos would use: the configured one, else a stable name from the IP.
+    /// The hostname Talos would use, in Talos's order of precedence: one set in the
+    /// machine config, else the platform's (the Proxmox VM name, which nocloud reads
+    /// from the cloud-init user-data and which outranks `HostnameConfig auto: stable`),
+    /// else a stable name from the IP, standing in for `auto: stable`.
     pub fn hostname(&self, state: &NodeState) -> String {
         state
             .config
             .as_ref()
             .and_then(|c| c.hostname.clone())
+            .or_else(|| self.platform_hostname.clone())
             .unwrap_or_else(|| format!("talos-{}", self.ip.to_string().replace(['.', ':'], "-")))
     }
 
@@ -441,7 +453,7 @@ impl Shared {
 pub(crate) const MIN_REBOOT_SECONDS: u64 = 30;
 
 /// The wall clock in seconds since the Unix epoch (0 before it).
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -492,6 +504,11 @@ pub struct SimOptions {
     /// Proxmox's `hostpci`): their Kubernetes node has `nvidia.com/gpu: 1` once
     /// the NVIDIA modules are loaded and a device plugin runs.
     pub gpu_nodes: Vec<std::net::IpAddr>,
+    /// The hostname each node's platform gives it, as Talos's nocloud platform takes the
+    /// Proxmox VM name from the cloud-init user-data (the simulator cannot see Proxmox).
+    /// It names the node in etcd, its certificates and its Kubernetes `Node` object,
+    /// unless the machine config sets one. A node left out gets `talos-<ip with dashes>`.
+    pub hostnames: std::collections::BTreeMap<std::net::IpAddr, String>,
 }
 
 impl Default for SimOptions {
@@ -500,6 +517,7 @@ impl Default for SimOptions {
             talos_version: "v1.13.8".to_string(),
             reboot_delay: Duration::from_secs(2),
             gpu_nodes: Vec::new(),
+            hostnames: std::collections::BTreeMap::new(),
         }
     }
 }

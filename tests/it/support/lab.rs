@@ -43,6 +43,18 @@ const HA_NODES: &str = "nodes:
   - { hostname: talos-worker-02, ip: 127.0.0.125, role: worker, cores: 4, memory: 8192, disk_size: 100 }
 ";
 
+/// The hostnames of the lab's nodes at `.121` on, as `examples/lab/cluster.yaml` lists them.
+const LAB_HOSTNAMES: [&str; 3] = ["talos-controlplane-01", "talos-worker-01", "talos-gpu-01"];
+
+/// The hostnames of `HA_NODES`, in address order.
+const HA_HOSTNAMES: [&str; 5] = [
+    "talos-cp-01",
+    "talos-cp-02",
+    "talos-cp-03",
+    "talos-worker-01",
+    "talos-worker-02",
+];
+
 impl Lab {
     /// Start a lab whose nodes are `127.<net>.121` to `.123` (`net` like
     /// "1.7": distinct per test, so tests run in parallel), with the
@@ -106,6 +118,18 @@ impl Lab {
                 reboot_delay: reboot,
                 // talos-gpu-01 has the lab's GPU passed through.
                 gpu_nodes: if ha { Vec::new() } else { vec![addrs[2]] },
+                // Each node is named after its VM, as nocloud names it; a pool's
+                // members are left to the simulator's stable names.
+                hostnames: addrs
+                    .iter()
+                    .copied()
+                    .zip(if ha {
+                        &HA_HOSTNAMES[..]
+                    } else {
+                        &LAB_HOSTNAMES[..]
+                    })
+                    .map(|(ip, name)| (ip, (*name).to_owned()))
+                    .collect(),
             },
         )
         .await

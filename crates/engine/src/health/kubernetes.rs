@@ -39,9 +39,9 @@ pub fn judge_kubernetes(
         .filter_map(|n| match of(n) {
             None => Some(format!("{}: not registered", n.label())),
             Some(k) if !k.ready => Some(format!(
-                "{}: {} is NotReady: {}",
+                "{}: {}NotReady: {}",
                 n.label(),
-                k.name,
+                registered_as(n, k),
                 k.reason
             )),
             Some(_) => None,
@@ -60,9 +60,9 @@ pub fn judge_kubernetes(
             .filter_map(|n| match of(n) {
                 Some(k) if k.gpus > 0 => None,
                 Some(k) => Some(format!(
-                    "{}: {} has no nvidia.com/gpu allocatable",
+                    "{}: {}no nvidia.com/gpu allocatable",
                     n.label(),
-                    k.name
+                    registered_as(n, k)
                 )),
                 None => Some(format!("{}: not registered", n.label())),
             })
@@ -75,6 +75,17 @@ pub fn judge_kubernetes(
         ));
     }
     out
+}
+
+/// `registered as <name>, ` when the Kubernetes node's name is not the topology's
+/// hostname (a machine config that sets another, or a platform that names nodes
+/// otherwise), else nothing: the hostname already names it.
+fn registered_as(n: &ClusterNode, k: &KubeNode) -> String {
+    if k.name == n.hostname {
+        String::new()
+    } else {
+        format!("registered as {}, ", k.name)
+    }
 }
 
 fn count(n: usize) -> String {
@@ -166,11 +177,25 @@ mod tests {
         assert_eq!(checks[0].status, CheckStatus::Fail);
         assert_eq!(
             checks[0].reason,
-            "failed on 2 of 3 nodes\nn1 (10.0.0.2): not registered\nn2 (10.0.0.3): k-10.0.0.3 is NotReady: cni plugin not initialized"
+            "failed on 2 of 3 nodes\nn1 (10.0.0.2): not registered\nn2 (10.0.0.3): registered as k-10.0.0.3, NotReady: cni plugin not initialized"
         );
         assert_eq!(
             checks[1].reason,
-            "failed on 1 of 1 node\nn2 (10.0.0.3): k-10.0.0.3 has no nvidia.com/gpu allocatable"
+            "failed on 1 of 1 node\nn2 (10.0.0.3): registered as k-10.0.0.3, no nvidia.com/gpu allocatable"
+        );
+        // A node registered under its topology hostname is not named twice.
+        let named = Ok(vec![KubeNode {
+            name: "n2".to_owned(),
+            ..kube("10.0.0.3", false, 0)
+        }]);
+        let checks = judge_kubernetes(&cluster()[2..], &gpu, &named);
+        assert_eq!(
+            checks[0].reason,
+            "failed on 1 of 1 node\nn2 (10.0.0.3): NotReady: cni plugin not initialized"
+        );
+        assert_eq!(
+            checks[1].reason,
+            "failed on 1 of 1 node\nn2 (10.0.0.3): no nvidia.com/gpu allocatable"
         );
         assert_eq!(
             judge_kubernetes(&cluster(), &[], &some).len(),

@@ -46,6 +46,26 @@ struct Args {
     /// reports `nvidia.com/gpu: 1` once the NVIDIA modules and a device plugin run.
     #[arg(long = "gpu-node", value_name = "IP")]
     gpu_nodes: Vec<IpAddr>,
+    /// The hostname a node's platform gives it (repeatable), as Talos's nocloud platform
+    /// takes the Proxmox VM name: it names the node in etcd and in Kubernetes unless its
+    /// machine config sets one. A node without it is `talos-<ip with dashes>`.
+    #[arg(long = "hostname", value_name = "IP=NAME", value_parser = hostname_of)]
+    hostnames: Vec<(IpAddr, String)>,
+}
+
+/// `IP=NAME`, the name a DNS label of at most 63 bytes.
+fn hostname_of(value: &str) -> Result<(IpAddr, String), String> {
+    let (ip, name) = value
+        .split_once('=')
+        .ok_or_else(|| format!("{value:?} is not IP=NAME"))?;
+    let ip = ip.parse().map_err(|e| format!("{ip:?}: {e}"))?;
+    let label = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    if name.is_empty() || name.len() > 63 || !name.chars().all(label) || name.starts_with('-') {
+        return Err(format!(
+            "{name:?} is not a hostname (lowercase letters, digits and '-', at most 63)"
+        ));
+    }
+    Ok((ip, name.to_owned()))
 }
 
 fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
@@ -81,6 +101,7 @@ async fn main() -> anyhow::Result<()> {
         talos_version: args.talos_version.clone(),
         reboot_delay: seconds(args.reboot_delay, "reboot-delay")?,
         gpu_nodes: args.gpu_nodes.clone(),
+        hostnames: args.hostnames.iter().cloned().collect(),
     };
     let slow_boot = seconds(args.slow_boot, "slow-boot")?;
     let refuse_for = seconds(args.refuse_for, "refuse-for")?;
@@ -116,4 +137,22 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("talos-sim: stopping");
     sim.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hostname_of;
+
+    #[test]
+    fn a_hostname_is_ip_equals_a_dns_label() {
+        assert_eq!(
+            hostname_of("127.0.0.121=talos-cp-01"),
+            Ok(("127.0.0.121".parse().expect("ip"), "talos-cp-01".to_owned()))
+        );
+        assert!(hostname_of("talos-cp-01").is_err(), "no IP");
+        assert!(hostname_of("127.0.0.300=cp").is_err(), "not an IP");
+        for bad in ["", "Upper", "-lead", "dot.ted", &"a".repeat(64)] {
+            assert!(hostname_of(&format!("127.0.0.1={bad}")).is_err(), "{bad:?}");
+        }
+    }
 }
