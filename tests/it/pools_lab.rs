@@ -197,3 +197,110 @@ async fn a_control_plane_pool_scales_down_through_etcd_leave() {
     );
     assert!(change_lines(&lab.plan_text().await).is_empty());
 }
+
+/// The lab topology with `talos-worker-01`'s entry edited by `edit` (given the
+/// entry's text; an empty result removes the node).
+fn worker_entry(t: &str, edit: impl Fn(&str) -> String) -> String {
+    let start = t.find("  - hostname: talos-worker-01\n").expect("worker");
+    let end = start
+        + t[start..]
+            .find("  - hostname: talos-gpu-01\n")
+            .expect("gpu");
+    format!("{}{}{}", &t[..start], edit(&t[start..end]), &t[end..])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_renamed_or_moved_into_a_pool_takes_its_vmid_once_its_old_vm_is_gone() {
+    let lab = Lab::start("16.5", std::time::Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    lab.apply_text().await;
+    let worker_ip = lab.ips[1].clone();
+    // The new VM at the address boots into maintenance mode once the old one
+    // is reset and gone, as the lab's `talos-sim --power-on-after` does.
+    let node = lab
+        .sim
+        .as_ref()
+        .expect("sim")
+        .node(worker_ip.parse().expect("ip"))
+        .expect("node");
+    let powering = tokio::spawn(async move {
+        loop {
+            if node
+                .wait_for_phase(
+                    |p| p == talosprov_sim::Phase::Halted,
+                    std::time::Duration::from_secs(3600),
+                )
+                .await
+            {
+                node.power_on();
+            }
+        }
+    });
+
+    // Renamed: same IP, so the same vmid (122). The old VM is deleted first,
+    // then the new one created at its vmid: no conflict, one apply.
+    lab.write_topology(|t| worker_entry(&t, |e| e.replace("talos-worker-01", "talos-worker-02")));
+    let text = lab.plan_text().await;
+    assert!(!text.contains("Conflict"), "{text}");
+    assert!(
+        text.contains("new worker node: VM 122 on pve1, once vm/talos-worker-01 has freed VM 122"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Plan: 1 to add, 0 to change, 1 to destroy. Talos: 1 config to apply."),
+        "{text}"
+    );
+    let plan: serde_json::Value = serde_json::from_str(&crate::support::cli::stdout(
+        &lab.run(&["plan", "--json"]).await,
+    ))
+    .expect("plan JSON");
+    let create = plan["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .find(|c| c["address"] == "vm/talos-worker-02")
+        .expect("the create");
+    assert!(
+        create["depends_on"]
+            .as_array()
+            .expect("depends_on")
+            .iter()
+            .any(|d| d == "vm/talos-worker-01"),
+        "{create:#}"
+    );
+    lab.apply_text().await;
+    let names: Vec<(String, u64, String)> = vms(&lab).await;
+    assert!(
+        names.contains(&("talos-worker-02".to_owned(), 122, "pve1".to_owned())),
+        "{names:?}"
+    );
+    assert!(change_lines(&lab.plan_text().await).is_empty());
+
+    // Moved into a pool whose range is its IP: the member takes VM 122 the
+    // same way.
+    lab.write_topology(|t| {
+        format!(
+            "{}pools:\n  workers:\n    replicas: 1\n    ip_range: {worker_ip}-{worker_ip}\n    \
+             cores: 2\n    memory: 2048\n    disk_size: 10\n",
+            worker_entry(&t, |_| String::new())
+        )
+    });
+    let text = lab.plan_text().await;
+    assert!(!text.contains("Conflict"), "{text}");
+    assert!(
+        text.contains("pool workers: 0 -> 1 (adds lab-workers-1)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("once vm/talos-worker-02 has freed VM 122"),
+        "{text}"
+    );
+    lab.apply_text().await;
+    let names: Vec<(String, u64, String)> = vms(&lab).await;
+    assert!(
+        names.contains(&("lab-workers-1".to_owned(), 122, "pve1".to_owned())),
+        "{names:?}"
+    );
+    assert!(change_lines(&lab.plan_text().await).is_empty());
+    powering.abort();
+}

@@ -180,12 +180,14 @@ fn plan_vms<'d>(
     out: &mut Collected,
 ) -> BTreeSet<&'d str> {
     let mut fresh_vms: BTreeSet<&str> = BTreeSet::new();
+    let vacating =
+        super::diff_vm::vacating(&state.resources.vms, |h| d.vms.get(h).map(|v| &v.record));
     for (host, want) in &d.vms {
         let mut below_image = None;
         let (changes, mut found) = out.changes_and_found();
         let intent = state.intent(&Address::Vm(host.clone()));
         let recorded = state.resources.vms.get(host);
-        match plan_vm(host, want, (recorded, intent), obs, &mut found) {
+        match plan_vm(host, want, (recorded, intent), (obs, &vacating), &mut found) {
             Ok(Some(mut c)) => {
                 if matches!(c.action, Action::Create | Action::Replace) {
                     fresh_vms.insert(host.as_str());

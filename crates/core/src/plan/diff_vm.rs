@@ -88,16 +88,35 @@ pub(super) fn plan_vm(
     host: &str,
     want: &DesiredVm,
     recorded: (Option<&format::Vm>, Option<&CreateIntent>),
-    obs: &Observed,
+    (obs, vacating): (&Observed, &Vacating),
     found: &mut Found<'_>,
 ) -> Result<Option<Change>, PlanError> {
     let address = Address::Vm(host.to_owned());
     let w = &want.record;
     let (recorded, intent) = recorded;
     let Some(rec) = recorded else {
-        return Ok(plan_unrecorded_vm(address, want, intent, obs, found));
+        let mut c = plan_unrecorded_vm(address, want, intent, (obs, vacating), found);
+        if let Some(c) = &mut c {
+            after_the_vm_it_replaces(c, w, vacating);
+        }
+        return Ok(c);
     };
-    if let Some(c) = plan_moved_vm(&address, rec, w) {
+    if let Some(mut c) = plan_moved_vm(&address, rec, w) {
+        // The new vmid must be free, or freed by this plan.
+        if let Some(seen) = obs
+            .vms
+            .get(&w.vmid)
+            .filter(|seen| vacated_by(w, Some(seen), vacating).is_none())
+        {
+            found.conflicts.push(ownership::conflict(
+                &address,
+                &w.vmid.to_string(),
+                vm_text(seen),
+                false,
+            ));
+            return Ok(None);
+        }
+        after_the_vm_it_replaces(&mut c, w, vacating);
         return Ok(Some(c));
     }
     let seen = if obs.refreshed {
@@ -132,19 +151,77 @@ pub(super) fn plan_vm(
     Ok(plan_vm_update(address, w, &current, seen))
 }
 
+/// The VMs talosprov made whose vmid this plan frees, by vmid: each is the
+/// record of a node that leaves the topology or moves to another vmid or host
+/// (`(hostname, record)`). A new VM may take such a vmid once that VM is gone.
+pub(super) type Vacating = BTreeMap<u32, (String, format::Vm)>;
+
+/// The vmids `state_vms` (the state's VM records by hostname) frees when the
+/// topology wants `desired_vms`.
+pub(super) fn vacating<'a>(
+    state_vms: &BTreeMap<String, format::Vm>,
+    mut desired: impl FnMut(&str) -> Option<&'a format::Vm>,
+) -> Vacating {
+    state_vms
+        .iter()
+        .filter(|(host, rec)| {
+            desired(host).is_none_or(|w| w.vmid != rec.vmid || w.node != rec.node)
+        })
+        .map(|(host, rec)| (rec.vmid, (host.clone(), rec.clone())))
+        .collect()
+}
+
+/// The hostname whose VM, made by talosprov and leaving this plan, holds
+/// `w`'s vmid on `w`'s host as refresh saw it (or as recorded, offline).
+fn vacated_by<'v>(
+    w: &format::Vm,
+    seen: Option<&ObservedVm>,
+    vacating: &'v Vacating,
+) -> Option<&'v str> {
+    let (host, rec) = vacating.get(&w.vmid)?;
+    let same = |node: &str, name: Option<&str>| node == rec.node && name == Some(rec.name.as_str());
+    let ours = seen.is_none_or(|s| same(&s.node, s.name.as_deref()));
+    (ours && rec.node == w.node).then_some(host.as_str())
+}
+
+/// A VM created at a vmid that another of talosprov's VMs frees in the same
+/// plan (a node renamed, or moved into a pool) is created once that VM is
+/// deleted: the change depends on it, and the reason says so.
+fn after_the_vm_it_replaces(c: &mut Change, w: &format::Vm, vacating: &Vacating) {
+    if !matches!(c.action, Action::Create | Action::Replace) {
+        return;
+    }
+    let Some((host, _)) = vacating
+        .get(&w.vmid)
+        .filter(|(h, r)| r.node == w.node && Address::Vm(h.clone()) != c.address)
+    else {
+        return;
+    };
+    let other = Address::Vm(host.clone());
+    if !c.depends_on.contains(&other) {
+        c.depends_on.push(other.clone());
+    }
+    c.reason = format!("{}, once {other} has freed VM {}", c.reason, w.vmid);
+}
+
 /// A VM the state has no record of: created, or adopted when an interrupted
 /// apply left it half-made (its create intent matches what Proxmox shows);
-/// another VM at the vmid is a conflict.
+/// another VM at the vmid is a conflict, unless it is one of talosprov's own
+/// that this plan deletes or moves (`vacating`).
 fn plan_unrecorded_vm(
     address: Address,
     want: &DesiredVm,
     intent: Option<&CreateIntent>,
-    obs: &Observed,
+    (obs, vacating): (&Observed, &Vacating),
     found: &mut Found<'_>,
 ) -> Option<Change> {
     let w = &want.record;
     let made = intent.is_some_and(|i| i.is_vm(w.vmid, &w.node, &w.name));
-    if let Some(seen) = obs.vms.get(&w.vmid) {
+    if let Some(seen) = obs
+        .vms
+        .get(&w.vmid)
+        .filter(|seen| vacated_by(w, Some(seen), vacating).is_none())
+    {
         let ours = seen.node == w.node && seen.name.as_deref() == Some(w.name.as_str());
         if made && ours {
             let mut c = change(

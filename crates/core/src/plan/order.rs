@@ -217,6 +217,16 @@ pub fn order(plan: &mut Plan, desired: &Desired) {
         .filter(|c| matches!(c.address, Address::Vm(_)) && c.action == Action::Delete)
         .map(|c| c.address.clone())
         .collect();
+    // The VMs a create may wait for: deleted, or replaced at another vmid.
+    let vm_frees: BTreeSet<Address> = plan
+        .changes
+        .iter()
+        .filter(|c| {
+            matches!(c.address, Address::Vm(_))
+                && matches!(c.action, Action::Delete | Action::Replace)
+        })
+        .map(|c| c.address.clone())
+        .collect();
     let tiers: Vec<(Address, u8, bool)> = plan
         .changes
         .iter()
@@ -233,6 +243,16 @@ pub fn order(plan: &mut Plan, desired: &Desired) {
         let mut deps: Vec<Address> = Vec::new();
         match (&c.address, c.action) {
             (Address::Vm(host), Action::Create | Action::Replace | Action::Update) => {
+                // A VM created at a vmid another VM of the plan frees waits for
+                // it (set by the diff, kept here).
+                if c.action != Action::Update {
+                    deps.extend(
+                        c.depends_on
+                            .iter()
+                            .filter(|a| vm_frees.contains(a))
+                            .cloned(),
+                    );
+                }
                 if let Some(vm) = desired.vms.get(host) {
                     deps.push(Address::Image(vm.image.clone()));
                     if let Some(pool) = &vm.spec.pool {
