@@ -419,6 +419,7 @@ async fn apply_locked(
             crate::ui::write_stdout(
                 "\nApply complete! Resources: 0 added, 0 changed, 0 destroyed.\n",
             )?;
+            warn_targeted(settings);
         }
         Report::Ran(plan, outcome) => {
             run_result(&plan, outcome)?;
@@ -426,6 +427,7 @@ async fn apply_locked(
                 "\n{}\n",
                 crate::ui::plan::apply_summary_line(&plan.summary())
             ))?;
+            warn_targeted(settings);
             if let Some(e) = conflicts_error(&plan) {
                 return Err(e);
             }
@@ -497,6 +499,18 @@ async fn kubernetes_ready(
         failing.join("\n  ")
     )
     .into())
+}
+
+/// After an apply made with `-target` (given, or kept in the saved plan),
+/// OpenTofu's reminder: the changes applied may be incomplete.
+fn warn_targeted(settings: &ApplySettings) {
+    if !settings.targets.is_empty() {
+        crate::ui::warn(
+            "Applied changes may be incomplete: the plan was made with -target, so some \
+             changes the topology asks for may have been left out. Run `talosprov plan` to \
+             check that no other changes are pending.",
+        );
+    }
 }
 
 /// What `apply` gives the engine's session: planning against Proxmox and
