@@ -15,6 +15,10 @@ use crate::state::config::{self, StateSection};
 use crate::state::encrypt::{self, StateKeys};
 use crate::state::{Backend, BackendError, LockInfo, StateBackend, StateStore, StoreError};
 
+/// The topology file `-f` names when it is not given: `cluster.yaml` in the
+/// current folder.
+pub const DEFAULT_TOPOLOGY: &str = "cluster.yaml";
+
 /// Where the state is: next to the topology file, at `--state`, or behind the
 /// http backend (`TF_HTTP_ADDRESS`, `--backend-config`).
 #[derive(Debug, Clone, Args)]
@@ -24,7 +28,7 @@ pub struct StateOptions {
         short = 'f',
         long = "file",
         value_name = "FILE",
-        default_value = "cluster.yaml"
+        default_value = DEFAULT_TOPOLOGY
     )]
     pub file: PathBuf,
 

@@ -404,7 +404,8 @@ async fn targeted_saved_plan_applies_only_the_target_and_its_dependencies() {
     let text = stdout(&out);
     assert!(text.contains("+ vm/talos-controlplane-01"), "{text}");
     assert!(!text.contains("vm/talos-worker-01"), "{text}");
-    // The plan says it is partial.
+    // The plan says it is partial, and how to apply it: the lab's topology is
+    // not ./cluster.yaml, so the command names it.
     let warned = stderr(&out);
     assert!(
         warned.contains(
@@ -414,6 +415,11 @@ async fn targeted_saved_plan_applies_only_the_target_and_its_dependencies() {
         "{warned}"
     );
     assert!(!warned.contains("matches no resource"), "{warned}");
+    let hint = format!(
+        "To perform exactly these actions, run:\n    talosprov apply -f {} {file}\n",
+        lab.topology().display()
+    );
+    assert!(text.ends_with(&hint), "{text}");
 
     // A target that names nothing plans nothing, and says so.
     let out = lab
