@@ -431,7 +431,7 @@ fn gitlab_ci(cluster: &str) -> String {
 
 /// What talosprov and its users write beside the topology that must not be
 /// committed: the state and its backup, lock and temporary files, saved plans
-/// (they hold the cluster's secrets), and the outputs.
+/// (they hold the cluster's secrets), the outputs, and etcd snapshots.
 const GITIGNORE: &str = "\
 # Written by talosprov beside cluster.yaml; none of it belongs in Git.
 
@@ -460,6 +460,10 @@ talosconfig
 *.talosconfig
 secrets.yaml
 rendered/
+
+# The etcd snapshots apply saves before a control plane's upgrade or removal
+# (`etcd-<node>-before-<action>.snapshot`): they hold every Kubernetes secret.
+etcd-*.snapshot
 ";
 
 /// Write `files` under `dir`, refusing (before writing anything) when any
