@@ -41,7 +41,8 @@ pub struct PlanArgs {
     #[arg(long = "detailed-exitcode")]
     pub detailed_exitcode: bool,
 
-    /// Print the plan as JSON (format_version 2; see `talosprov::plan::Plan`).
+    /// Print the plan as JSON (format_version 2; its keys are described
+    /// under "Plan JSON" in talosprov's README.md).
     #[arg(long)]
     pub json: bool,
 
