@@ -47,6 +47,22 @@ fn help_words(path: &[String]) -> String {
 }
 
 #[test]
+fn only_the_top_level_offers_version() {
+    assert!(help(&["--help"]).contains("-V, --version"));
+    let commands = every_command();
+    assert!(commands.len() > 20, "{commands:?}");
+    for path in &commands {
+        let text = help_words(path);
+        assert!(!text.contains("--version"), "{path:?}: {text}");
+    }
+    let out = talosprov()
+        .args(["plan", "--version"])
+        .output()
+        .expect("run talosprov");
+    assert_eq!(out.status.code(), Some(2), "plan --version is no flag");
+}
+
+#[test]
 fn helps_name_no_internal_rust_type_and_plan_json_points_to_the_readme() {
     for path in every_command() {
         let text = help_words(&path);
@@ -60,4 +76,30 @@ fn helps_name_no_internal_rust_type_and_plan_json_points_to_the_readme() {
     let readme = std::fs::read_to_string(crate::support::fixtures::repo().join("README.md"))
         .expect("README.md");
     assert!(readme.contains("**Plan JSON** (`plan -json`, `format_version` 2)"));
+}
+
+#[test]
+fn each_command_of_the_usual_flow_has_a_description_and_an_example() {
+    for name in [
+        "init",
+        "validate",
+        "render",
+        "plan",
+        "apply",
+        "show",
+        "output",
+        "import",
+        "destroy",
+        "health",
+        "schema",
+        "completion",
+    ] {
+        let text = help(&[name, "--help"]);
+        let (summary, rest) = text.split_once("\n\n").expect("a summary line");
+        assert!(!summary.contains('\n'), "{name}: {text}");
+        assert!(
+            format!("\n{rest}").contains(&format!("\nExample: talosprov {name} ")),
+            "{name} has no long description with an example:\n{text}"
+        );
+    }
 }
