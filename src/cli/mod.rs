@@ -161,7 +161,7 @@ pub enum Command {
     /// Checks that need a CNI are skipped when the CNI is `none`. Prints each
     /// check; exits 1 naming the failing ones.
     ///
-    /// Example: talosprov health -f cluster.yaml --wait 300
+    /// Example: talosprov health -f cluster.yaml --wait 5m
     Health(health::HealthArgs),
     /// Print the JSON Schema of the topology file, for editors and other tools.
     ///
