@@ -11,7 +11,9 @@
 pub mod cli;
 pub mod ui;
 
-pub use talosprov_core::{addon, inputs, machine, patch, paths, plan, sensitive, topology, vm};
+pub use talosprov_core::{
+    addon, duration, inputs, machine, patch, paths, plan, sensitive, topology, vm,
+};
 pub use talosprov_engine::{apply, health};
 pub use talosprov_factory as factory;
 pub use talosprov_files as files;

@@ -104,7 +104,7 @@ pub const INTERRUPT_GRACE_VAR: &str = "TALOSPROV_INTERRUPT_GRACE";
 /// # Errors
 /// A value that is neither seconds nor a duration.
 pub(super) fn interrupt_grace() -> anyhow::Result<std::time::Duration> {
-    duration_var(INTERRUPT_GRACE_VAR, Waits::default().interrupt_grace, "20s")
+    duration_var(INTERRUPT_GRACE_VAR, Waits::default().interrupt_grace)
 }
 
 /// The variable that bounds each wait of an add-on's object (the API
@@ -117,31 +117,21 @@ pub const ROLLOUT_WAIT_VAR: &str = "TALOSPROV_ROLLOUT_WAIT";
 /// # Errors
 /// A value that is neither seconds nor a duration.
 pub(super) fn rollout_wait() -> anyhow::Result<std::time::Duration> {
-    duration_var(ROLLOUT_WAIT_VAR, Waits::default().rollout, "5m")
+    duration_var(ROLLOUT_WAIT_VAR, Waits::default().rollout)
 }
 
-/// The duration the variable `name` gives, in seconds or as a duration such as
-/// `example`; `default` when it is unset or empty.
+/// The duration the variable `name` gives, read as every duration is
+/// ([`crate::duration::parse`]: seconds, or such as `5m`); `default` when it
+/// is unset or empty.
 ///
 /// # Errors
-/// A value that is neither seconds nor a duration.
-fn duration_var(
-    name: &str,
-    default: std::time::Duration,
-    example: &str,
-) -> anyhow::Result<std::time::Duration> {
+/// A value that is neither seconds nor a duration, naming the variable.
+fn duration_var(name: &str, default: std::time::Duration) -> anyhow::Result<std::time::Duration> {
     let Some(text) = std::env::var(name).ok().filter(|t| !t.trim().is_empty()) else {
         return Ok(default);
     };
-    let text = text.trim();
-    text.parse::<u64>()
-        .map(std::time::Duration::from_secs)
-        .or_else(|_| humantime::parse_duration(text))
-        .map_err(|_| {
-            anyhow::anyhow!(
-                "{name}={text:?} is not a number of seconds nor a duration such as {example}"
-            )
-        })
+    crate::duration::parse(&text)
+        .map_err(|expected| anyhow::anyhow!("{name}={text:?} is {expected}"))
 }
 
 /// What the executor needs, for apply and destroy.
@@ -419,6 +409,7 @@ async fn apply_locked(
             crate::ui::write_stdout(
                 "\nApply complete! Resources: 0 added, 0 changed, 0 destroyed.\n",
             )?;
+            warn_targeted(settings);
         }
         Report::Ran(plan, outcome) => {
             run_result(&plan, outcome)?;
@@ -426,6 +417,7 @@ async fn apply_locked(
                 "\n{}\n",
                 crate::ui::plan::apply_summary_line(&plan.summary())
             ))?;
+            warn_targeted(settings);
             if let Some(e) = conflicts_error(&plan) {
                 return Err(e);
             }
@@ -452,7 +444,7 @@ pub const READY_WAIT_VAR: &str = "TALOSPROV_READY_WAIT";
 /// # Errors
 /// A value that is neither seconds nor a duration.
 fn ready_wait() -> anyhow::Result<std::time::Duration> {
-    duration_var(READY_WAIT_VAR, KUBERNETES_READY_WAIT, "5m")
+    duration_var(READY_WAIT_VAR, KUBERNETES_READY_WAIT)
 }
 
 /// Apply's final gate, when the cluster has a CNI (its own or an add-on's): every
@@ -497,6 +489,18 @@ async fn kubernetes_ready(
         failing.join("\n  ")
     )
     .into())
+}
+
+/// After an apply made with `-target` (given, or kept in the saved plan),
+/// OpenTofu's reminder: the changes applied may be incomplete.
+fn warn_targeted(settings: &ApplySettings) {
+    if !settings.targets.is_empty() {
+        crate::ui::warn(
+            "Applied changes may be incomplete: the plan was made with -target, so some \
+             changes the topology asks for may have been left out. Run `talosprov plan` to \
+             check that no other changes are pending.",
+        );
+    }
 }
 
 /// What `apply` gives the engine's session: planning against Proxmox and

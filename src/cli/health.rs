@@ -18,10 +18,10 @@ use crate::topology::{Role, Topology};
 /// Arguments of `talosprov health`.
 #[derive(Debug, Args)]
 pub struct HealthArgs {
-    /// Keep checking until every check passes or this many seconds have passed
-    /// (0: check once).
-    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
-    wait: u64,
+    /// Keep checking until every check passes or this long has passed, in
+    /// seconds or as a duration such as `5m` or `1h30m` (0: check once).
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = crate::duration::parse)]
+    wait: Duration,
 
     #[command(flatten)]
     state: StateOptions,
@@ -128,17 +128,16 @@ pub(super) async fn kubernetes_gate(
 }
 
 /// `report` with the Kubernetes checks in place of the skipped ones, when they
-/// apply ([`kubernetes_gate`], asking for up to `wait` seconds); CoreDNS is not
+/// apply ([`kubernetes_gate`], asking for up to `wait`); CoreDNS is not
 /// checked, and its check says so.
 async fn kubernetes_checks(
     topology: &Topology,
     state: &State,
     cni: Option<&Cni>,
     mut report: health::HealthReport,
-    wait: u64,
+    wait: Duration,
 ) -> health::HealthReport {
-    let Some((checks, _)) = kubernetes_gate(topology, state, cni, Duration::from_secs(wait)).await
-    else {
+    let Some((checks, _)) = kubernetes_gate(topology, state, cni, wait).await else {
         return report;
     };
     let at = report
@@ -266,10 +265,10 @@ pub async fn run(args: HealthArgs) -> Result<Outcome, CommandError> {
         count(nodes.len() - control_planes, "worker"),
         expect.talos_version
     ));
-    let report = if args.wait == 0 {
+    let report = if args.wait.is_zero() {
         health::run_checks(&nodes, &credentials, &expect).await
     } else {
-        let wait = Duration::from_secs(args.wait);
+        let wait = args.wait;
         match health::wait_healthy(&nodes, &credentials, &expect, wait, Backoff::default()).await {
             Ok(r) => r,
             Err(e) => e.report().clone(),
@@ -286,10 +285,10 @@ pub async fn run(args: HealthArgs) -> Result<Outcome, CommandError> {
     crate::ui::console::print_lines(&report.render())?;
     let failing = report.failing().count();
     if failing > 0 {
-        let waited = if args.wait > 0 {
-            format!(" after waiting {} s", args.wait)
-        } else {
+        let waited = if args.wait.is_zero() {
             String::new()
+        } else {
+            format!(" after waiting {}", crate::retry::seconds(args.wait))
         };
         return Err(anyhow!(
             "the cluster is not healthy{waited}: {failing} of {} checks failed: {}",

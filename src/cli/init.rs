@@ -431,7 +431,7 @@ fn gitlab_ci(cluster: &str) -> String {
 
 /// What talosprov and its users write beside the topology that must not be
 /// committed: the state and its backup, lock and temporary files, saved plans
-/// (they hold the cluster's secrets), and the outputs.
+/// (they hold the cluster's secrets), the outputs, and etcd snapshots.
 const GITIGNORE: &str = "\
 # Written by talosprov beside cluster.yaml; none of it belongs in Git.
 
@@ -460,6 +460,10 @@ talosconfig
 *.talosconfig
 secrets.yaml
 rendered/
+
+# The etcd snapshots apply saves before a control plane's upgrade or removal
+# (`etcd-<node>-before-<action>.snapshot`): they hold every Kubernetes secret.
+etcd-*.snapshot
 ";
 
 /// Write `files` under `dir`, refusing (before writing anything) when any
@@ -516,22 +520,27 @@ pub fn run(args: InitArgs) -> Result<Outcome, CommandError> {
     }
     let topology = args.dir.join("cluster.yaml");
     let f = topology.display();
+    // validate needs the Proxmox endpoint (the file leaves proxmox.endpoint
+    // out unless --proxmox-endpoint) and helm (the add-ons are Helm charts).
     let _ = write!(
         text,
         "\nNext steps:\n\
          \x20 1. Review {f}{fill}.\n\
-         \x20 2. export PROXMOX_VE_API_TOKEN='USER@REALM!TOKENID=SECRET'{endpoint}\n\
-         \x20 3. talosprov validate -f {f}\n\
-         \x20 4. talosprov plan -f {f} -out {dir}/cluster.plan\n\
-         \x20 5. talosprov apply -f {f} {dir}/cluster.plan\n\
-         \x20 6. talosprov output kubeconfig -f {f} --out-file ~/.kube/{name}\n",
+         \x20 2. Install helm, on PATH or named by TALOSPROV_HELM=/path/to/helm: the add-ons are\n\
+         \x20    rendered with `helm template`, and without it validate fails with A011.\n\
+         \x20 3. {endpoint}export PROXMOX_VE_API_TOKEN='USER@REALM!TOKENID=SECRET'   # plan and apply need it\n\
+         \x20 4. talosprov validate -f {f}\n\
+         \x20 5. talosprov plan -f {f} -out {dir}/cluster.plan\n\
+         \x20 6. talosprov apply -f {f} {dir}/cluster.plan\n\
+         \x20 7. talosprov output kubeconfig -f {f} --out-file ~/.kube/{name}\n",
         fill = if scaffold.mappings().is_empty() {
             ""
         } else {
             ": fill in the PCI mappings' placeholders"
         },
         endpoint = if scaffold.endpoint.is_none() {
-            " PROXMOX_VE_ENDPOINT=https://HOST:8006"
+            "export PROXMOX_VE_ENDPOINT=https://HOST:8006   # validate needs it: cluster.yaml \
+             leaves proxmox.endpoint out\n\x20    "
         } else {
             ""
         },

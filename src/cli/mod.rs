@@ -47,12 +47,7 @@ pub use error::{CommandError, Outcome};
 /// The usual flow: `talosprov validate`, `talosprov plan`, `talosprov apply`,
 /// then `talosprov output kubeconfig`.
 #[derive(Debug, Parser)]
-#[command(
-    name = "talosprov",
-    version,
-    propagate_version = true,
-    max_term_width = 100
-)]
+#[command(name = "talosprov", version, max_term_width = 100)]
 pub struct Cli {
     /// More developer logs on stderr (-v: debug, -vv: trace). RUST_LOG also works.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -120,6 +115,13 @@ pub enum Command {
     /// Example: talosprov show -json plan.cache
     Show(show::ShowArgs),
     /// Print the outputs in the state: kubeconfig, talosconfig, machineconfig NODE.
+    ///
+    /// Without a name, lists the outputs the state holds. They hold
+    /// credentials, so a value is shown as <sensitive> unless -raw prints it
+    /// as stored, -json as a JSON string, or --out-file PATH writes it with
+    /// mode 0600. Reads the state without locking it, and changes nothing.
+    ///
+    /// Example: talosprov output kubeconfig -f examples/lab/cluster.yaml --out-file ~/.kube/lab
     Output(output::OutputArgs),
     /// Generate, import and export the cluster secrets bundle (talosctl's secrets.yaml).
     Secrets(secrets::SecretsArgs),
@@ -139,6 +141,15 @@ pub enum Command {
     /// Example: talosprov import pci_mapping/gpu gpu -f cluster.yaml
     Import(import::ImportArgs),
     /// Reset the Talos nodes and delete the VMs, the pool and the PCI mappings.
+    ///
+    /// Shows the destroy plan, made from the state, and asks for "yes" unless
+    /// -auto-approve. Then resets each Talos node that answers (gracefully
+    /// for control planes), shuts down and deletes the VMs, then the pool and
+    /// the PCI mappings, saving the state after every step. Only what the
+    /// state records is deleted: never an object talosprov did not create or
+    /// import. Downloaded images stay unless --purge-images.
+    ///
+    /// Example: talosprov destroy -f examples/lab/cluster.yaml -auto-approve
     Destroy(destroy::DestroyArgs),
     /// Release a state lock left by a killed or cancelled run.
     ForceUnlock(force_unlock::ForceUnlockArgs),
@@ -150,7 +161,7 @@ pub enum Command {
     /// Checks that need a CNI are skipped when the CNI is `none`. Prints each
     /// check; exits 1 naming the failing ones.
     ///
-    /// Example: talosprov health -f cluster.yaml --wait 300
+    /// Example: talosprov health -f cluster.yaml --wait 5m
     Health(health::HealthArgs),
     /// Print the JSON Schema of the topology file, for editors and other tools.
     ///

@@ -1,6 +1,6 @@
 //! `talosprov plan`: show what apply would change, without changing anything.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::Args;
@@ -41,7 +41,8 @@ pub struct PlanArgs {
     #[arg(long = "detailed-exitcode")]
     pub detailed_exitcode: bool,
 
-    /// Print the plan as JSON (format_version 2; see `talosprov::plan::Plan`).
+    /// Print the plan as JSON (format_version 2; its keys are described
+    /// under "Plan JSON" in talosprov's README.md).
     #[arg(long)]
     pub json: bool,
 
@@ -136,8 +137,9 @@ async fn plan_locked(
         )?;
         if !args.json {
             crate::ui::write_stdout(&format!(
-                "\nSaved the plan to: {0}\n\nTo perform exactly these actions, run:\n    talosprov apply {0}\n",
-                out.display()
+                "\nSaved the plan to: {}\n\nTo perform exactly these actions, run:\n    {}\n",
+                out.display(),
+                apply_command(&args.state, out)
             ))?;
         }
     }
@@ -150,5 +152,92 @@ async fn plan_locked(
         Ok(Outcome::Changes)
     } else {
         Ok(Outcome::Success)
+    }
+}
+
+/// The command that applies the plan saved to `out`: `talosprov apply`, with
+/// the flags this plan was given to find the topology and the state (`-f`
+/// unless it is the default `cluster.yaml`, `--state`, each
+/// `--backend-config`), so that it runs from the same folder; each argument
+/// quoted for a POSIX shell where it needs it.
+fn apply_command(state: &StateOptions, out: &Path) -> String {
+    let mut args: Vec<String> = vec!["talosprov".into(), "apply".into()];
+    if state.file != Path::new(super::state_options::DEFAULT_TOPOLOGY) {
+        args.extend(["-f".into(), state.file.display().to_string()]);
+    }
+    if let Some(path) = &state.state {
+        args.extend(["--state".into(), path.display().to_string()]);
+    }
+    for setting in &state.backend_config {
+        args.extend(["--backend-config".into(), setting.clone()]);
+    }
+    args.push(out.display().to_string());
+    args.iter()
+        .map(|a| shell_quoted(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `text` as one word of a POSIX shell: as it is when it holds only
+/// characters no shell reads specially, else in single quotes.
+fn shell_quoted(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:=@%+,~".contains(c))
+        && !text.starts_with('~');
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(file: &str, state: Option<&str>, backend_config: &[&str]) -> StateOptions {
+        StateOptions {
+            file: file.into(),
+            state: state.map(PathBuf::from),
+            backend_config: backend_config.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_apply_hint_repeats_the_flags_that_find_the_topology_and_the_state() {
+        let out = Path::new("/tmp/x.plan");
+        assert_eq!(
+            apply_command(&options("cluster.yaml", None, &[]), out),
+            "talosprov apply /tmp/x.plan"
+        );
+        assert_eq!(
+            apply_command(&options("examples/lab/cluster.yaml", None, &[]), out),
+            "talosprov apply -f examples/lab/cluster.yaml /tmp/x.plan"
+        );
+        assert_eq!(
+            apply_command(
+                &options(
+                    "my lab/cluster.yaml",
+                    Some("/var/lib/it's.tfstate"),
+                    &["address=https://gitlab.example/state", "retry_max=3"]
+                ),
+                Path::new("lab.plan")
+            ),
+            "talosprov apply -f 'my lab/cluster.yaml' --state '/var/lib/it'\\''s.tfstate' \
+             --backend-config address=https://gitlab.example/state \
+             --backend-config retry_max=3 lab.plan"
+        );
+    }
+
+    #[test]
+    fn shell_words_are_quoted_only_when_a_shell_would_read_them_otherwise() {
+        assert_eq!(shell_quoted("a/b-c_d.yaml"), "a/b-c_d.yaml");
+        assert_eq!(shell_quoted("a b"), "'a b'");
+        assert_eq!(shell_quoted("$HOME"), "'$HOME'");
+        assert_eq!(shell_quoted("~/x"), "'~/x'");
+        assert_eq!(shell_quoted(""), "''");
+        assert_eq!(shell_quoted("it's"), r"'it'\''s'");
     }
 }

@@ -106,6 +106,7 @@ pub async fn make_plan(
     p.addons = rendered.values;
     p.pools = plan::pool_changes(state, &topology.pools);
     plan::target(&mut p, targets, &desired);
+    warn_targeting(targets, &desired, state);
     if staged {
         plan::stage_config_changes(&mut p);
     }
@@ -126,6 +127,54 @@ pub async fn make_plan(
             .map(|p| (p.name.clone(), p.members.clone()))
             .collect(),
     })
+}
+
+/// With `-target`, warn as OpenTofu does that resource targeting is in
+/// effect (the plan may be incomplete), and name each target that matches no
+/// resource in the topology or the state, with the closest address that does.
+fn warn_targeting(targets: &[Address], desired: &plan::Desired, state: Option<&State>) {
+    if targets.is_empty() {
+        return;
+    }
+    let named: Vec<String> = targets.iter().map(|t| format!("-target {t}")).collect();
+    crate::ui::warn(&format!(
+        "Resource targeting is in effect: the plan covers only {} and what {} on, \
+         so it may be incomplete and not show every change the topology asks for. -target is \
+         for exceptional situations, such as recovering from an error; plan without it to see \
+         every pending change.",
+        named.join(", "),
+        if targets.len() == 1 {
+            "it depends"
+        } else {
+            "they depend"
+        },
+    ));
+    let unmatched = plan::unmatched_targets(targets, desired, state);
+    if unmatched.is_empty() {
+        return;
+    }
+    let mut known: Vec<String> = desired
+        .addresses()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    known.extend(
+        state
+            .map(State::addresses)
+            .unwrap_or_default()
+            .iter()
+            .map(ToString::to_string),
+    );
+    for t in unmatched {
+        crate::ui::warn(&format!(
+            "-target {t} matches no resource in the topology or the state: nothing is planned \
+             for it{}",
+            crate::topology::diagnostics::did_you_mean(
+                &t.to_string(),
+                known.iter().map(String::as_str)
+            )
+        ));
+    }
 }
 
 /// How long refresh waits for the Kubernetes API before planning the

@@ -15,6 +15,10 @@ use crate::state::config::{self, StateSection};
 use crate::state::encrypt::{self, StateKeys};
 use crate::state::{Backend, BackendError, LockInfo, StateBackend, StateStore, StoreError};
 
+/// The topology file `-f` names when it is not given: `cluster.yaml` in the
+/// current folder.
+pub const DEFAULT_TOPOLOGY: &str = "cluster.yaml";
+
 /// Where the state is: next to the topology file, at `--state`, or behind the
 /// http backend (`TF_HTTP_ADDRESS`, `--backend-config`).
 #[derive(Debug, Clone, Args)]
@@ -24,7 +28,7 @@ pub struct StateOptions {
         short = 'f',
         long = "file",
         value_name = "FILE",
-        default_value = "cluster.yaml"
+        default_value = DEFAULT_TOPOLOGY
     )]
     pub file: PathBuf,
 
@@ -131,22 +135,9 @@ pub struct LockOptions {
         long = "lock-timeout",
         value_name = "DURATION",
         default_value = "0s",
-        value_parser = parse_duration
+        value_parser = crate::duration::parse
     )]
     pub lock_timeout: Duration,
-}
-
-/// A duration as OpenTofu's flags take it: `30s`, `5m`, `1h30m`, `500ms`, or
-/// a bare `0`.
-///
-/// # Errors
-/// A text that is no duration, with an example.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    if text.trim() == "0" {
-        return Ok(Duration::ZERO);
-    }
-    humantime::parse_duration(text.trim())
-        .map_err(|e| format!("{e}: give a duration such as 30s, 5m or 1h30m"))
 }
 
 /// A new lock info for `operation`: a fresh UUID, `user@host`, this pid and

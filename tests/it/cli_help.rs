@@ -17,3 +17,89 @@ fn top_level_help() {
 fn validate_help() {
     insta::assert_snapshot!("validate_help", help(&["validate", "--help"]));
 }
+
+/// Every command under the top level, as the words that invoke it
+/// (`["plan"]`, `["state", "list"]`, ...), from clap's own description.
+fn every_command() -> Vec<Vec<String>> {
+    fn walk(cmd: &clap::Command, path: &[String], out: &mut Vec<Vec<String>>) {
+        for sub in cmd.get_subcommands() {
+            let mut p = path.to_vec();
+            p.push(sub.get_name().to_owned());
+            out.push(p.clone());
+            walk(sub, &p, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(
+        &<talosprov::cli::Cli as clap::CommandFactory>::command(),
+        &[],
+        &mut out,
+    );
+    out
+}
+
+/// `talosprov <path> --help`, its words joined by single spaces (clap wraps
+/// at the terminal's width).
+fn help_words(path: &[String]) -> String {
+    let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+    args.push("--help");
+    help(&args).split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn only_the_top_level_offers_version() {
+    assert!(help(&["--help"]).contains("-V, --version"));
+    let commands = every_command();
+    assert!(commands.len() > 20, "{commands:?}");
+    for path in &commands {
+        let text = help_words(path);
+        assert!(!text.contains("--version"), "{path:?}: {text}");
+    }
+    let out = talosprov()
+        .args(["plan", "--version"])
+        .output()
+        .expect("run talosprov");
+    assert_eq!(out.status.code(), Some(2), "plan --version is no flag");
+}
+
+#[test]
+fn helps_name_no_internal_rust_type_and_plan_json_points_to_the_readme() {
+    for path in every_command() {
+        let text = help_words(&path);
+        assert!(!text.contains("talosprov::"), "{path:?}: {text}");
+    }
+    let plan = help_words(&["plan".to_owned()]);
+    assert!(
+        plan.contains("--json Print the plan as JSON (format_version 2; its keys are described under \"Plan JSON\" in talosprov's README.md)"),
+        "{plan}"
+    );
+    let readme = std::fs::read_to_string(crate::support::fixtures::repo().join("README.md"))
+        .expect("README.md");
+    assert!(readme.contains("**Plan JSON** (`plan -json`, `format_version` 2)"));
+}
+
+#[test]
+fn each_command_of_the_usual_flow_has_a_description_and_an_example() {
+    for name in [
+        "init",
+        "validate",
+        "render",
+        "plan",
+        "apply",
+        "show",
+        "output",
+        "import",
+        "destroy",
+        "health",
+        "schema",
+        "completion",
+    ] {
+        let text = help(&[name, "--help"]);
+        let (summary, rest) = text.split_once("\n\n").expect("a summary line");
+        assert!(!summary.contains('\n'), "{name}: {text}");
+        assert!(
+            format!("\n{rest}").contains(&format!("\nExample: talosprov {name} ")),
+            "{name} has no long description with an example:\n{text}"
+        );
+    }
+}

@@ -92,7 +92,7 @@ async fn healthy_cluster_passes_every_check_and_skips_the_cni_ones() {
     let (code, text) = health(
         dir.path(),
         &cluster,
-        &["-f", "cluster.yaml", "--wait", "30"],
+        &["-f", "cluster.yaml", "--wait", "30s"],
     )
     .await;
     assert_eq!(code, 0, "{text}");
@@ -124,4 +124,63 @@ fn health_help_says_where_the_nodes_and_credentials_come_from() {
         .unwrap();
     assert!(output.status.success());
     insta::assert_snapshot!(String::from_utf8_lossy(&output.stdout));
+}
+
+/// `talosprov args` in an empty folder with only `env`: exit code and stderr.
+fn in_empty_folder(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = talosprov()
+        .current_dir(dir.path())
+        .env_clear()
+        .envs(env.iter().copied())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn health_wait_takes_a_duration_as_every_duration_flag_and_variable_does() {
+    // Accepted: the run gets past its flags, to the missing topology.
+    for wait in ["5m", "300", "1h30m", "90s", "0"] {
+        let (code, stderr) = in_empty_folder(&["health", "--wait", wait], &[]);
+        assert_eq!(code, Some(1), "--wait {wait}: {stderr}");
+        assert!(
+            stderr.contains("cannot read the topology file cluster.yaml"),
+            "--wait {wait}: {stderr}"
+        );
+    }
+    // Refused, each with the same words.
+    let expected = "not a number of seconds nor a duration such as 30s, 5m or 1h30m";
+    for (flag, args) in [
+        ("--wait <DURATION>", &["health", "--wait", "5x"][..]),
+        ("--wait <DURATION>", &["health", "--wait", "soon"][..]),
+        (
+            "--lock-timeout <DURATION>",
+            &["plan", "-lock-timeout", "5x"][..],
+        ),
+    ] {
+        let (code, stderr) = in_empty_folder(args, &[]);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        let value = args[2];
+        assert!(
+            stderr.contains(&format!("invalid value '{value}' for '{flag}': {expected}")),
+            "{args:?}: {stderr}"
+        );
+    }
+    for var in [
+        "TALOSPROV_READY_WAIT",
+        "TALOSPROV_ROLLOUT_WAIT",
+        "TALOSPROV_INTERRUPT_GRACE",
+    ] {
+        let (code, stderr) = in_empty_folder(&["apply"], &[(var, "5x")]);
+        assert_eq!(code, Some(1), "{var}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{var}=\"5x\" is {expected}")),
+            "{var}: {stderr}"
+        );
+    }
 }

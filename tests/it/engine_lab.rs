@@ -404,8 +404,69 @@ async fn targeted_saved_plan_applies_only_the_target_and_its_dependencies() {
     let text = stdout(&out);
     assert!(text.contains("+ vm/talos-controlplane-01"), "{text}");
     assert!(!text.contains("vm/talos-worker-01"), "{text}");
+    // The plan says it is partial, and how to apply it: the lab's topology is
+    // not ./cluster.yaml, so the command names it.
+    let warned = stderr(&out);
+    assert!(
+        warned.contains(
+            "Warning: Resource targeting is in effect: the plan covers only \
+             -target config/talos-controlplane-01 and what it depends on, so it may be incomplete"
+        ),
+        "{warned}"
+    );
+    assert!(!warned.contains("matches no resource"), "{warned}");
+    let hint = format!(
+        "To perform exactly these actions, run:\n    talosprov apply -f {} {file}\n",
+        lab.topology().display()
+    );
+    assert!(text.ends_with(&hint), "{text}");
 
-    assert!(lab.run(&["apply", file]).await.status.success());
+    // A target that names nothing plans nothing, and says so.
+    let out = lab
+        .run(&[
+            "plan",
+            "-target",
+            "vm/nosuch",
+            "-target",
+            "vm/talos-worker-1",
+        ])
+        .await;
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("No changes."), "{}", stdout(&out));
+    let warned = stderr(&out);
+    assert!(
+        warned.contains(
+            "Warning: Resource targeting is in effect: the plan covers only -target vm/nosuch, \
+             -target vm/talos-worker-1 and what they depend on,"
+        ),
+        "{warned}"
+    );
+    assert!(
+        warned.contains(
+            "Warning: -target vm/nosuch matches no resource in the topology or the state: \
+             nothing is planned for it\n"
+        ),
+        "{warned}"
+    );
+    assert!(
+        warned.contains(
+            "Warning: -target vm/talos-worker-1 matches no resource in the topology or the \
+             state: nothing is planned for it; did you mean `vm/talos-worker-01`?"
+        ),
+        "{warned}"
+    );
+
+    let out = lab.run(&["apply", file]).await;
+    assert!(out.status.success());
+    let warned = stderr(&out);
+    assert!(
+        warned.contains("Warning: Resource targeting is in effect"),
+        "{warned}"
+    );
+    assert!(
+        warned.contains("Warning: Applied changes may be incomplete"),
+        "{warned}"
+    );
     let vms = lab.vms().await;
     assert_eq!(vms.len(), 1);
     assert_eq!(vms[0]["name"], "talos-controlplane-01");

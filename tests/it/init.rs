@@ -153,6 +153,80 @@ fn init_with_workers_gpus_and_an_endpoint_is_valid() {
     assert_eq!(written, reference);
 }
 
+/// `validate -f lab/cluster.yaml` in `dir` with an environment of only
+/// `env` and a PATH without helm: its exit code and all it printed.
+fn validate_with_only(dir: &Path, env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let inherited = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(
+        std::env::split_paths(&inherited).filter(|d| !d.join("helm").exists()),
+    )
+    .expect("PATH");
+    let mut cmd = talosprov();
+    cmd.current_dir(dir)
+        .env_clear()
+        .env("NO_COLOR", "1")
+        .env("PATH", path)
+        .args(["validate", "-f", "lab/cluster.yaml"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run talosprov");
+    (out.status.code(), stdout(&out) + &stderr(&out))
+}
+
+#[test]
+fn init_next_steps_name_what_validate_needs_and_validate_needs_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = run(tmp.path(), &["init", "lab"]);
+    assert_ok(&out, "init");
+    let steps = stdout(&out);
+    let before = &steps[..steps.find("talosprov validate").expect("a validate step")];
+    for needed in [
+        "Install helm, on PATH or named by TALOSPROV_HELM=",
+        "validate fails with A011",
+        "export PROXMOX_VE_ENDPOINT=https://HOST:8006   # validate needs it",
+    ] {
+        assert!(
+            before.contains(needed),
+            "{needed:?} before validate in:\n{steps}"
+        );
+    }
+    // What the steps say is so: without the endpoint validate names it; with
+    // it but without helm, each Helm add-on is A011.
+    let endpoint = ("PROXMOX_VE_ENDPOINT", "https://127.0.0.1:8006");
+    let (code, said) = validate_with_only(tmp.path(), &[("TALOSPROV_HELM", HELM_STAND_IN)]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("proxmox.endpoint") && said.contains("PROXMOX_VE_ENDPOINT"),
+        "{said}"
+    );
+    let (code, said) = validate_with_only(tmp.path(), &[endpoint]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("A011"), "{said}");
+    let (code, said) =
+        validate_with_only(tmp.path(), &[endpoint, ("TALOSPROV_HELM", HELM_STAND_IN)]);
+    assert_eq!(code, Some(0), "{said}");
+
+    // With --proxmox-endpoint the file has it: only helm is left to get.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = run(
+        tmp.path(),
+        &[
+            "init",
+            "lab",
+            "--proxmox-endpoint",
+            "https://pve.example:8006",
+        ],
+    );
+    assert_ok(&out, "init --proxmox-endpoint");
+    let steps = stdout(&out);
+    let before = &steps[..steps.find("talosprov validate").expect("a validate step")];
+    assert!(before.contains("TALOSPROV_HELM"), "{steps}");
+    assert!(!before.contains("PROXMOX_VE_ENDPOINT"), "{steps}");
+    let (code, said) = validate_with_only(tmp.path(), &[("TALOSPROV_HELM", HELM_STAND_IN)]);
+    assert_eq!(code, Some(0), "{said}");
+}
+
 #[test]
 fn init_refuses_an_existing_cluster_yaml_and_writes_nothing() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -260,6 +334,12 @@ fn init_gitignore_covers_the_state_and_outputs_talosprov_writes() {
         "rendered",
     ] {
         assert!(ignored(&gitignore, name), "{name} is not ignored");
+    }
+    // The etcd snapshots apply writes next to the state hold every
+    // Kubernetes secret.
+    for action in ["talos-v1.13.8", "removal"] {
+        let name = talosprov::apply::upgrade::snapshot_file_name("lab-cp-01", action);
+        assert!(ignored(&gitignore, &name), "{name} is not ignored");
     }
     for kept in [
         "cluster.yaml",

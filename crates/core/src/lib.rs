@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod addon;
+pub mod duration;
 pub mod inputs;
 pub mod machine;
 pub mod patch;

@@ -87,6 +87,31 @@ pub struct Desired {
     pub objects: BTreeMap<crate::state::ObjectAddress, super::objects::DesiredObject>,
 }
 
+impl Desired {
+    /// Every address the topology asks for: its images, pool, PCI mappings,
+    /// VMs and configs, the bootstrap and the kubeconfig (when there is a
+    /// control plane to bootstrap) and the add-ons' objects; whether or not
+    /// a change is planned at it.
+    pub fn addresses(&self) -> Vec<crate::state::Address> {
+        use crate::state::Address;
+        let mut all: Vec<Address> = Vec::new();
+        all.extend(self.images.keys().cloned().map(Address::Image));
+        all.extend(self.pool.iter().cloned().map(Address::Pool));
+        all.extend(self.pci_mappings.keys().cloned().map(Address::PciMapping));
+        all.extend(self.vms.keys().cloned().map(Address::Vm));
+        all.extend(self.configs.keys().cloned().map(Address::Config));
+        if self.bootstrap_node.is_some() {
+            all.extend([Address::Bootstrap, Address::Kubeconfig]);
+        }
+        all.extend(
+            self.objects
+                .keys()
+                .map(|o| Address::Object(Box::new(o.clone()))),
+        );
+        all
+    }
+}
+
 /// Why the desired resources could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DesiredError {

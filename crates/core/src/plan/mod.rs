@@ -29,7 +29,7 @@ pub use model::{
 };
 pub use objects::{DesiredObject, Observation, ObservedObjects};
 pub use observed::{Observed, ObservedVm};
-pub use order::target;
+pub use order::{target, unmatched_targets};
 pub use ownership::same_mapping;
 pub use planned::{
     ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedObject, PlannedVm,

@@ -371,6 +371,26 @@ pub fn target(plan: &mut Plan, targets: &[Address], desired: &Desired) {
     }
 }
 
+/// The `targets` that name nothing: no resource the topology asks for
+/// (`desired`) and none the state records. OpenTofu plans nothing for such a
+/// target and does not fail; the caller warns, naming each. In the order
+/// given, each once.
+pub fn unmatched_targets(
+    targets: &[Address],
+    desired: &Desired,
+    state: Option<&crate::state::format::State>,
+) -> Vec<Address> {
+    let mut known: BTreeSet<Address> = desired.addresses().into_iter().collect();
+    known.extend(state.map(|s| s.addresses()).unwrap_or_default());
+    let mut unmatched: Vec<Address> = Vec::new();
+    for t in targets {
+        if !known.contains(t) && !unmatched.contains(t) {
+            unmatched.push(t.clone());
+        }
+    }
+    unmatched
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -526,6 +546,38 @@ mod tests {
         let mut only_cp = plan_of();
         target(&mut only_cp, &[Address::Config("cp-1".into())], &d);
         assert!(only_cp.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_target_matching_nothing_in_the_topology_or_the_state_is_unmatched() {
+        use crate::topology::Role::{Controlplane, Worker};
+        let mut d = desired(&[("cp-1", Controlplane), ("w-1", Worker)]);
+        d.bootstrap_node = Some("cp-1".into());
+        let mut state = crate::state::format::State::new(uuid::Uuid::nil());
+        let removed = d.configs["w-1"].record.clone();
+        state.resources.configs.insert("old-1".into(), removed);
+        let targets: Vec<Address> = [
+            "config/w-1",
+            "vm/nosuch",
+            "bootstrap",
+            "config/old-1",
+            "vm/nosuch",
+            "pool/none",
+        ]
+        .iter()
+        .map(|t| t.parse().expect("address"))
+        .collect();
+        // Known: in the topology (config/w-1, bootstrap), or only in the
+        // state (config/old-1, a node removed from the topology).
+        assert_eq!(
+            unmatched_targets(&targets, &d, Some(&state)),
+            vec![Address::Vm("nosuch".into()), Address::Pool("none".into())]
+        );
+        assert_eq!(
+            unmatched_targets(&targets[3..4], &d, None),
+            vec![Address::Config("old-1".into())]
+        );
+        assert!(unmatched_targets(&[], &d, Some(&state)).is_empty());
     }
 
     #[test]

@@ -268,15 +268,14 @@ impl Sources<'_> {
         }
     }
 
-    /// A duration setting in whole seconds, else `default` seconds.
+    /// A duration setting, in seconds or as a duration such as `5m` (read
+    /// as every duration is, [`crate::duration::parse`]), else `default`
+    /// seconds.
     fn seconds(&self, key: &str, var: &str, default: u64) -> Result<Duration, ConfigError> {
         match self.pick(key, &None, Some(var)) {
-            Some(s) => s
-                .value
-                .trim()
-                .parse::<u64>()
-                .map(Duration::from_secs)
-                .map_err(|_| invalid(&s, "expected a whole number of seconds")),
+            Some(s) => {
+                crate::duration::parse(&s.value).map_err(|_| invalid(&s, crate::duration::EXPECTED))
+            }
             None => Ok(Duration::from_secs(default)),
         }
     }
@@ -490,6 +489,33 @@ mod tests {
             BackendConfig::Local {
                 path: PathBuf::from("/c/state/lab.tfstate")
             }
+        );
+    }
+
+    #[test]
+    fn retry_waits_are_read_as_every_duration_is() {
+        let with = |o: &[&str]| {
+            let e = env(&[
+                ("TF_HTTP_ADDRESS", "http://127.0.0.1:1/s"),
+                ("TF_HTTP_RETRY_WAIT_MIN", "2"),
+            ]);
+            let o: Vec<String> = o.iter().map(|s| (*s).to_owned()).collect();
+            let o = parse_overrides(&o).unwrap();
+            resolve(&StateSection::default(), &e, &o, Path::new("."), None)
+        };
+        let h = http(with(&["retry_wait_max=5m"]).unwrap());
+        assert_eq!(
+            (h.retry_wait_min, h.retry_wait_max),
+            (Duration::from_secs(2), Duration::from_secs(300))
+        );
+        let h = http(with(&["retry_wait_min=500ms"]).unwrap());
+        assert_eq!(h.retry_wait_min, Duration::from_millis(500));
+        assert_eq!(
+            with(&["retry_wait_max=soon"]).unwrap_err().to_string(),
+            format!(
+                "--backend-config retry_wait_max = \"soon\" is invalid: {}",
+                crate::duration::EXPECTED
+            )
         );
     }
 
