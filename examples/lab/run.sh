@@ -22,12 +22,15 @@ run=$lab/.run
 pve_host=127.0.0.110
 factory=127.0.0.1:18080
 nodes=(127.0.0.121 127.0.0.122 127.0.0.123)
+# Spare simulated nodes for day two: a pool's members (ip_range 127.0.0.130-127.0.0.133)
+# or added nodes find a Talos node waiting in maintenance mode there.
+spare=(127.0.0.130 127.0.0.131 127.0.0.132 127.0.0.133)
 token_id='root@pam!talosprov'
 token_secret='5d2a2b7e-6c1f-4a39-9d0e-3f6c2a1b8e70'
 
 echo "== building talosprov, the simulator and the factory stand-in (the first build takes several minutes)"
 cargo build -p talosprov -p talosprov-sim --bin talosprov --bin talos-sim --bin factory-stub
-bin=target/debug
+bin="${CARGO_TARGET_DIR:-target}/debug"   # where cargo build put them
 
 venv=target/venv
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import fakepve' 2>/dev/null; then
@@ -73,17 +76,19 @@ pids+=($!)
 
 echo "== starting the Talos simulator on ${nodes[*]} (port 50000)"
 sim_args=()
-for ip in "${nodes[@]}"; do sim_args+=(--node "$ip"); done
+for ip in "${nodes[@]}" "${spare[@]}"; do sim_args+=(--node "$ip"); done
 # Talos's nocloud platform names each node after its Proxmox VM (the topology's
 # hostname), which the simulator cannot see: it is told.
 sim_args+=(--hostname 127.0.0.121=talos-controlplane-01 --hostname 127.0.0.122=talos-worker-01 --hostname 127.0.0.123=talos-gpu-01)
+# The spare nodes carry the names the README's pool example gives its members.
+for i in 1 2 3 4; do sim_args+=(--hostname "${spare[$((i - 1))]}=lab-workers-$i"); done
 # talos-gpu-01 has the lab's GPU passed through (pci_mappings.gpu, 10de:2507).
 sim_args+=(--gpu-node 127.0.0.123)
 # A node reset without reboot halts; it is powered on again 2 s later, as when
 # its VM is started again or a new VM takes its address.
 "$bin/talos-sim" "${sim_args[@]}" --reboot-delay 1 --power-on-after 2 2> "$run/talos-sim.log" &
 pids+=($!)
-for _ in $(seq 300); do [ -s "$run/factory.out" ] && grep -q "127.0.0.123:50000" "$run/talos-sim.log" && break; sleep 0.1; done
+for _ in $(seq 300); do [ -s "$run/factory.out" ] && grep -q "127.0.0.133:50000" "$run/talos-sim.log" && break; sleep 0.1; done
 
 export PROXMOX_VE_ENDPOINT="$url"
 export PROXMOX_VE_API_TOKEN="$token_id=$token_secret"

@@ -157,7 +157,14 @@ fn verb(action: Action) -> &'static str {
 }
 
 fn change_block(out: &mut String, c: &Change) {
-    let _ = writeln!(out, "  # {} {}: {}", c.address, verb(c.action), c.reason);
+    // A Talos upgrade to an older version (the planner's reason says so) is
+    // told as what it is.
+    let verb = if c.action == Action::Upgrade && c.reason.contains(", a downgrade") {
+        "will be downgraded"
+    } else {
+        verb(c.action)
+    };
+    let _ = writeln!(out, "  # {} {verb}: {}", c.address, c.reason);
     let _ = writeln!(out, "{:>3} {}", c.action.mark(), c.address);
     if c.action == Action::Upgrade {
         let _ = writeln!(out, "      ~ {}", upgrade_line(c));

@@ -50,6 +50,7 @@ async fn talos_version_change_upgrades_nodes_in_place_control_planes_first() {
     );
     assert!(!text.contains("vm/"), "no VM changes:\n{text}");
     assert!(!text.contains("image/"), "no new disk image:\n{text}");
+    assert!(!text.contains("downgrade"), "{text}");
 
     let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(out.status.success(), "the upgrade apply failed");
@@ -85,6 +86,27 @@ async fn talos_version_change_upgrades_nodes_in_place_control_planes_first() {
 
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    // Back to the older version: planned as a downgrade, with a warning.
+    lab.write_topology(at_version("v1.13.7"));
+    let out = lab.run(&["plan"]).await;
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert_eq!(
+        text.matches(
+            " will be downgraded: Talos v1.13.8 -> v1.13.7, a downgrade (installer image "
+        )
+        .count(),
+        3,
+        "{text}"
+    );
+    let err = crate::support::cli::stderr(&out);
+    assert!(
+        format!("{text}{err}").contains(
+            "Talos v1.13.8 -> v1.13.7 goes back a version: Talos migrates the machine config"
+        ),
+        "{text}{err}"
+    );
 }
 
 fn vmids(vms: &[serde_json::Value]) -> Vec<u64> {

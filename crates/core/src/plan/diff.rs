@@ -430,8 +430,17 @@ fn plan_config(nodes: &ConfigContext<'_>, host: &str, want: &DesiredConfig, out:
         "machine config changed",
         ApplyMode::UnknownUntilApply,
     );
-    if upgrade {
-        describe_upgrade(&mut c, running, current, want);
+    if upgrade && describe_upgrade(&mut c, running, current, want) {
+        out.warnings.push(PlanWarning {
+            address: Some(c.address.clone()),
+            message: format!(
+                "Talos {running} -> {} goes back a version: Talos migrates the machine config \
+                 and its data forward only, and tests that between adjacent minor releases; a \
+                 node that does not boot the older version rolls back to {running} (the A-B \
+                 boot scheme)",
+                want.record.talos_version
+            ),
+        });
     }
     if config_changed {
         let edit = ConfigEdit {
@@ -476,12 +485,26 @@ fn reapply_after_reset(
 }
 
 /// Make `c` a Talos upgrade from `running` (the version seen, else
-/// recorded) to the desired version and installer image.
-fn describe_upgrade(c: &mut Change, running: &str, current: &NodeConfig, want: &DesiredConfig) {
+/// recorded) to the desired version and installer image (Talos's Upgrade
+/// API installs whichever version the image holds); true when the desired
+/// version is older than `running`, a downgrade, which the reason says.
+fn describe_upgrade(
+    c: &mut Change,
+    running: &str,
+    current: &NodeConfig,
+    want: &DesiredConfig,
+) -> bool {
+    use crate::machine::TalosVersion;
+    let downgrade = matches!(
+        (running.parse::<TalosVersion>(), want.record.talos_version.parse::<TalosVersion>()),
+        (Ok(from), Ok(to)) if (to.major, to.minor, to.patch) < (from.major, from.minor, from.patch)
+    );
     c.action = Action::Upgrade;
     c.reason = format!(
-        "Talos {running} -> {} (installer image {})",
-        want.record.talos_version, want.record.installer_image
+        "Talos {running} -> {}{} (installer image {})",
+        want.record.talos_version,
+        if downgrade { ", a downgrade" } else { "" },
+        want.record.installer_image
     );
     c.reboot = Some(true);
     if running != want.record.talos_version {
@@ -498,6 +521,7 @@ fn describe_upgrade(c: &mut Change, running: &str, current: &NodeConfig, want: &
             Some(&want.record.installer_image),
         ));
     }
+    downgrade
 }
 
 /// A node whose machine config text changed, as [`describe_config_edit`]
