@@ -510,6 +510,11 @@ async fn kubernetes_version_change_rolls_control_planes_first_without_reboots() 
         "{text}"
     );
     assert_eq!(text.matches("bootstrap manifests").count(), 1, "{text}");
+    // The lab's control planes turn kube-proxy off: only CoreDNS is named.
+    assert!(
+        text.contains("bootstrap manifests (CoreDNS) are not"),
+        "{text}"
+    );
     let cp = text.find("~ config/talos-controlplane-01").expect("cp");
     let gpu = text.find("~ config/talos-gpu-01").expect("gpu");
     assert!(cp < gpu, "control planes first:\n{text}");

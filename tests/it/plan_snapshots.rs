@@ -461,7 +461,9 @@ fn kubernetes_change_rolls_without_a_reboot_unless_the_node_says_it_needs_one() 
     );
     assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
     assert!(
-        p.warnings[0].message.contains("bootstrap manifests")
+        p.warnings[0]
+            .message
+            .contains("bootstrap manifests (kube-proxy, CoreDNS)")
             && p.warnings[0].message.contains("upgrade-k8s --to v1.36.10"),
         "{:?}",
         p.warnings

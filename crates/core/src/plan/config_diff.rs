@@ -73,6 +73,16 @@ pub fn kubernetes_version(text: &str) -> Option<String> {
     (!tag.contains('/')).then(|| tag.to_owned())
 }
 
+/// Whether a machine config turns kube-proxy off (`cluster.proxy.disabled:
+/// true`, as with Cilium's kube-proxy replacement).
+pub fn kube_proxy_disabled(text: &str) -> bool {
+    let docs = documents(text);
+    v1alpha1(&docs)
+        .and_then(|d| at_path(d, "cluster.proxy.disabled"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
 /// Whether a machine config is a control plane's (`machine.type`).
 pub fn is_controlplane(text: &str) -> bool {
     documents(text).iter().any(|d| {

@@ -123,7 +123,7 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     for (host, want) in &d.configs {
         plan_config(&nodes, host, want, &mut out);
     }
-    warn_bootstrap_manifests(&mut out);
+    warn_bootstrap_manifests(d, &mut out);
     plan_bootstrap(d, state, nodes.bootstrapped, &mut out.changes);
     super::objects::plan_objects(
         &d.objects,
@@ -670,14 +670,25 @@ fn warn_bootstrap_only(
 }
 
 /// One plan-wide warning when a Kubernetes version changes: the bootstrap
-/// manifests are not synced by the machine configs.
-fn warn_bootstrap_manifests(out: &mut Collected) {
+/// manifests are not synced by the machine configs. They are CoreDNS, and
+/// kube-proxy unless the control planes' configs turn it off.
+fn warn_bootstrap_manifests(d: &Desired, out: &mut Collected) {
     if let Some((from, to)) = &out.kubernetes_change {
+        let kube_proxy_off = d
+            .configs
+            .values()
+            .find(|c| c.role == Role::Controlplane)
+            .is_some_and(|c| config_diff::kube_proxy_disabled(c.yaml.expose()));
+        let manifests = if kube_proxy_off {
+            "CoreDNS"
+        } else {
+            "kube-proxy, CoreDNS"
+        };
         out.warnings.push(PlanWarning {
             address: None,
             message: format!(
                 "Kubernetes {from} -> {to}: the machine configs carry the new component and \
-                 kubelet images, but the bootstrap manifests (kube-proxy, CoreDNS) are not \
+                 kubelet images, but the bootstrap manifests ({manifests}) are not \
                  synced through the Kubernetes API by this change. To roll them out, run \
                  `talosctl --nodes <control plane> upgrade-k8s --to {to}` afterwards, or apply \
                  them with kubectl"
