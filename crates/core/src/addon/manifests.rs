@@ -438,6 +438,7 @@ fn object(mut doc: Value, file: &Path, addon: &Addon) -> Result<Object, String> 
     let api_version = text(&doc["apiVersion"], "apiVersion")?;
     let kind = text(&doc["kind"], "kind")?;
     let name = text(&doc["metadata"]["name"], "metadata.name")?;
+    strings_only(&doc, &api_version, &kind)?;
     let namespace = match doc["metadata"]["namespace"].as_str() {
         Some(ns) => Some(ns.to_owned()),
         None if CLUSTER_SCOPED.contains(&kind.as_str()) => None,
@@ -456,6 +457,38 @@ fn object(mut doc: Value, file: &Path, addon: &Addon) -> Result<Object, String> 
         body: doc,
         file: file.to_path_buf(),
     })
+}
+
+/// Refuse what the API server cannot decode: a value of `metadata.labels` or
+/// `metadata.annotations`, or of a core ConfigMap's `data`/`binaryData` or a
+/// Secret's `data`/`stringData`, that is not a string (the Go types are
+/// `map[string]string` and `map[string][]byte`), such as YAML's unquoted
+/// `1`, `true` or `on`.
+fn strings_only(doc: &Value, api_version: &str, kind: &str) -> Result<(), String> {
+    let mut maps = vec!["metadata.labels", "metadata.annotations"];
+    match (api_version, kind) {
+        ("v1", "ConfigMap") => maps.extend(["data", "binaryData"]),
+        ("v1", "Secret") => maps.extend(["data", "stringData"]),
+        _ => {}
+    }
+    for path in maps {
+        let at = path.split('.').try_fold(doc, |v, key| v.get(key));
+        let Some(map) = at.and_then(Value::as_mapping) else {
+            continue;
+        };
+        for (key, value) in map {
+            if value.is_string() {
+                continue;
+            }
+            let key = key.as_str().map_or_else(|| format!("{key:?}"), str::to_owned);
+            let shown = serde_yaml_ng::to_string(value).unwrap_or_default();
+            return Err(format!(
+                "`{path}.{key}` is {}, not a string, which the API server refuses: quote it",
+                shown.trim_end()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `objects`, preceded by the add-on's `Namespace` (with its labels) unless
