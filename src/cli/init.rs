@@ -708,7 +708,7 @@ pci_mappings:
             y,
             "  {m}:
     path: \"0000:00:00\"
-    id: \"0000:0000\"
+    id: \"10de:0000\"
     iommu_group: 0
     subsystem_id: \"0000:0000\"
     comment: GPU (fill in its path, id, subsystem_id and iommu_group)

@@ -136,6 +136,16 @@ fn init_with_workers_gpus_and_an_endpoint_is_valid() {
     assert!(topology.contains("  rtx-a:\n    path: \"0000:00:00\"\n"));
     assert!(topology.contains("        mapping: rtx-b\n"));
     assert!(topology.contains("  gpu-operator:\n"));
+    // The mappings' ids are NVIDIA placeholders: validate says to fill them in,
+    // and counts the GPU nodes as NVIDIA ones (no A007).
+    let out = run(tmp.path(), &["validate", "-f", "lab/cluster.yaml"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches("warning[T045 placeholder-pci-mapping]").count(),
+        2,
+        "{err}"
+    );
+    assert!(!err.contains("A007"), "{err}");
     assert!(topology.contains("siderolabs/nvidia-open-gpu-kernel-modules-production"));
     let dir = tmp.path().join("lab/patches/nodes");
     let mut nodes: Vec<String> = std::fs::read_dir(&dir)

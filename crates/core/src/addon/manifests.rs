@@ -480,7 +480,9 @@ fn strings_only(doc: &Value, api_version: &str, kind: &str) -> Result<(), String
             if value.is_string() {
                 continue;
             }
-            let key = key.as_str().map_or_else(|| format!("{key:?}"), str::to_owned);
+            let key = key
+                .as_str()
+                .map_or_else(|| format!("{key:?}"), str::to_owned);
             let shown = serde_yaml_ng::to_string(value).unwrap_or_default();
             return Err(format!(
                 "`{path}.{key}` is {}, not a string, which the API server refuses: quote it",

@@ -150,6 +150,10 @@ codes! {
     /// A Talos version for which the Image Factory has no `nocloud-installer` image (before
     /// v1.10.0), so talosprov can neither install nor upgrade its nodes.
     NoNocloudInstaller = ("T044", "no-nocloud-installer"),
+    /// A PCI mapping whose `id` has vendor or device `0000`, which
+    /// no PCI device has (PCI-SIG assigns no vendor 0000): a placeholder, such as
+    /// `talosprov init` writes, not yet filled in from the Proxmox host.
+    PlaceholderPciMapping = ("T045", "placeholder-pci-mapping"),
     /// An add-on without a source, or with more than one of `helm`,
     /// `manifests` and `url`.
     AddonSource = ("A001", "addon-source"),

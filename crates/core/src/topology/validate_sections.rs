@@ -3,7 +3,7 @@
 //! applied. Called by `validate::validate`.
 
 use super::check::{Cx, resolve};
-use super::diagnostics::{Code, Pos, did_you_mean};
+use super::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use super::raw::{RawCluster, RawProxmox, RawState, RawTopology, Spanned};
 use super::syntax::{self, Ipv4Net, Version};
 use super::{
@@ -435,6 +435,23 @@ impl Cx<'_> {
                 syntax::is_pci_id,
                 "vendor:device such as 10de:2507",
             );
+            // Only the id: some devices report subsystem 0000:0000 in earnest.
+            if let Some(v) = m.id.as_ref().filter(|v| syntax::is_pci_id(&v.value))
+                && v.value.split(':').any(|part| part == "0000")
+            {
+                let field = format!("{base}.id");
+                let msg = format!(
+                    "`{field}` is {:?}, a placeholder: no PCI device has vendor or device \
+                     0000. Fill it in from the Proxmox host (`lspci -nn` gives it) before \
+                     apply creates the mapping",
+                    v.value
+                );
+                self.push(
+                    Diagnostic::warning(Code::PlaceholderPciMapping, self.file, msg)
+                        .at(v.pos)
+                        .field(field),
+                );
+            }
             let iommu_group = match &m.iommu_group {
                 None => {
                     self.missing(
