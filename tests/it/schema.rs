@@ -229,3 +229,68 @@ fn invalid_fixtures_of_shape_break_the_schema_where_the_fault_is() {
         );
     }
 }
+
+/// Every property with the JSON path of the object holding it, walking the
+/// whole schema (`$defs` included).
+fn properties<'a>(
+    path: &str,
+    value: &'a serde_json::Value,
+    out: &mut Vec<(String, &'a str, &'a serde_json::Value)>,
+) {
+    match value {
+        serde_json::Value::Object(object) => {
+            for (key, child) in object {
+                let here = format!("{path}/{key}");
+                if key == "properties"
+                    && let Some(props) = child.as_object()
+                {
+                    for (name, schema) in props {
+                        out.push((here.clone(), name.as_str(), schema));
+                        properties(&format!("{here}/{name}"), schema, out);
+                    }
+                } else {
+                    properties(&here, child, out);
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                properties(&format!("{path}/{i}"), item, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Lowercase letters and digits only, for comparing a description with its key.
+fn bare(text: &str) -> String {
+    text.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+#[test]
+fn every_property_has_a_description_that_says_more_than_its_key() {
+    let schema = committed_schema();
+    let mut found = Vec::new();
+    properties("#", &schema, &mut found);
+    assert!(found.len() > 50, "the walk found the properties: {found:?}");
+    let mut poor = Vec::new();
+    for (at, key, property) in found {
+        let description = property["description"].as_str().unwrap_or_default();
+        let too_short = description.chars().count() < 15;
+        let just_the_key = bare(description) == bare(key);
+        // Wrapped doc-comment lines are joined: a line break only separates
+        // paragraphs, so hover text flows.
+        let wrapped = description.replace("\n\n", "").contains('\n');
+        if too_short || just_the_key || wrapped {
+            poor.push(format!("{at}/{key}: {description:?}"));
+        }
+    }
+    assert!(
+        poor.is_empty(),
+        "each property's description must say what the value is for (its meaning, unit, \
+         form, default), not repeat the key, in at least 15 characters: {poor:#?}"
+    );
+}

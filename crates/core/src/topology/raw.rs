@@ -43,34 +43,51 @@ pub struct Entry<T> {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct RawTopology {
-    /// `cluster:`.
+    /// The Kubernetes cluster: its name, Talos and Kubernetes versions, and the
+    /// nodes' network (gateway, prefix length, VIP, nameservers). Required.
     pub cluster: Option<Spanned<RawCluster>>,
-    /// `proxmox:`.
+    /// The Proxmox VE cluster the VMs are made on: API endpoint, default host,
+    /// storages, bridge and resource pool. Required; credentials come from the
+    /// environment (`PROXMOX_VE_API_TOKEN`), never this file.
     pub proxmox: Option<Spanned<RawProxmox>>,
-    /// `image_factory:`.
+    /// The Talos Image Factory that builds the schematics and serves the nodes'
+    /// disk and installer images. Optional: the public factory by default.
     pub image_factory: Option<Spanned<RawImageFactory>>,
-    /// `schematics:`, in file order.
+    /// Image Factory schematics by name: the system extensions and kernel
+    /// arguments a node's Talos image is built with, or an existing schematic ID.
+    /// Nodes choose one with `schematic` or `default_schematic`.
     pub schematics: Option<Spanned<Vec<Entry<RawSchematic>>>>,
-    /// `default_schematic:`.
+    /// The `schematics` name used by every node and pool that sets no
+    /// `schematic`. Without it, those nodes run the factory's plain Talos image
+    /// (no extensions).
     pub default_schematic: Option<Spanned<String>>,
-    /// `pci_mappings:`, in file order.
+    /// PCI devices to pass through, by name: each becomes a Proxmox cluster PCI
+    /// resource mapping of that name, which talosprov creates. A node's `hostpci`
+    /// entry names one as its `mapping`.
     pub pci_mappings: Option<Spanned<Vec<Entry<RawPciMapping>>>>,
-    /// `nodes:`, in file order.
+    /// The Talos nodes, one Proxmox VM each, in order. Required unless `pools`
+    /// is given; at least one node or pool member must be a control plane, and
+    /// at most 1000 nodes in all.
     pub nodes: Option<Spanned<Vec<Spanned<RawNode>>>>,
-    /// `patches_dir:`, one folder or a list, each relative to the file's
-    /// folder; each patch level reads the folders in the order given.
+    /// The patch tree: one folder or a list of folders, relative to this file's
+    /// folder (default `patches`). Each patch level (common, role, pool, node)
+    /// reads the folders in the order given.
     #[schemars(with = "Option<OneOrMany>", extend("default" = "patches"))]
     pub patches_dir: Option<Spanned<Vec<Spanned<String>>>>,
-    /// `state:`.
+    /// Where talosprov keeps its state: a local file (the default,
+    /// `talosprov.tfstate` beside this file) or an OpenTofu-style HTTP backend
+    /// such as GitLab's managed state.
     pub state: Option<Spanned<RawState>>,
-    /// `addons:`, in file order.
+    /// Kubernetes add-ons by name (a lowercase DNS label of at most 53
+    /// characters, also the Helm release's name), each with exactly one source:
+    /// `helm`, `manifests` or `url`.
     pub addons: Option<Spanned<Vec<Entry<RawAddon>>>>,
-    /// `pools:`, in file order.
+    /// Node pools by name: `replicas` alike nodes whose IP, vmid and Proxmox host
+    /// talosprov allocates, each member keeping them for its whole life.
     pub pools: Option<Spanned<Vec<Entry<RawPool>>>>,
 }
 
-/// What the schema says of a key that takes one string or a list of them
-/// (`patches_dir`); only the schema uses it.
+/// One folder, or a list of folders read in the order given.
 #[derive(JsonSchema)]
 #[serde(untagged)]
 #[allow(dead_code)]
@@ -81,7 +98,8 @@ enum OneOrMany {
     Many(Vec<String>),
 }
 
-/// One `pools.<name>` entry: `replicas` nodes alike, drawn from `ip_range`.
+/// One node pool, named by its key: `replicas` alike nodes drawn from
+/// `ip_range`, each member keeping its IP, vmid and Proxmox host for life.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct RawPool {
@@ -89,231 +107,348 @@ pub struct RawPool {
     #[serde(skip)]
     #[schemars(skip)]
     pub pos: super::diagnostics::Pos,
-    /// `role`: `controlplane` or `worker` (default `worker`).
+    /// Every member's role: `controlplane` (etcd and the Kubernetes control
+    /// plane) or `worker`. Default `worker`, unlike a `nodes` entry.
     #[schemars(with = "Option<crate::role::Role>", extend("default" = "worker"))]
     pub role: Option<Spanned<String>>,
-    /// `replicas`: how many members.
+    /// How many members the pool has, 0 to 250. Required; scaling down removes
+    /// the highest indexes first.
+    #[schemars(range(max = 250))]
     pub replicas: Option<Spanned<u64>>,
-    /// `hostname`: the pattern, with `{cluster}`, `{pool}`, `{index}`.
+    /// The members' hostname pattern: `{cluster}`, `{pool}` and `{index}`
+    /// (counting from 1) are replaced, and `{index}` is required. Each result
+    /// must be a lowercase RFC 1123 label.
+    #[schemars(extend("default" = "{cluster}-{pool}-{index}"))]
     pub hostname: Option<Spanned<String>>,
-    /// `ip_range`: `FIRST-LAST` or a CIDR inside the cluster network.
+    /// The IPv4 addresses members take, lowest free first: `FIRST-LAST`
+    /// (`192.168.1.130-192.168.1.140`) or a CIDR (its host addresses), inside the
+    /// cluster network and overlapping no other pool. Required; listed nodes'
+    /// IPs, the VIP and the gateway are skipped.
     pub ip_range: Option<Spanned<String>>,
-    /// `vm_id_start`: member `index` gets `vm_id_start + index - 1`.
+    /// The Proxmox VM ID (vmid) of member 1: member N gets `vm_id_start + N - 1`.
+    /// Default: each member's IP's last octet, as for a node; every vmid must be
+    /// 100 to 999999999 and unique.
     pub vm_id_start: Option<Spanned<u64>>,
-    /// `proxmox_nodes`: the hosts members spread over.
+    /// The Proxmox hosts (PVE node names) the members spread over: a new member
+    /// goes to the one with the fewest members of the pool, ties in list order.
+    /// Default: `proxmox.node` alone.
     pub proxmox_nodes: Option<Spanned<Vec<Spanned<String>>>>,
-    /// `cores`.
+    /// Each member's number of vCPU cores, the Proxmox VM's `cores` (one socket,
+    /// CPU type `host`), 1 to 1024. Required.
     pub cores: Option<Spanned<u64>>,
-    /// `memory`, MiB.
+    /// Each member's memory in MiB, the Proxmox VM's `memory`. Required; at least
+    /// Talos's minimum: 2048 for control planes, 1024 for workers.
     pub memory: Option<Spanned<u64>>,
-    /// `disk_size`, GiB.
+    /// The size of each member's system disk (`scsi0`) in GiB, at least Talos's
+    /// minimum of 10.
+    #[schemars(extend("default" = 40))]
     pub disk_size: Option<Spanned<u64>>,
-    /// `schematic`.
+    /// The name of the `schematics` entry the members' Talos image is built
+    /// from. Default `default_schematic`, else the factory's plain Talos image.
     pub schematic: Option<Spanned<String>>,
-    /// `tags`.
+    /// Proxmox tags on every member's VM: letters, digits, '_', '-', '+' and '.',
+    /// not starting with '-', '+' or '.'.
     pub tags: Option<Spanned<Vec<Spanned<String>>>>,
-    /// `hostpci`.
+    /// PCI devices passed through to every member, as a node's `hostpci`. A
+    /// mapping's device is on one Proxmox host and goes to one VM only, so a
+    /// member placed on another host, or two sharing it, is refused.
     pub hostpci: Option<Spanned<Vec<Spanned<RawHostPci>>>>,
 }
 
-/// `cluster:`.
+/// The Kubernetes cluster: its name, versions and the nodes' network.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct RawCluster {
-    /// `name`: a DNS label.
+    /// The cluster's name, such as `homelab`: a lowercase RFC 1123 label (a-z,
+    /// 0-9 and '-', at most 63 characters). Required; it is Talos's
+    /// `cluster.clusterName` and `{cluster}` in pool hostnames.
     pub name: Option<Spanned<String>>,
-    /// `talos_version`, such as `v1.13.8`.
+    /// The Talos Linux release the nodes run, `vMAJOR.MINOR.PATCH` such as
+    /// `v1.13.8`, v1.10.0 or later (the first with the Image Factory's
+    /// `nocloud-installer` image). Required.
     pub talos_version: Option<Spanned<String>>,
-    /// `kubernetes_version`, such as `v1.36.2`.
+    /// The Kubernetes release, `vMAJOR.MINOR.PATCH` such as `v1.36.2`. Default:
+    /// the release that `talos_version` ships by default (v1.36.2 for Talos
+    /// v1.13.8).
     pub kubernetes_version: Option<Spanned<String>>,
-    /// `vip`: the shared control-plane IPv4 address.
+    /// The control planes' shared virtual IP: an IPv4 address in the cluster
+    /// network that no node has. Optional; it is added to the API server
+    /// certificate, given to patch templates as `vip`, and is the default
+    /// `endpoint`'s host.
     pub vip: Option<Spanned<String>>,
-    /// `endpoint`: the Kubernetes API URL.
+    /// The Kubernetes API URL, `https://` only, such as
+    /// `https://192.168.1.120:6443`. Default: `https://<vip>:6443`, or the first
+    /// control plane's IP in place of the VIP when there is none.
     pub endpoint: Option<Spanned<String>>,
-    /// `gateway`: the default route's IPv4 address.
+    /// The default route's IPv4 address, given to every node through cloud-init.
+    /// Required; with `prefix_length` it defines the cluster network that node
+    /// IPs, the VIP and pool ranges must lie in.
     pub gateway: Option<Spanned<String>>,
-    /// `prefix_length`: the nodes' network prefix, in bits.
-    #[schemars(extend("default" = 24))]
+    /// The cluster network's prefix length in bits, 1 to 30 (24 is a
+    /// 255.255.255.0 netmask), given to every node with its IP.
+    #[schemars(range(min = 1, max = 30), extend("default" = 24))]
     pub prefix_length: Option<Spanned<u64>>,
-    /// `nameservers`: IP addresses.
+    /// DNS servers for the nodes, IPv4 or IPv6 addresses, given through
+    /// cloud-init and to patch templates as `nameservers`. Default: none, and
+    /// Talos uses its own defaults.
     pub nameservers: Option<Spanned<Vec<Spanned<String>>>>,
-    /// `install_disk`: the disk Talos installs to.
+    /// The disk Talos installs to inside each VM, a `/dev/` path; talosprov sets
+    /// `machine.install.disk` to it. The default, `/dev/sda`, is the VM's system
+    /// disk (`scsi0`).
     #[schemars(extend("default" = "/dev/sda"))]
     pub install_disk: Option<Spanned<String>>,
 }
 
-/// `proxmox:`.
+/// The Proxmox VE cluster the VMs are made on. Credentials are never here:
+/// they come from the environment.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct RawProxmox {
-    /// `endpoint`: the PVE API URL (`https://host:8006`).
+    /// The Proxmox VE API URL, `https://` with host and port, such as
+    /// `https://pve.example:8006`. Required unless the `PROXMOX_VE_ENDPOINT`
+    /// environment variable is set (this key wins over it).
     pub endpoint: Option<Spanned<String>>,
-    /// `node`: the default Proxmox host.
+    /// The Proxmox host (PVE node name, such as `pve`) VMs go to unless a node
+    /// sets `proxmox_node` or a pool `proxmox_nodes`: letters, digits and '-'.
+    /// Required.
     pub node: Option<Spanned<String>>,
-    /// `datastore`: storage for VM, EFI and cloud-init disks.
+    /// The Proxmox storage ID for each VM's system, EFI and cloud-init disks,
+    /// such as `local-lvm`. Required.
     pub datastore: Option<Spanned<String>>,
-    /// `image_storage`: storage that images are downloaded to.
+    /// The Proxmox storage ID that Talos disk images are downloaded to; it must
+    /// allow the `import` content type (PVE 8.4 or later).
     #[schemars(extend("default" = "local"))]
     pub image_storage: Option<Spanned<String>>,
-    /// `bridge`: the network bridge.
+    /// The Proxmox network bridge each VM's one network device (`net0`, virtio)
+    /// is attached to.
     #[schemars(extend("default" = "vmbr0"))]
     pub bridge: Option<Spanned<String>>,
-    /// `pool`: the resource pool.
+    /// A Proxmox resource pool ID the VMs join, `parent/child` for a nested
+    /// pool. Optional; talosprov creates it (an existing pool must be imported
+    /// first) and deletes it on destroy.
     pub pool: Option<Spanned<String>>,
-    /// `insecure`: skip TLS verification.
+    /// Turn off TLS certificate verification of the Proxmox API, with a
+    /// warning. Not allowed together with `ca_file` or `fingerprint`.
     #[schemars(extend("default" = false))]
     pub insecure: Option<Spanned<bool>>,
-    /// `ca_file`: a PEM file of CA certificates to trust.
+    /// A PEM file of CA certificates to trust for the Proxmox API (such as a
+    /// copy of `/etc/pve/pve-root-ca.pem`, or the self-signed server certificate
+    /// itself), relative to this file's folder.
     pub ca_file: Option<Spanned<String>>,
-    /// `fingerprint`: the SHA-256 fingerprint of the server certificate.
+    /// The Proxmox API server certificate's SHA-256 fingerprint to pin, as the
+    /// node's System > Certificates shows it: 32 hex pairs joined by ':', or 64
+    /// hex digits.
     pub fingerprint: Option<Spanned<String>>,
 }
 
-/// `image_factory:`.
+/// The Talos Image Factory that builds schematics and serves the nodes'
+/// images.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct RawImageFactory {
-    /// `url`: the Image Factory base URL.
+    /// The Image Factory's base URL, `http://` or `https://`: nodes boot its
+    /// nocloud disk image and install and upgrade with its `nocloud-installer`
+    /// image.
     #[schemars(extend("default" = "https://factory.talos.dev"))]
     pub url: Option<Spanned<String>>,
 }
 
-/// One `schematics.<name>` entry.
+/// One Image Factory schematic, named by its key: `extensions` and
+/// `kernel_args` for the factory to build, or the `id` of one it already has.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct RawSchematic {
     /// Where the entry starts.
     #[serde(skip)]
     pub pos: Pos,
-    /// `extensions`: official extension names, `<org>/<name>`.
+    /// Official Talos system extensions built into the image, `<org>/<name>`
+    /// such as `siderolabs/qemu-guest-agent`. Order matters: the same set in
+    /// another order is another schematic.
     pub extensions: Option<Spanned<Vec<Spanned<String>>>>,
-    /// `kernel_args`: extra kernel arguments.
+    /// Extra kernel command-line arguments built into the image (the factory's
+    /// `extraKernelArgs`), such as `console=ttyS0`.
     pub kernel_args: Option<Spanned<Vec<Spanned<String>>>>,
-    /// `id`: a schematic ID already registered with the factory.
+    /// The ID of a schematic already registered with the Image Factory, 64
+    /// lowercase hex digits; give it instead of `extensions` and `kernel_args`.
     pub id: Option<Spanned<String>>,
 }
 
-/// One `pci_mappings.<name>` entry (a Proxmox cluster PCI hardware mapping).
+/// One PCI device as a Proxmox cluster resource mapping (Datacenter >
+/// Resource Mappings), named by its key and created by talosprov.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct RawPciMapping {
     /// Where the entry starts.
     #[serde(skip)]
     pub pos: Pos,
-    /// `path`: the PCI address, `0000:01:00` or `0000:01:00.0`.
+    /// The device's PCI address on its Proxmox host, `domain:bus:device`:
+    /// `0000:01:00` for all its functions, or `0000:01:00.0` for one. Required.
     pub path: Option<Spanned<String>>,
-    /// `id`: vendor and device, `10de:2507`.
+    /// The device's PCI vendor and device IDs in hex, `vendor:device` such as
+    /// `10de:2507` (as `lspci -n` prints them). Required.
     pub id: Option<Spanned<String>>,
-    /// `iommu_group`.
+    /// The device's IOMMU group number on its Proxmox host (its folder under
+    /// `/sys/kernel/iommu_groups`), which Proxmox checks when the VM starts.
+    /// Required.
+    #[schemars(range(max = 4_294_967_295u64))]
     pub iommu_group: Option<Spanned<u64>>,
-    /// `subsystem_id`: subsystem vendor and device, `10de:2507`.
+    /// The device's subsystem vendor and device IDs in hex, `vendor:device` such
+    /// as `10de:2507`, which Proxmox checks when the VM starts. Required.
     pub subsystem_id: Option<Spanned<String>>,
-    /// `comment`.
+    /// Free text kept as the Proxmox mapping's description, such as the card's
+    /// model.
     pub comment: Option<Spanned<String>>,
-    /// `node`: the Proxmox host the device is in.
+    /// The Proxmox host (PVE node name) the device is in. Default
+    /// `proxmox.node`; a node that uses the mapping must run on this host.
     pub node: Option<Spanned<String>>,
 }
 
-/// One `nodes[]` entry.
+/// One Talos node: a Proxmox VM with a static IPv4 address.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct RawNode {
-    /// `hostname`.
+    /// The node's name, unique: a lowercase RFC 1123 label (a-z, 0-9 and '-', at
+    /// most 63 characters). Required; it is the VM's name and the Talos and
+    /// Kubernetes node name.
     pub hostname: Option<Spanned<String>>,
-    /// `ip`.
+    /// The node's static IPv4 address, given through cloud-init: unique, inside
+    /// the cluster network (`gateway`/`prefix_length`), not its network or
+    /// broadcast address and not the VIP. Required.
     pub ip: Option<Spanned<String>>,
-    /// `role`: `controlplane` or `worker`.
+    /// `controlplane` (etcd and the Kubernetes control plane) or `worker`. The
+    /// default is `controlplane`, so give every worker `role: worker`.
     #[schemars(with = "Option<crate::role::Role>", extend("default" = "controlplane"))]
     pub role: Option<Spanned<String>>,
-    /// `cores`.
+    /// The number of vCPU cores, the Proxmox VM's `cores` (one socket, CPU type
+    /// `host`), 1 to 1024. Required.
+    #[schemars(range(min = 1, max = 1024))]
     pub cores: Option<Spanned<u64>>,
-    /// `memory`, MiB.
+    /// The VM's memory in MiB, such as 4096: the Proxmox VM's `memory` (no
+    /// ballooning). Required; at least Talos's minimum: 2048 for a control
+    /// plane, 1024 for a worker.
+    #[schemars(range(min = 1024, max = 4_294_967_295u64))]
     pub memory: Option<Spanned<u64>>,
-    /// `disk_size`, GiB.
-    #[schemars(extend("default" = 40))]
+    /// The size of the VM's system disk (`scsi0`) in GiB, at least Talos's
+    /// minimum of 10.
+    #[schemars(range(min = 10, max = 4_294_967_295u64), extend("default" = 40))]
     pub disk_size: Option<Spanned<u64>>,
-    /// `vm_id`.
+    /// The Proxmox VM ID (vmid), 100 to 999999999, unique. Default: the last
+    /// octet of `ip` (192.168.1.121 gives 121); set it when that is below 100 or
+    /// another node has it.
+    #[schemars(range(min = 100, max = 999_999_999))]
     pub vm_id: Option<Spanned<u64>>,
-    /// `proxmox_node`.
+    /// The Proxmox host (PVE node name) this VM runs on. Default `proxmox.node`.
     pub proxmox_node: Option<Spanned<String>>,
-    /// `schematic`: a `schematics` key.
+    /// The name of the `schematics` entry this node's Talos image is built from.
+    /// Default `default_schematic`, else the factory's plain Talos image.
     pub schematic: Option<Spanned<String>>,
-    /// `hostpci`: passed-through PCI devices.
+    /// PCI devices passed through to the VM: each a Proxmox `hostpciN` slot with
+    /// a `pci_mappings` name as its `mapping`. A mapping goes to one VM only, on
+    /// the mapping's host.
     pub hostpci: Option<Spanned<Vec<Spanned<RawHostPci>>>>,
-    /// `tags`: Proxmox tags.
+    /// Proxmox tags on the VM: letters, digits, '_', '-', '+' and '.', not
+    /// starting with '-', '+' or '.'. Proxmox keeps them lowercased and sorted.
     pub tags: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
-/// One `nodes[].hostpci[]` entry.
+/// One PCI device passed through to a VM: a Proxmox `hostpciN` slot given a
+/// `pci_mappings` entry.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct RawHostPci {
-    /// `device`: `hostpci0`..`hostpci15`.
+    /// The VM's PCI slot, Proxmox's `hostpciN`: `hostpci0` to `hostpci15`, each
+    /// once per node. Required.
     pub device: Option<Spanned<String>>,
-    /// `mapping`: a `pci_mappings` key.
+    /// The name of the `pci_mappings` entry to pass through, set as the slot's
+    /// Proxmox `mapping`. Required.
     pub mapping: Option<Spanned<String>>,
-    /// `pcie`: attach as PCI Express (default true).
+    /// Attach the device as PCI Express (Proxmox's `pcie`).
     #[schemars(extend("default" = true))]
     pub pcie: Option<Spanned<bool>>,
-    /// `rombar`: expose the device ROM (default true).
+    /// Make the device's option ROM visible to the VM (Proxmox's `rombar`).
     #[schemars(extend("default" = true))]
     pub rombar: Option<Spanned<bool>>,
-    /// `xvga`: primary GPU (default false).
+    /// Make the device the VM's primary graphics card (Proxmox's `x-vga`).
     #[schemars(extend("default" = false))]
     pub xvga: Option<Spanned<bool>>,
 }
 
-/// `state:`.
+/// Where talosprov keeps its state: a local file, or an OpenTofu-style HTTP
+/// backend.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct RawState {
-    /// `backend`: `local` or `http`.
+    /// `local` for a state file, or `http` for an OpenTofu-style HTTP backend
+    /// such as GitLab's managed Terraform state.
     #[schemars(extend("enum" = ["local", "http", null], "default" = "local"))]
     pub backend: Option<Spanned<String>>,
-    /// `path`: the local state file.
+    /// The local state file, relative to this file's folder; `local` backend
+    /// only. Default: `talosprov.tfstate` beside this file.
     pub path: Option<Spanned<String>>,
-    /// `address`: the HTTP backend's state URL.
+    /// The HTTP backend's state URL, `http://` or `https://` (GitLab:
+    /// `<api>/projects/<id>/terraform/state/<name>`); `http` backend only.
+    /// Default: the `TF_HTTP_ADDRESS` environment variable.
     pub address: Option<Spanned<String>>,
-    /// `lock_address`.
+    /// The URL that locks the state (GitLab: `address` plus `/lock`); `http`
+    /// backend only. Default: `TF_HTTP_LOCK_ADDRESS`; with neither, runs take
+    /// no lock.
     pub lock_address: Option<Spanned<String>>,
-    /// `unlock_address`.
+    /// The URL that releases the lock; `http` backend only. Default:
+    /// `TF_HTTP_UNLOCK_ADDRESS`, else `lock_address`.
     pub unlock_address: Option<Spanned<String>>,
-    /// `lock_method`.
+    /// The HTTP method of the lock request, in capitals (GitLab: `POST`);
+    /// `http` backend only. Default: `TF_HTTP_LOCK_METHOD`, else `LOCK`.
     #[schemars(extend("default" = "LOCK"))]
     pub lock_method: Option<Spanned<String>>,
-    /// `unlock_method`.
+    /// The HTTP method of the unlock request, in capitals (GitLab: `DELETE`);
+    /// `http` backend only. Default: `TF_HTTP_UNLOCK_METHOD`, else `UNLOCK`.
     #[schemars(extend("default" = "UNLOCK"))]
     pub unlock_method: Option<Spanned<String>>,
 }
 
-/// One `addons.<name>` entry: a Kubernetes add-on with exactly one source.
+/// One Kubernetes add-on, named by its key, with exactly one source: `helm`,
+/// `manifests` or `url`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct RawAddon {
     /// Where the entry starts.
     #[serde(skip)]
     pub pos: Pos,
-    /// `preset`: `cilium`, `nvidia-gpu-operator` or `talos-ccm`.
+    /// Talos's documented values and checks for a well-known add-on: `cilium`,
+    /// `nvidia-gpu-operator` or `talos-ccm`. Optional; it also sets the default
+    /// `namespace` and `phase`.
     #[schemars(with = "Option<super::model::Preset>")]
     pub preset: Option<Spanned<String>>,
-    /// `helm`: a pinned chart rendered with `helm template`.
+    /// A Helm chart pinned to one version, rendered with `helm template` (Helm
+    /// from `TALOSPROV_HELM`, else on `PATH`).
     pub helm: Option<Spanned<RawHelm>>,
-    /// `manifests`: files or globs relative to the topology file, literal or
-    /// minijinja (`.j2`).
+    /// Manifest files or globs (wildcards in the file name only), relative to
+    /// this file's folder: `.yaml` as written, `.yaml.j2` with minijinja,
+    /// `.yaml.tftpl` with OpenTofu `templatefile` syntax.
     pub manifests: Option<Spanned<Vec<Spanned<String>>>>,
-    /// `url`: one manifest file to download.
+    /// One manifest file to download, `http://` or `https://` (at most 32 MiB),
+    /// checked against `sha256`.
     pub url: Option<Spanned<String>>,
-    /// `sha256`: the download's digest, 64 hex digits.
+    /// The SHA-256 of the `url` download, 64 hex digits (quote it if it is all
+    /// digits). Required with `url`: a download with another digest is refused.
     pub sha256: Option<Spanned<String>>,
-    /// `namespace`: where namespaced objects go.
+    /// The Kubernetes namespace of namespaced objects that name none, a
+    /// lowercase DNS label. Default: `kube-system` for `cilium` and `talos-ccm`,
+    /// `gpu-operator` for `nvidia-gpu-operator`, else `default`.
     pub namespace: Option<Spanned<String>>,
-    /// `namespace_labels`: labels of the namespace, in file order.
+    /// Labels of the add-on's Namespace object (made for a namespace other than
+    /// `default` and `kube-system`), Kubernetes label keys and values such as
+    /// `pod-security.kubernetes.io/enforce: privileged`.
     #[schemars(with = "Option<std::collections::BTreeMap<String, String>>")]
     pub namespace_labels: Option<Spanned<Vec<Label>>>,
-    /// `phase`: `bootstrap` or `cluster`.
+    /// When it is installed: `bootstrap` (in the control planes' inline
+    /// manifests, applied by Talos at bootstrap, as a CNI needs) or `cluster`
+    /// (through the Kubernetes API). Default `cluster`; `bootstrap` for the
+    /// `cilium` preset.
     #[schemars(with = "Option<super::model::Phase>")]
     pub phase: Option<Spanned<String>>,
-    /// `depends_on`: add-on names applied first.
+    /// Names of other add-ons whose objects are applied first. No cycles, and a
+    /// `bootstrap` add-on may depend only on `bootstrap` ones.
     pub depends_on: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
@@ -321,20 +456,24 @@ pub struct RawAddon {
 /// position.
 pub type Label = (Spanned<String>, Spanned<String>);
 
-/// `addons.<name>.helm`.
+/// A Helm chart, always pinned to one version.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct RawHelm {
-    /// `repo`: an `https://` chart repository or an `oci://` registry path.
+    /// The chart repository, an `https://` (or `http://`) URL, or an
+    /// `oci://<registry>/<path>` reference to the chart itself. Required.
     pub repo: Option<Spanned<String>>,
-    /// `chart`: the chart's name in the repository.
+    /// The chart's name in the repository, such as `cilium`. Required, except
+    /// with an `oci://` repo.
     pub chart: Option<Spanned<String>>,
-    /// `version`: the chart version, always pinned.
+    /// The one exact chart version to render, such as `1.19.6` or `v26.3.3`;
+    /// ranges are refused. Required.
     pub version: Option<Spanned<String>>,
-    /// `values`: a mapping merged over the preset's values.
+    /// Chart values, merged key by key over the preset's values and the
+    /// `values_files` (`null` removes a key).
     #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub values: Option<Spanned<serde_json::Value>>,
-    /// `values_files`: YAML files relative to the topology file, merged in order
-    /// before `values`.
+    /// YAML values files relative to this file's folder, merged in order over
+    /// the preset's values and before `values`.
     pub values_files: Option<Spanned<Vec<Spanned<String>>>>,
 }

@@ -32,7 +32,8 @@ pub fn cluster_schema() -> Value {
     let generator = SchemaSettings::draft2020_12()
         .with_transform(EntriesAsObjects)
         .into_generator();
-    let schema = generator.into_root_schema_for::<RawTopology>();
+    let mut schema = generator.into_root_schema_for::<RawTopology>().to_value();
+    unwrap_descriptions(&mut schema);
     // The identifying keys first, as a reader of the file expects them.
     let mut root = serde_json::Map::new();
     root.insert(
@@ -41,7 +42,7 @@ pub fn cluster_schema() -> Value {
     );
     root.insert("title".into(), "talosprov topology (cluster.yaml)".into());
     root.insert("description".into(), ROOT_DESCRIPTION.into());
-    if let Value::Object(generated) = schema.to_value() {
+    if let Value::Object(generated) = schema {
         for (key, value) in generated {
             if !root.contains_key(&key) {
                 root.insert(key, value);
@@ -55,6 +56,30 @@ pub fn cluster_schema() -> Value {
 const ROOT_DESCRIPTION: &str = "A Talos Linux Kubernetes cluster on Proxmox VE, as `talosprov` \
 reads it. The schema checks keys, types and allowed values; `talosprov validate` also checks \
 references, addresses and the required fields.";
+
+/// Joins the lines of every description, which come from doc comments wrapped
+/// at the source's width, so that an editor's hover text flows as one
+/// paragraph; a blank line still separates paragraphs.
+fn unwrap_descriptions(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            for (key, v) in object.iter_mut() {
+                match v {
+                    Value::String(text) if key == "description" => {
+                        *text = text
+                            .split("\n\n")
+                            .map(|p| p.split('\n').map(str::trim).collect::<Vec<_>>().join(" "))
+                            .collect::<Vec<_>>()
+                            .join("\n\n");
+                    }
+                    _ => unwrap_descriptions(v),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(unwrap_descriptions),
+        _ => {}
+    }
+}
 
 impl<T: JsonSchema> JsonSchema for Spanned<T> {
     fn inline_schema() -> bool {
