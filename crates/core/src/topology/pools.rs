@@ -200,7 +200,8 @@ pub(super) fn allocate(
                 .cloned()
                 .unwrap_or_default();
             let vmid = match &p.vm_id_start {
-                Some(start) => (start.value + u64::from(index) - 1) as u32,
+                // Beyond u32, the member's vmid check refuses it as out of range.
+                Some(start) => u32::try_from(nth_vmid(start.value, index)).unwrap_or(u32::MAX),
                 None => u32::from(ip.octets()[3]),
             };
             members.push(RecordedMember {
@@ -403,7 +404,7 @@ fn check_kept(
         ));
     }
     if let Some(start) = &p.vm_id_start
-        && start.value + u64::from(m.index) - 1 != u64::from(m.vmid)
+        && nth_vmid(start.value, m.index) != u64::from(m.vmid)
     {
         diagnostics.push(moved(
             "vm_id_start",
@@ -411,7 +412,7 @@ fn check_kept(
             format!(
                 "has vmid {}, not {}",
                 m.vmid,
-                start.value + u64::from(m.index) - 1
+                nth_vmid(start.value, m.index)
             ),
         ));
     }
@@ -425,6 +426,13 @@ fn check_kept(
             ),
         ));
     }
+}
+
+/// The vmid of member `index` (from 1) of a pool whose `vm_id_start` is
+/// `start`: `start + index - 1`, saturating rather than wrapping, so a start
+/// near the top of u64 gives a vmid that the range check refuses.
+fn nth_vmid(start: u64, index: u32) -> u64 {
+    start.saturating_add(u64::from(index)).saturating_sub(1)
 }
 
 /// The hostname `pattern` gives member `index` of `pool`.
@@ -511,6 +519,28 @@ mod tests {
 
     const WORKERS: &str = "  wk:\n    replicas: REPLICAS\n    ip_range: 10.0.0.128/28\n    \
         proxmox_nodes: [pve1, pve2]\n    vm_id_start: 2001\n    cores: 2\n    memory: 4096\n";
+
+    #[test]
+    fn a_vm_id_start_beyond_every_vmid_is_refused_not_wrapped() {
+        for start in ["9223372036854775807", "4294967295", "999999999"] {
+            let pool = WORKERS
+                .replace("REPLICAS", "2")
+                .replace("vm_id_start: 2001", &format!("vm_id_start: {start}"));
+            let text = format!("{BASE}pools:\n{pool}");
+            let loaded = parse(&text, Path::new("c.yaml"), &Environment::default());
+            let out_of_range: Vec<String> = loaded
+                .diagnostics
+                .iter()
+                .filter(|d| d.field.as_deref().is_some_and(|f| f.starts_with("pools.wk")))
+                .map(|d| d.message.clone())
+                .collect();
+            assert!(
+                !out_of_range.is_empty() && loaded.topology.is_none(),
+                "{start}: {:#?}",
+                loaded.diagnostics
+            );
+        }
+    }
 
     #[test]
     fn members_take_the_lowest_free_addresses_and_spread_over_the_hosts() {
