@@ -301,9 +301,10 @@ fn controlplanes_crowded_on_one_host_is_a_warning() {
     assert_eq!(codes, [Code::ControlplanesShareHost]);
     assert!(loaded.topology.is_some(), "warnings do not fail validation");
     // Spread over three hosts: no warning.
+    // (cp-01 moves: w-01 passes the GPU through, and its mapping is on `pve`.)
     let spread = three.replacen(
-        "    role: controlplane\n",
-        "    role: controlplane\n    proxmox_node: pve3\n",
+        "  - hostname: cp-01\n    ip: 10.0.0.101\n",
+        "  - hostname: cp-01\n    ip: 10.0.0.101\n    proxmox_node: pve3\n",
         1,
     );
     assert!(

@@ -531,7 +531,11 @@ mod tests {
             let out_of_range: Vec<String> = loaded
                 .diagnostics
                 .iter()
-                .filter(|d| d.field.as_deref().is_some_and(|f| f.starts_with("pools.wk")))
+                .filter(|d| {
+                    d.field
+                        .as_deref()
+                        .is_some_and(|f| f.starts_with("pools.wk"))
+                })
                 .map(|d| d.message.clone())
                 .collect();
             assert!(

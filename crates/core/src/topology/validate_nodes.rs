@@ -541,11 +541,18 @@ fn check_hostpci_mapping(
             None
         }
         Some(pm) => {
-            if let (Some(want), Some(have)) = (pm.node.as_deref(), proxmox_node)
+            // A mapping without `node` is made on `proxmox.node`.
+            let want = pm.node.as_deref().or(ctx.proxmox_node);
+            if let (Some(want), Some(have)) = (want, proxmox_node)
                 && want != have
             {
+                let whence = if pm.node.is_none() {
+                    " (`proxmox.node`: the mapping names no `node`)"
+                } else {
+                    ""
+                };
                 let msg = format!(
-                    "mapping `{}` is a device on Proxmox host `{want}`, but this node runs on `{have}`; set proxmox_node: {want}",
+                    "mapping `{}` is a device on Proxmox host `{want}`{whence}, but this node runs on `{have}`; set proxmox_node: {want}, or the mapping's node",
                     m.value
                 );
                 at.err(
