@@ -159,6 +159,13 @@ fn name_member_fields(
         };
         if let Some(m) = index.checked_sub(listed).and_then(|k| memberships.get(k)) {
             d.field = Some(format!("pools.{}{rest}", m.pool));
+            // A member's host comes from the pool's `proxmox_nodes`.
+            if let Some((head, host)) = d.message.rsplit_once("; set proxmox_node: ") {
+                let host = host.split(',').next().unwrap_or(host).to_owned();
+                d.message = format!(
+                    "{head}; keep the pool's members on {host} (`proxmox_nodes: [{host}]`)"
+                );
+            }
         }
     }
 }
