@@ -176,7 +176,11 @@ pub enum Command {
     ///
     /// Example: talosprov completion bash > ~/.local/share/bash-completion/completions/talosprov
     Completion(completion::CompletionArgs),
-    /// Print the talosprov version and the Talos config contracts it generates.
+    /// Print the version, commit, target and Rust compiler of this build
+    ///
+    /// Also the Talos config contracts it generates machine configs for.
+    ///
+    /// Example: talosprov version --json
     Version(version::VersionArgs),
 }
 

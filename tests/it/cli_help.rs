@@ -103,3 +103,39 @@ fn each_command_of_the_usual_flow_has_a_description_and_an_example() {
         );
     }
 }
+
+#[test]
+fn version_names_the_build_as_text_and_as_one_json_object() {
+    let text = help(&["version"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        concat!("talosprov ", env!("CARGO_PKG_VERSION")),
+        "{text}"
+    );
+    assert!(lines[1].starts_with("commit: "), "{text}");
+    assert!(lines[2].starts_with("target: "), "{text}");
+    assert!(lines[3].starts_with("rustc: 1."), "{text}");
+
+    // `-json` (OpenTofu's spelling) and `--json` print the same object.
+    for flag in ["--json", "-json"] {
+        let json: serde_json::Value =
+            serde_json::from_str(&help(&["version", flag])).expect("one JSON object");
+        assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
+        let target = json["target"].as_str().expect("target");
+        assert_eq!(lines[2], format!("target: {target}"));
+        assert!(
+            target.contains("-linux-") || target.contains("-apple-"),
+            "{target}"
+        );
+        let commit = json["commit"].as_str().expect("commit");
+        assert!(
+            commit == "unknown"
+                || (commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit())),
+            "{commit}"
+        );
+        assert_eq!(lines[1], format!("commit: {commit}"));
+        assert!(json["rustc"].as_str().expect("rustc").starts_with("1."));
+        assert_eq!(json["default_contract"], "v1.13");
+    }
+}
