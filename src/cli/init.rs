@@ -409,19 +409,29 @@ fn files(s: &Scaffold, dir: &Path) -> Vec<(PathBuf, String)> {
 
 /// The example pipeline for this cluster: its own GitLab-managed state name
 /// and apply resource group (so several clusters can share a GitLab
-/// instance, or a project with `STATE_NAME` changed), and a header saying
-/// what to set.
+/// instance, or a project with `STATE_NAME` changed), the image of this
+/// talosprov's release, and a header saying what to set.
 fn gitlab_ci(cluster: &str) -> String {
     let header = format!(
         "# The pipeline of the cluster {cluster}, as written by `talosprov init --gitlab`
-# (talosprov's examples/gitlab-ci; its README explains each job). Set
-# TALOSPROV_REPO and TALOSPROV_VERSION below to the talosprov you use, and the
-# CI/CD variables listed next.
+# (talosprov's examples/gitlab-ci; its README explains each job). The jobs
+# run the published image of TALOSPROV_VERSION below, the release that wrote
+# this file; set the CI/CD variables listed next.
 #
 "
     );
+    let pipeline: String = GITLAB_CI
+        .lines()
+        .map(|line| {
+            if line.starts_with("  TALOSPROV_VERSION: ") {
+                format!("  TALOSPROV_VERSION: \"{}\"\n", env!("CARGO_PKG_VERSION"))
+            } else {
+                format!("{line}\n")
+            }
+        })
+        .collect();
     header
-        + &GITLAB_CI
+        + &pipeline
             .replace("STATE_NAME: cluster\n", &format!("STATE_NAME: {cluster}\n"))
             .replace(
                 "resource_group: talosprov-cluster\n",
@@ -879,6 +889,21 @@ mod tests {
         assert!(ci.contains("\n  STATE_NAME: lab\n"), "{ci}");
         assert!(ci.contains("\n  resource_group: talosprov-lab\n"), "{ci}");
         assert!(!ci.contains("talosprov-cluster"));
+    }
+
+    #[test]
+    fn the_pipeline_runs_the_published_image_and_builds_nothing() {
+        let ci = gitlab_ci("lab");
+        let version = format!("\n  TALOSPROV_VERSION: \"{}\"\n", env!("CARGO_PKG_VERSION"));
+        assert!(ci.contains(&version), "{ci}");
+        assert!(
+            ci.contains(
+                "\n  image: registry.gitlab.com/talosprov/talosprov:${TALOSPROV_VERSION}\n"
+            ),
+            "{ci}"
+        );
+        assert!(!ci.contains("cargo"), "{ci}");
+        assert!(!ci.contains("TALOSPROV_REPO"), "{ci}");
     }
 
     #[test]

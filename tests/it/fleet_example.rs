@@ -1,13 +1,15 @@
 //! examples/fleet: two clusters sharing a patch root, each with its own state
 //! and pools. Both validate, plan offline, and plan against Proxmox (fakepve
-//! with three hosts); the GitLab pipeline runs one set of jobs per cluster,
-//! each against the state named after its cluster, triggered by its own folder
-//! or the shared patches.
+//! with three hosts); the GitLab pipeline includes the CI/CD component once per
+//! cluster, giving one set of jobs per cluster, each against the state named
+//! after its cluster, triggered by its own folder or the shared patches, with
+//! apply by hand.
 
 use std::path::PathBuf;
 
-use serde_yaml_ng::Value;
+use serde_yaml_ng::{Mapping, Value};
 
+use crate::gitlab_ci_example::{COMPONENT_JOBS, component_jobs};
 use crate::support::cli::{stderr, stdout, talosprov};
 use crate::support::fakepve::{FakeOptions, FakePve, ROOT_TOKEN_ID, ROOT_TOKEN_SECRET};
 use crate::support::fixtures::{copy_tree, repo};
@@ -121,42 +123,133 @@ fn pipeline() -> Value {
     serde_yaml_ng::from_str(&text).expect("YAML")
 }
 
+/// The jobs the fleet pipeline gets: each include of the CI/CD component
+/// interpolated with its inputs, as GitLab does, then the pipeline's own keys.
+fn merged_jobs(doc: &Value) -> Mapping {
+    let mut jobs = Mapping::new();
+    for include in doc["include"].as_sequence().expect("include list") {
+        let inputs = include["inputs"].as_mapping().expect("include inputs");
+        for (name, job) in component_jobs(inputs) {
+            assert!(
+                jobs.insert(name.clone(), job).is_none(),
+                "two includes define {name:?}: give each its own job_suffix"
+            );
+        }
+    }
+    for (name, value) in doc.as_mapping().expect("mapping") {
+        if name.as_str() != Some("include") {
+            jobs.insert(name.clone(), value.clone());
+        }
+    }
+    jobs
+}
+
 #[test]
 fn the_pipeline_has_one_set_of_jobs_per_cluster_each_with_its_own_state() {
     let doc = pipeline();
-    let shared = &doc[".cluster"]["variables"]["TF_HTTP_ADDRESS"];
-    assert_eq!(
-        shared.as_str(),
-        Some("${CI_API_V4_URL}/projects/${CI_PROJECT_ID}/terraform/state/${CLUSTER}")
-    );
+    let includes = doc["include"].as_sequence().expect("include list");
+    assert_eq!(includes.len(), CLUSTERS.len(), "one include per cluster");
+    for (include, name) in includes.iter().zip(CLUSTERS) {
+        let component = include["component"].as_str().expect("a component include");
+        assert_eq!(
+            component,
+            format!(
+                "$CI_SERVER_FQDN/talosprov/talosprov/talosprov@{}",
+                env!("CARGO_PKG_VERSION")
+            )
+        );
+        assert_eq!(
+            include["inputs"]["root_dir"].as_str(),
+            Some(format!("clusters/{name}").as_str())
+        );
+        assert_eq!(include["inputs"]["state_name"].as_str(), Some(name));
+    }
+    // Nothing compiled: the component's jobs run the published image.
+    let text = std::fs::read_to_string(fleet().join(".gitlab-ci.yml")).expect("pipeline");
+    assert!(!text.contains("cargo"), "{text}");
+    assert!(doc.get("build").is_none(), "a build job");
+
+    let jobs = merged_jobs(&doc);
+    let job = |key: &str| -> &Value { jobs.get(key).unwrap_or_else(|| panic!("no job {key}")) };
+    let stages: Vec<&str> = job("stages")
+        .as_sequence()
+        .expect("stages")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     for name in CLUSTERS {
-        for job in ["validate", "plan", "apply"] {
-            let j = &doc[format!("{job}:{name}").as_str()];
+        let shared = job(&format!(".talosprov-component:{name}"));
+        assert_eq!(
+            shared["variables"]["TF_HTTP_ADDRESS"].as_str(),
+            Some(
+                format!("${{CI_API_V4_URL}}/projects/${{CI_PROJECT_ID}}/terraform/state/{name}")
+                    .as_str()
+            )
+        );
+        assert_eq!(
+            shared["variables"]["TALOSPROV_TOPOLOGY"].as_str(),
+            Some(format!("clusters/{name}/cluster.yaml").as_str())
+        );
+        let other = CLUSTERS.iter().find(|c| **c != name).expect("other");
+        for kind in COMPONENT_JOBS {
+            let key = format!("{kind}:{name}");
+            let j = job(&key);
             assert_eq!(
-                j["variables"]["CLUSTER"].as_str(),
-                Some(name),
-                "{job}:{name}"
+                j["extends"].as_str(),
+                Some(format!(".talosprov-component:{name}").as_str()),
+                "{key}"
             );
-            let changes: Vec<&str> = j["rules"][0]["changes"]
+            let stage = j["stage"].as_str().expect("stage");
+            assert!(
+                stages.contains(&stage),
+                "{key}: stage {stage} not in {stages:?}"
+            );
+            if kind == "drift" {
+                continue;
+            }
+            let changes: Vec<&str> = j["rules"]
                 .as_sequence()
-                .unwrap_or_else(|| panic!("{job}:{name} has rules.changes"))
+                .unwrap_or_else(|| panic!("{key} has rules"))
                 .iter()
+                .filter_map(|rule| rule.get("changes").and_then(Value::as_sequence))
+                .flatten()
                 .filter_map(Value::as_str)
                 .collect();
             assert!(
                 changes.contains(&format!("clusters/{name}/**/*").as_str()),
-                "{changes:?}"
+                "{key}: {changes:?}"
             );
-            assert!(changes.contains(&"patches/**/*"), "{changes:?}");
-            let other = CLUSTERS.iter().find(|c| **c != name).expect("other");
+            assert!(changes.contains(&"patches/**/*"), "{key}: {changes:?}");
             assert!(
                 !changes.iter().any(|c| c.contains(other)),
-                "{job}:{name} runs for {other}'s changes"
+                "{key} runs for {other}'s changes"
             );
         }
+        let plan = job(&format!("plan:{name}"));
         assert_eq!(
-            doc[format!("apply:{name}").as_str()]["rules"][0]["when"].as_str(),
-            Some("manual")
+            plan["needs"][0]["job"].as_str(),
+            Some(format!("validate:{name}").as_str())
         );
+        let apply = job(&format!("apply:{name}"));
+        assert_eq!(
+            apply["resource_group"].as_str(),
+            Some(format!("talosprov-{name}").as_str())
+        );
+        assert_eq!(
+            apply["needs"][0]["job"].as_str(),
+            Some(format!("plan:{name}").as_str())
+        );
+        for rule in apply["rules"].as_sequence().expect("apply rules") {
+            let when = rule["when"].as_str();
+            assert!(when == Some("manual") || when == Some("never"), "{rule:?}");
+            if when == Some("manual") {
+                assert!(
+                    rule["if"]
+                        .as_str()
+                        .is_some_and(|c| c.starts_with("$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH")),
+                    "{rule:?}"
+                );
+            }
+        }
     }
 }

@@ -1,11 +1,19 @@
 //! The example GitLab pipeline (examples/gitlab-ci/.gitlab-ci.yml): it is
-//! well-formed YAML with the jobs, rules and reports it promises, and every
-//! `talosprov` command line in its scripts is accepted by the command line
-//! parser (run with `--help` appended, which clap handles after every flag).
+//! well-formed YAML with the jobs, rules and reports it promises, it runs the
+//! published image and builds nothing, and every `talosprov` command line in
+//! its scripts, in the CI/CD component's (templates/talosprov.yml) and in the
+//! project's own pipeline is accepted by the command line parser (run with
+//! `--help` appended, which clap handles after every flag).
+//!
+//! Also the component's interpolation, as GitLab does it at include time
+//! (`$[[ inputs.NAME ]]` with the include's inputs over the spec's defaults),
+//! which the fleet example's test uses too.
+
+use std::collections::BTreeMap;
 
 use crate::support::cli::BIN;
 use crate::support::fixtures::repo;
-use serde_yaml_ng::Value;
+use serde_yaml_ng::{Mapping, Value};
 
 fn pipeline_text() -> String {
     let path = repo().join("examples/gitlab-ci/.gitlab-ci.yml");
@@ -16,10 +24,122 @@ fn pipeline() -> Value {
     serde_yaml_ng::from_str(&pipeline_text()).expect("the example pipeline is valid YAML")
 }
 
+/// The jobs of one include of the component, before their `job_suffix`.
+pub(crate) const COMPONENT_JOBS: [&str; 6] = [
+    "validate",
+    "plan",
+    "apply",
+    "unlock-plan",
+    "unlock-apply",
+    "drift",
+];
+
+/// The CI/CD component: its `spec:inputs` and its jobs document, not yet
+/// interpolated (the two YAML documents of templates/talosprov.yml).
+pub(crate) fn component() -> (Mapping, Value) {
+    let path = repo().join("templates/talosprov.yml");
+    let text = std::fs::read_to_string(path).expect("read the component");
+    let (header, jobs) = text
+        .split_once("\n---\n")
+        .expect("a spec header, then `---`, then the jobs");
+    let header: Value = serde_yaml_ng::from_str(header).expect("the spec header is YAML");
+    let inputs = header["spec"]["inputs"]
+        .as_mapping()
+        .expect("spec:inputs")
+        .clone();
+    let jobs = serde_yaml_ng::from_str(jobs).expect("the jobs document is YAML");
+    (inputs, jobs)
+}
+
+/// The component's jobs as GitLab adds them to a pipeline that includes it
+/// with `given` inputs: each input is the given value, else the spec's
+/// default (an input without one must be given).
+pub(crate) fn component_jobs(given: &Mapping) -> Mapping {
+    let (spec, jobs) = component();
+    let mut values = BTreeMap::new();
+    for (name, input) in &spec {
+        let name = name.as_str().expect("input name").to_owned();
+        let value = given
+            .get(name.as_str())
+            .or_else(|| input.get("default"))
+            .unwrap_or_else(|| panic!("the mandatory input {name} is not given"))
+            .clone();
+        values.insert(name, value);
+    }
+    for name in given.keys() {
+        let name = name.as_str().expect("input name");
+        assert!(
+            values.contains_key(name),
+            "the include gives an undeclared input {name}"
+        );
+    }
+    interpolate(&jobs, &values)
+        .as_mapping()
+        .expect("the jobs are a mapping")
+        .clone()
+}
+
+/// `$[[ inputs.NAME ]]` replaced as GitLab does: a value that is the block
+/// alone becomes the input's value with its type (an array stays an array);
+/// a block inside a longer string becomes the value's text. Keys too.
+pub(crate) fn interpolate(value: &Value, inputs: &BTreeMap<String, Value>) -> Value {
+    match value {
+        Value::String(s) => interpolate_str(s, inputs),
+        Value::Sequence(items) => items.iter().map(|v| interpolate(v, inputs)).collect(),
+        Value::Mapping(map) => Value::Mapping(
+            map.iter()
+                .map(|(k, v)| (interpolate(k, inputs), interpolate(v, inputs)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn interpolate_str(s: &str, inputs: &BTreeMap<String, Value>) -> Value {
+    let lookup = |block: &str| -> Value {
+        let name = block
+            .trim()
+            .strip_prefix("inputs.")
+            .unwrap_or_else(|| panic!("`$[[{block}]]` names no input"));
+        inputs
+            .get(name)
+            .unwrap_or_else(|| panic!("`$[[{block}]]`: no input {name} in the spec"))
+            .clone()
+    };
+    if let Some(block) = s.strip_prefix("$[[").and_then(|r| r.strip_suffix("]]"))
+        && !block.contains("]]")
+    {
+        return lookup(block);
+    }
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(start) = rest.find("$[[") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..].find("]]").expect("a closing ]]") + start;
+        match lookup(&rest[start + 3..end]) {
+            Value::String(v) => out.push_str(&v),
+            Value::Bool(v) => out.push_str(&v.to_string()),
+            Value::Number(v) => out.push_str(&v.to_string()),
+            other => panic!("{other:?} interpolated inside the string {s:?}"),
+        }
+        rest = &rest[end + 2..];
+    }
+    out.push_str(rest);
+    Value::String(out)
+}
+
+/// No input given: the component with its defaults.
+fn no_inputs() -> Mapping {
+    Mapping::new()
+}
+
 /// Every script line of every job (`before_script`, `script`, `after_script`).
 fn script_lines(doc: &Value) -> Vec<String> {
     let mut lines = Vec::new();
     for (_, job) in doc.as_mapping().expect("top-level mapping") {
+        if !job.is_mapping() {
+            continue;
+        }
         for key in ["before_script", "script", "after_script"] {
             if let Some(Value::Sequence(items)) = job.get(key) {
                 for item in items {
@@ -39,7 +159,7 @@ fn talosprov_commands(line: &str) -> Vec<String> {
     while let Some(at) = rest.find("talosprov ") {
         let starts_word = at == 0 || rest[..at].ends_with([' ', '(', '{', ';']);
         let tail = &rest[at..];
-        let end = ["|", ";", "&&", " 2>", " >", "\n"]
+        let end = ["|", ";", "&&", ")", " 2>", " >", "\n"]
             .iter()
             .filter_map(|stop| tail.find(stop))
             .min()
@@ -81,20 +201,39 @@ fn words(command: &str) -> Vec<String> {
     out
 }
 
-#[test]
-fn pipeline_passes_a_yaml_lint() {
-    let text = pipeline_text();
-    assert!(text.ends_with('\n'), "ends with a newline");
+/// No tab, no trailing space, lines of at most 160 characters, indented by two.
+fn lint(name: &str, text: &str) {
+    assert!(text.ends_with('\n'), "{name} ends with a newline");
     for (n, line) in text.lines().enumerate() {
-        assert!(!line.contains('\t'), "line {}: a tab", n + 1);
-        assert_eq!(line, line.trim_end(), "line {}: trailing spaces", n + 1);
+        assert!(!line.contains('\t'), "{name} line {}: a tab", n + 1);
+        assert_eq!(
+            line,
+            line.trim_end(),
+            "{name} line {}: trailing spaces",
+            n + 1
+        );
         assert!(
             line.chars().count() <= 160,
-            "line {}: longer than 160",
+            "{name} line {}: longer than 160",
             n + 1
         );
         let indent = line.len() - line.trim_start().len();
-        assert_eq!(indent % 2, 0, "line {}: indentation not by two", n + 1);
+        assert_eq!(
+            indent % 2,
+            0,
+            "{name} line {}: indentation not by two",
+            n + 1
+        );
+    }
+}
+
+#[test]
+fn pipeline_passes_a_yaml_lint() {
+    let text = pipeline_text();
+    lint("examples/gitlab-ci/.gitlab-ci.yml", &text);
+    for other in ["templates/talosprov.yml", "examples/fleet/.gitlab-ci.yml"] {
+        let text = std::fs::read_to_string(repo().join(other)).expect("read");
+        lint(other, &text);
     }
     // Duplicate keys are an error for serde_yaml_ng's mappings.
     let doc = pipeline();
@@ -215,13 +354,115 @@ fn cleanup_reads_the_lock_id_line_the_runs_print() {
 }
 
 #[test]
-fn every_talosprov_command_line_is_accepted() {
+fn pipeline_runs_the_published_image_and_builds_nothing() {
     let doc = pipeline();
-    let commands: Vec<String> = script_lines(&doc)
+    assert!(doc.get("build").is_none(), "a build job");
+    let stages = serde_yaml_ng::to_string(&doc["stages"]).expect("stages");
+    assert!(!stages.contains("build"), "{stages}");
+    assert_eq!(
+        doc[".talosprov"]["image"].as_str(),
+        Some("registry.gitlab.com/talosprov/talosprov:${TALOSPROV_VERSION}")
+    );
+    assert_eq!(
+        doc["variables"]["TALOSPROV_VERSION"].as_str(),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+    for line in script_lines(&doc) {
+        assert!(!line.contains("cargo"), "{line}");
+        assert!(!line.contains("bin/"), "{line}");
+    }
+    for (name, job) in doc.as_mapping().expect("mapping") {
+        let needs = serde_yaml_ng::to_string(&job["needs"]).expect("needs");
+        assert!(!needs.contains("build"), "{name:?} needs {needs}");
+    }
+}
+
+#[test]
+fn the_component_runs_the_published_image_of_its_version() {
+    let jobs = component_jobs(&no_inputs());
+    let shared = &jobs[".talosprov-component"];
+    assert_eq!(
+        shared["image"].as_str(),
+        Some(
+            format!(
+                "registry.gitlab.com/talosprov/talosprov:{}",
+                env!("CARGO_PKG_VERSION")
+            )
+            .as_str()
+        )
+    );
+    let check = joined(&shared["before_script"]);
+    assert!(
+        check.contains(&format!("\"version\":\"{}\"", env!("CARGO_PKG_VERSION"))),
+        "{check}"
+    );
+    assert_eq!(
+        shared["variables"]["TF_HTTP_ADDRESS"].as_str(),
+        Some("${CI_API_V4_URL}/projects/${CI_PROJECT_ID}/terraform/state/cluster")
+    );
+    assert_eq!(
+        shared["variables"]["TALOSPROV_TOPOLOGY"].as_str(),
+        Some("./cluster.yaml")
+    );
+    for job in COMPONENT_JOBS {
+        assert_eq!(
+            jobs[job]["extends"].as_str(),
+            Some(".talosprov-component"),
+            "{job}"
+        );
+    }
+    assert_eq!(
+        jobs["apply"]["resource_group"].as_str(),
+        Some("talosprov-cluster")
+    );
+    let drift = &jobs["drift"];
+    assert_eq!(
+        drift["rules"][0]["if"].as_str(),
+        Some("$CI_PIPELINE_SOURCE == \"schedule\"")
+    );
+    let script = joined(&drift["script"]);
+    assert!(script.contains("-detailed-exitcode"), "{script}");
+    assert!(script.contains("2) "), "{script}");
+    assert_eq!(drift["artifacts"]["paths"][0].as_str(), Some("drift.log"));
+}
+
+/// A script's lines, one string.
+fn joined(script: &Value) -> String {
+    script
+        .as_sequence()
+        .expect("a script is a list")
         .iter()
-        .flat_map(|l| talosprov_commands(l))
-        .collect();
-    for expected in ["validate", "plan", "apply", "force-unlock", "version"] {
+        .map(|l| l.as_str().expect("a script line is a string"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The talosprov commands of the example pipeline, of the component (with its
+/// default inputs) and of the project's own pipeline.
+fn all_talosprov_commands() -> Vec<String> {
+    let mut docs = vec![pipeline(), Value::Mapping(component_jobs(&no_inputs()))];
+    let own = repo().join(".gitlab-ci.yml");
+    if let Ok(text) = std::fs::read_to_string(own) {
+        docs.push(serde_yaml_ng::from_str(&text).expect("the project's pipeline is YAML"));
+    }
+    docs.iter()
+        .flat_map(script_lines)
+        .flat_map(|l| talosprov_commands(&l))
+        .collect()
+}
+
+#[test]
+fn every_talosprov_command_line_is_accepted() {
+    let commands = all_talosprov_commands();
+    for expected in [
+        "validate",
+        "plan",
+        "apply",
+        "force-unlock",
+        "version",
+        "version --json",
+        "plan -f \"${TALOSPROV_TOPOLOGY}\" -detailed-exitcode",
+    ] {
         assert!(
             commands
                 .iter()
@@ -266,4 +507,28 @@ fn command_extraction_stops_at_pipes_and_redirections() {
         words("talosprov validate -f \"${T}\""),
         vec!["talosprov", "validate", "-f", "value"]
     );
+    assert_eq!(
+        talosprov_commands("TALOSPROV_BUILD=$(talosprov version --json)"),
+        vec!["talosprov version --json"]
+    );
+}
+
+#[test]
+fn interpolation_keeps_types_and_fills_strings() {
+    let inputs: BTreeMap<String, Value> = [
+        ("s".to_owned(), Value::from("kwkd")),
+        ("a".to_owned(), Value::Sequence(vec![Value::from("x/**/*")])),
+        ("b".to_owned(), Value::Bool(true)),
+    ]
+    .into();
+    let doc: Value = serde_yaml_ng::from_str(
+        "\"job$[[ inputs.s ]]\":\n  changes: $[[ inputs.a ]]\n  flag: $[[ inputs.b ]]\n  \
+         t: \"p/$[[ inputs.s ]]/$[[ inputs.b ]]\"\n",
+    )
+    .expect("YAML");
+    let out = interpolate(&doc, &inputs);
+    let job = &out["jobkwkd"];
+    assert_eq!(job["changes"][0].as_str(), Some("x/**/*"));
+    assert_eq!(job["flag"].as_bool(), Some(true));
+    assert_eq!(job["t"].as_str(), Some("p/kwkd/true"));
 }

@@ -262,16 +262,20 @@ fn init_gitlab_writes_a_pipeline_with_the_example_jobs() {
     let (tmp, _) = init_and_validate(&["--gitlab", "--name", "prod"]);
     let text = std::fs::read_to_string(tmp.path().join("lab/.gitlab-ci.yml")).expect("read");
     let ci: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("YAML");
-    for job in [
-        "build",
-        "validate",
-        "plan",
-        "apply",
-        "unlock-plan",
-        "unlock-apply",
-    ] {
+    for job in ["validate", "plan", "apply", "unlock-plan", "unlock-apply"] {
         assert!(ci.get(job).is_some(), "job {job} in:\n{text}");
     }
+    // The jobs run the published image of this release; nothing is built.
+    assert!(ci.get("build").is_none(), "a build job in:\n{text}");
+    assert!(!text.contains("cargo"), "{text}");
+    assert_eq!(
+        ci["variables"]["TALOSPROV_VERSION"].as_str(),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(
+        ci[".talosprov"]["image"].as_str(),
+        Some("registry.gitlab.com/talosprov/talosprov:${TALOSPROV_VERSION}")
+    );
     assert_eq!(ci["variables"]["STATE_NAME"].as_str(), Some("prod"));
     assert_eq!(
         ci["apply"]["resource_group"].as_str(),
