@@ -413,17 +413,18 @@ async fn apply_locked(
         }
         Report::Ran(plan, outcome) => {
             run_result(&plan, outcome)?;
-            crate::ui::write_stdout(&format!(
-                "\n{}\n",
-                crate::ui::plan::apply_summary_line(&plan.summary())
-            ))?;
-            warn_targeted(settings);
+            let summary = crate::ui::plan::apply_summary_line(&plan.summary());
             if let Some(e) = conflicts_error(&plan) {
+                crate::ui::write_stdout(&format!("\n{summary}\n"))?;
+                warn_targeted(settings);
                 return Err(e);
             }
+            // The final gate is a step of the apply: `Apply complete!` comes after it.
             if settings.targets.is_empty() {
-                kubernetes_ready(settings, store).await?;
+                kubernetes_ready(settings, store, &summary).await?;
             }
+            crate::ui::write_stdout(&format!("\n{summary}\n"))?;
+            warn_targeted(settings);
         }
     }
     Ok(Outcome::Success)
@@ -449,44 +450,51 @@ fn ready_wait() -> anyhow::Result<std::time::Duration> {
 
 /// Apply's final gate, when the cluster has a CNI (its own or an add-on's): every
 /// node registered and Ready, GPUs allocatable where a GPU add-on is declared,
-/// waiting up to `settings.ready_wait`; then the node table, as `kubectl get
-/// nodes` shows it.
+/// waiting up to `settings.ready_wait` and saying on stderr what it waits for
+/// (every [`crate::health::PROGRESS_EVERY`] while something is missing); then the
+/// node table, as `kubectl get nodes` shows it.
 ///
 /// # Errors
-/// A check still failing at the deadline, naming the nodes.
+/// A check still failing at the deadline: the error says what was applied
+/// (`summary`, the `Apply complete!` line's counts) and which nodes are not
+/// ready, and why.
 async fn kubernetes_ready(
     settings: &ApplySettings,
     store: &StateStore<StateBackend>,
+    summary: &str,
 ) -> Result<(), CommandError> {
     let Some(loaded) = store.load().await? else {
         return Ok(());
     };
     let topology = &settings.topology;
     let cni = super::health::cni(topology, &loaded.state);
-    let Some((checks, nodes)) =
+    let Some(gate) =
         super::health::kubernetes_gate(topology, &loaded.state, cni.as_ref(), settings.ready_wait)
-            .await
     else {
         return Ok(());
     };
-    if !nodes.is_empty() {
+    let outcome = crate::health::wait_for_kubernetes(&gate, |event| {
+        crate::ui::progress::gate_line(&event);
+    })
+    .await;
+    crate::ui::progress::gate_outcome(&outcome, settings.ready_wait);
+    if !outcome.nodes.is_empty() {
         crate::ui::write_stdout(&format!(
             "\nKubernetes nodes:\n{}",
-            super::health::node_table(&nodes)
+            super::health::node_table(&outcome.nodes)
         ))?;
     }
-    let failing: Vec<String> = checks
-        .iter()
-        .filter(|c| c.status == crate::health::CheckStatus::Fail)
-        .map(|c| format!("{}: {}", c.name, c.reason))
-        .collect();
-    if failing.is_empty() {
+    if outcome.passed() {
         return Ok(());
     }
+    let applied = summary
+        .strip_prefix("Apply complete! ")
+        .unwrap_or(summary)
+        .trim_end_matches('.');
     Err(anyhow::anyhow!(
-        "the changes are applied, and the cluster is not ready after {} s:\n  {}",
+        "the changes are applied ({applied}), but the cluster is not Ready after {} s:\n  {}",
         settings.ready_wait.as_secs(),
-        failing.join("\n  ")
+        outcome.missing().join("\n  ")
     )
     .into())
 }

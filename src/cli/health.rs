@@ -61,22 +61,20 @@ pub(super) fn cni(topology: &Topology, state: &State) -> Option<Cni> {
         .and_then(|c| Cni::from_machine_config(c.value.expose()))
 }
 
-/// How long one question to the Kubernetes API may take.
-const KUBE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The Kubernetes checks, when they apply: the cluster has a CNI (Talos's own, or an
-/// add-on that carries one: the `cilium` preset, a `manifests` add-on with a DaemonSet
-/// mounting `/etc/cni/net.d`). Every node must be registered and Ready; with a GPU
-/// add-on (the `nvidia-gpu-operator` preset, or a device plugin among the `manifests`
-/// add-ons), every node with an NVIDIA device must have `nvidia.com/gpu` allocatable.
-/// Asks again until they pass or `wait` has gone. `None` when they do not apply;
-/// else the checks and the nodes the API gave last (empty when it did not answer).
-pub(super) async fn kubernetes_gate(
+/// What apply's final gate and `health` wait for on the Kubernetes side, when the
+/// checks apply: the cluster has a CNI (Talos's own, or an add-on that carries one:
+/// the `cilium` preset, a `manifests` add-on with a DaemonSet mounting
+/// `/etc/cni/net.d`). Every node must be registered and Ready; with a GPU add-on
+/// (the `nvidia-gpu-operator` preset, or a device plugin among the `manifests`
+/// add-ons), every node with an NVIDIA device must have `nvidia.com/gpu`
+/// allocatable. `None` when the checks do not apply. The engine's
+/// [`health::wait_for_kubernetes`] does the asking.
+pub(super) fn kubernetes_gate(
     topology: &Topology,
     state: &State,
     cni: Option<&Cni>,
     wait: Duration,
-) -> Option<(Vec<health::Check>, Vec<crate::kube::KubeNode>)> {
+) -> Option<health::KubernetesGate> {
     use crate::topology::Preset;
     let (addons, _) = crate::files::render_addons(topology);
     let objects = || addons.iter().flat_map(|a| &a.objects);
@@ -99,32 +97,16 @@ pub(super) async fn kubernetes_gate(
         .filter(|n| gpu_addon && crate::addon::checks::has_nvidia_device(topology, n))
         .map(|n| IpAddr::V4(n.ip))
         .collect();
-    let nodes = cluster_nodes(topology);
-    let deadline = std::time::Instant::now() + wait;
-    let backoff = Backoff::default();
-    let mut attempt = 0;
-    loop {
-        let ask = async {
-            match &state.outputs.kubeconfig {
-                None => Err("the state has no kubeconfig yet".to_owned()),
-                Some(k) => match crate::kube::KubeClient::from_kubeconfig(k.value.expose()).await {
-                    Ok(client) => client.nodes().await.map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                },
-            }
-        };
-        // One request never outlasts the wait by much.
-        let answer = tokio::time::timeout(KUBE_REQUEST_TIMEOUT, ask)
-            .await
-            .unwrap_or_else(|_| Err(format!("no answer in {} s", KUBE_REQUEST_TIMEOUT.as_secs())));
-        let checks = health::judge_kubernetes(&nodes, &gpu_nodes, &answer);
-        let passed = checks.iter().all(|c| c.status != health::CheckStatus::Fail);
-        if passed || std::time::Instant::now() >= deadline {
-            return Some((checks, answer.unwrap_or_default()));
-        }
-        tokio::time::sleep(backoff.delay(attempt)).await;
-        attempt += 1;
-    }
+    Some(health::KubernetesGate {
+        kubeconfig: state
+            .outputs
+            .kubeconfig
+            .as_ref()
+            .map(|k| k.value.expose().to_owned()),
+        nodes: cluster_nodes(topology),
+        gpu_nodes,
+        wait,
+    })
 }
 
 /// `report` with the Kubernetes checks in place of the skipped ones, when they
@@ -137,9 +119,10 @@ async fn kubernetes_checks(
     mut report: health::HealthReport,
     wait: Duration,
 ) -> health::HealthReport {
-    let Some((checks, _)) = kubernetes_gate(topology, state, cni, wait).await else {
+    let Some(gate) = kubernetes_gate(topology, state, cni, wait) else {
         return report;
     };
+    let checks = health::wait_for_kubernetes(&gate, |_| {}).await.checks;
     let at = report
         .checks
         .iter()

@@ -127,6 +127,72 @@ fn stamped(out: &mut impl Write, text: &str) {
     let _ = writeln!(out, "{stamp} {text}");
 }
 
+/// The final gate's event as a line (without the timestamp): what it waits for
+/// when it starts, then `still waiting: … [Ns elapsed]` naming each node that is
+/// not there yet.
+pub fn gate_text(event: &crate::health::GateEvent) -> String {
+    use crate::health::GateEvent;
+    match event {
+        GateEvent::Started {
+            nodes,
+            gpu_nodes,
+            wait,
+        } => {
+            let what = if *nodes == 1 {
+                "the Kubernetes node to be Ready".to_owned()
+            } else {
+                format!("the {nodes} Kubernetes nodes to be Ready")
+            };
+            let gpus = if gpu_nodes.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", and nvidia.com/gpu allocatable on {}",
+                    gpu_nodes.join(", ")
+                )
+            };
+            format!(
+                "kubernetes: waiting for {what}{gpus} (up to {} s)",
+                wait.as_secs()
+            )
+        }
+        GateEvent::Waiting { missing, elapsed } => format!(
+            "kubernetes: still waiting: {} [{}s elapsed]",
+            missing.join("; "),
+            elapsed.as_secs()
+        ),
+    }
+}
+
+/// Print the final gate's event on stderr, timestamped as the plain view's lines.
+pub fn gate_line(event: &crate::health::GateEvent) {
+    stamped(&mut std::io::stderr().lock(), &gate_text(event));
+}
+
+/// Print the final gate's outcome on stderr: the nodes Ready and how long it took,
+/// or what is still missing at the deadline.
+pub fn gate_outcome(outcome: &crate::health::GateOutcome, wait: Duration) {
+    let text = if outcome.passed() {
+        let passed: Vec<&str> = outcome
+            .checks
+            .iter()
+            .map(|c| c.reason.lines().next().unwrap_or_default())
+            .collect();
+        format!(
+            "kubernetes: {} [{}s]",
+            passed.join("; "),
+            outcome.elapsed.as_secs()
+        )
+    } else {
+        format!(
+            "kubernetes: not ready after {} s: {}",
+            wait.as_secs(),
+            outcome.missing().join("; ")
+        )
+    };
+    stamped(&mut std::io::stderr().lock(), &text);
+}
+
 /// The plain view (CI, a pipe): a timestamped line per event, and every
 /// `every` a `still …` line for each step that showed nothing new since.
 pub async fn plain(
@@ -259,6 +325,42 @@ pub fn stderr_is_terminal() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gate_says_what_it_waits_for_and_what_is_still_missing() {
+        use crate::health::GateEvent;
+        let started = GateEvent::Started {
+            nodes: 3,
+            gpu_nodes: vec!["gpu-1".to_owned()],
+            wait: Duration::from_secs(600),
+        };
+        assert_eq!(
+            gate_text(&started),
+            "kubernetes: waiting for the 3 Kubernetes nodes to be Ready, and nvidia.com/gpu \
+             allocatable on gpu-1 (up to 600 s)"
+        );
+        let one = GateEvent::Started {
+            nodes: 1,
+            gpu_nodes: Vec::new(),
+            wait: Duration::from_secs(20),
+        };
+        assert_eq!(
+            gate_text(&one),
+            "kubernetes: waiting for the Kubernetes node to be Ready (up to 20 s)"
+        );
+        let waiting = GateEvent::Waiting {
+            missing: vec![
+                "gpu-1 (10.0.0.3): no nvidia.com/gpu allocatable".to_owned(),
+                "wk-1 (10.0.0.2): NotReady: KubeletNotReady".to_owned(),
+            ],
+            elapsed: Duration::from_millis(30_400),
+        };
+        assert_eq!(
+            gate_text(&waiting),
+            "kubernetes: still waiting: gpu-1 (10.0.0.3): no nvidia.com/gpu allocatable; \
+             wk-1 (10.0.0.2): NotReady: KubeletNotReady [30s elapsed]"
+        );
+    }
 
     #[test]
     fn plain_lines_name_the_resource_and_elapsed_time() {

@@ -27,6 +27,9 @@ async fn after_apply_kubectl_sees_every_node_ready_and_the_gpu_allocatable() {
         .split("\nKubernetes nodes:\n")
         .nth(1)
         .unwrap_or_else(|| panic!("the node table:\n{text}"));
+    // The table, then a blank line and `Apply complete!`, which comes last.
+    let (table, rest) = table.split_once("\n\n").expect("a line after the table");
+    assert!(rest.starts_with("Apply complete! "), "{text}");
     let rows: Vec<&str> = table.lines().collect();
     assert_eq!(rows.len(), 4, "{table}");
     assert!(
@@ -136,7 +139,7 @@ async fn apply_fails_its_final_gate_when_the_gpu_never_becomes_allocatable() {
     assert_eq!(out.status.code(), Some(1));
     let err = crate::support::cli::stderr(&out);
     assert!(
-        err.contains("the changes are applied, and the cluster is not ready after 1 s:"),
+        err.contains("the changes are applied (Resources: 12 added, 0 changed, 0 destroyed. Talos: 3 configs applied, 1 bootstrap), but the cluster is not Ready after 1 s:"),
         "{err}"
     );
     assert!(

@@ -8,6 +8,7 @@ mod addons_converge;
 mod addons_helm;
 mod addons_kubectl;
 mod addons_render;
+mod apply_gate;
 mod apply_settings;
 mod architecture;
 mod ci_no_terminal;

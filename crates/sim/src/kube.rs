@@ -37,7 +37,9 @@
 //! does); a node the simulator treats as having a passed-through NVIDIA device
 //! ([`SimOptions::gpu_nodes`]) with the NVIDIA kernel modules in its config has
 //! `nvidia.com/gpu: 1` allocatable while a DaemonSet that mounts
-//! `/var/lib/kubelet/device-plugins` exists (the device plugin).
+//! `/var/lib/kubelet/device-plugins` exists (the device plugin). Either DaemonSet
+//! counts only on the nodes its pod template's `nodeSelector` selects, by the
+//! labels the kubelet gives (hostname, OS, architecture, control-plane role).
 //!
 //! [`SimOptions::gpu_nodes`]: crate::SimOptions::gpu_nodes
 
@@ -837,12 +839,12 @@ fn serve_nodes(
         .map(|c| {
             let objects: Vec<&Value> = c.store.objects().collect();
             (
-                daemonset_mounts(&objects, CNI_DIR),
-                daemonset_mounts(&objects, DEVICE_PLUGINS_DIR),
+                DaemonSets::mounting(&objects, CNI_DIR),
+                DaemonSets::mounting(&objects, DEVICE_PLUGINS_DIR),
             )
         })
         .unwrap_or_default();
-    let nodes = nodes(shared, key, cni_addon, device_plugin);
+    let nodes = nodes(shared, key, &cni_addon, &device_plugin);
     match name {
         None if table => ok(&node_table(&nodes)),
         None => ok(&json!({"kind": "NodeList", "apiVersion": "v1",
@@ -878,22 +880,48 @@ fn version(shared: &Shared, key: &str) -> Value {
            "gitVersion": git, "platform": "linux/amd64"})
 }
 
-/// Whether a DaemonSet among `objects` mounts the host path `dir`.
-fn daemonset_mounts(objects: &[&Value], dir: &str) -> bool {
-    objects
-        .iter()
-        .filter(|o| o["kind"] == "DaemonSet")
-        .any(|o| {
-            o["spec"]["template"]["spec"]["volumes"]
-                .as_array()
-                .is_some_and(|vs| {
-                    vs.iter().any(|v| {
-                        v["hostPath"]["path"]
-                            .as_str()
-                            .is_some_and(|p| p.trim_end_matches('/') == dir)
+/// The DaemonSets of a cluster that mount one host folder (`/etc/cni/net.d` for a
+/// CNI, `/var/lib/kubelet/device-plugins` for a device plugin), by the
+/// `nodeSelector` of their pod template: their pods run, and so their effect shows,
+/// on the nodes whose labels hold every pair of a selector (all nodes for an empty
+/// or missing one).
+#[derive(Debug, Default)]
+struct DaemonSets {
+    selectors: Vec<serde_json::Map<String, Value>>,
+}
+
+impl DaemonSets {
+    fn mounting(objects: &[&Value], dir: &str) -> Self {
+        let selectors = objects
+            .iter()
+            .filter(|o| o["kind"] == "DaemonSet")
+            .filter(|o| {
+                o["spec"]["template"]["spec"]["volumes"]
+                    .as_array()
+                    .is_some_and(|vs| {
+                        vs.iter().any(|v| {
+                            v["hostPath"]["path"]
+                                .as_str()
+                                .is_some_and(|p| p.trim_end_matches('/') == dir)
+                        })
                     })
-                })
-        })
+            })
+            .map(|o| {
+                o["spec"]["template"]["spec"]["nodeSelector"]
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect();
+        DaemonSets { selectors }
+    }
+
+    /// Whether one of the DaemonSets runs on a node with `labels`.
+    fn run_on(&self, labels: &Value) -> bool {
+        self.selectors
+            .iter()
+            .any(|sel| sel.iter().all(|(k, v)| labels[k] == *v))
+    }
 }
 
 /// How many of the simulator's machines run with the cluster's config, in secure mode
@@ -911,7 +939,12 @@ fn node_count(shared: &Shared, key: &str) -> usize {
 
 /// The Node objects of the cluster's machines that run with its config; `cni_addon`
 /// and `device_plugin` tell whether such DaemonSets exist.
-fn nodes(shared: &Shared, key: &str, cni_addon: bool, device_plugin: bool) -> Vec<Value> {
+fn nodes(
+    shared: &Shared,
+    key: &str,
+    cni_addon: &DaemonSets,
+    device_plugin: &DaemonSets,
+) -> Vec<Value> {
     // Talos deploys its own CNI (flannel, or `custom` URLs) unless the cluster's CNI,
     // which the control planes' configs carry, is `none`.
     let talos_deploys_cni = shared
@@ -925,7 +958,6 @@ fn nodes(shared: &Shared, key: &str, cni_addon: bool, device_plugin: bool) -> Ve
                 .map(|c| talos_cni(&c.raw) != "none")
         })
         .unwrap_or(false);
-    let cni = cni_addon || talos_deploys_cni;
     let mut out = Vec::new();
     for node in &shared.nodes {
         let mut state = node.lock();
@@ -944,7 +976,9 @@ fn nodes(shared: &Shared, key: &str, cni_addon: bool, device_plugin: bool) -> Ve
             continue;
         }
         let name = node.hostname(&state);
-        let gpu = device_plugin
+        let labels = node_labels(&name, cfg);
+        let cni = talos_deploys_cni || cni_addon.run_on(&labels);
+        let gpu = device_plugin.run_on(&labels)
             && shared.options.gpu_nodes.contains(&node.ip)
             && NVIDIA_MODULES
                 .iter()
@@ -952,6 +986,17 @@ fn nodes(shared: &Shared, key: &str, cni_addon: bool, device_plugin: bool) -> Ve
         out.push(node_object(&name, node.ip, cfg, (cni, gpu), registered));
     }
     out
+}
+
+/// The labels the kubelet gives a node: hostname, OS, architecture, and the
+/// control-plane role.
+fn node_labels(name: &str, cfg: &NodeConfig) -> Value {
+    let mut labels = json!({"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64"});
+    if cfg.machine_type == Role::Controlplane {
+        labels["node-role.kubernetes.io/control-plane"] = json!("");
+    }
+    labels
 }
 
 /// The `Node` the kubelet registers: `(ready, gpu)` for its Ready condition and its
@@ -975,11 +1020,7 @@ fn node_object(
     if gpu {
         resources["nvidia.com/gpu"] = json!("1");
     }
-    let mut labels = json!({"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64"});
-    if cfg.machine_type == Role::Controlplane {
-        labels["node-role.kubernetes.io/control-plane"] = json!("");
-    }
+    let labels = node_labels(name, cfg);
     let condition = if ready {
         json!({"type": "Ready", "status": "True", "reason": "KubeletReady",
                "message": "kubelet is posting ready status"})

@@ -4,12 +4,17 @@
 //! Apply uses the same checks as the gates of upgrades and removals.
 
 mod cluster;
+mod gate;
 mod judge;
 mod kubernetes;
 mod probe;
 mod report;
 
 pub use cluster::{ClusterNode, Cni};
+pub use gate::{
+    GateEvent, GateOutcome, KUBE_REQUEST_TIMEOUT, KubernetesGate, PROGRESS_EVERY, missing,
+    wait_for_kubernetes,
+};
 pub use judge::{Expectations, NodeAnswers, is_member, judge, judge_etcd, judge_node};
 pub use kubernetes::judge_kubernetes;
 pub use probe::{
