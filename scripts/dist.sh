@@ -14,6 +14,8 @@
 #   TALOSPROV_DIST_DIR      where the archives go (default: target/dist)
 #   CARGO_TARGET_DIR        cargo's build folder (default: target)
 #   SOURCE_DATE_EPOCH       the archive's timestamps (default: the commit's time)
+#   TALOSPROV_GIT_COMMIT    the commit `talosprov version` names (default: HEAD, with
+#                           -modified added when the working tree has uncommitted changes)
 #
 # The same commit gives the same archives, byte for byte, whatever the checkout's
 # path or the build folder: no timestamps but the commit's, sorted tar entries
@@ -42,9 +44,12 @@ if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
 fi
 export SOURCE_DATE_EPOCH
 if [ -z "${TALOSPROV_GIT_COMMIT:-}" ] && git rev-parse HEAD >/dev/null 2>&1; then
+  TALOSPROV_GIT_COMMIT=$(git rev-parse HEAD)
   if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
-    echo "dist.sh: warning: the working tree has uncommitted changes; the archives are not those of commit $(git rev-parse --short HEAD)" >&2
+    echo "dist.sh: warning: the working tree has uncommitted changes; the archives are not those of commit $(git rev-parse --short HEAD), and say so (commit ${TALOSPROV_GIT_COMMIT:0:12}…-modified)" >&2
+    TALOSPROV_GIT_COMMIT="$TALOSPROV_GIT_COMMIT-modified"
   fi
+  export TALOSPROV_GIT_COMMIT
 fi
 
 have_zigbuild() {
@@ -73,16 +78,23 @@ ensure_target() {
 
 # rustc flags, joined by 0x1f as CARGO_ENCODED_RUSTFLAGS wants, so that paths
 # with spaces survive. A later --remap-path-prefix wins over an earlier one, so
-# the build folder (often inside the checkout) comes last.
+# the prefixes go from the shortest to the longest: a folder inside another
+# (the build folder or CARGO_HOME inside the checkout, as in CI) keeps its own
+# name, whatever the layout.
 rustflags() {
   local cargo_home=${CARGO_HOME:-$HOME/.cargo} rustup_home=${RUSTUP_HOME:-$HOME/.rustup}
-  local flags=(
-    "--remap-path-prefix=$cargo_home=/cargo"
-    "--remap-path-prefix=$rustup_home=/rustup"
-    "--remap-path-prefix=$repo=/talosprov"
-    "--remap-path-prefix=$target_dir=/talosprov/target"
-    "-Ctarget-feature=+crt-static"
+  local pairs=(
+    "$cargo_home=/cargo"
+    "$rustup_home=/rustup"
+    "$repo=/talosprov"
+    "$target_dir=/talosprov/target"
   )
+  local flags=() pair
+  while IFS= read -r pair; do
+    flags+=("--remap-path-prefix=$pair")
+  done < <(for pair in "${pairs[@]}"; do printf '%s\t%s\n' "${#pair}" "$pair"; done \
+    | LC_ALL=C sort -n | cut -f2-)
+  flags+=("-Ctarget-feature=+crt-static")
   local IFS=$'\x1f'
   printf '%s' "${flags[*]}"
 }

@@ -5,7 +5,7 @@
 # target/; Debian's musl-tools and rustup's x86_64-unknown-linux-musl target for
 # the static build), checks for kubectl, then runs every test and the release
 # checks. README.md and .ci/run call this.
-#   TALOSPROV_SKIP_DIST=1 tests/run.sh   # skip the two static builds (about 2 x 8 min)
+#   TALOSPROV_SKIP_DIST=1 tests/run.sh   # skip the two static builds (about 2 x 3 min)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -38,6 +38,9 @@ export SOURCE_DATE_EPOCH
 SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)
 export TALOSPROV_GIT_COMMIT
 TALOSPROV_GIT_COMMIT=$(git rev-parse HEAD)
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+  TALOSPROV_GIT_COMMIT="$TALOSPROV_GIT_COMMIT-modified"   # as scripts/dist.sh says
+fi
 
 # 1. Two builds, two paths, two build folders.
 copy="$work/elsewhere/talosprov-copy"
