@@ -547,7 +547,10 @@ impl Edges for CliEdges<'_> {
                 &settings.targets,
                 settings.staged,
             ) => planned,
-            _ = interrupt.wait_for(|c| *c) => Err(CommandError::Interrupted),
+            _ = interrupt.wait_for(|c| *c) => {
+                super::signals::warn_planning_interrupted("apply");
+                Err(CommandError::Interrupted)
+            }
         }
     }
 

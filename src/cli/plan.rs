@@ -89,7 +89,10 @@ pub async fn run(args: PlanArgs) -> Result<Outcome, CommandError> {
     cluster::locked(&args.state, lock, "plan", async |store, mut cancel| {
         tokio::select! {
             r = plan_locked(&args, &topology, store) => r,
-            _ = cancel.wait_for(|c| *c) => Err(CommandError::Interrupted),
+            _ = cancel.wait_for(|c| *c) => {
+                super::signals::warn_planning_interrupted("plan");
+                Err(CommandError::Interrupted)
+            }
         }
     })
     .await

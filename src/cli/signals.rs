@@ -33,6 +33,17 @@ impl Signal {
     }
 }
 
+/// Say on stderr that the signal stopped `command` (`plan`, `apply`, `destroy`)
+/// while it was making its plan: nothing was changed, no plan was saved, and
+/// running it again starts over. The lock is released after this is said.
+pub fn warn_planning_interrupted(command: &str) {
+    let signal = received().map_or("Interrupt", Signal::name);
+    crate::ui::warn(&format!(
+        "{signal} received while making the plan: stopped before any change; nothing was \
+         changed and no plan was saved; run `talosprov {command}` again to start over"
+    ));
+}
+
 /// The first signal received (0: none, else its number).
 static FIRST: AtomicU8 = AtomicU8::new(0);
 

@@ -298,3 +298,46 @@ async fn sigterm_during_destroy_finishes_the_deletes_in_flight_and_records_them(
     );
     assert!(lab.state().resources.pools.is_empty());
 }
+
+/// SIGTERM while `plan` (and `apply`, before its first change) is still
+/// making its plan, here waiting on Proxmox: it stops at once, says what it
+/// interrupted, changes nothing, releases the lock and exits 143.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_the_plan_is_made_says_what_it_stopped_and_exits_143() {
+    let lab = Lab::start("9.10", Duration::from_millis(200)).await;
+    lab.import_secrets().await;
+    for (command, args) in [
+        ("plan", &["plan"][..]),
+        ("apply", &["apply", "-auto-approve"][..]),
+    ] {
+        // Proxmox answers nothing from now on: the refresh waits on it.
+        lab.pve.hold_after(0).await;
+        let mut run = Running::start(&lab, args);
+        crate::support::wait::until(
+            "a request held by fakepve",
+            Duration::from_secs(60),
+            async || !lab.pve.held().await.is_empty(),
+        )
+        .await;
+        let sent = std::time::Instant::now();
+        run.signal("TERM");
+        let status = run.exit(30).await;
+        let took = sent.elapsed();
+        let err = run.stderr();
+        assert_eq!(status.code(), Some(143), "{command}: {err}");
+        assert!(
+            err.contains(&format!(
+                "SIGTERM received while making the plan: stopped before any change; nothing was \
+                 changed and no plan was saved; run `talosprov {command}` again to start over"
+            )),
+            "{command}: {err}"
+        );
+        eprintln!("{command}: exited {took:?} after SIGTERM");
+        assert!(!lock_file(&lab).exists(), "{command}: the lock is released");
+        lab.pve.release_held(false).await;
+        assert!(
+            lab.state().resources.vms.is_empty(),
+            "{command}: nothing was made"
+        );
+    }
+}
