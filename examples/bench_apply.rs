@@ -5,7 +5,9 @@
 //! `-parallelism 30` for comparison.
 //! Needs fakepve (tests/run.sh installs it into target/venv).
 //!
-//!     cargo run --release --example bench_apply
+//!     cargo run --release --example bench_apply [-- NODES PARALLELISM]
+//!
+//! With NODES and PARALLELISM, only that one configuration is run.
 
 #[allow(dead_code)]
 #[path = "../tests/it/support/factory.rs"]
@@ -108,10 +110,15 @@ async fn run(n: usize, net: u8, parallelism: usize) -> anyhow::Result<Duration> 
 async fn main() -> anyhow::Result<()> {
     let critical = REBOOT + ETCD_READY;
     let mut rows = Vec::new();
-    for (i, (n, parallelism)) in [(3, 10), (10, 10), (30, 10), (100, 10), (30, 30)]
-        .into_iter()
-        .enumerate()
-    {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse())
+        .collect::<Result<_, _>>()?;
+    let configurations = match args.as_slice() {
+        [n, p] => vec![(*n, *p)],
+        _ => vec![(3, 10), (10, 10), (30, 10), (100, 10), (30, 30)],
+    };
+    for (i, (n, parallelism)) in configurations.into_iter().enumerate() {
         let net = u8::try_from(i + 1)?;
         let wall = run(n, net, parallelism).await?;
         rows.push((n, parallelism, wall));

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::time::Instant;
-use talosprov::patch::{
+use talosprov_core::patch::{
     MachineConfig, PatchKind, Renderer, TemplateVars, apply_patches, load_documents,
 };
 

@@ -8,8 +8,8 @@ use rand::SeedableRng;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
-use talosprov::machine::{BaseConfigInput, Role, SecretsBundle, base_config, node_configs};
-use talosprov::topology::{self, Environment};
+use talosprov_core::machine::{BaseConfigInput, Role, SecretsBundle, base_config, node_configs};
+use talosprov_core::topology::{self, Environment};
 
 const NODES: usize = 100;
 const CONTROL_PLANES: usize = 3;
@@ -26,7 +26,7 @@ fn main() {
         keygen.as_secs_f64() * 1e3
     );
 
-    let talos: talosprov::machine::TalosVersion = "v1.13.9".parse().expect("version");
+    let talos: talosprov_core::machine::TalosVersion = "v1.13.9".parse().expect("version");
     let inputs: Vec<BaseConfigInput<'_>> = (0..NODES)
         .map(|i| BaseConfigInput {
             cluster_name: "bench".into(),
@@ -106,7 +106,7 @@ fn pipeline(secrets: &SecretsBundle) {
         &Environment::default(),
     );
     let t = loaded.topology.expect("the generated topology is valid");
-    let set = talosprov::files::load_patches(&t).expect("the reference patch tree");
+    let set = talosprov_files::load_patches(&t).expect("the reference patch tree");
     let mut bytes = 0usize;
     let started = Instant::now();
     for _ in 0..ROUNDS {

@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use talosprov::machine::{SecretsBundle, node_configs};
+use talosprov_core::machine::{SecretsBundle, node_configs};
 
 const PATCHES_PER_LEVEL: usize = 10;
 
@@ -101,12 +101,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut bytes = 0;
     for _ in 0..runs {
         let start = Instant::now();
-        let loaded = talosprov::files::load_topology(&file)?;
+        let loaded = talosprov_files::load_topology(&file)?;
         let loaded_at = Instant::now();
         let t = loaded
             .topology
             .ok_or("the generated topology is not valid")?;
-        let set = talosprov::files::load_patches(&t).map_err(|d| format!("{d:?}"))?;
+        let set = talosprov_files::load_patches(&t).map_err(|d| format!("{d:?}"))?;
         let read_at = Instant::now();
         patch_count = set.node_patches().iter().map(|(_, p)| p.len()).sum();
         assert!(set.warnings().is_empty() && loaded.diagnostics.is_empty());

@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 
 use super::CommandError;
-use crate::addon::{ClusterFacts, RenderedAddon, helm, manifests};
-use crate::machine::SecretsBundle;
-use crate::plan::AddonValues;
-use crate::state::Sensitive;
-use crate::state::format::Rendering;
-use crate::topology::{self, Addon, AddonSource, Code, Diagnostic, Role, Topology};
+use talosprov_core::addon::{ClusterFacts, RenderedAddon, helm, manifests};
+use talosprov_core::machine::SecretsBundle;
+use talosprov_core::plan::AddonValues;
+use talosprov_core::topology::{Addon, AddonSource, Code, Diagnostic, Role, Topology};
+use talosprov_state::Sensitive;
+use talosprov_state::format::Rendering;
 
 /// Renderings already made: the state's, and a saved plan's. One whose
 /// digest is the digest of the inputs now is used as it is, so a plan does
@@ -61,7 +61,7 @@ pub async fn render(
     secrets: &SecretsBundle,
     known: Known<'_>,
 ) -> Result<Rendered, CommandError> {
-    let (mut addons, mut problems) = crate::files::render_addons(topology);
+    let (mut addons, mut problems) = talosprov_files::render_addons(topology);
     let (downloaded, more) = downloads(topology).await?;
     addons.extend(downloaded);
     problems.extend(more);
@@ -94,7 +94,7 @@ pub async fn render(
         }
     }
     addons.sort_by_key(|r| topology.addons.get_index_of(&r.name));
-    if topology::diagnostics::has_errors(&problems) {
+    if talosprov_core::diagnostics::has_errors(&problems) {
         crate::ui::write_stderr(&crate::ui::diagnostics::render_all(
             &problems,
             crate::ui::diagnostics::stderr_colour(),
@@ -125,7 +125,7 @@ async fn downloads(
     if list.is_empty() {
         return Ok((rendered, problems));
     }
-    let fetcher = crate::sources::Fetcher::new()?;
+    let fetcher = talosprov_sources::Fetcher::new()?;
     let fetched = futures::future::join_all(
         list.iter()
             .map(|(_, url, sha256)| fetcher.manifest(url, sha256)),
@@ -140,7 +140,7 @@ async fn downloads(
             }
             Err(e) => {
                 let code = match e {
-                    crate::sources::FetchError::Mismatch { .. } => Code::AddonChecksum,
+                    talosprov_sources::FetchError::Mismatch { .. } => Code::AddonChecksum,
                     _ => Code::InvalidAddonManifest,
                 };
                 let msg = format!("add-on `{}`: {e}", addon.name);
@@ -184,7 +184,7 @@ async fn chart(
         },
     };
     let files = values_files(topology, addon)?;
-    let values = crate::addon::effective_values(addon, &facts, &files);
+    let values = talosprov_core::addon::effective_values(addon, &facts, &files);
     let digest = helm::inputs_digest(&args, &values);
     let shown = |rendered: bool| AddonValues {
         name: addon.name.clone(),
@@ -196,7 +196,7 @@ async fn chart(
             _ => String::new(),
         },
         rendered,
-        values: crate::addon::redact_values(&values),
+        values: talosprov_core::addon::redact_values(&values),
     };
     if let Some(r) = known.get(&addon.name, &digest) {
         return Ok(Some(Chart {
@@ -206,13 +206,13 @@ async fn chart(
         }));
     }
     let fail = |msg: String| manifests::at(topology, addon, Code::HelmNotFound, msg);
-    let program = crate::sources::find_helm(
-        std::env::var(crate::sources::HELM_ENV).ok().as_deref(),
+    let program = talosprov_sources::find_helm(
+        std::env::var(talosprov_sources::HELM_ENV).ok().as_deref(),
         std::env::var("PATH").ok().as_deref(),
     )
     .map_err(|e| fail(format!("add-on `{}` is a Helm chart: {e}", addon.name)))?;
     let yaml = serde_yaml_ng::to_string(&values).unwrap_or_default();
-    let text = crate::sources::template(&program, &args, &yaml)
+    let text = talosprov_sources::template(&program, &args, &yaml)
         .await
         .map_err(|e| {
             manifests::at(
@@ -238,11 +238,11 @@ fn values_files(topology: &Topology, addon: &Addon) -> Result<Vec<serde_json::Va
     let AddonSource::Helm { values_files, .. } = &addon.source else {
         return Ok(Vec::new());
     };
-    let inputs = crate::files::Disk;
+    let inputs = talosprov_files::Disk;
     values_files
         .iter()
         .map(|f| {
-            let text = crate::inputs::Inputs::read(&inputs, f).map_err(|e| {
+            let text = talosprov_core::inputs::Inputs::read(&inputs, f).map_err(|e| {
                 manifests::at(
                     topology,
                     addon,
@@ -279,13 +279,14 @@ fn values_files(topology: &Topology, addon: &Addon) -> Result<Vec<serde_json::Va
 /// config rendered without add-ons (add-ons never change its CNI or
 /// kube-proxy); `None` when it does not render.
 fn preset_facts(topology: &Topology, secrets: &SecretsBundle) -> Option<ClusterFacts> {
-    let patches = crate::files::load_patches(topology).ok()?;
+    let patches = talosprov_files::load_patches(topology).ok()?;
     let mut first = topology.clone();
     let cp = topology
         .nodes
         .iter()
         .find(|n| n.role == Role::Controlplane)?;
     first.nodes = vec![cp.clone()];
-    let configs = crate::machine::node::node_configs(&first, secrets, &patches, &[]).ok()?;
+    let configs =
+        talosprov_core::machine::node::node_configs(&first, secrets, &patches, &[]).ok()?;
     ClusterFacts::of(&configs)
 }

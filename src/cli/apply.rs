@@ -14,14 +14,14 @@ use super::planning::make_plan;
 use super::secrets_guard;
 use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
-use crate::apply::session::{self, Edges, Planned, Question, Report, Shown};
-use crate::apply::upgrade::{RolloutOptions, SnapshotPolicy};
-use crate::apply::{self, Context, RunOutcome, Saver, Update, Waits};
-use crate::machine::SecretsBundle;
-use crate::plan::{Desired, Plan, SavedPlan};
-use crate::state::format::State;
-use crate::state::{Address, Sensitive, StateBackend, StateStore};
-use crate::topology::Topology;
+use talosprov_core::machine::SecretsBundle;
+use talosprov_core::plan::{Desired, Plan, SavedPlan};
+use talosprov_core::topology::Topology;
+use talosprov_engine::apply::session::{self, Edges, Planned, Question, Report, Shown};
+use talosprov_engine::apply::upgrade::{RolloutOptions, SnapshotPolicy};
+use talosprov_engine::apply::{self, Context, RunOutcome, Saver, Update, Waits};
+use talosprov_state::format::State;
+use talosprov_state::{Address, Sensitive, StateBackend, StateStore};
 
 /// Arguments of `talosprov apply`.
 #[derive(Debug, Args)]
@@ -82,6 +82,13 @@ pub struct ApplyArgs {
     #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1,
           default_missing_value = "true", action = clap::ArgAction::Set)]
     pub refresh: bool,
+
+    /// Print the run as JSON lines on stdout (format_version 1.0: the plan,
+    /// each step's events, the final gate, warnings, errors and the summary;
+    /// see "Machine-readable output" in talosprov's README.md). Needs
+    /// -auto-approve or a saved plan: there is no terminal to ask on.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Where etcd snapshots go: the local state file's folder, else the
@@ -91,7 +98,7 @@ fn snapshot_policy(args: &ApplyArgs) -> SnapshotPolicy {
         return SnapshotPolicy::Skip;
     }
     let next_to = args.state.state.as_deref().unwrap_or(&args.state.file);
-    SnapshotPolicy::SaveIn(crate::paths::folder_of(next_to).to_path_buf())
+    SnapshotPolicy::SaveIn(talosprov_core::paths::folder_of(next_to).to_path_buf())
 }
 
 /// The variable that bounds the wait for Proxmox work in flight after an
@@ -121,7 +128,7 @@ pub(super) fn rollout_wait() -> anyhow::Result<std::time::Duration> {
 }
 
 /// The duration the variable `name` gives, read as every duration is
-/// ([`crate::duration::parse`]: seconds, or such as `5m`); `default` when it
+/// ([`talosprov_core::duration::parse`]: seconds, or such as `5m`); `default` when it
 /// is unset or empty.
 ///
 /// # Errors
@@ -130,7 +137,7 @@ fn duration_var(name: &str, default: std::time::Duration) -> anyhow::Result<std:
     let Some(text) = std::env::var(name).ok().filter(|t| !t.trim().is_empty()) else {
         return Ok(default);
     };
-    crate::duration::parse(&text)
+    talosprov_core::duration::parse(&text)
         .map_err(|expected| anyhow::anyhow!("{name}={text:?} is {expected}"))
 }
 
@@ -199,10 +206,7 @@ pub(super) async fn run_plan(
     cancel: watch::Receiver<bool>,
 ) -> Result<(), CommandError> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let view = tokio::spawn(crate::ui::progress::show(
-        rx,
-        crate::ui::progress::stderr_is_terminal(),
-    ));
+    let view = tokio::spawn(crate::ui::view::show(rx));
     let mut saver = Saver {
         store,
         encrypted,
@@ -318,6 +322,12 @@ impl ApplySettings {
         if args.parallelism == 0 {
             return Err(fail("-parallelism must be at least 1"));
         }
+        if args.json && !args.auto_approve && args.planfile.is_none() {
+            return Err(fail(
+                "-json cannot ask for approval: add -auto-approve, or apply a plan saved with \
+                 `talosprov plan -out FILE`",
+            ));
+        }
         let interrupt_grace = interrupt_grace()?;
         let ready_wait = ready_wait()?;
         rollout_wait()?;
@@ -365,6 +375,10 @@ impl ApplySettings {
 /// Topology diagnostics, a held lock (naming its holder), a stale saved plan,
 /// refused changes, failed steps; [`CommandError::Interrupted`] on Ctrl-C.
 pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
+    if args.json {
+        crate::ui::json::enable();
+        crate::ui::json::version("apply");
+    }
     let settings = ApplySettings::resolve(&args)?;
     cluster::locked(&args.state, &args.lock, "apply", async |store, cancel| {
         apply_locked(&settings, store, cancel).await
@@ -406,8 +420,9 @@ async fn apply_locked(
             if let Some(e) = conflicts_error(&plan) {
                 return Err(e);
             }
-            crate::ui::write_stdout(
-                "\nApply complete! Resources: 0 added, 0 changed, 0 destroyed.\n",
+            applied(
+                &plan,
+                "Apply complete! Resources: 0 added, 0 changed, 0 destroyed.",
             )?;
             warn_targeted(settings);
         }
@@ -415,7 +430,7 @@ async fn apply_locked(
             run_result(&plan, outcome)?;
             let summary = crate::ui::plan::apply_summary_line(&plan.summary());
             if let Some(e) = conflicts_error(&plan) {
-                crate::ui::write_stdout(&format!("\n{summary}\n"))?;
+                applied(&plan, &summary)?;
                 warn_targeted(settings);
                 return Err(e);
             }
@@ -423,11 +438,22 @@ async fn apply_locked(
             if settings.targets.is_empty() {
                 kubernetes_ready(settings, store, &summary).await?;
             }
-            crate::ui::write_stdout(&format!("\n{summary}\n"))?;
+            applied(&plan, &summary)?;
             warn_targeted(settings);
         }
     }
     Ok(Outcome::Success)
+}
+
+/// The closing line of an apply: `summary` on stdout, or in the JSON view
+/// the `change_summary` object.
+fn applied(plan: &Plan, summary: &str) -> Result<(), CommandError> {
+    if crate::ui::json::enabled() {
+        crate::ui::json::summary("apply", &plan.summary(), summary);
+        return Ok(());
+    }
+    crate::ui::write_stdout(&format!("\n{summary}\n"))?;
+    Ok(())
 }
 
 /// How long apply's final gate waits for the Kubernetes nodes to be Ready (and the
@@ -451,7 +477,7 @@ fn ready_wait() -> anyhow::Result<std::time::Duration> {
 /// Apply's final gate, when the cluster has a CNI (its own or an add-on's): every
 /// node registered and Ready, GPUs allocatable where a GPU add-on is declared,
 /// waiting up to `settings.ready_wait` and saying on stderr what it waits for
-/// (every [`crate::health::PROGRESS_EVERY`] while something is missing); then the
+/// (every [`talosprov_engine::health::PROGRESS_EVERY`] while something is missing); then the
 /// node table, as `kubectl get nodes` shows it.
 ///
 /// # Errors
@@ -473,12 +499,12 @@ async fn kubernetes_ready(
     else {
         return Ok(());
     };
-    let outcome = crate::health::wait_for_kubernetes(&gate, |event| {
-        crate::ui::progress::gate_line(&event);
+    let outcome = talosprov_engine::health::wait_for_kubernetes(&gate, |event| {
+        crate::ui::view::gate_event(&event);
     })
     .await;
-    crate::ui::progress::gate_outcome(&outcome, settings.ready_wait);
-    if !outcome.nodes.is_empty() {
+    crate::ui::view::gate_outcome(&outcome, settings.ready_wait);
+    if !outcome.nodes.is_empty() && !crate::ui::json::enabled() {
         crate::ui::write_stdout(&format!(
             "\nKubernetes nodes:\n{}",
             super::health::node_table(&outcome.nodes)
@@ -555,6 +581,13 @@ impl Edges for CliEdges<'_> {
     }
 
     fn show(&mut self, shown: Shown<'_>) -> Result<(), CommandError> {
+        if crate::ui::json::enabled() {
+            match shown {
+                Shown::Plan(plan) => crate::ui::json::plan(plan),
+                Shown::Drift(plan) => crate::ui::json::plan(&crate::ui::plan::refresh_only(plan)),
+            }
+            return Ok(());
+        }
         let text = match shown {
             Shown::Plan(plan) => crate::ui::plan::render(plan),
             Shown::Drift(plan) => crate::ui::plan::render(&crate::ui::plan::refresh_only(plan)),
@@ -605,10 +638,7 @@ impl Edges for CliEdges<'_> {
 
     fn events(&mut self) -> tokio::sync::mpsc::UnboundedSender<Update> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        self.view = Some(tokio::spawn(crate::ui::progress::show(
-            rx,
-            crate::ui::progress::stderr_is_terminal(),
-        )));
+        self.view = Some(tokio::spawn(crate::ui::view::show(rx)));
         tx
     }
 }

@@ -13,21 +13,20 @@ use tokio::sync::watch;
 
 use super::CommandError;
 use super::state_options::{LockOptions, StateOptions, acquire, state_env};
-use crate::addon::RenderedAddon;
-use crate::apply::refresh::{RefreshInput, refresh};
-use crate::factory::{FactoryClient, Schematic};
-use crate::machine::{
+use sha2::Digest as _;
+use talosprov_core::addon::RenderedAddon;
+use talosprov_core::machine::{
     AdminKubeconfig, KubeconfigInput, SecretsBundle, Talosconfig, TalosconfigInput,
     parse_secrets_yaml, secrets_yaml,
 };
-use crate::plan::{InputDigests, Observed, RenderedConfig, SavedPlan};
-use crate::proxmox;
-use crate::state::encrypt::{self, StateKeys};
-use crate::state::format::State;
-use crate::state::{Sensitive, StateBackend, StateStore};
-use crate::talos::ClientCredentials;
-use crate::topology::{self, SchematicSpec, Topology};
-use sha2::Digest as _;
+use talosprov_core::plan::{InputDigests, Observed, RenderedConfig, SavedPlan};
+use talosprov_core::topology::{self, SchematicSpec, Topology};
+use talosprov_engine::apply::refresh::{RefreshInput, refresh};
+use talosprov_factory::{FactoryClient, Schematic};
+use talosprov_state::encrypt::{self, StateKeys};
+use talosprov_state::format::State;
+use talosprov_state::{Sensitive, StateBackend, StateStore};
+use talosprov_talos::ClientCredentials;
 
 /// Load and validate the topology; print its diagnostics on stderr.
 ///
@@ -35,7 +34,7 @@ use sha2::Digest as _;
 /// [`CommandError::Reported`] when it has errors (already printed); a failure
 /// when the file cannot be read.
 pub fn load_topology(file: &Path) -> Result<Topology, CommandError> {
-    reported(crate::files::load_topology(file).map_err(anyhow::Error::new)?)
+    reported(talosprov_files::load_topology(file).map_err(anyhow::Error::new)?)
 }
 
 /// [`load_topology`] with the pools' members `recorded` kept where they
@@ -48,19 +47,14 @@ pub fn load_topology_with(
     file: &Path,
     recorded: std::collections::BTreeMap<String, Vec<topology::pools::RecordedMember>>,
 ) -> Result<Topology, CommandError> {
-    reported(crate::files::load_topology_with(file, recorded).map_err(anyhow::Error::new)?)
+    reported(talosprov_files::load_topology_with(file, recorded).map_err(anyhow::Error::new)?)
 }
 
 /// Print what loading said, and give the topology unless it has errors.
 fn reported(loaded: topology::Loaded) -> Result<Topology, CommandError> {
-    if !loaded.diagnostics.is_empty() {
-        crate::ui::write_stderr(&crate::ui::diagnostics::render_all(
-            &loaded.diagnostics,
-            crate::ui::diagnostics::stderr_colour(),
-        ));
-    }
+    crate::ui::diagnostics::print_all(&loaded.diagnostics);
     match loaded.topology {
-        Some(t) if !topology::diagnostics::has_errors(&loaded.diagnostics) => Ok(t),
+        Some(t) if !talosprov_core::diagnostics::has_errors(&loaded.diagnostics) => Ok(t),
         _ => Err(CommandError::Reported),
     }
 }
@@ -111,21 +105,21 @@ pub fn render_configs(
     secrets: &SecretsBundle,
     addons: &[RenderedAddon],
 ) -> Result<(Vec<RenderedConfig>, InputDigests), CommandError> {
-    let patches = match crate::files::load_patches(topology) {
+    let patches = match talosprov_files::load_patches(topology) {
         Ok(p) => p,
         Err(diagnostics) => return Err(report(&diagnostics)),
     };
-    let inline = crate::addon::inline_manifests(topology, addons);
-    let configs = crate::machine::node::node_configs(topology, secrets, &patches, &inline)
+    let inline = talosprov_core::addon::inline_manifests(topology, addons);
+    let configs = talosprov_core::machine::node::node_configs(topology, secrets, &patches, &inline)
         .map_err(|d| report(&d))?;
-    let mut addon_problems = crate::addon::check(topology, &configs);
-    let facts = crate::addon::ClusterFacts::of(&configs);
-    addon_problems.extend(crate::addon::object_checks(
+    let mut addon_problems = talosprov_core::addon::check(topology, &configs);
+    let facts = talosprov_core::addon::ClusterFacts::of(&configs);
+    addon_problems.extend(talosprov_core::addon::object_checks(
         topology,
         addons,
         facts.as_ref(),
     ));
-    if crate::topology::diagnostics::has_errors(&addon_problems) {
+    if talosprov_core::diagnostics::has_errors(&addon_problems) {
         return Err(report(&addon_problems));
     }
     let topology_bytes = std::fs::read(&topology.file)
@@ -167,10 +161,7 @@ pub fn render_configs(
 }
 
 fn report(diagnostics: &[topology::Diagnostic]) -> CommandError {
-    crate::ui::write_stderr(&crate::ui::diagnostics::render_all(
-        diagnostics,
-        crate::ui::diagnostics::stderr_colour(),
-    ));
+    crate::ui::diagnostics::print_all(diagnostics);
     CommandError::Reported
 }
 
@@ -189,7 +180,7 @@ pub fn schematics(topology: &Topology) -> BTreeMap<String, Option<Schematic>> {
     let mut specs: Vec<Option<&SchematicSpec>> = topology.schematics.values().map(Some).collect();
     specs.push(None);
     for spec in specs {
-        let id = crate::plan::desired::schematic_id(spec);
+        let id = talosprov_core::plan::desired::schematic_id(spec);
         let schematic = match spec {
             Some(SchematicSpec::Id(_)) => None,
             Some(SchematicSpec::Customization {
@@ -230,22 +221,8 @@ pub fn new_talosconfig(
 /// # Errors
 /// When the text is not a talosconfig.
 pub fn credentials_from_talosconfig(text: &str) -> anyhow::Result<ClientCredentials> {
-    let doc: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(text).context("the stored talosconfig is not YAML")?;
-    let context = doc
-        .get("context")
-        .and_then(|c| c.as_str())
-        .context("the stored talosconfig has no context")?;
-    let ctx = doc
-        .get("contexts")
-        .and_then(|c| c.get(context))
-        .context("the stored talosconfig lacks its context")?;
-    let field = |name: &str| ctx.get(name).and_then(|v| v.as_str()).unwrap_or_default();
-    Ok(ClientCredentials::from_talosconfig_fields(
-        field("ca"),
-        field("crt"),
-        field("key"),
-    )?)
+    let tc = Talosconfig::parse(text).context("cannot read the stored talosconfig")?;
+    Ok(ClientCredentials::from_talosconfig(&tc))
 }
 
 /// The admin kubeconfig signed offline by the cluster's Kubernetes CA.
@@ -261,7 +238,7 @@ pub fn offline_kubeconfig(
         endpoint: topology.cluster.endpoint.clone(),
         secrets,
         now: time::OffsetDateTime::now_utc(),
-        lifetime: crate::machine::kubeconfig::DEFAULT_CERTIFICATE_LIFETIME,
+        lifetime: talosprov_core::machine::kubeconfig::DEFAULT_CERTIFICATE_LIFETIME,
     };
     let k = AdminKubeconfig::generate(&input, &mut rand::rngs::OsRng)
         .context("cannot sign the offline kubeconfig")?;
@@ -273,10 +250,10 @@ pub fn offline_kubeconfig(
 ///
 /// # Errors
 /// Missing endpoint or credentials, a bad fingerprint.
-pub fn proxmox_client(topology: &Topology) -> anyhow::Result<proxmox::Client> {
+pub fn proxmox_client(topology: &Topology) -> anyhow::Result<talosprov_proxmox::Client> {
     let p = &topology.proxmox;
     let endpoint = (!p.endpoint.is_empty()).then_some(p.endpoint.as_str());
-    let settings = proxmox::Settings::from_env(
+    let settings = talosprov_proxmox::Settings::from_env(
         endpoint,
         p.ca_file.as_deref(),
         p.fingerprint.as_deref(),
@@ -285,7 +262,7 @@ pub fn proxmox_client(topology: &Topology) -> anyhow::Result<proxmox::Client> {
     if let Some(w) = settings.warning() {
         crate::ui::warn(w);
     }
-    Ok(proxmox::Client::new(settings)?)
+    Ok(talosprov_proxmox::Client::new(settings)?)
 }
 
 /// The Image Factory client.
@@ -308,8 +285,11 @@ pub fn factory_client(topology: &Topology) -> anyhow::Result<FactoryClient> {
 fn refresh_context(e: anyhow::Error, what: &str) -> anyhow::Error {
     let tls = e.chain().any(|c| {
         matches!(
-            c.downcast_ref::<proxmox::ProxmoxError>(),
-            Some(proxmox::ProxmoxError::Tls { .. } | proxmox::ProxmoxError::CaFile { .. })
+            c.downcast_ref::<talosprov_proxmox::ProxmoxError>(),
+            Some(
+                talosprov_proxmox::ProxmoxError::Tls { .. }
+                    | talosprov_proxmox::ProxmoxError::CaFile { .. }
+            )
         )
     });
     if tls {
@@ -363,9 +343,9 @@ pub async fn observe(
             .map(|c| (c.hostname.clone(), (c.sha256.clone(), c.yaml.clone())))
             .collect(),
     };
-    let watcher: crate::retry::Watcher =
-        std::sync::Arc::new(|n: &crate::retry::Notice| crate::ui::progress::retry_line(n));
-    crate::retry::watched(watcher, refresh(&client, state, &input))
+    let watcher: talosprov_retry::Watcher =
+        std::sync::Arc::new(|n: &talosprov_retry::Notice| crate::ui::progress::retry_line(n));
+    talosprov_retry::watched(watcher, refresh(&client, state, &input))
         .await
         .map_err(|e| refresh_context(e, "cannot refresh"))
 }
@@ -402,7 +382,7 @@ pub fn write_saved_plan(path: &Path, saved: &SavedPlan) -> anyhow::Result<()> {
         Some(keys) => encrypt::seal_bytes(&json, &keys)?.into_bytes(),
         None => json,
     };
-    crate::files::write_private(path, &bytes)
+    talosprov_files::write_private(path, &bytes)
         .with_context(|| format!("cannot write {}", path.display()))
 }
 

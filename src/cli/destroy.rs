@@ -9,8 +9,8 @@ use super::cluster;
 use super::cluster::approve;
 use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
-use crate::plan::{Desired, Observed, destroy_plan};
-use crate::state::Sensitive;
+use talosprov_core::plan::{Desired, Observed, destroy_plan};
+use talosprov_state::Sensitive;
 
 /// Arguments of `talosprov destroy`.
 #[derive(Debug, Args)]
@@ -34,6 +34,12 @@ pub struct DestroyArgs {
     /// At most N deletions at once.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub parallelism: usize,
+
+    /// Print the run as JSON lines on stdout, as `apply -json` does
+    /// (format_version 1.0; see "Machine-readable output" in talosprov's
+    /// README.md). Needs -auto-approve.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Run `destroy`.
@@ -41,8 +47,15 @@ pub struct DestroyArgs {
 /// # Errors
 /// A held lock, no confirmation, failed deletions; Ctrl-C.
 pub async fn run(args: DestroyArgs) -> Result<Outcome, CommandError> {
+    if args.json {
+        crate::ui::json::enable();
+        crate::ui::json::version("destroy");
+    }
     if args.parallelism == 0 {
         return Err(anyhow::anyhow!("-parallelism must be at least 1").into());
+    }
+    if args.json && !args.auto_approve {
+        return Err(anyhow::anyhow!("-json cannot ask for confirmation: add -auto-approve").into());
     }
     let interrupt_grace = interrupt_grace()?;
     let topology = cluster::load_topology(&args.state.file)?;
@@ -53,7 +66,11 @@ pub async fn run(args: DestroyArgs) -> Result<Outcome, CommandError> {
         };
         let (mut state, encrypted) = (loaded.state, loaded.encrypted);
         let plan = destroy_plan(Some(&state), &Observed::default(), args.purge_images);
-        crate::ui::write_stdout(&crate::ui::plan::render(&plan))?;
+        if crate::ui::json::enabled() {
+            crate::ui::json::plan(&plan);
+        } else {
+            crate::ui::write_stdout(&crate::ui::plan::render(&plan))?;
+        }
         if plan.is_empty() {
             return Ok(Outcome::Success);
         }
@@ -72,10 +89,15 @@ pub async fn run(args: DestroyArgs) -> Result<Outcome, CommandError> {
             interrupt_grace,
         )?;
         run_plan(ctx, &plan, store, encrypted, &mut state, args.parallelism, cancel).await?;
-        crate::ui::write_stdout(&format!(
-            "\nDestroy complete! Resources: {} destroyed.\n",
+        let summary = format!(
+            "Destroy complete! Resources: {} destroyed.",
             plan.summary().destroy
-        ))?;
+        );
+        if crate::ui::json::enabled() {
+            crate::ui::json::summary("destroy", &plan.summary(), &summary);
+        } else {
+            crate::ui::write_stdout(&format!("\n{summary}\n"))?;
+        }
         Ok(Outcome::Success)
     })
     .await

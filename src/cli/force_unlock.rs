@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::state_options::StateOptions;
 use super::{CommandError, Outcome};
-use crate::state::Backend;
+use talosprov_state::Backend;
 
 /// Arguments of `talosprov force-unlock`.
 #[derive(Debug, Args)]

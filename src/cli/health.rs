@@ -10,17 +10,18 @@ use clap::Args;
 
 use super::state_options::{StateOptions, no_state};
 use super::{CommandError, Outcome};
-use crate::health::{self, ClusterNode, Cni, Expectations};
-use crate::state::State;
-use crate::talos::{Backoff, ClientCredentials};
-use crate::topology::{Role, Topology};
+use talosprov_core::machine::talosconfig::Talosconfig;
+use talosprov_core::topology::{Role, Topology};
+use talosprov_engine::health::{self, ClusterNode, Cni, Expectations};
+use talosprov_state::State;
+use talosprov_talos::{Backoff, ClientCredentials};
 
 /// Arguments of `talosprov health`.
 #[derive(Debug, Args)]
 pub struct HealthArgs {
     /// Keep checking until every check passes or this long has passed, in
     /// seconds or as a duration such as `5m` or `1h30m` (0: check once).
-    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = crate::duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = talosprov_core::duration::parse)]
     wait: Duration,
 
     #[command(flatten)]
@@ -34,22 +35,9 @@ fn credentials(state: &State) -> anyhow::Result<ClientCredentials> {
         state.outputs.talosconfig.as_ref().ok_or_else(|| {
             anyhow!("the state has no talosconfig yet: run `talosprov apply` first")
         })?;
-    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(output.value.expose())
-        .map_err(|_| anyhow!("the talosconfig in the state is not YAML"))?;
-    let context = doc["context"]
-        .as_str()
-        .ok_or_else(|| anyhow!("the talosconfig in the state has no current context"))?;
-    let ctx = &doc["contexts"][context];
-    let field = |name: &str| {
-        ctx[name].as_str().ok_or_else(|| {
-            anyhow!("the talosconfig in the state has no {name} in context {context:?}")
-        })
-    };
-    Ok(ClientCredentials::from_talosconfig_fields(
-        field("ca")?,
-        field("crt")?,
-        field("key")?,
-    )?)
+    let tc = Talosconfig::parse(output.value.expose())
+        .context("cannot read the talosconfig in the state")?;
+    Ok(ClientCredentials::from_talosconfig(&tc))
 }
 
 /// The cluster's CNI, from the first control plane's machine config in the state.
@@ -75,8 +63,8 @@ pub(super) fn kubernetes_gate(
     cni: Option<&Cni>,
     wait: Duration,
 ) -> Option<health::KubernetesGate> {
-    use crate::topology::Preset;
-    let (addons, _) = crate::files::render_addons(topology);
+    use talosprov_core::topology::Preset;
+    let (addons, _) = talosprov_files::render_addons(topology);
     let objects = || addons.iter().flat_map(|a| &a.objects);
     let cni_addon = topology
         .addons
@@ -94,7 +82,7 @@ pub(super) fn kubernetes_gate(
     let gpu_nodes: Vec<IpAddr> = topology
         .nodes
         .iter()
-        .filter(|n| gpu_addon && crate::addon::checks::has_nvidia_device(topology, n))
+        .filter(|n| gpu_addon && talosprov_core::addon::checks::has_nvidia_device(topology, n))
         .map(|n| IpAddr::V4(n.ip))
         .collect();
     Some(health::KubernetesGate {
@@ -144,7 +132,7 @@ async fn kubernetes_checks(
 
 /// The cluster's nodes as `kubectl get nodes` shows them: NAME, STATUS, ROLES,
 /// VERSION, INTERNAL-IP, and GPU when any node has one.
-pub(super) fn node_table(nodes: &[crate::kube::KubeNode]) -> String {
+pub(super) fn node_table(nodes: &[talosprov_kube::KubeNode]) -> String {
     let gpus = nodes.iter().any(|n| n.gpus > 0);
     let mut rows = vec![
         vec!["NAME", "STATUS", "ROLES", "VERSION", "INTERNAL-IP"]
@@ -203,7 +191,7 @@ pub fn cluster_nodes(topology: &Topology) -> Vec<ClusterNode> {
 }
 
 fn load_topology(args: &HealthArgs) -> Result<Topology, CommandError> {
-    let loaded = crate::files::load_topology(&args.state.file)?;
+    let loaded = talosprov_files::load_topology(&args.state.file)?;
     match loaded.topology {
         Some(t) => Ok(t),
         None => {
@@ -271,7 +259,7 @@ pub async fn run(args: HealthArgs) -> Result<Outcome, CommandError> {
         let waited = if args.wait.is_zero() {
             String::new()
         } else {
-            format!(" after waiting {}", crate::retry::seconds(args.wait))
+            format!(" after waiting {}", talosprov_retry::seconds(args.wait))
         };
         return Err(anyhow!(
             "the cluster is not healthy{waited}: {failing} of {} checks failed: {}",

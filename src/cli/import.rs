@@ -9,9 +9,9 @@ use clap::Args;
 use super::cluster;
 use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
-use crate::apply::import;
-use crate::state::Address;
-use crate::state::format::State;
+use talosprov_engine::apply::import;
+use talosprov_state::Address;
+use talosprov_state::format::State;
 
 /// Arguments of `talosprov import`.
 #[derive(Debug, Args)]

@@ -13,8 +13,8 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use super::{CommandError, Outcome};
-use crate::topology::Vmid;
-use crate::topology::syntax::is_dns_label;
+use talosprov_core::topology::Vmid;
+use talosprov_core::topology::syntax::is_dns_label;
 
 /// The Talos release the scaffold pins, as the reference cluster does.
 const TALOS_VERSION: &str = "v1.13.8";

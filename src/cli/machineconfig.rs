@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::machineconfig_gen::{self, GenArgs};
 use super::{CommandError, Outcome};
-use crate::patch::{MachineConfig, Patch, apply_patches, load_patch};
+use talosprov_core::patch::{MachineConfig, Patch, apply_patches, load_patch};
 
 /// Arguments of `talosprov machineconfig`.
 #[derive(Debug, Args)]
@@ -73,9 +73,9 @@ fn run_patch(args: PatchArgs) -> Result<Outcome, CommandError> {
     }
     let patched = apply_patches(&config, &patches)?;
     // The same Talos-style writer as `machineconfig gen` and `render`.
-    let yaml = crate::machine::machine_config_yaml(&patched.documents);
+    let yaml = talosprov_core::machine::machine_config_yaml(&patched.documents);
     match &args.output {
-        Some(path) => crate::files::write_private(path, yaml.as_bytes())
+        Some(path) => talosprov_files::write_private(path, yaml.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?,
         None => {
             let mut out = std::io::stdout().lock();

@@ -8,7 +8,9 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use super::{CommandError, Outcome};
-use crate::machine::{BaseConfigInput, Role, TalosVersion, base_config, parse_secrets_yaml};
+use talosprov_core::machine::{
+    BaseConfigInput, Role, TalosVersion, base_config, parse_secrets_yaml,
+};
 
 /// Arguments of `talosprov machineconfig gen`.
 #[derive(Debug, Args)]
@@ -88,7 +90,7 @@ pub fn run(args: GenArgs) -> Result<Outcome, CommandError> {
     }
     let yaml = config.to_yaml();
     if let Some(path) = &args.output {
-        crate::files::write_private(path, yaml.as_bytes())
+        talosprov_files::write_private(path, yaml.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
         return Ok(Outcome::Success);
     }

@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::state_options::{StateOptions, no_state};
 use super::{CommandError, Outcome};
-use crate::state::format::{Output, Outputs};
+use talosprov_state::format::{Output, Outputs};
 
 /// Arguments of `talosprov output`.
 #[derive(Debug, Args)]
@@ -119,7 +119,7 @@ pub async fn run(args: OutputArgs) -> Result<Outcome, CommandError> {
     let (key, output) = find(outputs, name, args.node.as_deref())?;
     let value = output.value.expose();
     if let Some(path) = &args.out_file {
-        crate::state::local::write_private_file(path, value.as_bytes()).map_err(|e| {
+        talosprov_state::local::write_private_file(path, value.as_bytes()).map_err(|e| {
             anyhow::Error::new(e).context(format!("cannot write {}", path.display()))
         })?;
         crate::ui::print_line(&format!("Wrote {key} to {} (mode 0600).", path.display()));

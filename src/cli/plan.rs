@@ -10,9 +10,9 @@ use super::planning::make_plan;
 use super::secrets_guard;
 use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
-use crate::plan::{GitlabReport, SavedPlan};
-use crate::state::{Address, StateBackend, StateStore};
-use crate::topology::Topology;
+use talosprov_core::plan::{GitlabReport, SavedPlan};
+use talosprov_core::topology::Topology;
+use talosprov_state::{Address, StateBackend, StateStore};
 
 /// Arguments of `talosprov plan`.
 #[derive(Debug, Args)]

@@ -7,13 +7,13 @@ use anyhow::Context as _;
 use super::CommandError;
 use super::addons;
 use super::cluster;
-use crate::machine::parse_secrets_yaml;
-use crate::plan::{self, PlanInput, SavedPlan};
-use crate::state::Address;
-use crate::state::format::State;
-use crate::topology::Topology;
+use talosprov_core::machine::parse_secrets_yaml;
+use talosprov_core::plan::{self, PlanInput, SavedPlan};
+use talosprov_core::topology::Topology;
+use talosprov_state::Address;
+use talosprov_state::format::State;
 
-pub use crate::apply::session::Planned;
+pub use talosprov_engine::apply::session::Planned;
 
 /// Make the plan.
 ///
@@ -84,7 +84,7 @@ pub async fn make_plan(
                 .join("\n")
         )
     })?;
-    desired.objects = crate::addon::desired_objects(topology, &rendered.addons);
+    desired.objects = talosprov_core::addon::desired_objects(topology, &rendered.addons);
     if !offline {
         observed.kubernetes = observe_objects(state, &desired).await;
     }
@@ -169,7 +169,7 @@ fn warn_targeting(targets: &[Address], desired: &plan::Desired, state: Option<&S
         crate::ui::warn(&format!(
             "-target {t} matches no resource in the topology or the state: nothing is planned \
              for it{}",
-            crate::topology::diagnostics::did_you_mean(
+            talosprov_core::diagnostics::did_you_mean(
                 &t.to_string(),
                 known.iter().map(String::as_str)
             )
@@ -196,10 +196,10 @@ async fn observe_objects(
         return None;
     }
     let read = async {
-        let client = crate::kube::KubeClient::from_kubeconfig(kubeconfig.value.expose())
+        let client = talosprov_kube::KubeClient::from_kubeconfig(kubeconfig.value.expose())
             .await
             .map_err(|e| e.to_string())?;
-        crate::apply::refresh_kube::observe_objects(
+        talosprov_engine::apply::refresh_kube::observe_objects(
             &client,
             &desired.objects,
             &state.resources.objects,

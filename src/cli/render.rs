@@ -9,10 +9,11 @@ use std::path::PathBuf;
 
 use super::state_options::StateOptions;
 use super::{CommandError, Outcome};
-use crate::machine::{NodeConfig, SecretsBundle, node, node_configs, parse_secrets_yaml};
-use crate::state::Backend as _;
-use crate::state::format::Rendering;
-use crate::topology::{self, Topology, diagnostics};
+use talosprov_core::diagnostics;
+use talosprov_core::machine::{NodeConfig, SecretsBundle, node, node_configs, parse_secrets_yaml};
+use talosprov_core::topology::{self, Topology};
+use talosprov_state::Backend as _;
+use talosprov_state::format::Rendering;
 
 /// Arguments of `talosprov render` (its help text is on `Command::Render`).
 #[derive(Debug, Args)]
@@ -60,7 +61,7 @@ fn select(t: &Topology, asked: &[String]) -> anyhow::Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for name in asked {
         if t.node(name).is_none() {
-            let close = topology::diagnostics::did_you_mean(
+            let close = talosprov_core::diagnostics::did_you_mean(
                 name,
                 t.nodes.iter().map(|n| n.hostname.as_str()),
             );
@@ -123,12 +124,12 @@ async fn secrets(
 /// Diagnostics (printed, exit 1) for the topology, the patches or a config Talos would
 /// refuse; an unknown node; an unreadable secrets bundle or state; a failed write.
 pub async fn run(args: RenderArgs) -> Result<Outcome, CommandError> {
-    let loaded = crate::files::load_topology(&args.state.file)?;
+    let loaded = talosprov_files::load_topology(&args.state.file)?;
     report(&loaded.diagnostics)?;
     let Some(full) = loaded.topology else {
         return Err(CommandError::Reported);
     };
-    let set = match crate::files::load_patches(&full) {
+    let set = match talosprov_files::load_patches(&full) {
         Ok(set) => set,
         Err(d) => {
             report(&d)?;
@@ -147,7 +148,7 @@ pub async fn run(args: RenderArgs) -> Result<Outcome, CommandError> {
         saved: None,
     };
     let rendered = super::addons::render(&full, &bundle, known).await?;
-    let inline = crate::addon::inline_manifests(&full, &rendered.addons);
+    let inline = talosprov_core::addon::inline_manifests(&full, &rendered.addons);
     let configs = match node_configs(&t, &bundle, &set, &inline) {
         Ok(c) => c,
         Err(d) => {
@@ -192,7 +193,7 @@ fn write_files(dir: &std::path::Path, configs: &[&NodeConfig]) -> anyhow::Result
         .with_context(|| format!("cannot create the folder {}", dir.display()))?;
     for c in configs {
         let path = dir.join(format!("{}.yaml", c.hostname));
-        crate::state::local::write_private_file(&path, c.yaml.expose().as_bytes())
+        talosprov_state::local::write_private_file(&path, c.yaml.expose().as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
         crate::ui::print_line(&format!(
             "wrote {} (mode 0600, sha256 {})",

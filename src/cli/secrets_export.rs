@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use super::state_options::{StateOptions, no_state};
 use super::{CommandError, Outcome};
-use crate::state::Backend as _;
+use talosprov_state::Backend as _;
 
 /// Arguments of `talosprov secrets export`.
 #[derive(Debug, Args)]
@@ -56,7 +56,7 @@ pub async fn run(args: SecretsExportArgs) -> Result<Outcome, CommandError> {
                 )
                 .into());
             }
-            crate::state::local::write_private_file(path, secrets.expose().as_bytes())
+            talosprov_state::local::write_private_file(path, secrets.expose().as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))?;
             crate::ui::print_line(&format!(
                 "Wrote the secrets bundle to {} (mode 0600).",

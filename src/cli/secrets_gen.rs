@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use super::{CommandError, Outcome};
-use crate::machine::{SecretsBundle, secrets_yaml};
+use talosprov_core::machine::{SecretsBundle, secrets_yaml};
 
 /// Arguments of `talosprov secrets gen`.
 #[derive(Debug, Args)]

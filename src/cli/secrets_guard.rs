@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use super::CommandError;
 use super::cluster::state_secrets_opt;
-use crate::machine::parse_secrets_yaml;
-use crate::state::format::State;
-use crate::state::{Backend, Sensitive, StateBackend, StateStore};
-use crate::talos::{NodeAnswer, probe_node};
-use crate::topology::Topology;
+use talosprov_core::machine::parse_secrets_yaml;
+use talosprov_core::topology::Topology;
+use talosprov_state::format::State;
+use talosprov_state::{Backend, Sensitive, StateBackend, StateStore};
+use talosprov_talos::{NodeAnswer, probe_node};
 
 /// How long each node may take to answer the probe: a node that does not
 /// answer by then is not an existing cluster.

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use super::state_options::{LockOptions, StateOptions, with_lock};
 use super::{CommandError, Outcome};
-use crate::machine::{parse_secrets_yaml, secrets_yaml};
-use crate::state::{Backend as _, Sensitive, State};
+use talosprov_core::machine::{parse_secrets_yaml, secrets_yaml};
+use talosprov_state::{Backend as _, Sensitive, State};
 
 /// Arguments of `talosprov secrets import`.
 #[derive(Debug, Args)]

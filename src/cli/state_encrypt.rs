@@ -7,8 +7,8 @@ use clap::Args;
 
 use super::state_options::{LockOptions, StateOptions, no_state, with_lock};
 use super::{CommandError, Outcome};
-use crate::state::Backend;
-use crate::state::encrypt::{IDENTITY_FILE_VAR, PASSPHRASE_VAR, RECIPIENTS_FILE_VAR};
+use talosprov_state::Backend;
+use talosprov_state::encrypt::{IDENTITY_FILE_VAR, PASSPHRASE_VAR, RECIPIENTS_FILE_VAR};
 
 /// Arguments of `talosprov state encrypt`.
 #[derive(Debug, Args)]

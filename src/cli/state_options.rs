@@ -11,9 +11,9 @@ use anyhow::Context;
 use clap::Args;
 
 use super::CommandError;
-use crate::state::config::{self, StateSection};
-use crate::state::encrypt::{self, StateKeys};
-use crate::state::{Backend, BackendError, LockInfo, StateBackend, StateStore, StoreError};
+use talosprov_state::config::{self, StateSection};
+use talosprov_state::encrypt::{self, StateKeys};
+use talosprov_state::{Backend, BackendError, LockInfo, StateBackend, StateStore, StoreError};
 
 /// The topology file `-f` names when it is not given: `cluster.yaml` in the
 /// current folder.
@@ -79,7 +79,7 @@ impl StateOptions {
 /// The topology file's `state:` section; the default (local, or whatever
 /// `TF_HTTP_*` and `--backend-config` say) when the file does not exist, so a
 /// laptop can reach a GitLab-managed state with the environment alone. Read
-/// by the topology's own reader ([`crate::topology::read::read`]), so the
+/// by the topology's own reader ([`talosprov_core::topology::read::read`]), so the
 /// section means the same here as in `validate`; the rest of the file is left
 /// to the topology loader (a state command works while a node is invalid).
 ///
@@ -92,15 +92,15 @@ pub fn state_section(file: &Path) -> anyhow::Result<StateSection> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(StateSection::default()),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
     };
-    let (raw, diagnostics) = crate::topology::read::read(&text, file);
-    let in_state = |d: &crate::topology::Diagnostic| {
+    let (raw, diagnostics) = talosprov_core::topology::read::read(&text, file);
+    let in_state = |d: &talosprov_core::topology::Diagnostic| {
         d.is_error()
             && (raw.is_none()
                 || d.field
                     .as_deref()
                     .is_some_and(|f| f == "state" || f.starts_with("state.")))
     };
-    let errors: Vec<crate::topology::Diagnostic> =
+    let errors: Vec<talosprov_core::topology::Diagnostic> =
         diagnostics.into_iter().filter(in_state).collect();
     if !errors.is_empty() {
         anyhow::bail!(
@@ -112,7 +112,7 @@ pub fn state_section(file: &Path) -> anyhow::Result<StateSection> {
     let Some(state) = raw.and_then(|r| r.state).map(|s| s.value) else {
         return Ok(StateSection::default());
     };
-    let text = |v: Option<crate::topology::raw::Spanned<String>>| v.map(|s| s.value);
+    let text = |v: Option<talosprov_core::topology::raw::Spanned<String>>| v.map(|s| s.value);
     Ok(StateSection {
         backend: text(state.backend),
         path: text(state.path),
@@ -135,7 +135,7 @@ pub struct LockOptions {
         long = "lock-timeout",
         value_name = "DURATION",
         default_value = "0s",
-        value_parser = crate::duration::parse
+        value_parser = talosprov_core::duration::parse
     )]
     pub lock_timeout: Duration,
 }
@@ -143,7 +143,7 @@ pub struct LockOptions {
 /// A new lock info for `operation`: a fresh UUID, `user@host`, this pid and
 /// its start time, and the current time (RFC 3339 UTC).
 pub fn new_lock_info(operation: &str, store: &StateStore<StateBackend>) -> LockInfo {
-    let user = crate::state::holder::user_name();
+    let user = talosprov_state::holder::user_name();
     let created = time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
@@ -151,25 +151,20 @@ pub fn new_lock_info(operation: &str, store: &StateStore<StateBackend>) -> LockI
         id: uuid::Uuid::new_v4().to_string(),
         operation: operation.to_owned(),
         info: String::new(),
-        who: format!("{user}@{}", crate::state::holder::host_name()),
+        who: format!("{user}@{}", talosprov_state::holder::host_name()),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         created,
         path: store.backend().describe(),
         pid: Some(std::process::id()),
-        process_start: crate::state::holder::process_start(std::process::id()),
+        process_start: talosprov_state::holder::process_start(std::process::id()),
     }
 }
 
-/// The first wait between two attempts to take a held lock; it doubles up to
-/// [`LOCK_RETRY_MAX`] (OpenTofu's `statemgr.LockWithContext` waits 1 s to 16 s).
-const LOCK_RETRY_FIRST: Duration = Duration::from_millis(250);
-/// The longest wait between two attempts.
-const LOCK_RETRY_MAX: Duration = Duration::from_secs(8);
-
 /// Take the state lock for `operation`, retrying while another run holds it
-/// until `-lock-timeout` has passed, and saying once per holder whom it waits
-/// for. A lock taken over from a dead holder is reported with a warning; on
-/// the http backend the lock ID is printed once taken.
+/// until `-lock-timeout` has passed (the store's [`StateStore::lock_waiting`]),
+/// and saying once per holder whom it waits for. A lock taken over from a dead
+/// holder is reported with a warning; on the http backend the lock ID is
+/// printed once taken.
 ///
 /// # Errors
 /// [`CommandError::Locked`] (exit 3) naming the holder when the lock is still
@@ -180,49 +175,36 @@ pub async fn acquire(
     operation: &str,
 ) -> Result<LockInfo, CommandError> {
     let info = new_lock_info(operation, store);
-    let deadline = tokio::time::Instant::now() + lock.lock_timeout;
-    let mut delay = LOCK_RETRY_FIRST;
-    let mut told: Option<String> = None;
-    loop {
-        match store.lock(&info).await {
-            Ok(taken_over) => {
-                if let Some(t) = taken_over {
-                    crate::ui::warn(&t.to_string());
-                }
-                announce_lock(store, &info.id);
-                return Ok(info);
+    let waiting = |held: &talosprov_state::LockHeld| {
+        crate::ui::write_stderr(&format!(
+            "Waiting for the state lock, held by {}; trying again for up to {}.\n",
+            held.holder_summary(),
+            humantime::format_duration(lock.lock_timeout)
+        ));
+    };
+    match store.lock_waiting(&info, lock.lock_timeout, waiting).await {
+        Ok(taken_over) => {
+            if let Some(t) = taken_over {
+                crate::ui::warn(&t.to_string());
             }
-            Err(StoreError::Backend(BackendError::Locked(held))) => {
-                let now = tokio::time::Instant::now();
-                if now >= deadline {
-                    let error = anyhow::Error::new(BackendError::Locked(held));
-                    let error = if lock.lock_timeout.is_zero() {
-                        error.context("cannot lock the state")
-                    } else {
-                        error.context(format!(
-                            "cannot lock the state: still held after -lock-timeout={}",
-                            humantime::format_duration(lock.lock_timeout)
-                        ))
-                    };
-                    return Err(CommandError::Locked(error));
-                }
-                if told.as_deref() != Some(held.holder.id.as_str()) {
-                    crate::ui::write_stderr(&format!(
-                        "Waiting for the state lock, held by {}; trying again for up to {}.\n",
-                        held.holder_summary(),
-                        humantime::format_duration(lock.lock_timeout)
-                    ));
-                    told = Some(held.holder.id.clone());
-                }
-                tokio::time::sleep(delay.min(deadline - now)).await;
-                delay = (delay * 2).min(LOCK_RETRY_MAX);
-            }
-            Err(e) => {
-                return Err(anyhow::Error::new(e)
-                    .context("cannot lock the state")
-                    .into());
-            }
+            announce_lock(store, &info.id);
+            Ok(info)
         }
+        Err(StoreError::Backend(e @ BackendError::Locked(_))) => {
+            let error = anyhow::Error::new(e);
+            let error = if lock.lock_timeout.is_zero() {
+                error.context("cannot lock the state")
+            } else {
+                error.context(format!(
+                    "cannot lock the state: still held after -lock-timeout={}",
+                    humantime::format_duration(lock.lock_timeout)
+                ))
+            };
+            Err(CommandError::Locked(error))
+        }
+        Err(e) => Err(anyhow::Error::new(e)
+            .context("cannot lock the state")
+            .into()),
     }
 }
 
@@ -311,7 +293,7 @@ pub fn no_state(store: &StateStore<StateBackend>) -> anyhow::Error {
     )
 }
 
-pub use crate::paths::folder_of;
+pub use talosprov_core::paths::folder_of;
 
 #[cfg(test)]
 mod tests {

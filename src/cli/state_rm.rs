@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::state_options::{LockOptions, StateOptions, no_state, with_lock};
 use super::{CommandError, Outcome};
-use crate::state::Address;
+use talosprov_state::Address;
 
 /// Arguments of `talosprov state rm`.
 #[derive(Debug, Args)]

@@ -5,7 +5,7 @@ use clap::Args;
 
 use super::state_options::{StateOptions, no_state};
 use super::{CommandError, Outcome};
-use crate::state::Address;
+use talosprov_state::Address;
 
 /// Arguments of `talosprov state show`.
 #[derive(Debug, Args)]

@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 use super::{CommandError, Outcome};
-use crate::machine::{SecretsBundle, node, node_configs};
-use crate::patch::discover::PatchFile;
-use crate::topology::{Diagnostic, Topology, diagnostics};
 use crate::ui::summary::ValidateReport;
+use talosprov_core::diagnostics;
+use talosprov_core::machine::{SecretsBundle, node, node_configs};
+use talosprov_core::patch::discover::PatchFile;
+use talosprov_core::topology::{Diagnostic, Topology};
 
 /// Arguments of `talosprov validate` (its help text is on `Command::Validate`).
 #[derive(Debug, Args)]
@@ -59,9 +60,9 @@ pub struct Validation {
 /// # Errors
 /// When the topology file cannot be read at all, or the throwaway bundle cannot be made.
 pub fn check(file: &Path) -> anyhow::Result<Validation> {
-    let mut loaded = crate::files::load_topology(file)?;
+    let mut loaded = talosprov_files::load_topology(file)?;
     if let Some(recorded) = loaded.topology.as_ref().and_then(recorded_pools) {
-        loaded = crate::files::load_topology_with(file, recorded)?;
+        loaded = talosprov_files::load_topology_with(file, recorded)?;
     }
     let mut v = Validation {
         topology: loaded.topology,
@@ -72,7 +73,7 @@ pub fn check(file: &Path) -> anyhow::Result<Validation> {
     let Some(t) = &v.topology else {
         return Ok(v);
     };
-    let set = match crate::files::load_patches(t) {
+    let set = match talosprov_files::load_patches(t) {
         Ok(set) => set,
         Err(diagnostics) => {
             v.diagnostics.extend(diagnostics);
@@ -85,17 +86,21 @@ pub fn check(file: &Path) -> anyhow::Result<Validation> {
     let secrets =
         SecretsBundle::generate_for_checks(&mut rand::rngs::OsRng, time::OffsetDateTime::now_utc())
             .context("cannot make the secrets bundle for checking the machine configs")?;
-    let (addons, problems) = crate::files::render_addons(t);
+    let (addons, problems) = talosprov_files::render_addons(t);
     v.diagnostics.extend(problems);
     v.diagnostics.extend(helm_problems(t));
-    let inline = crate::addon::inline_manifests(t, &addons);
+    let inline = talosprov_core::addon::inline_manifests(t, &addons);
     match node_configs(t, &secrets, &set, &inline) {
         Ok(configs) => {
             v.diagnostics.extend(node::warnings(&configs));
-            v.diagnostics.extend(crate::addon::check(t, &configs));
-            let facts = crate::addon::ClusterFacts::of(&configs);
             v.diagnostics
-                .extend(crate::addon::object_checks(t, &addons, facts.as_ref()));
+                .extend(talosprov_core::addon::check(t, &configs));
+            let facts = talosprov_core::addon::ClusterFacts::of(&configs);
+            v.diagnostics.extend(talosprov_core::addon::object_checks(
+                t,
+                &addons,
+                facts.as_ref(),
+            ));
         }
         Err(diagnostics) => v.diagnostics.extend(diagnostics),
     }
@@ -108,15 +113,16 @@ pub fn check(file: &Path) -> anyhow::Result<Validation> {
 /// apply would allocate them).
 fn recorded_pools(
     t: &Topology,
-) -> Option<std::collections::BTreeMap<String, Vec<crate::topology::pools::RecordedMember>>> {
+) -> Option<std::collections::BTreeMap<String, Vec<talosprov_core::topology::pools::RecordedMember>>>
+{
     if t.pools.is_empty() {
         return None;
     }
-    let crate::topology::StateSettings::Local { path } = &t.state else {
+    let talosprov_core::topology::StateSettings::Local { path } = &t.state else {
         return None;
     };
     let path = path.clone().unwrap_or_else(|| {
-        crate::paths::folder_of(&t.file).join(crate::state::config::DEFAULT_STATE_FILE)
+        talosprov_core::paths::folder_of(&t.file).join(talosprov_state::config::DEFAULT_STATE_FILE)
     });
     let bytes = std::fs::read(path).ok()?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
@@ -126,16 +132,16 @@ fn recorded_pools(
 /// `A011` for each `helm` add-on when no `helm` program can be found
 /// (`TALOSPROV_HELM`, else `helm` on `PATH`): `plan` would need it.
 fn helm_problems(t: &Topology) -> Vec<Diagnostic> {
-    let charts: Vec<&crate::topology::Addon> = t
+    let charts: Vec<&talosprov_core::topology::Addon> = t
         .addons
         .values()
-        .filter(|a| matches!(a.source, crate::topology::AddonSource::Helm { .. }))
+        .filter(|a| matches!(a.source, talosprov_core::topology::AddonSource::Helm { .. }))
         .collect();
     if charts.is_empty() {
         return Vec::new();
     }
-    let found = crate::sources::find_helm(
-        std::env::var(crate::sources::HELM_ENV).ok().as_deref(),
+    let found = talosprov_sources::find_helm(
+        std::env::var(talosprov_sources::HELM_ENV).ok().as_deref(),
         std::env::var("PATH").ok().as_deref(),
     );
     let Err(e) = found else {
@@ -145,7 +151,12 @@ fn helm_problems(t: &Topology) -> Vec<Diagnostic> {
         .into_iter()
         .map(|a| {
             let msg = format!("add-on `{}` is a Helm chart: {e}", a.name);
-            crate::addon::manifests::at(t, a, crate::topology::Code::HelmNotFound, msg)
+            talosprov_core::addon::manifests::at(
+                t,
+                a,
+                talosprov_core::topology::Code::HelmNotFound,
+                msg,
+            )
         })
         .collect()
 }

@@ -6,7 +6,7 @@ use clap::Args;
 use serde::Serialize;
 
 use super::{CommandError, Outcome};
-use crate::machine::version::Contract;
+use talosprov_core::version::Contract;
 
 /// Arguments of `talosprov version`.
 #[derive(Debug, Args)]

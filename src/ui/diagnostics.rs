@@ -2,9 +2,9 @@
 //! problem (colour only on a terminal without NO_COLOR), and a JSON object per
 //! problem with flat fields.
 
-use crate::topology::{Diagnostic, Severity};
 use serde::Serialize;
 use std::fmt::Write as _;
+use talosprov_core::topology::{Diagnostic, Severity};
 
 const RED: &str = "\x1b[1;31m";
 const YELLOW: &str = "\x1b[1;33m";
@@ -127,11 +127,38 @@ impl<'a> From<&'a Diagnostic> for JsonDiagnostic<'a> {
     }
 }
 
+/// Print topology diagnostics on stderr, rendered as `validate` shows them;
+/// in the JSON view, one `diagnostic` object each on stdout, its
+/// `diagnostic` holding [`JsonDiagnostic`]'s keys beside `severity` and
+/// `summary`.
+pub fn print_all(diagnostics: &[Diagnostic]) {
+    if diagnostics.is_empty() {
+        return;
+    }
+    if super::json::enabled() {
+        for d in diagnostics {
+            let level = if d.is_error() {
+                super::json::Level::Error
+            } else {
+                super::json::Level::Warn
+            };
+            let mut detail = serde_json::to_value(JsonDiagnostic::from(d)).unwrap_or_default();
+            detail["summary"] = d.message.clone().into();
+            detail["severity"] = if d.is_error() { "error" } else { "warning" }.into();
+            let mut fields = serde_json::Map::new();
+            fields.insert("diagnostic".into(), detail);
+            super::json::emit("diagnostic", level, &d.message, fields);
+        }
+        return;
+    }
+    super::out::write_stderr(&render_all(diagnostics, stderr_colour()));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::{Code, Pos};
     use std::path::Path;
+    use talosprov_core::topology::{Code, Pos};
 
     #[test]
     fn plain_rendering_names_file_line_node_and_field() {

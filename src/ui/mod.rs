@@ -1,13 +1,17 @@
 //! Everything talosprov shows a person: errors, diagnostics, plans and progress.
 //! No other module writes to the terminal; `tracing` carries developer logs.
 
-use std::io::Write;
-
 pub mod console;
 pub mod diagnostics;
+pub mod json;
+pub mod lines;
+pub mod out;
 pub mod plan;
 pub mod progress;
 pub mod summary;
+pub mod view;
+
+pub use out::{print_error, print_line, warn, write_stderr, write_stdout};
 
 /// Set up developer logs on stderr. By default only talosprov's own warnings:
 /// a library's log lines (kube-rs retrying a connection, say) never reach the
@@ -29,40 +33,4 @@ pub fn init_logging(verbose: u8) {
         .with_target(false)
         .with_ansi(diagnostics::stderr_colour())
         .try_init();
-}
-
-/// Print an error and its causes on stderr, once: `Error: <message>` then one
-/// `  caused by: <cause>` line per source.
-pub fn print_error(e: &anyhow::Error) {
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "Error: {e}");
-    for cause in e.chain().skip(1) {
-        let _ = writeln!(err, "  caused by: {cause}");
-    }
-}
-
-/// Print one line on stdout. A closed pipe is ignored here; commands that print
-/// a lot use `std::io::stdout` and propagate the error instead.
-pub fn print_line(line: &str) {
-    let _ = writeln!(std::io::stdout().lock(), "{line}");
-}
-
-/// Print a warning on stderr, prefixed `Warning: `.
-pub fn warn(message: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "Warning: {message}");
-}
-
-/// Write text to stdout as is.
-///
-/// # Errors
-/// When stdout is closed (a broken pipe, say).
-pub fn write_stdout(text: &str) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()
-}
-
-/// Write text to stderr as is; a closed stderr is ignored.
-pub fn write_stderr(text: &str) {
-    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::plan::{Action, Change, Conflict, DriftKind, FieldChange, Plan, Summary};
+use talosprov_core::plan::{Action, Change, Conflict, DriftKind, FieldChange, Plan, Summary};
 
 /// Keep only the drift of `plan` (pure): what `-refresh-only` shows.
 pub fn refresh_only(plan: &Plan) -> Plan {
@@ -182,7 +182,7 @@ fn change_block(out: &mut String, c: &Change) {
             out.push_str("      (the node reboots)\n");
         }
         (Action::ApplyConfig, Some(false))
-            if c.apply_mode() == Some(crate::plan::ApplyMode::Staged) =>
+            if c.apply_mode() == Some(talosprov_core::plan::ApplyMode::Staged) =>
         {
             out.push_str("      (staged: no reboot now; the node takes it at its next reboot)\n");
         }
@@ -293,8 +293,8 @@ pub fn apply_summary_line(s: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Drift, PlanWarning};
-    use crate::state::Address;
+    use talosprov_core::plan::{Drift, PlanWarning};
+    use talosprov_state::Address;
 
     fn sample() -> Plan {
         Plan {

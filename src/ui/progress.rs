@@ -10,108 +10,23 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::apply::{Event, EventKind, Update};
-use crate::plan::Action;
-use crate::state::Address;
+use talosprov_engine::apply::{EventKind, Update};
+use talosprov_state::Address;
 
-/// What the view counted, for the closing line.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Tally {
-    /// Steps finished.
-    pub finished: usize,
-    /// Steps failed.
-    pub failed: usize,
-    /// Steps skipped.
-    pub skipped: usize,
-}
-
-fn verb(action: Action) -> (&'static str, &'static str) {
-    match action {
-        Action::Create => ("Creating...", "Creation complete"),
-        Action::Update => ("Modifying...", "Modifications complete"),
-        Action::Replace => ("Replacing...", "Replacement complete"),
-        Action::Delete => ("Destroying...", "Destruction complete"),
-        Action::ApplyConfig => ("Applying config...", "Config applied"),
-        Action::Upgrade => ("Upgrading...", "Upgrade complete"),
-        Action::Bootstrap => ("Bootstrapping...", "Bootstrap complete"),
-    }
-}
-
-/// One event as a plain line (without the timestamp).
-pub fn line(e: &Event) -> String {
-    let secs = e.elapsed.as_secs();
-    match &e.kind {
-        EventKind::Started { action } => format!("{}: {}", e.address, verb(*action).0),
-        EventKind::Progress { what } => format!("{}: {what} [{secs}s elapsed]", e.address),
-        EventKind::Finished { action } => {
-            format!("{}: {} after {secs}s", e.address, verb(*action).1)
-        }
-        EventKind::Failed { message } => format!("{}: failed after {secs}s: {message}", e.address),
-        EventKind::Skipped { reason } => format!("{}: skipped ({reason})", e.address),
-        EventKind::Warning { message } => format!("{}: warning: {message}", e.address),
-        EventKind::Retrying { notice } => format!("{}: {notice}", e.address),
-    }
-}
-
-/// The line for an event about the whole run (an interruption).
-pub fn run_line(u: &Update) -> Option<String> {
-    match u {
-        Update::Step(_) => None,
-        Update::Interrupted { finishing, grace } if finishing.is_empty() => Some(format!(
-            "Interrupt received: no Proxmox task in flight, stopping now (a second one exits at \
-             once; the bound for tasks in flight is {} s)",
-            grace.as_secs()
-        )),
-        Update::Interrupted { finishing, grace } => Some(format!(
-            "Interrupt received: finishing {} step(s) in flight (at most {} s); send it again to \
-             exit at once",
-            finishing.len(),
-            grace.as_secs()
-        )),
-        Update::Abandoned { steps, grace } => Some(format!(
-            "Gave up waiting after {} s: {} left with a Proxmox task still running; the next \
-             apply reads back what it did",
-            grace.as_secs(),
-            steps
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-    }
-}
+use super::lines::verb;
+pub use super::lines::{
+    STILL_EVERY, Tally, count, gate_outcome_text, gate_text, line, run_line, still_line,
+};
 
 /// Print a retry made outside an apply's steps (a plan's refresh) as one
 /// line on stderr: `Retrying Proxmox: … in 0.25 s (attempt 2): …`.
-pub fn retry_line(notice: &crate::retry::Notice) {
+pub fn retry_line(notice: &talosprov_retry::Notice) {
     let text = notice.to_string();
     let mut chars = text.chars();
     let text = chars.next().map_or_else(String::new, |c| {
         c.to_uppercase().chain(chars).collect::<String>()
     });
-    crate::ui::write_stderr(&format!("{text}\n"));
-}
-
-fn count(tally: &mut Tally, e: &Event) {
-    match e.kind {
-        EventKind::Finished { .. } => tally.finished += 1,
-        EventKind::Failed { .. } => tally.failed += 1,
-        EventKind::Skipped { .. } => tally.skipped += 1,
-        _ => {}
-    }
-}
-
-/// How often the plain view shows a step that reported nothing new as still
-/// running (10 s, as OpenTofu's `Still creating... [10s elapsed]`).
-pub const STILL_EVERY: Duration = Duration::from_secs(10);
-
-/// The plain view's line for a step still at `what` after `elapsed`.
-pub fn still_line(address: &Address, what: &str, elapsed: Duration) -> String {
-    let mut chars = what.chars();
-    let what = chars.next().map_or_else(String::new, |c| {
-        c.to_lowercase().chain(chars).collect::<String>()
-    });
-    format!("{address}: still {what} [{}s elapsed]", elapsed.as_secs())
+    super::out::write_stderr(&format!("{text}\n"));
 }
 
 /// A step the plain view has seen start and not end.
@@ -127,70 +42,18 @@ fn stamped(out: &mut impl Write, text: &str) {
     let _ = writeln!(out, "{stamp} {text}");
 }
 
-/// The final gate's event as a line (without the timestamp): what it waits for
-/// when it starts, then `still waiting: … [Ns elapsed]` naming each node that is
-/// not there yet.
-pub fn gate_text(event: &crate::health::GateEvent) -> String {
-    use crate::health::GateEvent;
-    match event {
-        GateEvent::Started {
-            nodes,
-            gpu_nodes,
-            wait,
-        } => {
-            let what = if *nodes == 1 {
-                "the Kubernetes node to be Ready".to_owned()
-            } else {
-                format!("the {nodes} Kubernetes nodes to be Ready")
-            };
-            let gpus = if gpu_nodes.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    ", and nvidia.com/gpu allocatable on {}",
-                    gpu_nodes.join(", ")
-                )
-            };
-            format!(
-                "kubernetes: waiting for {what}{gpus} (up to {} s)",
-                wait.as_secs()
-            )
-        }
-        GateEvent::Waiting { missing, elapsed } => format!(
-            "kubernetes: still waiting: {} [{}s elapsed]",
-            missing.join("; "),
-            elapsed.as_secs()
-        ),
-    }
-}
-
 /// Print the final gate's event on stderr, timestamped as the plain view's lines.
-pub fn gate_line(event: &crate::health::GateEvent) {
+pub fn gate_line(event: &talosprov_engine::health::GateEvent) {
     stamped(&mut std::io::stderr().lock(), &gate_text(event));
 }
 
 /// Print the final gate's outcome on stderr: the nodes Ready and how long it took,
 /// or what is still missing at the deadline.
-pub fn gate_outcome(outcome: &crate::health::GateOutcome, wait: Duration) {
-    let text = if outcome.passed() {
-        let passed: Vec<&str> = outcome
-            .checks
-            .iter()
-            .map(|c| c.reason.lines().next().unwrap_or_default())
-            .collect();
-        format!(
-            "kubernetes: {} [{}s]",
-            passed.join("; "),
-            outcome.elapsed.as_secs()
-        )
-    } else {
-        format!(
-            "kubernetes: not ready after {} s: {}",
-            wait.as_secs(),
-            outcome.missing().join("; ")
-        )
-    };
-    stamped(&mut std::io::stderr().lock(), &text);
+pub fn gate_outcome(outcome: &talosprov_engine::health::GateOutcome, wait: Duration) {
+    stamped(
+        &mut std::io::stderr().lock(),
+        &gate_outcome_text(outcome, wait),
+    );
 }
 
 /// The plain view (CI, a pipe): a timestamped line per event, and every
@@ -325,10 +188,12 @@ pub fn stderr_is_terminal() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use talosprov_core::plan::Action;
+    use talosprov_engine::apply::Event;
 
     #[test]
     fn the_gate_says_what_it_waits_for_and_what_is_still_missing() {
-        use crate::health::GateEvent;
+        use talosprov_engine::health::GateEvent;
         let started = GateEvent::Started {
             nodes: 3,
             gpu_nodes: vec!["gpu-1".to_owned()],

@@ -3,11 +3,11 @@
 //! the same report.
 
 use super::diagnostics::{JsonDiagnostic, count_line};
-use crate::patch::discover::PatchFile;
-use crate::topology::{AddonSource, Diagnostic, Role, SchematicSpec, Topology};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use talosprov_core::patch::discover::PatchFile;
+use talosprov_core::topology::{AddonSource, Diagnostic, Role, SchematicSpec, Topology};
 
 /// Everything `validate` found, ready to show.
 #[derive(Debug, Clone, Copy)]
@@ -241,7 +241,7 @@ fn write_addons(out: &mut String, t: &Topology) {
         .map(String::from)
         .to_vec(),
     ];
-    for a in crate::addon::apply_order(&t.addons) {
+    for a in talosprov_core::addon::apply_order(&t.addons) {
         let source = match &a.source {
             AddonSource::Helm {
                 repo,

@@ -599,6 +599,69 @@ fn no_file_imports_a_file_that_imports_it_back() {
     );
 }
 
+/// One crate's import graph folded onto its top-level modules (`plan`,
+/// `topology`, ...): an edge from one to another when any file of the first
+/// imports a file of the second. A crate root's own items (`lib.rs`) are the
+/// module `""`.
+fn module_graph(
+    files: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let top = |m: &Vec<String>| vec![m.first().cloned().unwrap_or_default()];
+    let mut graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (from, targets) in files {
+        for to in targets {
+            let (a, b) = (top(from), top(to));
+            if a != b {
+                graph.entry(a).or_default().insert(b);
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn no_top_level_module_imports_one_that_imports_it_back() {
+    let mut found = Vec::new();
+    for src in source_folders() {
+        let graph = module_graph(&import_graph(&src));
+        for component in cycles(&graph) {
+            let names: Vec<String> = component.iter().map(|m| m.join("::")).collect();
+            found.push(format!("{}: {}", src.display(), names.join(" <-> ")));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "top-level modules that import each other, through any of their files (move what \
+         they share into a module below both, or into its own crate):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_module_check_folds_files_onto_their_top_level_module() {
+    let edge = |a: &[&str], b: &[&str]| {
+        (
+            a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>(),
+            b.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>(),
+        )
+    };
+    let mut files: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    // No two files import each other, but plan and topology do.
+    for (a, b) in [
+        edge(&["plan", "diff"], &["topology", "model"]),
+        edge(&["topology", "validate"], &["plan", "model"]),
+        edge(&["plan", "model"], &["plan", "util"]),
+    ] {
+        files.entry(a).or_default().insert(b);
+    }
+    assert!(cycles(&files).is_empty());
+    let modules = module_graph(&files);
+    assert_eq!(
+        cycles(&modules),
+        vec![vec![vec!["plan".to_owned()], vec!["topology".to_owned()]]]
+    );
+}
+
 #[test]
 fn the_cycle_check_sees_use_trees_child_paths_and_facades() {
     assert_eq!(

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use crate::support::talos::{FAST, WAIT};
 use day2_cluster::TestCluster;
-use talosprov::apply::remove::{
+use talosprov_engine::apply::remove::{
     RemovalOptions, RemovalOutcome, RemovalRefused, RemovalWarning, RemoveError, remove_node,
 };
-use talosprov::apply::upgrade::SnapshotPolicy;
-use talosprov::talos::TalosClient;
+use talosprov_engine::apply::upgrade::SnapshotPolicy;
 use talosprov_sim::Phase;
+use talosprov_talos::TalosClient;
 
 fn options(snapshot: SnapshotPolicy) -> RemovalOptions {
     RemovalOptions {

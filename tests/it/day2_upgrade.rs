@@ -11,14 +11,14 @@ use std::sync::Mutex;
 
 use crate::support::talos::{FAST, WAIT};
 use day2_cluster::TestCluster;
-use talosprov::apply::upgrade::{
+use talosprov_engine::apply::upgrade::{
     ConfigUpdate, KubernetesPhase, KubernetesRoll, RolloutOptions, SnapshotPolicy, UpgradeError,
     UpgradeEvent, UpgradeNode, UpgradeTarget, rolling_upgrade, upgrade_kubernetes,
 };
-use talosprov::factory::SchematicId;
-use talosprov::health::{ClusterNode, Cni, Expectations, run_checks};
-use talosprov::talos::UpgradePath;
+use talosprov_engine::health::{ClusterNode, Cni, Expectations, run_checks};
+use talosprov_factory::SchematicId;
 use talosprov_sim::{LoggedRpc, Phase};
+use talosprov_talos::UpgradePath;
 
 const SCHEMATIC: &str = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba";
 

@@ -8,7 +8,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use sha2::{Digest, Sha256};
 use std::time::Duration;
-use talosprov::factory::{FactoryClient, FactoryError, Schematic};
+use talosprov_factory::{FactoryClient, FactoryError, Schematic};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
@@ -175,13 +175,13 @@ async fn a_lost_connection_and_a_busy_factory_are_retried_and_each_retry_told() 
     let client = FactoryClient::new(url).unwrap();
     let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = told.clone();
-    let watcher: talosprov::retry::Watcher =
-        std::sync::Arc::new(move |n: &talosprov::retry::Notice| {
+    let watcher: talosprov_retry::Watcher =
+        std::sync::Arc::new(move |n: &talosprov_retry::Notice| {
             sink.lock().unwrap().push(n.clone())
         });
     let id = tokio::time::timeout(
         DEADLINE,
-        talosprov::retry::watched(watcher, client.register(&qemu())),
+        talosprov_retry::watched(watcher, client.register(&qemu())),
     )
     .await
     .unwrap()

@@ -352,7 +352,7 @@ fn init_gitignore_covers_the_state_and_outputs_talosprov_writes() {
     // The etcd snapshots apply writes next to the state hold every
     // Kubernetes secret.
     for action in ["talos-v1.13.8", "removal"] {
-        let name = talosprov::apply::upgrade::snapshot_file_name("lab-cp-01", action);
+        let name = talosprov_engine::apply::upgrade::snapshot_file_name("lab-cp-01", action);
         assert!(ignored(&gitignore, &name), "{name} is not ignored");
     }
     for kept in [

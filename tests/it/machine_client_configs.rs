@@ -6,7 +6,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rand::SeedableRng;
 use serde_yaml_ng::Value;
-use talosprov::machine::{
+use talosprov_core::machine::{
     AdminKubeconfig, KubeconfigInput, SecretsBundle, Talosconfig, TalosconfigInput,
     parse_secrets_yaml,
 };
@@ -49,6 +49,60 @@ fn talosconfig_has_one_context_named_after_the_cluster() {
     assert_eq!(pem("ca"), b.certs.os.crt);
     assert_eq!(pem("crt"), tc.client.crt);
     assert!(pem("key").starts_with("-----BEGIN ED25519 PRIVATE KEY-----"));
+}
+
+#[test]
+fn talosconfig_parse_reads_back_what_to_yaml_wrote() {
+    let b = bundle();
+    for nodes in [
+        vec![],
+        vec!["192.168.1.121".to_string(), "192.168.1.122".into()],
+    ] {
+        let tc = talosconfig(&b, nodes);
+        assert_eq!(Talosconfig::parse(&tc.to_yaml()).unwrap(), tc);
+    }
+}
+
+#[test]
+fn talosconfig_parse_names_what_is_wrong_and_never_a_value() {
+    use talosprov_core::machine::talosconfig::TalosconfigError as E;
+    let b = bundle();
+    let good = talosconfig(&b, vec![]).to_yaml();
+    let key_b64 = {
+        let doc: Value = serde_yaml_ng::from_str(&good).unwrap();
+        doc["contexts"]["homelab"]["key"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let cases: Vec<(String, E)> = vec![
+        ("{[".into(), E::NotYaml),
+        ("contexts: {}".into(), E::NoContext),
+        (
+            "context: other\ncontexts: {}".into(),
+            E::MissingContext("other".into()),
+        ),
+        (
+            good.replace(&format!("key: {key_b64}"), "x: y"),
+            E::MissingField {
+                field: "key",
+                context: "homelab".into(),
+            },
+        ),
+        (
+            good.replace(&key_b64, "not*base64"),
+            E::NotBase64 { field: "key" },
+        ),
+        (
+            good.replace(&key_b64, &STANDARD.encode([0xff, 0xfe])),
+            E::NotPem { field: "key" },
+        ),
+    ];
+    for (text, want) in cases {
+        let got = Talosconfig::parse(&text).unwrap_err();
+        assert_eq!(got, want, "{text}");
+        assert!(!got.to_string().contains(&key_b64[..20]));
+    }
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use crate::support::fixtures::SECRETS;
 use serde_yaml_ng::Value;
-use talosprov::machine::{
+use talosprov_core::machine::{
     BaseConfigInput, Contract, Role, SecretsBundle, Severity, base_config, check_config,
     machine_config_yaml, parse_secrets_yaml, redact_secrets,
 };

@@ -7,7 +7,7 @@ use ::time::{Duration, OffsetDateTime};
 use p256::ecdsa::signature::Verifier as _;
 use rand::SeedableRng;
 use std::sync::OnceLock;
-use talosprov::machine::{
+use talosprov_core::machine::{
     AdminKubeconfig, CertAndKey, KubeconfigInput, SecretsBundle, Talosconfig, TalosconfigInput,
     secrets_yaml,
 };
@@ -197,10 +197,10 @@ fn generation_with_the_same_seed_gives_the_same_bundle() {
         SecretsBundle::generate(&mut rand_chacha::ChaCha20Rng::seed_from_u64(42), NOW).unwrap();
     assert_eq!(secrets_yaml(&again), secrets_yaml(bundle()));
     let b = bundle();
-    assert!(talosprov::machine::secrets::is_token(
+    assert!(talosprov_core::machine::secrets::is_token(
         b.bootstrap_token.expose()
     ));
-    assert!(talosprov::machine::secrets::is_token(
+    assert!(talosprov_core::machine::secrets::is_token(
         b.trustd_token.expose()
     ));
     use base64::Engine as _;

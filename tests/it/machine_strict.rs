@@ -7,11 +7,11 @@ use crate::support::cli::{run_clean, stderr};
 use crate::support::fixtures::{SECRETS, SECRETS_FILE, repo};
 use serde_yaml_ng::Value;
 use std::path::{Path, PathBuf};
-use talosprov::machine::{
+use talosprov_core::machine::{
     BaseConfigInput, Contract, NodeConfig, Role, base_config, contract_for, decode_config,
     node_configs, parse_secrets_yaml,
 };
-use talosprov::topology::{Code, Diagnostic, Severity};
+use talosprov_core::topology::{Code, Diagnostic, Severity};
 
 /// A cluster of one control plane (10.0.0.101) and one worker (10.0.0.102) on Talos
 /// `talos`, with the given patch files, written into `dir`; returns the topology file.
@@ -33,9 +33,9 @@ fn cluster(dir: &Path, talos: &str, patches: &[(&str, &str)]) -> PathBuf {
 }
 
 fn configs(file: &Path) -> Result<Vec<NodeConfig>, Vec<Diagnostic>> {
-    let loaded = talosprov::files::load_topology(file).unwrap();
+    let loaded = talosprov_files::load_topology(file).unwrap();
     let t = loaded.topology.expect("valid topology");
-    let patches = talosprov::files::load_patches(&t).unwrap();
+    let patches = talosprov_files::load_patches(&t).unwrap();
     node_configs(&t, &parse_secrets_yaml(SECRETS).unwrap(), &patches, &[])
 }
 

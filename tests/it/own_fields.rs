@@ -85,7 +85,7 @@ fn covered(field: &str, r: &Received) -> Option<Result<(), &'static str>> {
             // The node's schematic, not the default one, names the image.
             let (path, download) = &r.download;
             assert!(path.contains("/nodes/pve2/"), "{path}");
-            let id = talosprov::factory::Schematic {
+            let id = talosprov_factory::Schematic {
                 extensions: vec![
                     "siderolabs/qemu-guest-agent".into(),
                     "siderolabs/nvidia-container-toolkit-production".into(),
@@ -332,10 +332,10 @@ nodes:
         download: (download_path, form(&download_body).into_iter().collect()),
     };
 
-    let loaded = talosprov::topology::parse(
+    let loaded = talosprov_core::topology::parse(
         &text,
         &lab.topology(),
-        &talosprov::topology::Environment {
+        &talosprov_core::topology::Environment {
             proxmox_endpoint: Some(lab.pve.url.clone()),
             ..Default::default()
         },

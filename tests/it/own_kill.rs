@@ -155,3 +155,114 @@ async fn apply_killed_anywhere_during_creation_converges_on_the_next_run() {
         assert_converged(&lab, &point).await;
     }
 }
+
+/// The lab's images: one per schematic (the GPU node has its own).
+const IMAGES: usize = 2;
+
+/// Kill apply -9 as it sends its first image `download-url` request; `serve`
+/// says whether Proxmox got that one (the other requests held with it are
+/// dropped). Returns how many download requests were sent.
+async fn killed_at_the_download(lab: &Lab, serve: bool) -> usize {
+    lab.pve.hold_at("POST", "/download-url").await;
+    let mut child = lab
+        .command(&["apply", "-auto-approve"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start apply");
+    poll(
+        "apply sending download-url",
+        Duration::from_secs(60),
+        async || {
+            let held = lab.pve.held().await;
+            if let Some(status) = child.try_wait().expect("poll apply") {
+                panic!("apply ended ({status}) before its download");
+            }
+            (!held.is_empty()).then_some(held)
+        },
+    )
+    .await;
+    child.start_kill().expect("kill -9 apply");
+    child.wait().await.expect("wait for the killed apply");
+    lab.pve.release_held(serve).await;
+    let state = lab.state();
+    let intents: Vec<&String> = state.resources.creating.keys().collect();
+    assert!(
+        intents.iter().any(|k| k.starts_with("image/")),
+        "the download was recorded as being made before its request: {intents:?}"
+    );
+    assert!(state.resources.images.is_empty());
+    lab.pve.count("POST", "/download-url").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_killed_at_the_image_download_waits_for_that_download_on_the_next_run() {
+    let lab = Lab::start("18.1", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    // The download Proxmox got runs on for 4 s after its client died.
+    lab.pve
+        .cmd(serde_json::json!({"cmd": "slow_task", "type": "download", "secs": 4}))
+        .await;
+    let sent = killed_at_the_download(&lab, true).await;
+
+    let out = lab.run(&["plan"]).await;
+    assert!(
+        stdout(&out).contains("an interrupted apply started it"),
+        "{}",
+        stdout(&out)
+    );
+    let out = lab.run(&["apply", "-auto-approve"]).await;
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("waiting for the download already running on pve1"),
+        "{text}"
+    );
+    assert_eq!(
+        lab.pve.count("POST", "/download-url").await,
+        sent + IMAGES - 1,
+        "the served download is not requested again: a second request would end in \
+         \"refusing to override existing file\""
+    );
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_converged(&lab, "killed at download-url (served)").await;
+    assert_eq!(lab.state().resources.images.len(), IMAGES);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_killed_before_proxmox_got_the_download_downloads_on_the_next_run() {
+    let lab = Lab::start("18.2", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    let sent = killed_at_the_download(&lab, false).await;
+    let out = lab.run(&["apply", "-auto-approve"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(lab.pve.count("POST", "/download-url").await, sent + IMAGES);
+    assert_converged(&lab, "killed at download-url (dropped)").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_left_by_a_killed_apply_is_deleted_when_no_vm_needs_it() {
+    let lab = Lab::start("18.3", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    lab.pve
+        .cmd(serde_json::json!({"cmd": "slow_task", "type": "download", "secs": 3}))
+        .await;
+    killed_at_the_download(&lab, true).await;
+    // The cluster is destroyed before any VM was made: the download the
+    // killed apply started is what it was making, so it goes too, once its
+    // task has ended.
+    let out = lab.run(&["destroy", "-auto-approve"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed = lab
+        .pve
+        .get("/nodes/pve1/storage/local/content?content=import")
+        .await;
+    assert_eq!(listed.as_array().map(Vec::len), Some(0), "{listed}");
+    let state = lab.state();
+    assert!(
+        state.resources.creating.is_empty(),
+        "{:?}",
+        state.resources.creating
+    );
+}

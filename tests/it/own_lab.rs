@@ -9,8 +9,8 @@ use std::time::Duration;
 use crate::support::cli::{stderr, stdout};
 use crate::support::lab::Lab;
 use serde_json::{Value, json};
-use talosprov::proxmox::Request;
-use talosprov::proxmox::mapping::{PciMapEntry, PciMappingSpec};
+use talosprov_proxmox::Request;
+use talosprov_proxmox::mapping::{PciMapEntry, PciMappingSpec};
 
 /// The foreign VM at the worker's vmid.
 const VMID: u32 = 122;
@@ -32,13 +32,13 @@ async fn make_foreign_objects(lab: &Lab, mapping: bool, pool: bool, vm: bool) {
             }],
         };
         client
-            .send(&talosprov::proxmox::mapping::create_request(&spec))
+            .send(&talosprov_proxmox::mapping::create_request(&spec))
             .await
             .expect("create the foreign mapping");
     }
     if pool {
         client
-            .send(&talosprov::proxmox::pool::create_request(
+            .send(&talosprov_proxmox::pool::create_request(
                 "TALOS",
                 Some("made by hand"),
             ))
@@ -62,7 +62,7 @@ async fn make_foreign_objects(lab: &Lab, mapping: bool, pool: bool, vm: bool) {
 async fn read(lab: &Lab, path: &str) -> Option<Value> {
     let req = Request::get(
         &path.trim_start_matches('/').split('/').collect::<Vec<_>>(),
-        talosprov::proxmox::Operation::new(format!("test GET {path}")),
+        talosprov_proxmox::Operation::new(format!("test GET {path}")),
     );
     match lab.pve.client().send(&req).await {
         Ok(v) => Some(v),
@@ -83,7 +83,7 @@ async fn foreign_objects(lab: &Lab) -> Value {
         Some(_) => lab
             .pve
             .client()
-            .send_as::<Value>(&talosprov::proxmox::pool::read_request("TALOS"))
+            .send_as::<Value>(&talosprov_proxmox::pool::read_request("TALOS"))
             .await
             .ok(),
         None => None,

@@ -7,13 +7,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use talosprov::machine::Sensitive;
-use talosprov::plan::{
+use talosprov_core::machine::Sensitive;
+use talosprov_core::plan::{
     self, Action, DriftKind, Observed, ObservedVm, Plan, PlanInput, RenderedConfig,
 };
-use talosprov::state::format::{Bootstrap, Output, PciMapEntry, PciMapping, Pool, State};
-use talosprov::state::{Address, CreateIntent};
-use talosprov::topology::{self, Environment, Topology};
+use talosprov_core::topology::{self, Environment, Topology};
+use talosprov_state::format::{Bootstrap, Output, PciMapEntry, PciMapping, Pool, State};
+use talosprov_state::{Address, CreateIntent};
 
 const TOPOLOGY: &str = "
 cluster: { name: lab, talos_version: v1.13.8, gateway: 10.0.0.1 }

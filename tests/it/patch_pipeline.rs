@@ -3,7 +3,7 @@
 //! with the file that set each value remembered.
 
 use std::path::Path;
-use talosprov::patch::{
+use talosprov_core::patch::{
     DocumentId, MachineConfig, PatchKind, Renderer, TemplateVars, apply_patches_traced,
     load_documents,
 };

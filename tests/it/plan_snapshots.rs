@@ -4,13 +4,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use talosprov::machine::Sensitive;
-use talosprov::plan::{
+use talosprov_core::machine::Sensitive;
+use talosprov_core::plan::{
     self, Action, Observed, ObservedVm, Plan, PlanError, PlanInput, RenderedConfig,
 };
-use talosprov::state::Address;
-use talosprov::state::format::{Bootstrap, Output, Pool, State};
-use talosprov::topology::{self, Environment, Topology};
+use talosprov_core::topology::{self, Environment, Topology};
+use talosprov_state::Address;
+use talosprov_state::format::{Bootstrap, Output, Pool, State};
 
 const TOPOLOGY: &str = "
 cluster:
@@ -403,7 +403,7 @@ fn plan_json_round_trips_and_other_versions_are_refused() {
         p.to_json().replace(
             &format!(
                 "\"format_version\": {}",
-                talosprov::plan::PLAN_FORMAT_VERSION
+                talosprov_core::plan::PLAN_FORMAT_VERSION
             ),
             &format!("\"format_version\": {v}"),
         )
@@ -423,7 +423,7 @@ fn staged_config_warns_until_the_node_reboots_then_is_drift() {
         .configs
         .get_mut("worker-01")
         .expect("config")
-        .staged = Some(talosprov::state::format::Staged {
+        .staged = Some(talosprov_state::format::Staged {
         boot_time: Some(1_764_400_000),
     });
     let mut o = observed_from(&s);

@@ -2,9 +2,9 @@
 //! a pinned fingerprint, and refusals (wrong fingerprint, unknown CA, bad token).
 
 use crate::support::fakepve::{FakeOptions, FakePve, ROOT_PASSWORD};
-use talosprov::proxmox::{Auth, Client};
-use talosprov::proxmox::{Fingerprint, ProxmoxError, TlsMode, pool, storage};
-use talosprov::sensitive::Sensitive;
+use talosprov_core::sensitive::Sensitive;
+use talosprov_proxmox::{Auth, Client};
+use talosprov_proxmox::{Fingerprint, ProxmoxError, TlsMode, pool, storage};
 
 fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();

@@ -5,7 +5,7 @@ use crate::support::examples;
 use crate::support::factory::Factory;
 use crate::support::fakepve::{FakeOptions, FakePve};
 use serde_json::Value;
-use talosprov::proxmox::{mapping, pool, storage, vm};
+use talosprov_proxmox::{mapping, pool, storage, vm};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_sequence_leaves_images_pool_mapping_and_vm_configs() {

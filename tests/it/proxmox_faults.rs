@@ -5,9 +5,9 @@ use crate::support::examples;
 use crate::support::fakepve::{FakeOptions, FakePve};
 use serde_json::json;
 use std::error::Error as _;
-use talosprov::proxmox::access::{self, Needs};
-use talosprov::proxmox::lifecycle::{self, VmUpdate};
-use talosprov::proxmox::{ProxmoxError, task, vm};
+use talosprov_proxmox::access::{self, Needs};
+use talosprov_proxmox::lifecycle::{self, VmUpdate};
+use talosprov_proxmox::{ProxmoxError, task, vm};
 
 /// The error and its causes, one per line.
 fn chain(e: &ProxmoxError) -> String {
@@ -21,10 +21,10 @@ fn chain(e: &ProxmoxError) -> String {
 }
 
 /// A client whose retry deadline outlasts the test's own steps on a busy machine.
-fn patient_client(fake: &FakePve) -> talosprov::proxmox::Client {
+fn patient_client(fake: &FakePve) -> talosprov_proxmox::Client {
     let mut settings = fake.settings();
     settings.timeouts.retry_deadline = std::time::Duration::from_secs(30);
-    talosprov::proxmox::Client::new(settings).expect("client")
+    talosprov_proxmox::Client::new(settings).expect("client")
 }
 
 async fn fake_with_vm(vmid: u32, node: &str) -> FakePve {
@@ -315,7 +315,7 @@ async fn duplicate_vmid_is_reported_with_the_node_holding_it() {
     fake.cmd(json!({"cmd": "add_vm", "vmid": 121, "name": "grafana", "node": "pve2"}))
         .await;
     let client = fake.client();
-    talosprov::proxmox::pool::ensure_pool(&client, "TALOS", None)
+    talosprov_proxmox::pool::ensure_pool(&client, "TALOS", None)
         .await
         .expect("pool");
     let spec = examples::nodes().remove(0);
@@ -358,7 +358,7 @@ async fn create_whose_answer_was_lost_is_recognised_on_retry() {
     let fake = FakePve::start(FakeOptions::default()).await;
     let factory = crate::support::factory::Factory::start().await;
     let client = fake.client();
-    talosprov::proxmox::storage::ensure_images(
+    talosprov_proxmox::storage::ensure_images(
         &client,
         "local",
         &factory.url,
@@ -366,7 +366,7 @@ async fn create_whose_answer_was_lost_is_recognised_on_retry() {
     )
     .await
     .expect("image");
-    talosprov::proxmox::pool::ensure_pool(&client, "TALOS", None)
+    talosprov_proxmox::pool::ensure_pool(&client, "TALOS", None)
         .await
         .expect("pool");
     fake.cmd(json!({"cmd": "lose_create_answers", "count": 1}))
@@ -390,7 +390,7 @@ async fn vm_started_before_its_pci_mapping_exists_fails_with_the_start_text() {
     let fake = FakePve::start(FakeOptions::default()).await;
     let factory = crate::support::factory::Factory::start().await;
     let client = fake.client();
-    talosprov::proxmox::storage::ensure_images(
+    talosprov_proxmox::storage::ensure_images(
         &client,
         "local",
         &factory.url,
@@ -398,7 +398,7 @@ async fn vm_started_before_its_pci_mapping_exists_fails_with_the_start_text() {
     )
     .await
     .expect("image");
-    talosprov::proxmox::pool::ensure_pool(&client, "TALOS", None)
+    talosprov_proxmox::pool::ensure_pool(&client, "TALOS", None)
         .await
         .expect("pool");
     let gpu = examples::nodes().remove(2);

@@ -7,8 +7,8 @@ use crate::support::examples;
 use crate::support::factory::Factory;
 use crate::support::fakepve::{FakeOptions, FakePve};
 use serde_json::json;
-use talosprov::proxmox::storage::{self, Image};
-use talosprov::proxmox::{ProxmoxError, VmSpec, pool, task, vm};
+use talosprov_proxmox::storage::{self, Image};
+use talosprov_proxmox::{ProxmoxError, VmSpec, pool, task, vm};
 
 fn three_hosts(storages: serde_json::Value) -> FakeOptions {
     FakeOptions {
@@ -222,7 +222,7 @@ async fn image_already_in_storage_is_not_downloaded() {
 
 /// The lab's image of the `base` schematic (qemu-guest-agent) on Talos v1.13.8.
 fn lab_base_image() -> Image {
-    let base = talosprov::factory::Schematic {
+    let base = talosprov_factory::Schematic {
         extensions: vec!["siderolabs/qemu-guest-agent".into()],
         kernel_args: Vec::new(),
     };

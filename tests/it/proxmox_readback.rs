@@ -3,7 +3,7 @@
 
 use crate::support::fakepve::{FakeOptions, FakePve};
 use serde_json::json;
-use talosprov::proxmox::observe::{self, ExpectedVm};
+use talosprov_proxmox::observe::{self, ExpectedVm};
 
 const GIB: u64 = 1024 * 1024 * 1024;
 

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::support::fakepve::{FakeOptions, FakePve};
 use serde_json::json;
-use talosprov::proxmox::{ProxmoxError, pool, storage, vm};
-use talosprov::retry::{Notice, Watcher};
+use talosprov_proxmox::{ProxmoxError, pool, storage, vm};
+use talosprov_retry::{Notice, Watcher};
 
 /// A watcher that keeps every notice.
 fn keeper() -> (Watcher, Arc<Mutex<Vec<Notice>>>) {
@@ -27,7 +27,7 @@ async fn a_connection_reset_on_a_get_is_retried_and_each_retry_is_told() {
     .await;
     let client = fake.client();
     let (watcher, kept) = keeper();
-    let version = talosprov::retry::watched(watcher, storage::check_version(&client))
+    let version = talosprov_retry::watched(watcher, storage::check_version(&client))
         .await
         .expect("the read succeeds once the connection holds");
     assert_eq!(version.text, "9.0.10");
@@ -56,7 +56,7 @@ async fn a_reset_while_polling_a_task_is_retried_and_the_task_awaited_to_its_end
         .await;
     let client = fake.client();
     let (watcher, kept) = keeper();
-    talosprov::retry::watched(watcher, vm::start(&client, "pve1", 150))
+    talosprov_retry::watched(watcher, vm::start(&client, "pve1", 150))
         .await
         .expect("started");
     let status = fake.get("/nodes/pve1/qemu/150/status/current").await;

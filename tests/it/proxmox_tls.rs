@@ -5,7 +5,7 @@
 //! what to set.
 
 use crate::support::fakepve::{FakeOptions, FakePve};
-use talosprov::proxmox::{Client, Fingerprint, ProxmoxError, TlsMode, storage};
+use talosprov_proxmox::{Client, Fingerprint, ProxmoxError, TlsMode, storage};
 
 /// A PEM file with a CA that issued nothing fakepve serves.
 fn stranger_ca(dir: &std::path::Path) -> std::path::PathBuf {

@@ -3,8 +3,8 @@
 
 use crate::support::fixtures::{SECRETS, repo};
 use std::path::Path;
-use talosprov::machine::{NodeConfig, node_configs, parse_secrets_yaml};
-use talosprov::topology::{self, Environment, Role};
+use talosprov_core::machine::{NodeConfig, node_configs, parse_secrets_yaml};
+use talosprov_core::topology::{self, Environment, Role};
 
 fn homelab() -> Vec<NodeConfig> {
     // Relative to the crate root, so snapshots and messages carry no machine-specific path.
@@ -13,7 +13,7 @@ fn homelab() -> Vec<NodeConfig> {
     let mut loaded = topology::parse(&text, file, &Environment::default());
     let mut t = loaded.topology.take().expect("homelab is valid");
     t.patches_dir = repo().join("patches");
-    let patches = talosprov::files::load_patches(&t).expect("patch tree");
+    let patches = talosprov_files::load_patches(&t).expect("patch tree");
     let secrets = parse_secrets_yaml(SECRETS).expect("fixture bundle");
     node_configs(&t, &secrets, &patches, &[]).expect("homelab renders")
 }
@@ -51,7 +51,7 @@ fn gpu_node_has_the_nvidia_modules_and_the_nvidia_installer() {
     }
     // siderolabs/nvidia-container-toolkit-production, nvidia-open-gpu-kernel-modules-production,
     // qemu-guest-agent, in that order: computed from the schematic as the factory hashes it.
-    let nvidia = talosprov::factory::Schematic {
+    let nvidia = talosprov_factory::Schematic {
         extensions: vec![
             "siderolabs/nvidia-container-toolkit-production".into(),
             "siderolabs/nvidia-open-gpu-kernel-modules-production".into(),

@@ -195,7 +195,7 @@ async fn saved_plan_is_refused_when_the_cluster_drifted_since() {
     let worker = lab.state().resources.vms["talos-worker-01"].clone();
     let set = std::collections::BTreeMap::from([("memory".to_owned(), "6144".to_owned())]);
     let put =
-        talosprov::proxmox::lifecycle::config_request(&worker.node, worker.vmid, &set, &[], None);
+        talosprov_proxmox::lifecycle::config_request(&worker.node, worker.vmid, &set, &[], None);
     lab.pve
         .client()
         .send(&put)
@@ -209,11 +209,11 @@ async fn saved_plan_is_refused_when_the_cluster_drifted_since() {
     // Another VM edited by hand: a change the plan did not have.
     let set = std::collections::BTreeMap::from([("memory".to_owned(), "8192".to_owned())]);
     let put =
-        talosprov::proxmox::lifecycle::config_request(&worker.node, worker.vmid, &set, &[], None);
+        talosprov_proxmox::lifecycle::config_request(&worker.node, worker.vmid, &set, &[], None);
     lab.pve.client().send(&put).await.expect("PUT config back");
     let gpu = lab.state().resources.vms["talos-gpu-01"].clone();
     let set = std::collections::BTreeMap::from([("cores".to_owned(), "2".to_owned())]);
-    let put = talosprov::proxmox::lifecycle::config_request(&gpu.node, gpu.vmid, &set, &[], None);
+    let put = talosprov_proxmox::lifecycle::config_request(&gpu.node, gpu.vmid, &set, &[], None);
     lab.pve
         .client()
         .send(&put)

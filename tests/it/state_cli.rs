@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::support::cli::{BIN, run_clean, signal};
-use talosprov::state::format::{Output as StateOutput, Vm};
-use talosprov::state::local::LocalBackend;
-use talosprov::state::{Backend, LockInfo, Sensitive, State, StateStore};
+use talosprov_state::format::{Output as StateOutput, Vm};
+use talosprov_state::local::LocalBackend;
+use talosprov_state::{Backend, LockInfo, Sensitive, State, StateStore};
 
 const KUBECONFIG: &str =
     "apiVersion: v1\nkind: Config\nusers:\n- user:\n    client-key-data: S3CRETKEYDATA\n";
@@ -251,13 +251,13 @@ async fn second_command_reports_the_holder_and_force_unlock_frees_a_killed_run()
     {
         // A run that took the lock and was killed.
         let map = env.iter().cloned().collect();
-        let talosprov::state::BackendConfig::Http(config) =
-            talosprov::state::config::resolve(&Default::default(), &map, &[], Path::new("."), None)
+        let talosprov_state::BackendConfig::Http(config) =
+            talosprov_state::config::resolve(&Default::default(), &map, &[], Path::new("."), None)
                 .unwrap()
         else {
             panic!("http backend expected")
         };
-        let killed = talosprov::state::http::HttpBackend::new(*config).unwrap();
+        let killed = talosprov_state::http::HttpBackend::new(*config).unwrap();
         let info = LockInfo {
             id: "killed-run-lock".to_owned(),
             operation: "apply".to_owned(),

@@ -9,10 +9,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use gitlab_state::GitlabState;
-use talosprov::state::config::{self, BackendConfig, StateSection};
-use talosprov::state::encrypt::StateKeys;
-use talosprov::state::http::HttpBackend;
-use talosprov::state::{Backend, BackendError, LockInfo, Sensitive, State, StateStore};
+use talosprov_state::config::{self, BackendConfig, StateSection};
+use talosprov_state::encrypt::StateKeys;
+use talosprov_state::http::HttpBackend;
+use talosprov_state::{Backend, BackendError, LockInfo, Sensitive, State, StateStore};
 
 fn http_backend(server: &GitlabState) -> HttpBackend {
     let env: BTreeMap<String, String> = server.env().into_iter().collect();
@@ -82,7 +82,7 @@ async fn an_empty_body_or_a_body_that_is_not_a_state_is_never_no_state() {
 
 fn this_host(id: &str, pid: u32) -> LockInfo {
     LockInfo {
-        who: format!("ci@{}", talosprov::state::holder::host_name()),
+        who: format!("ci@{}", talosprov_state::holder::host_name()),
         pid: Some(pid),
         ..lock_info(id, "apply")
     }
@@ -110,7 +110,7 @@ async fn dead_holder_of_this_host_is_taken_over_and_a_live_one_is_not_force_unlo
         .unwrap_err();
     assert_eq!(
         err.lock_held().unwrap().process,
-        talosprov::state::HolderProcess::Running
+        talosprov_state::HolderProcess::Running
     );
     let err = within(http_backend(&server).unlock("next-run"))
         .await
@@ -138,7 +138,7 @@ async fn second_writer_sees_the_lock_holder_and_cannot_save() {
         .await
         .unwrap_err();
     let text = err.to_string();
-    let talosprov::state::StoreError::Backend(BackendError::Locked(held)) = err else {
+    let talosprov_state::StoreError::Backend(BackendError::Locked(held)) = err else {
         panic!("expected a lock conflict, got {text}");
     };
     assert_eq!(held.holder.id, "lock-a");
@@ -212,7 +212,7 @@ async fn lost_connection_during_save_is_retried_without_corruption() {
         .store(1, std::sync::atomic::Ordering::SeqCst);
     s.resources.pools.insert(
         "TALOS".to_owned(),
-        talosprov::state::format::Pool { comment: None },
+        talosprov_state::format::Pool { comment: None },
     );
     within(store.save(&mut s, false)).await.unwrap();
 

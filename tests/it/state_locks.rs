@@ -14,10 +14,10 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use talosprov::state::format::Vm;
-use talosprov::state::holder::host_name;
-use talosprov::state::local::LocalBackend;
-use talosprov::state::{Backend, LockInfo, Sensitive, State, StateStore};
+use talosprov_state::format::Vm;
+use talosprov_state::holder::host_name;
+use talosprov_state::local::LocalBackend;
+use talosprov_state::{Backend, LockInfo, Sensitive, State, StateStore};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// A folder with the lab topology (nodes on 127.5.9.x, where nothing

@@ -9,11 +9,11 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
-use talosprov::talos::{
+use talosprov_sim::{Phase, SimOptions, Simulator};
+use talosprov_talos::{
     ApplyOptions, BootstrapOutcome, TalosClient, TalosError, bootstrap_when_ready, wait_etcd_ready,
     wait_maintenance, wait_secure,
 };
-use talosprov_sim::{Phase, SimOptions, Simulator};
 
 fn options() -> SimOptions {
     sim_options(Duration::from_millis(100))

@@ -10,12 +10,12 @@ use base64::Engine as _;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
-use talosprov::talos::{
+use talosprov_sim::{Phase, SimOptions, Simulator};
+use talosprov_talos::{
     ApplyMode, ApplyOptions, BootstrapOutcome, ResetOptions, TalosClient, TalosError,
     UpgradeOptions, UpgradePath, bootstrap_when_ready, wait_etcd_ready, wait_maintenance,
     wait_secure,
 };
-use talosprov_sim::{Phase, SimOptions, Simulator};
 
 #[tokio::test]
 async fn three_node_cluster_from_maintenance_mode_to_reset() {

@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
-use talosprov::sensitive::Sensitive;
-use talosprov::talos::{
+use talosprov_core::sensitive::Sensitive;
+use talosprov_sim::{SimOptions, Simulator};
+use talosprov_talos::{
     ApplyOptions, ClientCredentials, TalosClient, TalosError, wait_maintenance, wait_secure,
 };
-use talosprov_sim::{SimOptions, Simulator};
 
 /// Starts one control-plane node and brings it to secure mode.
 async fn secure_node(addr: IpAddr, pki: &ClusterPki) -> Simulator {

@@ -10,11 +10,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
-use talosprov::talos::{
+use talosprov_sim::{SimOptions, Simulator};
+use talosprov_talos::{
     ApplyOptions, InMaintenance, SecureWait, TalosError, wait_maintenance, wait_secure,
     wait_secure_with,
 };
-use talosprov_sim::{SimOptions, Simulator};
 
 fn options() -> SimOptions {
     sim_options(Duration::ZERO)

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use serde_yaml_ng::{Mapping, Value};
 use std::path::Path;
-use talosprov::topology::{Environment, parse};
+use talosprov_core::topology::{Environment, parse};
 
 const KEYS: &[&str] = &[
     "cluster",
@@ -207,7 +207,7 @@ fn refused_as_unbounded(text: &str) -> bool {
     // located syntax error before the bounds are checked.
     loaded.diagnostics.iter().any(|d| {
         d.pos.is_some()
-            && (d.code == talosprov::topology::Code::InputLimit
+            && (d.code == talosprov_core::topology::Code::InputLimit
                 || d.message.contains("recursion limit exceeded"))
     })
 }
@@ -238,7 +238,7 @@ proptest! {
             added += size * fanout as f64;
             size *= fanout as f64;
         }
-        let limit = talosprov::topology::limits::MAX_ALIAS_EXPANSION as f64;
+        let limit = talosprov_core::limits::MAX_ALIAS_EXPANSION as f64;
         let refused = refused_as_unbounded(&text);
         if added > 2.0 * limit {
             prop_assert!(refused, "{levels} levels x {fanout}: {added} characters");
@@ -257,15 +257,15 @@ proptest! {
             format!("cluster:\n{}x\n", "- ".repeat(depth))
         };
         let refused = refused_as_unbounded(&text);
-        prop_assert_eq!(refused, depth + 1 > talosprov::topology::limits::MAX_NESTING);
+        prop_assert_eq!(refused, depth + 1 > talosprov_core::limits::MAX_NESTING);
         check(&text);
     }
 
     #[test]
     fn huge_files_are_refused_before_being_read_whole(extra in 0u64..4096, over in any::<bool>()) {
-        use talosprov::files::Disk;
-        use talosprov::inputs::Inputs as _;
-        use talosprov::topology::limits::{MAX_INPUT_BYTES, ReadError};
+        use talosprov_files::Disk;
+        use talosprov_core::inputs::Inputs as _;
+        use talosprov_core::limits::{MAX_INPUT_BYTES, ReadError};
         let dir = tempfile::tempdir().expect("dir");
         let file = dir.path().join("cluster.yaml");
         let len = if over { MAX_INPUT_BYTES + 1 + extra } else { MAX_INPUT_BYTES - extra };

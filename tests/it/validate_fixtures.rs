@@ -5,7 +5,7 @@
 use crate::support::cli::{stderr, stdout, talosprov};
 use crate::support::fixtures::fixture;
 use std::path::PathBuf;
-use talosprov::topology::Code;
+use talosprov_core::topology::Code;
 
 fn fixtures_dir() -> PathBuf {
     fixture("invalid")
@@ -145,7 +145,7 @@ fn missing_file_is_an_error_naming_the_file() {
 
 #[test]
 fn patch_work_over_the_bound_is_a_located_error_before_any_render() {
-    use talosprov::topology::limits::{MAX_NODES, MAX_PATCH_APPLICATIONS};
+    use talosprov_core::limits::{MAX_NODES, MAX_PATCH_APPLICATIONS};
     let dir = tempfile::tempdir().expect("dir");
     let mut t = String::from(
         "cluster:\n  name: big\n  talos_version: v1.13.8\n  gateway: 10.0.0.1\n  \

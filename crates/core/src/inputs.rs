@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::topology::limits::{MAX_INPUT_BYTES, ReadError};
+use crate::limits::{MAX_INPUT_BYTES, ReadError};
 
 /// One entry of a listed folder.
 #[derive(Debug, Clone, PartialEq, Eq)]

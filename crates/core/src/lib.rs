@@ -13,8 +13,10 @@
 #![warn(missing_docs)]
 
 pub mod addon;
+pub mod diagnostics;
 pub mod duration;
 pub mod inputs;
+pub mod limits;
 pub mod machine;
 pub mod patch;
 pub mod paths;
@@ -24,4 +26,6 @@ pub mod schematic;
 pub mod sensitive;
 pub mod state;
 pub mod topology;
+pub mod version;
 pub mod vm;
+pub mod yaml;

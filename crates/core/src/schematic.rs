@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use std::fmt;
 
 use crate::machine::TalosVersion;
-use crate::machine::yaml::{Flavour, to_string};
+use crate::yaml::{Flavour, to_string};
 
 /// What a node's boot image is built from. Order matters: the factory hashes extensions in the
 /// order given, so the same set in another order is another schematic.

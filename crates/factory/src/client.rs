@@ -19,6 +19,13 @@ pub const ATTEMPTS: u32 = 4;
 /// The pause before the first retry; it doubles for each next one.
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 
+/// Retry pacing of a registration: [`FIRST_BACKOFF`] doubling, so the
+/// [`ATTEMPTS`] attempts pause 0.5, 1 and 2 s.
+pub const BACKOFF: talosprov_retry::Backoff = talosprov_retry::Backoff {
+    initial: FIRST_BACKOFF,
+    max: Duration::from_secs(8),
+};
+
 /// Errors talking to the Image Factory.
 #[derive(Debug, thiserror::Error)]
 pub enum FactoryError {
@@ -102,7 +109,6 @@ impl FactoryClient {
     pub async fn register(&self, schematic: &Schematic) -> Result<SchematicId, FactoryError> {
         let url = format!("{}/schematics", self.base.as_str().trim_end_matches('/'));
         let mut attempt = 1;
-        let mut delay = FIRST_BACKOFF;
         let (status, body) = loop {
             let answer = self.post_schematic(&url, schematic).await;
             let retry = match &answer {
@@ -123,6 +129,7 @@ impl FactoryClient {
                 }
                 Err(other) => other.to_string(),
             };
+            let delay = BACKOFF.delay(attempt - 1);
             attempt += 1;
             talosprov_retry::notify(&talosprov_retry::Notice {
                 what: format!("Image Factory: register the schematic ({url})"),
@@ -131,7 +138,6 @@ impl FactoryClient {
                 delay,
             });
             tokio::time::sleep(delay).await;
-            delay *= 2;
         };
         if !status.is_success() {
             return Err(FactoryError::Status {

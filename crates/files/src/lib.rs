@@ -11,8 +11,8 @@ use std::io::{self, Read as _};
 use std::path::Path;
 
 use talosprov_core::inputs::{Inputs, Listed, decode_input};
+use talosprov_core::limits::{MAX_INPUT_BYTES, ReadError};
 use talosprov_core::patch::set::PatchSet;
-use talosprov_core::topology::limits::{MAX_INPUT_BYTES, ReadError};
 use talosprov_core::topology::{
     self, Diagnostic, Environment, LoadError, Loaded, PROXMOX_ENDPOINT_ENV, Topology,
 };

@@ -254,11 +254,177 @@ pub async fn ensure_images(
             outcome.present.push(d);
             continue;
         }
-        let done = task::run(client, &download_request(&d, factory)).await?;
+        if let Some(upid) = running_download(client, &d.node, &d.image.filename()).await? {
+            let op = Operation::new(format!("download image {}", d.image.filename())).node(&d.node);
+            let waited = task::wait(client, &op, &upid).await;
+            let volumes = import_volumes(client, &d.node, storage).await?;
+            if volumes.iter().any(|v| v.volid == d.image.volid(storage)) {
+                if let Ok(done) = waited {
+                    outcome.warnings.extend(done.warnings);
+                }
+                outcome.present.push(d);
+                continue;
+            }
+        }
+        let done = download(client, &d, factory).await?;
         outcome.warnings.extend(done.warnings);
         outcome.downloaded.push(d);
     }
     Ok(outcome)
+}
+
+/// Send `d`'s `download-url` request and wait for its task.
+///
+/// # Errors
+/// Request errors; [`ProxmoxError::TaskFailed`] with the task's text (for
+/// example PVE's `refusing to override existing file '…'` when the file
+/// appeared in the meantime).
+pub async fn download(
+    client: &Client,
+    d: &Download,
+    factory: &str,
+) -> Result<task::TaskDone, ProxmoxError> {
+    task::run(client, &download_request(d, factory)).await
+}
+
+/// Where one image stands on a node's storage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageOnStorage {
+    /// The storage lists the volume.
+    Present,
+    /// Not listed yet, but a `download` task for its file is running on the
+    /// node (started by an earlier, interrupted run or by someone else):
+    /// wait for it rather than start a second one, which PVE would refuse
+    /// at its end with "refusing to override existing file".
+    Downloading(task::Upid),
+    /// Neither listed nor being downloaded.
+    Missing,
+}
+
+/// Whether `image` is on `storage` as `node` sees it: the storage's
+/// `import` listing, then the node's running `download` tasks.
+///
+/// # Errors
+/// [`ProxmoxError::ImportContentMissing`]; request errors.
+pub async fn image_on_storage(
+    client: &Client,
+    node: &str,
+    storage: &str,
+    image: &Image,
+) -> Result<ImageOnStorage, ProxmoxError> {
+    check_image_storage(client, node, storage).await?;
+    let volid = image.volid(storage);
+    let volumes = import_volumes(client, node, storage).await?;
+    if volumes.iter().any(|v| v.volid == volid) {
+        return Ok(ImageOnStorage::Present);
+    }
+    Ok(
+        match running_download(client, node, &image.filename()).await? {
+            Some(upid) => ImageOnStorage::Downloading(upid),
+            None => ImageOnStorage::Missing,
+        },
+    )
+}
+
+/// One entry of `GET /nodes/{node}/tasks`: a running task has no `status`
+/// (a finished one carries its exit text there) and no `endtime`.
+#[derive(Debug, Deserialize)]
+struct ListedTask {
+    upid: String,
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    status: Option<serde_json::Value>,
+    #[serde(default)]
+    endtime: Option<serde_json::Value>,
+}
+
+impl ListedTask {
+    fn running(&self) -> bool {
+        self.endtime.is_none()
+            && self
+                .status
+                .as_ref()
+                .is_none_or(|s| s.as_str() == Some("running"))
+    }
+}
+
+/// The running `download` task on `node` that writes `filename`, if any:
+/// `GET /nodes/{node}/tasks?typefilter=download&source=active`, then a task
+/// whose ID is the file name (pve-manager `download_url` names its worker
+/// after the encoded file name) or whose log's first lines say
+/// `downloading <url> to <…/filename>`.
+///
+/// # Errors
+/// Request errors.
+pub async fn running_download(
+    client: &Client,
+    node: &str,
+    filename: &str,
+) -> Result<Option<task::Upid>, ProxmoxError> {
+    let op = Operation::new(format!("look for a running download of {filename}")).node(node);
+    let req = Request::get(&["nodes", node, "tasks"], op.clone())
+        .query("typefilter", "download")
+        .query("source", "active");
+    let listed: Vec<ListedTask> = client.send_as(&req).await?;
+    for t in listed
+        .into_iter()
+        .filter(|t| t.kind == "download" && t.running())
+    {
+        let Ok(upid) = task::Upid::parse(&t.upid) else {
+            continue;
+        };
+        if t.id == filename {
+            return Ok(Some(upid));
+        }
+        let log = task::first_log_lines(client, &op, &upid, 5).await?;
+        if log.iter().any(|l| names_download_of(l, filename)) {
+            return Ok(Some(upid));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether a task log line is `downloading <url> to <dest>` with `dest`
+/// the file `filename` (a bare name or a path ending in `/filename`).
+fn names_download_of(line: &str, filename: &str) -> bool {
+    let Some(rest) = line.trim().strip_prefix("downloading ") else {
+        return false;
+    };
+    let Some((_, dest)) = rest.rsplit_once(" to ") else {
+        return false;
+    };
+    let dest = dest.trim().trim_matches('\'');
+    dest == filename || dest.rsplit_once('/').is_some_and(|(_, f)| f == filename)
+}
+
+/// Delete the volume `volid` (`<storage>:<content>/<file>`) as `node` sees
+/// it and wait for its task. Already gone is success.
+///
+/// # Errors
+/// Request and task errors; [`ProxmoxError::Decode`] for a volid without
+/// a storage.
+pub async fn delete_volume(client: &Client, node: &str, volid: &str) -> Result<(), ProxmoxError> {
+    let file = volid.rsplit('/').next().unwrap_or(volid);
+    let op = Operation::new(format!("delete image {file}")).node(node);
+    let Some((storage, _)) = volid.split_once(':') else {
+        return Err(ProxmoxError::Decode {
+            op,
+            detail: format!("'{volid}' is not a volume ID"),
+        });
+    };
+    let req = Request::delete(&["nodes", node, "storage", storage, "content", volid], op);
+    match client.send(&req).await {
+        Ok(serde_json::Value::Null) => Ok(()),
+        Ok(data) => {
+            let upid = task::upid_of(&req.op, &data)?;
+            task::wait(client, &req.op, &upid).await.map(|_| ())
+        }
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Delete a downloaded image (`DELETE .../content/<volid>`) and wait for its task.
@@ -272,20 +438,7 @@ pub async fn delete_image(
     storage: &str,
     image: &Image,
 ) -> Result<(), ProxmoxError> {
-    let volid = image.volid(storage);
-    let req = Request::delete(
-        &["nodes", node, "storage", storage, "content", &volid],
-        Operation::new(format!("delete image {}", image.filename())).node(node),
-    );
-    match client.send(&req).await {
-        Ok(serde_json::Value::Null) => Ok(()),
-        Ok(data) => {
-            let upid = task::upid_of(&req.op, &data)?;
-            task::wait(client, &req.op, &upid).await.map(|_| ())
-        }
-        Err(e) if e.is_not_found() => Ok(()),
-        Err(e) => Err(e),
-    }
+    delete_volume(client, node, &image.volid(storage)).await
 }
 
 #[cfg(test)]
@@ -347,6 +500,36 @@ mod tests {
         let shared = plan_downloads("nfs", true, &wanted);
         assert_eq!(shared.len(), 2);
         assert!(shared.iter().all(|d| d.node == "pve1"));
+    }
+
+    #[test]
+    fn download_logs_name_their_file_as_pve_and_fakepve_write_it() {
+        let f = "talos-v1.13.8-37656798-nocloud-amd64.qcow2";
+        let url = "https://factory.talos.dev/image/x/v1.13.8/nocloud-amd64.qcow2";
+        assert!(names_download_of(
+            &format!("downloading {url} to /var/lib/vz/import/{f}"),
+            f
+        ));
+        assert!(names_download_of(&format!("downloading {url} to {f}"), f));
+        assert!(!names_download_of(
+            &format!("downloading {url} to /var/lib/vz/import/x{f}"),
+            f
+        ));
+        assert!(!names_download_of(
+            &format!("download of '{url}' to '{f}' finished"),
+            f
+        ));
+        assert!(!names_download_of("TASK OK", f));
+    }
+
+    #[test]
+    fn listed_tasks_run_until_they_have_an_exit_status() {
+        let t =
+            |v: serde_json::Value| -> ListedTask { serde_json::from_value(v).expect("decodes") };
+        assert!(t(serde_json::json!({"upid": "u", "type": "download"})).running());
+        assert!(t(serde_json::json!({"upid": "u", "status": "running"})).running());
+        assert!(!t(serde_json::json!({"upid": "u", "status": "OK", "endtime": 5})).running());
+        assert!(!t(serde_json::json!({"upid": "u", "status": "some error"})).running());
     }
 
     #[test]

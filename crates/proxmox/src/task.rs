@@ -200,6 +200,34 @@ pub async fn run(client: &Client, req: &Request) -> Result<TaskDone, ProxmoxErro
 }
 
 /// The last 50 lines of a task's log (`limit` is given: PVE's default page is 50 from the start).
+/// The first `limit` lines of a task's log (`GET .../tasks/{upid}/log?start=0&limit=N`).
+///
+/// # Errors
+/// Request errors.
+pub async fn first_log_lines(
+    client: &Client,
+    op: &Operation,
+    upid: &Upid,
+    limit: usize,
+) -> Result<Vec<String>, ProxmoxError> {
+    let req = Request::get(
+        &["nodes", &upid.node, "tasks", &upid.text, "log"],
+        op.clone(),
+    )
+    .query("start", 0)
+    .query("limit", limit);
+    let data = client.send(&req).await?;
+    Ok(data
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|l| l.get("t").and_then(Value::as_str).map(str::to_string))
+                .take(limit)
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
 async fn log_lines(
     client: &Client,
     op: &Operation,

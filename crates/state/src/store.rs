@@ -9,7 +9,14 @@ use uuid::Uuid;
 use super::backend::{Backend, BackendError};
 use super::encrypt::{self, Document, EncryptError, StateKeys};
 use super::format::{FormatError, State};
-use super::{LockInfo, TakenOver};
+use super::{LockHeld, LockInfo, TakenOver};
+
+/// Pacing of the wait for a held state lock: 250 ms doubling up to 8 s
+/// (OpenTofu's `statemgr.LockWithContext` waits 1 s to 16 s).
+pub const LOCK_RETRY: talosprov_retry::Backoff = talosprov_retry::Backoff {
+    initial: std::time::Duration::from_millis(250),
+    max: std::time::Duration::from_secs(8),
+};
 
 /// A state as loaded, and whether it was stored encrypted.
 #[derive(Debug, Clone, PartialEq)]
@@ -201,6 +208,43 @@ impl<B: Backend> StateStore<B> {
     /// [`BackendError::Locked`] naming the holder, or a backend failure.
     pub async fn lock(&self, info: &LockInfo) -> Result<Option<TakenOver>, StoreError> {
         Ok(self.backend.lock(info).await?)
+    }
+
+    /// Take the state lock, trying again while another run holds it until
+    /// `timeout` has passed (`-lock-timeout`; zero tries once), paced by
+    /// [`LOCK_RETRY`]. `on_held` is called once per holder seen, before the
+    /// first wait for it (to say whom the run waits for).
+    ///
+    /// # Errors
+    /// [`BackendError::Locked`] naming the holder still there at the
+    /// deadline, or a backend failure.
+    pub async fn lock_waiting(
+        &self,
+        info: &LockInfo,
+        timeout: std::time::Duration,
+        mut on_held: impl FnMut(&LockHeld),
+    ) -> Result<Option<TakenOver>, StoreError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut attempt = 0u32;
+        let mut told: Option<String> = None;
+        loop {
+            match self.backend.lock(info).await {
+                Ok(taken_over) => return Ok(taken_over),
+                Err(BackendError::Locked(held)) => {
+                    let now = tokio::time::Instant::now();
+                    if now >= deadline {
+                        return Err(BackendError::Locked(held).into());
+                    }
+                    if told.as_deref() != Some(held.holder.id.as_str()) {
+                        on_held(&held);
+                        told = Some(held.holder.id.clone());
+                    }
+                    tokio::time::sleep(LOCK_RETRY.delay(attempt).min(deadline - now)).await;
+                    attempt = attempt.saturating_add(1);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Release the lock `id`.

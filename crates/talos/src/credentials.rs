@@ -1,10 +1,10 @@
 //! Client credentials for secure mode, in talosconfig form: the OS CA certificate, and
 //! a client certificate and key signed by it (PEM). The key never appears in output.
 
-use base64::Engine as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::error::TalosError;
+use talosprov_core::machine::talosconfig::Talosconfig;
 use talosprov_core::sensitive::Sensitive;
 
 /// The `ca`, `crt` and `key` of a talosconfig context, decoded to PEM.
@@ -33,26 +33,14 @@ impl ClientCredentials {
         }
     }
 
-    /// Builds credentials from a talosconfig context's fields, which are standard base64
-    /// of the PEM text.
-    ///
-    /// Errors: [`TalosError::Credentials`] naming the field that is not base64 UTF-8.
-    pub fn from_talosconfig_fields(ca: &str, crt: &str, key: &str) -> Result<Self, TalosError> {
-        let decode = |field: &str, value: &str| -> Result<String, TalosError> {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(value.trim())
-                .map_err(|e| TalosError::Credentials {
-                    reason: format!("talosconfig {field} is not base64: {e}"),
-                })?;
-            String::from_utf8(bytes).map_err(|_| TalosError::Credentials {
-                reason: format!("talosconfig {field} is not PEM text"),
-            })
-        };
-        Ok(ClientCredentials {
-            ca_pem: decode("ca", ca)?,
-            crt_pem: decode("crt", crt)?,
-            key_pem: Sensitive::new(decode("key", key)?),
-        })
+    /// The credentials of a talosconfig's current context (read with
+    /// [`Talosconfig::parse`]): its OS CA and its client certificate and key.
+    pub fn from_talosconfig(tc: &Talosconfig) -> Self {
+        ClientCredentials {
+            ca_pem: tc.ca.clone(),
+            crt_pem: tc.client.crt.clone(),
+            key_pem: tc.client.key.clone(),
+        }
     }
 
     /// The CA certificates, DER.
@@ -128,14 +116,5 @@ mod tests {
             .serialize_pem()
             .replace("PRIVATE KEY", "ED25519 PRIVATE KEY");
         assert!(private_key_from_pem(&talos_pem).is_ok());
-    }
-
-    #[test]
-    fn talosconfig_fields_that_are_not_base64_are_named() {
-        let err = ClientCredentials::from_talosconfig_fields("!!", "", "").unwrap_err();
-        assert!(
-            err.to_string().contains("talosconfig ca is not base64"),
-            "{err}"
-        );
     }
 }

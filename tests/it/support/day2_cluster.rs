@@ -5,11 +5,11 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use talosprov::health::{ClusterNode, Role};
-use talosprov::talos::{
+use talosprov_engine::health::{ClusterNode, Role};
+use talosprov_sim::{SimOptions, Simulator};
+use talosprov_talos::{
     ApplyOptions, bootstrap_when_ready, wait_etcd_ready, wait_maintenance, wait_secure,
 };
-use talosprov_sim::{SimOptions, Simulator};
 
 use super::talos::{FAST, WAIT};
 use super::talos_pki::ClusterPki;

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-use talosprov::proxmox::tls::{Fingerprint, TlsMode};
-use talosprov::proxmox::{ApiToken, Auth, Client, Settings, Timeouts};
+use talosprov_proxmox::tls::{Fingerprint, TlsMode};
+use talosprov_proxmox::{ApiToken, Auth, Client, Settings, Timeouts};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::Mutex;
@@ -301,6 +301,13 @@ impl FakePve {
         self.cmd(json!({"cmd": "hold_after", "count": count})).await;
     }
 
+    /// A kill point at a request: serve every request until one is `method`
+    /// on a path ending in `suffix`, then hold it and every later one.
+    pub async fn hold_at(&self, method: &str, suffix: &str) {
+        self.cmd(json!({"cmd": "hold_at", "method": method, "suffix": suffix}))
+            .await;
+    }
+
     /// The requests the kill point holds, as `METHOD /path`.
     pub async fn held(&self) -> Vec<String> {
         let r = self.cmd(json!({"cmd": "held"})).await;
@@ -323,12 +330,12 @@ impl FakePve {
     /// GET a path below /api2/json as root and return `data`.
     pub async fn get(&self, path: &str) -> Value {
         let client = self.client();
-        let req = talosprov::proxmox::request::Request {
-            method: talosprov::proxmox::request::Method::Get,
+        let req = talosprov_proxmox::request::Request {
+            method: talosprov_proxmox::request::Method::Get,
             path: path.to_string(),
             query: Vec::new(),
             form: Vec::new(),
-            op: talosprov::proxmox::request::Operation::new(format!("test GET {path}")),
+            op: talosprov_proxmox::request::Operation::new(format!("test GET {path}")),
         };
         client.send(&req).await.expect("GET through the API")
     }

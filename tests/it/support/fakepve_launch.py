@@ -116,7 +116,12 @@ class TalosprovFake(FakePve):
         if gate is None:
             return await super()._answer(request, handler, generic, path_node)
         gate['seen'] += 1
-        if gate['seen'] <= gate['after']:
+        at = gate.get('at')
+        if at is not None:
+            # Held from the first request that matches (method, path suffix) on.
+            if not gate['held'] and not (request.method == at[0] and request.path.endswith(at[1])):
+                return await super()._answer(request, handler, generic, path_node)
+        elif gate['seen'] <= gate['after']:
             return await super()._answer(request, handler, generic, path_node)
         gate['held'].append('{0} {1}'.format(request.method, request.path))
         first = len(gate['held']) == 1
@@ -448,6 +453,13 @@ class Control(object):
         """Serve `count` more requests, then hold every later one (see _answer)."""
         self.pve.gate = {'after': count, 'seen': 0, 'held': [], 'serve_first': False,
                          'release': asyncio.Event(), 'first_done': asyncio.Event()}
+
+    async def do_hold_at(self, method, suffix):
+        """Serve every request until one is `method` on a path ending in `suffix`, then hold it
+        and every later one (see _answer)."""
+        self.pve.gate = {'after': None, 'at': (method, suffix), 'seen': 0, 'held': [],
+                         'serve_first': False, 'release': asyncio.Event(),
+                         'first_done': asyncio.Event()}
 
     async def do_held(self):
         """The requests the gate holds, as 'METHOD /path'."""

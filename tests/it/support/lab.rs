@@ -236,15 +236,15 @@ impl Lab {
     }
 
     /// The state, parsed.
-    pub fn state(&self) -> talosprov::state::State {
+    pub fn state(&self) -> talosprov_state::State {
         let bytes = std::fs::read(self.state_file()).expect("state file");
-        talosprov::state::State::from_json(&bytes).expect("state JSON")
+        talosprov_state::State::from_json(&bytes).expect("state JSON")
     }
 
     /// The etcd members control plane `ip` lists, by peer address (sorted),
     /// through the Talos API with the state's talosconfig.
     pub async fn etcd_members(&self, ip: &str) -> Vec<String> {
-        let client = talosprov::talos::TalosClient::connect_secure(
+        let client = talosprov_talos::TalosClient::connect_secure(
             ip.parse().expect("ip"),
             &self.talos_credentials().await,
         )
@@ -264,22 +264,11 @@ impl Lab {
 
     /// The Talos client credentials of the state's talosconfig (`os:admin`), as
     /// an operator's talosctl would use them.
-    pub async fn talos_credentials(&self) -> talosprov::talos::ClientCredentials {
+    pub async fn talos_credentials(&self) -> talosprov_talos::ClientCredentials {
         let text = stdout(&self.run(&["output", "talosconfig", "-raw"]).await);
-        let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("talosconfig YAML");
-        let context = doc["context"].as_str().expect("context").to_owned();
-        let field = |f: &str| {
-            doc["contexts"][context.as_str()][f]
-                .as_str()
-                .expect("talosconfig field")
-                .to_owned()
-        };
-        talosprov::talos::ClientCredentials::from_talosconfig_fields(
-            &field("ca"),
-            &field("crt"),
-            &field("key"),
-        )
-        .expect("credentials")
+        let tc = talosprov_core::machine::talosconfig::Talosconfig::parse(&text)
+            .expect("the state's talosconfig");
+        talosprov_talos::ClientCredentials::from_talosconfig(&tc)
     }
 }
 

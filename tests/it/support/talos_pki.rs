@@ -10,8 +10,8 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
-use talosprov::sensitive::Sensitive;
-use talosprov::talos::ClientCredentials;
+use talosprov_core::sensitive::Sensitive;
+use talosprov_talos::ClientCredentials;
 
 /// A CA certificate (PEM) and its key pair.
 pub struct Ca {

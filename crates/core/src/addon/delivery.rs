@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::plan::DesiredObject;
+use super::object::DesiredObject;
 use crate::state::ObjectAddress;
 use crate::topology::Topology;
 

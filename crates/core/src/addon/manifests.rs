@@ -607,9 +607,9 @@ pub fn kubernetes_version(topology: &Topology) -> String {
         .cluster
         .talos_version
         .to_string()
-        .parse::<crate::machine::version::TalosVersion>()
+        .parse::<crate::version::TalosVersion>()
         .ok()
-        .and_then(|t| crate::machine::version::default_kubernetes_version(&t).ok())
+        .and_then(|t| crate::version::default_kubernetes_version(&t).ok())
         .map(|v| format!("v{v}"))
         .unwrap_or_default()
 }

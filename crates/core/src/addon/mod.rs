@@ -9,6 +9,7 @@ pub mod delivery;
 pub mod facts;
 pub mod helm;
 pub mod manifests;
+pub mod object;
 pub mod order;
 pub mod values;
 

@@ -7,10 +7,10 @@ use base64::engine::general_purpose::STANDARD;
 use serde_yaml_ng::{Mapping, Value};
 
 use super::secrets::{EncryptionSecret, SecretsBundle};
-use super::version::{
+use crate::version::{
     Contract, TalosVersion, VersionError, contract_for, default_kubernetes_version,
 };
-use super::yaml::{Flavour, documents_to_string};
+use crate::yaml::{Flavour, documents_to_string};
 
 pub use crate::role::Role;
 
@@ -58,7 +58,7 @@ pub struct BaseConfigInput<'a> {
     pub additional_sans: Vec<String>,
     /// Whether to emit the `HostnameConfig` document (`auto: stable`) that Talos 1.12+
     /// generates; it is left out for an older Talos version even when this is `true`
-    /// ([`ContractChoice::hostname_config`](super::version::ContractChoice::hostname_config)).
+    /// ([`ContractChoice::hostname_config`](crate::version::ContractChoice::hostname_config)).
     pub hostname_config: bool,
 }
 

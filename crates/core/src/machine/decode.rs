@@ -10,8 +10,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::fields::{FieldSet, Scalar, StructDef, Type, field_set};
 use super::validate::{ConfigProblem, ProblemKind, Severity};
-use super::version::Contract;
 use crate::patch::document::{identify, scalar_text};
+use crate::version::Contract;
 
 /// Decode every document of a config strictly against `contract`'s field set and return every
 /// problem: unknown document kinds and keys ([`ProblemKind::UnknownKey`], each with a "did you

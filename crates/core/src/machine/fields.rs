@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use super::version::Contract;
+use crate::version::Contract;
 
 /// The table, compiled in.
 const TABLE: &str = include_str!("talos_fields.txt");

@@ -19,11 +19,11 @@ pub mod secrets;
 pub mod secrets_file;
 pub mod talosconfig;
 pub mod validate;
-pub mod version;
-pub mod yaml;
-mod yaml_resolve;
 
 pub use crate::sensitive::Sensitive;
+pub use crate::version::{
+    Contract, ContractChoice, TalosVersion, VersionError, contract_for, default_kubernetes_version,
+};
 pub use config::{
     BaseConfig, BaseConfigInput, ConfigError, Role, base_config, machine_config_yaml,
 };
@@ -38,6 +38,3 @@ pub use secrets::{Certs, ClusterIdentity, EncryptionSecret, SecretsBundle, Secre
 pub use secrets_file::{SecretsFileError, parse_secrets_yaml, secrets_yaml};
 pub use talosconfig::{Talosconfig, TalosconfigInput};
 pub use validate::{ConfigProblem, ProblemKind, Severity, check_config};
-pub use version::{
-    Contract, ContractChoice, TalosVersion, VersionError, contract_for, default_kubernetes_version,
-};

@@ -14,7 +14,7 @@ use super::managed::{ManagedField, Override, overrides};
 use super::redact::redact_secrets;
 use super::secrets::SecretsBundle;
 use super::validate::{self, ConfigProblem, ProblemKind, check_config};
-use super::version::{Contract, TalosVersion, contract_for, default_kubernetes_version};
+use crate::limits::{MAX_PATCH_APPLICATIONS, quoted};
 use crate::patch::apply::{ApplyCause, ApplyError};
 use crate::patch::merge::MergeError;
 use crate::patch::{
@@ -23,8 +23,8 @@ use crate::patch::{
 };
 use crate::schematic::{Schematic, SchematicId, installer_image};
 use crate::sensitive::Sensitive;
-use crate::topology::limits::{MAX_PATCH_APPLICATIONS, quoted};
 use crate::topology::{Code, Diagnostic, Node, Role, SchematicSpec, Severity, Topology};
+use crate::version::{Contract, TalosVersion, contract_for, default_kubernetes_version};
 
 /// One node's final machine config, exactly as talosprov sends it.
 #[derive(Debug, Clone, PartialEq)]
@@ -412,7 +412,7 @@ impl Build<'_> {
         }
         if !problems.is_empty() {
             // Within a node, in file and line order like every other stage.
-            crate::topology::diagnostics::sort(&mut problems);
+            crate::diagnostics::sort(&mut problems);
             return Err(problems);
         }
         let yaml = machine_config_yaml(&config.documents);

@@ -86,7 +86,7 @@ fn redact_manifest_secrets(contents: &mut Value) {
         return;
     };
     // Parsed only within the bounds of any YAML talosprov reads (nesting, aliases).
-    let docs: Result<Vec<Value>, _> = crate::topology::limits::check_yaml_bounds(text)
+    let docs: Result<Vec<Value>, _> = crate::limits::check_yaml_bounds(text)
         .map_err(|_| ())
         .and_then(|()| {
             serde_yaml_ng::Deserializer::from_str(text)

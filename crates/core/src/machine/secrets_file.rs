@@ -10,8 +10,8 @@ use serde_yaml_ng::{Mapping, Value};
 use super::keys::PrivateKey;
 use super::pki::CertAndKey;
 use super::secrets::{Certs, ClusterIdentity, EncryptionSecret, SecretsBundle};
-use super::yaml::{Flavour, to_string};
 use crate::sensitive::Sensitive;
+use crate::yaml::{Flavour, to_string};
 
 /// Errors reading a secrets.yaml.
 #[derive(Debug, thiserror::Error)]

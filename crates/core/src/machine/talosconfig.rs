@@ -11,7 +11,7 @@ use time::{Duration, OffsetDateTime};
 
 use super::pki::{CertAndKey, ClientSpec, PkiError, issue_client_certificate};
 use super::secrets::SecretsBundle;
-use super::yaml::{Flavour, to_string};
+use crate::yaml::{Flavour, to_string};
 
 /// Validity of the admin client certificate: 365 days
 /// (`constants.TalosAPIDefaultCertificateValidityDuration`).
@@ -97,4 +97,92 @@ impl Talosconfig {
         doc.insert("contexts".into(), Value::Mapping(contexts));
         to_string(&Value::Mapping(doc), Flavour::Marshal)
     }
+
+    /// Read a talosconfig in talosctl's format: its current `context`, and that
+    /// context's `endpoints`, `nodes` and `ca`/`crt`/`key` (standard base64 of PEM),
+    /// the reverse of [`Talosconfig::to_yaml`]. Other contexts are ignored.
+    ///
+    /// # Errors
+    /// [`TalosconfigError`] naming what is missing or malformed; never a value.
+    pub fn parse(text: &str) -> Result<Self, TalosconfigError> {
+        let doc: Value = serde_yaml_ng::from_str(text).map_err(|_| TalosconfigError::NotYaml)?;
+        let context = doc
+            .get("context")
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty())
+            .ok_or(TalosconfigError::NoContext)?
+            .to_owned();
+        let ctx = doc
+            .get("contexts")
+            .and_then(|c| c.get(context.as_str()))
+            .ok_or_else(|| TalosconfigError::MissingContext(context.clone()))?;
+        let list = |name: &str| -> Vec<String> {
+            ctx.get(name)
+                .and_then(Value::as_sequence)
+                .map(|s| {
+                    s.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let pem = |field: &'static str| -> Result<String, TalosconfigError> {
+            let value = ctx.get(field).and_then(Value::as_str).ok_or_else(|| {
+                TalosconfigError::MissingField {
+                    field,
+                    context: context.clone(),
+                }
+            })?;
+            let bytes = STANDARD
+                .decode(value.trim())
+                .map_err(|_| TalosconfigError::NotBase64 { field })?;
+            String::from_utf8(bytes).map_err(|_| TalosconfigError::NotPem { field })
+        };
+        Ok(Talosconfig {
+            endpoints: list("endpoints"),
+            nodes: list("nodes"),
+            ca: pem("ca")?,
+            client: CertAndKey {
+                crt: pem("crt")?,
+                key: crate::sensitive::Sensitive::new(pem("key")?),
+            },
+            context,
+        })
+    }
+}
+
+/// Why a talosconfig could not be read by [`Talosconfig::parse`]. The messages
+/// name fields, never their values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TalosconfigError {
+    /// The text is not YAML.
+    #[error("the talosconfig is not YAML")]
+    NotYaml,
+    /// No current `context`.
+    #[error("the talosconfig has no current context")]
+    NoContext,
+    /// `contexts` lacks the current context.
+    #[error("the talosconfig lacks its current context {0:?}")]
+    MissingContext(String),
+    /// The current context lacks `ca`, `crt` or `key`.
+    #[error("the talosconfig has no {field} in context {context:?}")]
+    MissingField {
+        /// `ca`, `crt` or `key`.
+        field: &'static str,
+        /// The context name.
+        context: String,
+    },
+    /// A field is not standard base64.
+    #[error("the talosconfig's {field} is not base64")]
+    NotBase64 {
+        /// `ca`, `crt` or `key`.
+        field: &'static str,
+    },
+    /// A field does not decode to text.
+    #[error("the talosconfig's {field} is not PEM text")]
+    NotPem {
+        /// `ca`, `crt` or `key`.
+        field: &'static str,
+    },
 }

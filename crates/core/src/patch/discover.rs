@@ -5,9 +5,9 @@
 //! are listed through the caller's [`Inputs`] ([`list_tree`]); ordering and
 //! classifying are pure.
 
+use crate::diagnostics::did_you_mean;
 use crate::inputs::Inputs;
 pub use crate::inputs::Listed;
-use crate::topology::diagnostics::did_you_mean;
 use crate::topology::{Code, Diagnostic, Role};
 use serde::Serialize;
 use std::collections::BTreeMap;

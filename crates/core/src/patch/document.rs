@@ -180,13 +180,13 @@ pub fn identify(map: &Mapping, index: usize) -> Result<DocumentId, DocumentError
 ///
 /// # Errors
 /// [`DocumentError::Yaml`] with the line and column of the first syntax error, or of the
-/// first collection nested deeper than [`MAX_NESTING`](crate::topology::limits::MAX_NESTING)
-/// or alias beyond [`MAX_ALIAS_EXPANSION`](crate::topology::limits::MAX_ALIAS_EXPANSION).
+/// first collection nested deeper than [`MAX_NESTING`](crate::limits::MAX_NESTING)
+/// or alias beyond [`MAX_ALIAS_EXPANSION`](crate::limits::MAX_ALIAS_EXPANSION).
 pub fn parse_documents(text: &str) -> Result<Vec<Value>, DocumentError> {
     // serde_yaml_ng reads every event of a document before it builds anything, so nesting
     // millions deep costs hundreds of MiB before its recursion limit says no: check the
     // bounds the topology has first, by the parser's events alone.
-    if let Err(e) = crate::topology::limits::check_yaml_bounds(text) {
+    if let Err(e) = crate::limits::check_yaml_bounds(text) {
         return Err(DocumentError::Yaml {
             line: Some(e.pos.line as usize),
             column: Some(e.pos.column as usize),

@@ -137,7 +137,7 @@ struct Bounded(Vec<u8>);
 
 impl std::io::Write for Bounded {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let limit = crate::topology::limits::MAX_INPUT_BYTES;
+        let limit = crate::limits::MAX_INPUT_BYTES;
         if (self.0.len() + buf.len()) as u64 > limit {
             return Err(std::io::Error::other(OutputTooLarge));
         }
@@ -150,7 +150,7 @@ impl std::io::Write for Bounded {
     }
 }
 
-/// The output of a render passed [`crate::topology::limits::MAX_INPUT_BYTES`].
+/// The output of a render passed [`crate::limits::MAX_INPUT_BYTES`].
 #[derive(Debug)]
 struct OutputTooLarge;
 
@@ -159,7 +159,7 @@ impl std::fmt::Display for OutputTooLarge {
         write!(
             f,
             "the rendered output is over the {} MiB limit of an input file",
-            crate::topology::limits::MAX_INPUT_BYTES / (1024 * 1024)
+            crate::limits::MAX_INPUT_BYTES / (1024 * 1024)
         )
     }
 }

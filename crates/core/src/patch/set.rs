@@ -14,8 +14,9 @@ use super::load::{LoadError, Patch, PatchBody, load_documents, load_patch};
 use super::locate::{self, locate_field};
 use super::merge::StrategicStep;
 use super::render::{RenderError, Renderer, TemplateVars};
+use crate::diagnostics;
 use crate::inputs::Inputs;
-use crate::topology::{Code, Diagnostic, Pos, Topology, diagnostics};
+use crate::topology::{Code, Diagnostic, Pos, Topology};
 
 /// Every patch file of a topology, read once, templates compiled once.
 pub struct PatchSet {

@@ -232,11 +232,17 @@ fn plan_images(d: &Desired, state: &State, fresh_vms: &BTreeSet<&str>, changes: 
         .collect();
     for (name, image) in &d.images {
         if !state.resources.images.contains_key(name) && needed.contains(name.as_str()) {
+            let address = Address::Image(name.clone());
+            let started = if state.intent(&address).is_some() {
+                " (an interrupted apply started it: a download still running is waited for)"
+            } else {
+                ""
+            };
             let mut c = change(
-                Address::Image(name.clone()),
+                address,
                 Action::Create,
                 format!(
-                    "download Talos {} ({}) to {} on {}",
+                    "download Talos {} ({}) to {} on {}{started}",
                     image.record.talos_version,
                     short(&image.record.schematic_id),
                     image.record.storage,
@@ -250,6 +256,16 @@ fn plan_images(d: &Desired, state: &State, fresh_vms: &BTreeSet<&str>, changes: 
                 factory_url: d.factory_url.clone(),
             });
             changes.push(c);
+        }
+    }
+    // Downloads an interrupted apply started for VMs that are no longer to
+    // be made: deleted once their task ends, so nothing is left unrecorded.
+    for (address, _) in state.intents() {
+        if let Address::Image(name) = &address
+            && !state.resources.images.contains_key(name)
+            && !changes.iter().any(|c| c.address == address)
+        {
+            changes.push(ownership::leftover(address, None));
         }
     }
 }

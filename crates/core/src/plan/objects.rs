@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest as _, Sha256};
 
 use crate::state::format::{KubeObject, State};
 use crate::state::{Address, ObjectAddress};
+
+pub use crate::addon::object::{DesiredObject, digest};
 
 use super::model::PlanError;
 use super::planned::PlannedObject;
@@ -26,33 +27,6 @@ const MAX_FIELDS: usize = 100;
 /// Namespaces every cluster has: an add-on may declare one, but talosprov
 /// never deletes it (a prune forgets it).
 const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
-
-/// One object an add-on renders, as apply sends it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DesiredObject {
-    /// `apiVersion`, such as `apps/v1`.
-    pub api_version: String,
-    /// The whole object as JSON, its namespace filled in. It may hold
-    /// secrets (a Secret's data), so plans carry only its digest.
-    pub body: Value,
-    /// [`digest`] of `body`.
-    pub digest: String,
-    /// The add-ons its add-on depends on (`depends_on`): their objects are
-    /// applied, and rolled out, first.
-    pub after: Vec<String>,
-}
-
-impl DesiredObject {
-    /// The object of `body` (JSON), with its digest.
-    pub fn new(api_version: &str, body: Value, after: Vec<String>) -> DesiredObject {
-        DesiredObject {
-            api_version: api_version.to_owned(),
-            digest: digest(&body),
-            body,
-            after,
-        }
-    }
-}
 
 /// What refresh saw of one object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,13 +57,6 @@ pub enum Observation {
 pub struct ObservedObjects {
     /// Each desired or recorded object, keyed by [`ObjectAddress::key`].
     pub objects: BTreeMap<String, Observation>,
-}
-
-/// Hex SHA-256 of `value`'s canonical JSON (object keys sorted at every
-/// level), so that the order keys were written in is not a change.
-pub fn digest(value: &Value) -> String {
-    let bytes = serde_json::to_vec(&crate::addon::helm::canonical(value)).unwrap_or_default();
-    hex::encode(Sha256::digest(&bytes))
 }
 
 /// Where plan_objects puts what it finds.

@@ -16,9 +16,10 @@ use super::address::Address;
 #[serde(deny_unknown_fields)]
 pub struct CreateIntent {
     /// The Proxmox ID the object is created at: the vmid (as decimal text),
-    /// or the pool or mapping name.
+    /// the pool or mapping name, or an image's volid.
     pub id: String,
-    /// For a VM: the Proxmox node it is created on.
+    /// For a VM: the Proxmox node it is created on; for an image, the node
+    /// that downloads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     /// For a VM: the name the create request gives it (the node's hostname).
@@ -41,6 +42,16 @@ impl CreateIntent {
         CreateIntent {
             id: name.to_owned(),
             node: None,
+            name: None,
+        }
+    }
+
+    /// The intent to download an image to the volume `volid`
+    /// (`<storage>:import/<file>`) from Proxmox node `node`.
+    pub fn image(node: &str, volid: &str) -> Self {
+        CreateIntent {
+            id: volid.to_owned(),
+            node: Some(node.to_owned()),
             name: None,
         }
     }

@@ -2,9 +2,9 @@
 //! diagnostics found so far and the checks every section uses (addresses,
 //! versions, URLs, networks), plus path resolution against the file's folder.
 
-use super::diagnostics::{Code, Diagnostic, Pos};
 use super::raw::Spanned;
 use super::syntax::{Ipv4Net, Version};
+use crate::diagnostics::{Code, Diagnostic, Pos};
 use std::net::Ipv4Addr;
 use std::path::{Component, Path, PathBuf};
 

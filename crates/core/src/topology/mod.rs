@@ -3,8 +3,6 @@
 //! every problem at once), and diagnostics. `load` is the only I/O here.
 
 mod check;
-pub mod diagnostics;
-pub mod limits;
 pub mod model;
 pub mod pools;
 pub mod raw;
@@ -17,7 +15,7 @@ mod validate_addons;
 mod validate_nodes;
 mod validate_sections;
 
-pub use diagnostics::{Code, Diagnostic, Pos, Severity};
+pub use crate::diagnostics::{Code, Diagnostic, Pos, Severity};
 pub use model::{
     Addon, AddonSource, Cluster, Environment, HostPci, MIN_DISK_GIB, Node, PROXMOX_ENDPOINT_ENV,
     PciMapping, Phase, Preset, ProxmoxSettings, Role, SchematicSpec, StateSettings, Topology, Vmid,
@@ -47,7 +45,7 @@ pub enum LoadError {
         path: PathBuf,
         /// Why.
         #[source]
-        source: limits::ReadError,
+        source: crate::limits::ReadError,
     },
 }
 
@@ -82,11 +80,11 @@ pub fn parse(text: &str, file: &Path, env: &Environment) -> Loaded {
                         .is_some_and(|f| wrong.iter().any(|w| inside(f, w)))
             });
             diagnostics.extend(more);
-            topology.filter(|_| !diagnostics::has_errors(&diagnostics))
+            topology.filter(|_| !crate::diagnostics::has_errors(&diagnostics))
         }
         None => None,
     };
-    diagnostics::sort(&mut diagnostics);
+    crate::diagnostics::sort(&mut diagnostics);
     Loaded {
         topology,
         diagnostics,

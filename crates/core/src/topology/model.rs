@@ -250,7 +250,7 @@ pub struct Addon {
     pub name: String,
     /// Where its entry starts in the topology file (for later diagnostics).
     #[serde(skip)]
-    pub pos: super::diagnostics::Pos,
+    pub pos: crate::diagnostics::Pos,
     /// The preset whose values and checks apply.
     pub preset: Option<Preset>,
     /// Where its objects come from.

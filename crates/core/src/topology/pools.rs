@@ -21,9 +21,9 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use super::diagnostics::{Code, Diagnostic, Pos};
 use super::raw::{Entry, RawNode, RawPool, Spanned};
 use super::syntax::{self, Ipv4Net};
+use crate::diagnostics::{Code, Diagnostic, Pos};
 
 /// Most members one pool may have (a range of a /16 is far beyond a cluster).
 pub const MAX_REPLICAS: u64 = 250;

@@ -2,7 +2,7 @@
 //! optional and carrying the position of its key, before defaults and checks.
 //! `read.rs` fills it from YAML; `validate.rs` turns it into the model.
 
-use super::diagnostics::Pos;
+use crate::diagnostics::Pos;
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -106,7 +106,7 @@ pub struct RawPool {
     /// Where the entry starts.
     #[serde(skip)]
     #[schemars(skip)]
-    pub pos: super::diagnostics::Pos,
+    pub pos: crate::diagnostics::Pos,
     /// Every member's role: `controlplane` (etcd and the Kubernetes control
     /// plane) or `worker`. Default `worker`, unlike a `nodes` entry.
     #[schemars(with = "Option<crate::role::Role>", extend("default" = "worker"))]

@@ -2,11 +2,11 @@
 //! line and column of every key. Every unknown key and every value of the wrong
 //! type is reported, not only the first; unknown keys get a "did you mean".
 
-use super::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use super::raw::{
     Entry, Label, RawAddon, RawCluster, RawHelm, RawHostPci, RawImageFactory, RawNode,
     RawPciMapping, RawPool, RawProxmox, RawSchematic, RawState, RawTopology, Spanned,
 };
+use crate::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 use std::path::Path;
 
@@ -18,7 +18,7 @@ use std::path::Path;
 /// `file` only labels the diagnostics. Never panics, whatever the input.
 pub fn read(text: &str, file: &Path) -> (Option<RawTopology>, Vec<Diagnostic>) {
     let syntax = |pos: Pos, msg: String| Diagnostic::error(Code::YamlSyntax, file, msg).at(pos);
-    if let Err(e) = super::limits::check_yaml_bounds(text) {
+    if let Err(e) = crate::limits::check_yaml_bounds(text) {
         return (
             None,
             vec![Diagnostic::error(Code::InputLimit, file, e.message).at(e.pos)],
@@ -98,7 +98,7 @@ fn kind(node: &MarkedYaml<'_>) -> String {
         }
         YamlData::Value(Scalar::FloatingPoint(f)) => format!("the number {f}"),
         YamlData::Value(Scalar::String(s)) => {
-            format!("the string {:?}", super::limits::quoted(s))
+            format!("the string {:?}", crate::limits::quoted(s))
         }
         _ => "a value that cannot be read".into(),
     }

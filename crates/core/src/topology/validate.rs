@@ -3,10 +3,10 @@
 //! the node checks in `validate_nodes`.
 
 use super::check::{Cx, known, resolve};
-use super::diagnostics::{Code, Diagnostic};
 use super::raw::{RawNode, RawTopology, Spanned};
 use super::validate_nodes::{self, NodeContext};
 use super::{Cluster, Environment, SchematicSpec, Topology};
+use crate::diagnostics::{Code, Diagnostic};
 use indexmap::IndexMap;
 use std::path::{Path, PathBuf};
 
@@ -127,7 +127,7 @@ pub fn validate(
             addons,
         })
     })();
-    let topology = topology.filter(|_| !super::diagnostics::has_errors(&cx.diagnostics));
+    let topology = topology.filter(|_| !crate::diagnostics::has_errors(&cx.diagnostics));
     (topology, cx.diagnostics)
 }
 
@@ -274,7 +274,7 @@ mod tests {
 
     #[test]
     fn more_nodes_than_the_limit_is_an_input_limit_error_at_the_first_one_over() {
-        let max = super::super::limits::MAX_NODES;
+        let max = crate::limits::MAX_NODES;
         assert_eq!(valid(&cluster_of(max), &env()).nodes.len(), max);
         let loaded = parse(&cluster_of(max + 1), Path::new("c.yaml"), &env());
         assert!(loaded.topology.is_none());

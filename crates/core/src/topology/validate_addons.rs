@@ -10,10 +10,10 @@ use std::path::Path;
 use indexmap::IndexMap;
 
 use super::check::{Cx, known, resolve};
-use super::diagnostics::{Code, Pos};
 use super::model::{Addon, AddonSource, Phase, Preset};
 use super::raw::{Entry, RawAddon, RawHelm, RawTopology, Spanned};
 use super::syntax::is_dns_label;
+use crate::diagnostics::{Code, Pos};
 
 /// The longest add-on name: Helm's release-name limit (53 characters), since
 /// the name is the release's.

@@ -3,10 +3,10 @@
 //! and placement, PCI mapping ownership).
 
 use super::check::{Cx, known};
-use super::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use super::raw::{RawNode, Spanned};
 use super::syntax::{self, Ipv4Net};
 use super::{HostPci, MIN_DISK_GIB, Node, PciMapping, Role, SchematicSpec, Vmid};
+use crate::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use indexmap::IndexMap;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
@@ -58,13 +58,13 @@ pub(super) fn nodes(
         cx.missing(None, None, "nodes", " (the list of Talos nodes)");
         return None;
     };
-    if let Some(over) = raw.value.get(super::limits::MAX_NODES) {
+    if let Some(over) = raw.value.get(crate::limits::MAX_NODES) {
         let msg = format!(
             "the topology has {} nodes, over talosprov's limit of {} per cluster",
             raw.value.len(),
-            super::limits::MAX_NODES
+            crate::limits::MAX_NODES
         );
-        let field = format!("nodes[{}]", super::limits::MAX_NODES);
+        let field = format!("nodes[{}]", crate::limits::MAX_NODES);
         cx.error(Code::InputLimit, over.pos, &field, msg);
         return None;
     }

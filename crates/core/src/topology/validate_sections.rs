@@ -3,12 +3,12 @@
 //! applied. Called by `validate::validate`.
 
 use super::check::{Cx, resolve};
-use super::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use super::raw::{RawCluster, RawProxmox, RawState, RawTopology, Spanned};
 use super::syntax::{self, Ipv4Net, Version};
 use super::{
     Environment, PROXMOX_ENDPOINT_ENV, PciMapping, ProxmoxSettings, SchematicSpec, StateSettings,
 };
+use crate::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use indexmap::IndexMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;

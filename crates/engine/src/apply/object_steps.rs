@@ -51,8 +51,8 @@ struct Deadline {
     what: String,
     end: tokio::time::Instant,
     limit: Duration,
-    pause: Duration,
-    max: Duration,
+    backoff: talosprov_retry::Backoff,
+    attempt: u32,
 }
 
 impl Deadline {
@@ -61,8 +61,8 @@ impl Deadline {
             what,
             end: tokio::time::Instant::now() + ctx.waits.rollout,
             limit: ctx.waits.rollout,
-            pause: ctx.waits.backoff.initial,
-            max: ctx.waits.backoff.max,
+            backoff: ctx.waits.backoff,
+            attempt: 0,
         }
     }
 
@@ -78,9 +78,10 @@ impl Deadline {
                 talosprov_retry::seconds(self.limit)
             );
         }
-        r.waiting(tokio::time::sleep(self.pause.min(self.end - now)))
+        let pause = self.backoff.delay(self.attempt);
+        r.waiting(tokio::time::sleep(pause.min(self.end - now)))
             .await;
-        self.pause = (self.pause * 2).min(self.max);
+        self.attempt = self.attempt.saturating_add(1);
         Ok(())
     }
 }

@@ -182,6 +182,7 @@ fn made_address(record: &Record) -> Option<Address> {
             Some(Address::PciMapping(name.clone()))
         }
         Record::Vm { host, .. } | Record::VmGone(host) => Some(Address::Vm(host.clone())),
+        Record::Image { name, .. } | Record::ImageGone(name) => Some(Address::Image(name.clone())),
         _ => None,
     }
 }

@@ -11,7 +11,7 @@ use talosprov_core::plan::desired::vm_record;
 use talosprov_core::plan::{Action, Change, PlannedImage, PlannedVm};
 use talosprov_core::topology::Role;
 use talosprov_proxmox::{lifecycle, mapping, pool, storage};
-use talosprov_state::Address;
+use talosprov_state::{Address, CreateIntent};
 
 use super::context::{Context, planned};
 use super::create_step;
@@ -114,31 +114,79 @@ enum Leaving {
     Removed(Option<Role>),
 }
 
+/// Download one image, once: a volume the storage already lists is
+/// recorded as is; a `download` task for its file still running (an
+/// interrupted apply started it) is waited for; otherwise the intent is
+/// saved, then the `download-url` request sent.
 async fn image(ctx: &Context, name: &str, want: &PlannedImage, r: &Reporter) -> anyhow::Result<()> {
     let rec = &want.record;
-    if let Some(Some(schematic)) = ctx.schematics.get(&rec.schematic_id) {
-        r.progress("registering the schematic with the Image Factory");
-        ctx.factory
-            .register(schematic)
-            .await
-            .context("cannot register the schematic with the Image Factory")?;
-    }
-    r.progress(format!("downloading to {} on {}", rec.storage, rec.node));
     let image = storage::Image {
         talos_version: rec.talos_version.clone(),
         schematic: rec.schematic_id.clone(),
     };
+    let address = Address::Image(name.to_owned());
+    let cannot = || format!("cannot download the Talos image to {}", rec.storage);
     r.proxmox(async {
-        let outcome = storage::ensure_images(
-            &ctx.proxmox,
-            &rec.storage,
-            &want.factory_url,
-            &[(rec.node.clone(), image)],
-        )
-        .await
-        .with_context(|| format!("cannot download the Talos image to {}", rec.storage))?;
-        for w in outcome.warnings {
-            r.warn(w);
+        let mut found = storage::image_on_storage(&ctx.proxmox, &rec.node, &rec.storage, &image)
+            .await
+            .with_context(cannot)?;
+        if let storage::ImageOnStorage::Downloading(upid) = &found {
+            r.record_saved(Record::Intent {
+                address: address.clone(),
+                intent: CreateIntent::image(&rec.node, &rec.volid),
+            })
+            .await?;
+            r.progress(format!(
+                "waiting for the download already running on {} (task {upid})",
+                rec.node
+            ));
+            let op = talosprov_proxmox::Operation::new(format!("download image {}", image.filename()))
+                .node(&rec.node);
+            if let Err(e) = talosprov_proxmox::task::wait(&ctx.proxmox, &op, upid).await {
+                r.warn(format!("the running download did not complete: {e}; downloading again"));
+            }
+            found = storage::image_on_storage(&ctx.proxmox, &rec.node, &rec.storage, &image)
+                .await
+                .with_context(cannot)?;
+        }
+        match found {
+            storage::ImageOnStorage::Present => {
+                r.progress(format!("already in {} on {}", rec.storage, rec.node));
+            }
+            storage::ImageOnStorage::Downloading(upid) => {
+                anyhow::bail!(
+                    "{}: another download of {} is still running on {} (task {upid}); run apply again once it ends",
+                    cannot(),
+                    image.filename(),
+                    rec.node
+                );
+            }
+            storage::ImageOnStorage::Missing => {
+                if let Some(Some(schematic)) = ctx.schematics.get(&rec.schematic_id) {
+                    r.progress("registering the schematic with the Image Factory");
+                    ctx.factory
+                        .register(schematic)
+                        .await
+                        .context("cannot register the schematic with the Image Factory")?;
+                }
+                r.record_saved(Record::Intent {
+                    address: address.clone(),
+                    intent: CreateIntent::image(&rec.node, &rec.volid),
+                })
+                .await?;
+                r.progress(format!("downloading to {} on {}", rec.storage, rec.node));
+                let d = storage::Download {
+                    node: rec.node.clone(),
+                    storage: rec.storage.clone(),
+                    image: image.clone(),
+                };
+                let done = storage::download(&ctx.proxmox, &d, &want.factory_url)
+                    .await
+                    .with_context(cannot)?;
+                for w in done.warnings {
+                    r.warn(w);
+                }
+            }
         }
         r.record(Record::Image {
             name: name.to_owned(),
@@ -149,16 +197,32 @@ async fn image(ctx: &Context, name: &str, want: &PlannedImage, r: &Reporter) -> 
     .await
 }
 
+/// Delete an image: the recorded one, or the one an interrupted apply was
+/// downloading (waiting first for its task if it still runs).
 async fn delete_image(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result<()> {
+    let address = Address::Image(name.to_owned());
     r.proxmox(async {
-        if let Some(rec) = ctx.recorded_images.get(name) {
-            let image = storage::Image {
-                talos_version: rec.talos_version.clone(),
-                schematic: rec.schematic_id.clone(),
-            };
-            storage::delete_image(&ctx.proxmox, &rec.node, &rec.storage, &image)
+        let target = match ctx.recorded_images.get(name) {
+            Some(rec) => Some((rec.node.clone(), rec.volid.clone())),
+            None => ctx
+                .owned
+                .intent(&address)
+                .and_then(|i| Some((i.node.clone()?, i.id.clone()))),
+        };
+        if let Some((node, volid)) = target {
+            let file = volid.rsplit('/').next().unwrap_or(&volid).to_owned();
+            if let Some(upid) = storage::running_download(&ctx.proxmox, &node, &file).await? {
+                r.progress(format!(
+                    "waiting for the download still running on {node} (task {upid})"
+                ));
+                let op =
+                    talosprov_proxmox::Operation::new(format!("download image {file}")).node(&node);
+                // Its outcome does not matter: the volume is deleted either way.
+                let _ = talosprov_proxmox::task::wait(&ctx.proxmox, &op, &upid).await;
+            }
+            storage::delete_volume(&ctx.proxmox, &node, &volid)
                 .await
-                .with_context(|| format!("cannot delete {}", rec.volid))?;
+                .with_context(|| format!("cannot delete {volid}"))?;
         }
         r.record(Record::ImageGone(name.to_owned()));
         Ok(())

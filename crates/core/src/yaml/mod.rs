@@ -4,7 +4,9 @@
 
 use serde_yaml_ng::Value;
 
-use super::yaml_resolve::{is_base60_float, is_old_bool, resolves_to_string};
+mod resolve;
+
+use resolve::{is_base60_float, is_old_bool, resolves_to_string};
 
 /// Which Go encoder path the text follows. They differ only in how a mapping value string is
 /// quoted.

@@ -11,7 +11,7 @@ use std::fmt;
 
 use saphyr_parser::{Event, Parser};
 
-use super::diagnostics::Pos;
+use crate::diagnostics::Pos;
 
 /// The largest input file talosprov reads (the topology, a patch file): 4 MiB.
 /// A machine config patch with inline manifests (a CNI's, say) stays well
