@@ -7,7 +7,9 @@
 //!
 //!     cargo run --release --example bench_apply [-- NODES PARALLELISM]
 //!
-//! With NODES and PARALLELISM, only that one configuration is run.
+//! With NODES and PARALLELISM, only that one configuration is run. Each
+//! configuration runs RUNS times (5; `TALOSPROV_BENCH_RUNS`), and the median
+//! wall time is printed.
 
 #[allow(dead_code)]
 #[path = "../tests/it/support/factory.rs"]
@@ -118,10 +120,20 @@ async fn main() -> anyhow::Result<()> {
         [n, p] => vec![(*n, *p)],
         _ => vec![(3, 10), (10, 10), (30, 10), (100, 10), (30, 30)],
     };
-    for (i, (n, parallelism)) in configurations.into_iter().enumerate() {
-        let net = u8::try_from(i + 1)?;
-        let wall = run(n, net, parallelism).await?;
-        rows.push((n, parallelism, wall));
+    let runs: usize = std::env::var("TALOSPROV_BENCH_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5)
+        .max(1);
+    let mut net = 0u8;
+    for (n, parallelism) in configurations {
+        let mut walls = Vec::new();
+        for _ in 0..runs {
+            net = net.wrapping_add(1).max(1);
+            walls.push(run(n, net, parallelism).await?);
+        }
+        walls.sort();
+        rows.push((n, parallelism, walls[walls.len() / 2]));
     }
     println!();
     println!("simulated delays: install reboot {REBOOT:?}, etcd ready {ETCD_READY:?} after boot");
@@ -129,6 +141,7 @@ async fn main() -> anyhow::Result<()> {
         "critical path (one node's chain of waits): {:.2} s",
         critical.as_secs_f64()
     );
+    println!("runs per configuration: {runs} (median)");
     println!(
         "{:>5} {:>11} {:>8} {:>10}",
         "nodes", "parallelism", "wall s", "wall/path"

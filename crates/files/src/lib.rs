@@ -21,8 +21,11 @@ use talosprov_core::topology::{
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Disk;
 
-/// `ELOOP` on Linux: too many levels of symbolic links.
-const ELOOP: i32 = 40;
+/// `ELOOP`: too many levels of symbolic links.
+#[cfg(unix)]
+const ELOOP: i32 = libc::ELOOP;
+#[cfg(not(unix))]
+const ELOOP: i32 = -1;
 
 /// What a path is when it is not a regular file or a folder, following
 /// symlinks: `Some("a dangling symlink")`, `Some("a symlink loop")`,
@@ -46,32 +49,58 @@ pub fn special_kind(path: &Path) -> Option<&'static str> {
     if t.is_file() || t.is_dir() {
         return None;
     }
+    Some(kind_of(t))
+}
+
+/// What a file that is neither a regular file nor a folder is, in words.
+fn kind_of(t: std::fs::FileType) -> &'static str {
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileTypeExt as _;
         if t.is_fifo() {
-            return Some("a FIFO");
+            return "a FIFO";
         }
         if t.is_socket() {
-            return Some("a socket");
+            return "a socket";
         }
         if t.is_char_device() || t.is_block_device() {
-            return Some("a device file");
+            return "a device file";
         }
     }
-    Some("not a regular file")
+    let _ = t;
+    "not a regular file"
 }
 
 impl Inputs for Disk {
     fn read(&self, path: &Path) -> Result<String, ReadError> {
-        if let Some(what) = special_kind(path) {
-            return Err(ReadError::NotAFile { what });
+        // Opened without blocking (a FIFO would wait for a writer), then
+        // judged by what was opened: one open and one fstat for a plain file.
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            options.custom_flags(libc::O_NONBLOCK);
         }
-        if path.is_dir() {
+        let file = match options.open(path) {
+            Ok(f) => f,
+            Err(e) => {
+                return Err(match special_kind(path) {
+                    Some(what) => ReadError::NotAFile { what },
+                    None => ReadError::Io(e),
+                });
+            }
+        };
+        let meta = file.metadata().map_err(ReadError::Io)?;
+        if meta.is_dir() {
             return Err(ReadError::NotAFile { what: "a folder" });
         }
-        let file = std::fs::File::open(path).map_err(ReadError::Io)?;
-        let mut bytes = Vec::new();
+        if !meta.is_file() {
+            return Err(ReadError::NotAFile {
+                what: kind_of(meta.file_type()),
+            });
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).min(1 << 16));
         file.take(MAX_INPUT_BYTES + 1)
             .read_to_end(&mut bytes)
             .map_err(ReadError::Io)?;
@@ -88,6 +117,22 @@ impl Inputs for Disk {
         for entry in entries {
             let entry = entry?;
             let path = entry.path();
+            // The folder listing says what a plain file or folder is; only a
+            // symlink or something stranger needs a look of its own.
+            let kind = entry.file_type()?;
+            if kind.is_file() || kind.is_dir() {
+                out.push(Listed {
+                    name: entry.file_name(),
+                    len: if kind.is_dir() {
+                        0
+                    } else {
+                        entry.metadata()?.len()
+                    },
+                    is_dir: kind.is_dir(),
+                    special: None,
+                });
+                continue;
+            }
             // What is neither a file nor a folder is kept, to be named when read.
             if let Some(what) = special_kind(&path) {
                 out.push(Listed {

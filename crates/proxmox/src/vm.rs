@@ -113,11 +113,26 @@ pub async fn ensure_vm(client: &Client, spec: &VmSpec) -> Result<VmOutcome, Prox
     Ok(VmOutcome::Created { warnings })
 }
 
-/// The VM the cluster-wide listing shows at `vmid`, if any (one request).
+/// The guest the cluster-wide listing shows at `vmid`, if any. A free vmid
+/// costs one small request (`GET /cluster/nextid?vmid=N` answers it back, as
+/// bpg's sequential mode asks); only a taken one is looked up in the listing
+/// (`GET /cluster/resources?type=vm`), so creating N VMs does not list the
+/// cluster N times.
 ///
 /// # Errors
-/// Request errors.
+/// Request errors of the listing.
 pub async fn find(client: &Client, vmid: u32) -> Result<Option<observe::ClusterVm>, ProxmoxError> {
+    let req = Request::get(
+        &["cluster", "nextid"],
+        Operation::new(format!("check that vmid {vmid} is free")),
+    )
+    .query("vmid", vmid);
+    if let Ok(answer) = client.send(&req).await
+        && crate::lenient::string_of(&answer).is_some_and(|id| id.trim() == vmid.to_string())
+    {
+        return Ok(None);
+    }
+    // Taken ("VM N already exists"), or the check could not say: the listing does.
     Ok(observe::cluster_vms(client)
         .await?
         .into_iter()

@@ -25,6 +25,7 @@ use crate::schematic::{Schematic, SchematicId, installer_image};
 use crate::sensitive::Sensitive;
 use crate::topology::{Code, Diagnostic, Node, Role, SchematicSpec, Severity, Topology};
 use crate::version::{Contract, TalosVersion, contract_for, default_kubernetes_version};
+use rayon::prelude::*;
 
 /// One node's final machine config, exactly as talosprov sends it.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,9 +161,20 @@ pub fn node_configs(
         bases: HashMap::new(),
         inline,
     };
+    // The shared parts first, one by one (they are cached); then each node
+    // on its own, on every core, results kept in node order.
+    let prepared: Vec<Result<Prepared, Vec<Diagnostic>>> =
+        topology.nodes.iter().map(|n| build.prepare(n)).collect();
+    let build = &build;
+    let built: Vec<Result<NodeConfig, Vec<Diagnostic>>> = topology
+        .nodes
+        .par_iter()
+        .zip(prepared)
+        .map(|(node, prepared)| build.node(node, prepared?))
+        .collect();
     let mut configs = Vec::with_capacity(topology.nodes.len());
-    for node in &topology.nodes {
-        match build.node(node) {
+    for result in built {
+        match result {
             Ok(mut config) => {
                 config
                     .warnings
@@ -222,6 +234,13 @@ fn merge_repeats(diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
             d
         })
         .collect()
+}
+
+/// What [`Build::prepare`] gives a node.
+struct Prepared {
+    schematic: SchematicId,
+    installer: String,
+    base: MachineConfig,
 }
 
 struct Build<'a> {
@@ -332,13 +351,31 @@ impl Build<'_> {
         }
     }
 
-    fn node(&mut self, node: &Node) -> Result<NodeConfig, Vec<Diagnostic>> {
+    /// What a node's config starts from, made once for every node that
+    /// shares it: its schematic ID, installer image and base config.
+    fn prepare(&mut self, node: &Node) -> Result<Prepared, Vec<Diagnostic>> {
         let host = Some(node.hostname.as_str());
         let schematic = self.schematic_id(node).map_err(|d| vec![d])?;
         let installer = installer_image(self.factory, &schematic, self.talos);
         let base = self
             .base(node.role, &installer)
             .map_err(|d| vec![d.on_node(host)])?;
+        Ok(Prepared {
+            schematic,
+            installer,
+            base,
+        })
+    }
+
+    /// A node's config from what [`Build::prepare`] made for it: its
+    /// patches rendered and merged, then checked. Needs nothing mutable, so
+    /// nodes are built in parallel.
+    fn node(&self, node: &Node, prepared: Prepared) -> Result<NodeConfig, Vec<Diagnostic>> {
+        let Prepared {
+            schematic,
+            installer,
+            base,
+        } = prepared;
         let files = self.patches.for_node(&node.hostname);
         if files.iter().any(|f| self.patches.is_broken(&f.path)) {
             // The file's own problem is already reported, once for every node.

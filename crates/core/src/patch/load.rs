@@ -63,10 +63,24 @@ pub enum LoadError {
 /// When the text is neither a strategic-merge patch nor a JSON patch: the JSON
 /// error when the text starts with `[`, otherwise the strategic-merge error.
 pub fn load_patch(source: impl Into<String>, text: &str) -> Result<Patch, LoadError> {
+    load_patch_parsed(source, text, &parse_documents(text))
+}
+
+/// [`load_patch`] with the text's YAML documents already parsed by
+/// [`parse_documents`] (the text itself is still needed for a JSON patch).
+///
+/// # Errors
+/// As [`load_patch`].
+pub fn load_patch_parsed(
+    source: impl Into<String>,
+    text: &str,
+    parsed: &Result<Vec<Value>, DocumentError>,
+) -> Result<Patch, LoadError> {
     let source = source.into();
-    let strategic = parse_documents(text)
-        .map_err(LoadError::from)
-        .and_then(strategic_steps);
+    let strategic = match parsed {
+        Ok(docs) => strategic_steps(docs.clone()),
+        Err(e) => Err(LoadError::from(e.clone())),
+    };
     let strategic_err = match strategic {
         Ok(steps) => {
             return Ok(Patch {
@@ -85,7 +99,7 @@ pub fn load_patch(source: impl Into<String>, text: &str) -> Result<Patch, LoadEr
         }
         Err(e) => e,
     };
-    if let Ok(docs) = parse_documents(text)
+    if let Ok(docs) = parsed
         && let [Value::Sequence(_)] = docs.as_slice()
     {
         let ops = yaml_ops(&docs[0])?;

@@ -235,6 +235,23 @@ impl Renderer {
     /// # Errors
     /// [`RenderError::Template`] for a syntax error, with the file and line.
     pub fn add(&mut self, file: &Path, kind: PatchKind, text: &str) -> Result<(), RenderError> {
+        let literal = (kind == PatchKind::Literal).then(|| parse_rendered(file, kind, text));
+        self.add_parsed(file, kind, text, literal)
+    }
+
+    /// [`Renderer::add`] with a literal file's documents already parsed
+    /// ([`parse_rendered`], as when files are read and parsed on every core
+    /// first); `literal` is `None` for a template.
+    ///
+    /// # Errors
+    /// As [`Renderer::add`].
+    pub fn add_parsed(
+        &mut self,
+        file: &Path,
+        kind: PatchKind,
+        text: &str,
+        literal: Option<Result<Vec<serde_yaml_ng::Value>, RenderError>>,
+    ) -> Result<(), RenderError> {
         let name = file.display().to_string();
         let translated = match kind {
             PatchKind::Literal => None,
@@ -260,7 +277,6 @@ impl Renderer {
                 Some(t)
             }
         };
-        let literal = (kind == PatchKind::Literal).then(|| parse_rendered(file, kind, text));
         self.files.insert(
             file.to_path_buf(),
             Entry {
@@ -362,7 +378,21 @@ pub fn parse_rendered(
     kind: PatchKind,
     text: &str,
 ) -> Result<Vec<serde_yaml_ng::Value>, RenderError> {
-    parse_documents(text).map_err(|e| match e {
+    rendered_documents(file, kind, parse_documents(text))
+}
+
+/// [`parse_rendered`] from documents already parsed with
+/// [`parse_documents`](super::document::parse_documents): the file's errors
+/// located as [`RenderError::Yaml`].
+///
+/// # Errors
+/// As [`parse_rendered`].
+pub fn rendered_documents(
+    file: &Path,
+    kind: PatchKind,
+    parsed: Result<Vec<serde_yaml_ng::Value>, DocumentError>,
+) -> Result<Vec<serde_yaml_ng::Value>, RenderError> {
+    parsed.map_err(|e| match e {
         DocumentError::Yaml {
             line,
             column,

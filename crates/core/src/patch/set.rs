@@ -9,14 +9,15 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::discover::{self, PatchFile, PatchKind, PatchTree};
-use super::document::{DocumentId, MachineConfig};
-use super::load::{LoadError, Patch, PatchBody, load_documents, load_patch};
+use super::document::{DocumentId, MachineConfig, parse_documents};
+use super::load::{LoadError, Patch, PatchBody, load_documents, load_patch_parsed};
 use super::locate::{self, locate_field};
 use super::merge::StrategicStep;
-use super::render::{RenderError, Renderer, TemplateVars};
+use super::render::{RenderError, Renderer, TemplateVars, rendered_documents};
 use crate::diagnostics;
 use crate::inputs::Inputs;
 use crate::topology::{Code, Diagnostic, Pos, Topology};
+use rayon::prelude::*;
 
 /// Every patch file of a topology, read once, templates compiled once.
 pub struct PatchSet {
@@ -57,7 +58,7 @@ impl PatchSet {
     /// together with every other problem.
     pub fn load(
         topology: &Topology,
-        inputs: &(impl Inputs + ?Sized),
+        inputs: &(impl Inputs + Sync + ?Sized),
     ) -> Result<PatchSet, Vec<Diagnostic>> {
         let mut trees = Vec::new();
         for root in &topology.patches_dirs {
@@ -73,11 +74,13 @@ impl PatchSet {
     }
 
     /// Build the set from the listed trees (one per `patches_dir` folder, in
-    /// order), reading each file the nodes use once through `read`.
+    /// order), reading each file the nodes use once through `read`. Files are
+    /// read, and literal ones parsed, on every core; templates are compiled
+    /// and problems reported in the order the nodes use the files.
     pub fn build(
         topology: &Topology,
         trees: &[PatchTree],
-        mut read: impl FnMut(&Path) -> io::Result<String>,
+        read: impl Fn(&Path) -> io::Result<String> + Sync,
     ) -> PatchSet {
         let nodes: Vec<(String, Vec<PatchFile>)> = topology
             .nodes
@@ -105,15 +108,33 @@ impl PatchSet {
             literal: HashMap::new(),
         };
         let mut blank: std::collections::HashSet<PathBuf> = Default::default();
-        for file in nodes.iter().flat_map(|(_, files)| files) {
-            if set.texts.contains_key(&file.path)
-                || set.broken.contains(&file.path)
-                || blank.contains(&file.path)
-            {
-                continue;
-            }
-            match read(&file.path) {
-                Ok(text) if only_comments(&text) => {
+        let mut seen: std::collections::HashSet<&Path> = Default::default();
+        let unique: Vec<&PatchFile> = nodes
+            .iter()
+            .flat_map(|(_, files)| files)
+            .filter(|f| seen.insert(f.path.as_path()))
+            .collect();
+        let read_all: Vec<io::Result<Option<ReadFile>>> = unique
+            .par_iter()
+            .map(|file| {
+                let text = read(&file.path)?;
+                if only_comments(&text) {
+                    return Ok(None);
+                }
+                let parsed = (file.kind == PatchKind::Literal).then(|| {
+                    // One YAML parse serves the renderer and the patch.
+                    let docs = parse_documents(&text);
+                    Parsed {
+                        patch: load_patch_parsed(file.path.display().to_string(), &text, &docs),
+                        documents: rendered_documents(&file.path, file.kind, docs),
+                    }
+                });
+                Ok(Some(ReadFile { text, parsed }))
+            })
+            .collect();
+        for (file, result) in unique.into_iter().zip(read_all) {
+            match result {
+                Ok(None) => {
                     let msg = format!(
                         "patch file {} holds only comments and is skipped",
                         file.path.display()
@@ -122,7 +143,7 @@ impl PatchSet {
                         .push(Diagnostic::warning(Code::EmptyPatch, &file.path, msg));
                     blank.insert(file.path.clone());
                 }
-                Ok(text) => set.add(file, text),
+                Ok(Some(ReadFile { text, parsed })) => set.add(file, text, parsed),
                 Err(e) => {
                     let msg = format!("cannot read the patch file {}: {e}", file.path.display());
                     set.fail(Diagnostic::error(Code::UnreadablePatch, &file.path, msg));
@@ -149,12 +170,18 @@ impl PatchSet {
         self.errors.push(d);
     }
 
-    fn add(&mut self, file: &PatchFile, text: String) {
-        if let Err(e) = self.renderer.add(&file.path, file.kind, &text) {
+    fn add(&mut self, file: &PatchFile, text: String, parsed: Option<Parsed>) {
+        let (documents, patch) = match parsed {
+            Some(p) => (Some(p.documents), Some(p.patch)),
+            None => (None, None),
+        };
+        if let Err(e) = self
+            .renderer
+            .add_parsed(&file.path, file.kind, &text, documents)
+        {
             self.fail(render_diagnostic(&e, None));
-        } else if file.kind == PatchKind::Literal {
-            let source = file.path.display().to_string();
-            match load_patch(source, &text) {
+        } else if let Some(patch) = patch {
+            match patch {
                 Ok(patch) => {
                     self.literal.insert(file.path.clone(), patch);
                 }
@@ -286,6 +313,20 @@ fn only_comments(text: &str) -> bool {
         let l = l.trim();
         l.is_empty() || l.starts_with('#') || l == "---" || l == "..."
     })
+}
+
+/// A patch file read on a worker thread: its text, and for a literal file
+/// what parsing it gave (`None` for a template, compiled afterwards).
+struct ReadFile {
+    text: String,
+    parsed: Option<Parsed>,
+}
+
+/// A literal patch file read on a worker thread: its documents, as the
+/// renderer keeps them, and its patch.
+struct Parsed {
+    documents: Result<Vec<serde_yaml_ng::Value>, RenderError>,
+    patch: Result<Patch, LoadError>,
 }
 
 /// The part of a patch file that holds one document, and the number of lines before it:
@@ -517,11 +558,12 @@ mod build_tests {
             ],
             ..PatchTree::default()
         };
-        let mut reads = Vec::new();
+        let reads = std::sync::Mutex::new(Vec::new());
         let set = PatchSet::build(&t, std::slice::from_ref(&tree), |p| {
-            reads.push(p.to_path_buf());
+            reads.lock().expect("reads").push(p.to_path_buf());
             Ok("machine:\n  nodeLabels:\n    a: \"{{ hostname }}\"\n".to_string())
         });
+        let reads = reads.into_inner().expect("reads");
         assert_eq!(reads.len(), 2, "{reads:?}");
         assert!(set.errors().is_empty());
         assert_eq!(set.for_node("n3").len(), 2);

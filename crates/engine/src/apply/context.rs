@@ -54,11 +54,13 @@ impl Default for Waits {
             rollout: Duration::from_secs(600),
             probe: Duration::from_secs(5),
             shutdown_secs: 120,
-            // Probe every 2 s at most: a node's reboot ends sooner than the
-            // Talos client's 5 s cap would notice.
+            // Probe every quarter second at most: a node that came up, or its
+            // etcd, is seen within 0.25 s (these waits are the critical path of
+            // an apply: a config, the reboot, etcd, the bootstrap), and a probe
+            // is one connection to the node.
             backoff: Backoff {
-                initial: Duration::from_millis(200),
-                max: Duration::from_secs(2),
+                initial: Duration::from_millis(100),
+                max: Duration::from_millis(250),
             },
             interrupt_grace: Duration::from_secs(60),
         }

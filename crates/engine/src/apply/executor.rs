@@ -105,6 +105,26 @@ impl<B: Backend> Saver<'_, B> {
     }
 }
 
+/// The plan's changes, deepest first and in plan order among equals. A
+/// change's depth is 0 when it waits for nothing in the plan, else one more
+/// than the deepest change it waits for (the plan is in dependency order, so
+/// one pass finds it).
+fn deepest_first(plan: &Plan) -> Vec<&Change> {
+    let mut depth: HashMap<&Address, usize> = HashMap::new();
+    for c in &plan.changes {
+        let d = c
+            .depends_on
+            .iter()
+            .filter_map(|a| depth.get(a).map(|d| d + 1))
+            .max()
+            .unwrap_or(0);
+        depth.insert(&c.address, d);
+    }
+    let mut out: Vec<&Change> = plan.changes.iter().collect();
+    out.sort_by_key(|c| std::cmp::Reverse(depth[&c.address]));
+    out
+}
+
 /// A step running now.
 struct Running {
     address: Address,
@@ -161,7 +181,7 @@ pub async fn execute<P: Provider, B: Backend>(
         tokio::select! {
             biased;
             Some(msg) = rx.recv() => {
-                run.handle(msg, saver).await?;
+                run.handle(msg, &mut rx, saver).await?;
             }
             // A slot came free (a step finished or went waiting): the loop
             // starts the next ready change with it. Slots go first come, first
@@ -171,8 +191,8 @@ pub async fn execute<P: Provider, B: Backend>(
             }
             Some(joined) = run.tasks.join_next_with_id() => {
                 // Records sent before the step ended are saved before it counts as done.
-                while let Ok(msg) = rx.try_recv() {
-                    run.handle(msg, saver).await?;
+                if let Ok(msg) = rx.try_recv() {
+                    run.handle(msg, &mut rx, saver).await?;
                 }
                 run.step_ended(joined)?;
             },
@@ -196,7 +216,7 @@ struct Run<'a, P> {
     /// How long an interrupted run lets steps in a Proxmox section finish.
     grace: Duration,
     changes: BTreeMap<Address, &'a Change>,
-    /// Changes not started yet, in plan order.
+    /// Changes not started yet, deepest first, then in plan order.
     pending: Vec<&'a Change>,
     done: BTreeSet<Address>,
     failed: Vec<(Address, String)>,
@@ -239,7 +259,7 @@ impl<'a, P: Provider> Run<'a, P> {
                 .iter()
                 .map(|c| (c.address.clone(), c))
                 .collect(),
-            pending: plan.changes.iter().collect(),
+            pending: deepest_first(plan),
             done: BTreeSet::new(),
             failed: Vec::new(),
             blocked: BTreeSet::new(),
@@ -271,7 +291,9 @@ impl<'a, P: Provider> Run<'a, P> {
     }
 
     /// Skip what depends on a failure; start what is ready while a slot is
-    /// free. Gives whether a ready change waits for a slot.
+    /// free, deepest in the dependency chain first (a node's config before
+    /// another node's VM), so that each node reaches its waits (a reboot,
+    /// etcd) as early as it can. Gives whether a ready change waits for a slot.
     fn start_ready(&mut self) -> bool {
         let mut ready_without_slot = false;
         let mut i = 0;
@@ -346,15 +368,32 @@ impl<'a, P: Provider> Run<'a, P> {
         );
     }
 
-    /// Act on one message of a step (see [`handle`]).
+    /// Act on `first` and on every message already queued behind it (see
+    /// [`handle`]): their records are applied in order and saved once, so
+    /// steps that end together cost one save, not one each; a step waiting
+    /// for its record to be saved is told after that save.
     async fn handle<B: Backend>(
         &self,
-        msg: StepMessage,
+        first: StepMessage,
+        rx: &mut mpsc::UnboundedReceiver<StepMessage>,
         saver: &mut Saver<'_, B>,
     ) -> anyhow::Result<()> {
         let emit =
             |a: &Address, kind: EventKind, since: Option<&Instant>| self.emit(a, kind, since);
-        handle(msg, saver, &emit, &self.started, &self.running).await
+        let mut batch = Batch::default();
+        let mut next = Some(first);
+        while let Some(msg) = next {
+            handle(
+                msg,
+                saver.state,
+                &mut batch,
+                &emit,
+                &self.started,
+                &self.running,
+            );
+            next = rx.try_recv().ok();
+        }
+        batch.save(saver).await
     }
 
     /// Count a step that ended: done, failed (what depends on it is then
@@ -469,11 +508,22 @@ impl<'a, P: Provider> Run<'a, P> {
             ..
         } = self;
         drop(tx);
+        let mut batch = Batch::default();
         while let Some(msg) = rx.recv().await {
-            if let StepMessage::Record(r) | StepMessage::RecordSaved(r, _) = msg {
-                saver.record(r).await?;
+            match msg {
+                StepMessage::Record(r) => {
+                    record::apply(saver.state, r);
+                    batch.dirty = true;
+                }
+                StepMessage::RecordSaved(r, done) => {
+                    record::apply(saver.state, r);
+                    batch.dirty = true;
+                    batch.acks.push(done);
+                }
+                _ => {}
             }
         }
+        batch.save(saver).await?;
         if interrupted {
             for c in pending {
                 emit(
@@ -533,20 +583,47 @@ fn emit(
     }));
 }
 
-/// Act on one message of a step: save a record, show progress, a warning or
-/// a retry; stop a step that reached a safe point after an interruption.
-async fn handle<B: Backend>(
+/// Records applied to the state and not saved yet, and the steps waiting
+/// for that save.
+#[derive(Default)]
+struct Batch {
+    dirty: bool,
+    acks: Vec<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Batch {
+    /// Save the state if a record changed it, then tell the steps waiting.
+    async fn save<B: Backend>(self, saver: &mut Saver<'_, B>) -> anyhow::Result<()> {
+        if self.dirty {
+            saver.save().await?;
+        }
+        for done in self.acks {
+            let _ = done.send(());
+        }
+        Ok(())
+    }
+}
+
+/// Act on one message of a step: apply a record to the state (saved with
+/// its [`Batch`]), show progress, a warning or a retry; stop a step that
+/// reached a safe point after an interruption.
+fn handle(
     msg: StepMessage,
-    saver: &mut Saver<'_, B>,
+    state: &mut State,
+    batch: &mut Batch,
     emit: &impl Fn(&Address, EventKind, Option<&Instant>),
     started: &BTreeMap<Address, Instant>,
     running: &HashMap<tokio::task::Id, Running>,
-) -> anyhow::Result<()> {
+) {
     match msg {
-        StepMessage::Record(r) => saver.record(r).await?,
+        StepMessage::Record(r) => {
+            record::apply(state, r);
+            batch.dirty = true;
+        }
         StepMessage::RecordSaved(r, done) => {
-            saver.record(r).await?;
-            let _ = done.send(());
+            record::apply(state, r);
+            batch.dirty = true;
+            batch.acks.push(done);
         }
         StepMessage::Progress(a, what) => {
             emit(&a, EventKind::Progress { what }, started.get(&a));
@@ -558,8 +635,8 @@ async fn handle<B: Backend>(
             emit(&a, EventKind::Retrying { notice }, started.get(&a));
         }
         StepMessage::SafePoint(a) => {
-            // Its Proxmox work is done and recorded; whatever it does next
-            // (a wait, a Talos call) can be left.
+            // Its Proxmox work is done and recorded (saved with this batch);
+            // whatever it does next (a wait, a Talos call) can be left.
             for step in running.values().filter(|s| s.address == a) {
                 if step.reporter.sections_open() == 0 {
                     step.abort.abort();
@@ -567,5 +644,4 @@ async fn handle<B: Backend>(
             }
         }
     }
-    Ok(())
 }

@@ -21,6 +21,8 @@ const DEADLINE: Duration = Duration::from_secs(10);
 enum Act {
     /// Record the pool named after the step.
     Record,
+    /// Record these pools one after the other, with no pause between.
+    RecordAll(Vec<&'static str>),
     /// Block while holding its slot, until the gate gives a permit.
     Busy(Arc<Semaphore>),
     /// Block in a wait (its slot given back), until the gate gives a permit.
@@ -91,6 +93,11 @@ impl Provider for Fake {
         for act in acts {
             match act {
                 Act::Record => r.record(record::Record::Pool(name.clone())),
+                Act::RecordAll(pools) => {
+                    for p in pools {
+                        r.record(record::Record::Pool(p.to_owned()));
+                    }
+                }
                 Act::Busy(gate) => {
                     assert!(r.holds_slot(), "{name} works without a slot");
                     enter(&self.busy, &self.most_busy);
@@ -237,6 +244,50 @@ async fn changes_run_in_dependency_order_and_each_sees_the_records_before_it_sav
         .map(|s| s.resources.pools.keys().cloned().collect())
         .collect();
     assert_eq!(saved, [vec!["a"], vec!["a", "b"], vec!["a", "b", "c"]]);
+}
+
+#[tokio::test]
+async fn records_that_arrive_together_are_saved_once() {
+    let backend = Arc::new(Memory::default());
+    let fake = Fake::new(
+        &[("a", vec![Act::RecordAll(vec!["x", "y", "z"]), Act::Record])],
+        backend.clone(),
+    );
+    let p = plan(&[("a", &[])]);
+    let ran = run(fake, &p, backend.clone(), 10, never_cancelled()).await;
+    assert_eq!(ran.outcome.expect("run"), RunOutcome::Done);
+    let saved: Vec<Vec<String>> = backend
+        .states()
+        .iter()
+        .map(|s| s.resources.pools.keys().cloned().collect())
+        .collect();
+    assert_eq!(
+        saved,
+        [vec!["a", "x", "y", "z"]],
+        "one save for four records"
+    );
+}
+
+#[tokio::test]
+async fn a_ready_change_deeper_in_the_chain_starts_first() {
+    let backend = Arc::new(Memory::default());
+    let fake = Fake::new(
+        &[
+            ("a", vec![Act::Record]),
+            ("b", vec![Act::Record]),
+            ("c", vec![Act::Record]),
+        ],
+        backend.clone(),
+    );
+    // One slot: once a is done, c (which waits for a) goes before b, as a
+    // node's config goes before another node's VM.
+    let p = plan(&[("a", &[]), ("b", &[]), ("c", &["a"])]);
+    let ran = run(fake.clone(), &p, backend, 1, never_cancelled()).await;
+    assert_eq!(ran.outcome.expect("run"), RunOutcome::Done);
+    assert_eq!(
+        fake.log(),
+        ["start a", "end a", "start c", "end c", "start b", "end b"]
+    );
 }
 
 #[tokio::test]
