@@ -4,13 +4,10 @@
 
 use clap::Args;
 
-use super::apply::{context, interrupt_grace, run_plan};
-use super::cluster;
-use super::cluster::approve;
+use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
-use talosprov_core::plan::{Desired, Observed, destroy_plan};
-use talosprov_state::Sensitive;
+use talosprov_engine::command::destroy::{DestroyRequest, Destroyed, destroy};
 
 /// Arguments of `talosprov destroy`.
 #[derive(Debug, Args)]
@@ -45,60 +42,37 @@ pub struct DestroyArgs {
 /// Run `destroy`.
 ///
 /// # Errors
-/// A held lock, no confirmation, failed deletions; Ctrl-C.
+/// `-json` without `-auto-approve`; the engine's: a held lock, no
+/// confirmation, failed deletions, an interruption.
 pub async fn run(args: DestroyArgs) -> Result<Outcome, CommandError> {
     if args.json {
         crate::ui::json::enable();
         crate::ui::json::version("destroy");
     }
-    if args.parallelism == 0 {
-        return Err(anyhow::anyhow!("-parallelism must be at least 1").into());
-    }
     if args.json && !args.auto_approve {
         return Err(anyhow::anyhow!("-json cannot ask for confirmation: add -auto-approve").into());
     }
-    let interrupt_grace = interrupt_grace()?;
-    let topology = cluster::load_topology(&args.state.file)?;
-    cluster::locked(&args.state, &args.lock, "destroy", async |store, cancel| {
-        let Some(loaded) = store.load().await? else {
-            crate::ui::write_stdout("No state: nothing to destroy.\n")?;
-            return Ok(Outcome::Success);
-        };
-        let (mut state, encrypted) = (loaded.state, loaded.encrypted);
-        let plan = destroy_plan(Some(&state), &Observed::default(), args.purge_images);
-        if crate::ui::json::enabled() {
-            crate::ui::json::plan(&plan);
-        } else {
-            crate::ui::write_stdout(&crate::ui::plan::render(&plan))?;
+    let request = DestroyRequest {
+        state: args.state.settings(),
+        lock_timeout: args.lock.lock_timeout,
+        auto_approve: args.auto_approve,
+        purge_images: args.purge_images,
+        parallelism: args.parallelism,
+    };
+    match destroy(&request, &Console::ui()).await? {
+        Destroyed::NoState => crate::ui::write_stdout("No state: nothing to destroy.\n")?,
+        Destroyed::Done(plan) if plan.is_empty() => {}
+        Destroyed::Done(plan) => {
+            let summary = format!(
+                "Destroy complete! Resources: {} destroyed.",
+                plan.summary().destroy
+            );
+            if crate::ui::json::enabled() {
+                crate::ui::json::summary("destroy", &plan.summary(), &summary);
+            } else {
+                crate::ui::write_stdout(&format!("\n{summary}\n"))?;
+            }
         }
-        if plan.is_empty() {
-            return Ok(Outcome::Success);
-        }
-        approve(
-            args.auto_approve,
-            "Do you really want to destroy all resources?\n  talosprov will destroy all the resources described above. There is no undo.",
-            "-auto-approve",
-            cancel.clone(),
-        )
-        .await?;
-        let ctx = context(
-            &topology,
-            &state,
-            Desired::default(),
-            Sensitive::default(),
-            interrupt_grace,
-        )?;
-        run_plan(ctx, &plan, store, encrypted, &mut state, args.parallelism, cancel).await?;
-        let summary = format!(
-            "Destroy complete! Resources: {} destroyed.",
-            plan.summary().destroy
-        );
-        if crate::ui::json::enabled() {
-            crate::ui::json::summary("destroy", &plan.summary(), &summary);
-        } else {
-            crate::ui::write_stdout(&format!("\n{summary}\n"))?;
-        }
-        Ok(Outcome::Success)
-    })
-    .await
+    }
+    Ok(Outcome::Success)
 }

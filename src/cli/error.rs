@@ -15,42 +15,20 @@ pub enum Outcome {
     Changes,
 }
 
-/// A failed command: the error to print once, and the exit code it maps to.
-#[derive(Debug)]
-pub enum CommandError {
-    /// An error already reported to the user (diagnostics printed by the
-    /// command itself); exit 1 without printing anything more.
-    Reported,
-    /// Any other error: printed once, with its chain of causes; exit 1.
-    Failed(anyhow::Error),
-    /// Ctrl-C or SIGTERM: exit 130 after SIGINT, 143 after SIGTERM (the
-    /// first signal received decides).
-    Interrupted,
-    /// The state lock is held by another run, still once `-lock-timeout` ran
-    /// out: printed once, exit 3, so a script can tell "busy, try later" from
-    /// a failure.
-    Locked(anyhow::Error),
-}
+pub use talosprov_engine::command::CommandError;
 
-impl<E: Into<anyhow::Error>> From<E> for CommandError {
-    fn from(e: E) -> Self {
-        CommandError::Failed(e.into())
-    }
-}
-
-impl CommandError {
-    /// The process exit code for this error: 1, 3 when the state is locked,
-    /// or when interrupted 130 (SIGINT) or 143 (SIGTERM).
-    pub fn exit_code(&self) -> ExitCode {
-        match self {
-            CommandError::Interrupted => ExitCode::from(
-                super::signals::received()
-                    .unwrap_or(super::signals::Signal::Interrupt)
-                    .exit_code(),
-            ),
-            CommandError::Locked(_) => ExitCode::from(3),
-            _ => ExitCode::from(1),
-        }
+/// The process exit code for a failed command: 1, 3 when the state is
+/// locked, or when interrupted 130 (SIGINT) or 143 (SIGTERM), the first
+/// signal received deciding.
+pub fn exit_code(error: &CommandError) -> ExitCode {
+    match error {
+        CommandError::Interrupted => ExitCode::from(
+            super::signals::received()
+                .unwrap_or(super::signals::Signal::Interrupt)
+                .exit_code(),
+        ),
+        CommandError::Locked(_) => ExitCode::from(3),
+        CommandError::Reported | CommandError::Failed(_) => ExitCode::from(1),
     }
 }
 

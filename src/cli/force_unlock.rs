@@ -4,9 +4,10 @@
 
 use clap::Args;
 
+use super::frontend::Console;
 use super::state_options::StateOptions;
 use super::{CommandError, Outcome};
-use talosprov_state::Backend;
+use talosprov_engine::command::state::force_unlock;
 
 /// Arguments of `talosprov force-unlock`.
 #[derive(Debug, Args)]
@@ -22,13 +23,11 @@ pub struct ForceUnlockArgs {
     state: StateOptions,
 }
 
-/// Release the lock, unless its holder still runs (on this host, or holding
-/// the local lock file's OS lock): releasing it would let two runs change the
-/// cluster at once.
+/// Release the lock, after asking unless `-force`.
 ///
 /// # Errors
-/// No terminal and no `-force`, a lock ID that does not match the lock, a
-/// holder still running, or a backend failure.
+/// No terminal to ask on without `-force`; the engine's: a "no", a lock ID
+/// that is not the holder's, a backend failure.
 pub async fn run(args: ForceUnlockArgs) -> Result<Outcome, CommandError> {
     if !args.force && !crate::ui::console::stdin_is_terminal() {
         return Err(anyhow::anyhow!(
@@ -36,23 +35,16 @@ pub async fn run(args: ForceUnlockArgs) -> Result<Outcome, CommandError> {
         )
         .into());
     }
-    let store = args.state.open()?;
-    if !args.force {
-        let question = format!(
-            "Do you really want to force-unlock the state in {}?\n  talosprov will remove lock {}; \
-             a run still holding it would then race with the next one.",
-            store.backend().describe(),
-            args.lock_id
-        );
-        if !crate::ui::console::confirm(&question)? {
-            return Err(anyhow::anyhow!("force-unlock cancelled: the lock is kept").into());
-        }
-    }
-    store.unlock(&args.lock_id).await?;
+    let location = force_unlock(
+        &args.state.settings(),
+        &args.lock_id,
+        args.force,
+        &Console::ui(),
+    )
+    .await?;
     crate::ui::print_line(&format!(
-        "Released lock {} on the state in {}.",
-        args.lock_id,
-        store.backend().describe()
+        "Released lock {} on the state in {location}.",
+        args.lock_id
     ));
     Ok(Outcome::Success)
 }

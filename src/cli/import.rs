@@ -6,12 +6,11 @@
 
 use clap::Args;
 
-use super::cluster;
+use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
-use talosprov_engine::apply::import;
-use talosprov_state::Address;
-use talosprov_state::format::State;
+use talosprov_core::state::Address;
+use talosprov_engine::command::import::{ImportRequest, Imported, import};
 
 /// Arguments of `talosprov import`.
 #[derive(Debug, Args)]
@@ -38,41 +37,22 @@ pub struct ImportArgs {
 /// Run `import`.
 ///
 /// # Errors
-/// Topology diagnostics; an address the topology does not declare, or
-/// declares at another ID; an address already in the state; nothing at the
-/// ID in Proxmox; a held lock; Proxmox and state errors.
+/// The engine's: topology diagnostics; an address the topology does not
+/// declare, or declares at another ID; an address already in the state;
+/// nothing at the ID in Proxmox; a held lock; Proxmox and state errors.
 pub async fn run(args: ImportArgs) -> Result<Outcome, CommandError> {
-    let topology = cluster::load_topology(&args.state.file)?;
-    let target = import::target(&topology, &args.address, &args.id)?;
-    let client = cluster::proxmox_client(&topology)?;
-    let imported = cluster::locked(
-        &args.state,
-        &args.lock,
-        "import",
-        async |store, mut cancel| {
-            let body = async {
-                let loaded = store.load().await?;
-                let (mut state, encrypted) = match loaded {
-                    Some(l) => (l.state, l.encrypted),
-                    None => (State::new(uuid::Uuid::new_v4()), store.has_keys()),
-                };
-                import::check_state(&state, &target)?;
-                let imported = import::read(&client, &target).await?;
-                let description = imported.describe();
-                imported.record(&mut state);
-                store.save(&mut state, encrypted).await?;
-                Ok::<_, CommandError>(description)
-            };
-            tokio::select! {
-                r = body => r,
-                _ = cancel.wait_for(|c| *c) => Err(CommandError::Interrupted),
-            }
-        },
-    )
-    .await?;
-    let address = target.address();
+    let request = ImportRequest {
+        address: args.address,
+        id: args.id,
+        state: args.state.settings(),
+        lock_timeout: args.lock.lock_timeout,
+    };
+    let Imported {
+        address,
+        description,
+    } = import(&request, &Console::ui()).await?;
     crate::ui::write_stdout(&format!(
-        "{address}: imported {imported}\n\nImport successful! {address} is now in the state and \
+        "{address}: imported {description}\n\nImport successful! {address} is now in the state and \
          managed by talosprov: `talosprov plan` shows what apply changes on it to match the \
          topology, and `talosprov destroy` deletes it.\n"
     ))?;

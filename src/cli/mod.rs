@@ -4,14 +4,13 @@
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
-mod addons;
 mod apply;
 mod argv;
-mod cluster;
 mod completion;
 mod destroy;
 pub mod error;
 mod force_unlock;
+mod frontend;
 mod health;
 mod import;
 mod init;
@@ -19,13 +18,11 @@ mod machineconfig;
 mod machineconfig_gen;
 mod output;
 mod plan;
-mod planning;
 mod render;
 mod schema;
 mod secrets;
 mod secrets_export;
 mod secrets_gen;
-mod secrets_guard;
 mod secrets_import;
 mod show;
 pub mod signals;
@@ -209,7 +206,7 @@ pub fn main() -> ExitCode {
             if let CommandError::Failed(e) | CommandError::Locked(e) = &err {
                 crate::ui::print_error(e);
             }
-            err.exit_code()
+            error::exit_code(&err)
         }
     }
 }

@@ -7,9 +7,11 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail};
 use clap::Args;
 
-use super::state_options::{StateOptions, no_state};
+use super::frontend::Console;
+use super::state_options::StateOptions;
 use super::{CommandError, Outcome};
-use talosprov_state::format::{Output, Outputs};
+use talosprov_core::state::format::{Output, Outputs};
+use talosprov_engine::command::state::outputs;
 
 /// Arguments of `talosprov output`.
 #[derive(Debug, Args)]
@@ -82,9 +84,7 @@ fn find<'a>(
 /// # Errors
 /// No state, an unknown output, or a failed write.
 pub async fn run(args: OutputArgs) -> Result<Outcome, CommandError> {
-    let store = args.state.open()?;
-    let loaded = store.load().await?.ok_or_else(|| no_state(&store))?;
-    let outputs = &loaded.state.outputs;
+    let outputs = &outputs(&args.state.settings(), &Console::ui()).await?;
     let Some(name) = &args.name else {
         if args.raw || args.out_file.is_some() {
             return Err(anyhow!(
@@ -119,7 +119,7 @@ pub async fn run(args: OutputArgs) -> Result<Outcome, CommandError> {
     let (key, output) = find(outputs, name, args.node.as_deref())?;
     let value = output.value.expose();
     if let Some(path) = &args.out_file {
-        talosprov_state::local::write_private_file(path, value.as_bytes()).map_err(|e| {
+        talosprov_files::write_private(path, value.as_bytes()).map_err(|e| {
             anyhow::Error::new(e).context(format!("cannot write {}", path.display()))
         })?;
         crate::ui::print_line(&format!("Wrote {key} to {} (mode 0600).", path.display()));

@@ -2,17 +2,14 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use clap::Args;
 
-use super::cluster;
-use super::planning::make_plan;
-use super::secrets_guard;
+use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
-use talosprov_core::plan::{GitlabReport, SavedPlan};
-use talosprov_core::topology::Topology;
-use talosprov_state::{Address, StateBackend, StateStore};
+use talosprov_core::state::Address;
+use talosprov_engine::command::plan::{PlanRequest, plan};
+use talosprov_engine::command::store::DEFAULT_TOPOLOGY;
 
 /// Arguments of `talosprov plan`.
 #[derive(Debug, Args)]
@@ -80,78 +77,30 @@ pub struct PlanArgs {
 /// Run `plan`.
 ///
 /// # Errors
-/// Topology diagnostics, state and refresh errors, refused changes.
+/// The engine's: topology diagnostics, a held lock, refusals, refresh errors,
+/// a report or plan file that cannot be written, an interruption.
 pub async fn run(args: PlanArgs) -> Result<Outcome, CommandError> {
-    let topology = cluster::load_topology(&args.state.file)?;
-    // The state stays locked while planning, as OpenTofu's plan does, so that
-    // the plan is made from a state no apply is writing.
-    let lock = &args.lock;
-    cluster::locked(&args.state, lock, "plan", async |store, mut cancel| {
-        tokio::select! {
-            r = plan_locked(&args, &topology, store) => r,
-            _ = cancel.wait_for(|c| *c) => {
-                super::signals::warn_planning_interrupted("plan");
-                Err(CommandError::Interrupted)
-            }
-        }
-    })
-    .await
-}
-
-/// Plan from the locked state, print it, and write the saved plan and the
-/// GitLab report.
-async fn plan_locked(
-    args: &PlanArgs,
-    topology: &Topology,
-    store: &StateStore<StateBackend>,
-) -> Result<Outcome, CommandError> {
-    let loaded = store.load().await?;
-    let state = loaded.as_ref().map(|l| &l.state);
-    let offline = args.offline || !args.refresh;
-    secrets_guard::refuse_lost_secrets(topology, state, store)?;
-    if !offline {
-        secrets_guard::refuse_existing_cluster(topology, state, None, store).await?;
-    }
-    let planned = make_plan(topology, state, None, offline, &args.target, args.staged).await?;
-    let drift_only = args
-        .refresh_only
-        .then(|| crate::ui::plan::refresh_only(&planned.plan));
-    let plan = drift_only.as_ref().unwrap_or(&planned.plan);
-    if args.json {
-        crate::ui::write_stdout(&(plan.to_json() + "\n"))?;
-    } else {
-        crate::ui::write_stdout(&crate::ui::plan::render(plan))?;
-    }
-    if let Some(report) = &args.report_gitlab {
-        std::fs::write(report, GitlabReport::of(plan).to_json() + "\n")
-            .with_context(|| format!("cannot write {}", report.display()))?;
-    }
-    if let Some(out) = &args.out {
-        cluster::write_saved_plan(
-            out,
-            &SavedPlan {
-                plan: plan.clone(),
-                secrets: planned.generated.clone(),
-                targets: args.target.iter().map(ToString::to_string).collect(),
-                staged: args.staged,
-                inputs: planned.inputs.clone(),
-                renderings: planned.renderings.clone(),
-            },
-        )?;
-        if !args.json {
-            crate::ui::write_stdout(&format!(
-                "\nSaved the plan to: {}\n\nTo perform exactly these actions, run:\n    {}\n",
-                out.display(),
-                apply_command(&args.state, out)
-            ))?;
-        }
-    }
-    let pending = if args.refresh_only {
-        !plan.drift.is_empty()
-    } else {
-        !plan.is_empty() || !plan.conflicts.is_empty()
+    let request = PlanRequest {
+        state: args.state.settings(),
+        lock_timeout: args.lock.lock_timeout,
+        out: args.out.clone(),
+        report_gitlab: args.report_gitlab.clone(),
+        offline: args.offline || !args.refresh,
+        targets: args.target.clone(),
+        refresh_only: args.refresh_only,
+        staged: args.staged,
     };
-    if args.detailed_exitcode && pending {
+    let planned = plan(&request, &Console::for_plan(args.json)).await?;
+    if let Some(out) = &args.out
+        && !args.json
+    {
+        crate::ui::write_stdout(&format!(
+            "\nSaved the plan to: {}\n\nTo perform exactly these actions, run:\n    {}\n",
+            out.display(),
+            apply_command(&args.state, out)
+        ))?;
+    }
+    if args.detailed_exitcode && planned.pending {
         Ok(Outcome::Changes)
     } else {
         Ok(Outcome::Success)
@@ -165,7 +114,7 @@ async fn plan_locked(
 /// quoted for a POSIX shell where it needs it.
 fn apply_command(state: &StateOptions, out: &Path) -> String {
     let mut args: Vec<String> = vec!["talosprov".into(), "apply".into()];
-    if state.file != Path::new(super::state_options::DEFAULT_TOPOLOGY) {
+    if state.file != Path::new(DEFAULT_TOPOLOGY) {
         args.extend(["-f".into(), state.file.display().to_string()]);
     }
     if let Some(path) = &state.state {

@@ -7,9 +7,10 @@ use clap::Args;
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 
-use super::state_options::{StateOptions, no_state};
+use super::frontend::Console;
+use super::state_options::StateOptions;
 use super::{CommandError, Outcome};
-use talosprov_state::Backend as _;
+use talosprov_engine::command::secrets::export;
 
 /// Arguments of `talosprov secrets export`.
 #[derive(Debug, Args)]
@@ -26,11 +27,11 @@ pub struct SecretsExportArgs {
     pub state: StateOptions,
 }
 
-/// Read the bundle from the state (no lock: nothing is written to the state) and write it.
+/// Write or print the bundle.
 ///
 /// # Errors
-/// No state, or no secrets in it; an existing output file without `--force`; stdout is a
-/// terminal without `--force`; a failed write.
+/// A terminal on stdout without `-o` or `--force`; an existing file without
+/// `--force`; the engine's: no state, no bundle in it.
 pub async fn run(args: SecretsExportArgs) -> Result<Outcome, CommandError> {
     if args.output.is_none() && !args.force && std::io::stdout().is_terminal() {
         return Err(anyhow!(
@@ -38,15 +39,7 @@ pub async fn run(args: SecretsExportArgs) -> Result<Outcome, CommandError> {
         )
         .into());
     }
-    let store = args.state.open()?;
-    let loaded = store.load().await?.ok_or_else(|| no_state(&store))?;
-    let secrets = loaded.state.secrets.ok_or_else(|| {
-        anyhow!(
-            "the state {} has no secrets bundle yet: `talosprov apply` creates one, \
-             `talosprov secrets import FILE` brings an existing cluster's",
-            store.backend().describe()
-        )
-    })?;
+    let secrets = export(&args.state.settings(), &Console::ui()).await?;
     match &args.output {
         Some(path) => {
             if path.exists() && !args.force {
@@ -56,7 +49,7 @@ pub async fn run(args: SecretsExportArgs) -> Result<Outcome, CommandError> {
                 )
                 .into());
             }
-            talosprov_state::local::write_private_file(path, secrets.expose().as_bytes())
+            talosprov_files::write_private(path, secrets.expose().as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))?;
             crate::ui::print_line(&format!(
                 "Wrote the secrets bundle to {} (mode 0600).",

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::cluster;
 use super::{CommandError, Outcome};
+use talosprov_engine::command::prepare::read_saved_plan;
 
 /// Arguments of `talosprov show`.
 #[derive(Debug, Args)]
@@ -28,7 +28,7 @@ pub struct ShowArgs {
 /// (`TALOSPROV_STATE_PASSPHRASE` or `TALOSPROV_STATE_AGE_IDENTITY_FILE`), or was
 /// written by a newer talosprov.
 pub async fn run(args: ShowArgs) -> Result<Outcome, CommandError> {
-    let saved = cluster::read_saved_plan(&args.planfile)?;
+    let saved = read_saved_plan(&args.planfile)?;
     if args.json {
         crate::ui::write_stdout(&(saved.plan.to_json() + "\n"))?;
     } else {

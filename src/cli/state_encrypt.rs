@@ -2,13 +2,12 @@
 //! the keys from TALOSPROV_STATE_PASSPHRASE or the age key files. Encryption
 //! never changes as a side effect of another command.
 
-use anyhow::{Context, anyhow};
 use clap::Args;
 
-use super::state_options::{LockOptions, StateOptions, no_state, with_lock};
+use super::frontend::Console;
+use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
-use talosprov_state::Backend;
-use talosprov_state::encrypt::{IDENTITY_FILE_VAR, PASSPHRASE_VAR, RECIPIENTS_FILE_VAR};
+use talosprov_engine::command::state::{Switched, set_encryption};
 
 /// Arguments of `talosprov state encrypt`.
 #[derive(Debug, Args)]
@@ -20,47 +19,28 @@ pub struct StateEncryptArgs {
     lock: LockOptions,
 }
 
-/// Rewrite the state encrypted (`true`) or in clear (`false`), under the lock.
-/// Does nothing when it already is.
+/// Store the state encrypted (`encrypted`) or in clear, and say what was
+/// done.
 ///
 /// # Errors
-/// No keys, no state, a wrong key, a lock conflict or a failed save.
+/// The engine's: no state key, no state, a held lock, the save.
 pub async fn switch(
     options: &StateOptions,
     lock: &LockOptions,
     encrypted: bool,
 ) -> Result<Outcome, CommandError> {
-    let store = options.open()?;
-    if !store.has_keys() {
-        return Err(anyhow!(
-            "no state key: set {PASSPHRASE_VAR}, or {RECIPIENTS_FILE_VAR} and {IDENTITY_FILE_VAR}"
-        )
-        .into());
-    }
-    let operation = if encrypted {
-        "state encrypt"
-    } else {
-        "state decrypt"
-    };
-    let changed = with_lock(&store, lock, operation, async |store| {
-        let loaded = store.load().await?.ok_or_else(|| no_state(store))?;
-        if loaded.encrypted == encrypted {
-            return Ok(None);
-        }
-        let mut state = loaded.state;
-        store
-            .save(&mut state, encrypted)
-            .await
-            .context("cannot save the state")?;
-        Ok(Some(state.serial))
-    })
+    let Switched { location, serial } = set_encryption(
+        &options.settings(),
+        lock.lock_timeout,
+        encrypted,
+        &Console::ui(),
+    )
     .await?;
-    let where_ = store.backend().describe();
-    let line = match (changed, encrypted) {
-        (None, true) => format!("The state in {where_} is already encrypted."),
-        (None, false) => format!("The state in {where_} is already in clear."),
-        (Some(serial), true) => format!("Encrypted the state in {where_} (serial {serial})."),
-        (Some(serial), false) => format!("Decrypted the state in {where_} (serial {serial})."),
+    let line = match (serial, encrypted) {
+        (None, true) => format!("The state in {location} is already encrypted."),
+        (None, false) => format!("The state in {location} is already in clear."),
+        (Some(serial), true) => format!("Encrypted the state in {location} (serial {serial})."),
+        (Some(serial), false) => format!("Decrypted the state in {location} (serial {serial})."),
     };
     crate::ui::print_line(&line);
     Ok(Outcome::Success)

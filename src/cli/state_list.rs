@@ -2,8 +2,10 @@
 
 use clap::Args;
 
-use super::state_options::{StateOptions, no_state};
+use super::frontend::Console;
+use super::state_options::StateOptions;
 use super::{CommandError, Outcome};
+use talosprov_engine::command::state::list;
 
 /// Arguments of `talosprov state list`.
 #[derive(Debug, Args)]
@@ -12,19 +14,13 @@ pub struct StateListArgs {
     state: StateOptions,
 }
 
-/// Print the addresses, sorted.
+/// Print every address in the state, one a line.
 ///
 /// # Errors
-/// No state, or the state cannot be read.
+/// No state, or one that cannot be read; stdout closed.
 pub async fn run(args: StateListArgs) -> Result<Outcome, CommandError> {
-    let store = args.state.open()?;
-    let loaded = store.load().await?.ok_or_else(|| no_state(&store))?;
-    let lines: Vec<String> = loaded
-        .state
-        .addresses()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let addresses = list(&args.state.settings(), &Console::ui()).await?;
+    let lines: Vec<String> = addresses.iter().map(ToString::to_string).collect();
     crate::ui::console::print_lines(&lines)?;
     Ok(Outcome::Success)
 }

@@ -1,12 +1,13 @@
 //! `talosprov state rm ADDR...`: forget resources without touching them, as
 //! OpenTofu's `state rm` does. Asks for confirmation unless `-auto-approve`.
 
-use anyhow::{Context, bail};
 use clap::Args;
 
-use super::state_options::{LockOptions, StateOptions, no_state, with_lock};
+use super::frontend::Console;
+use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
-use talosprov_state::Address;
+use talosprov_core::state::Address;
+use talosprov_engine::command::state::remove;
 
 /// Arguments of `talosprov state rm`.
 #[derive(Debug, Args)]
@@ -26,11 +27,11 @@ pub struct StateRmArgs {
     lock: LockOptions,
 }
 
-/// Remove the addresses from the state and save it (serial + 1).
+/// Remove the addresses from the state, after asking unless `-auto-approve`.
 ///
 /// # Errors
-/// No terminal and no `-auto-approve`, an address not in the state, a lock
-/// conflict, or a failed save.
+/// No terminal to ask on without `-auto-approve`; the engine's: no state, an
+/// address not in it, a "no", a held lock, the save.
 pub async fn run(args: StateRmArgs) -> Result<Outcome, CommandError> {
     if !args.auto_approve && !crate::ui::console::stdin_is_terminal() {
         return Err(anyhow::anyhow!(
@@ -38,41 +39,13 @@ pub async fn run(args: StateRmArgs) -> Result<Outcome, CommandError> {
         )
         .into());
     }
-    let store = args.state.open()?;
-    let removed = with_lock(&store, &args.lock, "state rm", async |store| {
-        let loaded = store.load().await?.ok_or_else(|| no_state(store))?;
-        let mut state = loaded.state;
-        let missing: Vec<String> = args
-            .addresses
-            .iter()
-            .filter(|a| state.show(a).is_none())
-            .map(ToString::to_string)
-            .collect();
-        if !missing.is_empty() {
-            bail!("not in the state: {} (see `talosprov state list`)", missing.join(", "));
-        }
-        if !args.auto_approve {
-            let list: Vec<String> = args.addresses.iter().map(|a| format!("  {a}")).collect();
-            let question = format!(
-                "talosprov will forget these resources; they keep running, untouched:\n{}\n\nDo you want to remove them from the state?",
-                list.join("\n")
-            );
-            // On a blocking thread, so that Ctrl-C still reaches `with_lock`.
-            let yes = tokio::task::spawn_blocking(move || crate::ui::console::confirm(&question))
-                .await??;
-            if !yes {
-                bail!("state rm cancelled: nothing was removed");
-            }
-        }
-        for a in &args.addresses {
-            state.remove(a);
-        }
-        store
-            .save(&mut state, loaded.encrypted)
-            .await
-            .context("cannot save the state")?;
-        Ok(args.addresses.len())
-    })
+    let removed = remove(
+        &args.state.settings(),
+        args.lock.lock_timeout,
+        &args.addresses,
+        args.auto_approve,
+        &Console::ui(),
+    )
     .await?;
     let mut lines: Vec<String> = args
         .addresses

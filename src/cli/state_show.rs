@@ -3,9 +3,11 @@
 
 use clap::Args;
 
-use super::state_options::{StateOptions, no_state};
+use super::frontend::Console;
+use super::state_options::StateOptions;
 use super::{CommandError, Outcome};
-use talosprov_state::Address;
+use talosprov_core::state::Address;
+use talosprov_engine::command::state::show;
 
 /// Arguments of `talosprov state show`.
 #[derive(Debug, Args)]
@@ -17,19 +19,12 @@ pub struct StateShowArgs {
     state: StateOptions,
 }
 
-/// Print `# ADDR` and the recorded attributes.
+/// Print the attributes at the address, as JSON.
 ///
 /// # Errors
-/// No state, or nothing recorded at the address.
+/// No state, no resource at the address; stdout closed.
 pub async fn run(args: StateShowArgs) -> Result<Outcome, CommandError> {
-    let store = args.state.open()?;
-    let loaded = store.load().await?.ok_or_else(|| no_state(&store))?;
-    let value = loaded.state.show(&args.address).ok_or_else(|| {
-        anyhow::anyhow!(
-            "no resource at {} in the state (see `talosprov state list`)",
-            args.address
-        )
-    })?;
+    let value = show(&args.state.settings(), &args.address, &Console::ui()).await?;
     let pretty = serde_json::to_string_pretty(&value)?;
     crate::ui::console::print_lines(&[format!("# {}", args.address), pretty])?;
     Ok(Outcome::Success)

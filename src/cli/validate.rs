@@ -3,16 +3,12 @@
 //! reported together. Each stage returns diagnostics and the next appends its own.
 
 use clap::Args;
-use std::path::{Path, PathBuf};
-
-use anyhow::Context as _;
+use std::path::PathBuf;
 
 use super::{CommandError, Outcome};
 use crate::ui::summary::ValidateReport;
 use talosprov_core::diagnostics;
-use talosprov_core::machine::{SecretsBundle, node, node_configs};
-use talosprov_core::patch::discover::PatchFile;
-use talosprov_core::topology::{Diagnostic, Topology};
+use talosprov_engine::command::validate::check;
 
 /// Arguments of `talosprov validate` (its help text is on `Command::Validate`).
 #[derive(Debug, Args)]
@@ -31,134 +27,6 @@ pub struct ValidateArgs {
     /// validated topology with defaults applied, and each node's patches).
     #[arg(long)]
     pub json: bool,
-}
-
-/// Each node's patch files in merge order, by hostname, in node order.
-pub type NodePatches = Vec<(String, Vec<PatchFile>)>;
-
-/// What `validate` found: the model, the patch tree and every diagnostic.
-#[derive(Debug, Clone)]
-pub struct Validation {
-    /// The topology, when it has no error.
-    pub topology: Option<Topology>,
-    /// Each node's patches in merge order, by hostname, in node order.
-    pub patches: NodePatches,
-    /// Files in the patch tree that are not patches.
-    pub ignored: Vec<PathBuf>,
-    /// Every diagnostic of every stage, each stage's sorted by file and line.
-    pub diagnostics: Vec<Diagnostic>,
-}
-
-/// Run every stage on `file`: the topology, then (when it has no error) the patch tree and
-/// every node's final machine config, so template errors, patches that cannot apply and
-/// configs Talos would refuse are reported with the topology's problems.
-///
-/// The configs are built with a secrets bundle made for the purpose
-/// ([`SecretsBundle::generate_for_checks`]: real keys, no RSA): no check depends on the
-/// secret values, and nothing is printed or kept.
-///
-/// # Errors
-/// When the topology file cannot be read at all, or the throwaway bundle cannot be made.
-pub fn check(file: &Path) -> anyhow::Result<Validation> {
-    let mut loaded = talosprov_files::load_topology(file)?;
-    if let Some(recorded) = loaded.topology.as_ref().and_then(recorded_pools) {
-        loaded = talosprov_files::load_topology_with(file, recorded)?;
-    }
-    let mut v = Validation {
-        topology: loaded.topology,
-        patches: Vec::new(),
-        ignored: Vec::new(),
-        diagnostics: loaded.diagnostics,
-    };
-    let Some(t) = &v.topology else {
-        return Ok(v);
-    };
-    let set = match talosprov_files::load_patches(t) {
-        Ok(set) => set,
-        Err(diagnostics) => {
-            v.diagnostics.extend(diagnostics);
-            return Ok(v);
-        }
-    };
-    v.patches = set.node_patches().to_vec();
-    v.ignored = set.ignored().to_vec();
-    v.diagnostics.extend(set.warnings().iter().cloned());
-    let secrets =
-        SecretsBundle::generate_for_checks(&mut rand::rngs::OsRng, time::OffsetDateTime::now_utc())
-            .context("cannot make the secrets bundle for checking the machine configs")?;
-    let (addons, problems) = talosprov_files::render_addons(t);
-    v.diagnostics.extend(problems);
-    v.diagnostics.extend(helm_problems(t));
-    let inline = talosprov_core::addon::inline_manifests(t, &addons);
-    match node_configs(t, &secrets, &set, &inline) {
-        Ok(configs) => {
-            v.diagnostics.extend(node::warnings(&configs));
-            v.diagnostics
-                .extend(talosprov_core::addon::check(t, &configs));
-            let facts = talosprov_core::addon::ClusterFacts::of(&configs);
-            v.diagnostics.extend(talosprov_core::addon::object_checks(
-                t,
-                &addons,
-                facts.as_ref(),
-            ));
-        }
-        Err(diagnostics) => v.diagnostics.extend(diagnostics),
-    }
-    Ok(v)
-}
-
-/// The pools' allocation a local, unencrypted state beside the topology
-/// records, so that `validate` lists the members as `plan` will (offline: a
-/// remote or encrypted state is not read, and members are listed as a first
-/// apply would allocate them).
-fn recorded_pools(
-    t: &Topology,
-) -> Option<std::collections::BTreeMap<String, Vec<talosprov_core::topology::pools::RecordedMember>>>
-{
-    if t.pools.is_empty() {
-        return None;
-    }
-    let talosprov_core::topology::StateSettings::Local { path } = &t.state else {
-        return None;
-    };
-    let path = path.clone().unwrap_or_else(|| {
-        talosprov_core::paths::folder_of(&t.file).join(talosprov_state::config::DEFAULT_STATE_FILE)
-    });
-    let bytes = std::fs::read(path).ok()?;
-    let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    serde_json::from_value(value.get("pools")?.clone()).ok()
-}
-
-/// `A011` for each `helm` add-on when no `helm` program can be found
-/// (`TALOSPROV_HELM`, else `helm` on `PATH`): `plan` would need it.
-fn helm_problems(t: &Topology) -> Vec<Diagnostic> {
-    let charts: Vec<&talosprov_core::topology::Addon> = t
-        .addons
-        .values()
-        .filter(|a| matches!(a.source, talosprov_core::topology::AddonSource::Helm { .. }))
-        .collect();
-    if charts.is_empty() {
-        return Vec::new();
-    }
-    let found = talosprov_sources::find_helm(
-        std::env::var(talosprov_sources::HELM_ENV).ok().as_deref(),
-        std::env::var("PATH").ok().as_deref(),
-    );
-    let Err(e) = found else {
-        return Vec::new();
-    };
-    charts
-        .into_iter()
-        .map(|a| {
-            let msg = format!("add-on `{}` is a Helm chart: {e}", a.name);
-            talosprov_core::addon::manifests::at(
-                t,
-                a,
-                talosprov_core::topology::Code::HelmNotFound,
-                msg,
-            )
-        })
-        .collect()
 }
 
 /// Run `validate`: exit 0 when there is no error, 1 otherwise.

@@ -332,8 +332,8 @@ pub fn gate_outcome(outcome: &GateOutcome, message: &str) {
 mod tests {
     use super::*;
     use talosprov_core::plan::Action;
+    use talosprov_core::state::Address;
     use talosprov_engine::apply::Event;
-    use talosprov_state::Address;
 
     #[test]
     fn every_object_carries_the_common_keys() {

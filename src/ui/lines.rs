@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use talosprov_core::plan::Action;
+use talosprov_core::state::Address;
 use talosprov_engine::apply::{Event, EventKind, Update};
-use talosprov_state::Address;
 
 /// What the view counted, for the closing line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -160,4 +160,51 @@ pub fn gate_outcome_text(
             outcome.missing().join("; ")
         )
     }
+}
+
+/// The cluster's nodes as `kubectl get nodes` shows them: NAME, STATUS, ROLES,
+/// VERSION, INTERNAL-IP, and GPU when any node has one.
+pub fn node_table(nodes: &[talosprov_engine::health::KubeNode]) -> String {
+    let gpus = nodes.iter().any(|n| n.gpus > 0);
+    let mut rows = vec![
+        vec!["NAME", "STATUS", "ROLES", "VERSION", "INTERNAL-IP"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>(),
+    ];
+    if gpus {
+        rows[0].push("GPU".to_owned());
+    }
+    for n in nodes {
+        let mut row = vec![
+            n.name.clone(),
+            if n.ready { "Ready" } else { "NotReady" }.to_owned(),
+            if n.control_plane {
+                "control-plane"
+            } else {
+                "<none>"
+            }
+            .to_owned(),
+            n.kubelet_version.clone(),
+            n.internal_ip
+                .map_or_else(|| "<none>".to_owned(), |ip| ip.to_string()),
+        ];
+        if gpus {
+            row.push(n.gpus.to_string());
+        }
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    rows.iter()
+        .map(|r| {
+            let cells: Vec<String> = r
+                .iter()
+                .zip(&widths)
+                .map(|(cell, w)| format!("{cell:<w$}"))
+                .collect();
+            cells.join("   ").trim_end().to_owned() + "\n"
+        })
+        .collect()
 }

@@ -6,18 +6,6 @@ use std::fmt::Write;
 
 use talosprov_core::plan::{Action, Change, Conflict, DriftKind, FieldChange, Plan, Summary};
 
-/// Keep only the drift of `plan` (pure): what `-refresh-only` shows.
-pub fn refresh_only(plan: &Plan) -> Plan {
-    Plan {
-        changes: Vec::new(),
-        warnings: Vec::new(),
-        conflicts: Vec::new(),
-        addons: Vec::new(),
-        pools: Vec::new(),
-        ..plan.clone()
-    }
-}
-
 /// The whole plan as text, ending with the summary line.
 pub fn render(plan: &Plan) -> String {
     let mut out = String::new();
@@ -294,7 +282,7 @@ pub fn apply_summary_line(s: &Summary) -> String {
 mod tests {
     use super::*;
     use talosprov_core::plan::{Drift, PlanWarning};
-    use talosprov_state::Address;
+    use talosprov_core::state::Address;
 
     fn sample() -> Plan {
         Plan {

@@ -10,8 +10,8 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use talosprov_core::state::Address;
 use talosprov_engine::apply::{EventKind, Update};
-use talosprov_state::Address;
 
 use super::lines::verb;
 pub use super::lines::{
@@ -20,7 +20,7 @@ pub use super::lines::{
 
 /// Print a retry made outside an apply's steps (a plan's refresh) as one
 /// line on stderr: `Retrying Proxmox: … in 0.25 s (attempt 2): …`.
-pub fn retry_line(notice: &talosprov_retry::Notice) {
+pub fn retry_line(notice: &talosprov_engine::command::Notice) {
     let text = notice.to_string();
     let mut chars = text.chars();
     let text = chars.next().map_or_else(String::new, |c| {

@@ -1,11 +1,15 @@
-//! talosprov's engine: refresh (what exists on Proxmox and on the nodes), the
-//! executor that runs a plan's changes in dependency order under `-parallelism`,
-//! and the cluster health checks the waits use. It talks to the machines only
-//! through the clients (`talosprov-proxmox`, `talosprov-talos`,
-//! `talosprov-factory`) and stores the state through `talosprov-state`; what to
-//! do comes from `talosprov_core::plan`.
+//! talosprov's engine: the commands' workflows ([`command`]: plan, apply,
+//! destroy, import, health, the state and secrets commands, validate and
+//! render, each one call taking resolved settings and a frontend), refresh
+//! (what exists on Proxmox and on the nodes), the executor that runs a plan's
+//! changes in dependency order under `-parallelism`, and the cluster health
+//! checks the waits use. It talks to the machines only through the clients
+//! (`talosprov-proxmox`, `talosprov-talos`, `talosprov-factory`) and stores
+//! the state through `talosprov-state`; what to do comes from
+//! `talosprov_core::plan`.
 
 #![warn(missing_docs)]
 
 pub mod apply;
+pub mod command;
 pub mod health;

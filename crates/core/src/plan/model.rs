@@ -159,6 +159,19 @@ pub struct AddonValues {
 }
 
 impl Plan {
+    /// Only the drift of this plan: what `-refresh-only` shows and records
+    /// (no changes, warnings, conflicts, add-on values or pool changes).
+    pub fn drift_only(&self) -> Plan {
+        Plan {
+            changes: Vec::new(),
+            warnings: Vec::new(),
+            conflicts: Vec::new(),
+            addons: Vec::new(),
+            pools: Vec::new(),
+            ..self.clone()
+        }
+    }
+
     /// A plan of `changes` made after a refresh, with no lineage or serial
     /// yet, no drift and no warnings (the pure planner's output before the
     /// state is known; tests build on it).

@@ -321,6 +321,25 @@ impl Preset {
             Preset::TalosCcm => "talos-ccm",
         }
     }
+
+    /// Whether the preset installs the cluster's CNI, so that nodes become
+    /// Ready once it runs (apply's final gate and `health` then wait for
+    /// them).
+    pub fn carries_cni(self) -> bool {
+        match self {
+            Preset::Cilium => true,
+            Preset::NvidiaGpuOperator | Preset::TalosCcm => false,
+        }
+    }
+
+    /// Whether the preset runs the NVIDIA device plugin, so that GPU nodes
+    /// get `nvidia.com/gpu` allocatable (the final gate waits for it).
+    pub fn runs_device_plugin(self) -> bool {
+        match self {
+            Preset::NvidiaGpuOperator => true,
+            Preset::Cilium | Preset::TalosCcm => false,
+        }
+    }
 }
 
 /// When an add-on is installed.

@@ -27,7 +27,7 @@ use talosprov_core::plan::order::chain_upgrades;
 use talosprov_core::plan::{Desired, InputDigests, Observed, Plan, SavedPlan};
 use talosprov_core::plan::{check_fresh, check_same};
 use talosprov_state::format::{Rendering, State};
-use talosprov_state::{Backend, Sensitive, StateStore};
+use talosprov_state::{Address, Backend, Sensitive, StateStore};
 
 use super::event::Update;
 use super::executor::{Provider, RunOutcome, Saver, execute};
@@ -58,23 +58,33 @@ pub struct Planned {
     pub pools: BTreeMap<String, Vec<talosprov_core::topology::pools::RecordedMember>>,
 }
 
-/// What the workflow shows before it asks.
-#[derive(Debug, Clone, Copy)]
-pub enum Shown<'a> {
-    /// The plan about to be applied (not shown for a saved plan: its user saw
-    /// it when it was made).
-    Plan(&'a Plan),
-    /// `-refresh-only`: the plan whose drift is about to be recorded.
-    Drift(&'a Plan),
-}
-
-/// What the workflow asks the user to confirm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a command asks before it changes something. The frontend words it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Question {
     /// Make the plan's changes.
     Apply,
     /// Record the observed drift in the state, changing nothing else.
     RecordDrift,
+    /// Destroy every resource the destroy plan shows.
+    Destroy,
+    /// `state rm`: forget these resources, which keep running.
+    Forget(Vec<Address>),
+    /// `force-unlock`: remove lock `id` on the state in `location`.
+    ForceUnlock {
+        /// The lock's ID.
+        id: String,
+        /// The state's location, as the backend describes it.
+        location: String,
+    },
+}
+
+/// What a command shows before it asks or returns.
+#[derive(Debug, Clone, Copy)]
+pub enum Shown<'a> {
+    /// A plan: the one about to be applied, a destroy plan, or `plan`'s.
+    Plan(&'a Plan),
+    /// `-refresh-only`: only the drift of this plan.
+    Drift(&'a Plan),
 }
 
 /// The parts of an apply the engine does not own. The CLI implements them

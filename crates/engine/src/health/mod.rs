@@ -23,3 +23,4 @@ pub use probe::{
 pub use report::{Check, CheckName, CheckStatus, HealthReport};
 
 pub use talosprov_core::topology::Role;
+pub use talosprov_kube::KubeNode;

@@ -1,38 +1,51 @@
-//! Making a plan at the edge, for `plan` and `apply`: secrets (the state's, a
+//! Making a plan, for `plan` and `apply`: secrets (the state's, a
 //! saved plan's, or new ones), rendered configs, refresh, then the pure
 //! planning, `-target` and the refusals (a disk shrink).
 
 use anyhow::Context as _;
 
-use super::CommandError;
-use super::addons;
-use super::cluster;
+use super::prepare as cluster;
+use super::{CommandError, Ui, addons};
 use talosprov_core::machine::parse_secrets_yaml;
 use talosprov_core::plan::{self, PlanInput, SavedPlan};
 use talosprov_core::topology::Topology;
 use talosprov_state::Address;
 use talosprov_state::format::State;
 
-pub use talosprov_engine::apply::session::Planned;
+pub use crate::apply::session::Planned;
+
+/// How a plan is made, beside its inputs.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanRequest<'a> {
+    /// Plan from the state alone (`-refresh=false`).
+    pub offline: bool,
+    /// `-target`s: only these and what they depend on.
+    pub targets: &'a [Address],
+    /// Config changes on running nodes are sent in staged mode (`--staged`).
+    pub staged: bool,
+}
 
 /// Make the plan.
 ///
 /// `saved`: the saved plan being applied, whose secrets are used when the
 /// state has none (new ones are generated when neither has any), and whose
-/// Helm renderings are used when their inputs are unchanged. `staged`: config
-/// changes on running nodes are sent in staged mode (`--staged`).
+/// Helm renderings are used when their inputs are unchanged.
 ///
 /// # Errors
-/// Rendering diagnostics (printed), Proxmox errors during refresh, and the
-/// plan's refusals.
+/// Rendering diagnostics (given to the frontend), Proxmox errors during
+/// refresh, and the plan's refusals.
 pub async fn make_plan(
     topology: &Topology,
     state: Option<&State>,
     saved: Option<&SavedPlan>,
-    offline: bool,
-    targets: &[Address],
-    staged: bool,
+    request: &PlanRequest<'_>,
+    ui: &Ui,
 ) -> Result<Planned, CommandError> {
+    let PlanRequest {
+        offline,
+        targets,
+        staged,
+    } = *request;
     if state.is_some_and(|s| s.secrets.is_none() && s.has_applied()) {
         // Callers refuse this first, naming the state; never generate here.
         return Err(anyhow::anyhow!(
@@ -45,7 +58,7 @@ pub async fn make_plan(
     let reloaded;
     let topology = match state {
         Some(s) if !topology.pools.is_empty() && !s.pools.is_empty() => {
-            reloaded = cluster::load_topology_with(&topology.file, s.pools.clone())?;
+            reloaded = cluster::load_topology_with(&topology.file, s.pools.clone(), ui)?;
             &reloaded
         }
         _ => topology,
@@ -70,9 +83,9 @@ pub async fn make_plan(
         recorded: state.map(|s| &s.renderings),
         saved: saved.map(|s| &s.renderings),
     };
-    let rendered = addons::render(topology, &bundle, known).await?;
-    let (configs, inputs) = cluster::render_configs(topology, &bundle, &rendered.addons)?;
-    let mut observed = cluster::observe(topology, state, &configs, offline).await?;
+    let rendered = addons::render(topology, &bundle, known, ui).await?;
+    let (configs, inputs) = cluster::render_configs(topology, &bundle, &rendered.addons, ui)?;
+    let mut observed = cluster::observe(topology, state, &configs, offline, ui).await?;
     let shared = cluster::storage_shared(&observed, state);
     let mut desired = plan::desired(topology, &configs, shared).map_err(|errors| {
         anyhow::anyhow!(
@@ -86,7 +99,7 @@ pub async fn make_plan(
     })?;
     desired.objects = talosprov_core::addon::desired_objects(topology, &rendered.addons);
     if !offline {
-        observed.kubernetes = observe_objects(state, &desired).await;
+        observed.kubernetes = observe_objects(state, &desired, ui).await;
     }
     let mut p = plan::plan(PlanInput {
         desired: &desired,
@@ -106,7 +119,7 @@ pub async fn make_plan(
     p.addons = rendered.values;
     p.pools = plan::pool_changes(state, &topology.pools);
     plan::target(&mut p, targets, &desired);
-    warn_targeting(targets, &desired, state);
+    warn_targeting(targets, &desired, state, ui);
     if staged {
         plan::stage_config_changes(&mut p);
     }
@@ -132,12 +145,12 @@ pub async fn make_plan(
 /// With `-target`, warn as OpenTofu does that resource targeting is in
 /// effect (the plan may be incomplete), and name each target that matches no
 /// resource in the topology or the state, with the closest address that does.
-fn warn_targeting(targets: &[Address], desired: &plan::Desired, state: Option<&State>) {
+fn warn_targeting(targets: &[Address], desired: &plan::Desired, state: Option<&State>, ui: &Ui) {
     if targets.is_empty() {
         return;
     }
     let named: Vec<String> = targets.iter().map(|t| format!("-target {t}")).collect();
-    crate::ui::warn(&format!(
+    ui.warn(&format!(
         "Resource targeting is in effect: the plan covers only {} and what {} on, \
          so it may be incomplete and not show every change the topology asks for. -target is \
          for exceptional situations, such as recovering from an error; plan without it to see \
@@ -166,7 +179,7 @@ fn warn_targeting(targets: &[Address], desired: &plan::Desired, state: Option<&S
             .map(ToString::to_string),
     );
     for t in unmatched {
-        crate::ui::warn(&format!(
+        ui.warn(&format!(
             "-target {t} matches no resource in the topology or the state: nothing is planned \
              for it{}",
             talosprov_core::diagnostics::did_you_mean(
@@ -188,6 +201,7 @@ const KUBE_REFRESH: std::time::Duration = std::time::Duration::from_secs(30);
 async fn observe_objects(
     state: Option<&State>,
     desired: &plan::Desired,
+    ui: &Ui,
 ) -> Option<plan::ObservedObjects> {
     let state = state?;
     let bootstrapped = state.resources.bootstrap.as_ref().is_some_and(|b| b.done);
@@ -199,7 +213,7 @@ async fn observe_objects(
         let client = talosprov_kube::KubeClient::from_kubeconfig(kubeconfig.value.expose())
             .await
             .map_err(|e| e.to_string())?;
-        talosprov_engine::apply::refresh_kube::observe_objects(
+        crate::apply::refresh_kube::observe_objects(
             &client,
             &desired.objects,
             &state.resources.objects,
@@ -213,7 +227,7 @@ async fn observe_objects(
     match outcome {
         Ok(o) => Some(o),
         Err(e) => {
-            crate::ui::warn(&format!(
+            ui.warn(&format!(
                 "the Kubernetes API was not read ({e}): the add-ons' objects are compared with \
                  the state only"
             ));

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use super::CommandError;
-use super::cluster::state_secrets_opt;
+use super::prepare::state_secrets_opt;
 use talosprov_core::machine::parse_secrets_yaml;
 use talosprov_core::topology::Topology;
 use talosprov_state::format::State;

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::CommandError;
+use super::{CommandError, Ui};
 use talosprov_core::addon::{ClusterFacts, RenderedAddon, helm, manifests};
 use talosprov_core::machine::SecretsBundle;
 use talosprov_core::plan::AddonValues;
@@ -52,7 +52,7 @@ pub struct Rendered {
 /// presets' values depend on. Says which add-ons are validated only.
 ///
 /// # Errors
-/// Every problem at once, printed ([`CommandError::Reported`]): a manifest
+/// Every problem at once, given to the frontend ([`CommandError::Reported`]): a manifest
 /// that cannot be read or is not an object, a download that fails or does
 /// not match its digest (`A004`), no `helm` program (`A011`), a chart that
 /// does not render.
@@ -60,6 +60,7 @@ pub async fn render(
     topology: &Topology,
     secrets: &SecretsBundle,
     known: Known<'_>,
+    ui: &Ui,
 ) -> Result<Rendered, CommandError> {
     let (mut addons, mut problems) = talosprov_files::render_addons(topology);
     let (downloaded, more) = downloads(topology).await?;
@@ -95,10 +96,7 @@ pub async fn render(
     }
     addons.sort_by_key(|r| topology.addons.get_index_of(&r.name));
     if talosprov_core::diagnostics::has_errors(&problems) {
-        crate::ui::write_stderr(&crate::ui::diagnostics::render_all(
-            &problems,
-            crate::ui::diagnostics::stderr_colour(),
-        ));
+        ui.diagnostics(&problems);
         return Err(CommandError::Reported);
     }
     Ok(Rendered {

@@ -1,19 +1,19 @@
-//! What plan, apply and destroy share at the edge: loading the topology (its
-//! diagnostics printed), the secrets (generated once, with the OS RNG and the
-//! clock), the rendered configs, the talosconfig, the clients, refresh, the
-//! saved plan file (0600, sealed when the state is encrypted) and the lock
-//! held across a run that stops cleanly on Ctrl-C or SIGTERM.
+//! What plan, apply, destroy and import share: loading the topology (its
+//! diagnostics given to the frontend), the secrets (generated once, with the
+//! OS RNG and the clock), the rendered configs, the talosconfig, the clients,
+//! refresh, and the saved plan file (0600, sealed when the state is
+//! encrypted).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
 
 use anyhow::Context as _;
-use tokio::sync::watch;
-
-use super::CommandError;
-use super::state_options::{LockOptions, StateOptions, acquire, state_env};
 use sha2::Digest as _;
+
+use super::store::state_env;
+use super::{CommandError, Ui};
+use crate::apply::refresh::{RefreshInput, refresh};
 use talosprov_core::addon::RenderedAddon;
 use talosprov_core::machine::{
     AdminKubeconfig, KubeconfigInput, SecretsBundle, Talosconfig, TalosconfigInput,
@@ -21,20 +21,22 @@ use talosprov_core::machine::{
 };
 use talosprov_core::plan::{InputDigests, Observed, RenderedConfig, SavedPlan};
 use talosprov_core::topology::{self, SchematicSpec, Topology};
-use talosprov_engine::apply::refresh::{RefreshInput, refresh};
 use talosprov_factory::{FactoryClient, Schematic};
+use talosprov_state::Sensitive;
 use talosprov_state::encrypt::{self, StateKeys};
 use talosprov_state::format::State;
-use talosprov_state::{Sensitive, StateBackend, StateStore};
 use talosprov_talos::ClientCredentials;
 
-/// Load and validate the topology; print its diagnostics on stderr.
+/// Load and validate the topology; its diagnostics go to the frontend.
 ///
 /// # Errors
-/// [`CommandError::Reported`] when it has errors (already printed); a failure
+/// [`CommandError::Reported`] when it has errors (already shown); a failure
 /// when the file cannot be read.
-pub fn load_topology(file: &Path) -> Result<Topology, CommandError> {
-    reported(talosprov_files::load_topology(file).map_err(anyhow::Error::new)?)
+pub fn load_topology(file: &Path, ui: &Ui) -> Result<Topology, CommandError> {
+    reported(
+        talosprov_files::load_topology(file).map_err(anyhow::Error::new)?,
+        ui,
+    )
 }
 
 /// [`load_topology`] with the pools' members `recorded` kept where they
@@ -46,13 +48,20 @@ pub fn load_topology(file: &Path) -> Result<Topology, CommandError> {
 pub fn load_topology_with(
     file: &Path,
     recorded: std::collections::BTreeMap<String, Vec<topology::pools::RecordedMember>>,
+    ui: &Ui,
 ) -> Result<Topology, CommandError> {
-    reported(talosprov_files::load_topology_with(file, recorded).map_err(anyhow::Error::new)?)
+    reported(
+        talosprov_files::load_topology_with(file, recorded).map_err(anyhow::Error::new)?,
+        ui,
+    )
 }
 
-/// Print what loading said, and give the topology unless it has errors.
-fn reported(loaded: topology::Loaded) -> Result<Topology, CommandError> {
-    crate::ui::diagnostics::print_all(&loaded.diagnostics);
+/// Give what loading said to the frontend, and the topology unless it has
+/// errors.
+fn reported(loaded: topology::Loaded, ui: &Ui) -> Result<Topology, CommandError> {
+    if !loaded.diagnostics.is_empty() {
+        ui.diagnostics(&loaded.diagnostics);
+    }
     match loaded.topology {
         Some(t) if !talosprov_core::diagnostics::has_errors(&loaded.diagnostics) => Ok(t),
         _ => Err(CommandError::Reported),
@@ -98,13 +107,19 @@ pub fn generate_secrets() -> anyhow::Result<(SecretsBundle, Sensitive)> {
 /// files), which a saved plan records.
 ///
 /// # Errors
-/// [`CommandError::Reported`] after printing the template, patch and config
-/// diagnostics; a failure when the topology file cannot be read again.
+/// [`CommandError::Reported`] after giving the template, patch and config
+/// diagnostics to the frontend; a failure when the topology file cannot be
+/// read again.
 pub fn render_configs(
     topology: &Topology,
     secrets: &SecretsBundle,
     addons: &[RenderedAddon],
+    ui: &Ui,
 ) -> Result<(Vec<RenderedConfig>, InputDigests), CommandError> {
+    let report = |d: &[topology::Diagnostic]| {
+        ui.diagnostics(d);
+        CommandError::Reported
+    };
     let patches = match talosprov_files::load_patches(topology) {
         Ok(p) => p,
         Err(diagnostics) => return Err(report(&diagnostics)),
@@ -158,11 +173,6 @@ pub fn render_configs(
         })
         .collect();
     Ok((configs, inputs))
-}
-
-fn report(diagnostics: &[topology::Diagnostic]) -> CommandError {
-    crate::ui::diagnostics::print_all(diagnostics);
-    CommandError::Reported
 }
 
 /// Node addresses by hostname.
@@ -246,11 +256,12 @@ pub fn offline_kubeconfig(
 }
 
 /// The Proxmox client for the topology (endpoint, CA or fingerprint from the
-/// file; token and fallbacks from the environment).
+/// file; token and fallbacks from the environment). A setting that turns
+/// TLS checks off is warned about.
 ///
 /// # Errors
 /// Missing endpoint or credentials, a bad fingerprint.
-pub fn proxmox_client(topology: &Topology) -> anyhow::Result<talosprov_proxmox::Client> {
+pub fn proxmox_client(topology: &Topology, ui: &Ui) -> anyhow::Result<talosprov_proxmox::Client> {
     let p = &topology.proxmox;
     let endpoint = (!p.endpoint.is_empty()).then_some(p.endpoint.as_str());
     let settings = talosprov_proxmox::Settings::from_env(
@@ -260,7 +271,7 @@ pub fn proxmox_client(topology: &Topology) -> anyhow::Result<talosprov_proxmox::
         p.insecure,
     )?;
     if let Some(w) = settings.warning() {
-        crate::ui::warn(w);
+        ui.warn(w);
     }
     Ok(talosprov_proxmox::Client::new(settings)?)
 }
@@ -302,7 +313,7 @@ fn refresh_context(e: anyhow::Error, what: &str) -> anyhow::Error {
 }
 
 /// Observe the cluster, or nothing with `offline`. Proxmox retries made while
-/// reading are shown as lines on stderr.
+/// reading go to the frontend.
 ///
 /// # Errors
 /// Missing or invalid Proxmox settings, and Proxmox errors during the
@@ -313,11 +324,12 @@ pub async fn observe(
     state: Option<&State>,
     configs: &[RenderedConfig],
     offline: bool,
+    ui: &Ui,
 ) -> anyhow::Result<Observed> {
     if offline {
         return Ok(Observed::default());
     }
-    let client = proxmox_client(topology)
+    let client = proxmox_client(topology, ui)
         .map_err(|e| refresh_context(e, "cannot read the cluster back from Proxmox"))?;
     let credentials = state
         .and_then(|s| s.outputs.talosconfig.as_ref())
@@ -343,8 +355,7 @@ pub async fn observe(
             .map(|c| (c.hostname.clone(), (c.sha256.clone(), c.yaml.clone())))
             .collect(),
     };
-    let watcher: talosprov_retry::Watcher =
-        std::sync::Arc::new(|n: &talosprov_retry::Notice| crate::ui::progress::retry_line(n));
+    let watcher = retry_watcher(ui);
     talosprov_retry::watched(watcher, refresh(&client, state, &input))
         .await
         .map_err(|e| refresh_context(e, "cannot refresh"))
@@ -410,124 +421,8 @@ pub fn read_saved_plan(path: &Path) -> anyhow::Result<SavedPlan> {
     SavedPlan::from_json(&json).with_context(|| format!("cannot read plan {}", path.display()))
 }
 
-/// How long a run stopped by a second signal may take to release its lock.
-const UNLOCK_AFTER_SECOND_SIGNAL: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Open the store, take the lock (waiting for it up to `-lock-timeout`), and
-/// run `body` with a receiver that turns true on the first Ctrl-C or SIGTERM.
-/// The body decides how to stop (the executor finishes the Proxmox work in
-/// flight and saves first). A second signal ends the body at once: what it
-/// was doing is dropped (the state holds every record saved so far), and the
-/// lock is released within a few seconds. The lock is released on every way
-/// out.
-///
-/// # Errors
-/// The lock conflict (naming the holder; [`CommandError::Locked`]), `body`'s
-/// error, [`CommandError::Interrupted`] on a second signal, or the unlock
-/// failure.
-pub async fn locked<T>(
-    options: &StateOptions,
-    lock: &LockOptions,
-    operation: &str,
-    body: impl AsyncFnOnce(&StateStore<StateBackend>, watch::Receiver<bool>) -> Result<T, CommandError>,
-) -> Result<T, CommandError> {
-    let store = options.open()?;
-    let info = acquire(&store, lock, operation).await?;
-    let (tx, rx) = watch::channel(false);
-    let mut signals = super::signals::Signals::install();
-    let next_signal = async |signals: &mut Option<super::signals::Signals>| match signals {
-        Some(s) => s.recv().await,
-        None => std::future::pending().await,
-    };
-    let mut at_once = false;
-    let result = {
-        let body = body(&store, rx);
-        tokio::pin!(body);
-        loop {
-            tokio::select! {
-                result = &mut body => break result,
-                signal = next_signal(&mut signals) => {
-                    if !*tx.borrow() {
-                        let _ = tx.send(true);
-                        continue;
-                    }
-                    crate::ui::warn(&format!(
-                        "{} received again: exiting at once. Steps in flight were abandoned; \
-                         Proxmox may still be running their tasks, and the next run reads back \
-                         what they did",
-                        signal.name()
-                    ));
-                    at_once = true;
-                    break Err(CommandError::Interrupted);
-                }
-            }
-        }
-    };
-    super::state_options::report_kept_backup(&store);
-    let unlocked = if at_once {
-        match tokio::time::timeout(UNLOCK_AFTER_SECOND_SIGNAL, store.unlock(&info.id)).await {
-            Ok(done) => done.map_err(|u| u.to_string()),
-            Err(_) => Err(format!(
-                "no answer within {} s",
-                UNLOCK_AFTER_SECOND_SIGNAL.as_secs()
-            )),
-        }
-    } else {
-        store.unlock(&info.id).await.map_err(|u| u.to_string())
-    };
-    match unlocked {
-        Ok(()) => result,
-        Err(u) => {
-            let hint = format!(
-                "cannot release the state lock ({u}); release it with `talosprov force-unlock {}`",
-                info.id
-            );
-            match result {
-                Ok(_) => Err(anyhow::anyhow!(hint).into()),
-                Err(e) => {
-                    crate::ui::warn(&hint);
-                    Err(e)
-                }
-            }
-        }
-    }
-}
-
-/// Ask for "yes" on the terminal, giving up when `cancel` turns true.
-///
-/// # Errors
-/// [`CommandError::Interrupted`]; stdin errors.
-pub async fn confirm(
-    question: String,
-    mut cancel: watch::Receiver<bool>,
-) -> Result<bool, CommandError> {
-    let ask = tokio::task::spawn_blocking(move || crate::ui::console::confirm(&question));
-    tokio::select! {
-        answer = ask => Ok(answer.map_err(anyhow::Error::new)??),
-        _ = cancel.wait_for(|c| *c) => Err(CommandError::Interrupted),
-    }
-}
-
-/// Ask for confirmation unless `skip`; with no terminal, refuse and say what
-/// to add.
-pub(super) async fn approve(
-    skip: bool,
-    question: &str,
-    flag_hint: &str,
-    cancel: watch::Receiver<bool>,
-) -> Result<(), CommandError> {
-    if skip {
-        return Ok(());
-    }
-    if !crate::ui::console::stdin_is_terminal() {
-        return Err(anyhow::anyhow!(
-            "no terminal to confirm on: add {flag_hint} to run without asking"
-        )
-        .into());
-    }
-    if confirm(question.to_owned(), cancel).await? {
-        Ok(())
-    } else {
-        Err(anyhow::anyhow!("cancelled: nothing was changed").into())
-    }
+/// A retry watcher that tells the frontend of every retry.
+pub fn retry_watcher(ui: &Ui) -> talosprov_retry::Watcher {
+    let ui = ui.clone();
+    std::sync::Arc::new(move |n: &talosprov_retry::Notice| ui.retry(n))
 }

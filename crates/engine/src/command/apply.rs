@@ -1,0 +1,516 @@
+//! `apply [PLANFILE]`: the settings resolved once, the state locked, the
+//! engine's session (plan anew, check a saved plan, ask, record, execute),
+//! then the final Kubernetes gate, shown as a step of the apply.
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::sync::{mpsc, watch};
+
+use talosprov_core::machine::SecretsBundle;
+use talosprov_core::plan::{Desired, Plan, SavedPlan};
+use talosprov_core::state::{Address, Sensitive, State};
+use talosprov_core::topology::Topology;
+
+use super::gate::{cni, kubernetes_gate};
+use super::planning::{PlanRequest, make_plan};
+use super::prepare as cluster;
+use super::store::{StateSettings, Store, locked};
+use super::{CommandError, Question, Shown, Ui, approve, duration_var, guard};
+use crate::apply::session::{self, Edges, Planned, Report};
+use crate::apply::upgrade::{RolloutOptions, SnapshotPolicy};
+use crate::apply::{Context, Owned, RunOutcome, Update, Waits};
+use crate::health::{self, GateOutcome};
+
+/// The variable that bounds the wait for Proxmox work in flight after an
+/// interruption, in seconds (or a duration such as `20s`).
+pub const INTERRUPT_GRACE_VAR: &str = "TALOSPROV_INTERRUPT_GRACE";
+
+/// The variable that bounds each wait of an add-on's object (the API
+/// answering, its kind served, its rollout), in seconds or as a duration.
+pub const ROLLOUT_WAIT_VAR: &str = "TALOSPROV_ROLLOUT_WAIT";
+
+/// The variable that bounds apply's wait for the Kubernetes nodes, in seconds
+/// (or a duration such as `5m`).
+pub const READY_WAIT_VAR: &str = "TALOSPROV_READY_WAIT";
+
+/// How long apply's final gate waits for the Kubernetes nodes to be Ready
+/// (and the GPUs allocatable) unless [`READY_WAIT_VAR`] says otherwise: the
+/// CNI's pods start after the nodes register.
+pub const KUBERNETES_READY_WAIT: Duration = Duration::from_secs(600);
+
+/// The bound of the wait for Proxmox work in flight after an interruption:
+/// [`INTERRUPT_GRACE_VAR`], else 60 s.
+///
+/// # Errors
+/// A value that is neither seconds nor a duration.
+pub fn interrupt_grace() -> anyhow::Result<Duration> {
+    duration_var(INTERRUPT_GRACE_VAR, Waits::default().interrupt_grace)
+}
+
+/// The bound of each wait of an add-on's object: [`ROLLOUT_WAIT_VAR`], else
+/// 10 min.
+///
+/// # Errors
+/// A value that is neither seconds nor a duration.
+pub fn rollout_wait() -> anyhow::Result<Duration> {
+    duration_var(ROLLOUT_WAIT_VAR, Waits::default().rollout)
+}
+
+/// The bound of apply's wait for the Kubernetes nodes: [`READY_WAIT_VAR`],
+/// else [`KUBERNETES_READY_WAIT`].
+///
+/// # Errors
+/// A value that is neither seconds nor a duration.
+pub fn ready_wait() -> anyhow::Result<Duration> {
+    duration_var(READY_WAIT_VAR, KUBERNETES_READY_WAIT)
+}
+
+/// What the executor needs, for apply and destroy.
+///
+/// # Errors
+/// A stored talosconfig that does not parse, missing Proxmox settings, an
+/// Image Factory URL that is not one, a malformed [`ROLLOUT_WAIT_VAR`].
+pub fn context(
+    topology: &Topology,
+    state: &State,
+    desired: Desired,
+    offline_kubeconfig: Sensitive,
+    interrupt_grace: Duration,
+    ui: &Ui,
+) -> anyhow::Result<Context> {
+    let credentials = state
+        .outputs
+        .talosconfig
+        .as_ref()
+        .map(|t| cluster::credentials_from_talosconfig(t.value.expose()))
+        .transpose()?;
+    let started_at = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    Ok(Context {
+        proxmox: cluster::proxmox_client(topology, ui)?,
+        factory: cluster::factory_client(topology)?,
+        desired,
+        schematics: cluster::schematics(topology),
+        credentials,
+        ips: cluster::node_ips(topology),
+        recorded_vms: state.resources.vms.clone(),
+        owned: Owned::of(state),
+        recorded_configs: state.resources.configs.clone(),
+        recorded_machineconfigs: state
+            .outputs
+            .machineconfigs
+            .iter()
+            .map(|(host, o)| (host.clone(), o.value.clone()))
+            .collect(),
+        recorded_images: state.resources.images.clone(),
+        offline_kubeconfig,
+        kubeconfig: std::sync::Mutex::new(
+            state.outputs.kubeconfig.as_ref().map(|k| k.value.clone()),
+        ),
+        kube: tokio::sync::OnceCell::new(),
+        started_at,
+        waits: Waits {
+            interrupt_grace,
+            rollout: rollout_wait()?,
+            ..Waits::default()
+        },
+        rollout: RolloutOptions {
+            backoff: Waits::default().backoff,
+            ..RolloutOptions::new(SnapshotPolicy::Skip)
+        },
+    })
+}
+
+/// The command's result for how a plan's changes ended: an interruption
+/// warns how to continue and is [`CommandError::Interrupted`], failures are
+/// listed.
+///
+/// # Errors
+/// As above.
+pub(crate) fn run_result(plan: &Plan, outcome: RunOutcome, ui: &Ui) -> Result<(), CommandError> {
+    match outcome {
+        RunOutcome::Done => Ok(()),
+        RunOutcome::Interrupted => {
+            let again = if plan.destroy { "destroy" } else { "apply" };
+            ui.warn(&format!(
+                "interrupted: the finished steps are saved in the state; run {again} again to continue"
+            ));
+            Err(CommandError::Interrupted)
+        }
+        RunOutcome::Failed(failures) => Err(anyhow::anyhow!(
+            "{} change(s) failed; the finished steps are saved, and apply continues from them when run again:\n  {}",
+            failures.len(),
+            failures
+                .iter()
+                .map(|(a, m)| format!("{a}: {m}"))
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        )
+        .into()),
+    }
+}
+
+/// `apply`'s flags, as parsed.
+#[derive(Debug, Clone)]
+pub struct ApplyRequest {
+    /// Where the topology and the state are.
+    pub state: StateSettings,
+    /// `-lock-timeout`.
+    pub lock_timeout: Duration,
+    /// A plan saved with `plan -out FILE`, applied exactly.
+    pub planfile: Option<PathBuf>,
+    /// `-auto-approve`.
+    pub auto_approve: bool,
+    /// `-parallelism`: changes at once.
+    pub parallelism: usize,
+    /// `-target`s.
+    pub targets: Vec<Address>,
+    /// `--max-parallel-upgrades`: workers upgraded at once.
+    pub max_parallel_upgrades: NonZeroUsize,
+    /// `--skip-etcd-snapshot`.
+    pub skip_etcd_snapshot: bool,
+    /// `--staged`.
+    pub staged: bool,
+    /// `-refresh-only`.
+    pub refresh_only: bool,
+    /// `-refresh` (false: plan from the state alone).
+    pub refresh: bool,
+}
+
+/// `apply`'s settings, resolved once from the request, the saved plan, the
+/// environment and the defaults, before any lock is taken (the way ripgrep
+/// turns its `LowArgs` into `HiArgs`): every check across flags happens here,
+/// so a wrong combination costs no lock and no request.
+#[derive(Debug)]
+struct ApplySettings {
+    /// The validated topology.
+    topology: Topology,
+    /// The saved plan to apply exactly, if one was given.
+    saved: Option<SavedPlan>,
+    /// `-target`s, or the saved plan's.
+    targets: Vec<Address>,
+    /// Stage config changes (the flag, or how the saved plan was made).
+    staged: bool,
+    /// Plan from the state alone: `-refresh=false`, or a plan saved that way.
+    offline: bool,
+    /// `-refresh-only`.
+    refresh_only: bool,
+    /// Apply without asking: `-auto-approve`, or a saved plan.
+    approved: bool,
+    /// Changes at once (`-parallelism`, at least 1).
+    parallelism: usize,
+    /// Workers upgraded at once.
+    max_parallel_upgrades: NonZeroUsize,
+    /// Where etcd snapshots go.
+    snapshots: SnapshotPolicy,
+    /// The bound of the wait for Proxmox work after an interruption.
+    interrupt_grace: Duration,
+    /// The bound of the final wait for the Kubernetes nodes.
+    ready_wait: Duration,
+}
+
+impl ApplySettings {
+    /// Resolve and check `request`.
+    ///
+    /// # Errors
+    /// Topology diagnostics, an unreadable or sealed saved plan, and any
+    /// combination the flags cannot mean together: a saved plan with
+    /// `-target`, `--staged` with a plan saved without it, `-refresh-only`
+    /// with `-refresh=false`, `-parallelism 0`, a malformed
+    /// `TALOSPROV_INTERRUPT_GRACE`, `TALOSPROV_ROLLOUT_WAIT` or
+    /// `TALOSPROV_READY_WAIT`.
+    fn resolve(request: &ApplyRequest, ui: &Ui) -> Result<ApplySettings, CommandError> {
+        let fail = |msg: &str| -> CommandError { anyhow::anyhow!("{msg}").into() };
+        if request.planfile.is_some() && !request.targets.is_empty() {
+            return Err(fail(
+                "a saved plan keeps the targets it was made with: drop -target, or make a new plan",
+            ));
+        }
+        if request.refresh_only && !request.refresh {
+            return Err(fail(
+                "-refresh-only reads the cluster back: it cannot be used with -refresh=false",
+            ));
+        }
+        if request.parallelism == 0 {
+            return Err(fail("-parallelism must be at least 1"));
+        }
+        let interrupt_grace = interrupt_grace()?;
+        let ready_wait = ready_wait()?;
+        rollout_wait()?;
+        let topology = cluster::load_topology(&request.state.file, ui)?;
+        let saved = request
+            .planfile
+            .as_deref()
+            .map(cluster::read_saved_plan)
+            .transpose()?;
+        if request.staged && saved.as_ref().is_some_and(|s| !s.staged) {
+            return Err(fail(
+                "the saved plan was made without --staged, and is applied as it was made: make it \
+                 with `talosprov plan --staged -out FILE`, or drop --staged",
+            ));
+        }
+        let targets: Vec<Address> = match &saved {
+            Some(s) => s
+                .targets
+                .iter()
+                .map(|t| t.parse())
+                .collect::<Result<_, _>>()
+                .context("the saved plan names an invalid target")?,
+            None => request.targets.clone(),
+        };
+        let snapshots = if request.skip_etcd_snapshot {
+            SnapshotPolicy::Skip
+        } else {
+            SnapshotPolicy::SaveIn(request.state.snapshot_folder())
+        };
+        Ok(ApplySettings {
+            offline: !request.refresh || saved.as_ref().is_some_and(|s| !s.plan.refreshed),
+            staged: saved.as_ref().map_or(request.staged, |s| s.staged),
+            approved: request.auto_approve || saved.is_some(),
+            targets,
+            refresh_only: request.refresh_only,
+            parallelism: request.parallelism,
+            max_parallel_upgrades: request.max_parallel_upgrades,
+            snapshots,
+            interrupt_grace,
+            ready_wait,
+            topology,
+            saved,
+        })
+    }
+}
+
+/// How an apply ended, for the view to word.
+#[derive(Debug)]
+pub enum Applied {
+    /// `-refresh-only`: `recorded` observed changes were saved (0: the state
+    /// already matched, nothing was saved).
+    Refreshed {
+        /// The records saved.
+        recorded: usize,
+    },
+    /// The plan ran (or had nothing to do): every change it showed is made.
+    Done {
+        /// The plan that was applied.
+        plan: Box<Plan>,
+        /// The final Kubernetes gate's outcome, when it ran: not for a plan
+        /// with nothing to do, a targeted plan, conflicts, or a cluster
+        /// without a CNI. The view says it failed (the changes are applied,
+        /// but the cluster is not Ready).
+        gate: Option<GateOutcome>,
+        /// How long the gate could wait.
+        ready_wait: Duration,
+        /// The plan was made with `-target`: the view reminds that it may be
+        /// incomplete.
+        targeted: bool,
+    },
+}
+
+/// Run `apply`: resolve, lock, plan (or check the saved plan), ask, record,
+/// execute, then wait for the cluster in the final gate.
+///
+/// # Errors
+/// Topology diagnostics, a held lock (naming its holder), a stale saved plan,
+/// refused changes, failed steps (listed); [`CommandError::Interrupted`] on a
+/// signal.
+pub async fn apply(request: &ApplyRequest, ui: &Ui) -> Result<Applied, CommandError> {
+    let settings = ApplySettings::resolve(request, ui)?;
+    let store = request.state.open(ui)?;
+    locked(&store, request.lock_timeout, "apply", ui, async |cancel| {
+        apply_locked(&settings, &store, ui, cancel).await
+    })
+    .await
+}
+
+/// `apply` with the state locked: the engine's session does the work with
+/// [`Engine`] as its edges, then the final gate runs.
+async fn apply_locked(
+    settings: &ApplySettings,
+    store: &Store,
+    ui: &Ui,
+    cancel: watch::Receiver<bool>,
+) -> Result<Applied, CommandError> {
+    let session = session::Settings {
+        saved: settings.saved.clone(),
+        refresh_only: settings.refresh_only,
+        parallelism: settings.parallelism,
+        max_parallel_upgrades: settings.max_parallel_upgrades,
+    };
+    let mut edges = Engine {
+        settings,
+        store,
+        ui,
+        cancel: cancel.clone(),
+        viewing: false,
+    };
+    let report = session::apply(&session, store, &mut edges, cancel).await;
+    if edges.viewing {
+        ui.updates_done().await;
+    }
+    let targeted = !settings.targets.is_empty();
+    let done = |plan: Plan, gate: Option<GateOutcome>| Applied::Done {
+        plan: Box::new(plan),
+        gate,
+        ready_wait: settings.ready_wait,
+        targeted,
+    };
+    match report? {
+        Report::Refreshed { recorded } => Ok(Applied::Refreshed { recorded }),
+        Report::Unchanged(plan) => Ok(done(plan, None)),
+        Report::Ran(plan, outcome) => {
+            run_result(&plan, outcome, ui)?;
+            // The final gate is a step of the apply: the view's
+            // `Apply complete!` comes after it.
+            let gate = if targeted || !plan.conflicts.is_empty() {
+                None
+            } else {
+                final_gate(settings, store, ui).await?
+            };
+            Ok(done(plan, gate))
+        }
+    }
+}
+
+/// Apply's final gate, when the cluster has a CNI (its own or an add-on's):
+/// every node registered and Ready, GPUs allocatable where a GPU add-on is
+/// declared, waiting up to `settings.ready_wait` and telling the frontend
+/// what it waits for (every [`health::PROGRESS_EVERY`] while something is
+/// missing), then how it ended.
+///
+/// # Errors
+/// The state cannot be read back.
+async fn final_gate(
+    settings: &ApplySettings,
+    store: &Store,
+    ui: &Ui,
+) -> Result<Option<GateOutcome>, CommandError> {
+    let Some(loaded) = store.load().await? else {
+        return Ok(None);
+    };
+    let topology = &settings.topology;
+    let cni = cni(topology, &loaded.state);
+    let Some(gate) = kubernetes_gate(topology, &loaded.state, cni.as_ref(), settings.ready_wait)
+    else {
+        return Ok(None);
+    };
+    let outcome = health::wait_for_kubernetes(&gate, |event| ui.gate(&event)).await;
+    ui.gate_outcome(&outcome, settings.ready_wait);
+    Ok(Some(outcome))
+}
+
+/// What the engine's session needs from around it: planning against Proxmox
+/// and Talos, the frontend's views and question, and the real provider.
+struct Engine<'a> {
+    settings: &'a ApplySettings,
+    store: &'a Store,
+    ui: &'a Ui,
+    cancel: watch::Receiver<bool>,
+    /// The progress view was started (the changes began).
+    viewing: bool,
+}
+
+impl Edges for Engine<'_> {
+    type Provider = Context;
+    type Error = CommandError;
+
+    /// Refuse to configure nodes whose secrets are lost or that belong to
+    /// another cluster, then plan. Planning only reads: an interruption
+    /// stops it at once.
+    async fn plan(&mut self, state: Option<&State>) -> Result<Planned, CommandError> {
+        let settings = self.settings;
+        let topology = &settings.topology;
+        let saved_secrets = settings.saved.as_ref().and_then(|s| s.secrets.as_ref());
+        // Before any secrets are generated or first used: even a run planned
+        // offline asks the nodes, since it is about to configure them.
+        guard::refuse_lost_secrets(topology, state, self.store)?;
+        guard::refuse_existing_cluster(topology, state, saved_secrets, self.store).await?;
+        let mut interrupt = self.cancel.clone();
+        let request = PlanRequest {
+            offline: settings.offline,
+            targets: &settings.targets,
+            staged: settings.staged,
+        };
+        tokio::select! {
+            planned = make_plan(topology, state, settings.saved.as_ref(), &request, self.ui) => planned,
+            _ = interrupt.wait_for(|c| *c) => {
+                super::plan::warn_planning_interrupted(self.ui, "apply");
+                Err(CommandError::Interrupted)
+            }
+        }
+    }
+
+    fn show(&mut self, shown: Shown<'_>) -> Result<(), CommandError> {
+        Ok(self.ui.show(shown)?)
+    }
+
+    async fn approve(&mut self, question: Question) -> Result<(), CommandError> {
+        let flag = match question {
+            Question::Apply => "-auto-approve (or apply a plan saved with `plan -out FILE`)",
+            _ => "-auto-approve",
+        };
+        approve(
+            self.ui,
+            self.settings.approved,
+            &question,
+            flag,
+            "cancelled: nothing was changed",
+            self.cancel.clone(),
+        )
+        .await
+    }
+
+    fn talosconfig(&mut self, secrets: &SecretsBundle) -> anyhow::Result<Sensitive> {
+        let t = cluster::new_talosconfig(&self.settings.topology, secrets)?;
+        Ok(Sensitive::new(t.to_yaml()))
+    }
+
+    fn provider(
+        &mut self,
+        state: &State,
+        desired: Desired,
+        secrets: &SecretsBundle,
+    ) -> anyhow::Result<Context> {
+        let topology = &self.settings.topology;
+        let offline = cluster::offline_kubeconfig(topology, secrets)?;
+        let mut ctx = context(
+            topology,
+            state,
+            desired,
+            offline,
+            self.settings.interrupt_grace,
+            self.ui,
+        )
+        .context("cannot prepare the apply")?;
+        ctx.rollout.etcd_snapshot = self.settings.snapshots.clone();
+        Ok(ctx)
+    }
+
+    fn events(&mut self) -> mpsc::UnboundedSender<Update> {
+        self.viewing = true;
+        self.ui.updates()
+    }
+}
+
+/// Run `plan`'s changes with the frontend's progress view (for `destroy`).
+///
+/// # Errors
+/// As [`run_result`]; a state that cannot be saved.
+pub(crate) async fn run_plan(
+    ctx: Context,
+    plan: &Plan,
+    saver: &mut crate::apply::Saver<'_, talosprov_state::StateBackend>,
+    parallelism: usize,
+    ui: &Ui,
+    cancel: watch::Receiver<bool>,
+) -> Result<(), CommandError> {
+    let tx = ui.updates();
+    let outcome = crate::apply::execute(Arc::new(ctx), plan, saver, parallelism, &tx, cancel).await;
+    drop(tx);
+    ui.updates_done().await;
+    run_result(plan, outcome?, ui)
+}

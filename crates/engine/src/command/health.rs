@@ -1,0 +1,131 @@
+//! `health`: the `talosctl health` checks that apply to the cluster, with the
+//! node list from the topology and the talosconfig from the state (read only,
+//! no lock), then the Kubernetes checks when the cluster has a CNI.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow};
+
+use talosprov_core::machine::talosconfig::Talosconfig;
+use talosprov_core::state::State;
+use talosprov_core::topology::{Role, Topology};
+use talosprov_talos::{Backoff, ClientCredentials};
+
+use super::gate::{cluster_nodes, cni, kubernetes_gate};
+use super::store::{StateSettings, no_state};
+use super::{CommandError, Ui};
+use crate::health::{self, ClusterNode, Expectations, HealthReport};
+
+/// A health check about to run: what the view says before the checks (the
+/// cluster, its nodes by role, the Talos version), and what it needs.
+#[derive(Debug)]
+pub struct HealthRun {
+    /// The cluster's name.
+    pub cluster: String,
+    /// Control planes in the topology.
+    pub control_planes: usize,
+    /// Workers in the topology.
+    pub workers: usize,
+    /// The Talos version every node must run.
+    pub talos_version: String,
+    topology: Topology,
+    state: State,
+    credentials: ClientCredentials,
+    nodes: Vec<ClusterNode>,
+    expect: Expectations,
+}
+
+/// The client credentials of the talosconfig in the state: its current
+/// context's `ca`, `crt` and `key`.
+fn credentials(state: &State) -> anyhow::Result<ClientCredentials> {
+    let output =
+        state.outputs.talosconfig.as_ref().ok_or_else(|| {
+            anyhow!("the state has no talosconfig yet: run `talosprov apply` first")
+        })?;
+    let tc = Talosconfig::parse(output.value.expose())
+        .context("cannot read the talosconfig in the state")?;
+    Ok(ClientCredentials::from_talosconfig(&tc))
+}
+
+/// Load the topology (its problems given to the frontend; a warning-free
+/// topology is not required to check a running cluster) and the state.
+///
+/// # Errors
+/// A topology with errors ([`CommandError::Reported`]), no state, or no
+/// talosconfig in it.
+pub async fn prepare(settings: &StateSettings, ui: &Ui) -> Result<HealthRun, CommandError> {
+    let loaded = talosprov_files::load_topology(&settings.file)?;
+    let Some(topology) = loaded.topology else {
+        ui.diagnostics(&loaded.diagnostics);
+        return Err(CommandError::Reported);
+    };
+    let store = settings.open(ui)?;
+    let state = store.load().await?.ok_or_else(|| no_state(&store))?.state;
+    let credentials = credentials(&state).context("cannot connect to the nodes")?;
+    let nodes = cluster_nodes(&topology);
+    let expect = Expectations {
+        talos_version: topology.cluster.talos_version.to_string(),
+        cni: cni(&topology, &state),
+    };
+    let control_planes = nodes
+        .iter()
+        .filter(|n| n.role == Role::Controlplane)
+        .count();
+    Ok(HealthRun {
+        cluster: topology.cluster.name.clone(),
+        control_planes,
+        workers: nodes.len() - control_planes,
+        talos_version: expect.talos_version.clone(),
+        topology,
+        state,
+        credentials,
+        nodes,
+        expect,
+    })
+}
+
+impl HealthRun {
+    /// Run the checks, once (`wait` zero) or until they all pass or `wait`
+    /// has passed, then the Kubernetes checks where they apply (asking for
+    /// up to `wait`); CoreDNS is not checked, and its check says so.
+    pub async fn check(self, wait: Duration) -> HealthReport {
+        let mut report = if wait.is_zero() {
+            health::run_checks(&self.nodes, &self.credentials, &self.expect).await
+        } else {
+            match health::wait_healthy(
+                &self.nodes,
+                &self.credentials,
+                &self.expect,
+                wait,
+                Backoff::default(),
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(e) => e.report().clone(),
+            }
+        };
+        let gate = kubernetes_gate(&self.topology, &self.state, self.expect.cni.as_ref(), wait);
+        let Some(gate) = gate else {
+            return report;
+        };
+        let checks = health::wait_for_kubernetes(&gate, |_| {}).await.checks;
+        let at = report
+            .checks
+            .iter()
+            .position(|c| c.name == health::CheckName::KubernetesNodesReady)
+            .unwrap_or(report.checks.len());
+        report
+            .checks
+            .retain(|c| c.name != health::CheckName::KubernetesNodesReady);
+        for (i, c) in checks.into_iter().enumerate() {
+            report.checks.insert((at + i).min(report.checks.len()), c);
+        }
+        for c in &mut report.checks {
+            if c.name == health::CheckName::CorednsReady {
+                c.reason = "not checked by talosprov; use `kubectl -n kube-system get pods -l k8s-app=kube-dns`".to_owned();
+            }
+        }
+        report
+    }
+}

@@ -1,0 +1,140 @@
+//! `plan`: with the state locked (as OpenTofu's plan does, so that the plan
+//! is made from a state no apply is writing), refuse to plan over lost
+//! secrets or another cluster's nodes, make the plan, show it, and write the
+//! GitLab report and the saved plan when asked.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use talosprov_core::plan::{GitlabReport, Plan, SavedPlan};
+use talosprov_core::state::Address;
+use talosprov_core::topology::Topology;
+
+use super::planning::{PlanRequest as Planning, make_plan};
+use super::prepare as cluster;
+use super::store::{StateSettings, Store, locked};
+use super::{CommandError, Shown, Ui, guard};
+
+/// `plan`'s flags, as parsed.
+#[derive(Debug, Clone)]
+pub struct PlanRequest {
+    /// Where the topology and the state are.
+    pub state: StateSettings,
+    /// `-lock-timeout`.
+    pub lock_timeout: Duration,
+    /// `-out FILE`: save the plan for `apply FILE`.
+    pub out: Option<PathBuf>,
+    /// `--report-gitlab FILE`: the merge request's plan report.
+    pub report_gitlab: Option<PathBuf>,
+    /// Plan from the state alone (`-refresh=false` or `--offline`).
+    pub offline: bool,
+    /// `-target`s.
+    pub targets: Vec<Address>,
+    /// `-refresh-only`: show only what changed outside talosprov.
+    pub refresh_only: bool,
+    /// `--staged`.
+    pub staged: bool,
+}
+
+/// What `plan` made, beside what it showed.
+#[derive(Debug)]
+pub struct Planned {
+    /// The plan shown (only its drift with `-refresh-only`).
+    pub plan: Plan,
+    /// There is something to apply (or, with `-refresh-only`, to record), or
+    /// a conflict to resolve: `-detailed-exitcode`'s 2.
+    pub pending: bool,
+}
+
+/// Say that a signal stopped the run while it was making its plan, before
+/// anything was changed.
+pub(crate) fn warn_planning_interrupted(ui: &Ui, command: &str) {
+    ui.warn(&format!(
+        "{} received while making the plan: stopped before any change; nothing was \
+         changed and no plan was saved; run `talosprov {command}` again to start over",
+        ui.interrupted_by()
+    ));
+}
+
+/// Run `plan`.
+///
+/// # Errors
+/// Topology diagnostics, a held lock, refusals (lost secrets, another
+/// cluster's nodes, changes talosprov refuses to make), refresh errors, a
+/// report or plan file that cannot be written; [`CommandError::Interrupted`].
+pub async fn plan(request: &PlanRequest, ui: &Ui) -> Result<Planned, CommandError> {
+    let topology = cluster::load_topology(&request.state.file, ui)?;
+    let store = request.state.open(ui)?;
+    locked(
+        &store,
+        request.lock_timeout,
+        "plan",
+        ui,
+        async |mut cancel| {
+            tokio::select! {
+                r = plan_locked(request, &topology, &store, ui) => r,
+                _ = cancel.wait_for(|c| *c) => {
+                    warn_planning_interrupted(ui, "plan");
+                    Err(CommandError::Interrupted)
+                }
+            }
+        },
+    )
+    .await
+}
+
+/// `plan` with the state locked.
+async fn plan_locked(
+    request: &PlanRequest,
+    topology: &Topology,
+    store: &Store,
+    ui: &Ui,
+) -> Result<Planned, CommandError> {
+    let loaded = store.load().await?;
+    let state = loaded.as_ref().map(|l| &l.state);
+    guard::refuse_lost_secrets(topology, state, store)?;
+    if !request.offline {
+        guard::refuse_existing_cluster(topology, state, None, store).await?;
+    }
+    let how = Planning {
+        offline: request.offline,
+        targets: &request.targets,
+        staged: request.staged,
+    };
+    let planned = make_plan(topology, state, None, &how, ui).await?;
+    let plan = if request.refresh_only {
+        planned.plan.drift_only()
+    } else {
+        planned.plan.clone()
+    };
+    ui.show(if request.refresh_only {
+        Shown::Drift(&plan)
+    } else {
+        Shown::Plan(&plan)
+    })?;
+    if let Some(report) = &request.report_gitlab {
+        std::fs::write(report, GitlabReport::of(&plan).to_json() + "\n")
+            .with_context(|| format!("cannot write {}", report.display()))?;
+    }
+    if let Some(out) = &request.out {
+        cluster::write_saved_plan(
+            out,
+            &SavedPlan {
+                plan: plan.clone(),
+                secrets: planned.generated.clone(),
+                targets: request.targets.iter().map(ToString::to_string).collect(),
+                staged: request.staged,
+                inputs: planned.inputs.clone(),
+                renderings: planned.renderings.clone(),
+            },
+        )?;
+    }
+    let pending = if request.refresh_only {
+        !plan.drift.is_empty()
+    } else {
+        !plan.is_empty() || !plan.conflicts.is_empty()
+    };
+    Ok(Planned { plan, pending })
+}

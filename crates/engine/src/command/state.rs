@@ -1,0 +1,196 @@
+//! The state commands: `state list`, `state show`, `state rm`, `state
+//! encrypt`/`decrypt`, `force-unlock`, and reading the outputs for `output`.
+//! Reading needs no lock; every change is made under it, in one save.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow};
+
+use talosprov_core::state::format::Outputs;
+use talosprov_core::state::{Address, State};
+use talosprov_state::Backend as _;
+use talosprov_state::encrypt::{IDENTITY_FILE_VAR, PASSPHRASE_VAR, RECIPIENTS_FILE_VAR};
+
+use super::store::{StateSettings, no_state, with_lock};
+use super::{Answer, CommandError, Question, Ui};
+
+/// The state, read without the lock.
+///
+/// # Errors
+/// No state, or one that cannot be read.
+pub async fn read(settings: &StateSettings, ui: &Ui) -> Result<State, CommandError> {
+    let store = settings.open(ui)?;
+    Ok(store.load().await?.ok_or_else(|| no_state(&store))?.state)
+}
+
+/// Every address recorded in the state, in the state's order.
+///
+/// # Errors
+/// As [`read`].
+pub async fn list(settings: &StateSettings, ui: &Ui) -> Result<Vec<Address>, CommandError> {
+    Ok(read(settings, ui).await?.addresses())
+}
+
+/// The attributes recorded at `address`, as JSON, sensitive values shown as
+/// `(sensitive)`.
+///
+/// # Errors
+/// As [`read`]; no resource at `address`.
+pub async fn show(
+    settings: &StateSettings,
+    address: &Address,
+    ui: &Ui,
+) -> Result<serde_json::Value, CommandError> {
+    let state = read(settings, ui).await?;
+    Ok(state.show(address).ok_or_else(|| {
+        anyhow!("no resource at {address} in the state (see `talosprov state list`)")
+    })?)
+}
+
+/// The outputs in the state (kubeconfig, talosconfig, machine configs).
+///
+/// # Errors
+/// As [`read`].
+pub async fn outputs(settings: &StateSettings, ui: &Ui) -> Result<Outputs, CommandError> {
+    Ok(read(settings, ui).await?.outputs)
+}
+
+/// `state rm`: forget `addresses` without touching what they name, after
+/// asking unless `approved`. Returns how many were removed.
+///
+/// # Errors
+/// No state; an address not in the state (every one named); a "no"; a held
+/// lock; the save.
+pub async fn remove(
+    settings: &StateSettings,
+    lock_timeout: Duration,
+    addresses: &[Address],
+    approved: bool,
+    ui: &Ui,
+) -> Result<usize, CommandError> {
+    let store = settings.open(ui)?;
+    with_lock(&store, lock_timeout, "state rm", ui, async || {
+        let loaded = store.load().await?.ok_or_else(|| no_state(&store))?;
+        let mut state = loaded.state;
+        let missing: Vec<String> = addresses
+            .iter()
+            .filter(|a| state.show(a).is_none())
+            .map(ToString::to_string)
+            .collect();
+        if !missing.is_empty() {
+            return Err(anyhow!(
+                "not in the state: {} (see `talosprov state list`)",
+                missing.join(", ")
+            )
+            .into());
+        }
+        if !approved {
+            match ui.ask(&Question::Forget(addresses.to_vec())).await? {
+                Answer::Yes => {}
+                Answer::No => return Err(anyhow!("state rm cancelled: nothing was removed").into()),
+                Answer::NoTerminal => {
+                    return Err(anyhow!(
+                        "state rm needs confirmation and there is no terminal to ask on: add \
+                     -auto-approve"
+                    )
+                    .into());
+                }
+            }
+        }
+        for a in addresses {
+            state.remove(a);
+        }
+        store
+            .save(&mut state, loaded.encrypted)
+            .await
+            .context("cannot save the state")?;
+        Ok(addresses.len())
+    })
+    .await
+}
+
+/// What `state encrypt` or `state decrypt` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Switched {
+    /// The state's location, as the backend describes it.
+    pub location: String,
+    /// The serial the state was saved with; `None` when it already was as
+    /// asked (nothing saved).
+    pub serial: Option<u64>,
+}
+
+/// Store the state encrypted (`encrypted`) or in clear, with the keys from
+/// the environment. Encryption never changes as a side effect of another
+/// command.
+///
+/// # Errors
+/// No state key, no state, a held lock, the save.
+pub async fn set_encryption(
+    settings: &StateSettings,
+    lock_timeout: Duration,
+    encrypted: bool,
+    ui: &Ui,
+) -> Result<Switched, CommandError> {
+    let store = settings.open(ui)?;
+    if !store.has_keys() {
+        return Err(anyhow!(
+            "no state key: set {PASSPHRASE_VAR}, or {RECIPIENTS_FILE_VAR} and {IDENTITY_FILE_VAR}"
+        )
+        .into());
+    }
+    let operation = if encrypted {
+        "state encrypt"
+    } else {
+        "state decrypt"
+    };
+    let serial = with_lock(&store, lock_timeout, operation, ui, async || {
+        let loaded = store.load().await?.ok_or_else(|| no_state(&store))?;
+        if loaded.encrypted == encrypted {
+            return Ok(None);
+        }
+        let mut state = loaded.state;
+        store
+            .save(&mut state, encrypted)
+            .await
+            .context("cannot save the state")?;
+        Ok(Some(state.serial))
+    })
+    .await?;
+    Ok(Switched {
+        location: store.backend().describe(),
+        serial,
+    })
+}
+
+/// `force-unlock ID`: release a lock left by a run that was killed or
+/// cancelled, after asking unless `approved`. Returns the state's location.
+///
+/// # Errors
+/// A "no", a lock ID that is not the holder's, a backend failure.
+pub async fn force_unlock(
+    settings: &StateSettings,
+    id: &str,
+    approved: bool,
+    ui: &Ui,
+) -> Result<String, CommandError> {
+    let store = settings.open(ui)?;
+    let location = store.backend().describe();
+    if !approved {
+        let question = Question::ForceUnlock {
+            id: id.to_owned(),
+            location: location.clone(),
+        };
+        match ui.ask(&question).await? {
+            Answer::Yes => {}
+            Answer::No => return Err(anyhow!("force-unlock cancelled: the lock is kept").into()),
+            Answer::NoTerminal => {
+                return Err(anyhow!(
+                    "force-unlock needs confirmation and there is no terminal to ask on: add -force"
+                )
+                .into());
+            }
+        }
+    }
+    store.unlock(id).await?;
+    Ok(location)
+}
