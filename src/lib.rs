@@ -7,6 +7,7 @@
 //! (see README.md, "Architecture"), named by their own crate names.
 
 #![warn(missing_docs)]
+#![deny(clippy::wildcard_enum_match_arm)]
 
 pub mod cli;
 pub mod ui;

@@ -331,7 +331,7 @@ impl Scaffold {
             .iter()
             .filter_map(|n| match &n.kind {
                 Kind::Gpu(m) => Some(m.as_str()),
-                _ => None,
+                Kind::ControlPlane | Kind::Worker => None,
             })
             .collect()
     }

@@ -104,7 +104,9 @@ fn write_line(out: &mut impl Write, v: &Value) {
 fn fields(v: Value) -> Map<String, Value> {
     match v {
         Value::Object(m) => m,
-        _ => Map::new(),
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Array(_) => {
+            Map::new()
+        }
     }
 }
 

@@ -82,7 +82,10 @@ pub fn count(tally: &mut Tally, e: &Event) {
         EventKind::Finished { .. } => tally.finished += 1,
         EventKind::Failed { .. } => tally.failed += 1,
         EventKind::Skipped { .. } => tally.skipped += 1,
-        _ => {}
+        EventKind::Started { .. }
+        | EventKind::Progress { .. }
+        | EventKind::Warning { .. }
+        | EventKind::Retrying { .. } => {}
     }
 }
 

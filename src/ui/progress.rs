@@ -74,7 +74,7 @@ pub async fn plain(
                 let Some(u) = u else { break };
                 let e = match u {
                     Update::Step(e) => e,
-                    run => {
+                    run @ Update::Interrupted { .. } | run @ Update::Abandoned { .. } => {
                         if let Some(text) = run_line(&run) {
                             stamped(out, &text);
                         }
@@ -142,7 +142,7 @@ pub async fn show(rx: UnboundedReceiver<Update>, live: bool) -> Tally {
     while let Some(u) = rx.recv().await {
         let e = match u {
             Update::Step(e) => e,
-            run => {
+            run @ Update::Interrupted { .. } | run @ Update::Abandoned { .. } => {
                 if let Some(text) = run_line(&run) {
                     let _ = multi.println(text);
                 }

@@ -117,6 +117,21 @@ fn the_talosprov_binary_does_not_link_the_simulator() {
     assert!(!engine.contains("talosprov-sim"));
 }
 
+#[test]
+fn the_crates_that_match_on_changes_addresses_and_presets_refuse_wildcard_arms() {
+    // `Change`, `Address` and `Preset` live in core; the engine and the CLI
+    // match on them. With the lint denied, a new kind or preset makes the
+    // compiler list every match to extend.
+    for root in ["crates/core/src/lib.rs", "crates/engine/src/lib.rs", "src/lib.rs"] {
+        let text = std::fs::read_to_string(repo().join(root)).unwrap();
+        assert!(
+            text.lines()
+                .any(|l| l.trim() == "#![deny(clippy::wildcard_enum_match_arm)]"),
+            "{root} must deny clippy::wildcard_enum_match_arm"
+        );
+    }
+}
+
 /// What only the engine does, and the words that give it away in a verb
 /// file: waiting on a signal or a channel, racing futures, holding the
 /// lock, opening the state.

@@ -11,6 +11,7 @@
 //! the clock and randomness are passed in by the caller.
 
 #![warn(missing_docs)]
+#![deny(clippy::wildcard_enum_match_arm)]
 
 pub mod addon;
 pub mod diagnostics;

@@ -187,7 +187,12 @@ pub fn check_yaml_bounds(text: &str) -> Result<(), Unbounded> {
                     });
                 }
             }
-            _ => {}
+            Event::Nothing
+            | Event::StreamStart
+            | Event::StreamEnd
+            | Event::DocumentStart(_)
+            | Event::DocumentEnd
+            | Event::Scalar(..) => {}
         }
     }
     Ok(())

@@ -9,6 +9,7 @@
 //! `talosprov_core::plan`.
 
 #![warn(missing_docs)]
+#![deny(clippy::wildcard_enum_match_arm)]
 
 pub mod apply;
 pub mod command;

@@ -93,7 +93,11 @@ impl NodeFacts {
                         .collect::<Vec<_>>()
                         .join(","),
                 ),
-                _ => None,
+                Value::Null
+                | Value::Bool(_)
+                | Value::Number(_)
+                | Value::Mapping(_)
+                | Value::Tagged(_) => None,
             });
         NodeFacts {
             kernel_modules,

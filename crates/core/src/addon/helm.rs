@@ -68,7 +68,10 @@ pub fn canonical(v: &Value) -> Value {
             )
         }
         Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
-        other => other.clone(),
+        other @ Value::Null
+        | other @ Value::Bool(_)
+        | other @ Value::Number(_)
+        | other @ Value::String(_) => other.clone(),
     }
 }
 

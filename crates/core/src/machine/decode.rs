@@ -146,7 +146,12 @@ impl Decoder<'_> {
                         path.truncate(len);
                     }
                 }
-                _ => self.wrong(v, ty, path),
+                Value::Null
+                | Value::Bool(_)
+                | Value::Number(_)
+                | Value::String(_)
+                | Value::Mapping(_)
+                | Value::Tagged(_) => self.wrong(v, ty, path),
             },
             Type::Map(inner) => match v {
                 Value::Mapping(map) => {
@@ -162,13 +167,25 @@ impl Decoder<'_> {
                         let len = path.len();
                         match k {
                             Value::String(s) => push_key(path, s),
-                            other => push_key(path, &scalar_text(other).unwrap_or_default()),
+                            other @ Value::Null
+                            | other @ Value::Bool(_)
+                            | other @ Value::Number(_)
+                            | other @ Value::Sequence(_)
+                            | other @ Value::Mapping(_)
+                            | other @ Value::Tagged(_) => {
+                                push_key(path, &scalar_text(other).unwrap_or_default())
+                            }
                         }
                         self.value(item, inner, path);
                         path.truncate(len);
                     }
                 }
-                _ => self.wrong(v, ty, path),
+                Value::Null
+                | Value::Bool(_)
+                | Value::Number(_)
+                | Value::String(_)
+                | Value::Sequence(_)
+                | Value::Tagged(_) => self.wrong(v, ty, path),
             },
             Type::Either(options) => self.either(v, ty, options, path),
             Type::Struct(index) => match v {
@@ -178,7 +195,12 @@ impl Decoder<'_> {
                         let owned;
                         let key = match k {
                             Value::String(s) => s.as_str(),
-                            other => {
+                            other @ Value::Null
+                            | other @ Value::Bool(_)
+                            | other @ Value::Number(_)
+                            | other @ Value::Sequence(_)
+                            | other @ Value::Mapping(_)
+                            | other @ Value::Tagged(_) => {
                                 owned = scalar_text(other).unwrap_or_default();
                                 owned.as_str()
                             }
@@ -198,7 +220,12 @@ impl Decoder<'_> {
                         path.truncate(len);
                     }
                 }
-                _ => self.wrong(v, ty, path),
+                Value::Null
+                | Value::Bool(_)
+                | Value::Number(_)
+                | Value::String(_)
+                | Value::Sequence(_)
+                | Value::Tagged(_) => self.wrong(v, ty, path),
             },
         }
     }
@@ -394,14 +421,19 @@ fn element(ty: &Type) -> (&Type, &'static str) {
     match ty {
         Type::List(inner) => (element(inner).0, "[]"),
         Type::Map(inner) => (element(inner).0, ".<name>"),
-        other => (other, ""),
+        other @ Type::Scalar(_) | other @ Type::Either(_) | other @ Type::Struct(_) => (other, ""),
     }
 }
 
 fn untagged(v: &Value) -> &Value {
     match v {
         Value::Tagged(t) => untagged(&t.value),
-        other => other,
+        other @ Value::Null
+        | other @ Value::Bool(_)
+        | other @ Value::Number(_)
+        | other @ Value::String(_)
+        | other @ Value::Sequence(_)
+        | other @ Value::Mapping(_) => other,
     }
 }
 
@@ -474,7 +506,7 @@ fn plural(ty: &Type) -> Option<String> {
             .map(plural)
             .collect::<Option<Vec<_>>>()?
             .join(" or "),
-        _ => return None,
+        Type::Scalar(_) | Type::List(_) | Type::Map(_) => return None,
     })
 }
 
@@ -500,10 +532,20 @@ fn scalar(v: &Value, s: Scalar) -> Result<(), String> {
             return match s {
                 Scalar::Any => Ok(()),
                 Scalar::Object if v.is_mapping() => Ok(()),
-                _ => wrong(),
+                Scalar::String
+                | Scalar::Int
+                | Scalar::Uint
+                | Scalar::Float
+                | Scalar::Bool
+                | Scalar::Duration
+                | Scalar::Ip
+                | Scalar::Cidr
+                | Scalar::IpPort
+                | Scalar::Base64
+                | Scalar::Object => wrong(),
             };
         }
-        _ => return Ok(()),
+        Value::Null | Value::Tagged(_) => return Ok(()),
     }
     if matches!(s, Scalar::String | Scalar::Any) {
         return Ok(());
@@ -516,14 +558,24 @@ fn scalar(v: &Value, s: Scalar) -> Result<(), String> {
         Scalar::Int | Scalar::Float => match v {
             Value::Number(_) => Ok(()),
             Value::String(t) if go_int(t).is_some() => Ok(()),
-            _ => wrong(),
+            Value::Null
+            | Value::Bool(_)
+            | Value::String(_)
+            | Value::Sequence(_)
+            | Value::Mapping(_)
+            | Value::Tagged(_) => wrong(),
         },
         Scalar::Uint => match v {
             Value::Number(n) if n.as_i64().is_some_and(|i| i < 0) => wrong(),
             Value::Number(n) if n.as_f64().is_some_and(|f| f < 0.0) => wrong(),
             Value::Number(_) => Ok(()),
             Value::String(t) if go_int(t).is_some_and(|i| i >= 0) => Ok(()),
-            _ => wrong(),
+            Value::Null
+            | Value::Bool(_)
+            | Value::String(_)
+            | Value::Sequence(_)
+            | Value::Mapping(_)
+            | Value::Tagged(_) => wrong(),
         },
         // yaml.v3 `decoder.scalar`: a string decodes into a bool only in YAML 1.1 spelling.
         Scalar::Bool => match v {
@@ -550,13 +602,23 @@ fn scalar(v: &Value, s: Scalar) -> Result<(), String> {
             {
                 Ok(())
             }
-            _ => wrong(),
+            Value::Null
+            | Value::Number(_)
+            | Value::String(_)
+            | Value::Sequence(_)
+            | Value::Mapping(_)
+            | Value::Tagged(_) => wrong(),
         },
         Scalar::Duration => match v {
             Value::String(t) => {
                 parse_go_duration(t).map_err(|e| format!("{t:?} is not a duration: {e}"))
             }
-            _ => wrong(),
+            Value::Null
+            | Value::Bool(_)
+            | Value::Number(_)
+            | Value::Sequence(_)
+            | Value::Mapping(_)
+            | Value::Tagged(_) => wrong(),
         },
         Scalar::Ip => parse_ip(&text).map_or_else(|| invalid("an IP address"), |_| Ok(())),
         Scalar::Cidr => {

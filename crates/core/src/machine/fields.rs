@@ -178,7 +178,7 @@ impl FieldSet {
             }
             Type::List(inner) => self.collect_type_paths(inner, format!("{path}[]"), stack, out),
             Type::Map(inner) => self.collect_type_paths(inner, format!("{path}.{{}}"), stack, out),
-            _ => out.push(path),
+            Type::Scalar(_) | Type::Either(_) | Type::Struct(_) => out.push(path),
         }
     }
 }

@@ -157,7 +157,10 @@ impl LinkCheck<'_> {
     fn push(&mut self, kind: ProblemKind, document: &str, field: &str, message: String) {
         let severity = match kind {
             ProblemKind::AddressLost => Severity::Error,
-            _ => Severity::Warning,
+            ProblemKind::Validation
+            | ProblemKind::UnknownKey
+            | ProblemKind::WrongType
+            | ProblemKind::OtherLink => Severity::Warning,
         };
         self.problems.push(ConfigProblem {
             severity,

@@ -534,7 +534,7 @@ impl Build<'_> {
             ApplyCause::Strategic(MergeError::TypeMismatch { path, .. }) => {
                 Some(path.replace("[]", ""))
             }
-            _ => None,
+            ApplyCause::Strategic(_) | ApplyCause::Json6902(_) => None,
         };
         let mut d = Diagnostic::error(
             Code::PatchConflict,

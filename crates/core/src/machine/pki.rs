@@ -130,7 +130,9 @@ pub(crate) fn issue_client_certificate<R: RngCore + CryptoRng>(
     let issuer = Issuer::from_ca_cert_der(&ca_der.into(), ca_key.signer()?)?;
     let leaf_key = match ca_key.algorithm() {
         super::keys::KeyAlgorithm::Ed25519 => PrivateKey::generate_ed25519(rng),
-        _ => PrivateKey::generate_p256(rng),
+        super::keys::KeyAlgorithm::EcdsaP256 | super::keys::KeyAlgorithm::Rsa => {
+            PrivateKey::generate_p256(rng)
+        }
     };
     let mut params = CertificateParams::default();
     params.distinguished_name = name(spec.subject.iter().map(|(t, v)| (t.clone(), *v)));

@@ -238,7 +238,12 @@ fn walk(v: &Value, path: &mut String, f: &mut impl FnMut(&str, &Value)) {
             }
         }
         Value::Tagged(t) => walk(&t.value, path, f),
-        leaf => f(path, leaf),
+        leaf @ Value::Null
+        | leaf @ Value::Bool(_)
+        | leaf @ Value::Number(_)
+        | leaf @ Value::String(_)
+        | leaf @ Value::Sequence(_)
+        | leaf @ Value::Mapping(_) => f(path, leaf),
     }
 }
 

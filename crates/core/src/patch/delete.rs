@@ -214,7 +214,7 @@ fn has_directive(v: &Value) -> bool {
             .any(|(k, v)| k.as_str() == Some("$patch") || has_directive(v)),
         Value::Sequence(items) => items.iter().any(has_directive),
         Value::Tagged(t) => has_directive(&t.value),
-        _ => false,
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => false,
     }
 }
 
@@ -308,7 +308,7 @@ fn walk(
             Ok(removed_any && items.is_empty())
         }
         Value::Tagged(t) => walk(&mut t.value, in_list, segs, steps, found),
-        _ => Ok(false),
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => Ok(false),
     }
 }
 

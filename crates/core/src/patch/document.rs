@@ -144,7 +144,7 @@ pub(crate) fn scalar_text(v: &Value) -> Option<String> {
         Value::Number(n) => Some(n.to_string()),
         Value::Bool(b) => Some(b.to_string()),
         Value::Tagged(t) => scalar_text(&t.value),
-        _ => None,
+        Value::Null | Value::Sequence(_) | Value::Mapping(_) => None,
     }
 }
 

@@ -15,7 +15,15 @@ fn text(v: &Value, func: &str) -> Result<String, Error> {
     match v.kind() {
         ValueKind::String => Ok(v.as_str().unwrap_or_default().to_string()),
         ValueKind::Number | ValueKind::Bool => Ok(v.to_string()),
-        _ => Err(invalid(format!(
+        ValueKind::Undefined
+        | ValueKind::None
+        | ValueKind::Bytes
+        | ValueKind::Seq
+        | ValueKind::Map
+        | ValueKind::Iterable
+        | ValueKind::Plain
+        | ValueKind::Invalid
+        | _ => Err(invalid(format!(
             "{func}: expected a string, got {}",
             v.kind()
         ))),
@@ -25,7 +33,16 @@ fn text(v: &Value, func: &str) -> Result<String, Error> {
 fn list(v: &Value, func: &str) -> Result<Vec<Value>, Error> {
     match v.kind() {
         ValueKind::Seq | ValueKind::Iterable => Ok(v.try_iter()?.collect()),
-        _ => Err(invalid(format!(
+        ValueKind::Undefined
+        | ValueKind::None
+        | ValueKind::Bool
+        | ValueKind::Number
+        | ValueKind::String
+        | ValueKind::Bytes
+        | ValueKind::Map
+        | ValueKind::Plain
+        | ValueKind::Invalid
+        | _ => Err(invalid(format!(
             "{func}: expected a list, got {}",
             v.kind()
         ))),
@@ -68,7 +85,17 @@ fn split(sep: String, s: String) -> Vec<String> {
 fn length(v: Value) -> Result<usize, Error> {
     match v.kind() {
         ValueKind::String => Ok(v.as_str().unwrap_or_default().chars().count()),
-        _ => v
+        ValueKind::Undefined
+        | ValueKind::None
+        | ValueKind::Bool
+        | ValueKind::Number
+        | ValueKind::Bytes
+        | ValueKind::Seq
+        | ValueKind::Map
+        | ValueKind::Iterable
+        | ValueKind::Plain
+        | ValueKind::Invalid
+        | _ => v
             .len()
             .ok_or_else(|| invalid(format!("length: cannot take the length of a {}", v.kind()))),
     }
@@ -190,7 +217,16 @@ fn tonumber(v: Value) -> Result<Value, Error> {
                 .map(Value::from)
                 .map_err(|_| invalid(format!("tonumber: cannot convert {s:?} to a number")))
         }
-        _ => Err(invalid(format!(
+        ValueKind::Undefined
+        | ValueKind::None
+        | ValueKind::Bool
+        | ValueKind::Bytes
+        | ValueKind::Seq
+        | ValueKind::Map
+        | ValueKind::Iterable
+        | ValueKind::Plain
+        | ValueKind::Invalid
+        | _ => Err(invalid(format!(
             "tonumber: cannot convert a {} to a number",
             v.kind()
         ))),

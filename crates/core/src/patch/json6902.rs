@@ -58,7 +58,9 @@ pub fn yaml_to_json(v: &Yaml) -> Result<Json, String> {
                     Yaml::Bool(b) => b.to_string(),
                     Yaml::Number(n) => n.to_string(),
                     Yaml::Null => "null".into(),
-                    _ => return Err("a mapping key is not a scalar".into()),
+                    Yaml::Sequence(_) | Yaml::Mapping(_) | Yaml::Tagged(_) => {
+                        return Err("a mapping key is not a scalar".into());
+                    }
                 };
                 out.insert(key, yaml_to_json(v)?);
             }

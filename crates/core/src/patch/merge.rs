@@ -98,7 +98,11 @@ fn is_zero_scalar(v: &Value) -> bool {
     match v {
         Value::String(s) => s.is_empty(),
         Value::Number(n) => n.as_f64() == Some(0.0),
-        _ => false,
+        Value::Null
+        | Value::Bool(_)
+        | Value::Sequence(_)
+        | Value::Mapping(_)
+        | Value::Tagged(_) => false,
     }
 }
 
@@ -266,7 +270,7 @@ fn same_element(rule: FieldRule, existing: &Value, patch: &Value) -> bool {
             let zero = |s: &str| s.is_empty() || s == "0";
             a == b || (zero(&a) && zero(&b))
         }
-        _ => false,
+        FieldRule::Default | FieldRule::Replace | FieldRule::Args | FieldRule::Url => false,
     }
 }
 
@@ -278,7 +282,12 @@ fn without_zero_fields(v: &Value) -> Value {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         ),
-        other => other.clone(),
+        other @ Value::Null
+        | other @ Value::Bool(_)
+        | other @ Value::Number(_)
+        | other @ Value::String(_)
+        | other @ Value::Sequence(_)
+        | other @ Value::Tagged(_) => other.clone(),
     }
 }
 

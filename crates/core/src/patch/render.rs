@@ -220,7 +220,7 @@ impl Renderer {
                 ErrorKind::InvalidOperation,
                 "cannot include a list or map in a string template; use jsonencode() or yamlencode()",
             )),
-            _ => minijinja::escape_formatter(out, state, value),
+            ValueKind::Undefined | ValueKind::Bool | ValueKind::Number | ValueKind::String | ValueKind::Bytes | ValueKind::Plain | ValueKind::Invalid | _ => minijinja::escape_formatter(out, state, value),
         });
         Renderer {
             jinja,
@@ -404,7 +404,10 @@ pub fn rendered_documents(
             rendered: kind != PatchKind::Literal,
             message,
         },
-        other => RenderError::Yaml {
+        other @ DocumentError::NotAMapping { .. }
+        | other @ DocumentError::MissingKind { .. }
+        | other @ DocumentError::MissingApiVersion { .. }
+        | other @ DocumentError::Duplicate { .. } => RenderError::Yaml {
             file: file.to_path_buf(),
             line: 1,
             column: None,

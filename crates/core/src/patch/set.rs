@@ -278,7 +278,7 @@ impl PatchSet {
             PatchBody::Strategic(steps) => {
                 let written = steps.iter().find_map(|s| match s {
                     StrategicStep::Merge { id, document } if id == doc => Some(document),
-                    _ => None,
+                    StrategicStep::Delete(_) | StrategicStep::Merge { .. } => None,
                 });
                 let translated = match (written, config.position(doc)) {
                     (Some(w), Some(i)) => locate::patch_path(&config.documents[i], w, path),
@@ -464,7 +464,10 @@ fn load_diagnostic(file: &Path, e: &LoadError, text: &str) -> Diagnostic {
             Some(pos) => d.at(pos).field(field.clone()),
             None => d.field(field.clone()),
         },
-        _ => d,
+        LoadError::Document(_)
+        | LoadError::Delete(_)
+        | LoadError::Json(_)
+        | LoadError::YamlOps(_) => d,
     }
 }
 

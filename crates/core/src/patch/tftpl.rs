@@ -118,7 +118,7 @@ pub fn translate(src: &str) -> Result<Translated, TftplError> {
         .iter()
         .map(|p| match p {
             Part::Text { start, end } => (*start, *end),
-            _ => (0, 0),
+            Part::Literal { .. } | Part::Tag { .. } => (0, 0),
         })
         .collect();
     for (k, part) in parts.iter().enumerate() {
@@ -430,7 +430,7 @@ fn segments(toks: &[Tok<'_>], out: &mut String) {
                 out.push(',');
                 start = i + 1;
             }
-            _ => {}
+            Tok::Text(_) | Tok::Comma | Tok::Question | Tok::Colon => {}
         }
     }
     segment(&toks[start..], out);
@@ -465,7 +465,7 @@ fn segment(toks: &[Tok<'_>], out: &mut String) {
                     return;
                 }
             }
-            _ => {}
+            Tok::Text(_) | Tok::Comma | Tok::Question | Tok::Colon => {}
         }
     }
     flat(toks, out);
@@ -488,7 +488,7 @@ fn flat(toks: &[Tok<'_>], out: &mut String) {
                                 break;
                             }
                         }
-                        _ => {}
+                        Tok::Text(_) | Tok::Comma | Tok::Question | Tok::Colon => {}
                     }
                     j += 1;
                 }

@@ -339,7 +339,11 @@ fn flatten(path: &str, v: &Value, out: &mut BTreeMap<String, String>) {
         Value::String(s) => {
             out.insert(path.to_owned(), s.clone());
         }
-        other => {
+        other @ Value::Null
+        | other @ Value::Bool(_)
+        | other @ Value::Number(_)
+        | other @ Value::Array(_)
+        | other @ Value::Object(_) => {
             out.insert(path.to_owned(), other.to_string());
         }
     }

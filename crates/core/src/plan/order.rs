@@ -124,7 +124,14 @@ pub fn chain_upgrades(plan: &mut Plan, desired: &Desired, max_parallel: NonZeroU
             Address::Config(host) if is_control_plane(desired, host) => {
                 waves.push(vec![c.address.clone()]);
             }
-            a => workers.push(a.clone()),
+            a @ Address::Image(_)
+            | a @ Address::PciMapping(_)
+            | a @ Address::Pool(_)
+            | a @ Address::Vm(_)
+            | a @ Address::Config(_)
+            | a @ Address::Bootstrap
+            | a @ Address::Kubeconfig
+            | a @ Address::Object(_) => workers.push(a.clone()),
         }
     }
     waves.extend(workers.chunks(max_parallel.get()).map(<[Address]>::to_vec));
@@ -159,7 +166,14 @@ fn assign_control_plane_components(plan: &mut Plan, desired: &Desired) {
         .filter(|c| c.kubernetes().is_some_and(|k| k.rolled))
         .filter_map(|c| match &c.address {
             Address::Config(host) if is_control_plane(desired, host) => Some(host.clone()),
-            _ => None,
+            Address::Image(_)
+            | Address::PciMapping(_)
+            | Address::Pool(_)
+            | Address::Vm(_)
+            | Address::Config(_)
+            | Address::Bootstrap
+            | Address::Kubeconfig
+            | Address::Object(_) => None,
         })
         .collect();
     let mut first = true;

@@ -346,7 +346,13 @@ pub(super) fn order_holding_back(plan: &mut Plan, desired: &Desired) {
         .filter(|c| matches!(c.action, Action::Create | Action::Replace))
         .filter_map(|c| match &c.address {
             Address::Vm(host) => desired.vms.get(host),
-            _ => None,
+            Address::Image(_)
+            | Address::PciMapping(_)
+            | Address::Pool(_)
+            | Address::Config(_)
+            | Address::Bootstrap
+            | Address::Kubeconfig
+            | Address::Object(_) => None,
         })
         .map(|vm| Address::Image(vm.image.clone()))
         .collect();

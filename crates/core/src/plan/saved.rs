@@ -220,7 +220,13 @@ pub fn check_same(
                 Address::Config(h) => [&saved.inputs, inputs_now]
                     .iter()
                     .any(|i| i.nodes.get(h).is_some_and(|l| l.contains(file))),
-                _ => false,
+                Address::Image(_)
+                | Address::PciMapping(_)
+                | Address::Pool(_)
+                | Address::Vm(_)
+                | Address::Bootstrap
+                | Address::Kubeconfig
+                | Address::Object(_) => false,
             };
             affects.extend(
                 differing[1..]
@@ -277,7 +283,12 @@ fn explain(
 ) -> PlanMismatch {
     let host = match address {
         Address::Config(h) | Address::Vm(h) => Some(h.as_str()),
-        _ => None,
+        Address::Image(_)
+        | Address::PciMapping(_)
+        | Address::Pool(_)
+        | Address::Bootstrap
+        | Address::Kubeconfig
+        | Address::Object(_) => None,
     };
     let changed = saved.inputs.changed_for(inputs_now, host);
     let topology_changed = changed.iter().any(|(f, _)| *f == saved.inputs.topology);

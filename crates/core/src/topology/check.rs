@@ -158,7 +158,10 @@ pub fn resolve(base: &Path, p: &str) -> PathBuf {
             Component::ParentDir if matches!(out.last(), Some(Component::Normal(_))) => {
                 out.pop();
             }
-            other => out.push(other),
+            other @ Component::Prefix(_)
+            | other @ Component::RootDir
+            | other @ Component::ParentDir
+            | other @ Component::Normal(_) => out.push(other),
         }
     }
     if out.is_empty() {

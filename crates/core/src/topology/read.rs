@@ -75,7 +75,12 @@ fn pos_of(node: &MarkedYaml<'_>) -> Pos {
 fn unwrap_tag<'a, 'i>(node: &'a MarkedYaml<'i>) -> &'a MarkedYaml<'i> {
     match &node.data {
         YamlData::Tagged(_, inner) => unwrap_tag(inner),
-        _ => node,
+        YamlData::Representation(..)
+        | YamlData::Value(_)
+        | YamlData::Sequence(_)
+        | YamlData::Mapping(_)
+        | YamlData::Alias(_)
+        | YamlData::BadValue => node,
     }
 }
 
@@ -100,7 +105,10 @@ fn kind(node: &MarkedYaml<'_>) -> String {
         YamlData::Value(Scalar::String(s)) => {
             format!("the string {:?}", crate::limits::quoted(s))
         }
-        _ => "a value that cannot be read".into(),
+        YamlData::Representation(..)
+        | YamlData::Tagged(..)
+        | YamlData::Alias(_)
+        | YamlData::BadValue => "a value that cannot be read".into(),
     }
 }
 
@@ -114,7 +122,11 @@ fn to_json(node: &MarkedYaml<'_>) -> serde_json::Value {
                 .map(|(k, v)| {
                     let key = match to_json(k) {
                         Value::String(s) => s,
-                        other => other.to_string(),
+                        other @ Value::Null
+                        | other @ Value::Bool(_)
+                        | other @ Value::Number(_)
+                        | other @ Value::Array(_)
+                        | other @ Value::Object(_) => other.to_string(),
                     };
                     (key, to_json(v))
                 })
@@ -127,7 +139,11 @@ fn to_json(node: &MarkedYaml<'_>) -> serde_json::Value {
             serde_json::Number::from_f64(f.into_inner()).map_or(Value::Null, Value::Number)
         }
         YamlData::Value(Scalar::String(s)) => Value::String(s.to_string()),
-        _ => Value::Null,
+        YamlData::Representation(..)
+        | YamlData::Value(_)
+        | YamlData::Tagged(..)
+        | YamlData::Alias(_)
+        | YamlData::BadValue => Value::Null,
     }
 }
 
@@ -186,7 +202,13 @@ impl Reader<'_> {
                     YamlData::Value(Scalar::Integer(i)) => i.to_string(),
                     YamlData::Value(Scalar::Boolean(b)) => b.to_string(),
                     YamlData::Value(Scalar::FloatingPoint(f)) => f.to_string(),
-                    _ => "(not a plain key)".to_owned(),
+                    YamlData::Representation(..)
+                    | YamlData::Value(_)
+                    | YamlData::Sequence(_)
+                    | YamlData::Mapping(_)
+                    | YamlData::Tagged(..)
+                    | YamlData::Alias(_)
+                    | YamlData::BadValue => "(not a plain key)".to_owned(),
                 };
                 (name, pos_of(k), v)
             })
@@ -233,7 +255,13 @@ impl Reader<'_> {
     fn scalar_string(&mut self, node: &MarkedYaml<'_>, pos: Pos, field: &str) -> Option<String> {
         match &unwrap_tag(node).data {
             YamlData::Value(Scalar::String(s)) => Some(s.to_string()),
-            _ => {
+            YamlData::Representation(..)
+            | YamlData::Value(_)
+            | YamlData::Sequence(_)
+            | YamlData::Mapping(_)
+            | YamlData::Tagged(..)
+            | YamlData::Alias(_)
+            | YamlData::BadValue => {
                 self.wrong_type(pos, field, "a string", node);
                 None
             }
@@ -252,7 +280,13 @@ impl Reader<'_> {
             YamlData::Value(Scalar::Integer(i)) if *i >= 0 => {
                 Some(Spanned::new(u64::try_from(*i).unwrap_or(0), pos))
             }
-            _ => {
+            YamlData::Representation(..)
+            | YamlData::Value(_)
+            | YamlData::Sequence(_)
+            | YamlData::Mapping(_)
+            | YamlData::Tagged(..)
+            | YamlData::Alias(_)
+            | YamlData::BadValue => {
                 self.wrong_type(pos, &field, "a whole number, 0 or more", node);
                 None
             }
@@ -263,7 +297,13 @@ impl Reader<'_> {
         let (pos, node, field) = self.take(f, key)?;
         match &unwrap_tag(node).data {
             YamlData::Value(Scalar::Boolean(b)) => Some(Spanned::new(*b, pos)),
-            _ => {
+            YamlData::Representation(..)
+            | YamlData::Value(_)
+            | YamlData::Sequence(_)
+            | YamlData::Mapping(_)
+            | YamlData::Tagged(..)
+            | YamlData::Alias(_)
+            | YamlData::BadValue => {
                 self.wrong_type(pos, &field, "true or false", node);
                 None
             }
@@ -434,7 +474,13 @@ impl Reader<'_> {
             .find(|(k, _, _)| k == "hostname")
             .and_then(|(_, _, v)| match &unwrap_tag(v).data {
                 YamlData::Value(Scalar::String(s)) => Some(s.to_string()),
-                _ => None,
+                YamlData::Representation(..)
+                | YamlData::Value(_)
+                | YamlData::Sequence(_)
+                | YamlData::Mapping(_)
+                | YamlData::Tagged(..)
+                | YamlData::Alias(_)
+                | YamlData::BadValue => None,
             });
         let raw = RawNode {
             hostname: self.string(&mut f, "hostname"),

@@ -72,12 +72,17 @@ fn unwrap_descriptions(value: &mut Value) {
                             .collect::<Vec<_>>()
                             .join("\n\n");
                     }
-                    _ => unwrap_descriptions(v),
+                    Value::Null
+                    | Value::Bool(_)
+                    | Value::Number(_)
+                    | Value::String(_)
+                    | Value::Array(_)
+                    | Value::Object(_) => unwrap_descriptions(v),
                 }
             }
         }
         Value::Array(items) => items.iter_mut().for_each(unwrap_descriptions),
-        _ => {}
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
     }
 }
 

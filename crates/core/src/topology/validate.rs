@@ -447,7 +447,9 @@ mod tests {
                 assert_eq!(repo, "https://helm.cilium.io");
                 assert_eq!(values["operator"]["replicas"], 1);
             }
-            other => panic!("{other:?}"),
+            other @ AddonSource::Manifests(_) | other @ AddonSource::Url { .. } => {
+                panic!("{other:?}")
+            }
         }
         let gpu = &t.addons["gpu"];
         assert_eq!(

@@ -79,7 +79,12 @@ impl Emitter {
                 self.out.push(' ');
                 self.root(&t.value);
             }
-            other => {
+            other @ Value::Null
+            | other @ Value::Bool(_)
+            | other @ Value::Number(_)
+            | other @ Value::String(_)
+            | other @ Value::Sequence(_)
+            | other @ Value::Mapping(_) => {
                 // go-yaml puts a root block scalar at the default indentation.
                 let text = self.scalar(other, Place::Root, 4);
                 self.out.push_str(text.trim_start_matches(' '));
@@ -139,7 +144,10 @@ impl Emitter {
                 self.out.push_str(&t.tag.to_string());
                 self.value(&t.value, parent, place);
             }
-            scalar => {
+            scalar @ Value::Null
+            | scalar @ Value::Bool(_)
+            | scalar @ Value::Number(_)
+            | scalar @ Value::String(_) => {
                 let text = self.scalar(scalar, place, child);
                 self.out.push_str(&text);
             }

@@ -520,7 +520,10 @@ impl<'a, P: Provider> Run<'a, P> {
                     batch.dirty = true;
                     batch.acks.push(done);
                 }
-                _ => {}
+                StepMessage::Progress(..)
+                | StepMessage::Warning(..)
+                | StepMessage::Retrying(..)
+                | StepMessage::SafePoint(_) => {}
             }
         }
         batch.save(saver).await?;

@@ -82,7 +82,13 @@ impl Provider for Fake {
     async fn apply(&self, change: &Change, r: &Reporter) -> anyhow::Result<()> {
         let name = match &change.address {
             Address::Pool(n) => n.clone(),
-            other => panic!("unexpected change {other}"),
+            other @ Address::Image(_)
+            | other @ Address::PciMapping(_)
+            | other @ Address::Vm(_)
+            | other @ Address::Config(_)
+            | other @ Address::Bootstrap
+            | other @ Address::Kubeconfig
+            | other @ Address::Object(_) => panic!("unexpected change {other}"),
         };
         let acts = self
             .script
@@ -201,7 +207,9 @@ async fn run(
                 EventKind::Finished { .. } => "finished",
                 EventKind::Failed { .. } => "failed",
                 EventKind::Skipped { .. } => "skipped",
-                _ => continue,
+                EventKind::Progress { .. }
+                | EventKind::Warning { .. }
+                | EventKind::Retrying { .. } => continue,
             };
             events.push(format!("{kind} {}", e.address));
         }

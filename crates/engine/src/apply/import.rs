@@ -181,7 +181,11 @@ pub fn target(topology: &Topology, address: &Address, id: &str) -> Result<Target
             }
             Ok(Target::PciMapping(name.clone()))
         }
-        _ => Err(ImportRefused::NotImportable(address.clone())),
+        Address::Image(_)
+        | Address::Config(_)
+        | Address::Bootstrap
+        | Address::Kubeconfig
+        | Address::Object(_) => Err(ImportRefused::NotImportable(address.clone())),
     }
 }
 

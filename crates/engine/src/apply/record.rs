@@ -183,7 +183,17 @@ fn made_address(record: &Record) -> Option<Address> {
         }
         Record::Vm { host, .. } | Record::VmGone(host) => Some(Address::Vm(host.clone())),
         Record::Image { name, .. } | Record::ImageGone(name) => Some(Address::Image(name.clone())),
-        _ => None,
+        Record::Intent { .. }
+        | Record::Config { .. }
+        | Record::SecureMode(_)
+        | Record::NotSecure(_)
+        | Record::StagedTaken(_)
+        | Record::Upgraded { .. }
+        | Record::Bootstrap(_)
+        | Record::Kubeconfig(_)
+        | Record::Talosconfig(_)
+        | Record::Object { .. }
+        | Record::ObjectGone(_) => None,
     }
 }
 

@@ -414,7 +414,24 @@ async fn staged_record(
             },
             yaml,
         },
-        other => other,
+        other @ Record::Intent { .. }
+        | other @ Record::Image { .. }
+        | other @ Record::ImageGone(_)
+        | other @ Record::Pool(_)
+        | other @ Record::PoolGone(_)
+        | other @ Record::Mapping { .. }
+        | other @ Record::MappingGone(_)
+        | other @ Record::Vm { .. }
+        | other @ Record::VmGone(_)
+        | other @ Record::SecureMode(_)
+        | other @ Record::NotSecure(_)
+        | other @ Record::StagedTaken(_)
+        | other @ Record::Upgraded { .. }
+        | other @ Record::Bootstrap(_)
+        | other @ Record::Kubeconfig(_)
+        | other @ Record::Talosconfig(_)
+        | other @ Record::Object { .. }
+        | other @ Record::ObjectGone(_) => other,
     }
 }
 

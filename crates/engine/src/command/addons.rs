@@ -115,7 +115,7 @@ async fn downloads(
         .values()
         .filter_map(|a| match &a.source {
             AddonSource::Url { url, sha256 } => Some((a, url.as_str(), sha256.as_str())),
-            _ => None,
+            AddonSource::Helm { .. } | AddonSource::Manifests(_) => None,
         })
         .collect();
     let mut rendered = Vec::new();
@@ -139,7 +139,11 @@ async fn downloads(
             Err(e) => {
                 let code = match e {
                     talosprov_sources::FetchError::Mismatch { .. } => Code::AddonChecksum,
-                    _ => Code::InvalidAddonManifest,
+                    talosprov_sources::FetchError::Client(_)
+                    | talosprov_sources::FetchError::Transport { .. }
+                    | talosprov_sources::FetchError::Status { .. }
+                    | talosprov_sources::FetchError::TooLarge { .. }
+                    | talosprov_sources::FetchError::NotUtf8 { .. } => Code::InvalidAddonManifest,
                 };
                 let msg = format!("add-on `{}`: {e}", addon.name);
                 problems.push(manifests::at(topology, addon, code, msg));
@@ -191,7 +195,7 @@ async fn chart(
                 format!("{chart} {version}")
             }
             AddonSource::Helm { repo, version, .. } => format!("{repo} {version}"),
-            _ => String::new(),
+            AddonSource::Manifests(_) | AddonSource::Url { .. } => String::new(),
         },
         rendered,
         values: talosprov_core::addon::redact_values(&values),

@@ -451,7 +451,10 @@ impl Edges for Engine<'_> {
     async fn approve(&mut self, question: Question) -> Result<(), CommandError> {
         let flag = match question {
             Question::Apply => "-auto-approve (or apply a plan saved with `plan -out FILE`)",
-            _ => "-auto-approve",
+            Question::RecordDrift
+            | Question::Destroy
+            | Question::Forget(_)
+            | Question::ForceUnlock { .. } => "-auto-approve",
         };
         approve(
             self.ui,

@@ -57,7 +57,19 @@ impl HealthError {
 fn short(node: &ClusterNode, err: &TalosError) -> String {
     match err {
         TalosError::Unreachable { reason, .. } => format!("unreachable: {reason}"),
-        other => {
+        other @ TalosError::Credentials { .. }
+        | other @ TalosError::ServerCertificate { .. }
+        | other @ TalosError::ClientCertificateRejected { .. }
+        | other @ TalosError::MaintenanceMode { .. }
+        | other @ TalosError::PermissionDenied { .. }
+        | other @ TalosError::InvalidConfig { .. }
+        | other @ TalosError::NotReady { .. }
+        | other @ TalosError::Rpc { .. }
+        | other @ TalosError::Kubeconfig { .. }
+        | other @ TalosError::UpgradeFailed { .. }
+        | other @ TalosError::InMaintenance { .. }
+        | other @ TalosError::OtherCluster { .. }
+        | other @ TalosError::Deadline { .. } => {
             let text = other.to_string();
             match other.node() {
                 Some(name) => text.replacen(&format!("node {name} "), "", 1),
