@@ -4,7 +4,9 @@
 
 use std::fmt::Write;
 
-use talosprov_core::plan::{Action, Change, Conflict, DriftKind, FieldChange, Plan, Summary};
+use talosprov_core::plan::{
+    Action, Change, ConfigField, Conflict, DriftKind, Field, FieldChange, Plan, Summary,
+};
 
 /// The whole plan as text, ending with the summary line.
 pub fn render(plan: &Plan) -> String {
@@ -191,8 +193,11 @@ fn change_block(out: &mut String, c: &Change) {
 /// `upgrade talos v1.13.7 -> v1.13.8 (reboot)`; a schematic change at the
 /// same version names the installer image instead.
 fn upgrade_line(c: &Change) -> String {
-    let field = |name: &str| c.fields.iter().find(|f| f.name == name);
-    let what = match (field("talos_version"), field("installer_image")) {
+    let field = |name: ConfigField| c.fields.iter().find(|f| f.name == Field::Config(name));
+    let what = match (
+        field(ConfigField::TalosVersion),
+        field(ConfigField::InstallerImage),
+    ) {
         (
             Some(FieldChange {
                 before: Some(b),
@@ -281,6 +286,7 @@ pub fn apply_summary_line(s: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use talosprov_core::plan::VmField;
     use talosprov_core::plan::{Drift, PlanWarning};
     use talosprov_core::state::Address;
 
@@ -292,7 +298,7 @@ mod tests {
                     action: Action::Update,
                     reason: "memory_mib changed".into(),
                     fields: vec![FieldChange::new(
-                        "memory_mib",
+                        VmField::MemoryMib,
                         Some("8192".into()),
                         Some("12288".into()),
                     )],
@@ -318,7 +324,7 @@ mod tests {
                     address: Address::Vm("old-01".into()),
                     action: Action::Replace,
                     reason: "moves to VM 131".into(),
-                    fields: vec![FieldChange::new("vmid", Some("130".into()), Some("131".into()))],
+                    fields: vec![FieldChange::new(VmField::Vmid, Some("130".into()), Some("131".into()))],
                     config_diff: None,
                     reboot: None,
                     depends_on: vec![],
@@ -328,7 +334,7 @@ mod tests {
             drift: vec![Drift {
                 address: Address::Vm("cp-01".into()),
                 kind: DriftKind::Changed,
-                fields: vec![FieldChange::new("cores", Some("2".into()), Some("8".into()))],
+                fields: vec![FieldChange::new(VmField::Cores, Some("2".into()), Some("8".into()))],
             }],
             warnings: vec![PlanWarning {
                 address: Some(Address::Config("worker-01".into())),
@@ -351,7 +357,7 @@ mod tests {
             action: Action::Upgrade,
             reason: "Talos v1.13.7 -> v1.13.8".into(),
             fields: vec![FieldChange::new(
-                "talos_version",
+                ConfigField::TalosVersion,
                 Some("v1.13.7".into()),
                 Some("v1.13.8".into()),
             )],

@@ -122,7 +122,11 @@ fn the_crates_that_match_on_changes_addresses_and_presets_refuse_wildcard_arms()
     // `Change`, `Address` and `Preset` live in core; the engine and the CLI
     // match on them. With the lint denied, a new kind or preset makes the
     // compiler list every match to extend.
-    for root in ["crates/core/src/lib.rs", "crates/engine/src/lib.rs", "src/lib.rs"] {
+    for root in [
+        "crates/core/src/lib.rs",
+        "crates/engine/src/lib.rs",
+        "src/lib.rs",
+    ] {
         let text = std::fs::read_to_string(repo().join(root)).unwrap();
         assert!(
             text.lines()

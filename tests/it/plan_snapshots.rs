@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use talosprov_core::plan::{ConfigField, VmField};
 
 use talosprov_core::machine::Sensitive;
 use talosprov_core::plan::{
@@ -206,7 +207,7 @@ fn memory_set_by_hand_and_pending_is_drift_set_back_without_a_restart() {
     worker.memory_mib = Some(6144);
     worker
         .running
-        .insert("memory_mib".into(), Some("8192".into()));
+        .insert(VmField::MemoryMib, Some("8192".into()));
     let p = run(&t, &c, Some(&s), &o).expect("plan");
     assert_eq!(p.drift.len(), 1);
     assert!(p.drift[0].fields[0].pending);
@@ -226,7 +227,7 @@ fn memory_left_pending_by_an_interrupted_apply_restarts_the_vm() {
         .get_mut(&122)
         .expect("worker")
         .running
-        .insert("memory_mib".into(), Some("8192".into()));
+        .insert(VmField::MemoryMib, Some("8192".into()));
     let p = run(&t, &c, Some(&s), &o).expect("plan");
     assert!(p.drift.is_empty(), "{:?}", p.drift);
     assert_eq!(p.changes.len(), 1);
@@ -452,7 +453,7 @@ fn kubernetes_change_rolls_without_a_reboot_unless_the_node_says_it_needs_one() 
     o.apply_reboots.insert("worker-01".into(), false);
     let p = run(&t, &c2, Some(&s), &o).expect("plan");
     let ch = &p.changes[0];
-    assert_eq!(ch.fields[0].name, "kubernetes_version");
+    assert_eq!(ch.fields[0].name, ConfigField::KubernetesVersion.into());
     assert_eq!(ch.reboot, Some(false));
     assert!(
         ch.reason.contains("the kubelet, after the control planes"),
@@ -471,7 +472,7 @@ fn kubernetes_change_rolls_without_a_reboot_unless_the_node_says_it_needs_one() 
     o.apply_reboots.insert("worker-01".into(), true);
     let p = run(&t, &c2, Some(&s), &o).expect("plan");
     let ch = &p.changes[0];
-    assert_eq!(ch.fields[0].name, "kubernetes_version");
+    assert_eq!(ch.fields[0].name, ConfigField::KubernetesVersion.into());
     assert_eq!(ch.reboot, Some(true));
     assert!(
         ch.reason.contains(

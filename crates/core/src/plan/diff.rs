@@ -14,6 +14,7 @@ use crate::plan::removal::check_removal;
 use super::config_diff;
 use super::desired::{Desired, DesiredConfig};
 use super::diff_vm::plan_vm;
+use super::field::{ConfigField, Field, VmField};
 use super::model::{GIB, PlanError, change, field};
 use super::observed::Observed;
 use super::ownership;
@@ -61,7 +62,7 @@ pub fn digests_known_after_apply(plan: &mut Plan) {
         .changes
         .iter_mut()
         .flat_map(|c| c.fields.iter_mut())
-        .filter(|f| f.name == "config_sha256" && f.after.is_some())
+        .filter(|f| f.name == Field::Config(ConfigField::ConfigSha256) && f.after.is_some())
     {
         f.after = Some(KNOWN_AFTER_APPLY.to_owned());
     }
@@ -250,7 +251,7 @@ fn plan_images(d: &Desired, state: &State, fresh_vms: &BTreeSet<&str>, changes: 
                 ),
             );
             c.fields
-                .push(field("volid", None, Some(&image.record.volid)));
+                .push(field(Field::Volid, None, Some(&image.record.volid)));
             c.image = Some(PlannedImage {
                 record: image.record.clone(),
                 factory_url: d.factory_url.clone(),
@@ -322,7 +323,7 @@ fn plan_vm_deletions(d: &Desired, state: &State, changes: &mut Vec<Change>) {
                 vm.vmid
             ),
         );
-        c.fields.push(field("vmid", Some(vm.vmid), None));
+        c.fields.push(field(VmField::Vmid, Some(vm.vmid), None));
         c.role = recorded_role(state, host);
         changes.push(c);
     }
@@ -377,7 +378,11 @@ fn plan_config(nodes: &ConfigContext<'_>, host: &str, want: &DesiredConfig, out:
         out.drift.push(Drift {
             address: Address::Config(host.to_owned()),
             kind: DriftKind::Changed,
-            fields: vec![field("talos_version", Some(&r.talos_version), Some(seen))],
+            fields: vec![field(
+                ConfigField::TalosVersion,
+                Some(&r.talos_version),
+                Some(seen),
+            )],
         });
     }
     if let Some(r) = recorded.filter(|r| r.secure_mode)
@@ -398,7 +403,7 @@ fn plan_config(nodes: &ConfigContext<'_>, host: &str, want: &DesiredConfig, out:
             };
             let mut c = config_change(host, want, Action::ApplyConfig, why, ApplyMode::Maintenance);
             c.fields.push(field(
-                "config_sha256",
+                ConfigField::ConfigSha256,
                 None,
                 Some(&want.record.config_sha256),
             ));
@@ -482,7 +487,11 @@ fn reapply_after_reset(
     drift.push(Drift {
         address: Address::Config(host.to_owned()),
         kind: DriftKind::Changed,
-        fields: vec![field("mode", Some("secure"), Some("maintenance (reset)"))],
+        fields: vec![field(
+            ConfigField::Mode,
+            Some("secure"),
+            Some("maintenance (reset)"),
+        )],
     });
     let mut c = config_change(
         host,
@@ -493,7 +502,7 @@ fn reapply_after_reset(
         ApplyMode::Maintenance,
     );
     c.fields.push(field(
-        "config_sha256",
+        ConfigField::ConfigSha256,
         Some(&recorded.config_sha256),
         Some(&want.record.config_sha256),
     ));
@@ -525,14 +534,14 @@ fn describe_upgrade(
     c.reboot = Some(true);
     if running != want.record.talos_version {
         c.fields.push(field(
-            "talos_version",
+            ConfigField::TalosVersion,
             Some(running),
             Some(&want.record.talos_version),
         ));
     }
     if current.installer_image != want.record.installer_image {
         c.fields.push(field(
-            "installer_image",
+            ConfigField::InstallerImage,
             Some(&current.installer_image),
             Some(&want.record.installer_image),
         ));
@@ -558,7 +567,7 @@ struct ConfigEdit<'a> {
 fn describe_config_edit(edit: &ConfigEdit<'_>, c: &mut Change, out: &mut Collected) {
     let (want, current) = (edit.want, edit.current);
     c.fields.push(field(
-        "config_sha256",
+        ConfigField::ConfigSha256,
         Some(&current.config_sha256),
         Some(&want.record.config_sha256),
     ));
@@ -588,8 +597,10 @@ fn describe_config_edit(edit: &ConfigEdit<'_>, c: &mut Change, out: &mut Collect
                  reboot, behind the health gate"
             )
         };
-        c.fields
-            .insert(0, field("kubernetes_version", Some(from), Some(to)));
+        c.fields.insert(
+            0,
+            field(ConfigField::KubernetesVersion, Some(from), Some(to)),
+        );
         out.kubernetes_change
             .get_or_insert_with(|| (from.clone(), to.clone()));
     }
@@ -774,7 +785,7 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
                     vm.vmid, vm.node
                 ),
             );
-            c.fields.push(field("vmid", Some(vm.vmid), None));
+            c.fields.push(field(VmField::Vmid, Some(vm.vmid), None));
             c.role = recorded_role(s, host);
             changes.push(c);
         }
@@ -804,7 +815,7 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
                     Action::Delete,
                     "--purge-images",
                 );
-                c.fields.push(field("volid", Some(&image.volid), None));
+                c.fields.push(field(Field::Volid, Some(&image.volid), None));
                 changes.push(c);
             }
         }
@@ -833,8 +844,10 @@ mod tests {
     #[test]
     fn digests_of_configs_from_new_secrets_are_known_after_apply() {
         let mut c = change(Address::Config("cp-01".into()), Action::ApplyConfig, "new");
-        c.fields.push(field("config_sha256", None, Some("ab12")));
-        c.fields.push(field("talos_version", None, Some("v1.13.8")));
+        c.fields
+            .push(field(ConfigField::ConfigSha256, None, Some("ab12")));
+        c.fields
+            .push(field(ConfigField::TalosVersion, None, Some("v1.13.8")));
         let mut p = Plan {
             format_version: PLAN_FORMAT_VERSION,
             lineage: None,

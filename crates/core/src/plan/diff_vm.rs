@@ -11,6 +11,7 @@ use crate::state::format;
 use crate::state::{Address, CreateIntent};
 
 use super::desired::DesiredVm;
+use super::field::{Field, VmField};
 use super::model::{PlanError, change, field};
 use super::observed::{Observed, ObservedVm};
 use super::ownership::{self, Found};
@@ -38,21 +39,21 @@ fn current_of(recorded: &format::Vm, seen: Option<&ObservedVm>) -> format::Vm {
 fn vm_fields(before: &format::Vm, after: &format::Vm) -> Vec<FieldChange> {
     let mut f = Vec::new();
     if before.name != after.name {
-        f.push(field("name", Some(&before.name), Some(&after.name)));
+        f.push(field(VmField::Name, Some(&before.name), Some(&after.name)));
     }
     if before.cores != after.cores {
-        f.push(field("cores", Some(before.cores), Some(after.cores)));
+        f.push(field(VmField::Cores, Some(before.cores), Some(after.cores)));
     }
     if before.memory_mib != after.memory_mib {
         f.push(field(
-            "memory_mib",
+            VmField::MemoryMib,
             Some(before.memory_mib),
             Some(after.memory_mib),
         ));
     }
     if before.disk_gib != after.disk_gib {
         f.push(field(
-            "disk_gib",
+            VmField::DiskGib,
             Some(before.disk_gib),
             Some(after.disk_gib),
         ));
@@ -60,15 +61,19 @@ fn vm_fields(before: &format::Vm, after: &format::Vm) -> Vec<FieldChange> {
     let keys: BTreeSet<&String> = before.hostpci.keys().chain(after.hostpci.keys()).collect();
     for key in keys {
         let (b, a) = (before.hostpci.get(key), after.hostpci.get(key));
+        // Records hold `hostpciN` keys only; another key is no PCI device.
+        let Some(device) = VmField::parse(key) else {
+            continue;
+        };
         if !crate::vm::hostpci_equivalent(b.map(String::as_str), a.map(String::as_str)) {
-            f.push(field(key, b, a));
+            f.push(field(device, b, a));
         }
     }
     let (bt, at): (BTreeSet<&String>, BTreeSet<&String>) =
         (before.tags.iter().collect(), after.tags.iter().collect());
     if bt != at {
         let text = |tags: &[String]| (!tags.is_empty()).then(|| tags.join(";"));
-        f.push(field("tags", text(&before.tags), text(&after.tags)));
+        f.push(field(VmField::Tags, text(&before.tags), text(&after.tags)));
     }
     f
 }
@@ -131,7 +136,7 @@ pub(super) fn plan_vm(
     let running = seen.map(|s| &s.running);
     let mut drifted = vm_fields(rec, &current);
     for f in &mut drifted {
-        f.pending = running.is_some_and(|r| r.contains_key(&f.name));
+        f.pending = running.is_some_and(|r| f.name.vm().is_some_and(|v| r.contains_key(&v)));
     }
     if !drifted.is_empty() {
         found.drift.push(Drift {
@@ -234,7 +239,7 @@ fn plan_unrecorded_vm(
                 ),
             );
             c.fields = vm_fields(&current_of(w, Some(seen)), w);
-            c.fields.insert(0, field("vmid", None, Some(w.vmid)));
+            c.fields.insert(0, field(VmField::Vmid, None, Some(w.vmid)));
             return Some(c);
         }
         found.conflicts.push(ownership::conflict(
@@ -278,7 +283,7 @@ fn plan_unrecorded_vm(
     .into_iter()
     .map(|f| FieldChange { before: None, ..f })
     .collect();
-    c.fields.insert(0, field("vmid", None, Some(w.vmid)));
+    c.fields.insert(0, field(VmField::Vmid, None, Some(w.vmid)));
     Some(c)
 }
 
@@ -296,10 +301,12 @@ fn plan_moved_vm(address: &Address, rec: &format::Vm, w: &format::Vm) -> Option<
         ),
     );
     if rec.vmid != w.vmid {
-        c.fields.push(field("vmid", Some(rec.vmid), Some(w.vmid)));
+        c.fields
+            .push(field(VmField::Vmid, Some(rec.vmid), Some(w.vmid)));
     }
     if rec.node != w.node {
-        c.fields.push(field("node", Some(&rec.node), Some(&w.node)));
+        c.fields
+            .push(field(VmField::Node, Some(&rec.node), Some(&w.node)));
     }
     Some(c)
 }
@@ -344,7 +351,7 @@ fn find_recorded_vm<'o>(
                 Action::Create,
                 format!("VM {} was deleted outside talosprov: created again", w.vmid),
             );
-            c.fields.push(field("vmid", None, Some(w.vmid)));
+            c.fields.push(field(VmField::Vmid, None, Some(w.vmid)));
             ControlFlow::Break(Some(c))
         }
     }
@@ -361,7 +368,7 @@ fn plan_vm_update(
 ) -> Option<Change> {
     let running = seen.map(|s| &s.running);
     let mut fields = vm_fields(current, w);
-    let changed: Vec<String> = fields.iter().map(|f| f.name.clone()).collect();
+    let changed: Vec<Field> = fields.iter().map(|f| f.name.clone()).collect();
     // Unknown power state (an offline plan): assume the VM runs.
     let runs = seen.is_none_or(|s| s.status == "running");
     let empty = BTreeMap::new();
@@ -371,14 +378,14 @@ fn plan_vm_update(
         Vec::new()
     };
     // Already set for the next start, but not running yet.
-    let waiting: Vec<&String> = to_restart
+    let waiting: Vec<VmField> = to_restart
         .iter()
-        .map(|(name, _)| name)
-        .filter(|name| !changed.contains(name))
+        .map(|(name, _)| *name)
+        .filter(|name| !changed.contains(&Field::Vm(*name)))
         .collect();
     for (name, run) in &to_restart {
-        if waiting.contains(&name) {
-            let mut f = FieldChange::new(name, run.clone(), value_of(w, name));
+        if waiting.contains(name) {
+            let mut f = FieldChange::new(*name, run.clone(), value_of(w, *name));
             f.pending = true;
             fields.push(f);
         }
@@ -388,16 +395,21 @@ fn plan_vm_update(
     }
     let restart = !to_restart.is_empty();
     let mut parts = Vec::new();
+    let list = |names: Vec<String>| names.join(", ");
     if !changed.is_empty() {
-        parts.push(format!("{} changed", changed.join(", ")));
+        let names = changed.iter().map(ToString::to_string).collect();
+        parts.push(format!("{} changed", list(names)));
     }
     if !waiting.is_empty() {
-        let names: Vec<&str> = waiting.iter().map(|n| n.as_str()).collect();
-        parts.push(format!("{} set but pending in Proxmox", names.join(", ")));
+        let names = waiting.iter().map(ToString::to_string).collect();
+        parts.push(format!("{} set but pending in Proxmox", list(names)));
     }
     let suffix = if restart {
         ": the VM restarts through Proxmox to apply it"
-    } else if !changed.iter().any(|n| restart_class(n)) {
+    } else if !changed
+        .iter()
+        .any(|n| n.vm().is_some_and(VmField::needs_restart))
+    {
         ""
     } else if runs {
         ": the VM already runs with the wanted value, so it is not restarted"
@@ -414,19 +426,17 @@ fn plan_vm_update(
     Some(c)
 }
 
-/// Fields a running VM takes only at its next start: without CPU and memory
-/// hotplug Proxmox keeps them pending until the VM restarts, and a PCI device
-/// needs a new QEMU process. Tags and a disk grow apply at once.
-fn restart_class(name: &str) -> bool {
-    name == "cores" || name == "memory_mib" || name.starts_with("hostpci")
-}
-
 /// A field's value in a VM record, as text (`None`: no such PCI device).
-fn value_of(vm: &format::Vm, name: &str) -> Option<String> {
+fn value_of(vm: &format::Vm, name: VmField) -> Option<String> {
     match name {
-        "cores" => Some(vm.cores.to_string()),
-        "memory_mib" => Some(vm.memory_mib.to_string()),
-        _ => vm.hostpci.get(name).cloned(),
+        VmField::Cores => Some(vm.cores.to_string()),
+        VmField::MemoryMib => Some(vm.memory_mib.to_string()),
+        VmField::HostPci(_) => vm.hostpci.get(&name.to_string()).cloned(),
+        VmField::DiskGib => Some(vm.disk_gib.to_string()),
+        VmField::Name => Some(vm.name.clone()),
+        VmField::Node => Some(vm.node.clone()),
+        VmField::Tags => Some(vm.tags.join(";")),
+        VmField::Vmid => Some(vm.vmid.to_string()),
     }
 }
 
@@ -437,14 +447,14 @@ fn value_of(vm: &format::Vm, name: &str) -> Option<String> {
 /// restart, a change the VM runs with, or one left pending, does.
 fn restart_fields(
     next: &format::Vm,
-    running: &BTreeMap<String, Option<String>>,
+    running: &BTreeMap<VmField, Option<String>>,
     want: &format::Vm,
-) -> Vec<(String, Option<String>)> {
-    let names: BTreeSet<String> = vm_fields(next, want)
+) -> Vec<(VmField, Option<String>)> {
+    let names: BTreeSet<VmField> = vm_fields(next, want)
         .into_iter()
-        .map(|f| f.name)
-        .chain(running.keys().cloned())
-        .filter(|n| restart_class(n))
+        .filter_map(|f| f.name.vm())
+        .chain(running.keys().copied())
+        .filter(|n| n.needs_restart())
         .collect();
     names
         .into_iter()
@@ -452,8 +462,8 @@ fn restart_fields(
             let run = running
                 .get(&name)
                 .cloned()
-                .unwrap_or_else(|| value_of(next, &name));
-            (run != value_of(want, &name)).then_some((name, run))
+                .unwrap_or_else(|| value_of(next, name));
+            (run != value_of(want, name)).then_some((name, run))
         })
         .collect()
 }
@@ -478,17 +488,17 @@ mod tests {
         }
     }
 
-    fn running(pairs: &[(&str, Option<&str>)]) -> BTreeMap<String, Option<String>> {
+    fn running(pairs: &[(&str, Option<&str>)]) -> BTreeMap<VmField, Option<String>> {
         pairs
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.map(str::to_owned)))
+            .map(|(k, v)| (VmField::parse(k).expect("a VM field"), v.map(str::to_owned)))
             .collect()
     }
 
     #[test]
     fn changed_memory_on_a_running_vm_needs_a_restart() {
         let r = restart_fields(&vm(4, 8192, &[]), &BTreeMap::new(), &vm(4, 12288, &[]));
-        assert_eq!(r, vec![("memory_mib".to_owned(), Some("8192".to_owned()))]);
+        assert_eq!(r, vec![(VmField::MemoryMib, Some("8192".to_owned()))]);
     }
 
     #[test]
@@ -509,7 +519,7 @@ mod tests {
             &running(&[("memory_mib", Some("8192"))]),
             &vm(4, 12288, &[]),
         );
-        assert_eq!(r, vec![("memory_mib".to_owned(), Some("8192".to_owned()))]);
+        assert_eq!(r, vec![(VmField::MemoryMib, Some("8192".to_owned()))]);
     }
 
     #[test]
@@ -520,7 +530,7 @@ mod tests {
             &running(&[("hostpci0", None)]),
             &vm(4, 8192, &gpu),
         );
-        assert_eq!(r, vec![("hostpci0".to_owned(), None)]);
+        assert_eq!(r, vec![(VmField::HostPci(0), None)]);
         // Tags and the disk never need one.
         let mut more = vm(4, 8192, &[]);
         more.tags.push("gpu".into());

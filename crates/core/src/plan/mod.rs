@@ -7,6 +7,7 @@ pub mod config_diff;
 pub mod desired;
 pub mod diff;
 mod diff_vm;
+pub mod field;
 pub mod gitlab_report;
 pub mod model;
 pub mod objects;
@@ -17,11 +18,13 @@ pub mod planned;
 pub mod removal;
 pub mod saved;
 mod staged;
+pub mod step;
 
 pub use desired::{
     Desired, DesiredConfig, DesiredError, DesiredImage, DesiredVm, RenderedConfig, desired,
 };
 pub use diff::{KNOWN_AFTER_APPLY, PlanInput, destroy_plan, digests_known_after_apply, plan};
+pub use field::{ConfigField, Field, MappingField, VmField};
 pub use gitlab_report::GitlabReport;
 pub use model::{
     Action, AddonValues, Change, Conflict, Drift, DriftKind, FieldChange, PLAN_FORMAT_VERSION,
@@ -36,3 +39,4 @@ pub use planned::{
 };
 pub use saved::{InputDigests, PlanMismatch, SavedPlan, StalePlan, check_fresh, check_same};
 pub use staged::stage_config_changes;
+pub use step::{Step, StepError};

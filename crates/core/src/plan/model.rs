@@ -10,6 +10,7 @@ use crate::state::Address;
 use crate::state::format;
 use crate::topology::Role;
 
+use super::field::Field;
 use super::planned::{ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedVm};
 use super::removal::RemovalRefused;
 
@@ -249,7 +250,37 @@ impl Plan {
                 supported: PLAN_FORMAT_VERSION,
             });
         }
-        serde_json::from_value(value).map_err(|e| PlanFormatError::Syntax(e.to_string()))
+        let mut plan: Plan =
+            serde_json::from_value(value).map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
+        plan.settle_fields()?;
+        // Every change carries what its step sends: a plan whose change
+        // does not is refused here, not halfway through an apply.
+        for c in &plan.changes {
+            c.step()
+                .map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
+        }
+        Ok(plan)
+    }
+
+    /// Give each field read from JSON the kind of its change's or drift's
+    /// address (`name` is a VM's field at `vm/…`, an object's path at
+    /// `addon/…`).
+    ///
+    /// # Errors
+    /// [`PlanFormatError::Syntax`] for a field its address's kind does not
+    /// have.
+    pub fn settle_fields(&mut self) -> Result<(), PlanFormatError> {
+        let changes = self.changes.iter_mut().map(|c| (&c.address, &mut c.fields));
+        let drift = self.drift.iter_mut().map(|d| (&d.address, &mut d.fields));
+        for (address, fields) in changes.chain(drift) {
+            for f in fields {
+                let text = f.name.to_string();
+                f.name = Field::of(address, &text).ok_or_else(|| {
+                    PlanFormatError::Syntax(format!("{address} has no field {text:?}"))
+                })?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -426,8 +457,9 @@ impl Change {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FieldChange {
-    /// The field, e.g. `memory_mib`, `hostpci0`, `talos_version`.
-    pub name: String,
+    /// The field, typed by kind; its text (`memory_mib`, `hostpci0`,
+    /// `talos_version`) is what the plan shows and its JSON holds.
+    pub name: Field,
     /// The value now (`None`: not set).
     pub before: Option<String>,
     /// The value wanted (`None`: removed).
@@ -441,9 +473,9 @@ pub struct FieldChange {
 
 impl FieldChange {
     /// A field from `before` to `after`.
-    pub fn new(name: &str, before: Option<String>, after: Option<String>) -> Self {
+    pub fn new(name: impl Into<Field>, before: Option<String>, after: Option<String>) -> Self {
         FieldChange {
-            name: name.to_owned(),
+            name: name.into(),
             before,
             after,
             pending: false,
@@ -659,7 +691,11 @@ pub(super) fn change(address: Address, action: Action, reason: impl Into<String>
     Change::new(address, action, reason)
 }
 
-pub(super) fn field<T: ToString>(name: &str, before: Option<T>, after: Option<T>) -> FieldChange {
+pub(super) fn field<T: ToString>(
+    name: impl Into<Field>,
+    before: Option<T>,
+    after: Option<T>,
+) -> FieldChange {
     FieldChange::new(
         name,
         before.map(|v| v.to_string()),

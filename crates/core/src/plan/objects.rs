@@ -17,6 +17,7 @@ use crate::state::{Address, ObjectAddress};
 
 pub use crate::addon::object::{DesiredObject, digest};
 
+use super::field::Field;
 use super::model::PlanError;
 use super::planned::PlannedObject;
 use super::{Action, Change, Drift, DriftKind, FieldChange, PlanWarning};
@@ -190,7 +191,7 @@ fn present(
                 kind: DriftKind::Changed,
                 fields: fields
                     .iter()
-                    .map(|f| FieldChange::new(&f.name, f.after.clone(), f.before.clone()))
+                    .map(|f| FieldChange::new(f.name.clone(), f.after.clone(), f.before.clone()))
                     .collect(),
             });
             "edited outside talosprov: applied again"
@@ -283,13 +284,19 @@ pub fn field_changes(kind: &str, live: &Value, applied: &Value) -> Vec<FieldChan
     let mut out: Vec<FieldChange> = names
         .into_iter()
         .filter(|n| before.get(*n) != after.get(*n))
-        .map(|n| FieldChange::new(n, shown(n, before.get(n)), shown(n, after.get(n))))
+        .map(|n| {
+            FieldChange::new(
+                Field::Object(n.to_owned()),
+                shown(n, before.get(n)),
+                shown(n, after.get(n)),
+            )
+        })
         .collect();
     if out.len() > MAX_FIELDS {
         let more = out.len() - MAX_FIELDS;
         out.truncate(MAX_FIELDS);
         out.push(FieldChange::new(
-            "…",
+            Field::Object("…".to_owned()),
             None,
             Some(format!("{more} more fields differ")),
         ));
@@ -473,7 +480,7 @@ mod tests {
         assert_eq!(
             c.fields,
             vec![FieldChange::new(
-                "spec.template.spec.containers[0].image",
+                Field::Object("spec.template.spec.containers[0].image".into()),
                 Some("v1".into()),
                 Some("v2".into()),
             )]

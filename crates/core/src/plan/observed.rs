@@ -96,5 +96,5 @@ pub struct ObservedVm {
     /// (`None`: the device is not attached). Empty when nothing is pending or
     /// the VM is stopped (a start applies what is pending).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub running: BTreeMap<String, Option<String>>,
+    pub running: BTreeMap<super::field::VmField, Option<String>>,
 }

@@ -12,6 +12,7 @@ use crate::state::format::{self, State};
 use crate::state::{Address, CreateIntent};
 
 use super::desired::Desired;
+use super::field::MappingField;
 use super::model::{change, field};
 use super::observed::Observed;
 use super::{Action, Change, Conflict, Drift, DriftKind, Plan};
@@ -174,13 +175,17 @@ fn mapping_fields(
     let mut fields = Vec::new();
     if b.description != a.description {
         fields.push(field(
-            "description",
+            MappingField::Description,
             b.description.as_ref(),
             a.description.as_ref(),
         ));
     }
     if b.map != a.map {
-        fields.push(field("map", Some(map_text(&b)), Some(map_text(&a))));
+        fields.push(field(
+            MappingField::Map,
+            Some(map_text(&b)),
+            Some(map_text(&a)),
+        ));
     }
     fields
 }
@@ -214,7 +219,8 @@ pub(super) fn plan_mappings(
                 }
                 (None, _) => {
                     let mut c = change(address, Action::Create, "PCI hardware mapping");
-                    c.fields.push(field("map", None, Some(map_text(want))));
+                    c.fields
+                        .push(field(MappingField::Map, None, Some(map_text(want))));
                     changes.push(c);
                 }
             }
@@ -232,7 +238,8 @@ pub(super) fn plan_mappings(
                     Action::Create,
                     "deleted outside talosprov: created again",
                 );
-                c.fields.push(field("map", None, Some(map_text(want))));
+                c.fields
+                    .push(field(MappingField::Map, None, Some(map_text(want))));
                 changes.push(c);
                 continue;
             }
@@ -402,6 +409,6 @@ mod tests {
         assert!(!same_mapping(&a, &c));
         let fields = mapping_fields(&a, &c);
         assert_eq!(fields.len(), 1);
-        assert_eq!(fields[0].name, "map");
+        assert_eq!(fields[0].name, MappingField::Map.into());
     }
 }

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::{Address, Sensitive};
 
+use super::field::{ConfigField, Field, VmField};
 use super::{Change, FieldChange, Plan, PlanFormatError};
 
 /// Digests of the files a plan was made from: the topology and each patch
@@ -125,7 +126,10 @@ impl SavedPlan {
             .get("plan")
             .ok_or_else(|| PlanFormatError::Syntax("no plan".into()))?;
         Plan::from_json(plan.to_string().as_bytes())?;
-        serde_json::from_value(value).map_err(|e| PlanFormatError::Syntax(e.to_string()))
+        let mut saved: SavedPlan =
+            serde_json::from_value(value).map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
+        saved.plan.settle_fields()?;
+        Ok(saved)
     }
 }
 
@@ -303,8 +307,9 @@ fn explain(
         };
     }
     if let (Some(p), Some(n)) = (planned, now) {
-        let field_of = |c: &Change, name: &str| c.fields.iter().find(|f| f.name == name).cloned();
-        let names: Vec<&String> = p.fields.iter().chain(&n.fields).map(|f| &f.name).collect();
+        let field_of =
+            |c: &Change, name: &Field| c.fields.iter().find(|f| &f.name == name).cloned();
+        let names: Vec<&Field> = p.fields.iter().chain(&n.fields).map(|f| &f.name).collect();
         for name in names {
             let (pf, nf) = (field_of(p, name), field_of(n, name));
             if pf == nf {
@@ -323,7 +328,8 @@ fn explain(
                     ),
                 };
             }
-            if after(&pf) != after(&nf) && topology_changed && name != "config_sha256" {
+            let digest = name == &Field::Config(ConfigField::ConfigSha256);
+            if after(&pf) != after(&nf) && topology_changed && !digest {
                 return PlanMismatch::Value {
                     address: address.clone(),
                     field: topology_field(name),
@@ -362,14 +368,18 @@ fn shown(v: Option<&str>) -> String {
 }
 
 /// The topology's name for a plan field: `memory_mib` is `memory`, and so on.
-fn topology_field(name: &str) -> String {
+fn topology_field(name: &Field) -> String {
     match name {
-        "memory_mib" => "memory".into(),
-        "disk_gib" => "disk_size".into(),
-        "vmid" => "vm_id".into(),
-        "node" => "proxmox_node".into(),
-        other if other.starts_with("hostpci") => format!("hostpci ({other})"),
-        other => other.into(),
+        Field::Vm(VmField::MemoryMib) => "memory".into(),
+        Field::Vm(VmField::DiskGib) => "disk_size".into(),
+        Field::Vm(VmField::Vmid) => "vm_id".into(),
+        Field::Vm(VmField::Node) => "proxmox_node".into(),
+        Field::Vm(device @ VmField::HostPci(_)) => format!("hostpci ({device})"),
+        Field::Vm(VmField::Cores | VmField::Name | VmField::Tags)
+        | Field::Volid
+        | Field::Mapping(_)
+        | Field::Config(_)
+        | Field::Object(_) => name.to_string(),
     }
 }
 
@@ -529,7 +539,7 @@ mod tests {
             "memory",
         );
         vm.fields.push(FieldChange::new(
-            "memory_mib",
+            VmField::MemoryMib,
             Some("8192".into()),
             Some(memory.into()),
         ));
@@ -539,7 +549,7 @@ mod tests {
             "machine config changed",
         );
         config.fields.push(FieldChange::new(
-            "config_sha256",
+            ConfigField::ConfigSha256,
             Some("aa".into()),
             Some(digest.into()),
         ));

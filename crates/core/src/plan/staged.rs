@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use crate::state::Address;
 use crate::state::format::Staged;
 
+use super::field::ConfigField;
 use super::model::field;
 use super::{Action, ApplyMode, Drift, DriftKind, Plan, PlanWarning};
 
@@ -48,7 +49,7 @@ pub(super) fn staged_note(
             address: address.clone(),
             kind: DriftKind::Changed,
             fields: vec![field(
-                "staged",
+                ConfigField::Staged,
                 Some("waiting for a reboot"),
                 Some("taken: the node rebooted"),
             )],
@@ -133,7 +134,7 @@ mod tests {
             panic!("expected drift, got {note:?}")
         };
         assert_eq!(d.kind, DriftKind::Changed);
-        assert_eq!(d.fields[0].name, "staged");
+        assert_eq!(d.fields[0].name, ConfigField::Staged.into());
         assert_eq!(
             d.fields[0].after.as_deref(),
             Some("taken: the node rebooted")

@@ -322,6 +322,35 @@ impl Preset {
         }
     }
 
+    /// When the add-on is installed unless its `phase` says otherwise: a
+    /// CNI at bootstrap (nodes are not Ready without it), the others once
+    /// the API answers.
+    pub fn default_phase(self) -> Phase {
+        match self {
+            Preset::Cilium => Phase::Bootstrap,
+            Preset::NvidiaGpuOperator | Preset::TalosCcm => Phase::Cluster,
+        }
+    }
+
+    /// The namespace the chart goes to unless `namespace` says otherwise,
+    /// as each project's install guide has it.
+    pub fn default_namespace(self) -> &'static str {
+        match self {
+            Preset::Cilium | Preset::TalosCcm => "kube-system",
+            Preset::NvidiaGpuOperator => "gpu-operator",
+        }
+    }
+
+    /// The labels its namespace gets before the user's: the GPU operator's
+    /// pods mount host paths and run privileged, which Talos's default Pod
+    /// Security admission (baseline) refuses elsewhere.
+    pub fn namespace_labels(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Preset::NvidiaGpuOperator => &[("pod-security.kubernetes.io/enforce", "privileged")],
+            Preset::Cilium | Preset::TalosCcm => &[],
+        }
+    }
+
     /// Whether the preset installs the cluster's CNI, so that nodes become
     /// Ready once it runs (apply's final gate and `health` then wait for
     /// them).

@@ -75,8 +75,7 @@ impl Cx<'_> {
         };
         let source = self.addon_source(a, &path, base);
         let phase = match &a.phase {
-            None if preset == Some(Preset::Cilium) => Some(Phase::Bootstrap),
-            None => Some(Phase::Cluster),
+            None => Some(preset.map_or(Phase::Cluster, Preset::default_phase)),
             Some(p) if p.value == "bootstrap" => Some(Phase::Bootstrap),
             Some(p) if p.value == "cluster" => Some(Phase::Cluster),
             Some(p) => {
@@ -332,12 +331,9 @@ impl Cx<'_> {
     ) -> Option<String> {
         match &a.namespace {
             None => Some(
-                match preset {
-                    Some(Preset::Cilium | Preset::TalosCcm) => "kube-system",
-                    Some(Preset::NvidiaGpuOperator) => "gpu-operator",
-                    None => "default",
-                }
-                .to_owned(),
+                preset
+                    .map_or("default", Preset::default_namespace)
+                    .to_owned(),
             ),
             Some(n) if is_dns_label(&n.value) => Some(n.value.clone()),
             Some(n) => {
@@ -358,13 +354,8 @@ impl Cx<'_> {
         path: &str,
     ) -> Option<BTreeMap<String, String>> {
         let mut labels = BTreeMap::new();
-        if preset == Some(Preset::NvidiaGpuOperator) {
-            // The operator's pods mount host paths and run privileged: Talos's
-            // default Pod Security admission (baseline) refuses them elsewhere.
-            labels.insert(
-                "pod-security.kubernetes.io/enforce".to_owned(),
-                "privileged".to_owned(),
-            );
+        for (k, v) in preset.map(Preset::namespace_labels).unwrap_or_default() {
+            labels.insert((*k).to_owned(), (*v).to_owned());
         }
         let mut ok = true;
         for (k, v) in a.namespace_labels.iter().flat_map(|l| &l.value) {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::{Change, Desired, PlannedConfig};
+use talosprov_core::plan::{Desired, PlannedConfig};
 use talosprov_factory::{FactoryClient, Schematic};
 use talosprov_proxmox as proxmox;
 use talosprov_state::format::{self, State};
@@ -147,16 +147,14 @@ impl Owned {
     }
 }
 
-/// The typed values a change carries for its step.
-pub(super) fn planned<'a, T>(change: &Change, value: &'a Option<T>) -> anyhow::Result<&'a T> {
-    value.as_ref().with_context(|| {
-        format!(
-            "{}: the plan does not carry the values to {} it (made by another talosprov?); run \
-             `talosprov plan` again",
-            change.address,
-            change.action.as_str()
-        )
-    })
+/// A config change as its steps take it ([`Step::ApplyConfig`],
+/// [`Step::Upgrade`]): the config the plan carries and the node's role.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConfigChange<'a> {
+    /// The config and how it is sent.
+    pub config: &'a PlannedConfig,
+    /// The node's role.
+    pub role: Option<talosprov_core::topology::Role>,
 }
 
 /// The machine config bytes to send for a config change: the desired
@@ -167,12 +165,12 @@ pub(super) fn planned<'a, T>(change: &Change, value: &'a Option<T>) -> anyhow::R
 pub(super) fn planned_config<'a>(
     ctx: &'a Context,
     host: &str,
-    change: &'a Change,
+    change: &ConfigChange<'a>,
 ) -> anyhow::Result<(
     &'a PlannedConfig,
     &'a talosprov_core::machine::Sensitive<String>,
 )> {
-    let want = planned(change, &change.config)?;
+    let want = change.config;
     let desired = ctx
         .desired
         .configs

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
+use talosprov_core::plan::VmField;
 
 use anyhow::Context as _;
 
@@ -61,24 +62,25 @@ async fn dry_run_reboots(client: &TalosClient, yaml: &Sensitive<String>) -> Opti
 
 /// The plan's view of what a running VM does not run with yet: for each
 /// setting whose next-start value differs from the one it was started with,
-/// the field name (`cores`, `memory_mib`, `hostpciN`) and the running value.
+/// the VM field and the running value. A `hostpci` key Proxmox gives that
+/// is not `hostpciN` is no device of the plan's, and is left out.
 fn running_values(
     current: &observe::VmConfig,
     next: &observe::VmConfig,
-) -> BTreeMap<String, Option<String>> {
+) -> BTreeMap<VmField, Option<String>> {
     pending::awaiting_restart(current, next)
         .into_iter()
-        .map(|s| match s {
+        .filter_map(|s| match s {
             pending::RestartSetting::Cores => {
-                ("cores".to_owned(), current.cores.map(|c| c.to_string()))
+                Some((VmField::Cores, current.cores.map(|c| c.to_string())))
             }
-            pending::RestartSetting::Memory => (
-                "memory_mib".to_owned(),
+            pending::RestartSetting::Memory => Some((
+                VmField::MemoryMib,
                 current.memory_mib.map(|m| m.to_string()),
-            ),
+            )),
             pending::RestartSetting::HostPci(key) => {
                 let value = current.hostpci.get(&key).cloned();
-                (key, value)
+                VmField::parse(&key).map(|device| (device, value))
             }
         })
         .collect()

@@ -8,12 +8,12 @@
 use anyhow::Context as _;
 
 use talosprov_core::plan::desired::vm_record;
-use talosprov_core::plan::{Action, Change, PlannedImage, PlannedVm};
+use talosprov_core::plan::{Change, PlannedImage, PlannedVm, Step};
 use talosprov_core::topology::Role;
 use talosprov_proxmox::{lifecycle, mapping, pool, storage};
 use talosprov_state::{Address, CreateIntent};
 
-use super::context::{Context, planned};
+use super::context::{ConfigChange, Context};
 use super::create_step;
 use super::gate;
 use super::object_steps;
@@ -23,86 +23,71 @@ pub use super::reporter::{Interrupted, Outcomes, Reporter, StepEnd, StepMessage}
 use super::talos_steps;
 use super::upgrade_step;
 
-/// Run the step for one change, with the values the change carries.
+/// Run the step for one change, with the values the change carries
+/// ([`Change::step`]: one arm per kind and action, each with its typed
+/// values).
 ///
 /// # Errors
 /// The Proxmox, Talos or factory error, with the operator-level context; a
 /// change without the typed values its step needs (a plan not made by
 /// planning).
 pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result<()> {
-    match (&change.address, change.action) {
-        (Address::Image(name), Action::Create) => {
-            image(ctx, name, planned(change, &change.image)?, r).await
-        }
-        (Address::Image(name), Action::Delete) => delete_image(ctx, name, r).await,
-        (Address::Pool(name), Action::Create) => r
+    match change.step()? {
+        Step::CreateImage { name, image: want } => image(ctx, name, want, r).await,
+        Step::DeleteImage { name } => delete_image(ctx, name, r).await,
+        Step::CreatePool { name } => r
             .proxmox(create_step::pool(ctx, name, r))
             .await
             .with_context(|| format!("cannot create pool {name}")),
-        (Address::Pool(name), Action::Delete) => {
+        Step::DeletePool { name } => {
             r.proxmox(async {
                 pool::delete_pool(&ctx.proxmox, name)
                     .await
                     .with_context(|| format!("cannot delete pool {name}"))?;
-                r.record(Record::PoolGone(name.clone()));
+                r.record(Record::PoolGone(name.to_owned()));
                 Ok(())
             })
             .await
         }
-        (Address::PciMapping(name), Action::Create | Action::Update) => {
-            let want = planned(change, &change.pci_mapping)?;
-            r.proxmox(create_step::pci_mapping(ctx, name, want, r))
-                .await
-                .with_context(|| format!("cannot create PCI mapping {name}"))
-        }
-        (Address::PciMapping(name), Action::Delete) => {
+        Step::WriteMapping {
+            name,
+            mapping: want,
+        } => r
+            .proxmox(create_step::pci_mapping(ctx, name, want, r))
+            .await
+            .with_context(|| format!("cannot create PCI mapping {name}")),
+        Step::DeleteMapping { name } => {
             r.proxmox(async {
                 mapping::delete_mapping(&ctx.proxmox, name)
                     .await
                     .with_context(|| format!("cannot delete PCI mapping {name}"))?;
-                r.record(Record::MappingGone(name.clone()));
+                r.record(Record::MappingGone(name.to_owned()));
                 Ok(())
             })
             .await
         }
-        (Address::Vm(host), Action::Create) => {
-            let want = planned(change, &change.vm)?;
-            r.proxmox(create_step::vm(ctx, host, &want.spec, r)).await
+        Step::CreateVm { host, vm } => r.proxmox(create_step::vm(ctx, host, &vm.spec, r)).await,
+        Step::UpdateVm { host, vm } => update_vm(ctx, host, vm, r).await,
+        Step::ReplaceVm { host, vm, role } => {
+            delete_vm(ctx, host, Leaving::Replaced(role), r).await?;
+            r.proxmox(create_step::vm(ctx, host, &vm.spec, r)).await
         }
-        (Address::Vm(host), Action::Update) => {
-            update_vm(ctx, host, planned(change, &change.vm)?, r).await
-        }
-        (Address::Vm(host), Action::Replace) => {
-            let want = planned(change, &change.vm)?;
-            delete_vm(ctx, host, Leaving::Replaced(change.role), r).await?;
-            r.proxmox(create_step::vm(ctx, host, &want.spec, r)).await
-        }
-        (Address::Vm(host), Action::Delete) => {
-            delete_vm(ctx, host, Leaving::Removed(change.role), r).await
-        }
-        (Address::Config(host), Action::ApplyConfig) => {
-            let want = planned(change, &change.config)?;
-            if want.kubernetes_roll() {
-                upgrade_step::kubernetes(ctx, host, change, r).await
+        Step::DeleteVm { host, role } => delete_vm(ctx, host, Leaving::Removed(role), r).await,
+        Step::ApplyConfig { host, config, role } => {
+            let change = ConfigChange { config, role };
+            if config.kubernetes_roll() {
+                upgrade_step::kubernetes(ctx, host, &change, r).await
             } else {
-                talos_steps::apply_config(ctx, host, change, r).await
+                talos_steps::apply_config(ctx, host, &change, r).await
             }
         }
-        (Address::Config(host), Action::Upgrade) => {
-            upgrade_step::upgrade(ctx, host, change, r).await
+        Step::Upgrade { host, config, role } => {
+            upgrade_step::upgrade(ctx, host, &ConfigChange { config, role }, r).await
         }
-        (Address::Bootstrap, Action::Bootstrap) => talos_steps::bootstrap(ctx, r).await,
-        (Address::Kubeconfig, Action::Create) => talos_steps::kubeconfig(ctx, r).await,
-        (Address::Object(o), Action::Create | Action::Update) => {
-            object_steps::apply(ctx, o, planned(change, &change.object)?, r).await
-        }
-        (Address::Object(o), Action::Delete) => {
-            object_steps::prune(ctx, o, planned(change, &change.object)?, r).await
-        }
-        (address, action) => anyhow::bail!(
-            "{address}: {} is not something apply can do yet",
-            action.as_str()
-        ),
+        Step::Bootstrap => talos_steps::bootstrap(ctx, r).await,
+        Step::Kubeconfig => talos_steps::kubeconfig(ctx, r).await,
+        Step::ApplyObject { object, planned } => object_steps::apply(ctx, object, planned, r).await,
+        Step::PruneObject { object, planned } => object_steps::prune(ctx, object, planned, r).await,
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::{ApplyMode as PlanMode, Change, PlannedConfig};
+use talosprov_core::plan::{ApplyMode as PlanMode, PlannedConfig};
 use talosprov_core::topology::Role;
 use talosprov_state::format;
 use talosprov_state::{Address, Sensitive};
@@ -16,7 +16,7 @@ use talosprov_talos::{
     self as talos, ApplyMode, ApplyOptions, ClientCredentials, TalosClient, TalosError,
 };
 
-use super::context::{Context, credentials, planned_config};
+use super::context::{ConfigChange, Context, credentials, planned_config};
 use super::gate::gated_restart;
 use super::record::Record;
 use super::reporter::Reporter;
@@ -274,7 +274,7 @@ fn no_issuer(host: &str) -> String {
 pub(super) async fn apply_config(
     ctx: &Context,
     host: &str,
-    change: &Change,
+    change: &ConfigChange<'_>,
     r: &Reporter,
 ) -> anyhow::Result<()> {
     let (want, yaml) = planned_config(ctx, host, change)?;
@@ -337,7 +337,7 @@ pub(super) async fn apply_config(
 async fn apply_change(
     ctx: &Context,
     host: &str,
-    change: &Change,
+    change: &ConfigChange<'_>,
     client: &TalosClient,
     r: &Reporter,
 ) -> anyhow::Result<()> {
@@ -439,7 +439,7 @@ async fn staged_record(
 /// `host`, in secure mode or not yet, with no staged mark.
 pub(super) fn config_record(
     host: &str,
-    change: &Change,
+    change: &ConfigChange<'_>,
     want: &PlannedConfig,
     yaml: &talosprov_core::machine::Sensitive<String>,
     secure_mode: bool,

@@ -6,9 +6,9 @@
 use anyhow::Context as _;
 
 use crate::health::ClusterNode;
-use talosprov_core::plan::{Change, KubernetesChange};
+use talosprov_core::plan::KubernetesChange;
 
-use super::context::{Context, credentials, planned_config};
+use super::context::{ConfigChange, Context, credentials, planned_config};
 use super::gate::{cluster_nodes, describe};
 use super::record::Record;
 use super::reporter::Reporter;
@@ -26,7 +26,7 @@ use super::upgrade::{self, UpgradeEvent, UpgradeNode, UpgradeTarget};
 pub(super) async fn upgrade(
     ctx: &Context,
     host: &str,
-    change: &Change,
+    change: &ConfigChange<'_>,
     r: &Reporter,
 ) -> anyhow::Result<()> {
     let (want, _) = planned_config(ctx, host, change)?;
@@ -141,7 +141,7 @@ fn control_plane_components(
 pub(super) async fn kubernetes(
     ctx: &Context,
     host: &str,
-    change: &Change,
+    change: &ConfigChange<'_>,
     r: &Reporter,
 ) -> anyhow::Result<()> {
     let (want, yaml) = planned_config(ctx, host, change)?;
