@@ -4,7 +4,14 @@
 //! validate the file, list and read the patch tree, and render, merge and check every
 //! node's machine config. The secrets bundle is made once, as `validate` makes it.
 //!
-//! Run: cargo run --release --example bench_validate [-- NODES [RUNS]]
+//! Then, when the `talosprov` binary of the same build is there (next to the
+//! `examples` folder, or at `TALOSPROV_BIN`), the whole process: `talosprov
+//! validate -f cluster.yaml` on that tree, its output to /dev/null, wall time
+//! from spawn to exit (the measure: the parse, the threads' start, the
+//! secrets made for the checks, the summary printed).
+//!
+//! Run: cargo build --release --bin talosprov --example bench_validate &&
+//! target/release/examples/bench_validate [NODES [RUNS]]
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -143,6 +150,51 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "  total:                             {:>8.1} ms",
         ms(median(&mut total))
+    );
+    whole_process(&file, runs, &median)?;
+    Ok(())
+}
+
+/// The `talosprov` binary of this build: `TALOSPROV_BIN`, else the one next
+/// to this example's folder (`target/<profile>/talosprov`).
+fn talosprov_binary() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("TALOSPROV_BIN") {
+        return Some(path.into());
+    }
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?.parent()?.join("talosprov");
+    bin.is_file().then_some(bin)
+}
+
+/// `talosprov validate -f FILE` run `runs` times as a whole process, stdout
+/// and stderr to /dev/null: the median wall time, printed (or why not).
+fn whole_process(
+    file: &Path,
+    runs: usize,
+    median: &dyn Fn(&mut Vec<Duration>) -> Duration,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let Some(bin) = talosprov_binary() else {
+        println!("  whole process: no talosprov binary (build it, or set TALOSPROV_BIN)");
+        return Ok(());
+    };
+    let mut walls = Vec::new();
+    for _ in 0..runs {
+        let start = Instant::now();
+        let status = std::process::Command::new(&bin)
+            .args(["validate", "-f"])
+            .arg(file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()?;
+        walls.push(start.elapsed());
+        if !status.success() {
+            return Err(format!("{} validate exited {status}", bin.display()).into());
+        }
+    }
+    println!(
+        "  whole process (talosprov validate): {:>7.1} ms ({})",
+        median(&mut walls).as_secs_f64() * 1e3,
+        bin.display()
     );
     Ok(())
 }
