@@ -22,6 +22,7 @@ pub mod machine;
 pub mod patch;
 pub mod paths;
 pub mod plan;
+pub mod preset;
 pub mod role;
 pub mod schematic;
 pub mod sensitive;

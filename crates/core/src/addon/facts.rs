@@ -13,17 +13,7 @@ use crate::topology::Role;
 /// `CNIConfig`: "flannel" by default).
 pub const DEFAULT_CNI: &str = "flannel";
 
-/// The cluster-wide settings add-ons depend on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterFacts {
-    /// `cluster.network.cni.name`: `flannel` (the default), `custom` or
-    /// `none`.
-    pub cni: String,
-    /// `cluster.proxy.disabled`: kube-proxy is not deployed.
-    pub kube_proxy_disabled: bool,
-    /// The Kubernetes version without its `v`, such as `1.36.2`.
-    pub kubernetes_version: String,
-}
+pub use crate::preset::ClusterFacts;
 
 impl ClusterFacts {
     /// The facts of `configs`, read from the first control plane's config;

@@ -18,4 +18,4 @@ pub use delivery::desired_objects;
 pub use facts::{ClusterFacts, NodeFacts};
 pub use manifests::{RenderedAddon, inline_manifests, object_checks, render_manifests};
 pub use order::apply_order;
-pub use values::{effective_values, merge_values, preset_values, redact_values};
+pub use values::{effective_values, merge_values, redact_values};

@@ -1,58 +1,11 @@
-//! Chart values: each preset's, and the effective values of a Helm add-on,
+//! Chart values: the effective values of a Helm add-on,
 //! merged the way Helm merges them (a mapping key by key, any other value
 //! replaced, `null` removing the key).
 
 use serde_json::{Value, json};
 
 use super::facts::ClusterFacts;
-use crate::topology::{Addon, AddonSource, Preset};
-
-/// KubePrism's port on every Talos node: the load-balanced API server
-/// endpoint at `localhost:7445` (Talos "KubePrism", on by default since
-/// v1.6).
-pub const KUBEPRISM_PORT: u16 = 7445;
-
-/// The values a preset gives before the user's, for `facts`' cluster.
-///
-/// - `cilium`, from Talos's "Deploying Cilium CNI" guide
-///   (<https://docs.siderolabs.com/kubernetes-guides/cni/deploying-cilium>, written
-///   for Cilium 1.18): IPAM from Kubernetes, Talos's own cgroup v2 mount, the
-///   capability lists without `SYS_MODULE` (Talos refuses module loading by
-///   workloads), and kube-proxy replacement through KubePrism when the cluster
-///   has no kube-proxy.
-/// - `nvidia-gpu-operator`, from Talos's "NVIDIA GPU" guide: the driver and
-///   the container toolkit come from the schematic's system extensions, so the
-///   operator installs neither, and finds the driver under `/usr/local`.
-/// - `talos-ccm`: none (the chart's defaults are Talos's).
-pub fn preset_values(preset: Preset, facts: &ClusterFacts) -> Value {
-    match preset {
-        Preset::Cilium => {
-            let mut v = json!({
-                "ipam": {"mode": "kubernetes"},
-                "kubeProxyReplacement": facts.kube_proxy_disabled,
-                "securityContext": {"capabilities": {
-                    "ciliumAgent": [
-                        "CHOWN", "KILL", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "SYS_ADMIN",
-                        "SYS_RESOURCE", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"
-                    ],
-                    "cleanCiliumState": ["NET_ADMIN", "SYS_ADMIN", "SYS_RESOURCE"]
-                }},
-                "cgroup": {"autoMount": {"enabled": false}, "hostRoot": "/sys/fs/cgroup"}
-            });
-            if facts.kube_proxy_disabled {
-                v["k8sServiceHost"] = json!("localhost");
-                v["k8sServicePort"] = json!(KUBEPRISM_PORT);
-            }
-            v
-        }
-        Preset::NvidiaGpuOperator => json!({
-            "driver": {"enabled": false},
-            "toolkit": {"enabled": false},
-            "hostPaths": {"driverInstallDir": "/usr/local"}
-        }),
-        Preset::TalosCcm => json!({}),
-    }
-}
+use crate::topology::{Addon, AddonSource};
 
 /// Merge `over` into `base` as Helm merges values: mappings key by key
 /// (recursively), any other value replaced, and a `null` in `over` removing
@@ -81,9 +34,7 @@ pub fn effective_values(addon: &Addon, facts: &ClusterFacts, files: &[Value]) ->
     let AddonSource::Helm { values, .. } = &addon.source else {
         return json!({});
     };
-    let mut out = addon
-        .preset
-        .map_or_else(|| json!({}), |p| preset_values(p, facts));
+    let mut out = addon.preset.map_or_else(|| json!({}), |p| p.values(facts));
     for f in files.iter().chain(std::iter::once(values)) {
         merge_values(&mut out, f);
     }
@@ -143,6 +94,7 @@ fn names_a_secret(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::topology::Preset;
 
     fn facts(kube_proxy_disabled: bool) -> ClusterFacts {
         ClusterFacts {
@@ -154,17 +106,17 @@ mod tests {
 
     #[test]
     fn cilium_preset_values_without_kube_proxy() {
-        insta::assert_json_snapshot!(preset_values(Preset::Cilium, &facts(true)));
+        insta::assert_json_snapshot!(Preset::Cilium.values(&facts(true)));
     }
 
     #[test]
     fn cilium_preset_values_with_kube_proxy() {
-        insta::assert_json_snapshot!(preset_values(Preset::Cilium, &facts(false)));
+        insta::assert_json_snapshot!(Preset::Cilium.values(&facts(false)));
     }
 
     #[test]
     fn gpu_operator_preset_values() {
-        insta::assert_json_snapshot!(preset_values(Preset::NvidiaGpuOperator, &facts(true)));
+        insta::assert_json_snapshot!(Preset::NvidiaGpuOperator.values(&facts(true)));
     }
 
     #[test]

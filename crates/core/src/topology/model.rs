@@ -9,6 +9,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
 use super::syntax::Version;
+pub use crate::preset::{Phase, Preset};
 pub use crate::role::Role;
 
 /// The environment variable that gives the Proxmox API URL when the file has no
@@ -295,92 +296,6 @@ pub enum AddonSource {
         /// Its lowercase hex SHA-256.
         sha256: String,
     },
-}
-
-/// A set of Talos's documented values and checks for a well-known add-on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Preset {
-    /// Cilium as Talos documents it (`phase` defaults to `bootstrap`).
-    Cilium,
-    /// The NVIDIA GPU Operator with Talos's driver and toolkit extensions.
-    NvidiaGpuOperator,
-    /// The Talos cloud controller manager.
-    TalosCcm,
-}
-
-impl Preset {
-    /// Every preset, in the order documentation lists them.
-    pub const ALL: [Preset; 3] = [Preset::Cilium, Preset::NvidiaGpuOperator, Preset::TalosCcm];
-
-    /// The name written in the topology.
-    pub fn name(self) -> &'static str {
-        match self {
-            Preset::Cilium => "cilium",
-            Preset::NvidiaGpuOperator => "nvidia-gpu-operator",
-            Preset::TalosCcm => "talos-ccm",
-        }
-    }
-
-    /// When the add-on is installed unless its `phase` says otherwise: a
-    /// CNI at bootstrap (nodes are not Ready without it), the others once
-    /// the API answers.
-    pub fn default_phase(self) -> Phase {
-        match self {
-            Preset::Cilium => Phase::Bootstrap,
-            Preset::NvidiaGpuOperator | Preset::TalosCcm => Phase::Cluster,
-        }
-    }
-
-    /// The namespace the chart goes to unless `namespace` says otherwise,
-    /// as each project's install guide has it.
-    pub fn default_namespace(self) -> &'static str {
-        match self {
-            Preset::Cilium | Preset::TalosCcm => "kube-system",
-            Preset::NvidiaGpuOperator => "gpu-operator",
-        }
-    }
-
-    /// The labels its namespace gets before the user's: the GPU operator's
-    /// pods mount host paths and run privileged, which Talos's default Pod
-    /// Security admission (baseline) refuses elsewhere.
-    pub fn namespace_labels(self) -> &'static [(&'static str, &'static str)] {
-        match self {
-            Preset::NvidiaGpuOperator => &[("pod-security.kubernetes.io/enforce", "privileged")],
-            Preset::Cilium | Preset::TalosCcm => &[],
-        }
-    }
-
-    /// Whether the preset installs the cluster's CNI, so that nodes become
-    /// Ready once it runs (apply's final gate and `health` then wait for
-    /// them).
-    pub fn carries_cni(self) -> bool {
-        match self {
-            Preset::Cilium => true,
-            Preset::NvidiaGpuOperator | Preset::TalosCcm => false,
-        }
-    }
-
-    /// Whether the preset runs the NVIDIA device plugin, so that GPU nodes
-    /// get `nvidia.com/gpu` allocatable (the final gate waits for it).
-    pub fn runs_device_plugin(self) -> bool {
-        match self {
-            Preset::NvidiaGpuOperator => true,
-            Preset::Cilium | Preset::TalosCcm => false,
-        }
-    }
-}
-
-/// When an add-on is installed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    /// In every control plane's `cluster.inlineManifests`, applied by Talos
-    /// when it bootstraps (a CNI, so that nodes become Ready), then kept in
-    /// step through the Kubernetes API.
-    Bootstrap,
-    /// Through the Kubernetes API once it answers.
-    Cluster,
 }
 
 /// What the topology takes from the process environment, read by the caller
