@@ -38,7 +38,7 @@ pub struct PlanArgs {
     #[arg(long = "detailed-exitcode")]
     pub detailed_exitcode: bool,
 
-    /// Print the plan as JSON (format_version 2; its keys are described
+    /// Print the plan as JSON (format_version 3; its keys are described
     /// under "Plan JSON" in talosprov's README.md).
     #[arg(long)]
     pub json: bool,

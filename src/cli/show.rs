@@ -16,7 +16,7 @@ pub struct ShowArgs {
     #[arg(value_name = "PLANFILE")]
     pub planfile: PathBuf,
 
-    /// Print the plan as JSON (the `plan -json` format, format_version 2).
+    /// Print the plan as JSON (the `plan -json` format, format_version 3).
     #[arg(long)]
     pub json: bool,
 }

@@ -131,10 +131,10 @@ pub fn plan(p: &Plan) {
         emit(
             "planned_change",
             Level::Info,
-            &format!("{}: plan to {}", c.address, c.action.as_str()),
+            &format!("{}: plan to {}", c.address(), c.action().as_str()),
             fields(json!({
-                "address": c.address.to_string(),
-                "action": c.action.as_str(),
+                "address": c.address().to_string(),
+                "action": c.action().as_str(),
                 "reason": c.reason,
             })),
         );

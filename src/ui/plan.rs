@@ -149,14 +149,14 @@ fn verb(action: Action) -> &'static str {
 fn change_block(out: &mut String, c: &Change) {
     // A Talos upgrade to an older version (the planner's reason says so) is
     // told as what it is.
-    let verb = if c.action == Action::Upgrade && c.reason.contains(", a downgrade") {
+    let verb = if c.action() == Action::Upgrade && c.reason.contains(", a downgrade") {
         "will be downgraded"
     } else {
-        verb(c.action)
+        verb(c.action())
     };
-    let _ = writeln!(out, "  # {} {verb}: {}", c.address, c.reason);
-    let _ = writeln!(out, "{:>3} {}", c.action.mark(), c.address);
-    if c.action == Action::Upgrade {
+    let _ = writeln!(out, "  # {} {verb}: {}", c.address(), c.reason);
+    let _ = writeln!(out, "{:>3} {}", c.action().mark(), c.address());
+    if c.action() == Action::Upgrade {
         let _ = writeln!(out, "      ~ {}", upgrade_line(c));
     }
     for f in &c.fields {
@@ -167,7 +167,7 @@ fn change_block(out: &mut String, c: &Change) {
             let _ = writeln!(out, "      {line}");
         }
     }
-    match (c.action, c.reboot) {
+    match (c.action(), c.reboot) {
         (Action::ApplyConfig, Some(true)) => {
             out.push_str("      (the node reboots)\n");
         }
@@ -290,46 +290,57 @@ mod tests {
     use talosprov_core::plan::{Drift, PlanWarning};
     use talosprov_core::state::Address;
 
+    /// A change with stand-in payloads and these display values.
+    fn change(
+        address: Address,
+        action: Action,
+        reason: &str,
+        fields: Vec<FieldChange>,
+        config_diff: Option<String>,
+        reboot: Option<bool>,
+    ) -> Change {
+        let mut c = talosprov_core::plan::example::change(address, action, reason)
+            .expect("a change of that kind");
+        c.fields = fields;
+        c.config_diff = config_diff;
+        c.reboot = reboot;
+        c
+    }
+
     fn sample() -> Plan {
         Plan {
             changes: vec![
-                Change {
-                    address: Address::Vm("worker-01".into()),
-                    action: Action::Update,
-                    reason: "memory_mib changed".into(),
-                    fields: vec![FieldChange::new(
+                change(
+    Address::Vm("worker-01".into()),
+    Action::Update,
+    "memory_mib changed",
+    vec![FieldChange::new(
                         VmField::MemoryMib,
                         Some("8192".into()),
                         Some("12288".into()),
                     )],
-                    config_diff: None,
-                    reboot: Some(true),
-                    depends_on: vec![],
-                    ..Change::new(Address::Bootstrap, Action::Bootstrap, "")
-                },
-                Change {
-                    address: Address::Config("worker-01".into()),
-                    action: Action::ApplyConfig,
-                    reason: "machine config changed".into(),
-                    fields: vec![],
-                    config_diff: Some(
+    None,
+    Some(true),
+),
+                change(
+    Address::Config("worker-01".into()),
+    Action::ApplyConfig,
+    "machine config changed",
+    vec![],
+    Some(
                         "--- recorded\n+++ desired\n@@ -1,2 +1,3 @@\n machine:\n+    nodeLabels: {}\n     token: (sensitive)\n"
                             .into(),
                     ),
-                    reboot: Some(false),
-                    depends_on: vec![],
-                    ..Change::new(Address::Bootstrap, Action::Bootstrap, "")
-                },
-                Change {
-                    address: Address::Vm("old-01".into()),
-                    action: Action::Replace,
-                    reason: "moves to VM 131".into(),
-                    fields: vec![FieldChange::new(VmField::Vmid, Some("130".into()), Some("131".into()))],
-                    config_diff: None,
-                    reboot: None,
-                    depends_on: vec![],
-                    ..Change::new(Address::Bootstrap, Action::Bootstrap, "")
-                },
+    Some(false),
+),
+                change(
+    Address::Vm("old-01".into()),
+    Action::Replace,
+    "moves to VM 131",
+    vec![FieldChange::new(VmField::Vmid, Some("130".into()), Some("131".into()))],
+    None,
+    None,
+),
             ],
             drift: vec![Drift {
                 address: Address::Vm("cp-01".into()),
@@ -352,20 +363,18 @@ mod tests {
     #[test]
     fn upgrade_names_both_versions_and_the_reboot() {
         let mut p = sample();
-        p.changes = vec![Change {
-            address: Address::Config("cp-01".into()),
-            action: Action::Upgrade,
-            reason: "Talos v1.13.7 -> v1.13.8".into(),
-            fields: vec![FieldChange::new(
+        p.changes = vec![change(
+            Address::Config("cp-01".into()),
+            Action::Upgrade,
+            "Talos v1.13.7 -> v1.13.8",
+            vec![FieldChange::new(
                 ConfigField::TalosVersion,
                 Some("v1.13.7".into()),
                 Some("v1.13.8".into()),
             )],
-            config_diff: None,
-            reboot: Some(true),
-            depends_on: vec![],
-            ..Change::new(Address::Bootstrap, Action::Bootstrap, "")
-        }];
+            None,
+            Some(true),
+        )];
         let text = render(&p);
         assert!(
             text.contains("  ~ config/cp-01\n      ~ upgrade talos v1.13.7 -> v1.13.8 (reboot)\n"),

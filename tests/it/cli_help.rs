@@ -70,12 +70,12 @@ fn helps_name_no_internal_rust_type_and_plan_json_points_to_the_readme() {
     }
     let plan = help_words(&["plan".to_owned()]);
     assert!(
-        plan.contains("--json Print the plan as JSON (format_version 2; its keys are described under \"Plan JSON\" in talosprov's README.md)"),
+        plan.contains("--json Print the plan as JSON (format_version 3; its keys are described under \"Plan JSON\" in talosprov's README.md)"),
         "{plan}"
     );
     let readme = std::fs::read_to_string(crate::support::fixtures::repo().join("README.md"))
         .expect("README.md");
-    assert!(readme.contains("**Plan JSON** (`plan -json`, `format_version` 2)"));
+    assert!(readme.contains("**Plan JSON** (`plan -json`, `format_version` 3)"));
 }
 
 #[test]

@@ -164,7 +164,7 @@ fn run(d: &plan::Desired, state: Option<&State>, obs: &Observed) -> Plan {
 }
 
 fn addresses(p: &Plan) -> Vec<String> {
-    p.changes.iter().map(|c| c.address.to_string()).collect()
+    p.changes.iter().map(|c| c.address().to_string()).collect()
 }
 
 #[test]
@@ -219,7 +219,7 @@ fn half_made_vm_named_by_a_create_intent_is_adopted_and_brought_to_its_spec() {
     let c = p
         .change(&Address::Vm("worker-01".into()))
         .expect("a change for the half-made VM");
-    assert_eq!(c.action, Action::Create);
+    assert_eq!(c.action(), Action::Create);
     insta::assert_json_snapshot!(c);
     assert!(p.change(&Address::Config("worker-01".into())).is_some());
 }
@@ -273,7 +273,7 @@ fn what_an_interrupted_apply_was_creating_for_a_removed_node_is_deleted() {
     obs.vms.insert(130, seen_vm(130, "old-01", 0));
     let p = run(&d, Some(&s), &obs);
     let c = p.change(&old).expect("a delete");
-    assert_eq!(c.action, Action::Delete);
+    assert_eq!(c.action(), Action::Delete);
     assert!(c.reason.contains("interrupted apply"), "{}", c.reason);
     // Never created: only the intent goes.
     obs.vms.remove(&130);
@@ -281,7 +281,7 @@ fn what_an_interrupted_apply_was_creating_for_a_removed_node_is_deleted() {
     assert!(p.change(&old).unwrap().reason.contains("was not created"));
     // Destroy deletes it too.
     let p = plan::destroy_plan(Some(&s), &Observed::default(), false);
-    assert_eq!(p.change(&old).map(|c| c.action), Some(Action::Delete));
+    assert_eq!(p.change(&old).map(|c| c.action()), Some(Action::Delete));
 }
 
 #[test]
@@ -309,11 +309,11 @@ fn mapping_changed_by_hand_is_drift_set_back_and_a_pool_deleted_by_hand_is_creat
         ]
     );
     assert_eq!(
-        p.change(&Address::Pool("TALOS".into())).map(|c| c.action),
+        p.change(&Address::Pool("TALOS".into())).map(|c| c.action()),
         Some(Action::Create)
     );
     let m = p.change(&Address::PciMapping("gpu".into())).unwrap();
-    assert_eq!(m.action, Action::Update);
+    assert_eq!(m.action(), Action::Update);
     insta::assert_json_snapshot!(m);
 }
 
@@ -326,7 +326,7 @@ fn imported_mapping_is_updated_to_the_topology_and_the_same_mapping_spelled_othe
         .insert("gpu".into(), other_host_gpu());
     let p = run(&d, Some(&s), &plan::Observed::default());
     let m = p.change(&Address::PciMapping("gpu".into())).unwrap();
-    assert_eq!(m.action, Action::Update);
+    assert_eq!(m.action(), Action::Update);
     // As Proxmox returns it: lower case, an empty description read as none.
     let mut same = d.pci_mappings["gpu"].clone();
     same.map[0].id = same.map[0].id.to_uppercase();

@@ -192,8 +192,8 @@ fn raised_memory_is_one_in_place_update_with_restart() {
     let t2 = topology(&TOPOLOGY.replace("memory: 8192", "memory: 12288"));
     let p = run(&t2, &c, Some(&s), &observed_from(&s)).expect("plan");
     assert_eq!(p.changes.len(), 1);
-    assert_eq!(p.changes[0].action, Action::Update);
-    assert_eq!(p.changes[0].address, Address::Vm("worker-01".into()));
+    assert_eq!(p.changes[0].action(), Action::Update);
+    assert_eq!(*p.changes[0].address(), Address::Vm("worker-01".into()));
     insta::assert_json_snapshot!(p.changes);
 }
 
@@ -271,7 +271,7 @@ fn patched_node_gets_one_apply_config_with_a_redacted_diff() {
     let p = run(&t, &c2, Some(&s), &o).expect("plan");
     assert_eq!(p.changes.len(), 1);
     let ch = &p.changes[0];
-    assert_eq!(ch.action, Action::ApplyConfig);
+    assert_eq!(ch.action(), Action::ApplyConfig);
     assert_eq!(ch.reboot, Some(false));
     assert_no_secret(&p);
     insta::assert_snapshot!(ch.config_diff.clone().unwrap_or_default());
@@ -325,7 +325,7 @@ fn removed_node_is_deleted_and_version_change_is_an_upgrade() {
     let actions: Vec<(String, Action)> = p
         .changes
         .iter()
-        .map(|c| (c.address.to_string(), c.action))
+        .map(|c| (c.address().to_string(), c.action()))
         .collect();
     assert_eq!(
         actions,
@@ -345,7 +345,7 @@ fn target_keeps_the_change_and_its_dependencies() {
     let mut p = run(&t, &c, None, &Observed::default()).expect("plan");
     let d = plan::desired(&t, &c, true).expect("desired");
     plan::target(&mut p, &[Address::Config("worker-01".into())], &d);
-    let kept: Vec<String> = p.changes.iter().map(|c| c.address.to_string()).collect();
+    let kept: Vec<String> = p.changes.iter().map(|c| c.address().to_string()).collect();
     assert_eq!(kept.len(), 4, "{kept:?}");
     assert!(kept.contains(&"vm/worker-01".to_owned()));
     assert!(kept.contains(&"pool/TALOS".to_owned()));
@@ -378,7 +378,7 @@ fn destroy_plan_deletes_vms_before_pool_and_keeps_images() {
     let c = rendered(&t, &BTreeMap::new());
     let s = applied(&t, &c);
     let p = plan::destroy_plan(Some(&s), &Observed::default(), false);
-    let order: Vec<String> = p.changes.iter().map(|c| c.address.to_string()).collect();
+    let order: Vec<String> = p.changes.iter().map(|c| c.address().to_string()).collect();
     assert_eq!(
         order,
         vec![
@@ -410,9 +410,44 @@ fn plan_json_round_trips_and_other_versions_are_refused() {
         )
     };
     let newer = Plan::from_json(with_version(9).as_bytes()).unwrap_err();
-    assert!(newer.to_string().contains("reads up to 2"), "{newer}");
-    let older = Plan::from_json(with_version(1).as_bytes()).unwrap_err();
-    insta::assert_snapshot!(older.to_string(), @"the plan has format version 1, from an older talosprov: it does not record the values apply sends (format version 2 does); run `talosprov plan` again");
+    assert!(newer.to_string().contains("reads up to 3"), "{newer}");
+    for version in [1, 2] {
+        let older = Plan::from_json(with_version(version).as_bytes()).unwrap_err();
+        assert_eq!(
+            older.to_string(),
+            format!(
+                "the plan has format version {version}, from an older talosprov: it does not tie \
+                 each change to the values apply sends as format version 3 does; run \
+                 `talosprov plan` again"
+            )
+        );
+    }
+    // A change whose payload is of another kind is refused as the plan is
+    // read, naming the change.
+    let mut value: serde_json::Value = serde_json::from_str(&p.to_json()).expect("json");
+    let changes = value["changes"].as_array_mut().expect("changes");
+    let vm = changes
+        .iter()
+        .position(|c| c["address"].as_str().is_some_and(|a| a.starts_with("vm/")))
+        .expect("a VM change");
+    let config = changes
+        .iter()
+        .find(|c| {
+            c["address"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("config/"))
+        })
+        .expect("a config change")["config"]
+        .clone();
+    changes[vm]["config"] = config;
+    let e = Plan::from_json(value.to_string().as_bytes()).unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "the plan carries a machine config, which `create` does not send (made by another \
+             talosprov?); run `talosprov plan` again"
+        ),
+        "{e}"
+    );
 }
 
 #[test]

@@ -15,12 +15,15 @@ use super::config_diff;
 use super::desired::{Desired, DesiredConfig};
 use super::diff_vm::plan_vm;
 use super::field::{ConfigField, Field, VmField};
-use super::model::{GIB, PlanError, change, field};
+use super::model::{GIB, PlanError, field};
 use super::observed::Observed;
 use super::ownership;
-use super::planned::{ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedVm};
+use super::planned::{ApplyMode, KubernetesChange, PlannedConfig, PlannedImage};
 use super::staged::{Planned, StagedNote, staged_note};
-use super::{Action, Change, Conflict, Drift, DriftKind, PLAN_FORMAT_VERSION, Plan, PlanWarning};
+use super::{
+    Action, Change, ConfigOp, Conflict, Drift, DriftKind, ImageOp, MappingOp, PLAN_FORMAT_VERSION,
+    Plan, PlanWarning, PoolOp, VmOp,
+};
 use crate::topology::Role;
 
 /// What planning reads: all plain data.
@@ -164,12 +167,6 @@ fn plan_pool_and_mappings(d: &Desired, state: &State, obs: &Observed, out: &mut 
     let (changes, mut found) = out.changes_and_found();
     ownership::plan_pool(d, state, obs, changes, &mut found);
     ownership::plan_mappings(d, state, obs, changes, &mut found);
-    for c in changes.iter_mut() {
-        if let (Address::PciMapping(name), Action::Create | Action::Update) = (&c.address, c.action)
-        {
-            c.pci_mapping = d.pci_mappings.get(name).cloned();
-        }
-    }
 }
 
 /// Each desired VM's change; gives the hosts whose VM is created or
@@ -189,8 +186,8 @@ fn plan_vms<'d>(
         let intent = state.intent(&Address::Vm(host.clone()));
         let recorded = state.resources.vms.get(host);
         match plan_vm(host, want, (recorded, intent), (obs, &vacating), &mut found) {
-            Ok(Some(mut c)) => {
-                if matches!(c.action, Action::Create | Action::Replace) {
+            Ok(Some(c)) => {
+                if matches!(c.action(), Action::Create | Action::Replace) {
                     fresh_vms.insert(host.as_str());
                     let spec = &want.spec;
                     if let Some((on, size)) = image_size(obs, &spec.node, &spec.image_volid)
@@ -206,11 +203,6 @@ fn plan_vms<'d>(
                         });
                     }
                 }
-                c.role = Some(want.role);
-                c.vm = Some(PlannedVm {
-                    spec: want.spec.clone(),
-                    restart: c.action == Action::Update && c.reboot == Some(true),
-                });
                 changes.push(c);
             }
             Ok(None) => {}
@@ -239,24 +231,22 @@ fn plan_images(d: &Desired, state: &State, fresh_vms: &BTreeSet<&str>, changes: 
             } else {
                 ""
             };
-            let mut c = change(
-                address,
-                Action::Create,
-                format!(
-                    "download Talos {} ({}) to {} on {}{started}",
-                    image.record.talos_version,
-                    short(&image.record.schematic_id),
-                    image.record.storage,
-                    image.record.node
-                ),
-            );
-            c.fields
-                .push(field(Field::Volid, None, Some(&image.record.volid)));
-            c.image = Some(PlannedImage {
+            let planned = PlannedImage {
                 record: image.record.clone(),
                 factory_url: d.factory_url.clone(),
-            });
-            changes.push(c);
+            };
+            let reason = format!(
+                "download Talos {} ({}) to {} on {}{started}",
+                image.record.talos_version,
+                short(&image.record.schematic_id),
+                image.record.storage,
+                image.record.node
+            );
+            let volid = field(Field::Volid, None, Some(&image.record.volid));
+            changes.push(
+                Change::image(name.clone(), ImageOp::Create(planned), reason)
+                    .with_fields(vec![volid]),
+            );
         }
     }
     // Downloads an interrupted apply started for VMs that are no longer to
@@ -264,9 +254,13 @@ fn plan_images(d: &Desired, state: &State, fresh_vms: &BTreeSet<&str>, changes: 
     for (address, _) in state.intents() {
         if let Address::Image(name) = &address
             && !state.resources.images.contains_key(name)
-            && !changes.iter().any(|c| c.address == address)
+            && !changes.iter().any(|c| *c.address() == address)
         {
-            changes.push(ownership::leftover(address, None));
+            changes.push(Change::image(
+                name.clone(),
+                ImageOp::Delete,
+                ownership::leftover(None),
+            ));
         }
     }
 }
@@ -315,17 +309,18 @@ fn plan_vm_deletions(d: &Desired, state: &State, changes: &mut Vec<Change>) {
         } else {
             "Talos reset, then"
         };
-        let mut c = change(
-            Address::Vm(host.clone()),
-            Action::Delete,
-            format!(
-                "not in the topology: {how} VM {} shut down and deleted",
-                vm.vmid
-            ),
+        let role = recorded_role(state, host);
+        let reason = format!(
+            "not in the topology: {how} VM {} shut down and deleted",
+            vm.vmid
         );
-        c.fields.push(field(VmField::Vmid, Some(vm.vmid), None));
-        c.role = recorded_role(state, host);
-        changes.push(c);
+        changes.push(
+            Change::vm(host.clone(), VmOp::Delete { role }, reason).with_fields(vec![field(
+                VmField::Vmid,
+                Some(vm.vmid),
+                None,
+            )]),
+        );
     }
 }
 
@@ -343,26 +338,30 @@ struct ConfigContext<'a> {
     addons: BTreeSet<&'a str>,
 }
 
-/// A config change for `host`, carrying what apply sends.
+/// A config change for `host` (an upgrade when `upgrade`, else an
+/// apply-config), carrying what apply sends.
 fn config_change(
     host: &str,
     want: &DesiredConfig,
-    action: Action,
+    upgrade: bool,
     reason: &str,
     mode: ApplyMode,
 ) -> Change {
-    let mut c = change(Address::Config(host.to_owned()), action, reason);
-    c.role = Some(want.role);
-    c.config = Some(PlannedConfig {
+    let config = PlannedConfig {
         ip: want.ip,
         config_sha256: want.record.config_sha256.clone(),
         talos_version: want.record.talos_version.clone(),
         installer_image: want.record.installer_image.clone(),
         mode,
         kubernetes: None,
-    });
-    c.reboot = mode.reboots();
-    c
+    };
+    let role = want.role;
+    let op = if upgrade {
+        ConfigOp::Upgrade { config, role }
+    } else {
+        ConfigOp::ApplyConfig { config, role }
+    };
+    Change::config(host, op, reason)
 }
 
 /// The machine config change of one node, if any, with its drift and
@@ -401,7 +400,7 @@ fn plan_config(nodes: &ConfigContext<'_>, host: &str, want: &DesiredConfig, out:
             } else {
                 "no config applied yet: applied in maintenance mode"
             };
-            let mut c = config_change(host, want, Action::ApplyConfig, why, ApplyMode::Maintenance);
+            let mut c = config_change(host, want, false, why, ApplyMode::Maintenance);
             c.fields.push(field(
                 ConfigField::ConfigSha256,
                 None,
@@ -437,7 +436,7 @@ fn plan_config(nodes: &ConfigContext<'_>, host: &str, want: &DesiredConfig, out:
             out.changes.push(config_change(
                 host,
                 want,
-                Action::ApplyConfig,
+                false,
                 "applied, but the node was not seen in secure mode: checked and applied if missing",
                 ApplyMode::Maintenance,
             ));
@@ -447,13 +446,13 @@ fn plan_config(nodes: &ConfigContext<'_>, host: &str, want: &DesiredConfig, out:
     let mut c = config_change(
         host,
         want,
-        Action::ApplyConfig,
+        upgrade,
         "machine config changed",
         ApplyMode::UnknownUntilApply,
     );
     if upgrade && describe_upgrade(&mut c, running, current, want) {
         out.warnings.push(PlanWarning {
-            address: Some(c.address.clone()),
+            address: Some(c.address().clone()),
             message: format!(
                 "Talos {running} -> {} goes back a version: Talos migrates the machine config \
                  and its data forward only, and tests that between adjacent minor releases; a \
@@ -496,7 +495,7 @@ fn reapply_after_reset(
     let mut c = config_change(
         host,
         want,
-        Action::ApplyConfig,
+        false,
         "the node was reset outside talosprov and waits in maintenance mode: its machine \
          config is applied again",
         ApplyMode::Maintenance,
@@ -509,7 +508,7 @@ fn reapply_after_reset(
     c
 }
 
-/// Make `c` a Talos upgrade from `running` (the version seen, else
+/// Describe `c`, a Talos upgrade, from `running` (the version seen, else
 /// recorded) to the desired version and installer image (Talos's Upgrade
 /// API installs whichever version the image holds); true when the desired
 /// version is older than `running`, a downgrade, which the reason says.
@@ -524,7 +523,6 @@ fn describe_upgrade(
         (running.parse::<TalosVersion>(), want.record.talos_version.parse::<TalosVersion>()),
         (Ok(from), Ok(to)) if (to.major, to.minor, to.patch) < (from.major, from.minor, from.patch)
     );
-    c.action = Action::Upgrade;
     c.reason = format!(
         "Talos {running} -> {}{} (installer image {})",
         want.record.talos_version,
@@ -609,7 +607,7 @@ fn describe_config_edit(edit: &ConfigEdit<'_>, c: &mut Change, out: &mut Collect
     }
     if edit.nodes.bootstrapped {
         warn_bootstrap_only(
-            &c.address,
+            c.address(),
             before,
             after,
             &edit.nodes.addons,
@@ -633,13 +631,13 @@ fn describe_apply_mode(
         Some(false) => ApplyMode::NoReboot,
         None => ApplyMode::UnknownUntilApply,
     };
-    if let Some(p) = c.config.as_mut() {
+    if let Some(p) = c.config_payload_mut() {
         p.mode = mode;
     }
     c.reboot = mode.reboots();
     if let (Some(from), Some(to)) = kubernetes
         && from != to
-        && let Some(p) = c.config.as_mut()
+        && let Some(p) = c.config_payload_mut()
     {
         p.kubernetes = Some(KubernetesChange {
             from: from.clone(),
@@ -730,17 +728,13 @@ fn plan_bootstrap(d: &Desired, state: &State, bootstrapped: bool, changes: &mut 
     if let Some(node) = &d.bootstrap_node
         && !bootstrapped
     {
-        changes.push(change(
-            Address::Bootstrap,
-            Action::Bootstrap,
-            format!("etcd bootstrap on the first control plane, {node}"),
-        ));
+        changes.push(Change::bootstrap(format!(
+            "etcd bootstrap on the first control plane, {node}"
+        )));
     }
-    let bootstrap_planned = changes.iter().any(|c| c.action == Action::Bootstrap);
+    let bootstrap_planned = changes.iter().any(|c| c.action() == Action::Bootstrap);
     if d.bootstrap_node.is_some() && (state.outputs.kubeconfig.is_none() || bootstrap_planned) {
-        changes.push(change(
-            Address::Kubeconfig,
-            Action::Create,
+        changes.push(Change::kubeconfig(
             "admin kubeconfig, fetched through the Talos API after bootstrap",
         ));
     }
@@ -777,46 +771,45 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
     if let Some(s) = state {
         let r = &s.resources;
         for (host, vm) in &r.vms {
-            let mut c = change(
-                Address::Vm(host.clone()),
-                Action::Delete,
-                format!(
-                    "Talos reset where reachable, then VM {} on {} shut down and deleted",
-                    vm.vmid, vm.node
-                ),
+            let role = recorded_role(s, host);
+            let reason = format!(
+                "Talos reset where reachable, then VM {} on {} shut down and deleted",
+                vm.vmid, vm.node
             );
-            c.fields.push(field(VmField::Vmid, Some(vm.vmid), None));
-            c.role = recorded_role(s, host);
-            changes.push(c);
+            changes.push(
+                Change::vm(host.clone(), VmOp::Delete { role }, reason).with_fields(vec![field(
+                    VmField::Vmid,
+                    Some(vm.vmid),
+                    None,
+                )]),
+            );
         }
         for name in r.pools.keys() {
-            changes.push(change(
-                Address::Pool(name.clone()),
-                Action::Delete,
+            changes.push(Change::pool(
+                name.clone(),
+                PoolOp::Delete,
                 "cluster destroyed",
             ));
         }
         for name in r.pci_mappings.keys() {
-            changes.push(change(
-                Address::PciMapping(name.clone()),
-                Action::Delete,
+            changes.push(Change::pci_mapping(
+                name.clone(),
+                MappingOp::Delete,
                 "cluster destroyed",
             ));
         }
         for (address, _) in s.intents() {
             if !s.has_record(&address) {
-                changes.push(ownership::leftover(address, None));
+                changes.extend(Change::delete(address, ownership::leftover(None)));
             }
         }
         if purge_images {
             for (name, image) in &r.images {
-                let mut c = change(
-                    Address::Image(name.clone()),
-                    Action::Delete,
-                    "--purge-images",
+                let volid = field(Field::Volid, Some(&image.volid), None);
+                changes.push(
+                    Change::image(name.clone(), ImageOp::Delete, "--purge-images")
+                        .with_fields(vec![volid]),
                 );
-                c.fields.push(field(Field::Volid, Some(&image.volid), None));
-                changes.push(c);
             }
         }
     }
@@ -843,11 +836,22 @@ mod tests {
 
     #[test]
     fn digests_of_configs_from_new_secrets_are_known_after_apply() {
-        let mut c = change(Address::Config("cp-01".into()), Action::ApplyConfig, "new");
-        c.fields
-            .push(field(ConfigField::ConfigSha256, None, Some("ab12")));
-        c.fields
-            .push(field(ConfigField::TalosVersion, None, Some("v1.13.8")));
+        let config = PlannedConfig {
+            ip: "10.0.0.1".parse().unwrap(),
+            config_sha256: "ab12".into(),
+            talos_version: "v1.13.8".into(),
+            installer_image: "installer".into(),
+            mode: ApplyMode::Maintenance,
+            kubernetes: None,
+        };
+        let op = ConfigOp::ApplyConfig {
+            config,
+            role: Role::Controlplane,
+        };
+        let c = Change::config("cp-01", op, "new").with_fields(vec![
+            field(ConfigField::ConfigSha256, None, Some("ab12")),
+            field(ConfigField::TalosVersion, None, Some("v1.13.8")),
+        ]);
         let mut p = Plan {
             format_version: PLAN_FORMAT_VERSION,
             lineage: None,

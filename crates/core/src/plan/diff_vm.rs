@@ -12,10 +12,37 @@ use crate::state::{Address, CreateIntent};
 
 use super::desired::DesiredVm;
 use super::field::{Field, VmField};
-use super::model::{PlanError, change, field};
+use super::model::{PlanError, field};
 use super::observed::{Observed, ObservedVm};
 use super::ownership::{self, Found};
-use super::{Action, Change, Drift, DriftKind, FieldChange};
+use super::planned::PlannedVm;
+use super::{Action, Change, Drift, DriftKind, FieldChange, VmOp};
+
+/// What a create or replace of `want`'s VM makes.
+fn made(want: &DesiredVm) -> PlannedVm {
+    PlannedVm {
+        spec: want.spec.clone(),
+        restart: false,
+    }
+}
+
+/// The create of `want`'s VM at `host`.
+fn create(host: &str, want: &DesiredVm, reason: String) -> Change {
+    let op = VmOp::Create {
+        vm: made(want),
+        role: want.role,
+    };
+    Change::vm(host, op, reason)
+}
+
+/// The replace of `host`'s VM by `want`'s.
+fn replace(host: &str, want: &DesiredVm, reason: String) -> Change {
+    let op = VmOp::Replace {
+        vm: made(want),
+        role: want.role,
+    };
+    Change::vm(host, op, reason)
+}
 
 /// The values to compare a desired VM with: the observed ones where known,
 /// else the recorded ones.
@@ -100,13 +127,13 @@ pub(super) fn plan_vm(
     let w = &want.record;
     let (recorded, intent) = recorded;
     let Some(rec) = recorded else {
-        let mut c = plan_unrecorded_vm(address, want, intent, (obs, vacating), found);
+        let mut c = plan_unrecorded_vm(host, want, intent, (obs, vacating), found);
         if let Some(c) = &mut c {
             after_the_vm_it_replaces(c, w, vacating);
         }
         return Ok(c);
     };
-    if let Some(mut c) = plan_moved_vm(&address, rec, w) {
+    if let Some(mut c) = plan_moved_vm(host, rec, want) {
         // The new vmid must be free, or freed by this plan.
         if let Some(seen) = obs
             .vms
@@ -125,7 +152,7 @@ pub(super) fn plan_vm(
         return Ok(Some(c));
     }
     let seen = if obs.refreshed {
-        match find_recorded_vm(&address, rec, w, obs, found) {
+        match find_recorded_vm(host, rec, want, obs, found) {
             ControlFlow::Continue(seen) => Some(seen),
             ControlFlow::Break(c) => return Ok(c),
         }
@@ -153,7 +180,7 @@ pub(super) fn plan_vm(
             wanted_gib: w.disk_gib,
         });
     }
-    Ok(plan_vm_update(address, w, &current, seen))
+    Ok(plan_vm_update(host, want, &current, seen))
 }
 
 /// The VMs talosprov made whose vmid this plan frees, by vmid: each is the
@@ -193,12 +220,12 @@ fn vacated_by<'v>(
 /// plan (a node renamed, or moved into a pool) is created once that VM is
 /// deleted: the change depends on it, and the reason says so.
 fn after_the_vm_it_replaces(c: &mut Change, w: &format::Vm, vacating: &Vacating) {
-    if !matches!(c.action, Action::Create | Action::Replace) {
+    if !matches!(c.action(), Action::Create | Action::Replace) {
         return;
     }
     let Some((host, _)) = vacating
         .get(&w.vmid)
-        .filter(|(h, r)| r.node == w.node && Address::Vm(h.clone()) != c.address)
+        .filter(|(h, r)| r.node == w.node && Address::Vm(h.clone()) != *c.address())
     else {
         return;
     };
@@ -214,12 +241,13 @@ fn after_the_vm_it_replaces(c: &mut Change, w: &format::Vm, vacating: &Vacating)
 /// another VM at the vmid is a conflict, unless it is one of talosprov's own
 /// that this plan deletes or moves (`vacating`).
 fn plan_unrecorded_vm(
-    address: Address,
+    host: &str,
     want: &DesiredVm,
     intent: Option<&CreateIntent>,
     (obs, vacating): (&Observed, &Vacating),
     found: &mut Found<'_>,
 ) -> Option<Change> {
+    let address = Address::Vm(host.to_owned());
     let w = &want.record;
     let made = intent.is_some_and(|i| i.is_vm(w.vmid, &w.node, &w.name));
     if let Some(seen) = obs
@@ -229,9 +257,9 @@ fn plan_unrecorded_vm(
     {
         let ours = seen.node == w.node && seen.name.as_deref() == Some(w.name.as_str());
         if made && ours {
-            let mut c = change(
-                address,
-                Action::Create,
+            let mut c = create(
+                host,
+                want,
                 format!(
                     "VM {} was left half-made by an interrupted apply: adopted, brought to \
                      its spec (settings, disk size) and started",
@@ -250,25 +278,28 @@ fn plan_unrecorded_vm(
         ));
         return None;
     }
-    let mut c = change(
-        address,
-        Action::Create,
-        format!(
-            "new {} node: VM {} on {}",
-            want.role.as_str(),
-            w.vmid,
-            w.node
-        ),
-    );
     // A VM an interrupted apply was making at another vmid or host (the
     // topology changed since) goes first.
-    if let Some(i) = intent.filter(|i| !made && ownership::made_vm_seen(i, obs)) {
-        c.action = Action::Replace;
-        c.reason = format!(
-            "VM {} left half-made by an interrupted apply is deleted; VM {} is created on {}",
-            i.id, w.vmid, w.node
-        );
-    }
+    let mut c = match intent.filter(|i| !made && ownership::made_vm_seen(i, obs)) {
+        Some(i) => replace(
+            host,
+            want,
+            format!(
+                "VM {} left half-made by an interrupted apply is deleted; VM {} is created on {}",
+                i.id, w.vmid, w.node
+            ),
+        ),
+        None => create(
+            host,
+            want,
+            format!(
+                "new {} node: VM {} on {}",
+                want.role.as_str(),
+                w.vmid,
+                w.node
+            ),
+        ),
+    };
     c.fields = vm_fields(
         &format::Vm {
             cores: 0,
@@ -288,13 +319,14 @@ fn plan_unrecorded_vm(
 }
 
 /// A replace when the VM moves to another vmid or Proxmox host.
-fn plan_moved_vm(address: &Address, rec: &format::Vm, w: &format::Vm) -> Option<Change> {
+fn plan_moved_vm(host: &str, rec: &format::Vm, want: &DesiredVm) -> Option<Change> {
+    let w = &want.record;
     if rec.vmid == w.vmid && rec.node == w.node {
         return None;
     }
-    let mut c = change(
-        address.clone(),
-        Action::Replace,
+    let mut c = replace(
+        host,
+        want,
         format!(
             "moves from VM {} on {} to VM {} on {}: the VM is deleted and created anew",
             rec.vmid, rec.node, w.vmid, w.node
@@ -315,12 +347,14 @@ fn plan_moved_vm(address: &Address, rec: &format::Vm, w: &format::Vm) -> Option<
 /// is gone: created again, or a conflict when another VM took its vmid (both
 /// are drift).
 fn find_recorded_vm<'o>(
-    address: &Address,
+    host: &str,
     rec: &format::Vm,
-    w: &format::Vm,
+    want: &DesiredVm,
     obs: &'o Observed,
     found: &mut Found<'_>,
 ) -> ControlFlow<Option<Change>, &'o ObservedVm> {
+    let address = &Address::Vm(host.to_owned());
+    let w = &want.record;
     match obs.vms.get(&rec.vmid) {
         Some(s) if s.node == rec.node && s.name.as_deref() == Some(rec.name.as_str()) => {
             ControlFlow::Continue(s)
@@ -346,9 +380,9 @@ fn find_recorded_vm<'o>(
                 kind: DriftKind::Deleted,
                 fields: Vec::new(),
             });
-            let mut c = change(
-                address.clone(),
-                Action::Create,
+            let mut c = create(
+                host,
+                want,
                 format!("VM {} was deleted outside talosprov: created again", w.vmid),
             );
             c.fields.push(field(VmField::Vmid, None, Some(w.vmid)));
@@ -361,11 +395,12 @@ fn find_recorded_vm<'o>(
 /// waits in Proxmox for a restart; the VM restarts when it runs without the
 /// wanted values.
 fn plan_vm_update(
-    address: Address,
-    w: &format::Vm,
+    host: &str,
+    want: &DesiredVm,
     current: &format::Vm,
     seen: Option<&ObservedVm>,
 ) -> Option<Change> {
+    let w = &want.record;
     let running = seen.map(|s| &s.running);
     let mut fields = vm_fields(current, w);
     let changed: Vec<Field> = fields.iter().map(|f| f.name.clone()).collect();
@@ -416,11 +451,14 @@ fn plan_vm_update(
     } else {
         ": the VM is stopped and takes it at its next start"
     };
-    let mut c = change(
-        address,
-        Action::Update,
-        format!("{}{suffix}", parts.join("; ")),
-    );
+    let op = VmOp::Update {
+        vm: PlannedVm {
+            spec: want.spec.clone(),
+            restart,
+        },
+        role: want.role,
+    };
+    let mut c = Change::vm(host, op, format!("{}{suffix}", parts.join("; ")));
     c.fields = fields;
     c.reboot = Some(restart);
     Some(c)

@@ -288,11 +288,13 @@ mod tests {
 
     #[test]
     fn a_plan_read_back_gives_each_field_the_kind_of_its_address() {
-        use crate::plan::{Action, Change, Drift, DriftKind, FieldChange, Plan};
+        use crate::plan::{Action, Drift, DriftKind, FieldChange, Plan};
         let object: Address = "addon/app/ConfigMap/default/settings"
             .parse()
             .expect("an object address");
-        let mut vm = Change::new(Address::Vm("wk-1".into()), Action::Delete, "gone");
+        let mut vm =
+            crate::plan::example::change(Address::Vm("wk-1".into()), Action::Delete, "gone")
+                .expect("a change of that kind");
         vm.fields
             .push(FieldChange::new(VmField::Name, Some("a".into()), None));
         let mut plan = Plan::of_changes(vec![vm]);
@@ -313,7 +315,7 @@ mod tests {
         let bad = json.replacen("\"name\": \"name\"", "\"name\": \"volid\"", 1);
         let e = Plan::from_json(bad.as_bytes()).expect_err("refused");
         assert!(
-            e.to_string().contains("vm/wk-1 has no field \"volid\""),
+            e.to_string().contains("vm/wk-1: it has no field \"volid\""),
             "{e}"
         );
     }

@@ -25,7 +25,7 @@ impl GitlabReport {
     pub fn of(plan: &Plan) -> GitlabReport {
         let mut r = GitlabReport::default();
         for change in &plan.changes {
-            match change.action {
+            match change.action() {
                 Action::Create | Action::Bootstrap => r.create += 1,
                 Action::Update | Action::ApplyConfig | Action::Upgrade => r.update += 1,
                 Action::Delete => r.delete += 1,
@@ -51,21 +51,14 @@ impl GitlabReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Change;
 
     fn plan_of(actions: &[(&str, Action)]) -> Plan {
         Plan::of_changes(
             actions
                 .iter()
-                .map(|(a, action)| Change {
-                    address: a.parse().expect("address"),
-                    action: *action,
-                    reason: String::new(),
-                    fields: vec![],
-                    config_diff: None,
-                    reboot: None,
-                    depends_on: vec![],
-                    ..Change::new(crate::state::Address::Bootstrap, Action::Bootstrap, "")
+                .map(|(a, action)| {
+                    let address = a.parse().expect("address");
+                    crate::plan::example::change(address, *action, "").expect("a change")
                 })
                 .collect(),
         )

@@ -3,10 +3,14 @@
 //! changes in dependency order. The plan is data: views render it, apply runs it.
 //! Modelled on OpenTofu's `internal/plans/plan.go` and `action.go`.
 
+mod address_serde;
+pub mod change;
 pub mod config_diff;
 pub mod desired;
 pub mod diff;
 mod diff_vm;
+#[cfg(any(test, feature = "test-support"))]
+pub mod example;
 pub mod field;
 pub mod gitlab_report;
 pub mod model;
@@ -20,6 +24,10 @@ pub mod saved;
 mod staged;
 pub mod step;
 
+pub use change::{
+    Action, Change, ChangeWire, ConfigOp, FieldChange, ImageOp, MappingOp, ObjectOp, Op, PoolOp,
+    StepError, VmOp,
+};
 pub use desired::{
     Desired, DesiredConfig, DesiredError, DesiredImage, DesiredVm, RenderedConfig, desired,
 };
@@ -27,8 +35,8 @@ pub use diff::{KNOWN_AFTER_APPLY, PlanInput, destroy_plan, digests_known_after_a
 pub use field::{ConfigField, Field, MappingField, VmField};
 pub use gitlab_report::GitlabReport;
 pub use model::{
-    Action, AddonValues, Change, Conflict, Drift, DriftKind, FieldChange, PLAN_FORMAT_VERSION,
-    Plan, PlanError, PlanFormatError, PlanWarning, PoolChange, Summary, pool_changes,
+    AddonValues, Conflict, Drift, DriftKind, PLAN_FORMAT_VERSION, Plan, PlanError, PlanFormatError,
+    PlanWarning, PoolChange, Summary, pool_changes,
 };
 pub use objects::{DesiredObject, Observation, ObservedObjects};
 pub use observed::{Observed, ObservedVm};
@@ -39,4 +47,4 @@ pub use planned::{
 };
 pub use saved::{InputDigests, PlanMismatch, SavedPlan, StalePlan, check_fresh, check_same};
 pub use staged::stage_config_changes;
-pub use step::{Step, StepError};
+pub use step::Step;

@@ -7,17 +7,17 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::state::Address;
-use crate::state::format;
-use crate::topology::Role;
 
+use super::change::{Action, Change, FieldChange};
 use super::field::Field;
-use super::planned::{ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedVm};
 use super::removal::RemovalRefused;
 
 /// The version of the plan's JSON format (`plan -json`, `plan -out`). A reader
-/// refuses a newer one, and a saved plan of an older one (version 1 did not
-/// carry the values apply sends).
-pub const PLAN_FORMAT_VERSION: u32 = 2;
+/// refuses a newer one, and a saved plan of an older one: version 1 did not
+/// carry the values apply sends, and version 2 did not tie each change's
+/// payload to its kind and action (a change is read as its kind's
+/// [`super::Op`] since version 3).
+pub const PLAN_FORMAT_VERSION: u32 = 3;
 
 /// A plan: what apply will do, and why, computed from one state snapshot.
 ///
@@ -201,7 +201,7 @@ impl Plan {
     pub fn summary(&self) -> Summary {
         let mut s = Summary::default();
         for c in &self.changes {
-            match c.action {
+            match c.action() {
                 Action::Create => s.add += 1,
                 Action::Update => s.change += 1,
                 Action::Replace => {
@@ -219,7 +219,7 @@ impl Plan {
 
     /// The change at `address`, if any.
     pub fn change(&self, address: &Address) -> Option<&Change> {
-        self.changes.iter().find(|c| &c.address == address)
+        self.changes.iter().find(|c| c.address() == address)
     }
 
     /// The plan as pretty JSON (the documented format).
@@ -252,27 +252,23 @@ impl Plan {
         }
         let mut plan: Plan =
             serde_json::from_value(value).map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
+        // Every change was read as its kind's op, carrying what its step
+        // sends (`ChangeWire`): a plan whose change does not is refused
+        // here, not halfway through an apply.
         plan.settle_fields()?;
-        // Every change carries what its step sends: a plan whose change
-        // does not is refused here, not halfway through an apply.
-        for c in &plan.changes {
-            c.step()
-                .map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
-        }
         Ok(plan)
     }
 
-    /// Give each field read from JSON the kind of its change's or drift's
-    /// address (`name` is a VM's field at `vm/…`, an object's path at
-    /// `addon/…`).
+    /// Give each drift field read from JSON the kind of its address
+    /// (`name` is a VM's field at `vm/…`, an object's path at `addon/…`);
+    /// a change's fields are settled as it is read.
     ///
     /// # Errors
     /// [`PlanFormatError::Syntax`] for a field its address's kind does not
     /// have.
     pub fn settle_fields(&mut self) -> Result<(), PlanFormatError> {
-        let changes = self.changes.iter_mut().map(|c| (&c.address, &mut c.fields));
-        let drift = self.drift.iter_mut().map(|d| (&d.address, &mut d.fields));
-        for (address, fields) in changes.chain(drift) {
+        for d in &mut self.drift {
+            let (address, fields) = (&d.address, &mut d.fields);
             for f in fields {
                 let text = f.name.to_string();
                 f.name = Field::of(address, &text).ok_or_else(|| {
@@ -301,8 +297,9 @@ pub enum PlanFormatError {
     /// Written by an older talosprov, whose plans do not carry every value
     /// apply sends, so applying one could send values nobody reviewed.
     #[error(
-        "the plan has format version {found}, from an older talosprov: it does not record the \
-         values apply sends (format version {supported} does); run `talosprov plan` again"
+        "the plan has format version {found}, from an older talosprov: it does not tie each \
+         change to the values apply sends as format version {supported} does; run `talosprov \
+         plan` again"
     )]
     Older {
         /// The version in the file.
@@ -329,167 +326,13 @@ pub struct Summary {
     pub bootstrap: usize,
 }
 
-/// The small vocabulary of what a change does (OpenTofu's `plans.Action`, plus
-/// the Talos operations).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Action {
-    /// Make a resource that does not exist (`+`).
-    Create,
-    /// Change a resource in place (`~`).
-    Update,
-    /// Delete and create again (`-/+`): a VM moved to another vmid or host.
-    Replace,
-    /// Remove a resource (`-`).
-    Delete,
-    /// Send a machine config with ApplyConfiguration (`~`).
-    ApplyConfig,
-    /// Upgrade Talos on a node to another version or schematic (`~`).
-    Upgrade,
-    /// Bootstrap etcd on the first control plane (`+`), once per cluster.
-    Bootstrap,
-}
-
-impl Action {
-    /// OpenTofu's mark: `+`, `~`, `-`, `-/+`.
-    pub fn mark(self) -> &'static str {
-        match self {
-            Action::Create | Action::Bootstrap => "+",
-            Action::Update | Action::ApplyConfig | Action::Upgrade => "~",
-            Action::Replace => "-/+",
-            Action::Delete => "-",
-        }
-    }
-
-    /// The action's name as the JSON format spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Create => "create",
-            Action::Update => "update",
-            Action::Replace => "replace",
-            Action::Delete => "delete",
-            Action::ApplyConfig => "apply-config",
-            Action::Upgrade => "upgrade",
-            Action::Bootstrap => "bootstrap",
-        }
-    }
-}
-
-/// One change to one resource.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Change {
-    /// The resource, e.g. `vm/talos-worker-01`.
-    #[serde(with = "address_text")]
-    pub address: Address,
-    /// What happens to it.
-    pub action: Action,
-    /// Why, in the operator's words, e.g. `memory 8192 -> 12288 MiB`.
-    pub reason: String,
-    /// Field-level before and after; secrets show as `(sensitive)`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub fields: Vec<FieldChange>,
-    /// For apply-config: unified diff of the redacted machine config (recorded
-    /// -> desired); empty for a first apply.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_diff: Option<String>,
-    /// For apply-config, update and upgrade: whether the node reboots.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reboot: Option<bool>,
-    /// Addresses of other changes in this plan that must finish first.
-    #[serde(default, with = "address_list", skip_serializing_if = "Vec::is_empty")]
-    pub depends_on: Vec<Address>,
-    /// For `vm/` and `config/` changes: the node's role, from the topology,
-    /// or for a node that leaves it, from the state (a control plane's reset
-    /// is graceful: it leaves etcd).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role: Option<Role>,
-    /// For a VM create, replace or update: the VM apply makes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vm: Option<PlannedVm>,
-    /// For an image create: the image apply downloads.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<PlannedImage>,
-    /// For a PCI mapping create or update: the mapping apply writes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pci_mapping: Option<format::PciMapping>,
-    /// For an apply-config or upgrade: the config apply sends, and how.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<PlannedConfig>,
-    /// For an add-on object's change: what apply sends (or deletes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub object: Option<super::planned::PlannedObject>,
-}
-
-impl Change {
-    /// A change with no fields, no diff, no dependencies and no typed
-    /// values yet.
-    pub fn new(address: Address, action: Action, reason: impl Into<String>) -> Change {
-        Change {
-            address,
-            action,
-            reason: reason.into(),
-            fields: Vec::new(),
-            config_diff: None,
-            reboot: None,
-            depends_on: Vec::new(),
-            role: None,
-            vm: None,
-            image: None,
-            pci_mapping: None,
-            config: None,
-            object: None,
-        }
-    }
-
-    /// The Kubernetes version change this config change carries, if any.
-    pub fn kubernetes(&self) -> Option<&KubernetesChange> {
-        self.config.as_ref().and_then(|c| c.kubernetes.as_ref())
-    }
-
-    /// The apply mode of a config change (`None` for other changes).
-    pub fn apply_mode(&self) -> Option<ApplyMode> {
-        self.config.as_ref().map(|c| c.mode)
-    }
-}
-
-/// One field of a change. Values are display text, already redacted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FieldChange {
-    /// The field, typed by kind; its text (`memory_mib`, `hostpci0`,
-    /// `talos_version`) is what the plan shows and its JSON holds.
-    pub name: Field,
-    /// The value now (`None`: not set).
-    pub before: Option<String>,
-    /// The value wanted (`None`: removed).
-    pub after: Option<String>,
-    /// `after` is a value Proxmox holds pending for a running VM: the VM
-    /// takes it at its next start (drift set by hand, or a change an
-    /// interrupted apply left before the restart).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub pending: bool,
-}
-
-impl FieldChange {
-    /// A field from `before` to `after`.
-    pub fn new(name: impl Into<Field>, before: Option<String>, after: Option<String>) -> Self {
-        FieldChange {
-            name: name.into(),
-            before,
-            after,
-            pending: false,
-        }
-    }
-}
-
 /// A difference between the state and what was observed: something changed
 /// or deleted outside talosprov.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Drift {
     /// The resource that drifted, e.g. `vm/wk-1` (shown as text in JSON).
-    #[serde(with = "address_text")]
+    #[serde(with = "super::address_serde::text")]
     pub address: Address,
     /// `changed` or `deleted`.
     pub kind: DriftKind,
@@ -516,7 +359,7 @@ pub enum DriftKind {
 #[serde(deny_unknown_fields)]
 pub struct Conflict {
     /// The address the topology declares, e.g. `pci_mapping/gpu`.
-    #[serde(with = "address_text")]
+    #[serde(with = "super::address_serde::text")]
     pub address: Address,
     /// The Proxmox ID the object was found at: the vmid, or the pool or
     /// mapping name (what `talosprov import` takes).
@@ -528,7 +371,11 @@ pub struct Conflict {
     /// ID`, after `talosprov state rm ADDRESS` when a stale record is there).
     pub commands: Vec<String>,
     /// The planned changes held back because they depend on it.
-    #[serde(default, with = "address_list", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        with = "super::address_serde::list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub blocked: Vec<Address>,
 }
 
@@ -573,64 +420,12 @@ pub struct PlanWarning {
     /// The resource it concerns, if one.
     #[serde(
         default,
-        with = "address_option",
+        with = "super::address_serde::option",
         skip_serializing_if = "Option::is_none"
     )]
     pub address: Option<Address>,
     /// The warning, for the operator.
     pub message: String,
-}
-
-/// Serde for an address as its text (`vm/talos-worker-01`).
-mod address_text {
-    use crate::state::Address;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(a: &Address, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(a)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Address, D::Error> {
-        let text = String::deserialize(d)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-/// Serde for a list of addresses as text.
-mod address_list {
-    use crate::state::Address;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(list: &[Address], s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(list.iter().map(ToString::to_string))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Address>, D::Error> {
-        let texts = Vec::<String>::deserialize(d)?;
-        texts
-            .iter()
-            .map(|t| t.parse().map_err(serde::de::Error::custom))
-            .collect()
-    }
-}
-
-/// Serde for an optional address as text.
-mod address_option {
-    use crate::state::Address;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(a: &Option<Address>, s: S) -> Result<S::Ok, S::Error> {
-        match a {
-            Some(a) => s.collect_str(a),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Address>, D::Error> {
-        Option::<String>::deserialize(d)?
-            .map(|t| t.parse().map_err(serde::de::Error::custom))
-            .transpose()
-    }
 }
 
 /// A change planning refuses to make.
@@ -685,10 +480,6 @@ pub enum PlanError {
     /// object's address and the server's message.
     #[error("{0}")]
     Refused(String),
-}
-
-pub(super) fn change(address: Address, action: Action, reason: impl Into<String>) -> Change {
-    Change::new(address, action, reason)
 }
 
 pub(super) fn field<T: ToString>(

@@ -20,7 +20,7 @@ pub use crate::addon::object::{DesiredObject, digest};
 use super::field::Field;
 use super::model::PlanError;
 use super::planned::PlannedObject;
-use super::{Action, Change, Drift, DriftKind, FieldChange, PlanWarning};
+use super::{Change, Drift, DriftKind, FieldChange, ObjectOp, PlanWarning};
 
 /// The most field changes one object shows; more are summed up in one line.
 const MAX_FIELDS: usize = 100;
@@ -88,11 +88,11 @@ pub(super) fn plan_objects(
             force,
         };
         let at = Address::Object(Box::new(address.clone()));
-        let (action, reason, fields) = match seen {
+        let (action, reason, fields): (Make, String, Vec<FieldChange>) = match seen {
             None => match rec {
-                None => (Action::Create, "server-side apply".to_owned(), Vec::new()),
+                None => (ObjectOp::Create, "server-side apply".to_owned(), Vec::new()),
                 Some(r) if r.digest != want.digest => (
-                    Action::Update,
+                    ObjectOp::Update,
                     "the manifest changed (the Kubernetes API was not read: the fields are known \
                      after apply)"
                         .to_owned(),
@@ -123,7 +123,7 @@ pub(super) fn plan_objects(
                 if crd {
                     reason.push_str(" (its kind comes from a CRD applied first)");
                 }
-                (Action::Create, reason, Vec::new())
+                (ObjectOp::Create, reason, Vec::new())
             }
             Some(Observation::Present { live, applied }) => {
                 let Some(c) = present(address, want, rec, live, applied, out.drift) else {
@@ -149,10 +149,9 @@ pub(super) fn plan_objects(
                 continue;
             }
         };
-        let mut c = Change::new(at, action, reason);
-        c.fields = fields;
-        c.object = Some(planned(rec.is_some()));
-        out.changes.push(c);
+        let op = action(planned(rec.is_some()));
+        out.changes
+            .push(Change::object(address.clone(), op, reason).with_fields(fields));
     }
     for (key, rec) in recorded {
         let Some(address) = ObjectAddress::from_key(key) else {
@@ -165,6 +164,9 @@ pub(super) fn plan_objects(
     }
 }
 
+/// An object op's constructor: a create or an update, given what it sends.
+type Make = fn(PlannedObject) -> ObjectOp;
+
 /// The change of an object that is in the cluster: none when the dry run
 /// leaves it as it is and the inventory has it as rendered; an edit by hand
 /// (the inventory's digest is the rendered one) is also drift.
@@ -175,7 +177,7 @@ fn present(
     live: &Value,
     applied: &Value,
     drift: &mut Vec<Drift>,
-) -> Option<(Action, String, Vec<FieldChange>)> {
+) -> Option<(Make, String, Vec<FieldChange>)> {
     let fields = field_changes(address.bare_kind(), live, applied);
     let same_digest = rec.is_some_and(|r| r.digest == want.digest);
     let reason = match (rec.is_some(), fields.is_empty()) {
@@ -199,7 +201,7 @@ fn present(
         (true, false) => "the manifest changed",
         (false, false) => "in the cluster with other values: server-side apply takes the fields",
     };
-    Some((Action::Update, reason.to_owned(), fields))
+    Some((ObjectOp::Update, reason.to_owned(), fields))
 }
 
 /// The kinds the desired CRDs define, as addresses name them
@@ -240,13 +242,12 @@ fn prune(address: ObjectAddress, rec: &KubeObject, observed: Option<&ObservedObj
             address.addon
         )
     };
-    let mut c = Change::new(Address::Object(Box::new(address)), Action::Delete, reason);
-    c.object = Some(PlannedObject {
+    let planned = PlannedObject {
         api_version: rec.api_version.clone(),
         digest: rec.digest.clone(),
         force: false,
-    });
-    c
+    };
+    Change::object(address, ObjectOp::Delete(planned), reason)
 }
 
 /// Whether a prune of `address` only forgets it: a namespace every cluster
@@ -359,6 +360,7 @@ fn flatten(path: &str, v: &Value, out: &mut BTreeMap<String, String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::{Action, Op};
     use serde_json::json;
 
     fn addr(name: &str) -> ObjectAddress {
@@ -445,13 +447,16 @@ mod tests {
                 .collect();
         let mut state = State::new(uuid::Uuid::nil());
         let out = run(&desired, &state, None);
-        assert_eq!(out.changes[0].action, Action::Create);
+        assert_eq!(out.changes[0].action(), Action::Create);
         recorded(&mut state, &a, &ds("v2"));
         assert!(run(&desired, &state, None).changes.is_empty());
         recorded(&mut state, &a, &ds("v1"));
         let out = run(&desired, &state, None);
-        assert_eq!(out.changes[0].action, Action::Update);
-        assert!(out.changes[0].object.as_ref().is_some_and(|o| o.force));
+        assert_eq!(out.changes[0].action(), Action::Update);
+        assert!(matches!(
+            out.changes[0].op(),
+            Op::Object(ObjectOp::Update(PlannedObject { force: true, .. }))
+        ));
     }
 
     #[test]
@@ -474,7 +479,7 @@ mod tests {
         assert!(out.drift.is_empty());
         let c = &out.changes[0];
         assert_eq!(
-            (c.action, c.reason.as_str()),
+            (c.action(), c.reason.as_str()),
             (Action::Update, "the manifest changed")
         );
         assert_eq!(
@@ -513,7 +518,7 @@ mod tests {
         let deleted = observed(&a, Observation::Absent);
         let out = run(&desired, &state, Some(&deleted));
         assert_eq!(out.drift[0].kind, DriftKind::Deleted);
-        assert_eq!(out.changes[0].action, Action::Create);
+        assert_eq!(out.changes[0].action(), Action::Create);
         // Live and dry run agree, and the inventory has it: nothing to do.
         let same = observed(
             &a,
@@ -536,7 +541,7 @@ mod tests {
         let reasons: Vec<(String, Action)> = out
             .changes
             .iter()
-            .map(|c| (c.address.to_string(), c.action))
+            .map(|c| (c.address().to_string(), c.action()))
             .collect();
         assert_eq!(
             reasons,

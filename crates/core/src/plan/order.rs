@@ -15,8 +15,8 @@ use super::{Action, Change, Plan};
 
 /// Where a change runs in the apply: lower first.
 fn phase(c: &Change) -> u8 {
-    let delete = c.action == Action::Delete;
-    match (&c.address, delete) {
+    let delete = c.action() == Action::Delete;
+    match (c.address(), delete) {
         (Address::Image(_) | Address::PciMapping(_) | Address::Pool(_), false) => 0,
         (Address::Vm(_), false) => 1,
         (Address::Config(_), _) => 2,
@@ -31,7 +31,7 @@ fn phase(c: &Change) -> u8 {
 /// An object's tier: namespaces, then CRDs, then the rest; a prune runs the
 /// tiers the other way round.
 fn object_tier(c: &Change) -> u8 {
-    let Address::Object(o) = &c.address else {
+    let Address::Object(o) = c.address() else {
         return 0;
     };
     let tier = match o.kind.as_str() {
@@ -39,7 +39,7 @@ fn object_tier(c: &Change) -> u8 {
         "CustomResourceDefinition.apiextensions.k8s.io" => 1,
         _ => 2,
     };
-    if c.action == Action::Delete {
+    if c.action() == Action::Delete {
         5 - tier
     } else {
         tier
@@ -49,7 +49,7 @@ fn object_tier(c: &Change) -> u8 {
 /// Within the configs: other changes first, then control-plane upgrades, then
 /// worker upgrades (the rollout order).
 fn rank(c: &Change, desired: &Desired) -> u8 {
-    match (&c.address, in_rollout(c)) {
+    match (c.address(), in_rollout(c)) {
         (Address::Config(host), true) => {
             if is_control_plane(desired, host) {
                 1
@@ -67,8 +67,8 @@ fn rank(c: &Change, desired: &Desired) -> u8 {
 /// was not read): all roll node by node, so control planes never reboot
 /// together.
 fn in_rollout(c: &Change) -> bool {
-    c.action == Action::Upgrade
-        || (c.action == Action::ApplyConfig
+    c.action() == Action::Upgrade
+        || (c.action() == Action::ApplyConfig
             && (c.kubernetes().is_some() || (c.config_diff.is_some() && c.reboot != Some(false))))
 }
 
@@ -81,7 +81,7 @@ fn is_control_plane(desired: &Desired, host: &str) -> bool {
 
 fn sort(plan: &mut Plan, desired: &Desired) {
     plan.changes.sort_by(|a, b| {
-        (phase(a), rank(a, desired), &a.address).cmp(&(phase(b), rank(b, desired), &b.address))
+        (phase(a), rank(a, desired), &a.address()).cmp(&(phase(b), rank(b, desired), &b.address()))
     });
 }
 
@@ -90,10 +90,10 @@ fn sort(plan: &mut Plan, desired: &Desired) {
 fn chain_restarts(plan: &mut Plan) {
     let mut previous: Option<Address> = None;
     for c in &mut plan.changes {
-        if matches!(c.address, Address::Vm(_))
-            && c.action == Action::Update
+        if matches!(c.address(), Address::Vm(_))
+            && c.action() == Action::Update
             && c.reboot == Some(true)
-            && let Some(p) = previous.replace(c.address.clone())
+            && let Some(p) = previous.replace(c.address().clone())
             && !c.depends_on.contains(&p)
         {
             c.depends_on.push(p);
@@ -114,15 +114,15 @@ pub fn chain_upgrades(plan: &mut Plan, desired: &Desired, max_parallel: NonZeroU
         .changes
         .iter()
         .filter(|c| in_rollout(c))
-        .map(|c| c.address.clone())
+        .map(|c| c.address().clone())
         .collect();
     chain_restarts(plan);
     let mut waves: Vec<Vec<Address>> = Vec::new();
     let mut workers: Vec<Address> = Vec::new();
     for c in plan.changes.iter().filter(|c| in_rollout(c)) {
-        match &c.address {
+        match c.address() {
             Address::Config(host) if is_control_plane(desired, host) => {
-                waves.push(vec![c.address.clone()]);
+                waves.push(vec![c.address().clone()]);
             }
             a @ Address::Image(_)
             | a @ Address::PciMapping(_)
@@ -131,7 +131,7 @@ pub fn chain_upgrades(plan: &mut Plan, desired: &Desired, max_parallel: NonZeroU
             | a @ Address::Config(_)
             | a @ Address::Bootstrap
             | a @ Address::Kubeconfig
-            | a @ Address::Object(_) => workers.push(a.clone()),
+            | a @ Address::Object(_) => workers.push((*a).clone()),
         }
     }
     waves.extend(workers.chunks(max_parallel.get()).map(<[Address]>::to_vec));
@@ -142,7 +142,7 @@ pub fn chain_upgrades(plan: &mut Plan, desired: &Desired, max_parallel: NonZeroU
         }
     }
     for c in &mut plan.changes {
-        let Some(&i) = wave_of.get(&c.address) else {
+        let Some(&i) = wave_of.get(c.address()) else {
             continue;
         };
         c.depends_on.retain(|d| !upgrades.contains(d));
@@ -164,7 +164,7 @@ fn assign_control_plane_components(plan: &mut Plan, desired: &Desired) {
         .changes
         .iter()
         .filter(|c| c.kubernetes().is_some_and(|k| k.rolled))
-        .filter_map(|c| match &c.address {
+        .filter_map(|c| match c.address() {
             Address::Config(host) if is_control_plane(desired, host) => Some(host.clone()),
             Address::Image(_)
             | Address::PciMapping(_)
@@ -178,11 +178,12 @@ fn assign_control_plane_components(plan: &mut Plan, desired: &Desired) {
         .collect();
     let mut first = true;
     for c in &mut plan.changes {
-        let Some(k) = c.config.as_mut().and_then(|p| p.kubernetes.as_mut()) else {
+        let rolled_first = matches!(c.address(), Address::Config(h) if rolled.first() == Some(h));
+        let Some(k) = c.config_payload_mut().and_then(|p| p.kubernetes.as_mut()) else {
             continue;
         };
         k.control_plane_components.clear();
-        if first && matches!(&c.address, Address::Config(h) if rolled.first() == Some(h)) {
+        if first && rolled_first {
             k.control_plane_components = rolled.clone();
             first = false;
         }
@@ -224,42 +225,42 @@ fn object_deps(
 /// Fill each change's `depends_on` with the planned changes it waits for, and
 /// sort the changes so that each comes after those.
 pub fn order(plan: &mut Plan, desired: &Desired) {
-    let planned: BTreeSet<Address> = plan.changes.iter().map(|c| c.address.clone()).collect();
+    let planned: BTreeSet<Address> = plan.changes.iter().map(|c| c.address().clone()).collect();
     let vm_deletes: Vec<Address> = plan
         .changes
         .iter()
-        .filter(|c| matches!(c.address, Address::Vm(_)) && c.action == Action::Delete)
-        .map(|c| c.address.clone())
+        .filter(|c| matches!(c.address(), Address::Vm(_)) && c.action() == Action::Delete)
+        .map(|c| c.address().clone())
         .collect();
     // The VMs a create may wait for: deleted, or replaced at another vmid.
     let vm_frees: BTreeSet<Address> = plan
         .changes
         .iter()
         .filter(|c| {
-            matches!(c.address, Address::Vm(_))
-                && matches!(c.action, Action::Delete | Action::Replace)
+            matches!(c.address(), Address::Vm(_))
+                && matches!(c.action(), Action::Delete | Action::Replace)
         })
-        .map(|c| c.address.clone())
+        .map(|c| c.address().clone())
         .collect();
     let tiers: Vec<(Address, u8, bool)> = plan
         .changes
         .iter()
-        .filter(|c| matches!(c.address, Address::Object(_)))
+        .filter(|c| matches!(c.address(), Address::Object(_)))
         .map(|c| {
             (
-                c.address.clone(),
+                c.address().clone(),
                 object_tier(c),
-                c.action == Action::Delete,
+                c.action() == Action::Delete,
             )
         })
         .collect();
     for c in &mut plan.changes {
         let mut deps: Vec<Address> = Vec::new();
-        match (&c.address, c.action) {
+        match (c.address(), c.action()) {
             (Address::Vm(host), Action::Create | Action::Replace | Action::Update) => {
                 // A VM created at a vmid another VM of the plan frees waits for
                 // it (set by the diff, kept here).
-                if c.action != Action::Update {
+                if c.action() != Action::Update {
                     deps.extend(
                         c.depends_on
                             .iter()
@@ -300,7 +301,7 @@ pub fn order(plan: &mut Plan, desired: &Desired) {
             }
             _ => {}
         }
-        deps.retain(|a| planned.contains(a) && *a != c.address);
+        deps.retain(|a| planned.contains(a) && a != c.address());
         deps.sort();
         deps.dedup();
         c.depends_on = deps;
@@ -313,11 +314,11 @@ pub fn order_destroy(plan: &mut Plan) {
     let vms: Vec<Address> = plan
         .changes
         .iter()
-        .filter(|c| matches!(c.address, Address::Vm(_)))
-        .map(|c| c.address.clone())
+        .filter(|c| matches!(c.address(), Address::Vm(_)))
+        .map(|c| c.address().clone())
         .collect();
     for c in &mut plan.changes {
-        if !matches!(c.address, Address::Vm(_)) {
+        if !matches!(c.address(), Address::Vm(_)) {
             c.depends_on = vms.clone();
         }
     }
@@ -326,7 +327,7 @@ pub fn order_destroy(plan: &mut Plan) {
 
 /// A Kubernetes version change (a machine config change that carries one).
 fn is_kubernetes_change(c: &Change) -> bool {
-    c.action == Action::ApplyConfig && c.kubernetes().is_some()
+    c.action() == Action::ApplyConfig && c.kubernetes().is_some()
 }
 
 /// The addresses of the Kubernetes version changes of control planes (or,
@@ -336,9 +337,9 @@ fn kubernetes_changes(plan: &Plan, desired: &Desired, control_planes: bool) -> V
         .iter()
         .filter(|c| is_kubernetes_change(c))
         .filter(|c| {
-            matches!(&c.address, Address::Config(h) if is_control_plane(desired, h) == control_planes)
+            matches!(c.address(), Address::Config(h) if is_control_plane(desired, h) == control_planes)
         })
-        .map(|c| c.address.clone())
+        .map(|c| c.address().clone())
         .collect()
 }
 
@@ -355,11 +356,11 @@ pub fn target(plan: &mut Plan, targets: &[Address], desired: &Desired) {
     let mut keep: BTreeSet<Address> = targets.iter().cloned().collect();
     // Changes are in dependency order, so one pass from the end closes the set.
     for c in plan.changes.iter().rev() {
-        if keep.contains(&c.address) {
+        if keep.contains(c.address()) {
             keep.extend(c.depends_on.iter().cloned());
         }
     }
-    plan.changes.retain(|c| keep.contains(&c.address));
+    plan.changes.retain(|c| keep.contains(c.address()));
     plan.drift.retain(|d| keep.contains(&d.address));
     assign_control_plane_components(plan, desired);
     plan.conflicts
@@ -410,17 +411,20 @@ mod tests {
     use super::*;
 
     fn update(host: &str, reboot: Option<bool>) -> Change {
-        let mut c = Change::new(Address::Vm(host.into()), Action::Update, "cores 2 -> 4");
+        let mut c =
+            crate::plan::example::change(Address::Vm(host.into()), Action::Update, "cores 2 -> 4")
+                .expect("a change of that kind");
         c.reboot = reboot;
         c
     }
 
     fn upgrade(host: &str) -> Change {
-        let mut c = Change::new(
+        let mut c = crate::plan::example::change(
             Address::Config(host.into()),
             Action::Upgrade,
             "Talos v1.13.7 -> v1.13.8",
-        );
+        )
+        .expect("a change of that kind");
         c.reboot = Some(true);
         c
     }
@@ -442,7 +446,7 @@ mod tests {
             .iter()
             .map(|c| {
                 (
-                    c.address.to_string(),
+                    c.address().to_string(),
                     c.depends_on.iter().map(ToString::to_string).collect(),
                 )
             })
@@ -521,11 +525,12 @@ mod tests {
         use crate::topology::Role::{Controlplane, Worker};
         let d = desired(&[("cp-1", Controlplane), ("w-1", Worker)]);
         let kubernetes = |host: &str| {
-            let mut c = Change::new(
+            let mut c = crate::plan::example::change(
                 Address::Config(host.into()),
                 Action::ApplyConfig,
                 "Kubernetes v1.36.2 -> v1.37.0",
-            );
+            )
+            .expect("a change of that kind");
             c.reboot = Some(false);
             let mut p = config(host, crate::plan::ApplyMode::NoReboot);
             p.kubernetes = Some(crate::plan::KubernetesChange {
@@ -534,7 +539,7 @@ mod tests {
                 rolled: true,
                 control_plane_components: Vec::new(),
             });
-            c.config = Some(p);
+            *c.config_payload_mut().expect("a config change") = p;
             c
         };
         let plan_of = || Plan::of_changes(vec![kubernetes("cp-1"), kubernetes("w-1")]);
@@ -603,11 +608,12 @@ mod tests {
             ("w-1", Worker),
         ]);
         let kubernetes = |host: &str, rolled: bool| {
-            let mut c = Change::new(
+            let mut c = crate::plan::example::change(
                 Address::Config(host.into()),
                 Action::ApplyConfig,
                 "Kubernetes v1.36.2 -> v1.37.0",
-            );
+            )
+            .expect("a change of that kind");
             let mut p = config(host, crate::plan::ApplyMode::NoReboot);
             p.kubernetes = Some(crate::plan::KubernetesChange {
                 from: "v1.36.2".into(),
@@ -615,7 +621,7 @@ mod tests {
                 rolled,
                 control_plane_components: vec!["stale".into()],
             });
-            c.config = Some(p);
+            *c.config_payload_mut().expect("a config change") = p;
             c
         };
         let phase_one = |plan: &Plan| -> Vec<(String, Vec<String>)> {
@@ -623,7 +629,7 @@ mod tests {
                 .iter()
                 .map(|c| {
                     let k = c.kubernetes().expect("kubernetes");
-                    (c.address.to_string(), k.control_plane_components.clone())
+                    (c.address().to_string(), k.control_plane_components.clone())
                 })
                 .collect()
         };
@@ -664,21 +670,22 @@ mod tests {
             ("w-2", Worker),
         ]);
         let config = |host: &str, reboot: Option<bool>| {
-            let mut c = Change::new(
+            let mut c = crate::plan::example::change(
                 Address::Config(host.into()),
                 Action::ApplyConfig,
                 "machine config changed",
-            );
+            )
+            .expect("a change of that kind");
             c.config_diff = Some("+ env".into());
             c.reboot = reboot;
-            c.config = Some(config(
+            *c.config_payload_mut().expect("a config change") = config(
                 host,
                 match reboot {
                     Some(true) => crate::plan::ApplyMode::Reboot,
                     Some(false) => crate::plan::ApplyMode::NoReboot,
                     None => crate::plan::ApplyMode::UnknownUntilApply,
                 },
-            ));
+            );
             c
         };
         let mut plan = Plan::of_changes(vec![
@@ -760,18 +767,20 @@ mod tests {
             [&gpu_policy, &gpu_crd, &gpu_ns, &cni_ds]
                 .into_iter()
                 .map(|a| {
-                    Change::new(
+                    crate::plan::example::change(
                         Address::Object(Box::new(a.clone())),
                         Action::Create,
                         "apply",
                     )
+                    .expect("a change of that kind")
                 })
                 .chain([&old_ns, &old_cm].into_iter().map(|a| {
-                    Change::new(
+                    crate::plan::example::change(
                         Address::Object(Box::new(a.clone())),
                         Action::Delete,
                         "prune",
                     )
+                    .expect("a change of that kind")
                 }))
                 .collect(),
         );

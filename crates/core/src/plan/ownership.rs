@@ -13,9 +13,9 @@ use crate::state::{Address, CreateIntent};
 
 use super::desired::Desired;
 use super::field::MappingField;
-use super::model::{change, field};
+use super::model::field;
 use super::observed::Observed;
-use super::{Action, Change, Conflict, Drift, DriftKind, Plan};
+use super::{Action, Change, Conflict, Drift, DriftKind, MappingOp, Plan, PoolOp, VmOp};
 
 /// What planning collects besides the changes.
 pub(super) struct Found<'a> {
@@ -40,11 +40,11 @@ pub(super) fn conflict(address: &Address, id: &str, found: String, recorded: boo
 /// record.
 pub(super) const ADOPTED: &str = "created by an interrupted apply and not recorded: adopted";
 
-/// The delete of an object an interrupted apply was creating, which the
-/// topology no longer has: deleted if it was made (`exists` false: it was
-/// not, and only the intent is dropped).
-pub(super) fn leftover(address: Address, exists: Option<bool>) -> Change {
-    let reason = match exists {
+/// The reason of the delete of an object an interrupted apply was
+/// creating, which the topology no longer has: deleted if it was made
+/// (`exists` false: it was not, and only the intent is dropped).
+pub(super) fn leftover(exists: Option<bool>) -> &'static str {
+    match exists {
         Some(false) => {
             "an interrupted apply was creating it and the topology no longer has it; it was \
              not created, so only the record of the attempt is dropped"
@@ -53,8 +53,7 @@ pub(super) fn leftover(address: Address, exists: Option<bool>) -> Change {
             "left by an interrupted apply and no longer in the topology: deleted (only if it \
              is the one talosprov was creating)"
         }
-    };
-    change(address, Action::Delete, reason)
+    }
 }
 
 fn pool_text(name: &str, pool: &format::Pool) -> String {
@@ -86,9 +85,9 @@ pub(super) fn plan_pool(
                     kind: DriftKind::Deleted,
                     fields: Vec::new(),
                 });
-                changes.push(change(
-                    address,
-                    Action::Create,
+                changes.push(Change::pool(
+                    name.clone(),
+                    PoolOp::Create,
                     "deleted outside talosprov: created again",
                 ));
             }
@@ -99,10 +98,12 @@ pub(super) fn plan_pool(
                         .conflicts
                         .push(conflict(&address, name, pool_text(name, p), false))
                 }
-                (Some(_), Some(_)) => changes.push(change(address, Action::Create, ADOPTED)),
-                (None, _) => changes.push(change(
-                    address,
-                    Action::Create,
+                (Some(_), Some(_)) => {
+                    changes.push(Change::pool(name.clone(), PoolOp::Create, ADOPTED))
+                }
+                (None, _) => changes.push(Change::pool(
+                    name.clone(),
+                    PoolOp::Create,
                     "resource pool for the cluster's VMs",
                 )),
             }
@@ -110,9 +111,9 @@ pub(super) fn plan_pool(
     }
     for name in rec.pools.keys() {
         if d.pool.as_ref() != Some(name) {
-            changes.push(change(
-                Address::Pool(name.clone()),
-                Action::Delete,
+            changes.push(Change::pool(
+                name.clone(),
+                PoolOp::Delete,
                 "no longer in the topology",
             ));
         }
@@ -123,7 +124,7 @@ pub(super) fn plan_pool(
             && d.pool.as_ref() != Some(name)
         {
             let exists = seen.map(|p| p.contains_key(name));
-            changes.push(leftover(address, exists));
+            changes.push(Change::pool(name.clone(), PoolOp::Delete, leftover(exists)));
         }
     }
 }
@@ -213,15 +214,15 @@ pub(super) fn plan_mappings(
                     found.conflicts.push(conflict(&address, name, text, false));
                 }
                 (Some(m), Some(_)) => {
-                    let mut c = change(address, Action::Create, ADOPTED);
-                    c.fields = mapping_fields(m, want);
-                    changes.push(c);
+                    let op = MappingOp::Create(want.clone());
+                    let c = Change::pci_mapping(name.clone(), op, ADOPTED);
+                    changes.push(c.with_fields(mapping_fields(m, want)));
                 }
                 (None, _) => {
-                    let mut c = change(address, Action::Create, "PCI hardware mapping");
-                    c.fields
-                        .push(field(MappingField::Map, None, Some(map_text(want))));
-                    changes.push(c);
+                    let op = MappingOp::Create(want.clone());
+                    let c = Change::pci_mapping(name.clone(), op, "PCI hardware mapping");
+                    let map = field(MappingField::Map, None, Some(map_text(want)));
+                    changes.push(c.with_fields(vec![map]));
                 }
             }
             continue;
@@ -233,14 +234,13 @@ pub(super) fn plan_mappings(
                     kind: DriftKind::Deleted,
                     fields: Vec::new(),
                 });
-                let mut c = change(
-                    address,
-                    Action::Create,
+                let c = Change::pci_mapping(
+                    name.clone(),
+                    MappingOp::Create(want.clone()),
                     "deleted outside talosprov: created again",
                 );
-                c.fields
-                    .push(field(MappingField::Map, None, Some(map_text(want))));
-                changes.push(c);
+                let map = field(MappingField::Map, None, Some(map_text(want)));
+                changes.push(c.with_fields(vec![map]));
                 continue;
             }
             Some(Some(seen)) => {
@@ -256,16 +256,16 @@ pub(super) fn plan_mappings(
             None => have,
         };
         if !same_mapping(current, want) {
-            let mut c = change(address, Action::Update, "PCI mapping changed");
-            c.fields = mapping_fields(current, want);
-            changes.push(c);
+            let op = MappingOp::Update(want.clone());
+            let c = Change::pci_mapping(name.clone(), op, "PCI mapping changed");
+            changes.push(c.with_fields(mapping_fields(current, want)));
         }
     }
     for name in rec.pci_mappings.keys() {
         if !d.pci_mappings.contains_key(name) {
-            changes.push(change(
-                Address::PciMapping(name.clone()),
-                Action::Delete,
+            changes.push(Change::pci_mapping(
+                name.clone(),
+                MappingOp::Delete,
                 "no longer in the topology",
             ));
         }
@@ -276,7 +276,11 @@ pub(super) fn plan_mappings(
             && !d.pci_mappings.contains_key(name)
         {
             let exists = seen.map(|m| m.contains_key(name));
-            changes.push(leftover(address, exists));
+            changes.push(Change::pci_mapping(
+                name.clone(),
+                MappingOp::Delete,
+                leftover(exists),
+            ));
         }
     }
 }
@@ -292,7 +296,11 @@ pub(super) fn leftover_vms(d: &Desired, state: &State, obs: &Observed, changes: 
             continue;
         }
         let exists = obs.refreshed.then(|| made_vm_seen(intent, obs));
-        changes.push(leftover(address, exists));
+        changes.push(Change::vm(
+            host.clone(),
+            VmOp::Delete { role: None },
+            leftover(exists),
+        ));
     }
 }
 
@@ -308,6 +316,36 @@ pub(super) fn made_vm_seen(intent: &CreateIntent, obs: &Observed) -> bool {
         })
 }
 
+/// The create the topology wants at a conflict's `address`, ordered like
+/// the real one and then held back with what depends on it.
+fn stand_in(address: &Address, desired: &Desired) -> Option<Change> {
+    match address {
+        Address::Pool(name) => Some(Change::pool(name.clone(), PoolOp::Create, "")),
+        Address::PciMapping(name) => {
+            let want = desired.pci_mappings.get(name)?;
+            Some(Change::pci_mapping(
+                name.clone(),
+                MappingOp::Create(want.clone()),
+                "",
+            ))
+        }
+        Address::Vm(host) => {
+            let want = desired.vms.get(host)?;
+            let vm = super::PlannedVm {
+                spec: want.spec.clone(),
+                restart: false,
+            };
+            let role = want.role;
+            Some(Change::vm(host.clone(), VmOp::Create { vm, role }, ""))
+        }
+        Address::Image(_)
+        | Address::Config(_)
+        | Address::Bootstrap
+        | Address::Kubeconfig
+        | Address::Object(_) => None,
+    }
+}
+
 /// Order the plan (see `order::order`) and hold back every change that
 /// depends, directly or not, on an object in conflict; each conflict lists the
 /// changes it holds back.
@@ -316,8 +354,10 @@ pub(super) fn order_holding_back(plan: &mut Plan, desired: &Desired) {
     // Stand-ins at the conflicts' addresses, so that ordering links what
     // depends on them.
     for a in &at {
-        if plan.change(a).is_none() {
-            plan.changes.push(change(a.clone(), Action::Create, ""));
+        if plan.change(a).is_none()
+            && let Some(c) = stand_in(a, desired)
+        {
+            plan.changes.push(c);
         }
     }
     super::order::order(plan, desired);
@@ -329,7 +369,7 @@ pub(super) fn order_holding_back(plan: &mut Plan, desired: &Desired) {
         // Changes are in dependency order: one pass reaches every dependant.
         for c in &plan.changes {
             if c.depends_on.iter().any(|d| held.contains(d)) {
-                held.insert(c.address.clone());
+                held.insert(c.address().clone());
             }
         }
         held
@@ -344,14 +384,14 @@ pub(super) fn order_holding_back(plan: &mut Plan, desired: &Desired) {
             .collect();
         all.extend(held);
     }
-    plan.changes.retain(|c| !all.contains(&c.address));
+    plan.changes.retain(|c| !all.contains(c.address()));
     // An image is downloaded for the VMs created from it: none, when they
     // are all held back.
     let needed: BTreeSet<Address> = plan
         .changes
         .iter()
-        .filter(|c| matches!(c.action, Action::Create | Action::Replace))
-        .filter_map(|c| match &c.address {
+        .filter(|c| matches!(c.action(), Action::Create | Action::Replace))
+        .filter_map(|c| match &c.address() {
             Address::Vm(host) => desired.vms.get(host),
             Address::Image(_)
             | Address::PciMapping(_)
@@ -364,9 +404,9 @@ pub(super) fn order_holding_back(plan: &mut Plan, desired: &Desired) {
         .map(|vm| Address::Image(vm.image.clone()))
         .collect();
     plan.changes.retain(|c| {
-        !(matches!(c.address, Address::Image(_))
-            && c.action == Action::Create
-            && !needed.contains(&c.address))
+        !(matches!(c.address(), Address::Image(_))
+            && c.action() == Action::Create
+            && !needed.contains(c.address()))
     });
     for c in &mut plan.changes {
         c.depends_on.retain(|d| !all.contains(d));

@@ -195,15 +195,19 @@ pub fn check_same(
     now: &Plan,
     inputs_now: &InputDigests,
 ) -> Result<(), Box<PlanMismatch>> {
-    let planned: BTreeMap<&Address, &Change> =
-        saved.plan.changes.iter().map(|c| (&c.address, c)).collect();
-    let fresh: BTreeMap<&Address, &Change> = now.changes.iter().map(|c| (&c.address, c)).collect();
-    let mut order: Vec<&Address> = saved.plan.changes.iter().map(|c| &c.address).collect();
+    let planned: BTreeMap<&Address, &Change> = saved
+        .plan
+        .changes
+        .iter()
+        .map(|c| (c.address(), c))
+        .collect();
+    let fresh: BTreeMap<&Address, &Change> = now.changes.iter().map(|c| (c.address(), c)).collect();
+    let mut order: Vec<&Address> = saved.plan.changes.iter().map(|c| c.address()).collect();
     let known: BTreeSet<&Address> = order.iter().copied().collect();
     order.extend(
         now.changes
             .iter()
-            .map(|c| &c.address)
+            .map(|c| c.address())
             .filter(|a| !known.contains(a)),
     );
     let differing: Vec<&Address> = order
@@ -388,17 +392,17 @@ fn difference(planned: Option<&Change>, now: Option<&Change>) -> String {
     match (planned, now) {
         (None, Some(n)) => format!(
             "the plan has no change for it, now it would {}: {}",
-            n.action.as_str(),
+            n.action().as_str(),
             n.reason
         ),
         (Some(p), None) => format!(
             "the plan would {} it, now there is nothing to do",
-            p.action.as_str()
+            p.action().as_str()
         ),
-        (Some(p), Some(n)) if p.action != n.action => format!(
+        (Some(p), Some(n)) if p.action() != n.action() => format!(
             "the plan would {} it, now it would {}",
-            p.action.as_str(),
-            n.action.as_str()
+            p.action().as_str(),
+            n.action().as_str()
         ),
         (Some(p), Some(n)) if p.apply_mode() != n.apply_mode() => format!(
             "the plan sends its config in mode {}, now it would be {}",
@@ -533,21 +537,23 @@ mod tests {
     /// A saved plan updating `vm/w` memory to `memory`, a config change on
     /// `w` with digest `digest`, made from inputs `files`.
     fn saved(memory: &str, digest: &str, files: &[(&str, &str)]) -> (SavedPlan, Plan) {
-        let mut vm = Change::new(
+        let mut vm = crate::plan::example::change(
             Address::Vm("w".into()),
             super::super::Action::Update,
             "memory",
-        );
+        )
+        .expect("a change of that kind");
         vm.fields.push(FieldChange::new(
             VmField::MemoryMib,
             Some("8192".into()),
             Some(memory.into()),
         ));
-        let mut config = Change::new(
+        let mut config = crate::plan::example::change(
             Address::Config("w".into()),
             super::super::Action::ApplyConfig,
             "machine config changed",
-        );
+        )
+        .expect("a change of that kind");
         config.fields.push(FieldChange::new(
             ConfigField::ConfigSha256,
             Some("aa".into()),
@@ -623,11 +629,14 @@ mod tests {
         );
         // A change the plan did not have.
         let (_, mut now) = saved("9000", "bb", &FILES);
-        now.changes.push(Change::new(
-            Address::Vm("x".into()),
-            super::super::Action::Create,
-            "new",
-        ));
+        now.changes.push(
+            crate::plan::example::change(
+                Address::Vm("x".into()),
+                super::super::Action::Create,
+                "new",
+            )
+            .expect("a change of that kind"),
+        );
         let e = check_same(&s, &now, &s.inputs).unwrap_err();
         assert!(
             e.to_string().starts_with("vm/x: the cluster changed"),

@@ -89,9 +89,9 @@ const STAGED_REASON: &str = "staged (--staged): the node runs it from its next r
 /// (applied with no reboot).
 pub fn stage_config_changes(plan: &mut Plan) {
     for c in plan.changes.iter_mut().filter(|c| {
-        c.action == Action::ApplyConfig && c.config_diff.is_some() && c.kubernetes().is_none()
+        c.action() == Action::ApplyConfig && c.config_diff.is_some() && c.kubernetes().is_none()
     }) {
-        if let Some(p) = c.config.as_mut() {
+        if let Some(p) = c.config_payload_mut() {
             p.mode = ApplyMode::Staged;
         }
         c.reboot = Some(false);
@@ -168,14 +168,15 @@ mod tests {
     #[test]
     fn staged_apply_plans_no_reboot_for_changes_on_running_nodes() {
         let change = |host: &str, diff: Option<&str>, reboot: Option<bool>| {
-            let mut c = crate::plan::Change::new(
+            let mut c = crate::plan::example::change(
                 Address::Config(host.into()),
                 Action::ApplyConfig,
                 "machine config changed",
-            );
+            )
+            .expect("a change of that kind");
             c.config_diff = diff.map(str::to_owned);
             c.reboot = reboot;
-            c.config = Some(crate::plan::PlannedConfig {
+            *c.config_payload_mut().expect("a config change") = crate::plan::PlannedConfig {
                 ip: ip(),
                 config_sha256: "ab".repeat(32),
                 talos_version: "v1.13.8".into(),
@@ -186,7 +187,7 @@ mod tests {
                     ApplyMode::Maintenance
                 },
                 kubernetes: None,
-            });
+            };
             c
         };
         let mut plan = Plan {

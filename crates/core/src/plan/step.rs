@@ -1,14 +1,13 @@
 //! A change as apply's step takes it: one variant per resource kind and
-//! action, holding the typed values that step needs. [`Change::step`] is the
-//! one place that checks a change carries them, so that an executor step
-//! cannot receive the wrong payload, and reading a plan refuses one that
-//! does not carry them.
+//! action, the address's name beside the typed values that step needs
+//! ([`Change::step`]). A change always carries them (it is made per kind,
+//! and reading a plan refuses one that does not: [`super::StepError`]).
 
 use crate::state::format::PciMapping;
 use crate::state::{Address, ObjectAddress};
 use crate::topology::Role;
 
-use super::model::{Action, Change};
+use super::change::{Change, ConfigOp, ImageOp, MappingOp, ObjectOp, Op, PoolOp, VmOp};
 use super::planned::{PlannedConfig, PlannedImage, PlannedObject, PlannedVm};
 
 /// What apply does for one change, with the values it sends.
@@ -70,7 +69,7 @@ pub enum Step<'a> {
         /// The VM apply makes.
         vm: &'a PlannedVm,
         /// The node's role (a control plane leaves etcd first).
-        role: Option<Role>,
+        role: Role,
     },
     /// Delete a VM (its node leaves the cluster).
     DeleteVm {
@@ -86,7 +85,7 @@ pub enum Step<'a> {
         /// The config and how it is sent.
         config: &'a PlannedConfig,
         /// The node's role.
-        role: Option<Role>,
+        role: Role,
     },
     /// Upgrade Talos on a node (then its config, if it changed too).
     Upgrade {
@@ -95,7 +94,7 @@ pub enum Step<'a> {
         /// The config and the installer.
         config: &'a PlannedConfig,
         /// The node's role.
-        role: Option<Role>,
+        role: Role,
     },
     /// Bootstrap etcd on the first control plane.
     Bootstrap,
@@ -117,174 +116,156 @@ pub enum Step<'a> {
     },
 }
 
-/// A change apply cannot run: an action its kind does not have, or the
-/// values its step needs missing (a plan not made by planning).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{address}: {problem}; run `talosprov plan` again")]
-pub struct StepError {
-    /// The change's address.
-    pub address: Address,
-    /// What is wrong.
-    pub problem: String,
-}
-
 impl Change {
-    /// This change as its step takes it.
-    ///
-    /// # Errors
-    /// [`StepError`] for an action the address's kind does not have, or a
-    /// change that does not carry the values its step sends.
-    pub fn step(&self) -> Result<Step<'_>, StepError> {
-        let missing = |what: &str| StepError {
-            address: self.address.clone(),
-            problem: format!(
-                "the plan does not carry the {what} to {} it (made by another talosprov?)",
-                self.action.as_str()
-            ),
-        };
-        let vm = || self.vm.as_ref().ok_or_else(|| missing("VM"));
-        let config = || {
-            self.config
-                .as_ref()
-                .ok_or_else(|| missing("machine config"))
-        };
-        let object = || self.object.as_ref().ok_or_else(|| missing("object"));
-        let role = self.role;
-        Ok(match (&self.address, self.action) {
-            (Address::Image(name), Action::Create) => Step::CreateImage {
-                name,
-                image: self.image.as_ref().ok_or_else(|| missing("image"))?,
-            },
-            (Address::Image(name), Action::Delete) => Step::DeleteImage { name },
-            (Address::Pool(name), Action::Create) => Step::CreatePool { name },
-            (Address::Pool(name), Action::Delete) => Step::DeletePool { name },
-            (Address::PciMapping(name), Action::Create | Action::Update) => Step::WriteMapping {
-                name,
-                mapping: self
-                    .pci_mapping
-                    .as_ref()
-                    .ok_or_else(|| missing("PCI mapping"))?,
-            },
-            (Address::PciMapping(name), Action::Delete) => Step::DeleteMapping { name },
-            (Address::Vm(host), Action::Create) => Step::CreateVm { host, vm: vm()? },
-            (Address::Vm(host), Action::Update) => Step::UpdateVm { host, vm: vm()? },
-            (Address::Vm(host), Action::Replace) => Step::ReplaceVm {
-                host,
-                vm: vm()?,
-                role,
-            },
-            (Address::Vm(host), Action::Delete) => Step::DeleteVm { host, role },
-            (Address::Config(host), Action::ApplyConfig) => Step::ApplyConfig {
-                host,
-                config: config()?,
-                role,
-            },
-            (Address::Config(host), Action::Upgrade) => Step::Upgrade {
-                host,
-                config: config()?,
-                role,
-            },
-            (Address::Bootstrap, Action::Bootstrap) => Step::Bootstrap,
-            (Address::Kubeconfig, Action::Create) => Step::Kubeconfig,
-            (Address::Object(o), Action::Create | Action::Update) => Step::ApplyObject {
-                object: o,
-                planned: object()?,
-            },
-            (Address::Object(o), Action::Delete) => Step::PruneObject {
-                object: o,
-                planned: object()?,
-            },
-            (
-                Address::Image(_) | Address::Pool(_),
-                Action::Update
-                | Action::Replace
-                | Action::ApplyConfig
-                | Action::Upgrade
-                | Action::Bootstrap,
-            )
-            | (
-                Address::PciMapping(_),
-                Action::Replace | Action::ApplyConfig | Action::Upgrade | Action::Bootstrap,
-            )
-            | (Address::Vm(_), Action::ApplyConfig | Action::Upgrade | Action::Bootstrap)
-            | (
-                Address::Config(_),
-                Action::Create
-                | Action::Update
-                | Action::Replace
-                | Action::Delete
-                | Action::Bootstrap,
-            )
-            | (
-                Address::Bootstrap,
-                Action::Create
-                | Action::Update
-                | Action::Replace
-                | Action::Delete
-                | Action::ApplyConfig
-                | Action::Upgrade,
-            )
-            | (
-                Address::Kubeconfig,
-                Action::Update
-                | Action::Replace
-                | Action::Delete
-                | Action::ApplyConfig
-                | Action::Upgrade
-                | Action::Bootstrap,
-            )
-            | (
-                Address::Object(_),
-                Action::Replace | Action::ApplyConfig | Action::Upgrade | Action::Bootstrap,
-            ) => {
-                return Err(StepError {
-                    address: self.address.clone(),
-                    problem: format!(
-                        "`{}` is not an action apply takes on it",
-                        self.action.as_str()
-                    ),
-                });
+    /// This change as its step takes it: the address's name beside the
+    /// op's payload. Every change has one ([`Change`] is made per kind).
+    pub fn step(&self) -> Step<'_> {
+        match (self.address(), self.op()) {
+            (Address::Image(name), Op::Image(ImageOp::Create(image))) => {
+                Step::CreateImage { name, image }
             }
-        })
+            (Address::Image(name), Op::Image(ImageOp::Delete)) => Step::DeleteImage { name },
+            (Address::Pool(name), Op::Pool(PoolOp::Create)) => Step::CreatePool { name },
+            (Address::Pool(name), Op::Pool(PoolOp::Delete)) => Step::DeletePool { name },
+            (
+                Address::PciMapping(name),
+                Op::PciMapping(MappingOp::Create(mapping) | MappingOp::Update(mapping)),
+            ) => Step::WriteMapping { name, mapping },
+            (Address::PciMapping(name), Op::PciMapping(MappingOp::Delete)) => {
+                Step::DeleteMapping { name }
+            }
+            (Address::Vm(host), Op::Vm(VmOp::Create { vm, .. })) => Step::CreateVm { host, vm },
+            (Address::Vm(host), Op::Vm(VmOp::Update { vm, .. })) => Step::UpdateVm { host, vm },
+            (Address::Vm(host), Op::Vm(VmOp::Replace { vm, role })) => Step::ReplaceVm {
+                host,
+                vm,
+                role: *role,
+            },
+            (Address::Vm(host), Op::Vm(VmOp::Delete { role })) => {
+                Step::DeleteVm { host, role: *role }
+            }
+            (Address::Config(host), Op::Config(ConfigOp::ApplyConfig { config, role })) => {
+                Step::ApplyConfig {
+                    host,
+                    config,
+                    role: *role,
+                }
+            }
+            (Address::Config(host), Op::Config(ConfigOp::Upgrade { config, role })) => {
+                Step::Upgrade {
+                    host,
+                    config,
+                    role: *role,
+                }
+            }
+            (Address::Bootstrap, Op::Bootstrap) => Step::Bootstrap,
+            (Address::Kubeconfig, Op::Kubeconfig) => Step::Kubeconfig,
+            (
+                Address::Object(object),
+                Op::Object(ObjectOp::Create(planned) | ObjectOp::Update(planned)),
+            ) => Step::ApplyObject { object, planned },
+            (Address::Object(object), Op::Object(ObjectOp::Delete(planned))) => {
+                Step::PruneObject { object, planned }
+            }
+            (
+                Address::Image(_)
+                | Address::Pool(_)
+                | Address::PciMapping(_)
+                | Address::Vm(_)
+                | Address::Config(_)
+                | Address::Bootstrap
+                | Address::Kubeconfig
+                | Address::Object(_),
+                _,
+            ) => unreachable!("a change's address is of its op's kind (made per kind)"),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::{Plan, PlanFormatError};
+
+    fn read(change: serde_json::Value) -> Result<Plan, PlanFormatError> {
+        let mut plan = serde_json::to_value(Plan::of_changes(Vec::new())).unwrap();
+        plan["changes"] = serde_json::json!([change]);
+        Plan::from_json(plan.to_string().as_bytes())
+    }
 
     #[test]
     fn a_change_without_the_values_its_step_sends_is_refused_naming_them() {
-        let c = Change::new(Address::Vm("wk-1".into()), Action::Create, "new");
-        let e = c.step().expect_err("no VM");
-        assert_eq!(
-            e.to_string(),
-            "vm/wk-1: the plan does not carry the VM to create it (made by another \
-             talosprov?); run `talosprov plan` again"
+        let e = read(serde_json::json!({
+            "address": "vm/wk-1", "action": "create", "reason": "new", "role": "worker"
+        }))
+        .expect_err("no VM");
+        assert!(
+            e.to_string().contains(
+                "vm/wk-1: the plan does not carry the VM to create it (made by another \
+                 talosprov?); run `talosprov plan` again"
+            ),
+            "{e}"
         );
-        let c = Change::new(Address::Config("wk-1".into()), Action::Upgrade, "v1.14");
-        assert!(c.step().unwrap_err().problem.contains("machine config"));
+        let e = read(serde_json::json!({
+            "address": "config/wk-1", "action": "upgrade", "reason": "v1.14", "role": "worker"
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("machine config"), "{e}");
         // A delete needs nothing but the address.
-        let c = Change::new(Address::Vm("wk-1".into()), Action::Delete, "gone");
+        let p = read(serde_json::json!({
+            "address": "vm/wk-1", "action": "delete", "reason": "gone"
+        }))
+        .unwrap();
         assert_eq!(
-            c.step(),
-            Ok(Step::DeleteVm {
+            p.changes[0].step(),
+            Step::DeleteVm {
                 host: "wk-1",
                 role: None
-            })
+            }
         );
     }
 
     #[test]
-    fn an_action_the_kind_does_not_have_is_refused() {
-        let c = Change::new(Address::Pool("talos".into()), Action::Upgrade, "?");
-        assert_eq!(
-            c.step().unwrap_err().to_string(),
-            "pool/talos: `upgrade` is not an action apply takes on it; run `talosprov plan` again"
+    fn an_action_the_kind_does_not_have_or_a_payload_it_does_not_send_is_refused() {
+        let e = read(serde_json::json!({
+            "address": "pool/talos", "action": "upgrade", "reason": "?"
+        }))
+        .unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "pool/talos: `upgrade` is not an action apply takes on it; run `talosprov plan` again"
+            ),
+            "{e}"
         );
-        assert_eq!(
-            Change::new(Address::Bootstrap, Action::Bootstrap, "").step(),
-            Ok(Step::Bootstrap)
+        let e = read(serde_json::json!({
+            "address": "pool/talos", "action": "delete", "reason": "?",
+            "object": {"api_version": "v1", "digest": "ab"}
+        }))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("the plan carries a object, which `delete` does not send"),
+            "{e}"
         );
+        assert_eq!(Change::bootstrap("").step(), Step::Bootstrap);
+    }
+
+    #[test]
+    fn each_op_reads_back_as_it_was_written() {
+        let changes = vec![
+            Change::pool("talos", PoolOp::Create, "new"),
+            Change::pci_mapping("gpu", MappingOp::Delete, "gone"),
+            Change::vm(
+                "wk-1",
+                VmOp::Delete {
+                    role: Some(Role::Worker),
+                },
+                "gone",
+            ),
+            Change::bootstrap("etcd"),
+            Change::kubeconfig("admin"),
+        ];
+        let plan = Plan::of_changes(changes);
+        assert_eq!(Plan::from_json(plan.to_json().as_bytes()).unwrap(), plan);
     }
 }

@@ -154,7 +154,7 @@ pub(crate) struct ConfigChange<'a> {
     /// The config and how it is sent.
     pub config: &'a PlannedConfig,
     /// The node's role.
-    pub role: Option<talosprov_core::topology::Role>,
+    pub role: talosprov_core::topology::Role,
 }
 
 /// The machine config bytes to send for a config change: the desired

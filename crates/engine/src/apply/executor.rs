@@ -118,10 +118,10 @@ fn deepest_first(plan: &Plan) -> Vec<&Change> {
             .filter_map(|a| depth.get(a).map(|d| d + 1))
             .max()
             .unwrap_or(0);
-        depth.insert(&c.address, d);
+        depth.insert(c.address(), d);
     }
     let mut out: Vec<&Change> = plan.changes.iter().collect();
-    out.sort_by_key(|c| std::cmp::Reverse(depth[&c.address]));
+    out.sort_by_key(|c| std::cmp::Reverse(depth[c.address()]));
     out
 }
 
@@ -257,7 +257,7 @@ impl<'a, P: Provider> Run<'a, P> {
             changes: plan
                 .changes
                 .iter()
-                .map(|c| (c.address.clone(), c))
+                .map(|c| (c.address().clone(), c))
                 .collect(),
             pending: deepest_first(plan),
             done: BTreeSet::new(),
@@ -301,16 +301,16 @@ impl<'a, P: Provider> Run<'a, P> {
             let c = self.pending[i];
             let deps_failed = c.depends_on.iter().any(|d| self.blocked.contains(d));
             if deps_failed {
-                self.blocked.insert(c.address.clone());
+                self.blocked.insert(c.address().clone());
                 let reason = "a change it depends on failed".to_owned();
                 self.emit(
-                    &c.address,
+                    c.address(),
                     EventKind::Skipped {
                         reason: reason.clone(),
                     },
                     None,
                 );
-                self.ended(&c.address, StepEnd::Skipped(reason));
+                self.ended(c.address(), StepEnd::Skipped(reason));
                 self.pending.remove(i);
                 continue;
             }
@@ -338,12 +338,12 @@ impl<'a, P: Provider> Run<'a, P> {
 
     /// Start the step making `c`, holding `permit` until it gives it back.
     fn spawn_step(&mut self, c: &Change, permit: tokio::sync::OwnedSemaphorePermit) {
-        self.started.insert(c.address.clone(), Instant::now());
-        self.emit(&c.address, EventKind::Started { action: c.action }, None);
+        self.started.insert(c.address().clone(), Instant::now());
+        self.emit(c.address(), EventKind::Started { action: c.action() }, None);
         let provider = self.provider.clone();
         let change = c.clone();
         let reporter = Reporter::for_run(
-            c.address.clone(),
+            c.address().clone(),
             self.tx.clone(),
             self.stopping_rx.clone(),
             self.outcomes_rx.clone(),
@@ -356,12 +356,12 @@ impl<'a, P: Provider> Run<'a, P> {
                 Arc::new(move |n: &talosprov_retry::Notice| retries.retrying(n));
             let result =
                 talosprov_retry::watched(watcher, provider.apply(&change, &step_reporter)).await;
-            (change.address, result)
+            (change.address().clone(), result)
         });
         self.running.insert(
             abort.id(),
             Running {
-                address: c.address.clone(),
+                address: c.address().clone(),
                 abort,
                 reporter,
             },
@@ -408,7 +408,7 @@ impl<'a, P: Provider> Run<'a, P> {
         match joined {
             Ok((id, (address, Ok(())))) => {
                 self.running.remove(&id);
-                let action = self.changes[&address].action;
+                let action = self.changes[&address].action();
                 self.emit(
                     &address,
                     EventKind::Finished { action },
@@ -531,7 +531,7 @@ impl<'a, P: Provider> Run<'a, P> {
             for c in pending {
                 emit(
                     events,
-                    &c.address,
+                    c.address(),
                     EventKind::Skipped {
                         reason: "interrupted".into(),
                     },
@@ -555,13 +555,13 @@ impl<'a, P: Provider> Run<'a, P> {
             );
             emit(
                 events,
-                &c.address,
+                c.address(),
                 EventKind::Skipped {
                     reason: message.clone(),
                 },
                 None,
             );
-            failed.push((c.address.clone(), message));
+            failed.push((c.address().clone(), message));
         }
         if failed.is_empty() {
             Ok(RunOutcome::Done)

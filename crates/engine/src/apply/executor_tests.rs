@@ -80,7 +80,7 @@ fn enter(now: &AtomicUsize, most: &AtomicUsize) {
 
 impl Provider for Fake {
     async fn apply(&self, change: &Change, r: &Reporter) -> anyhow::Result<()> {
-        let name = match &change.address {
+        let name = match &change.address() {
             Address::Pool(n) => n.clone(),
             other @ Address::Image(_)
             | other @ Address::PciMapping(_)
@@ -158,7 +158,12 @@ fn plan(changes: &[(&str, &[&str])]) -> Plan {
         changes
             .iter()
             .map(|(name, deps)| {
-                let mut c = Change::new(Address::Pool((*name).to_owned()), Action::Create, "");
+                let mut c = talosprov_core::plan::example::change(
+                    Address::Pool((*name).to_owned()),
+                    Action::Create,
+                    "",
+                )
+                .expect("a change of that kind");
                 c.depends_on = deps
                     .iter()
                     .map(|d| Address::Pool((*d).to_owned()))

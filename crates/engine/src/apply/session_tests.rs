@@ -30,8 +30,8 @@ struct Fake {
 
 impl Provider for Fake {
     async fn apply(&self, change: &Change, r: &Reporter) -> anyhow::Result<()> {
-        note(&self.log, format!("apply {}", change.address));
-        if let Address::Pool(name) = &change.address {
+        note(&self.log, format!("apply {}", change.address()));
+        if let Address::Pool(name) = &change.address() {
             r.record(record::Record::Pool(name.clone()));
         }
         Ok(())
@@ -109,7 +109,14 @@ fn plan_of(names: &[&str]) -> Plan {
     Plan::of_changes(
         names
             .iter()
-            .map(|n| Change::new(Address::Pool((*n).to_owned()), Action::Create, ""))
+            .map(|n| {
+                talosprov_core::plan::example::change(
+                    Address::Pool((*n).to_owned()),
+                    Action::Create,
+                    "",
+                )
+                .expect("a change of that kind")
+            })
             .collect(),
     )
 }

@@ -28,11 +28,9 @@ use super::upgrade_step;
 /// values).
 ///
 /// # Errors
-/// The Proxmox, Talos or factory error, with the operator-level context; a
-/// change without the typed values its step needs (a plan not made by
-/// planning).
+/// The Proxmox, Talos or factory error, with the operator-level context.
 pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result<()> {
-    match change.step()? {
+    match change.step() {
         Step::CreateImage { name, image: want } => image(ctx, name, want, r).await,
         Step::DeleteImage { name } => delete_image(ctx, name, r).await,
         Step::CreatePool { name } => r
@@ -69,7 +67,7 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
         Step::CreateVm { host, vm } => r.proxmox(create_step::vm(ctx, host, &vm.spec, r)).await,
         Step::UpdateVm { host, vm } => update_vm(ctx, host, vm, r).await,
         Step::ReplaceVm { host, vm, role } => {
-            delete_vm(ctx, host, Leaving::Replaced(role), r).await?;
+            delete_vm(ctx, host, Leaving::Replaced(Some(role)), r).await?;
             r.proxmox(create_step::vm(ctx, host, &vm.spec, r)).await
         }
         Step::DeleteVm { host, role } => delete_vm(ctx, host, Leaving::Removed(role), r).await,

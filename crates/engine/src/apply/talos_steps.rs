@@ -452,7 +452,7 @@ pub(super) fn config_record(
             installer_image: want.installer_image.clone(),
             secure_mode,
             staged: None,
-            role: change.role,
+            role: Some(change.role),
         },
         yaml: Sensitive::new(yaml.expose().clone()),
     }

@@ -150,15 +150,18 @@ pub async fn save_before_changes<B: Backend>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talosprov_core::plan::{Action, Change};
+    use talosprov_core::plan::Action;
     use talosprov_state::Address;
 
     fn plan_with_a_change() -> Plan {
-        Plan::of_changes(vec![Change::new(
-            "vm/cp-1".parse::<Address>().expect("address"),
-            Action::Create,
-            "not in the state",
-        )])
+        Plan::of_changes(vec![
+            talosprov_core::plan::example::change(
+                "vm/cp-1".parse::<Address>().expect("address"),
+                Action::Create,
+                "not in the state",
+            )
+            .expect("a change of that kind"),
+        ])
     }
 
     fn secrets() -> Sensitive {
