@@ -20,6 +20,11 @@ use talosprov_core::machine::{SecretsBundle, node_configs};
 
 const PATCHES_PER_LEVEL: usize = 10;
 
+/// The allocator the `talosprov` binary uses, so that the in-process figures
+/// match it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn topology_text(nodes: usize) -> String {
     let mut t = String::from(
         "cluster:\n  name: bench\n  talos_version: v1.13.8\n  vip: 10.0.0.2\n  gateway: 10.0.0.1\n  prefix_length: 16\n\

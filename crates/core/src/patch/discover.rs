@@ -9,6 +9,7 @@ use crate::diagnostics::did_you_mean;
 use crate::inputs::Inputs;
 pub use crate::inputs::Listed;
 use crate::topology::{Code, Diagnostic, Role};
+use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -345,7 +346,7 @@ fn mixed_prefix_widths(dir: &Path, entries: &[Listed]) -> Option<Diagnostic> {
 ///
 /// # Errors
 /// An I/O error reading a folder that exists (permissions, say).
-pub fn list_tree(root: &Path, inputs: &(impl Inputs + ?Sized)) -> io::Result<PatchTree> {
+pub fn list_tree(root: &Path, inputs: &(impl Inputs + Sync + ?Sized)) -> io::Result<PatchTree> {
     let list_dir = |dir: &Path| inputs.list(dir);
     let top = list_dir(root)?;
     let is_folder = |name: &str| top.iter().any(|e| e.is_dir && e.name == name);
@@ -363,20 +364,21 @@ pub fn list_tree(root: &Path, inputs: &(impl Inputs + ?Sized)) -> io::Result<Pat
         worker: sub("worker")?,
         ..PatchTree::default()
     };
-    for e in sub("pools")? {
-        if e.is_dir {
-            let entries = list_dir(&root.join("pools").join(&e.name))?;
-            tree.pools.insert(e.name, entries);
-        }
-    }
-    for e in sub("nodes")? {
-        if e.is_dir {
-            let entries = list_dir(&root.join("nodes").join(&e.name))?;
-            tree.nodes.insert(e.name, entries);
-        } else {
-            tree.nodes_files.push(e);
-        }
-    }
+    // A folder per pool and per node: listed on every core.
+    let list_each = |parent: &str, dirs: Vec<Listed>| -> io::Result<Vec<(OsString, Vec<Listed>)>> {
+        dirs.into_par_iter()
+            .map(|e| {
+                let entries = list_dir(&root.join(parent).join(&e.name))?;
+                Ok((e.name, entries))
+            })
+            .collect()
+    };
+    let (pools, _): (Vec<Listed>, Vec<Listed>) = sub("pools")?.into_iter().partition(|e| e.is_dir);
+    tree.pools.extend(list_each("pools", pools)?);
+    let (nodes, files): (Vec<Listed>, Vec<Listed>) =
+        sub("nodes")?.into_iter().partition(|e| e.is_dir);
+    tree.nodes.extend(list_each("nodes", nodes)?);
+    tree.nodes_files = files;
     tree.top = top;
     Ok(tree)
 }

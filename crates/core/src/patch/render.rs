@@ -252,12 +252,15 @@ impl Renderer {
         text: &str,
         literal: Option<Result<Vec<serde_yaml_ng::Value>, RenderError>>,
     ) -> Result<(), RenderError> {
+        // A template is compiled here for its syntax errors, and again at
+        // each render: a compiled template is large beside a patch (its
+        // instruction buffers), and most are a node's own, rendered once.
         let name = file.display().to_string();
         let translated = match kind {
             PatchKind::Literal => None,
             PatchKind::Jinja => {
                 self.jinja
-                    .add_template_owned(name, text.to_string())
+                    .template_from_named_str(&name, text)
                     .map_err(|e| template_error(file, text, None, &e))?;
                 None
             }
@@ -272,7 +275,7 @@ impl Renderer {
                     }
                 })?;
                 self.tftpl
-                    .add_template_owned(name, t.source.clone())
+                    .template_from_named_str(&name, &t.source)
                     .map_err(|e| template_error(file, text, Some(&t), &e))?;
                 Some(t)
             }
@@ -303,10 +306,16 @@ impl Renderer {
         let entry = self.files.get(file).ok_or_else(|| RenderError::NotLoaded {
             file: file.to_path_buf(),
         })?;
-        let env = match entry.kind {
-            PatchKind::Literal => return Ok(entry.text.clone()),
-            PatchKind::Jinja => &self.jinja,
-            PatchKind::Templatefile => &self.tftpl,
+        let (env, source) = match (entry.kind, &entry.translated) {
+            (PatchKind::Literal, _) => return Ok(entry.text.clone()),
+            (PatchKind::Jinja, _) => (&self.jinja, entry.text.as_str()),
+            (PatchKind::Templatefile, Some(t)) => (&self.tftpl, t.source.as_str()),
+            // A templatefile is added with its translation.
+            (PatchKind::Templatefile, None) => {
+                return Err(RenderError::NotLoaded {
+                    file: file.to_path_buf(),
+                });
+            }
         };
         use std::sync::atomic::Ordering;
         if self.spent.load(Ordering::Relaxed) >= TOTAL_TEMPLATE_FUEL {
@@ -324,7 +333,7 @@ impl Renderer {
         let name = file.display().to_string();
         let mut out = Bounded(Vec::new());
         let rendered = env
-            .get_template(&name)
+            .template_from_named_str(&name, source)
             .and_then(|t| t.render_captured_to(vars, &mut out));
         let used = match &rendered {
             Ok(captured) => captured
