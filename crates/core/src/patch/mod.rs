@@ -22,5 +22,5 @@ pub use apply::{
 };
 pub use document::{DocumentId, MachineConfig};
 pub use load::{LoadError, Patch, PatchBody, load_documents, load_patch};
-pub use render::{PatchKind, RenderError, Renderer, TemplateVars, render_patch};
+pub use render::{PatchKind, RenderError, Renderer, Reuse, TemplateVars, render_patch};
 pub use set::PatchSet;

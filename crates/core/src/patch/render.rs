@@ -83,8 +83,22 @@ pub enum RenderError {
     },
 }
 
+/// How long a template's compiled form is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reuse {
+    /// Rendered for several nodes: compiled once and kept.
+    Shared,
+    /// Rendered for one node (a `nodes/<hostname>/` file): compiled when
+    /// added only to report its syntax errors, and again at its render. A
+    /// compiled template's instruction buffers are large beside a patch, and
+    /// a 1000-node tree has thousands of these.
+    Once,
+}
+
 struct Entry {
     kind: PatchKind,
+    /// Whether the compiled template is kept in its environment.
+    kept: bool,
     text: String,
     translated: Option<Translated>,
     /// For a literal file, its documents, read once for every node.
@@ -230,18 +244,20 @@ impl Renderer {
         }
     }
 
-    /// Add a patch file, compiling it when it is a template.
+    /// Add a patch file, compiling it when it is a template (and keeping
+    /// it compiled: [`Reuse::Shared`]).
     ///
     /// # Errors
     /// [`RenderError::Template`] for a syntax error, with the file and line.
     pub fn add(&mut self, file: &Path, kind: PatchKind, text: &str) -> Result<(), RenderError> {
         let literal = (kind == PatchKind::Literal).then(|| parse_rendered(file, kind, text));
-        self.add_parsed(file, kind, text, literal)
+        self.add_parsed(file, kind, text, literal, Reuse::Shared)
     }
 
     /// [`Renderer::add`] with a literal file's documents already parsed
     /// ([`parse_rendered`], as when files are read and parsed on every core
-    /// first); `literal` is `None` for a template.
+    /// first; `literal` is `None` for a template), and a template kept
+    /// compiled or not by `reuse`.
     ///
     /// # Errors
     /// As [`Renderer::add`].
@@ -251,17 +267,21 @@ impl Renderer {
         kind: PatchKind,
         text: &str,
         literal: Option<Result<Vec<serde_yaml_ng::Value>, RenderError>>,
+        reuse: Reuse,
     ) -> Result<(), RenderError> {
-        // A template is compiled here for its syntax errors, and again at
-        // each render: a compiled template is large beside a patch (its
-        // instruction buffers), and most are a node's own, rendered once.
         let name = file.display().to_string();
+        let kept = reuse == Reuse::Shared;
+        let compile = |env: &mut Environment<'static>, source: &str| {
+            if kept {
+                env.add_template_owned(name.clone(), source.to_owned())
+            } else {
+                env.template_from_named_str(&name, source).map(drop)
+            }
+        };
         let translated = match kind {
             PatchKind::Literal => None,
             PatchKind::Jinja => {
-                self.jinja
-                    .template_from_named_str(&name, text)
-                    .map_err(|e| template_error(file, text, None, &e))?;
+                compile(&mut self.jinja, text).map_err(|e| template_error(file, text, None, &e))?;
                 None
             }
             PatchKind::Templatefile => {
@@ -274,8 +294,7 @@ impl Renderer {
                         message: e.message,
                     }
                 })?;
-                self.tftpl
-                    .template_from_named_str(&name, &t.source)
+                compile(&mut self.tftpl, &t.source)
                     .map_err(|e| template_error(file, text, Some(&t), &e))?;
                 Some(t)
             }
@@ -284,6 +303,7 @@ impl Renderer {
             file.to_path_buf(),
             Entry {
                 kind,
+                kept,
                 text: text.to_string(),
                 translated,
                 literal,
@@ -332,9 +352,12 @@ impl Renderer {
         }
         let name = file.display().to_string();
         let mut out = Bounded(Vec::new());
-        let rendered = env
-            .template_from_named_str(&name, source)
-            .and_then(|t| t.render_captured_to(vars, &mut out));
+        let template = if entry.kept {
+            env.get_template(&name)
+        } else {
+            env.template_from_named_str(&name, source)
+        };
+        let rendered = template.and_then(|t| t.render_captured_to(vars, &mut out));
         let used = match &rendered {
             Ok(captured) => captured
                 .state()

@@ -266,3 +266,50 @@ fn all_renders_together_have_one_work_budget() {
     fresh.add(file, PatchKind::Jinja, "machine: {}\n").unwrap();
     assert!(fresh.render(file, &vars()).is_ok());
 }
+
+#[test]
+fn a_template_kept_or_compiled_at_each_render_renders_and_fails_alike() {
+    let cases = [
+        (
+            "n.yaml.j2",
+            "machine:\n  network:\n    hostname: {{ hostname }}\n",
+        ),
+        (
+            "n.yaml.tftpl",
+            "machine:\n  network:\n    hostname: ${hostname}\n",
+        ),
+    ];
+    for (name, text) in cases {
+        let file = Path::new(name);
+        let kind = PatchKind::of(name).expect("a patch file name");
+        let mut outputs = Vec::new();
+        for reuse in [Reuse::Shared, Reuse::Once] {
+            let mut r = Renderer::new();
+            r.add_parsed(file, kind, text, None, reuse).expect("added");
+            // Rendered twice, as for two nodes.
+            outputs.push(r.render(file, &vars()).expect("renders"));
+            outputs.push(r.render(file, &vars()).expect("renders again"));
+            let broken = format!("{text}{{% if %}}\n");
+            let e = r
+                .add_parsed(
+                    Path::new("b.yaml.j2"),
+                    PatchKind::Jinja,
+                    &broken,
+                    None,
+                    reuse,
+                )
+                .expect_err("a syntax error is reported when the file is added");
+            assert!(
+                matches!(e, RenderError::Template { line: 4, .. }),
+                "{reuse:?}: {e}"
+            );
+        }
+        assert!(
+            outputs
+                .iter()
+                .all(|o| o.contains("hostname: talos-controlplane-01")),
+            "{outputs:?}"
+        );
+        assert!(outputs.windows(2).all(|w| w[0] == w[1]), "{outputs:?}");
+    }
+}

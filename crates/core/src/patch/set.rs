@@ -13,7 +13,7 @@ use super::document::{DocumentId, MachineConfig, parse_documents};
 use super::load::{LoadError, Patch, PatchBody, load_documents, load_patch_parsed};
 use super::locate::{self, locate_field};
 use super::merge::StrategicStep;
-use super::render::{RenderError, Renderer, TemplateVars, rendered_documents};
+use super::render::{RenderError, Renderer, Reuse, TemplateVars, rendered_documents};
 use crate::diagnostics;
 use crate::inputs::Inputs;
 use crate::topology::{Code, Diagnostic, Pos, Topology};
@@ -108,11 +108,17 @@ impl PatchSet {
             literal: HashMap::new(),
         };
         let mut blank: std::collections::HashSet<PathBuf> = Default::default();
-        let mut seen: std::collections::HashSet<&Path> = Default::default();
+        // How many nodes use each file: a template one node uses is not kept
+        // compiled ([`Reuse::Once`]).
+        let mut uses: HashMap<&Path, usize> = HashMap::new();
         let unique: Vec<&PatchFile> = nodes
             .iter()
             .flat_map(|(_, files)| files)
-            .filter(|f| seen.insert(f.path.as_path()))
+            .filter(|f| {
+                let n = uses.entry(f.path.as_path()).or_insert(0);
+                *n += 1;
+                *n == 1
+            })
             .collect();
         let read_all: Vec<io::Result<Option<ReadFile>>> = unique
             .par_iter()
@@ -143,7 +149,14 @@ impl PatchSet {
                         .push(Diagnostic::warning(Code::EmptyPatch, &file.path, msg));
                     blank.insert(file.path.clone());
                 }
-                Ok(Some(ReadFile { text, parsed })) => set.add(file, text, parsed),
+                Ok(Some(ReadFile { text, parsed })) => {
+                    let reuse = if uses.get(file.path.as_path()).copied().unwrap_or(0) > 1 {
+                        Reuse::Shared
+                    } else {
+                        Reuse::Once
+                    };
+                    set.add(file, text, parsed, reuse);
+                }
                 Err(e) => {
                     let msg = format!("cannot read the patch file {}: {e}", file.path.display());
                     set.fail(Diagnostic::error(Code::UnreadablePatch, &file.path, msg));
@@ -170,14 +183,14 @@ impl PatchSet {
         self.errors.push(d);
     }
 
-    fn add(&mut self, file: &PatchFile, text: String, parsed: Option<Parsed>) {
+    fn add(&mut self, file: &PatchFile, text: String, parsed: Option<Parsed>, reuse: Reuse) {
         let (documents, patch) = match parsed {
             Some(p) => (Some(p.documents), Some(p.patch)),
             None => (None, None),
         };
         if let Err(e) = self
             .renderer
-            .add_parsed(&file.path, file.kind, &text, documents)
+            .add_parsed(&file.path, file.kind, &text, documents, reuse)
         {
             self.fail(render_diagnostic(&e, None));
         } else if let Some(patch) = patch {
