@@ -407,33 +407,21 @@ impl Change {
 
     /// The machine config a `config/` change sends.
     pub fn config_payload(&self) -> Option<&PlannedConfig> {
-        match &self.op {
-            Op::Config(c) => Some(c.config()),
-            Op::Image(_)
-            | Op::Pool(_)
-            | Op::PciMapping(_)
-            | Op::Vm(_)
-            | Op::Bootstrap
-            | Op::Kubeconfig
-            | Op::Object(_) => None,
-        }
+        let Op::Config(c) = &self.op else {
+            return None;
+        };
+        Some(c.config())
     }
 
     /// The machine config a `config/` change sends, to refine at plan time
     /// (its mode, its Kubernetes roll); the kind and action stay.
     pub fn config_payload_mut(&mut self) -> Option<&mut PlannedConfig> {
-        match &mut self.op {
-            Op::Config(ConfigOp::ApplyConfig { config, .. } | ConfigOp::Upgrade { config, .. }) => {
-                Some(config)
-            }
-            Op::Image(_)
-            | Op::Pool(_)
-            | Op::PciMapping(_)
-            | Op::Vm(_)
-            | Op::Bootstrap
-            | Op::Kubeconfig
-            | Op::Object(_) => None,
-        }
+        let Op::Config(ConfigOp::ApplyConfig { config, .. } | ConfigOp::Upgrade { config, .. }) =
+            &mut self.op
+        else {
+            return None;
+        };
+        Some(config)
     }
 
     /// The Kubernetes version change this config change carries, if any.
