@@ -136,6 +136,69 @@ fn the_crates_that_match_on_changes_addresses_and_presets_refuse_wildcard_arms()
     }
 }
 
+/// The kinds' modules in `dir` (a file `x.rs` or a folder `x/mod.rs`),
+/// by name, with their text, leaving out the folder's own `mod.rs` and the
+/// files that are not a kind.
+fn kind_modules(dir: &Path, not_kinds: &[&str]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let (name, file) = if path.is_dir() {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, path.join("mod.rs"))
+        } else {
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, path)
+        };
+        if name == "mod" || not_kinds.contains(&name.as_str()) {
+            continue;
+        }
+        out.insert(name, std::fs::read_to_string(&file).unwrap());
+    }
+    out
+}
+
+#[test]
+fn each_resource_kind_is_one_module_behind_one_trait_with_its_step_in_the_engine() {
+    let core = kind_modules(
+        &repo().join("crates/core/src/plan/kind"),
+        &["resource", "dispatch"],
+    );
+    let engine = kind_modules(&repo().join("crates/engine/src/apply/kind"), &[]);
+    assert!(core.len() >= 8, "{:?}", core.keys());
+    for (name, text) in &core {
+        assert!(
+            text.contains("impl ResourceKind for "),
+            "plan/kind/{name} does not implement ResourceKind"
+        );
+        assert!(
+            engine.contains_key(name),
+            "plan/kind/{name} has no step in crates/engine/src/apply/kind"
+        );
+    }
+    for name in engine.keys() {
+        assert!(
+            core.contains_key(name),
+            "apply/kind/{name} is the step of no kind in crates/core/src/plan/kind"
+        );
+    }
+    // The dispatch names every kind: adding one to `Op` makes the compiler
+    // ask for its arms there.
+    let dispatch =
+        std::fs::read_to_string(repo().join("crates/core/src/plan/kind/dispatch.rs")).unwrap();
+    for text in core.values() {
+        let kind = text
+            .split("impl ResourceKind for ")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .unwrap();
+        assert!(
+            dispatch.contains(&format!("{kind}::action(")),
+            "{kind} is not in kind/dispatch.rs"
+        );
+    }
+}
+
 /// What only the engine does, and the words that give it away in a verb
 /// file: waiting on a signal or a channel, racing futures, holding the
 /// lock, opening the state.

@@ -205,30 +205,6 @@ pub enum ObjectOp {
 }
 
 impl Op {
-    /// The action of this op.
-    pub fn action(&self) -> Action {
-        match self {
-            Op::Image(ImageOp::Create(_))
-            | Op::Pool(PoolOp::Create)
-            | Op::PciMapping(MappingOp::Create(_))
-            | Op::Vm(VmOp::Create { .. })
-            | Op::Kubeconfig
-            | Op::Object(ObjectOp::Create(_)) => Action::Create,
-            Op::PciMapping(MappingOp::Update(_))
-            | Op::Vm(VmOp::Update { .. })
-            | Op::Object(ObjectOp::Update(_)) => Action::Update,
-            Op::Vm(VmOp::Replace { .. }) => Action::Replace,
-            Op::Image(ImageOp::Delete)
-            | Op::Pool(PoolOp::Delete)
-            | Op::PciMapping(MappingOp::Delete)
-            | Op::Vm(VmOp::Delete { .. })
-            | Op::Object(ObjectOp::Delete(_)) => Action::Delete,
-            Op::Config(ConfigOp::ApplyConfig { .. }) => Action::ApplyConfig,
-            Op::Config(ConfigOp::Upgrade { .. }) => Action::Upgrade,
-            Op::Bootstrap => Action::Bootstrap,
-        }
-    }
-
     /// The delete of the resource at `address` when it needs no payload
     /// (an image, the pool, a PCI mapping, a VM whose role is not known):
     /// what is left by an interrupted apply is deleted this way. `None` for

@@ -84,7 +84,7 @@ pub struct Desired {
     pub factory_url: String,
     /// The add-ons' Kubernetes objects, by address: what server-side apply
     /// sends after the bootstrap.
-    pub objects: BTreeMap<crate::state::ObjectAddress, super::objects::DesiredObject>,
+    pub objects: BTreeMap<crate::state::ObjectAddress, super::kind::object::DesiredObject>,
 }
 
 impl Desired {

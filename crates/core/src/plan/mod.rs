@@ -8,13 +8,12 @@ pub mod change;
 pub mod config_diff;
 pub mod desired;
 pub mod diff;
-mod diff_vm;
 #[cfg(any(test, feature = "test-support"))]
 pub mod example;
 pub mod field;
 pub mod gitlab_report;
+pub mod kind;
 pub mod model;
-pub mod objects;
 pub mod observed;
 pub mod order;
 mod ownership;
@@ -34,14 +33,14 @@ pub use desired::{
 pub use diff::{KNOWN_AFTER_APPLY, PlanInput, destroy_plan, digests_known_after_apply, plan};
 pub use field::{ConfigField, Field, MappingField, VmField};
 pub use gitlab_report::GitlabReport;
+pub use kind::object::DesiredObject;
+pub use kind::{Phase, ResourceKind, recorded_role, same_mapping};
 pub use model::{
     AddonValues, Conflict, Drift, DriftKind, PLAN_FORMAT_VERSION, Plan, PlanError, PlanFormatError,
     PlanWarning, PoolChange, Summary, pool_changes,
 };
-pub use objects::{DesiredObject, Observation, ObservedObjects};
-pub use observed::{Observed, ObservedVm};
+pub use observed::{Observation, Observed, ObservedObjects, ObservedVm};
 pub use order::{target, unmatched_targets};
-pub use ownership::same_mapping;
 pub use planned::{
     ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedObject, PlannedVm,
 };

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::state::format;
 
@@ -63,7 +64,7 @@ pub struct Observed {
     /// the API was not read (offline, no cluster yet, or it did not answer:
     /// then objects compare with the state's inventory only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kubernetes: Option<super::objects::ObservedObjects>,
+    pub kubernetes: Option<ObservedObjects>,
 }
 
 /// One VM as observed: listing values, and config values where read. Where
@@ -97,4 +98,35 @@ pub struct ObservedVm {
     /// the VM is stopped (a start applies what is pending).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub running: BTreeMap<super::field::VmField, Option<String>>,
+}
+
+/// What refresh saw of one object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Observation {
+    /// The API server has no such object (or not its namespace).
+    Absent,
+    /// The API server does not serve its kind yet (a CRD this apply makes).
+    UnknownKind,
+    /// The object is there: `live` as read, `applied` as the server-side
+    /// apply dry run would leave it.
+    Present {
+        /// The live object.
+        live: Value,
+        /// The dry run's result.
+        applied: Value,
+    },
+    /// The dry run was refused because another field manager owns fields
+    /// with other values (HTTP 409): the API server's message.
+    Conflict(String),
+    /// The dry run was refused for another reason (an invalid object): the
+    /// API server's message.
+    Refused(String),
+}
+
+/// What refresh read from the Kubernetes API.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservedObjects {
+    /// Each desired or recorded object, keyed by [`ObjectAddress::key`].
+    pub objects: BTreeMap<String, Observation>,
 }

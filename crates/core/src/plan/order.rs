@@ -13,21 +13,6 @@ use crate::state::{Address, ObjectAddress};
 use super::desired::Desired;
 use super::{Action, Change, Plan};
 
-/// Where a change runs in the apply: lower first.
-fn phase(c: &Change) -> u8 {
-    let delete = c.action() == Action::Delete;
-    match (c.address(), delete) {
-        (Address::Image(_) | Address::PciMapping(_) | Address::Pool(_), false) => 0,
-        (Address::Vm(_), false) => 1,
-        (Address::Config(_), _) => 2,
-        (Address::Bootstrap, _) => 3,
-        (Address::Kubeconfig, _) => 4,
-        (Address::Object(_), _) => 5,
-        (Address::Vm(_), true) => 6,
-        (Address::Image(_) | Address::PciMapping(_) | Address::Pool(_), true) => 7,
-    }
-}
-
 /// An object's tier: namespaces, then CRDs, then the rest; a prune runs the
 /// tiers the other way round.
 fn object_tier(c: &Change) -> u8 {
@@ -81,7 +66,11 @@ fn is_control_plane(desired: &Desired, host: &str) -> bool {
 
 fn sort(plan: &mut Plan, desired: &Desired) {
     plan.changes.sort_by(|a, b| {
-        (phase(a), rank(a, desired), &a.address()).cmp(&(phase(b), rank(b, desired), &b.address()))
+        (a.op().phase(), rank(a, desired), &a.address()).cmp(&(
+            b.op().phase(),
+            rank(b, desired),
+            &b.address(),
+        ))
     });
 }
 

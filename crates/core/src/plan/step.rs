@@ -1,172 +1,79 @@
-//! A change as apply's step takes it: one variant per resource kind and
-//! action, the address's name beside the typed values that step needs
+//! A change as apply's step takes it: one variant per resource kind, the
+//! address's name beside the kind's op with the typed values it sends
 //! ([`Change::step`]). A change always carries them (it is made per kind,
 //! and reading a plan refuses one that does not: [`super::StepError`]).
 
-use crate::state::format::PciMapping;
 use crate::state::{Address, ObjectAddress};
-use crate::topology::Role;
 
 use super::change::{Change, ConfigOp, ImageOp, MappingOp, ObjectOp, Op, PoolOp, VmOp};
-use super::planned::{PlannedConfig, PlannedImage, PlannedObject, PlannedVm};
 
-/// What apply does for one change, with the values it sends.
+/// What apply does for one change: its kind, the address's name and the
+/// kind's op, with the values it sends. Each kind's step in the engine
+/// (`apply::kind::<kind>`) takes its own variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step<'a> {
-    /// Download a Talos image (`image/<name>` create).
-    CreateImage {
+    /// `image/<name>`: download or delete a Talos image.
+    Image {
         /// The name part of the address.
         name: &'a str,
-        /// The image and where it goes.
-        image: &'a PlannedImage,
+        /// What happens to it.
+        op: &'a ImageOp,
     },
-    /// Delete a downloaded image.
-    DeleteImage {
-        /// The name part of the address.
-        name: &'a str,
-    },
-    /// Create the resource pool.
-    CreatePool {
+    /// `pool/<name>`: create or delete the resource pool.
+    Pool {
         /// The pool.
         name: &'a str,
+        /// What happens to it.
+        op: &'a PoolOp,
     },
-    /// Delete the resource pool.
-    DeletePool {
-        /// The pool.
-        name: &'a str,
-    },
-    /// Create or update a PCI mapping.
-    WriteMapping {
+    /// `pci_mapping/<name>`: write or delete a PCI mapping.
+    Mapping {
         /// The mapping's name.
         name: &'a str,
-        /// Its entries as apply writes them.
-        mapping: &'a PciMapping,
+        /// What happens to it.
+        op: &'a MappingOp,
     },
-    /// Delete a PCI mapping.
-    DeleteMapping {
-        /// The mapping's name.
-        name: &'a str,
-    },
-    /// Create and start a VM.
-    CreateVm {
+    /// `vm/<host>`: create, update, replace or delete a node's VM.
+    Vm {
         /// The node's hostname.
         host: &'a str,
-        /// The VM apply makes.
-        vm: &'a PlannedVm,
+        /// What happens to it.
+        op: &'a VmOp,
     },
-    /// Change a VM in place (restarting it through Proxmox when a field
-    /// needs it).
-    UpdateVm {
+    /// `config/<host>`: send a machine config, roll Kubernetes, or upgrade
+    /// Talos.
+    Config {
         /// The node's hostname.
         host: &'a str,
-        /// The VM as it should be.
-        vm: &'a PlannedVm,
-    },
-    /// Delete a VM and create it again (another vmid or host).
-    ReplaceVm {
-        /// The node's hostname.
-        host: &'a str,
-        /// The VM apply makes.
-        vm: &'a PlannedVm,
-        /// The node's role (a control plane leaves etcd first).
-        role: Role,
-    },
-    /// Delete a VM (its node leaves the cluster).
-    DeleteVm {
-        /// The node's hostname.
-        host: &'a str,
-        /// The node's role, from the state (a control plane leaves etcd).
-        role: Option<Role>,
-    },
-    /// Send a machine config (or roll the node's Kubernetes version).
-    ApplyConfig {
-        /// The node's hostname.
-        host: &'a str,
-        /// The config and how it is sent.
-        config: &'a PlannedConfig,
-        /// The node's role.
-        role: Role,
-    },
-    /// Upgrade Talos on a node (then its config, if it changed too).
-    Upgrade {
-        /// The node's hostname.
-        host: &'a str,
-        /// The config and the installer.
-        config: &'a PlannedConfig,
-        /// The node's role.
-        role: Role,
+        /// What happens to it.
+        op: &'a ConfigOp,
     },
     /// Bootstrap etcd on the first control plane.
     Bootstrap,
     /// Fetch the admin kubeconfig.
     Kubeconfig,
-    /// Server-side apply an add-on's object (create or update).
-    ApplyObject {
+    /// An add-on's object: server-side applied, or pruned.
+    Object {
         /// The object.
         object: &'a ObjectAddress,
-        /// What apply sends.
-        planned: &'a PlannedObject,
-    },
-    /// Delete an add-on's object that left its add-on (prune).
-    PruneObject {
-        /// The object.
-        object: &'a ObjectAddress,
-        /// What was applied, to find it.
-        planned: &'a PlannedObject,
+        /// What happens to it.
+        op: &'a ObjectOp,
     },
 }
 
 impl Change {
     /// This change as its step takes it: the address's name beside the
-    /// op's payload. Every change has one ([`Change`] is made per kind).
+    /// kind's op. Every change has one ([`Change`] is made per kind).
     pub fn step(&self) -> Step<'_> {
         match (self.address(), self.op()) {
-            (Address::Image(name), Op::Image(ImageOp::Create(image))) => {
-                Step::CreateImage { name, image }
-            }
-            (Address::Image(name), Op::Image(ImageOp::Delete)) => Step::DeleteImage { name },
-            (Address::Pool(name), Op::Pool(PoolOp::Create)) => Step::CreatePool { name },
-            (Address::Pool(name), Op::Pool(PoolOp::Delete)) => Step::DeletePool { name },
-            (
-                Address::PciMapping(name),
-                Op::PciMapping(MappingOp::Create(mapping) | MappingOp::Update(mapping)),
-            ) => Step::WriteMapping { name, mapping },
-            (Address::PciMapping(name), Op::PciMapping(MappingOp::Delete)) => {
-                Step::DeleteMapping { name }
-            }
-            (Address::Vm(host), Op::Vm(VmOp::Create { vm, .. })) => Step::CreateVm { host, vm },
-            (Address::Vm(host), Op::Vm(VmOp::Update { vm, .. })) => Step::UpdateVm { host, vm },
-            (Address::Vm(host), Op::Vm(VmOp::Replace { vm, role })) => Step::ReplaceVm {
-                host,
-                vm,
-                role: *role,
-            },
-            (Address::Vm(host), Op::Vm(VmOp::Delete { role })) => {
-                Step::DeleteVm { host, role: *role }
-            }
-            (Address::Config(host), Op::Config(ConfigOp::ApplyConfig { config, role })) => {
-                Step::ApplyConfig {
-                    host,
-                    config,
-                    role: *role,
-                }
-            }
-            (Address::Config(host), Op::Config(ConfigOp::Upgrade { config, role })) => {
-                Step::Upgrade {
-                    host,
-                    config,
-                    role: *role,
-                }
-            }
+            (Address::Image(name), Op::Image(op)) => Step::Image { name, op },
+            (Address::Pool(name), Op::Pool(op)) => Step::Pool { name, op },
+            (Address::PciMapping(name), Op::PciMapping(op)) => Step::Mapping { name, op },
+            (Address::Vm(host), Op::Vm(op)) => Step::Vm { host, op },
+            (Address::Config(host), Op::Config(op)) => Step::Config { host, op },
             (Address::Bootstrap, Op::Bootstrap) => Step::Bootstrap,
             (Address::Kubeconfig, Op::Kubeconfig) => Step::Kubeconfig,
-            (
-                Address::Object(object),
-                Op::Object(ObjectOp::Create(planned) | ObjectOp::Update(planned)),
-            ) => Step::ApplyObject { object, planned },
-            (Address::Object(object), Op::Object(ObjectOp::Delete(planned))) => {
-                Step::PruneObject { object, planned }
-            }
+            (Address::Object(object), Op::Object(op)) => Step::Object { object, op },
             (
                 Address::Image(_)
                 | Address::Pool(_)
@@ -186,6 +93,7 @@ impl Change {
 mod tests {
     use super::*;
     use crate::plan::{Plan, PlanFormatError};
+    use crate::topology::Role;
 
     fn read(change: serde_json::Value) -> Result<Plan, PlanFormatError> {
         let mut plan = serde_json::to_value(Plan::of_changes(Vec::new())).unwrap();
@@ -218,9 +126,9 @@ mod tests {
         .unwrap();
         assert_eq!(
             p.changes[0].step(),
-            Step::DeleteVm {
+            Step::Vm {
                 host: "wk-1",
-                role: None
+                op: &VmOp::Delete { role: None }
             }
         );
     }

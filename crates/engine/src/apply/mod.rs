@@ -10,9 +10,9 @@ pub mod event;
 pub mod executor;
 mod gate;
 pub mod import;
+mod kind;
 #[cfg(test)]
 mod memory;
-mod object_steps;
 pub mod record;
 pub mod refresh;
 pub mod refresh_kube;

@@ -230,7 +230,7 @@ fn certificate_issuers(ctx: &Context, host: &str) -> Vec<Address> {
 /// maintenance mode (`after_apply`) or for a node recorded configured: the
 /// progress line names a cause that persists; a worker's wait stops as soon
 /// as no control plane can issue its certificate.
-async fn secure_mode(
+pub(super) async fn secure_mode(
     ctx: &Context,
     host: &str,
     ip: IpAddr,
@@ -499,76 +499,6 @@ async fn planned_mode(
         r.progress("applying the machine config without a reboot");
         ApplyMode::NoReboot
     })
-}
-
-pub(super) async fn bootstrap(ctx: &Context, r: &Reporter) -> anyhow::Result<()> {
-    let host = ctx
-        .desired
-        .bootstrap_node
-        .as_deref()
-        .context("the topology has no control plane to bootstrap")?;
-    let ip = *ctx
-        .ips
-        .get(host)
-        .with_context(|| format!("no address for {host}"))?;
-    let w = &ctx.waits;
-    r.progress(format!("waiting for {host} in secure mode"));
-    let client = secure_mode(ctx, host, ip, w.secure, false, r).await?;
-    r.progress(format!("waiting for etcd on {host}"));
-    let on_cause = |cause: &str| r.progress(format!("waiting for etcd on {host}: {cause}"));
-    r.waiting(talos::wait_etcd_ready_explained(
-        &client,
-        w.bootstrap,
-        w.backoff,
-        &on_cause,
-    ))
-    .await?;
-    r.progress(format!("bootstrapping etcd on {host}"));
-    let on_cause = |cause: &str| r.progress(format!("bootstrapping etcd on {host}: {cause}"));
-    talos::bootstrap_when_ready_explained(&client, w.bootstrap, w.backoff, &on_cause).await?;
-    r.record(Record::Bootstrap(format::Bootstrap {
-        done: true,
-        node: host.to_owned(),
-        at: ctx.started_at.clone(),
-    }));
-    Ok(())
-}
-
-pub(super) async fn kubeconfig(ctx: &Context, r: &Reporter) -> anyhow::Result<()> {
-    let controlplanes: Vec<(&String, IpAddr)> = ctx
-        .desired
-        .configs
-        .iter()
-        .filter(|(_, c)| c.role == Role::Controlplane)
-        .map(|(h, c)| (h, c.ip))
-        .collect();
-    let w = &ctx.waits;
-    credentials(ctx)?;
-    let mut last = None;
-    for (host, ip) in controlplanes {
-        r.progress(format!("fetching the kubeconfig from {host}"));
-        let fetched = async {
-            let client = secure_mode(ctx, host, ip, w.kubeconfig, false, r).await?;
-            Ok::<_, anyhow::Error>(client.kubeconfig().await?)
-        }
-        .await;
-        match fetched {
-            Ok(k) => {
-                let text = Sensitive::new(String::from_utf8_lossy(k.expose()).into_owned());
-                *ctx.kubeconfig.lock().expect("kubeconfig poisoned") = Some(text.clone());
-                r.record(Record::Kubeconfig(text));
-                return Ok(());
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    r.warn(format!(
-        "the Talos API gave no kubeconfig ({}); using one signed offline by the cluster CA",
-        last.map_or_else(|| "no control plane".to_owned(), |e| format!("{e:#}"))
-    ));
-    *ctx.kubeconfig.lock().expect("kubeconfig poisoned") = Some(ctx.offline_kubeconfig.clone());
-    r.record(Record::Kubeconfig(ctx.offline_kubeconfig.clone()));
-    Ok(())
 }
 
 #[cfg(test)]

@@ -3,21 +3,39 @@
 //! the API server accepted it, then, for a workload or a CRD, a wait for its
 //! rollout (`kubectl rollout status`'s rules; a CRD until `Established`);
 //! and the prune of an object no add-on renders any more. Every wait has the
-//! named deadline [`super::Waits::rollout`].
+//! named deadline [`crate::apply::Waits::rollout`].
 
 use std::time::Duration;
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::PlannedObject;
-use talosprov_core::plan::objects::only_forgotten;
+use talosprov_core::plan::kind::object::only_forgotten;
+use talosprov_core::plan::{ObjectOp, PlannedObject};
 use talosprov_kube::{ApplyError, Kind, KubeClient, Rollout, rollout};
 use talosprov_state::ObjectAddress;
 use talosprov_state::format::KubeObject;
 
-use super::context::Context;
-use super::record::Record;
-use super::reporter::Reporter;
+use crate::apply::context::Context;
+use crate::apply::record::Record;
+use crate::apply::reporter::Reporter;
+
+/// Server-side apply the object (create or update), or prune it.
+///
+/// # Errors
+/// The Kubernetes API's refusal, or the rollout wait's end.
+pub(in crate::apply) async fn run(
+    ctx: &Context,
+    object: &ObjectAddress,
+    op: &ObjectOp,
+    r: &Reporter,
+) -> anyhow::Result<()> {
+    match op {
+        ObjectOp::Create(planned) | ObjectOp::Update(planned) => {
+            apply(ctx, object, planned, r).await
+        }
+        ObjectOp::Delete(planned) => prune(ctx, object, planned, r).await,
+    }
+}
 
 /// The Kubernetes client, made once from the kubeconfig of the state or of
 /// this run.
@@ -116,7 +134,7 @@ async fn kind(
 /// # Errors
 /// A rendering other than the plan's, a conflict or refusal from the API
 /// server, or a deadline passed.
-pub(super) async fn apply(
+async fn apply(
     ctx: &Context,
     o: &ObjectAddress,
     want: &PlannedObject,
@@ -193,7 +211,7 @@ pub(super) async fn apply(
 ///
 /// # Errors
 /// The API server refuses the delete, or does not answer in time.
-pub(super) async fn prune(
+async fn prune(
     ctx: &Context,
     o: &ObjectAddress,
     want: &PlannedObject,

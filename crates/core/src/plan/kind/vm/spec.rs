@@ -10,13 +10,14 @@ use std::ops::ControlFlow;
 use crate::state::format;
 use crate::state::{Address, CreateIntent};
 
-use super::desired::DesiredVm;
-use super::field::{Field, VmField};
-use super::model::{PlanError, field};
-use super::observed::{Observed, ObservedVm};
-use super::ownership::{self, Found};
-use super::planned::PlannedVm;
-use super::{Action, Change, Drift, DriftKind, FieldChange, VmOp};
+use crate::plan::change::{Action, Change, FieldChange, VmOp};
+use crate::plan::desired::DesiredVm;
+use crate::plan::field::{Field, VmField};
+use crate::plan::model::{Drift, DriftKind};
+use crate::plan::model::{PlanError, field};
+use crate::plan::observed::{Observed, ObservedVm};
+use crate::plan::ownership::{self, Found};
+use crate::plan::planned::PlannedVm;
 
 /// What a create or replace of `want`'s VM makes.
 fn made(want: &DesiredVm) -> PlannedVm {

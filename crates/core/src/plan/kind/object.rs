@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::state::format::{KubeObject, State};
@@ -17,10 +16,14 @@ use crate::state::{Address, ObjectAddress};
 
 pub use crate::addon::object::{DesiredObject, digest};
 
-use super::field::Field;
-use super::model::PlanError;
-use super::planned::PlannedObject;
-use super::{Change, Drift, DriftKind, FieldChange, ObjectOp, PlanWarning};
+use crate::plan::change::{Action, Change, FieldChange, ObjectOp};
+use crate::plan::field::Field;
+use crate::plan::model::PlanError;
+use crate::plan::model::{Drift, DriftKind, PlanWarning};
+use crate::plan::observed::{Observation, ObservedObjects};
+use crate::plan::planned::PlannedObject;
+
+use super::resource::{Destroying, Phase, Planning, ResourceKind};
 
 /// The most field changes one object shows; more are summed up in one line.
 const MAX_FIELDS: usize = 100;
@@ -29,35 +32,46 @@ const MAX_FIELDS: usize = 100;
 /// never deletes it (a prune forgets it).
 const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
 
-/// What refresh saw of one object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Observation {
-    /// The API server has no such object (or not its namespace).
-    Absent,
-    /// The API server does not serve its kind yet (a CRD this apply makes).
-    UnknownKind,
-    /// The object is there: `live` as read, `applied` as the server-side
-    /// apply dry run would leave it.
-    Present {
-        /// The live object.
-        live: Value,
-        /// The dry run's result.
-        applied: Value,
-    },
-    /// The dry run was refused because another field manager owns fields
-    /// with other values (HTTP 409): the API server's message.
-    Conflict(String),
-    /// The dry run was refused for another reason (an invalid object): the
-    /// API server's message.
-    Refused(String),
-}
+/// The `addon/<addon>/<kind>/<namespace>/<name>` kind: an add-on's object,
+/// server-side applied through the Kubernetes API.
+#[derive(Debug, Clone, Copy)]
+pub struct Object;
 
-/// What refresh read from the Kubernetes API.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObservedObjects {
-    /// Each desired or recorded object, keyed by [`ObjectAddress::key`].
-    pub objects: BTreeMap<String, Observation>,
+impl ResourceKind for Object {
+    type Op = ObjectOp;
+
+    fn action(op: &ObjectOp) -> Action {
+        match op {
+            ObjectOp::Create(_) => Action::Create,
+            ObjectOp::Update(_) => Action::Update,
+            ObjectOp::Delete(_) => Action::Delete,
+        }
+    }
+
+    /// Within the phase, `order` runs namespaces, then CRDs, then the
+    /// rest (prunes the other way round).
+    fn phase(op: &ObjectOp) -> Phase {
+        match op {
+            ObjectOp::Create(_) | ObjectOp::Update(_) | ObjectOp::Delete(_) => Phase::Objects,
+        }
+    }
+
+    fn plan(p: &mut Planning<'_>) {
+        plan_objects(
+            &p.desired.objects,
+            p.state,
+            p.observed.kubernetes.as_ref(),
+            Found {
+                changes: &mut p.changes,
+                drift: &mut p.drift,
+                warnings: &mut p.warnings,
+                errors: &mut p.errors,
+            },
+        );
+    }
+
+    /// The objects go with the cluster's VMs.
+    fn destroy(_: &Destroying<'_>, _: &mut Vec<Change>) {}
 }
 
 /// Where plan_objects puts what it finds.
@@ -360,7 +374,7 @@ fn flatten(path: &str, v: &Value, out: &mut BTreeMap<String, String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Action, Op};
+    use crate::plan::change::{Action, Op};
     use serde_json::json;
 
     fn addr(name: &str) -> ObjectAddress {

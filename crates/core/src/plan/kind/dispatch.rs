@@ -1,0 +1,45 @@
+//! [`Op`]'s per-kind answers, each from its kind's [`ResourceKind`]
+//! implementation.
+
+use crate::plan::change::{Action, Op};
+
+use super::bootstrap::Bootstrap;
+use super::config::Config;
+use super::image::Image;
+use super::kubeconfig::Kubeconfig;
+use super::mapping::Mapping;
+use super::object::Object;
+use super::pool::Pool;
+use super::resource::{Phase, ResourceKind};
+use super::vm::Vm;
+
+impl Op {
+    /// The action of this op ([`ResourceKind::action`] of its kind).
+    pub fn action(&self) -> Action {
+        match self {
+            Op::Image(op) => Image::action(op),
+            Op::Pool(op) => Pool::action(op),
+            Op::PciMapping(op) => Mapping::action(op),
+            Op::Vm(op) => Vm::action(op),
+            Op::Config(op) => Config::action(op),
+            Op::Bootstrap => Bootstrap::action(&()),
+            Op::Kubeconfig => Kubeconfig::action(&()),
+            Op::Object(op) => Object::action(op),
+        }
+    }
+
+    /// Where this op runs in an apply ([`ResourceKind::phase`] of its
+    /// kind).
+    pub fn phase(&self) -> Phase {
+        match self {
+            Op::Image(op) => Image::phase(op),
+            Op::Pool(op) => Pool::phase(op),
+            Op::PciMapping(op) => Mapping::phase(op),
+            Op::Vm(op) => Vm::phase(op),
+            Op::Config(op) => Config::phase(op),
+            Op::Bootstrap => Bootstrap::phase(&()),
+            Op::Kubeconfig => Kubeconfig::phase(&()),
+            Op::Object(op) => Object::phase(op),
+        }
+    }
+}
