@@ -149,7 +149,7 @@ impl PlannedConfig {
 pub struct PlannedObject {
     /// `apiVersion` it is applied (or deleted) with.
     pub api_version: String,
-    /// [`super::objects::digest`] of the object the plan was made with (for a delete, the
+    /// [`super::kind::object::digest`] of the object the plan was made with (for a delete, the
     /// recorded one): apply refuses to send anything else.
     pub digest: String,
     /// Server-side apply with `force=true`: taken only for objects of the

@@ -147,8 +147,9 @@ impl Owned {
     }
 }
 
-/// A config change as its steps take it ([`Step::ApplyConfig`],
-/// [`Step::Upgrade`]): the config the plan carries and the node's role.
+/// A config change as its steps take it (`apply::kind::config`, from a
+/// [`ConfigOp`](talosprov_core::plan::ConfigOp)): the config the plan
+/// carries and the node's role.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConfigChange<'a> {
     /// The config and how it is sent.

@@ -6,8 +6,7 @@ use crate::state::format;
 
 use crate::plan::change::{Action, Change, FieldChange, MappingOp};
 use crate::plan::field::MappingField;
-use crate::plan::model::field;
-use crate::plan::model::{Drift, DriftKind};
+use crate::plan::model::{Drift, DriftKind, field};
 use crate::plan::ownership::{self, ADOPTED, conflict, leftover};
 
 use super::resource::{Destroying, Phase, Planning, ResourceKind};

@@ -18,8 +18,7 @@ pub use crate::addon::object::{DesiredObject, digest};
 
 use crate::plan::change::{Action, Change, FieldChange, ObjectOp};
 use crate::plan::field::Field;
-use crate::plan::model::PlanError;
-use crate::plan::model::{Drift, DriftKind, PlanWarning};
+use crate::plan::model::{Drift, DriftKind, PlanError, PlanWarning};
 use crate::plan::observed::{Observation, ObservedObjects};
 use crate::plan::planned::PlannedObject;
 

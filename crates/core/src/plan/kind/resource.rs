@@ -7,8 +7,7 @@ use crate::state::format::State;
 
 use crate::plan::change::{Action, Change};
 use crate::plan::desired::Desired;
-use crate::plan::model::PlanError;
-use crate::plan::model::{Conflict, Drift, PlanWarning};
+use crate::plan::model::{Conflict, Drift, PlanError, PlanWarning};
 use crate::plan::observed::Observed;
 use crate::plan::ownership::Found;
 
