@@ -3,10 +3,10 @@
 //! syntax), literal text for `.yaml`/`.yml`. Undefined variables are errors,
 //! and every error names the file and line of the template.
 
+use foldhash::{HashMap, HashMapExt as _};
 use minijinja::value::{Value as JValue, ValueKind};
 use minijinja::{AutoEscape, Environment, Error, ErrorKind, UndefinedBehavior};
 use serde::Serialize;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub use super::discover::PatchKind;
@@ -103,6 +103,14 @@ struct Entry {
     translated: Option<Translated>,
     /// For a literal file, its documents, read once for every node.
     literal: Option<Result<Vec<serde_yaml_ng::Value>, RenderError>>,
+}
+
+/// A file [`Renderer::prepare`] checked, for [`Renderer::add_prepared`]:
+/// its templatefile translation, and whether it is kept compiled.
+#[derive(Debug)]
+pub struct Prepared {
+    translated: Option<Translated>,
+    reuse: Reuse,
 }
 
 /// Patch files compiled once and rendered for many nodes.
@@ -269,19 +277,37 @@ impl Renderer {
         literal: Option<Result<Vec<serde_yaml_ng::Value>, RenderError>>,
         reuse: Reuse,
     ) -> Result<(), RenderError> {
-        let name = file.display().to_string();
-        let kept = reuse == Reuse::Shared;
-        let compile = |env: &mut Environment<'static>, source: &str| {
-            if kept {
-                env.add_template_owned(name.clone(), source.to_owned())
-            } else {
+        let prepared = self.prepare(file, kind, text, reuse)?;
+        self.add_prepared(file, kind, text.to_owned(), prepared, literal)
+    }
+
+    /// The part of adding a file that needs no `&mut`, so that files can
+    /// be prepared on every core: a templatefile translated, and a template
+    /// used once ([`Reuse::Once`]) compiled for its syntax errors. A
+    /// template kept compiled ([`Reuse::Shared`]) is compiled by
+    /// [`Renderer::add_prepared`].
+    ///
+    /// # Errors
+    /// [`RenderError::Template`] for a syntax error, with the file and line.
+    pub fn prepare(
+        &self,
+        file: &Path,
+        kind: PatchKind,
+        text: &str,
+        reuse: Reuse,
+    ) -> Result<Prepared, RenderError> {
+        let check = |env: &Environment<'static>, source: &str| {
+            if reuse == Reuse::Once {
+                let name = file.display().to_string();
                 env.template_from_named_str(&name, source).map(drop)
+            } else {
+                Ok(())
             }
         };
         let translated = match kind {
             PatchKind::Literal => None,
             PatchKind::Jinja => {
-                compile(&mut self.jinja, text).map_err(|e| template_error(file, text, None, &e))?;
+                check(&self.jinja, text).map_err(|e| template_error(file, text, None, &e))?;
                 None
             }
             PatchKind::Templatefile => {
@@ -294,18 +320,49 @@ impl Renderer {
                         message: e.message,
                     }
                 })?;
-                compile(&mut self.tftpl, &t.source)
+                check(&self.tftpl, &t.source)
                     .map_err(|e| template_error(file, text, Some(&t), &e))?;
                 Some(t)
             }
         };
+        Ok(Prepared { translated, reuse })
+    }
+
+    /// Add a file [`Renderer::prepare`] prepared, compiling and keeping a
+    /// template several nodes use.
+    ///
+    /// # Errors
+    /// [`RenderError::Template`] for a syntax error of a kept template.
+    pub fn add_prepared(
+        &mut self,
+        file: &Path,
+        kind: PatchKind,
+        text: String,
+        prepared: Prepared,
+        literal: Option<Result<Vec<serde_yaml_ng::Value>, RenderError>>,
+    ) -> Result<(), RenderError> {
+        let kept = prepared.reuse == Reuse::Shared;
+        if kept {
+            let name = file.display().to_string();
+            match (kind, &prepared.translated) {
+                (PatchKind::Jinja, _) => self
+                    .jinja
+                    .add_template_owned(name, text.clone())
+                    .map_err(|e| template_error(file, &text, None, &e))?,
+                (PatchKind::Templatefile, Some(t)) => self
+                    .tftpl
+                    .add_template_owned(name, t.source.clone())
+                    .map_err(|e| template_error(file, &text, Some(t), &e))?,
+                (PatchKind::Literal | PatchKind::Templatefile, _) => {}
+            }
+        }
         self.files.insert(
             file.to_path_buf(),
             Entry {
                 kind,
                 kept,
-                text: text.to_string(),
-                translated,
+                text,
+                translated: prepared.translated,
                 literal,
             },
         );

@@ -3,8 +3,8 @@
 //! through the caller's [`Inputs`] ([`PatchSet::load`]); [`PatchSet::build`] takes the reads
 //! as a function.
 
+use foldhash::{HashMap, HashMapExt as _, HashSet};
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -13,7 +13,7 @@ use super::document::{DocumentId, MachineConfig, parse_documents};
 use super::load::{LoadError, Patch, PatchBody, load_documents, load_patch_parsed};
 use super::locate::{self, locate_field};
 use super::merge::StrategicStep;
-use super::render::{RenderError, Renderer, Reuse, TemplateVars, rendered_documents};
+use super::render::{Prepared, RenderError, Renderer, Reuse, TemplateVars, rendered_documents};
 use crate::diagnostics;
 use crate::inputs::Inputs;
 use crate::topology::{Code, Diagnostic, Pos, Topology};
@@ -30,7 +30,7 @@ pub struct PatchSet {
     /// Problems with single files (unreadable, template syntax, invalid literal YAML).
     errors: Vec<Diagnostic>,
     /// Files with an error in `errors`: nodes that use them cannot be rendered.
-    broken: std::collections::HashSet<PathBuf>,
+    broken: HashSet<PathBuf>,
     /// The source text of every readable file, for locating fields.
     texts: HashMap<PathBuf, String>,
     /// Compiled templates.
@@ -107,7 +107,7 @@ impl PatchSet {
             renderer: Renderer::new(),
             literal: HashMap::new(),
         };
-        let mut blank: std::collections::HashSet<PathBuf> = Default::default();
+        let mut blank: HashSet<PathBuf> = HashSet::default();
         // How many nodes use each file: a template one node uses is not kept
         // compiled ([`Reuse::Once`]).
         let mut uses: HashMap<&Path, usize> = HashMap::new();
@@ -120,6 +120,14 @@ impl PatchSet {
                 *n == 1
             })
             .collect();
+        let reuse = |file: &PatchFile| {
+            if uses.get(file.path.as_path()).copied().unwrap_or(0) > 1 {
+                Reuse::Shared
+            } else {
+                Reuse::Once
+            }
+        };
+        let renderer = &set.renderer;
         let read_all: Vec<io::Result<Option<ReadFile>>> = unique
             .par_iter()
             .map(|file| {
@@ -135,7 +143,14 @@ impl PatchSet {
                         documents: rendered_documents(&file.path, file.kind, docs),
                     }
                 });
-                Ok(Some(ReadFile { text, parsed }))
+                // Templates are translated, and those one node uses
+                // compiled for their syntax, here on every core.
+                let prepared = renderer.prepare(&file.path, file.kind, &text, reuse(file));
+                Ok(Some(ReadFile {
+                    text,
+                    parsed,
+                    prepared,
+                }))
             })
             .collect();
         for (file, result) in unique.into_iter().zip(read_all) {
@@ -149,14 +164,7 @@ impl PatchSet {
                         .push(Diagnostic::warning(Code::EmptyPatch, &file.path, msg));
                     blank.insert(file.path.clone());
                 }
-                Ok(Some(ReadFile { text, parsed })) => {
-                    let reuse = if uses.get(file.path.as_path()).copied().unwrap_or(0) > 1 {
-                        Reuse::Shared
-                    } else {
-                        Reuse::Once
-                    };
-                    set.add(file, text, parsed, reuse);
-                }
+                Ok(Some(read)) => set.add(file, read),
                 Err(e) => {
                     let msg = format!("cannot read the patch file {}: {e}", file.path.display());
                     set.fail(Diagnostic::error(Code::UnreadablePatch, &file.path, msg));
@@ -183,15 +191,21 @@ impl PatchSet {
         self.errors.push(d);
     }
 
-    fn add(&mut self, file: &PatchFile, text: String, parsed: Option<Parsed>, reuse: Reuse) {
+    fn add(&mut self, file: &PatchFile, read: ReadFile) {
+        let ReadFile {
+            text,
+            parsed,
+            prepared,
+        } = read;
         let (documents, patch) = match parsed {
             Some(p) => (Some(p.documents), Some(p.patch)),
             None => (None, None),
         };
-        if let Err(e) = self
-            .renderer
-            .add_parsed(&file.path, file.kind, &text, documents, reuse)
-        {
+        let added = prepared.and_then(|prepared| {
+            self.renderer
+                .add_prepared(&file.path, file.kind, text.clone(), prepared, documents)
+        });
+        if let Err(e) = added {
             self.fail(render_diagnostic(&e, None));
         } else if let Some(patch) = patch {
             match patch {
@@ -333,6 +347,8 @@ fn only_comments(text: &str) -> bool {
 struct ReadFile {
     text: String,
     parsed: Option<Parsed>,
+    /// The template translated and checked ([`Renderer::prepare`]).
+    prepared: Result<Prepared, RenderError>,
 }
 
 /// A literal patch file read on a worker thread: its documents, as the

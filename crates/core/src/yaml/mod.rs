@@ -86,8 +86,7 @@ impl Emitter {
             | other @ Value::Sequence(_)
             | other @ Value::Mapping(_) => {
                 // go-yaml puts a root block scalar at the default indentation.
-                let text = self.scalar(other, Place::Root, 4);
-                self.out.push_str(text.trim_start_matches(' '));
+                self.scalar(other, Place::Root, 4);
             }
         }
     }
@@ -103,8 +102,7 @@ impl Emitter {
             } else {
                 self.new_line(indent);
             }
-            let key_text = self.scalar(key, Place::Key, indent);
-            self.out.push_str(key_text.trim_start_matches(' '));
+            self.scalar(key, Place::Key, indent);
             self.out.push(':');
             self.value(value, indent, Place::MappingValue);
         }
@@ -148,8 +146,8 @@ impl Emitter {
             | scalar @ Value::Bool(_)
             | scalar @ Value::Number(_)
             | scalar @ Value::String(_) => {
-                let text = self.scalar(scalar, place, child);
-                self.out.push_str(&text);
+                self.out.push(' ');
+                self.scalar(scalar, place, child);
             }
         }
     }
@@ -161,19 +159,24 @@ impl Emitter {
         self.out.extend(std::iter::repeat_n(' ', indent));
     }
 
-    /// The text of a scalar, starting with the separating space; `indent` is where the lines
-    /// of a literal block go.
-    fn scalar(&self, value: &Value, place: Place, indent: usize) -> String {
+    /// Write the text of a scalar (the caller writes any separating space
+    /// before it); `indent` is where the lines of a literal block go.
+    fn scalar(&mut self, value: &Value, place: Place, indent: usize) {
+        use std::fmt::Write as _;
         match value {
-            Value::Null => " null".to_string(),
-            Value::Bool(b) => format!(" {b}"),
-            Value::Number(n) => format!(" {}", number_text(n)),
+            Value::Null => self.out.push_str("null"),
+            Value::Bool(b) => {
+                let _ = write!(self.out, "{b}");
+            }
+            Value::Number(n) => self.out.push_str(&number_text(n)),
             Value::String(s) => {
                 let style = select_style(s, requested_style(s, place, self.flavour), place);
-                format!(" {}", write_string(s, style, indent))
+                write_string(&mut self.out, s, style, indent);
             }
             // Collections never reach here: they are handled by `value` and `root`.
-            Value::Sequence(_) | Value::Mapping(_) | Value::Tagged(_) => " null".to_string(),
+            Value::Sequence(_) | Value::Mapping(_) | Value::Tagged(_) => {
+                self.out.push_str("null");
+            }
         }
     }
 }
@@ -226,6 +229,7 @@ fn select_style(s: &str, requested: Style, place: Place) -> Style {
     style
 }
 
+#[derive(Debug, PartialEq, Eq)]
 struct Analysis {
     multiline: bool,
     block_plain_allowed: bool,
@@ -242,7 +246,41 @@ fn is_printable(c: char) -> bool {
         && c != '\u{FEFF}'
 }
 
+/// `analyze` of a string of printable ASCII without spaces, `:` or `#`
+/// (base64, names, addresses, most values): only its first characters
+/// decide, as no later character sets a flag.
+fn analyze_simple(s: &str) -> Option<Analysis> {
+    let bytes = s.as_bytes();
+    if bytes.is_empty()
+        || !bytes
+            .iter()
+            .all(|&b| matches!(b, b'!'..=b'~') && b != b':' && b != b'#')
+    {
+        return None;
+    }
+    let indicator = s.starts_with("---")
+        || s.starts_with("...")
+        || match bytes[0] {
+            b',' | b'[' | b']' | b'{' | b'}' | b'&' | b'*' | b'!' | b'|' | b'>' | b'\'' | b'"'
+            | b'%' | b'@' | b'`' => true,
+            // Followed by whitespace: only when it is the whole string.
+            b'?' | b'-' => bytes.len() == 1,
+            _ => false,
+        };
+    Some(Analysis {
+        multiline: false,
+        block_plain_allowed: !indicator,
+        single_quoted_allowed: true,
+        block_allowed: true,
+    })
+}
+
 fn analyze(s: &str) -> Analysis {
+    analyze_simple(s).unwrap_or_else(|| analyze_chars(s))
+}
+
+/// emitter.go `analyzeScalar`, character by character.
+fn analyze_chars(s: &str) -> Analysis {
     if s.is_empty() {
         return Analysis {
             multiline: false,
@@ -333,17 +371,22 @@ fn analyze(s: &str) -> Analysis {
     a
 }
 
-fn write_string(s: &str, style: Style, indent: usize) -> String {
+/// Append `s` to `out` in `style`.
+fn write_string(out: &mut String, s: &str, style: Style, indent: usize) {
     match style {
-        Style::Plain => s.to_string(),
-        Style::Single => format!("'{}'", s.replace('\'', "''")),
-        Style::Double => double_quoted(s),
-        Style::Literal => literal(s, indent),
+        Style::Plain => out.push_str(s),
+        Style::Single => {
+            out.push('\'');
+            out.push_str(&s.replace('\'', "''"));
+            out.push('\'');
+        }
+        Style::Double => double_quoted(out, s),
+        Style::Literal => literal(out, s, indent),
     }
 }
 
-fn double_quoted(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
+fn double_quoted(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
     out.push('"');
     for (i, c) in s.chars().enumerate() {
         let escape = !is_printable(c) || (i == 0 && c == '\u{FEFF}') || is_line_break(c);
@@ -374,13 +417,12 @@ fn double_quoted(s: &str) -> String {
         }
     }
     out.push('"');
-    out
 }
 
 /// A literal block (`|`, `|-`, `|+`, with an indentation indicator when the text starts with
 /// a space), as emitter.go `writeLiteralScalar` and `writeBlockScalarHints` write it.
-fn literal(s: &str, indent: usize) -> String {
-    let mut out = String::from("|");
+fn literal(out: &mut String, s: &str, indent: usize) {
+    out.push('|');
     if s.starts_with(' ') {
         out.push('4');
     }
@@ -405,7 +447,6 @@ fn literal(s: &str, indent: usize) -> String {
             out.push(c);
         }
     }
-    out
 }
 
 /// Numbers as Go formats them: integers in decimal, floats as `strconv.FormatFloat(f, 'g',
@@ -463,6 +504,36 @@ fn go_float_g(f: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_quick_analysis_agrees_with_the_character_by_character_one() {
+        let alphabet = [
+            "a", "Z", "0", "-", "?", ":", "#", "!", "'", "\"", ",", "[", "{", "&", "*", "|", ">",
+            "%", "@", "`", ".", "/", "+", "=", " ", "\t", "\n", "\u{85}", "\u{FEFF}", "é", "~",
+        ];
+        let mut cases: Vec<String> = vec![
+            String::new(),
+            "---".into(),
+            "...x".into(),
+            "--x".into(),
+            "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJQekNC5mFnQXdJQkFnSVFa+/=".into(),
+        ];
+        for a in alphabet {
+            cases.push(a.to_owned());
+            for b in alphabet {
+                cases.push(format!("{a}{b}"));
+                for c in ["x", "-", " ", ":"] {
+                    cases.push(format!("{a}{b}{c}"));
+                }
+            }
+        }
+        for s in &cases {
+            if let Some(quick) = analyze_simple(s) {
+                assert_eq!(quick, analyze_chars(s), "{s:?}");
+            }
+        }
+        assert!(analyze_simple("abc").is_some() && analyze_simple("a b").is_none());
+    }
 
     fn yaml(text: &str) -> Value {
         serde_yaml_ng::from_str(text).unwrap()
