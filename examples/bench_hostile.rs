@@ -6,10 +6,16 @@
 //! UTF-8 at the end of a 4 MiB file. Each input is written into its own temporary folder,
 //! the binary validates it, and the wall time, the child's peak resident set (`wait4`'s
 //! `ru_maxrss`), the exit code and the first diagnostic (with where it points) are printed.
+//! Then the hostile corpus of `tests/fixtures/hostile/corpus.rs` (templates, add-on sources,
+//! Helm values, the state file, the budgets of a node and of a command), each run with its
+//! own command, against the goal of 256 MiB and 2 s.
 //! Not a test: nothing is asserted; the figures go to README.md.
 //!
 //! Run: cargo build --release --bin talosprov && cargo run --example bench_hostile
 //! [-- PATH/TO/talosprov]   (the release binary is measured; the benchmark may be a debug build)
+
+#[path = "../tests/fixtures/hostile/corpus.rs"]
+mod corpus;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -216,13 +222,20 @@ struct Run {
     first: String,
 }
 
-/// Run `validate` in `dir`, waiting with `wait4` for the child's own peak resident set.
-fn validate(binary: &Path, dir: &Path) -> std::io::Result<Run> {
+/// Run `talosprov ARGS` in `dir` with `env` set, waiting with `wait4` for the child's own
+/// peak resident set.
+fn validate(
+    binary: &Path,
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> std::io::Result<Run> {
     let stderr = std::fs::File::create(dir.join("stderr.txt"))?;
     let start = Instant::now();
     let mut command = Command::new(binary);
     command
-        .args(["validate", "-f", "cluster.yaml"])
+        .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .env("NO_COLOR", "1")
         .env_remove("PROXMOX_VE_ENDPOINT")
@@ -311,7 +324,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (kind, write) in CASES {
         let dir = tempfile::tempdir()?;
         let input = write(dir.path())?;
-        let run = validate(&binary, dir.path())?;
+        let run = validate(
+            &binary,
+            dir.path(),
+            &["validate", "-f", "cluster.yaml"],
+            &[],
+        )?;
         println!(
             "{:<27} {:>7.0}ms {:>6.1} MiB {:>5}  {}\n{:<27} {}",
             kind,
@@ -319,6 +337,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             run.max_rss_kib as f64 / 1024.0,
             run.exit,
             input,
+            "",
+            run.first
+        );
+    }
+    println!("\nthe hostile corpus (tests/fixtures/hostile), goal: at most 256 MiB and 2 s each");
+    for case in corpus::cases() {
+        let dir = tempfile::tempdir()?;
+        (case.write)(dir.path())?;
+        let run = validate(&binary, dir.path(), case.args, case.env)?;
+        let stderr = std::fs::read_to_string(dir.path().join("stderr.txt")).unwrap_or_default();
+        let expected = match run.exit.as_str() {
+            "0" => case.may_pass,
+            "1" => stderr.contains(case.names),
+            _ => false,
+        };
+        let over = run.wall.as_secs_f64() > 2.0 || run.max_rss_kib > 256 * 1024;
+        println!(
+            "{:<50} {:>7.0}ms {:>6.1} MiB {:>5}  {}{}{}\n{:<50} {}",
+            case.name,
+            run.wall.as_secs_f64() * 1000.0,
+            run.max_rss_kib as f64 / 1024.0,
+            run.exit,
+            case.args[0],
+            if over { " OVER THE GOAL" } else { "" },
+            if expected { "" } else { " UNEXPECTED OUTCOME" },
             "",
             run.first
         );

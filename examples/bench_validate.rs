@@ -10,8 +10,11 @@
 //! from spawn to exit (the issue's measure: the parse, the threads' start, the
 //! secrets made for the checks, the summary printed).
 //!
+//! With COMMON, `common/` holds that many patch files instead of 10 (`1000 5 200` is the
+//! 1,000 nodes × 200 shared patches the patch byte budgets are sized to let through).
+//!
 //! Run: cargo build --release --bin talosprov --example bench_validate &&
-//! target/release/examples/bench_validate [NODES [RUNS]]
+//! target/release/examples/bench_validate [NODES [RUNS [COMMON]]]
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -49,23 +52,23 @@ fn topology_text(nodes: usize) -> String {
 fn patch(level: &str, j: usize) -> (String, String) {
     match j {
         8 => (
-            format!("{j:02}-patch.yaml.j2"),
+            format!("{j:03}-patch.yaml.j2"),
             format!(
                 "machine:\n  sysctls:\n    bench.{level}.{j}: \"{{{{ hostname }}}}-{{{{ node_ip }}}}\"\n"
             ),
         ),
         9 => (
-            format!("{j:02}-patch.yaml.tftpl"),
+            format!("{j:03}-patch.yaml.tftpl"),
             format!("machine:\n  nodeLabels:\n    bench.{level}/{j}: \"${{cluster_name}}\"\n"),
         ),
         _ => (
-            format!("{j:02}-patch.yaml"),
+            format!("{j:03}-patch.yaml"),
             format!("machine:\n  sysctls:\n    bench.{level}.{j}: \"262144\"\n"),
         ),
     }
 }
 
-fn write_tree(root: &Path, nodes: usize) -> std::io::Result<()> {
+fn write_tree(root: &Path, nodes: usize, common: usize) -> std::io::Result<()> {
     let mut folders = vec![
         ("common".to_string(), root.join("common")),
         ("controlplane".to_string(), root.join("controlplane")),
@@ -78,7 +81,12 @@ fn write_tree(root: &Path, nodes: usize) -> std::io::Result<()> {
     }));
     for (level, dir) in folders {
         std::fs::create_dir_all(&dir)?;
-        for j in 0..PATCHES_PER_LEVEL {
+        let count = if level == "common" {
+            common
+        } else {
+            PATCHES_PER_LEVEL
+        };
+        for j in 0..count {
             let (name, text) = patch(&level, j);
             std::fs::write(dir.join(name), text)?;
         }
@@ -90,15 +98,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let nodes: usize = args.next().map_or(Ok(1000), |a| a.parse())?;
     let runs: usize = args.next().map_or(Ok(10), |a| a.parse())?;
+    let common: usize = args.next().map_or(Ok(PATCHES_PER_LEVEL), |a| a.parse())?;
     let dir = tempfile::tempdir()?;
     let file = dir.path().join("cluster.yaml");
     let text = topology_text(nodes);
     std::fs::write(&file, &text)?;
-    write_tree(&dir.path().join("patches"), nodes)?;
+    write_tree(&dir.path().join("patches"), nodes, common)?;
     println!(
-        "topology: {nodes} nodes, {} KiB; patch files: {} ({PATCHES_PER_LEVEL} per level)",
+        "topology: {nodes} nodes, {} KiB; patch files: {} ({common} in common/, \
+         {PATCHES_PER_LEVEL} in each other folder)",
         text.len() / 1024,
-        PATCHES_PER_LEVEL * (3 + nodes)
+        common + PATCHES_PER_LEVEL * (2 + nodes)
     );
 
     let secrets = SecretsBundle::generate_for_checks(

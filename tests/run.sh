@@ -3,8 +3,9 @@
 # jsonschema for the independent check of the topology's JSON Schema,
 # check-jsonschema for GitLab's CI schema and hadolint, into a venv under
 # target/; Debian's musl-tools and rustup's x86_64-unknown-linux-musl target for
-# the static build), checks for kubectl, then runs every test and the release
-# checks. README.md and .ci/run call this.
+# the static build), checks for kubectl, then runs every test, the release
+# checks and the hostile corpus against the release binary. README.md and .ci/run
+# call this.
 #   TALOSPROV_SKIP_DIST=1 tests/run.sh   # skip the two static builds (about 2 x 3 min)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,6 +80,14 @@ if [ "${TALOSPROV_SKIP_DIST:-0}" != 1 ]; then
   tests/dist/check_dist.sh
   echo "== the CI image (Containerfile, scripts/image-install.sh)"
   HADOLINT="$PWD/$venv/bin/hadolint" TALOSPROV_DIST="$PWD/target/dist-check/dist-a" tests/image/check_image.sh
+  # The hostile corpus again, against the release binary the archive ships (the test run
+  # above used the debug build): each input under 512 MiB of address space.
+  echo "== the hostile corpus against the release binary"
+  hostile=$(mktemp -d)
+  tar -xzf "${TALOSPROV_DIST_WORK:-target/dist-check}"/dist-a/talosprov-*-x86_64-unknown-linux-musl.tar.gz -C "$hostile"
+  TALOSPROV_HOSTILE_BIN=$(echo "$hostile"/talosprov-*/talosprov) \
+    cargo test --locked --test it hostile -- --nocapture
+  rm -rf "$hostile"
 else
   echo "== the release checks were skipped (TALOSPROV_SKIP_DIST=1)"
   HADOLINT="$PWD/$venv/bin/hadolint" tests/image/check_image.sh

@@ -76,7 +76,7 @@ impl Frontend for Console {
     }
 
     fn note(&self, text: &str) {
-        crate::ui::write_stderr(&format!("{text}\n"));
+        crate::ui::out::note(text);
     }
 
     fn diagnostics(&self, found: &[Diagnostic]) {

@@ -63,7 +63,7 @@ pub fn run(args: MachineconfigArgs) -> Result<Outcome, CommandError> {
 }
 
 fn run_patch(args: PatchArgs) -> Result<Outcome, CommandError> {
-    let text = std::fs::read_to_string(&args.config)
+    let text = talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, &args.config)
         .with_context(|| format!("cannot read the machine config {}", args.config.display()))?;
     let config = MachineConfig::parse(&text)
         .with_context(|| format!("{} is not a valid machine config", args.config.display()))?;
@@ -101,6 +101,6 @@ fn read_patch(arg: &str, position: usize) -> anyhow::Result<Patch> {
 }
 
 fn read_file(path: &Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path)
+    talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, path)
         .with_context(|| format!("cannot read the patch {}", path.display()))
 }

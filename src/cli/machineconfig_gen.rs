@@ -67,7 +67,7 @@ pub struct GenArgs {
 /// # Errors
 /// An unreadable or invalid secrets file, an invalid endpoint or version, or a closed stdout.
 pub fn run(args: GenArgs) -> Result<Outcome, CommandError> {
-    let text = std::fs::read_to_string(&args.secrets)
+    let text = talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, &args.secrets)
         .with_context(|| format!("cannot read the secrets bundle {}", args.secrets.display()))?;
     let secrets = parse_secrets_yaml(&text)
         .with_context(|| format!("cannot use the secrets bundle {}", args.secrets.display()))?;

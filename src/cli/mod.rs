@@ -187,6 +187,13 @@ pub fn main() -> ExitCode {
     let args = argv::normalise(std::env::args_os().collect(), &Cli::command());
     let cli = Cli::parse_from(args);
     crate::ui::init_logging(cli.verbose);
+    match talosprov_core::budgets::PatchBudgets::from_env(|n| std::env::var(n).ok()) {
+        Ok(budgets) => budgets.install(),
+        Err(e) => {
+            crate::ui::print_error(&anyhow::anyhow!("{e}"));
+            return ExitCode::from(1);
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

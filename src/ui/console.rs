@@ -8,14 +8,15 @@ pub fn stdin_is_terminal() -> bool {
     io::stdin().is_terminal()
 }
 
-/// Print `question`, then read one line; true only for `yes`, as OpenTofu
-/// asks ("Only 'yes' will be accepted to confirm.").
+/// Print `question` (its control characters escaped: it names addresses and
+/// locations), then read one line; true only for `yes`, as OpenTofu asks
+/// ("Only 'yes' will be accepted to confirm.").
 ///
 /// # Errors
 /// When stdin or stderr fail.
 pub fn confirm(question: &str) -> io::Result<bool> {
     let mut err = io::stderr().lock();
-    writeln!(err, "{question}")?;
+    writeln!(err, "{}", super::cell::text(question))?;
     writeln!(err, "  Only 'yes' will be accepted to confirm.")?;
     write!(err, "\n  Enter a value: ")?;
     err.flush()?;
@@ -34,7 +35,8 @@ pub fn print_raw(text: &str) -> io::Result<()> {
     out.flush()
 }
 
-/// Write `lines` to stdout, one per line.
+/// Write `lines` to stdout, one per line, exactly (they may be JSON or a
+/// value asked for, as `output -json` and `state show` print).
 ///
 /// # Errors
 /// When stdout is closed.

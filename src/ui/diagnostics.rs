@@ -2,6 +2,7 @@
 //! problem (colour only on a terminal without NO_COLOR), and a JSON object per
 //! problem with flat fields.
 
+use super::cell;
 use serde::Serialize;
 use std::fmt::Write as _;
 use talosprov_core::topology::{Diagnostic, Severity};
@@ -28,7 +29,11 @@ pub fn stderr_colour() -> bool {
 /// ```
 ///
 /// The `-->` line has `file`, `file:line` or `file:line:column` as known; the
-/// node and field lines appear when set. Ends with a newline.
+/// node and field lines appear when set. Ends with a newline. The message,
+/// file, node and field are shown as [`cell::line`]s: control characters
+/// (in an unknown key's name, a patch file's name) escaped, so that a
+/// diagnostic is always these lines and never rewrites the terminal; the
+/// JSON view ([`JsonDiagnostic`]) keeps them exact.
 pub fn render(d: &Diagnostic, colour: bool) -> String {
     let mut out = String::new();
     let (c, r, b) = match (colour, d.severity) {
@@ -42,17 +47,19 @@ pub fn render(d: &Diagnostic, colour: bool) -> String {
         d.severity,
         d.code.code(),
         d.code.name(),
-        d.message
+        cell::line(&d.message)
     );
+    let file = d.file.display().to_string();
+    let file = cell::line(&file);
     let _ = match d.pos {
-        Some(p) => writeln!(out, "  --> {}:{}:{}", d.file.display(), p.line, p.column),
-        None => writeln!(out, "  --> {}", d.file.display()),
+        Some(p) => writeln!(out, "  --> {file}:{}:{}", p.line, p.column),
+        None => writeln!(out, "  --> {file}"),
     };
     if let Some(node) = &d.node {
-        let _ = writeln!(out, "   = node: {node}");
+        let _ = writeln!(out, "   = node: {}", cell::line(node));
     }
     if let Some(field) = &d.field {
-        let _ = writeln!(out, "   = field: {field}");
+        let _ = writeln!(out, "   = field: {}", cell::line(field));
     }
     out
 }

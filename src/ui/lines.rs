@@ -1,6 +1,8 @@
 //! The words of the run's views, without any output: each event of the
 //! executor and of the final gate as the line a person reads. The progress
-//! view prints them; the JSON view carries them as `@message`.
+//! view prints them; the JSON view carries them as `@message`. They hold
+//! the values exactly: the progress view escapes them as it prints (see
+//! [`super::cell`]); the node table escapes and pads its cells itself.
 
 use std::time::Duration;
 
@@ -197,17 +199,5 @@ pub fn node_table(nodes: &[talosprov_engine::health::KubeNode]) -> String {
         }
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
-        .collect();
-    rows.iter()
-        .map(|r| {
-            let cells: Vec<String> = r
-                .iter()
-                .zip(&widths)
-                .map(|(cell, w)| format!("{cell:<w$}"))
-                .collect();
-            cells.join("   ").trim_end().to_owned() + "\n"
-        })
-        .collect()
+    super::cell::table(&rows, "", "   ")
 }

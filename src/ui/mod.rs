@@ -1,6 +1,7 @@
 //! Everything talosprov shows a person: errors, diagnostics, plans and progress.
 //! No other module writes to the terminal; `tracing` carries developer logs.
 
+pub mod cell;
 pub mod console;
 pub mod diagnostics;
 pub mod json;

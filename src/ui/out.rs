@@ -1,9 +1,13 @@
 //! The few ways anything reaches stdout or stderr outside the progress
 //! view: an error, a warning, a line, raw text. Each goes to the JSON view
-//! instead when `-json` is on, so stdout then holds only JSON lines.
+//! instead when `-json` is on, so stdout then holds only JSON lines. Errors,
+//! warnings, notes and lines have their control characters escaped on the
+//! console (see [`super::cell::text`]) and stay exact in the JSON view; raw
+//! text is written as it is.
 
 use std::io::Write;
 
+use super::cell;
 use super::json;
 
 /// Print an error and its causes on stderr, once: `Error: <message>` then one
@@ -16,16 +20,16 @@ pub fn print_error(e: &anyhow::Error) {
         return;
     }
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "Error: {e}");
+    let _ = writeln!(err, "Error: {}", cell::text(&e.to_string()));
     for cause in e.chain().skip(1) {
-        let _ = writeln!(err, "  caused by: {cause}");
+        let _ = writeln!(err, "  caused by: {}", cell::text(&cause.to_string()));
     }
 }
 
 /// Print one line on stdout. A closed pipe is ignored here; commands that print
 /// a lot use `std::io::stdout` and propagate the error instead.
 pub fn print_line(line: &str) {
-    let _ = writeln!(std::io::stdout().lock(), "{line}");
+    let _ = writeln!(std::io::stdout().lock(), "{}", cell::text(line));
 }
 
 /// Print a warning on stderr, prefixed `Warning: ` (in the JSON view, a
@@ -35,10 +39,21 @@ pub fn warn(message: &str) {
         json::diagnostic(json::Level::Warn, message, None);
         return;
     }
-    let _ = writeln!(std::io::stderr().lock(), "Warning: {message}");
+    let _ = writeln!(std::io::stderr().lock(), "Warning: {}", cell::text(message));
 }
 
-/// Write text to stdout as is (in the JSON view, a `log` object).
+/// Print a note (what a command is doing) on stderr, followed by a line
+/// break (in the JSON view, a `log` object with the text exact).
+pub fn note(text: &str) {
+    if json::enabled() {
+        json::log(&format!("{text}\n"));
+        return;
+    }
+    let _ = writeln!(std::io::stderr().lock(), "{}", cell::text(text));
+}
+
+/// Write text to stdout as is (in the JSON view, a `log` object): for text
+/// a view rendered, its values already escaped, or output meant exact.
 ///
 /// # Errors
 /// When stdout is closed (a broken pipe, say).
@@ -53,7 +68,8 @@ pub fn write_stdout(text: &str) -> std::io::Result<()> {
 }
 
 /// Write text to stderr as is; a closed stderr is ignored (in the JSON
-/// view, a `log` object on stdout).
+/// view, a `log` object on stdout): for text a view rendered (diagnostics,
+/// with their colours), its values already escaped.
 pub fn write_stderr(text: &str) {
     if json::enabled() {
         json::log(text);

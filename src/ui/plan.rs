@@ -4,11 +4,16 @@
 
 use std::fmt::Write;
 
+use super::cell;
+
 use talosprov_core::plan::{
     Action, Change, ConfigField, Conflict, DriftKind, Field, FieldChange, Plan, Summary,
 };
 
-/// The whole plan as text, ending with the summary line.
+/// The whole plan as text, ending with the summary line. Its values
+/// (addresses, reasons, field values, diff lines, messages) are shown with
+/// their control characters escaped and each line cut at
+/// [`cell::MAX_LINE_CHARS`] characters (see [`cell::text`]).
 pub fn render(plan: &Plan) -> String {
     let mut out = String::new();
     if !plan.refreshed && !plan.destroy {
@@ -92,7 +97,12 @@ pub fn render(plan: &Plan) -> String {
             if n == 1 { "it" } else { "them" },
         );
     }
-    out
+    // The plan itself writes no control character but its line breaks: this
+    // escapes only what came from the values.
+    match cell::text(&out) {
+        std::borrow::Cow::Borrowed(_) => out,
+        std::borrow::Cow::Owned(shown) => shown,
+    }
 }
 
 /// Each Helm add-on's effective values (secrets redacted) and whether this

@@ -13,6 +13,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use talosprov_core::state::Address;
 use talosprov_engine::apply::{EventKind, Update};
 
+use super::cell;
 use super::lines::verb;
 pub use super::lines::{
     STILL_EVERY, Tally, count, gate_outcome_text, gate_text, line, run_line, still_line,
@@ -26,7 +27,7 @@ pub fn retry_line(notice: &talosprov_engine::command::Notice) {
     let text = chars.next().map_or_else(String::new, |c| {
         c.to_uppercase().chain(chars).collect::<String>()
     });
-    super::out::write_stderr(&format!("{text}\n"));
+    super::out::write_stderr(&format!("{}\n", cell::text(&text)));
 }
 
 /// A step the plain view has seen start and not end.
@@ -36,10 +37,11 @@ struct Running {
     shown: tokio::time::Instant,
 }
 
+/// Write `text` after the time of day, its control characters escaped.
 fn stamped(out: &mut impl Write, text: &str) {
     let now = time::OffsetDateTime::now_utc();
     let stamp = format!("{:02}:{:02}:{:02}", now.hour(), now.minute(), now.second());
-    let _ = writeln!(out, "{stamp} {text}");
+    let _ = writeln!(out, "{stamp} {}", cell::text(text));
 }
 
 /// Print the final gate's event on stderr, timestamped as the plain view's lines.
@@ -144,7 +146,7 @@ pub async fn show(rx: UnboundedReceiver<Update>, live: bool) -> Tally {
             Update::Step(e) => e,
             run @ Update::Interrupted { .. } | run @ Update::Abandoned { .. } => {
                 if let Some(text) = run_line(&run) {
-                    let _ = multi.println(text);
+                    let _ = multi.println(cell::text(&text));
                 }
                 continue;
             }
@@ -153,18 +155,19 @@ pub async fn show(rx: UnboundedReceiver<Update>, live: bool) -> Tally {
         let bar = bars.entry(e.address.clone()).or_insert_with(|| {
             let b = multi.add(ProgressBar::new_spinner());
             b.set_style(style.clone());
-            b.set_prefix(e.address.to_string());
+            b.set_prefix(cell::cell_of(&e.address));
             b.enable_steady_tick(Duration::from_millis(120));
             b
         });
         match &e.kind {
             EventKind::Started { action } => bar.set_message(verb(*action).0),
-            EventKind::Progress { what } => bar.set_message(what.clone()),
+            EventKind::Progress { what } => bar.set_message(cell::line(what).into_owned()),
             EventKind::Warning { message } => {
-                let _ = multi.println(format!("Warning: {}: {message}", e.address));
+                let text = format!("Warning: {}: {message}", e.address);
+                let _ = multi.println(cell::text(&text));
             }
             EventKind::Retrying { .. } => {
-                let _ = multi.println(line(&e));
+                let _ = multi.println(cell::text(&line(&e)));
             }
             EventKind::Finished { .. } | EventKind::Failed { .. } | EventKind::Skipped { .. } => {
                 bar.set_style(done_style.clone());
@@ -173,7 +176,7 @@ pub async fn show(rx: UnboundedReceiver<Update>, live: bool) -> Tally {
                     .strip_prefix(&format!("{}: ", e.address))
                     .unwrap_or(&text)
                     .to_owned();
-                bar.finish_with_message(rest);
+                bar.finish_with_message(cell::line(&rest).into_owned());
             }
         }
     }

@@ -2,6 +2,7 @@
 //! schematics, nodes, each node's patches in merge order), and the JSON view of
 //! the same report.
 
+use super::cell::{self, cell_of};
 use super::diagnostics::{JsonDiagnostic, count_line};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -24,31 +25,9 @@ pub struct ValidateReport<'a> {
     pub diagnostics: &'a [Diagnostic],
 }
 
+/// The rows as a table, two spaces between columns (see [`cell::table`]).
 fn table(rows: &[Vec<String>], indent: &str) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = indent.to_owned();
-        for (c, cell) in r.iter().enumerate() {
-            if c + 1 == r.len() {
-                line.push_str(cell);
-            } else {
-                let _ = write!(line, "{cell:<w$}  ", w = widths[c]);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    cell::table(rows, indent, "  ")
 }
 
 /// The text summary of a valid topology (stdout of `validate`). Paths of
@@ -72,7 +51,7 @@ pub fn summary_text(report: &ValidateReport<'_>) -> String {
     let _ = writeln!(
         out,
         "\n{} is valid: {} node(s), {cps} control plane(s), {} worker(s); {}",
-        report.file.display(),
+        cell_of(report.file.display()),
         t.nodes.len(),
         t.nodes.len() - cps,
         count_line(report.diagnostics)
@@ -86,19 +65,21 @@ fn write_settings(out: &mut String, t: &Topology) {
     let c = &t.cluster;
     let p = &t.proxmox;
     let k8s = c.kubernetes_version.map_or_else(
-        || format!("the default for Talos {}", c.talos_version),
-        |v| v.to_string(),
+        || format!("the default for Talos {}", cell_of(c.talos_version)),
+        cell_of,
     );
     let _ = writeln!(
         out,
         "cluster {}: Talos {}, Kubernetes {k8s}",
-        c.name, c.talos_version
+        cell_of(&c.name),
+        cell_of(c.talos_version)
     );
     let _ = writeln!(
         out,
         "  endpoint {}{}",
-        c.endpoint,
-        c.vip.map_or(String::new(), |v| format!(" (VIP {v})"))
+        cell_of(&c.endpoint),
+        c.vip
+            .map_or(String::new(), |v| format!(" (VIP {})", cell_of(v)))
     );
     let dns = if c.nameservers.is_empty() {
         "Talos's default nameservers".to_owned()
@@ -107,7 +88,7 @@ fn write_settings(out: &mut String, t: &Topology) {
             "nameservers {}",
             c.nameservers
                 .iter()
-                .map(ToString::to_string)
+                .map(cell_of)
                 .collect::<Vec<_>>()
                 .join(", ")
         )
@@ -115,16 +96,22 @@ fn write_settings(out: &mut String, t: &Topology) {
     let _ = writeln!(
         out,
         "  network /{} via {}, {dns}; install disk {}",
-        c.prefix_length, c.gateway, c.install_disk
+        c.prefix_length,
+        cell_of(c.gateway),
+        cell_of(&c.install_disk)
     );
     let pool = p
         .pool
         .as_ref()
-        .map_or(String::new(), |pool| format!(", pool {pool}"));
+        .map_or(String::new(), |pool| format!(", pool {}", cell_of(pool)));
     let _ = writeln!(
         out,
         "proxmox {}: node {}, datastore {}, images on {}, bridge {}{pool}",
-        p.endpoint, p.node, p.datastore, p.image_storage, p.bridge
+        cell_of(&p.endpoint),
+        cell_of(&p.node),
+        cell_of(&p.datastore),
+        cell_of(&p.image_storage),
+        cell_of(&p.bridge)
     );
 }
 
@@ -207,23 +194,32 @@ fn write_nodes(out: &mut String, t: &Topology) {
     out.push_str(&table(&rows, "  "));
 }
 
-/// The add-ons in apply order, with their phase, source and namespace
-/// (nothing when there are none).
 /// Each pool's members with their allocation (the state's, when a command
 /// read one; else as a first apply would allocate them).
 fn write_pools(out: &mut String, t: &Topology) {
     for p in &t.pools {
-        let _ = writeln!(out, "\npool {} ({} replicas):", p.name, p.replicas);
+        let _ = writeln!(
+            out,
+            "\npool {} ({} replicas):",
+            cell_of(&p.name),
+            p.replicas
+        );
         for m in &p.members {
             let _ = writeln!(
                 out,
-                "  {:>3}  {:<24} {:<15} vmid {:<6} on {}",
-                m.index, m.hostname, m.ip, m.vmid, m.proxmox_node
+                "  {}  {} {} vmid {} on {}",
+                cell::pad_left(&cell_of(m.index), 3),
+                cell::pad(&cell_of(&m.hostname), 24),
+                cell::pad(&cell_of(m.ip), 15),
+                cell::pad(&cell_of(m.vmid), 6),
+                cell_of(&m.proxmox_node)
             );
         }
     }
 }
 
+/// The add-ons in apply order, with their phase, source and namespace
+/// (nothing when there are none).
 fn write_addons(out: &mut String, t: &Topology) {
     if t.addons.is_empty() {
         return;
@@ -280,7 +276,7 @@ fn write_patches(out: &mut String, report: &ValidateReport<'_>, t: &Topology) {
     let roots: Vec<String> = t
         .patches_dirs
         .iter()
-        .map(|d| d.display().to_string())
+        .map(|d| cell_of(d.display()))
         .collect();
     let _ = writeln!(out, "\npatches from {} (merge order):", roots.join(", "));
     // With one folder, paths are shown within it; with several, the folder
@@ -292,7 +288,7 @@ fn write_patches(out: &mut String, report: &ValidateReport<'_>, t: &Topology) {
         }
     };
     for (hostname, files) in report.patches {
-        let _ = writeln!(out, "  {hostname}:");
+        let _ = writeln!(out, "  {}:", cell_of(hostname));
         if files.is_empty() {
             out.push_str("    (none)\n");
         }
@@ -305,7 +301,7 @@ fn write_patches(out: &mut String, report: &ValidateReport<'_>, t: &Topology) {
     if !report.ignored.is_empty() {
         out.push_str("ignored (not patches):\n");
         for i in report.ignored {
-            let _ = writeln!(out, "  {}", i.display());
+            let _ = writeln!(out, "  {}", cell_of(i.display()));
         }
     }
 }

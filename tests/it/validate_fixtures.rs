@@ -143,9 +143,8 @@ fn missing_file_is_an_error_naming_the_file() {
     );
 }
 
-#[test]
-fn patch_work_over_the_bound_is_a_located_error_before_any_render() {
-    use talosprov_core::limits::{MAX_NODES, MAX_PATCH_APPLICATIONS};
+/// A cluster of `nodes` nodes whose `common/` holds `files` patches of about `size` bytes.
+fn patched_cluster(nodes: usize, files: usize, size: usize) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("dir");
     let mut t = String::from(
         "cluster:\n  name: big\n  talos_version: v1.13.8\n  gateway: 10.0.0.1\n  \
@@ -154,7 +153,7 @@ fn patch_work_over_the_bound_is_a_located_error_before_any_render() {
          endpoint: https://127.0.0.1:8006\nschematics:\n  base: {}\ndefault_schematic: base\n\
          nodes:\n",
     );
-    for i in 0..MAX_NODES {
+    for i in 0..nodes {
         let role = if i == 0 { "controlplane" } else { "worker" };
         t.push_str(&format!(
             "  - {{hostname: n{i}, ip: 10.0.{}.{}, role: {role}, vm_id: {}, cores: 2, \
@@ -167,30 +166,89 @@ fn patch_work_over_the_bound_is_a_located_error_before_any_render() {
     std::fs::write(dir.path().join("cluster.yaml"), t).expect("write");
     let common = dir.path().join("patches/common");
     std::fs::create_dir_all(&common).expect("mkdir");
-    // Just over the bound: every node uses every file of common/.
-    let files = MAX_PATCH_APPLICATIONS / MAX_NODES + 1;
     for k in 0..files {
+        let pad = "x".repeat(size.saturating_sub(40));
         std::fs::write(
             common.join(format!("{k:03}.yaml")),
-            format!("machine:\n  nodeLabels:\n    l{k}: \"x\"\n"),
+            format!("machine:\n  nodeLabels:\n    l{}: \"{pad}\"\n", k % 10),
         )
         .expect("write");
     }
+    dir
+}
+
+#[test]
+fn patch_bytes_over_the_command_budget_are_a_located_error_before_any_render() {
+    use talosprov_core::budgets::COMMAND_ENV;
+    let dir = patched_cluster(20, 4, 1000);
+    let run = |budget: &str| {
+        talosprov()
+            .current_dir(dir.path())
+            .args(["validate", "-f", "cluster.yaml"])
+            .env_remove("PROXMOX_VE_ENDPOINT")
+            .env(COMMAND_ENV, budget)
+            .output()
+            .expect("run")
+    };
+    let out = run("64KiB");
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("T043"), "{text}");
+    assert!(
+        text.contains("the nodes merge 77 KiB of patches in all"),
+        "{text}"
+    );
+    assert!(text.contains("64 KiB per command"), "{text}");
+    assert!(text.contains(COMMAND_ENV), "says how to raise it: {text}");
+    // Raised, the same tree validates.
+    let out = run("1MiB");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // A value that is not a size is refused by name.
+    let out = run("lots");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(COMMAND_ENV), "{}", stderr(&out));
+}
+
+#[test]
+fn patch_bytes_over_the_node_budget_name_the_node_and_the_largest_file() {
+    use talosprov_core::budgets::NODE_ENV;
+    let dir = patched_cluster(2, 3, 2000);
+    for args in [
+        &["validate", "-f", "cluster.yaml"][..],
+        &["render", "-f", "cluster.yaml", "n1"][..],
+    ] {
+        let out = talosprov()
+            .current_dir(dir.path())
+            .args(args)
+            .env_remove("PROXMOX_VE_ENDPOINT")
+            .env(NODE_ENV, "4KiB")
+            .output()
+            .expect("run");
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {text}");
+        assert!(
+            text.contains("node n0 merges 5 KiB of patches (3 files)")
+                || text.contains("node n1 merges 5 KiB of patches (3 files)"),
+            "{args:?}: {text}"
+        );
+        assert!(text.contains("common/000.yaml"), "{args:?}: {text}");
+        assert!(text.contains(NODE_ENV), "{args:?}: {text}");
+    }
+}
+
+#[test]
+fn a_thousand_nodes_sharing_two_hundred_patches_are_within_the_budgets() {
+    use talosprov_core::budgets::{DEFAULT_COMMAND_PATCH_BYTES, DEFAULT_NODE_PATCH_BYTES};
+    // 1,000 nodes × 200 shared patches of 1 KiB: what the budgets are sized to let through.
+    let per_node = 200 * 1024;
+    assert!(per_node <= DEFAULT_NODE_PATCH_BYTES);
+    assert!(1000 * per_node <= DEFAULT_COMMAND_PATCH_BYTES);
+    let dir = patched_cluster(1000, 200, 1024);
     let out = talosprov()
         .current_dir(dir.path())
         .args(["validate", "-f", "cluster.yaml"])
         .env_remove("PROXMOX_VE_ENDPOINT")
         .output()
         .expect("run");
-    let text = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(text.contains("T043"), "{text}");
-    assert!(
-        text.contains(&format!(
-            "the nodes use {} patch files in all",
-            files * MAX_NODES
-        )),
-        "{text}"
-    );
-    assert!(text.contains("patches"), "names the patch tree: {text}");
+    assert_eq!(out.status.code(), Some(0), "{:.2000}", stderr(&out));
 }

@@ -14,10 +14,12 @@
 #![deny(clippy::wildcard_enum_match_arm)]
 
 pub mod addon;
+pub mod budgets;
 pub mod diagnostics;
 pub mod duration;
 pub mod inputs;
 pub mod limits;
+pub mod load;
 pub mod machine;
 pub mod patch;
 pub mod paths;

@@ -89,17 +89,45 @@ impl fmt::Display for ReadError {
 impl std::error::Error for ReadError {}
 
 /// A value quoted for a message: whole when short, else its first
-/// [`MAX_QUOTED_CHARS`] characters and how much was left out.
+/// [`MAX_QUOTED_CHARS`] characters and how much was left out; its control
+/// characters (C0 with line breaks and tabs, DEL, C1) and invisible
+/// bidirectional formatting characters (U+061C, U+200E, U+200F,
+/// U+202A–U+202E, U+2066–U+2069) escaped as `\n`, `\x1b`, `\u{202e}`, so that
+/// a quoted value can neither rewrite a terminal nor break a message's line.
+/// Borrowed when nothing changes.
 pub fn quoted(value: &str) -> Cow<'_, str> {
-    let mut chars = value.char_indices();
-    match chars.nth(MAX_QUOTED_CHARS) {
-        None => Cow::Borrowed(value),
-        Some((cut, _)) => Cow::Owned(format!(
-            "{}… ({} more bytes)",
-            &value[..cut],
-            value.len() - cut
-        )),
+    fn is_unsafe(c: char) -> bool {
+        c.is_control()
+            || matches!(
+                c,
+                '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+            )
     }
+    fn push_escaped(out: &mut String, text: &str) {
+        for c in text.chars() {
+            match c {
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c if is_unsafe(c) && u32::from(c) < 0x80 => {
+                    out.push_str(&format!("\\x{:02x}", u32::from(c)));
+                }
+                c if is_unsafe(c) => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+                c => out.push(c),
+            }
+        }
+    }
+    let cut = value.char_indices().nth(MAX_QUOTED_CHARS).map(|(i, _)| i);
+    let shown = &value[..cut.unwrap_or(value.len())];
+    if cut.is_none() && !shown.chars().any(is_unsafe) {
+        return Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(shown.len() + 32);
+    push_escaped(&mut out, shown);
+    if let Some(cut) = cut {
+        out.push_str(&format!("… ({} more bytes)", value.len() - cut));
+    }
+    Cow::Owned(out)
 }
 
 /// A YAML text that goes beyond the bounds: where, and why.
@@ -244,5 +272,18 @@ mod tests {
         let q = quoted(&long);
         assert!(q.len() < 200, "{q}");
         assert!(q.ends_with("(9880 more bytes)"), "{q}");
+    }
+
+    #[test]
+    fn control_and_bidi_characters_are_quoted_escaped() {
+        assert_eq!(quoted("a\x1b[2Jb\r\n\t"), "a\\x1b[2Jb\\r\\n\\t");
+        assert_eq!(quoted("\u{7f}\u{9b}"), "\\x7f\\u{9b}");
+        assert_eq!(quoted("abc\u{202e}fed\u{2066}"), "abc\\u{202e}fed\\u{2066}");
+        assert!(matches!(quoted("plain é 日本"), Cow::Borrowed(_)));
+        let long = format!("\x1b{}", "y".repeat(10_000));
+        let q = quoted(&long);
+        assert!(q.starts_with("\\x1byyy"), "{q}");
+        assert!(q.ends_with("(9881 more bytes)"), "{q}");
+        assert!(!q.chars().any(char::is_control), "{q}");
     }
 }

@@ -1,23 +1,30 @@
-//! A `url` add-on's manifest file, downloaded over HTTP(S), bounded in size,
-//! and checked against the SHA-256 the topology pins before a byte of it is
-//! used. Transport failures, 429 and 5xx answers are retried with the one
+//! A `url` add-on's manifest file, downloaded over HTTP(S), bounded in size
+//! and in time, and checked against the SHA-256 the topology pins before a
+//! byte of it is used. Transport failures, a transfer slower than the
+//! minimum rate, 429 and 5xx answers are retried with the one
 //! [`talosprov_retry::Backoff`] pacing; a digest that differs is never
-//! retried (the file changed).
+//! retried (the file changed). The whole download, retries and their waits
+//! included, ends at [`SourceLimits::deadline`].
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use talosprov_retry::{Backoff, Notice, notify, transport_cause};
+use talosprov_retry::{Backoff, Notice, notify, seconds, transport_cause};
+use tokio::time::Instant;
+
+use crate::limits::{SourceLimits, raise_hint};
 
 /// The largest manifest file talosprov downloads, bytes (32 MiB: a bundle
 /// of CRDs such as the Prometheus operator's is a few MiB).
 pub const MAX_MANIFEST_BYTES: u64 = 32 * 1024 * 1024;
 
-/// Attempts per download before a transport failure, 429 or 5xx is final.
+/// Attempts per download before a transport failure, a slow transfer, 429
+/// or 5xx is final (fewer when the deadline comes first).
 pub const ATTEMPTS: u32 = 3;
 
-/// How long one request may take, headers and body.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long one connection may take to set up (TCP and TLS), at most.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a manifest could not be fetched.
 #[derive(Debug, thiserror::Error)]
@@ -25,8 +32,8 @@ pub enum FetchError {
     /// The HTTP client cannot be built (TLS roots unavailable).
     #[error("cannot set up the HTTP client")]
     Client(#[source] reqwest::Error),
-    /// No answer: connection refused, reset, TLS failure, timeout; after
-    /// [`ATTEMPTS`] attempts.
+    /// No answer: connection refused, reset, TLS failure; after [`ATTEMPTS`]
+    /// attempts.
     #[error("cannot download {url}: {cause}")]
     Transport {
         /// The URL.
@@ -41,6 +48,42 @@ pub enum FetchError {
         url: String,
         /// The HTTP status.
         status: reqwest::StatusCode,
+    },
+    /// Fewer than [`SourceLimits::min_bytes`] arrived over the last
+    /// [`SourceLimits::rate_window`] (the answer's headers included), in
+    /// each of [`ATTEMPTS`] attempts.
+    #[error(
+        "cannot download {url}: fewer than {min_bytes} bytes arrived in {} ({got} bytes in all), \
+         below talosprov's minimum rate for a download; the server or the network is stalled: \
+         check the URL, or serve the file from a closer mirror",
+        seconds(*window)
+    )]
+    TooSlow {
+        /// The URL.
+        url: String,
+        /// The minimum, in bytes per window.
+        min_bytes: u64,
+        /// The window.
+        window: Duration,
+        /// The body bytes received by the last attempt.
+        got: u64,
+    },
+    /// The download, retries included, was not done by
+    /// [`SourceLimits::deadline`].
+    #[error(
+        "cannot download {url}: not done within the deadline of {} for a download, retries \
+         included{}; {}",
+        seconds(*deadline),
+        match last { Some(cause) => format!(" (before: {cause})"), None => String::new() },
+        raise_hint()
+    )]
+    Deadline {
+        /// The URL.
+        url: String,
+        /// The deadline that passed.
+        deadline: Duration,
+        /// Why the attempt before the last one failed, when one did.
+        last: Option<String>,
     },
     /// The body is longer than [`MAX_MANIFEST_BYTES`]; reading stopped there.
     #[error("{url} is over talosprov's limit of {} MiB for a manifest file", MAX_MANIFEST_BYTES / (1024 * 1024))]
@@ -73,22 +116,25 @@ pub enum FetchError {
 pub struct Fetcher {
     http: reqwest::Client,
     backoff: Backoff,
+    limits: SourceLimits,
 }
 
 impl Fetcher {
-    /// A fetcher with [`REQUEST_TIMEOUT`] per request and the default pacing.
+    /// A fetcher bounded by `limits` (each download's deadline and minimum
+    /// rate), with the default pacing of retries.
     ///
     /// # Errors
     /// [`FetchError::Client`] when the HTTP client cannot be built.
-    pub fn new() -> Result<Self, FetchError> {
+    pub fn new(limits: SourceLimits) -> Result<Self, FetchError> {
         let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT.min(limits.deadline))
             .user_agent(concat!("talosprov/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(FetchError::Client)?;
         Ok(Fetcher {
             http,
             backoff: Backoff::default(),
+            limits,
         })
     }
 
@@ -101,15 +147,29 @@ impl Fetcher {
     /// The text at `url`, once its SHA-256 is `sha256` (lowercase hex).
     ///
     /// # Errors
-    /// [`FetchError`]: transport failures and 429/5xx answers still there
-    /// after [`ATTEMPTS`] attempts, other non-2xx answers, a body over
-    /// [`MAX_MANIFEST_BYTES`], a digest that differs, a file that is not
-    /// UTF-8.
+    /// [`FetchError`]: transport failures, slow transfers and 429/5xx
+    /// answers still there after [`ATTEMPTS`] attempts, other non-2xx
+    /// answers, the deadline passed, a body over [`MAX_MANIFEST_BYTES`], a
+    /// digest that differs, a file that is not UTF-8.
     pub async fn manifest(&self, url: &str, sha256: &str) -> Result<String, FetchError> {
+        let mut last = None;
+        match tokio::time::timeout(self.limits.deadline, self.attempts(url, &mut last)).await {
+            Ok(bytes) => check(url, sha256, bytes?),
+            Err(_) => Err(FetchError::Deadline {
+                url: url.to_owned(),
+                deadline: self.limits.deadline,
+                last,
+            }),
+        }
+    }
+
+    /// Every attempt at `url`, with the waits between them; `last` keeps why
+    /// the latest one failed.
+    async fn attempts(&self, url: &str, last: &mut Option<String>) -> Result<Vec<u8>, FetchError> {
         let mut attempt = 1;
         loop {
             let (retryable, error) = match self.once(url).await {
-                Ok(bytes) => return check(url, sha256, bytes),
+                Ok(bytes) => return Ok(bytes),
                 Err(e) => e,
             };
             if !retryable || attempt >= ATTEMPTS {
@@ -117,6 +177,7 @@ impl Fetcher {
             }
             let delay = self.backoff.delay(attempt - 1);
             attempt += 1;
+            *last = Some(error.to_string());
             notify(&Notice {
                 what: format!("download {url}"),
                 cause: error.to_string(),
@@ -138,7 +199,26 @@ impl Fetcher {
                 },
             )
         };
-        let mut response = self.http.get(url).send().await.map_err(|e| transport(&e))?;
+        let mut rate = Rate::new(&self.limits, Instant::now());
+        let too_slow = |got: u64| {
+            (
+                true,
+                FetchError::TooSlow {
+                    url: url.to_owned(),
+                    min_bytes: self.limits.min_bytes,
+                    window: self.limits.rate_window,
+                    got,
+                },
+            )
+        };
+        let sent = self.http.get(url).send();
+        let mut response = match rate.fails_at() {
+            Some(at) => tokio::time::timeout_at(at, sent)
+                .await
+                .map_err(|_| too_slow(0))?,
+            None => sent.await,
+        }
+        .map_err(|e| transport(&e))?;
         let status = response.status();
         if !status.is_success() {
             let retry =
@@ -166,13 +246,81 @@ impl Fetcher {
             return Err(too_large());
         }
         let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| transport(&e))? {
+        loop {
+            let next = response.chunk();
+            let chunk = match rate.fails_at() {
+                Some(at) => tokio::time::timeout_at(at, next)
+                    .await
+                    .map_err(|_| too_slow(body.len() as u64))?,
+                None => next.await,
+            }
+            .map_err(|e| transport(&e))?;
+            let Some(chunk) = chunk else {
+                return Ok(body);
+            };
             if (body.len() + chunk.len()) as u64 > MAX_MANIFEST_BYTES {
                 return Err(too_large());
             }
+            rate.arrived(Instant::now(), chunk.len() as u64);
             body.extend_from_slice(&chunk);
         }
-        Ok(body)
+    }
+}
+
+/// The bytes of one attempt that arrived within the last window, to tell
+/// when the transfer falls below the minimum rate.
+#[derive(Debug)]
+struct Rate {
+    min_bytes: u64,
+    window: Duration,
+    /// When the request was sent: no verdict before one window has passed.
+    start: Instant,
+    /// Each chunk of the last window: when it came, and its size.
+    recent: VecDeque<(Instant, u64)>,
+    /// The sum of `recent`'s sizes.
+    sum: u64,
+}
+
+impl Rate {
+    fn new(limits: &SourceLimits, start: Instant) -> Self {
+        Rate {
+            min_bytes: limits.min_bytes,
+            window: limits.rate_window,
+            start,
+            recent: VecDeque::new(),
+            sum: 0,
+        }
+    }
+
+    /// Count `n` bytes that arrived at `now`, and forget what left the window.
+    fn arrived(&mut self, now: Instant, n: u64) {
+        self.recent.push_back((now, n));
+        self.sum += n;
+        while let Some(&(at, size)) = self.recent.front() {
+            if at + self.window > now {
+                break;
+            }
+            self.sum -= size;
+            self.recent.pop_front();
+        }
+    }
+
+    /// When fewer than the minimum will have arrived over the last window,
+    /// should nothing more come; `None` when the check is off.
+    fn fails_at(&self) -> Option<Instant> {
+        if self.min_bytes == 0 {
+            return None;
+        }
+        let mut sum = self.sum;
+        let mut at = self.start + self.window;
+        for &(came, size) in &self.recent {
+            if sum < self.min_bytes {
+                break;
+            }
+            sum -= size;
+            at = at.max(came + self.window);
+        }
+        Some(at)
     }
 }
 
@@ -241,7 +389,11 @@ mod tests {
     }
 
     fn fetcher() -> Fetcher {
-        Fetcher::new().expect("client").with_backoff(Backoff {
+        limited(SourceLimits::default())
+    }
+
+    fn limited(limits: SourceLimits) -> Fetcher {
+        Fetcher::new(limits).expect("client").with_backoff(Backoff {
             initial: Duration::from_millis(1),
             max: Duration::from_millis(2),
         })
@@ -313,5 +465,137 @@ mod tests {
             .expect_err("refused");
         assert!(matches!(e, FetchError::Transport { .. }), "{e}");
         assert!(e.to_string().contains(&url), "{e}");
+    }
+
+    /// A loopback server that sends `head` on every connection, then the
+    /// bytes of `body` one per `pace`, then holds the connection open.
+    async fn trickle(head: &'static str, body: &'static [u8], pace: Duration) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/slow.yaml", listener.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut request = [0u8; 4096];
+                    let _ = stream.read(&mut request).await;
+                    if stream.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    for b in body {
+                        tokio::time::sleep(pace).await;
+                        if stream.write_all(&[*b]).await.is_err() {
+                            return;
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_secs(600)).await;
+                });
+            }
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn a_server_that_trickles_fails_with_the_rate_error_long_before_the_deadline() {
+        let body: &[u8] = &[b'a'; 1000];
+        let url = trickle(
+            "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n",
+            body,
+            Duration::from_secs(1),
+        )
+        .await;
+        let limits = SourceLimits {
+            deadline: Duration::from_secs(600),
+            min_bytes: 64,
+            rate_window: Duration::from_millis(500),
+        };
+        let started = std::time::Instant::now();
+        let e = limited(limits)
+            .manifest(&url, &sha(TEXT))
+            .await
+            .expect_err("too slow");
+        assert!(started.elapsed() < Duration::from_secs(20), "{e}");
+        assert!(
+            matches!(e, FetchError::TooSlow { min_bytes: 64, .. }),
+            "{e}"
+        );
+        let text = e.to_string();
+        assert!(text.contains(&url), "{text}");
+        assert!(
+            text.contains("fewer than 64 bytes arrived in 0.5 s"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_server_that_never_answers_ends_at_the_deadline_naming_the_variable() {
+        let url = trickle("", b"", Duration::ZERO).await;
+        let limits = SourceLimits {
+            deadline: Duration::from_millis(300),
+            min_bytes: 0,
+            rate_window: Duration::from_secs(10),
+        };
+        let started = std::time::Instant::now();
+        let e = limited(limits)
+            .manifest(&url, &sha(TEXT))
+            .await
+            .expect_err("deadline");
+        assert!(started.elapsed() < Duration::from_secs(20), "{e}");
+        assert!(matches!(e, FetchError::Deadline { .. }), "{e}");
+        let text = e.to_string();
+        assert!(text.contains(&url), "{text}");
+        assert!(text.contains("deadline of 0.3 s"), "{text}");
+        assert!(text.contains("TALOSPROV_SOURCE_TIMEOUT"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn the_waits_between_retries_count_in_the_deadline() {
+        let (url, count) = serve(vec![(503, Vec::new())]).await;
+        let limits = SourceLimits {
+            deadline: Duration::from_millis(500),
+            ..SourceLimits::default()
+        };
+        let fetcher = Fetcher::new(limits).expect("client").with_backoff(Backoff {
+            initial: Duration::from_secs(300),
+            max: Duration::from_secs(300),
+        });
+        let started = std::time::Instant::now();
+        let e = fetcher
+            .manifest(&url, &sha(TEXT))
+            .await
+            .expect_err("deadline");
+        assert!(started.elapsed() < Duration::from_secs(20), "{e}");
+        let text = e.to_string();
+        assert!(text.contains("before: cannot download"), "{text}");
+        assert!(text.contains("503"), "{text}");
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn the_rate_fails_once_the_last_window_holds_too_little() {
+        let t0 = Instant::now();
+        let limits = SourceLimits {
+            deadline: Duration::from_secs(120),
+            min_bytes: 100,
+            rate_window: Duration::from_secs(10),
+        };
+        let mut rate = Rate::new(&limits, t0);
+        assert_eq!(rate.fails_at(), Some(t0 + Duration::from_secs(10)));
+        rate.arrived(t0 + Duration::from_secs(1), 60);
+        rate.arrived(t0 + Duration::from_secs(5), 60);
+        // Once the first 60 leave the window, 60 < 100 are left.
+        assert_eq!(rate.fails_at(), Some(t0 + Duration::from_secs(11)));
+        rate.arrived(t0 + Duration::from_secs(12), 500);
+        assert_eq!(rate.sum, 560);
+        assert_eq!(rate.fails_at(), Some(t0 + Duration::from_secs(22)));
+        let off = Rate::new(
+            &SourceLimits {
+                min_bytes: 0,
+                ..limits
+            },
+            t0,
+        );
+        assert_eq!(off.fails_at(), None);
     }
 }

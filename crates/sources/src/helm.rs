@@ -1,6 +1,7 @@
 //! Running `helm template`: the program is `TALOSPROV_HELM`, else `helm` on
 //! `PATH`; the values go in a private temporary file passed with `--values`;
-//! the output is bounded and the run has a deadline. Helm fetches the chart
+//! the output is bounded and the run has a deadline ([`SourceLimits::deadline`]),
+//! after which its whole process group is killed. Helm fetches the chart
 //! itself (from the repository or the OCI registry), so this needs the
 //! network the chart lives on; nothing else in talosprov runs `helm`.
 
@@ -8,7 +9,12 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use talosprov_retry::seconds;
 use tokio::io::AsyncReadExt as _;
+
+#[cfg(doc)]
+use crate::limits::SourceLimits;
+use crate::limits::raise_hint;
 
 /// The variable that names the `helm` program to run.
 pub const HELM_ENV: &str = "TALOSPROV_HELM";
@@ -19,9 +25,6 @@ pub const MAX_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The most of its error output kept for the message, bytes.
 pub const MAX_STDERR_BYTES: u64 = 16 * 1024;
-
-/// How long one `helm template` may run, chart download included.
-pub const DEADLINE: Duration = Duration::from_secs(600);
 
 /// Why `helm template` gave no manifests.
 #[derive(Debug, thiserror::Error)]
@@ -61,11 +64,18 @@ pub enum HelmError {
         /// The command line.
         command: String,
     },
-    /// It ran past [`DEADLINE`], and was stopped.
-    #[error("`{command}` ran for more than {} s, and was stopped", DEADLINE.as_secs())]
+    /// It ran past its deadline ([`SourceLimits::deadline`]), and was
+    /// killed with its process group.
+    #[error(
+        "`{command}` ran for more than the deadline of {} for a helm run, and was killed; {}",
+        seconds(*deadline),
+        raise_hint()
+    )]
     Timeout {
         /// The command line.
         command: String,
+        /// The deadline that passed.
+        deadline: Duration,
     },
     /// Its output is not UTF-8.
     #[error("`{command}` printed something that is not UTF-8 text")]
@@ -98,17 +108,20 @@ pub fn find_helm(helm_env: Option<&str>, path: Option<&str>) -> Result<PathBuf, 
         .ok_or(HelmError::NotFound { given: None })
 }
 
-/// Run `program` with `args` and `--values <file>` holding `values_yaml`;
-/// its standard output.
+/// Run `program` with `args` and `--values <file>` holding `values_yaml`, in
+/// a process group of its own; its standard output. When `deadline` passes
+/// first, the whole group (helm and anything it started) is killed with
+/// SIGKILL, and so it is when this future is dropped before the end.
 ///
 /// # Errors
 /// [`HelmError`]: the program cannot start, exits with an error (its error
-/// output in the message), prints too much, runs too long, or prints
+/// output in the message), prints too much, runs past `deadline`, or prints
 /// something that is not text.
 pub async fn template(
     program: &Path,
     args: &[String],
     values_yaml: &str,
+    deadline: Duration,
 ) -> Result<String, HelmError> {
     let io = |source| HelmError::Io {
         program: program.to_path_buf(),
@@ -125,16 +138,20 @@ pub async fn template(
         .tempfile()
         .map_err(io)?;
     std::io::Write::write_all(&mut values, values_yaml.as_bytes()).map_err(io)?;
-    let mut child = tokio::process::Command::new(program)
+    let mut command_line = tokio::process::Command::new(program);
+    command_line
         .args(args)
         .arg("--values")
         .arg(values.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(io)?;
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    command_line.process_group(0);
+    let mut child = command_line.spawn().map_err(io)?;
+    // Kills the group on every way out until the child is reaped.
+    let mut group = Group(child.id());
     let mut stdout = child.stdout.take().expect("piped stdout");
     let stderr = child.stderr.take().expect("piped stderr");
     // Both pipes at once: a program that fills one while talosprov waits on
@@ -153,14 +170,26 @@ pub async fn template(
         err.truncate(MAX_STDERR_BYTES as usize);
         Ok::<_, HelmError>((out, err))
     };
-    let (out, err) = match tokio::time::timeout(DEADLINE, run).await {
+    let start = tokio::time::Instant::now();
+    let (out, err) = match tokio::time::timeout_at(start + deadline, run).await {
         Ok(r) => r?,
-        Err(_) => return Err(HelmError::Timeout { command }),
+        Err(_) => {
+            group.kill();
+            let _ = child.wait().await;
+            return Err(HelmError::Timeout { command, deadline });
+        }
     };
     if out.len() as u64 > MAX_OUTPUT_BYTES {
         return Err(HelmError::TooLarge { command });
     }
-    let status = child.wait().await.map_err(io)?;
+    // Both pipes closed: it may still run (a child of it holding them was
+    // killed, or it closed them itself), so the deadline holds here too.
+    let status = match tokio::time::timeout_at(start + deadline, child.wait()).await {
+        Ok(status) => status.map_err(io)?,
+        Err(_) => return Err(HelmError::Timeout { command, deadline }),
+    };
+    // Reaped: its process group ID may be reused from now on.
+    group.0 = None;
     if !status.success() {
         return Err(HelmError::Failed {
             command,
@@ -169,6 +198,36 @@ pub async fn template(
         });
     }
     String::from_utf8(out).map_err(|_| HelmError::NotUtf8 { command })
+}
+
+/// A `helm` run's process group, killed with SIGKILL when dropped while the
+/// run's leader is not yet reaped (its ID cannot be reused until then).
+struct Group(Option<u32>);
+
+impl Group {
+    /// Kill every process of the group, once.
+    fn kill(&mut self) {
+        #[cfg(unix)]
+        if let Some(pid) = self
+            .0
+            .take()
+            .and_then(|id| i32::try_from(id).ok())
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            // ESRCH (all gone) is fine.
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+        #[cfg(not(unix))]
+        {
+            self.0 = None;
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 #[cfg(test)]
@@ -215,7 +274,9 @@ mod tests {
                while [ "$1" != --values ]; do shift; done; cat "$2""#,
         );
         let args = vec!["template".to_owned(), "cni".to_owned()];
-        let out = template(&helm, &args, "a: 1\n").await.expect("ran");
+        let out = template(&helm, &args, "a: 1\n", crate::limits::DEFAULT_DEADLINE)
+            .await
+            .expect("ran");
         assert_eq!(out, "template\ncni\n--values\nVALUES\na: 1\n");
     }
 
@@ -226,9 +287,59 @@ mod tests {
             dir.path(),
             "echo 'Error: chart \"nope\" not found' >&2; exit 1",
         );
-        let e = template(&helm, &["template".to_owned()], "")
-            .await
-            .expect_err("failed");
+        let e = template(
+            &helm,
+            &["template".to_owned()],
+            "",
+            crate::limits::DEFAULT_DEADLINE,
+        )
+        .await
+        .expect_err("failed");
         assert!(e.to_string().contains("chart \"nope\" not found"), "{e}");
+    }
+
+    /// Whether process `pid` is gone (or a zombie waiting for its parent).
+    fn gone(pid: &str) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_program_past_its_deadline_is_killed_with_its_process_group() {
+        let dir = tempfile::tempdir().expect("dir");
+        let pids = dir.path().join("pids");
+        // A helm that starts a child of its own, then hangs.
+        let helm = program(
+            dir.path(),
+            &format!(
+                "sleep 300 &\necho \"$$ $!\" > {}\nsleep 300",
+                pids.display()
+            ),
+        );
+        let started = std::time::Instant::now();
+        let e = template(&helm, &["template".to_owned()], "", Duration::from_secs(1))
+            .await
+            .expect_err("killed");
+        assert!(started.elapsed() < Duration::from_secs(20), "{e}");
+        assert!(matches!(e, HelmError::Timeout { .. }), "{e}");
+        let text = e.to_string();
+        assert!(text.contains(&helm.display().to_string()), "{text}");
+        assert!(text.contains("deadline of 1 s"), "{text}");
+        assert!(text.contains("TALOSPROV_SOURCE_TIMEOUT"), "{text}");
+        let pids = std::fs::read_to_string(&pids).expect("pids written");
+        for pid in pids.split_whitespace() {
+            let until = std::time::Instant::now() + Duration::from_secs(20);
+            while !gone(pid) {
+                assert!(
+                    std::time::Instant::now() < until,
+                    "process {pid} still runs"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
     }
 }

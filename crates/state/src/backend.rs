@@ -77,6 +77,12 @@ impl BackendError {
     }
 }
 
+impl From<crate::bounded::FileError> for BackendError {
+    fn from(e: crate::bounded::FileError) -> Self {
+        BackendError::Local(LocalError::File(e))
+    }
+}
+
 /// A local backend operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
@@ -91,6 +97,10 @@ pub enum LocalError {
         #[source]
         source: io::Error,
     },
+    /// A file (the state, its backup, the lock file) is not a regular file,
+    /// or is over its limit ([`crate::bounded`]); the message names it.
+    #[error(transparent)]
+    File(#[from] crate::bounded::FileError),
     /// `unlock` named another lock than the one recorded.
     #[error(
         "lock ID {requested} does not match the lock on {} (held with ID {held})",
@@ -194,6 +204,25 @@ pub enum HttpError {
     EmptyBody {
         /// The state URL.
         url: String,
+    },
+    /// The answer's body is longer than [`crate::bounded::MAX_STATE_BYTES`]:
+    /// reading stopped there.
+    #[error(
+        "{what}: {method} {url} answered with a body of {bytes} bytes or more, over \
+         talosprov's limit of {} for a state",
+        crate::bounded::size_text(*limit)
+    )]
+    TooLarge {
+        /// What was being done.
+        what: &'static str,
+        /// The request method.
+        method: String,
+        /// The request URL, without credentials.
+        url: String,
+        /// The size seen: the `Content-Length`, or the limit plus one.
+        bytes: u64,
+        /// The limit, in bytes.
+        limit: u64,
     },
     /// `force-unlock` on a state that is not locked.
     #[error("the state at {url} is not locked")]

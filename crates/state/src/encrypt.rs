@@ -245,7 +245,9 @@ fn parse_keys<T: std::str::FromStr>(path: &Path, prefix: &str) -> Result<Vec<T>,
         path: path.to_path_buf(),
         reason,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let bytes = crate::bounded::read_file(path, "the key file", crate::bounded::MAX_KEY_FILE_BYTES)
+        .map_err(|e| bad(e.problem.to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|_| bad("it is not UTF-8 text".to_owned()))?;
     let mut keys = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();

@@ -13,6 +13,7 @@ use url::Url;
 
 pub use super::backend::HttpError;
 use super::backend::{Backend, BackendError};
+use super::bounded::MAX_STATE_BYTES;
 use super::holder::liveness;
 use super::{HolderProcess, HttpBackendConfig, LockHeld, LockInfo, TakenOver};
 
@@ -103,11 +104,19 @@ impl HttpBackend {
                         .get("Content-MD5")
                         .and_then(|v| v.to_str().ok())
                         .map(str::to_owned);
-                    resp.bytes().await.map(|b| Answer {
-                        status,
-                        md5,
-                        body: b.to_vec(),
-                    })
+                    match bounded_body(resp, MAX_STATE_BYTES).await {
+                        Ok(Ok(body)) => Ok(Answer { status, md5, body }),
+                        Ok(Err(bytes)) => {
+                            return Err(HttpError::TooLarge {
+                                what,
+                                method: method.to_string(),
+                                url: without_credentials(url),
+                                bytes,
+                                limit: MAX_STATE_BYTES,
+                            });
+                        }
+                        Err(e) => Err(e),
+                    }
                 }
                 Err(e) => Err(e),
             };
@@ -159,16 +168,41 @@ impl HttpBackend {
     }
 }
 
+/// The body of `resp`, read as it streams in and never past `limit` bytes
+/// ([`MAX_STATE_BYTES`]): `Ok(Err(bytes))` when it is longer (its
+/// `Content-Length`, or the limit plus one), with nothing more read.
+async fn bounded_body(
+    mut resp: reqwest::Response,
+    limit: u64,
+) -> Result<Result<Vec<u8>, u64>, reqwest::Error> {
+    if let Some(n) = resp.content_length().filter(|n| *n > limit) {
+        return Ok(Err(n));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await? {
+        if (body.len() + chunk.len()) as u64 > limit {
+            return Ok(Err(limit + 1));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Ok(body))
+}
+
+/// `url` without a user name or password, for messages.
+fn without_credentials(url: &Url) -> String {
+    let mut u = url.clone();
+    let _ = u.set_password(None);
+    let _ = u.set_username("");
+    u.to_string()
+}
+
 fn method(m: &str) -> Result<Method, HttpError> {
     Method::from_bytes(m.as_bytes()).map_err(|_| HttpError::Method(m.to_owned()))
 }
 
 impl Backend for HttpBackend {
     fn describe(&self) -> String {
-        let mut u = self.config.address.clone();
-        let _ = u.set_password(None);
-        let _ = u.set_username("");
-        u.to_string()
+        without_credentials(&self.config.address)
     }
 
     async fn get(&self) -> Result<Option<Vec<u8>>, BackendError> {
@@ -416,6 +450,76 @@ mod tests {
     fn description_hides_url_credentials() {
         let b = HttpBackend::new(config(1, 1)).unwrap();
         assert_eq!(b.describe(), "http://127.0.0.1:9/state");
+    }
+
+    /// A loopback server that answers every connection with `head`, then
+    /// writes `chunk` (chunked encoding) until the client goes away.
+    async fn endless(head: &'static str, chunk: Option<Vec<u8>>) -> Url {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = Url::parse(&format!("http://{}/state", listener.local_addr().unwrap())).unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let chunk = chunk.clone();
+                tokio::spawn(async move {
+                    let mut request = [0u8; 4096];
+                    let _ = stream.read(&mut request).await;
+                    if stream.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let Some(chunk) = chunk else {
+                        // Holds the connection open, as a stalled server would.
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                        return;
+                    };
+                    let frame =
+                        [format!("{:x}\r\n", chunk.len()).as_bytes(), &chunk, b"\r\n"].concat();
+                    while stream.write_all(&frame).await.is_ok() {}
+                });
+            }
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_not_read_past_it() {
+        let client = reqwest::Client::new();
+        let url = endless(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            Some(vec![b'x'; 4096]),
+        )
+        .await;
+        let resp = client.get(url).send().await.unwrap();
+        assert_eq!(bounded_body(resp, 100_000).await.unwrap(), Err(100_001));
+        let url = endless(
+            "HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n",
+            None,
+        )
+        .await;
+        let resp = client.get(url).send().await.unwrap();
+        assert_eq!(
+            bounded_body(resp, MAX_STATE_BYTES).await.unwrap(),
+            Err(999_999_999_999)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_state_answer_over_the_limit_is_an_error_naming_the_url_not_the_password() {
+        let url = endless(
+            "HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n",
+            None,
+        )
+        .await;
+        let mut c = config(1, 1);
+        c.address = url.clone();
+        c.address.set_username("user").unwrap();
+        c.address.set_password(Some("hunter2")).unwrap();
+        let e = HttpBackend::new(c).unwrap().get().await.unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains(&format!("GET {url}")), "{text}");
+        assert!(text.contains("999999999999 bytes or more"), "{text}");
+        assert!(text.contains("limit of 256 MiB"), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
     }
 
     #[test]

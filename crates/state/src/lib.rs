@@ -1,12 +1,14 @@
 //! The state's storage: the backends (`local` file, `http` as GitLab serves
 //! it), the lock holder as the system tells it (`holder`), age encryption at
-//! rest (`encrypt`), and `StateStore`, which joins them. Only this crate touches
+//! rest (`encrypt`), the bounded reader of every file it reads (`bounded`),
+//! and `StateStore`, which joins them. Only this crate touches
 //! the state file. The format itself is pure and lives in
 //! `talosprov_core::state`, re-exported here.
 
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod bounded;
 pub mod encrypt;
 pub mod holder;
 pub mod http;
@@ -14,6 +16,7 @@ pub mod local;
 pub mod store;
 
 pub use backend::{Backend, BackendError};
+pub use bounded::{FileError, MAX_STATE_BYTES};
 pub use store::{Loaded, StateStore, StoreError};
 pub use talosprov_core::state::{
     Address, BackendConfig, CreateIntent, FORMAT_VERSION, HolderProcess, HttpBackendConfig,

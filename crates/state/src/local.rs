@@ -4,8 +4,8 @@
 //! a lock file whose OS lock the kernel releases when its holder dies. Follows
 //! OpenTofu `internal/states/statemgr/filesystem.go`.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, Write};
+use std::fs::{self, File};
+use std::io::{self, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,12 +14,23 @@ use fs4::fs_std::FileExt;
 
 pub use super::backend::LocalError;
 use super::backend::{Backend, BackendError};
+use super::bounded::{
+    FileError, MAX_LOCK_INFO_BYTES, MAX_STATE_BYTES, check_regular, nonblocking, read_file,
+    read_open,
+};
 use super::holder::{host_name, liveness};
 use super::summary::{KeepReason, Summary, keep_backup};
 use super::{HolderProcess, LockHeld, LockInfo, TakenOver};
 use talosprov_core::paths::folder_of;
 
 pub use talosprov_core::state::config::DEFAULT_STATE_FILE;
+
+/// The state file's role in messages.
+const STATE: &str = "the state file";
+/// The backup's role in messages.
+const BACKUP: &str = "the state backup";
+/// The lock file's role in messages.
+const LOCK: &str = "the lock file";
 
 /// A `.backup` kept as it was by this run, rather than replaced by a state
 /// holding less than it (see [`keep_backup`]).
@@ -85,7 +96,7 @@ impl LocalBackend {
     /// what the backup holds; or, without a usable backup, what else to do.
     pub fn restore_hint(&self) -> String {
         let (path, backup) = (self.path.display(), self.backup_path());
-        match fs::read(&backup) {
+        match read_file(&backup, BACKUP, MAX_STATE_BYTES) {
             Ok(bytes) => match Summary::of(&bytes) {
                 Some(summary) => format!(
                     "restore it from {} ({summary}: the state before the last run that \
@@ -143,12 +154,12 @@ impl LocalBackend {
 
     fn read_lock_info(&self) -> Result<Option<LockInfo>, BackendError> {
         let lock_path = self.lock_path();
-        match fs::read(&lock_path) {
+        match read_file(&lock_path, LOCK, MAX_LOCK_INFO_BYTES) {
             Ok(bytes) if bytes.is_empty() => Ok(None),
             // An unreadable lock file still means locked: report what we can.
             Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).unwrap_or_default())),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(self.io("read the lock file", &lock_path)(e)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -157,14 +168,36 @@ impl LocalBackend {
     /// we waited). `None` when another live process holds the OS lock.
     fn open_and_lock(&self) -> Result<Option<File>, BackendError> {
         let lock_path = self.lock_path();
+        let not_a_file = |meta: &fs::Metadata| -> Result<(), BackendError> {
+            check_regular(meta, MAX_LOCK_INFO_BYTES).map_err(|problem| {
+                FileError {
+                    file: LOCK,
+                    path: lock_path.clone(),
+                    problem,
+                }
+                .into()
+            })
+        };
         loop {
-            let file = OpenOptions::new()
+            // Judged before it is opened (opening a FIFO for writing would
+            // wait for a reader), and again once open.
+            match fs::metadata(&lock_path) {
+                Ok(meta) => not_a_file(&meta)?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(self.io("open the lock file", &lock_path)(e)),
+            }
+            let file = nonblocking()
                 .read(true)
                 .write(true)
                 .create(true)
                 .truncate(false)
                 .open(&lock_path)
                 .map_err(self.io("open the lock file", &lock_path))?;
+            not_a_file(
+                &file
+                    .metadata()
+                    .map_err(self.io("open the lock file", &lock_path))?,
+            )?;
             set_private(&file).map_err(self.io("set the mode of", &lock_path))?;
             if !file
                 .try_lock_exclusive()
@@ -194,7 +227,7 @@ impl Backend for LocalBackend {
     }
 
     async fn get(&self) -> Result<Option<Vec<u8>>, BackendError> {
-        match fs::read(&self.path) {
+        match read_file(&self.path, STATE, MAX_STATE_BYTES) {
             Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
                 Err(BackendError::Local(LocalError::EmptyState {
                     path: self.path.clone(),
@@ -202,20 +235,20 @@ impl Backend for LocalBackend {
                 }))
             }
             Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(self.io("read the state file", &self.path)(e)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
     async fn put(&self, document: &[u8]) -> Result<(), BackendError> {
         if !self.backed_up.load(Ordering::SeqCst) {
-            match fs::read(&self.path) {
+            match read_file(&self.path, STATE, MAX_STATE_BYTES) {
                 Ok(previous) => {
                     let backup = self.backup_path();
-                    let held = match fs::read(&backup) {
+                    let held = match read_file(&backup, BACKUP, MAX_STATE_BYTES) {
                         Ok(bytes) => Summary::of(&bytes),
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-                        Err(e) => return Err(self.io("read the state backup", &backup)(e)),
+                        Err(e) if e.is_not_found() => None,
+                        Err(e) => return Err(e.into()),
                     };
                     let reason = keep_backup(held.as_ref(), Summary::of(&previous).as_ref());
                     match (reason, held) {
@@ -230,8 +263,8 @@ impl Backend for LocalBackend {
                             .map_err(self.io("write the state backup", &backup))?,
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(self.io("read the state file", &self.path)(e)),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
             }
             self.backed_up.store(true, Ordering::SeqCst);
         }
@@ -249,9 +282,13 @@ impl Backend for LocalBackend {
             })));
         };
         let lock_path = self.lock_path();
-        let mut recorded = Vec::new();
-        file.read_to_end(&mut recorded)
-            .map_err(self.io("read the lock file", &lock_path))?;
+        let recorded = read_open(&mut file, MAX_LOCK_INFO_BYTES).map_err(|problem| {
+            BackendError::from(FileError {
+                file: LOCK,
+                path: lock_path.clone(),
+                problem,
+            })
+        })?;
         let mut taken_over = None;
         if !recorded.iter().all(u8::is_ascii_whitespace) {
             // Our OS lock succeeded, so the recorded holder ended without
@@ -646,6 +683,88 @@ mod tests {
         fs::remove_file(b.backup_path()).unwrap();
         let text = b.get().await.unwrap_err().to_string();
         assert!(text.contains("there is no readable"), "{text}");
+    }
+
+    #[cfg(unix)]
+    fn mkfifo(path: &Path) {
+        let made = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+    }
+
+    /// `fut`, failing the test when it takes longer than 20 s.
+    async fn soon<T>(fut: impl std::future::Future<Output = T>) -> T {
+        tokio::time::timeout(std::time::Duration::from_secs(20), fut)
+            .await
+            .expect("finished within 20 s")
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn special_state_backup_and_lock_files_are_refused_naming_them() {
+        let zero = LocalBackend::new(PathBuf::from("/dev/zero"));
+        let text = soon(zero.get()).await.unwrap_err().to_string();
+        assert_eq!(
+            text,
+            "cannot read the state file /dev/zero: it is a character device, not a regular file"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let b = backend(&dir);
+        mkfifo(b.path());
+        let text = soon(b.get()).await.unwrap_err().to_string();
+        assert!(text.contains(&b.path().display().to_string()), "{text}");
+        assert!(text.ends_with("it is a FIFO, not a regular file"), "{text}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let b = backend(&dir);
+        mkfifo(&b.lock_path());
+        let e = soon(b.lock(&info("l1", std::process::id())))
+            .await
+            .unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("cannot read the lock file"), "{text}");
+        assert!(
+            text.contains(&b.lock_path().display().to_string()),
+            "{text}"
+        );
+        let e = soon(b.unlock("l1")).await.unwrap_err();
+        assert!(e.to_string().contains("it is a FIFO"), "{e}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let b = backend(&dir);
+        fs::write(b.path(), doc(1, 1, true)).unwrap();
+        mkfifo(&b.backup_path());
+        let text = soon(b.put(&doc(1, 2, true))).await.unwrap_err().to_string();
+        assert!(text.contains("cannot read the state backup"), "{text}");
+        assert_eq!(fs::read(b.path()).unwrap(), doc(1, 1, true));
+    }
+
+    #[tokio::test]
+    async fn a_folder_or_an_oversized_state_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = backend(&dir);
+        fs::create_dir(b.path()).unwrap();
+        let text = soon(b.get()).await.unwrap_err().to_string();
+        assert!(
+            text.ends_with("it is a folder, not a regular file"),
+            "{text}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let b = backend(&dir);
+        File::create(b.path())
+            .unwrap()
+            .set_len(MAX_STATE_BYTES + 1)
+            .unwrap();
+        let text = soon(b.get()).await.unwrap_err().to_string();
+        assert!(text.contains(&b.path().display().to_string()), "{text}");
+        assert!(
+            text.contains(&format!("{} bytes or more", MAX_STATE_BYTES + 1)),
+            "{text}"
+        );
+        assert!(text.contains("limit of 256 MiB"), "{text}");
     }
 
     #[tokio::test]

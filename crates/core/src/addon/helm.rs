@@ -5,7 +5,9 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::topology::{Addon, AddonSource};
+use crate::inputs::Inputs;
+use crate::load::Budget;
+use crate::topology::{Addon, AddonSource, Code, Diagnostic, Pos, Topology};
 
 /// The `helm template` arguments for `addon` (without `--values`, which the
 /// runner adds with the file it writes), as Helm 3 takes them:
@@ -75,6 +77,58 @@ pub fn canonical(v: &Value) -> Value {
     }
 }
 
+/// The `values_files` of a `helm` add-on, read through `inputs` and the
+/// bounded loader ([`Budget::INPUT`]: 4 MiB, nesting, aliases, nodes), each
+/// a YAML mapping as Helm's `--values` wants (an empty file is `{}`), in
+/// order; with every problem, as `A009 invalid-addon-manifest`: a file that
+/// cannot be read (at the add-on's entry in the topology file), not YAML,
+/// beyond the bounds or not a mapping (at the line and column of the values
+/// file). Offline: `validate` reports these, `plan` and `render` refuse to
+/// run `helm` with them. Nothing for an add-on that is not a Helm one.
+pub fn values_files(
+    topology: &Topology,
+    addon: &Addon,
+    inputs: &(impl Inputs + ?Sized),
+) -> (Vec<Value>, Vec<Diagnostic>) {
+    let AddonSource::Helm { values_files, .. } = &addon.source else {
+        return (Vec::new(), Vec::new());
+    };
+    let field = format!("addons.{}.helm.values_files", addon.name);
+    let mut values = Vec::new();
+    let mut problems = Vec::new();
+    for file in values_files {
+        let text = match inputs.read(file) {
+            Ok(t) => t,
+            Err(e) => {
+                let msg = format!("cannot read the values file {}: {e}", file.display());
+                let d = super::manifests::at(topology, addon, Code::InvalidAddonManifest, msg);
+                problems.push(d.field(field.clone()));
+                continue;
+            }
+        };
+        let problem = |pos: Pos, why: String| {
+            let msg = format!("the values file {} {why}", file.display());
+            Diagnostic::error(Code::InvalidAddonManifest, file, msg)
+                .at(pos)
+                .field(field.clone())
+        };
+        match crate::load::yaml_value::<Value>(&text, Budget::INPUT) {
+            Ok(None) => values.push(Value::Object(serde_json::Map::new())),
+            Ok(Some(v)) if v.is_object() => values.push(v),
+            Ok(Some(_)) => problems.push(problem(
+                Pos::new(1, 1),
+                "is not a mapping of chart values".into(),
+            )),
+            Err(e) if e.is_limit() => problems.push(problem(
+                e.pos,
+                format!("is beyond the input bounds: {}", e.message),
+            )),
+            Err(e) => problems.push(problem(e.pos, format!("is not YAML: {}", e.message))),
+        }
+    }
+    (values, problems)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +152,82 @@ mod tests {
             phase: Phase::Bootstrap,
             depends_on: Vec::new(),
         }
+    }
+
+    #[test]
+    fn values_files_are_read_bounded_and_located() {
+        use crate::inputs::MemoryInputs;
+        use std::path::{Path, PathBuf};
+        let text = "cluster:\n  name: lab\n  talos_version: v1.13.8\n  gateway: 10.0.0.1\n\
+            proxmox:\n  endpoint: https://pve.test:8006\n  node: pve\n  datastore: local-lvm\n\
+            nodes:\n  - {hostname: cp-01, ip: 10.0.0.101, cores: 2, memory: 4096}\n\
+            addons:\n  c:\n    helm:\n      repo: https://charts.test\n      chart: c\n      version: 1.0.0\n\
+            \x20     values_files: [ok.yaml, empty.yaml, missing.yaml, bomb.yaml, deep.yaml, list.yaml]\n";
+        let loaded =
+            crate::topology::parse(text, Path::new("lab/cluster.yaml"), &Default::default());
+        let t = loaded.topology.expect("topology");
+        let mut bomb = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+        for i in 1..9 {
+            let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+            bomb.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+        }
+        let inputs = MemoryInputs::new()
+            .with("lab/ok.yaml", "replicas: 2\n")
+            .with("lab/empty.yaml", "# nothing\n")
+            .with("lab/bomb.yaml", bomb)
+            .with(
+                "lab/deep.yaml",
+                format!("x:\n  y: {}\n", "{a: ".repeat(100_000)),
+            )
+            .with("lab/list.yaml", "- a\n");
+        let (values, problems) = values_files(&t, &t.addons["c"], &inputs);
+        assert_eq!(values, [json!({"replicas": 2}), json!({})]);
+        let found: Vec<(Code, PathBuf, Option<Pos>)> = problems
+            .iter()
+            .map(|d| (d.code, d.file.clone(), d.pos))
+            .collect();
+        let topology_pos = t.addons["c"].pos;
+        assert_eq!(
+            found,
+            [
+                (
+                    Code::InvalidAddonManifest,
+                    PathBuf::from("lab/cluster.yaml"),
+                    Some(topology_pos)
+                ),
+                (
+                    Code::InvalidAddonManifest,
+                    PathBuf::from("lab/bomb.yaml"),
+                    Some(Pos::new(6, 10))
+                ),
+                (
+                    Code::InvalidAddonManifest,
+                    PathBuf::from("lab/deep.yaml"),
+                    Some(Pos::new(2, 254))
+                ),
+                (
+                    Code::InvalidAddonManifest,
+                    PathBuf::from("lab/list.yaml"),
+                    Some(Pos::new(1, 1))
+                ),
+            ],
+            "{problems:#?}"
+        );
+        assert!(
+            problems[0]
+                .message
+                .contains("cannot read the values file lab/missing.yaml")
+        );
+        assert!(
+            problems[1].message.contains("excessive aliasing"),
+            "{}",
+            problems[1].message
+        );
+        assert!(
+            problems[2].message.contains("deeper than 64"),
+            "{}",
+            problems[2].message
+        );
     }
 
     #[test]

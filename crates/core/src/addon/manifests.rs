@@ -12,8 +12,8 @@ use serde_yaml_ng::Value;
 use super::facts::ClusterFacts;
 use crate::inputs::Inputs;
 use crate::machine::inline::InlineManifest;
-use crate::patch::Renderer;
 use crate::patch::discover::PatchKind;
+use crate::patch::{RenderError, Renderer};
 use crate::topology::{Addon, AddonSource, Code, Diagnostic, Phase, Pos, Topology};
 
 /// The host folder every CNI writes its config into (the CNI specification's
@@ -325,15 +325,53 @@ fn render_file(
     let docs = match docs {
         Ok(d) => d,
         Err(e) => {
-            problems.push(
-                crate::patch::set::render_diagnostic(&e, None)
-                    .field(format!("addons.{}.manifests", addon.name)),
-            );
+            problems.push(render_problem(&e, addon));
             return Vec::new();
         }
     };
     let starts = (kind == PatchKind::Literal).then(|| document_lines(&text));
     objects_of(docs, file, addon, starts.as_deref(), problems)
+}
+
+/// A manifest file that did not render or read as YAML: `P006` for a
+/// template error, `A009` (not the patches' `P007`) for YAML that is not
+/// valid or beyond the input bounds, at its line (of the file, or line 1 of
+/// a template whose output is at fault).
+fn render_problem(e: &RenderError, addon: &Addon) -> Diagnostic {
+    let field = format!("addons.{}.manifests", addon.name);
+    match e {
+        RenderError::Yaml {
+            file,
+            line,
+            column,
+            rendered,
+            message,
+        } => {
+            let (place, pos) = if *rendered {
+                (
+                    format!(" at line {line} of the rendered output"),
+                    Pos::new(1, 1),
+                )
+            } else {
+                let pos = Pos::new(to_u32(*line), to_u32(column.unwrap_or(1)));
+                (String::new(), pos)
+            };
+            let msg = format!(
+                "the manifests of add-on `{}` are not YAML{place}: {message}",
+                addon.name
+            );
+            Diagnostic::error(Code::InvalidAddonManifest, file, msg)
+                .at(pos)
+                .field(field)
+        }
+        RenderError::Template { .. } | RenderError::NotLoaded { .. } => {
+            crate::patch::set::render_diagnostic(e, None).field(field)
+        }
+    }
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// The objects of one file's documents; `starts`: each document's first
@@ -350,7 +388,7 @@ fn objects_of(
         match object(doc, file, addon) {
             Ok(o) => objects.push(o),
             Err(why) => {
-                let mut d = Diagnostic::error(
+                let d = Diagnostic::error(
                     Code::InvalidAddonManifest,
                     file,
                     format!(
@@ -360,9 +398,9 @@ fn objects_of(
                     ),
                 )
                 .field(format!("addons.{}.manifests", addon.name));
-                if let Some(line) = starts.and_then(|s| s.get(i)) {
-                    d = d.at(Pos::new(*line, 1));
-                }
+                // A template's output has no lines of the file: the whole file.
+                let line = starts.and_then(|s| s.get(i)).copied().unwrap_or(1);
+                let d = d.at(Pos::new(line, 1));
                 problems.push(d);
             }
         }
@@ -372,20 +410,32 @@ fn objects_of(
 
 /// The objects of a `url` or `helm` add-on from its text (downloaded from
 /// the URL, its digest already checked, or printed by `helm template`),
-/// labelled `source` in messages: `None` with the problems when a document
-/// is not YAML or not an object (`A009`, naming the source and the line).
+/// labelled `source` in messages, read through the bounded loader with
+/// `budget` ([`Budget::DOWNLOAD`](crate::load::Budget::DOWNLOAD) for a
+/// download, [`Budget::HELM_OUTPUT`](crate::load::Budget::HELM_OUTPUT) for a
+/// chart): `None` with the problems when a document is not YAML, is beyond
+/// the bounds, or is not an object (`A009`, naming the source and the line).
 pub fn render_text(
     topology: &Topology,
     addon: &Addon,
     source: &str,
     text: &str,
+    budget: crate::load::Budget,
 ) -> (Option<RenderedAddon>, Vec<Diagnostic>) {
     let mut problems = Vec::new();
     let file = Path::new(source);
-    let docs = match crate::patch::render::parse_rendered(file, PatchKind::Literal, text) {
+    let docs = match crate::load::yaml_documents(text, budget) {
         Ok(d) => d,
         Err(e) => {
-            let msg = format!("the manifests of add-on `{}` are not YAML: {e}", addon.name);
+            let what = if e.is_limit() {
+                "are beyond the input bounds"
+            } else {
+                "are not YAML"
+            };
+            let msg = format!(
+                "the manifests of add-on `{}` from {source} {what}: {e}",
+                addon.name
+            );
             problems.push(at(topology, addon, Code::InvalidAddonManifest, msg));
             return (None, problems);
         }
@@ -724,6 +774,105 @@ mod tests {
             problems[2].1
         );
         assert!(problems[3].1.contains("not a mapping"), "{}", problems[3].1);
+    }
+
+    #[test]
+    fn manifest_yaml_errors_are_addon_errors_at_their_line() {
+        let t = topology("  a:\n    manifests: [bad.yaml, deep.yaml, out.yaml.j2]\n");
+        let deep = format!(
+            "apiVersion: v1\nkind: List\nitems: {}\n",
+            "[".repeat(100_000)
+        );
+        let files = MemoryInputs::new()
+            .with("lab/bad.yaml", "apiVersion: v1\nkind: ConfigMap\ndata: [\n")
+            .with("lab/deep.yaml", deep)
+            .with("lab/out.yaml.j2", "a: 1\nb: {{ '[' * 100000 }}\n");
+        let (rendered, problems) = render_manifests(&t, &files, "v1.36.2");
+        assert!(rendered.is_empty());
+        let found: Vec<(Code, &str, Option<Pos>)> = problems
+            .iter()
+            .map(|d| (d.code, d.file.to_str().unwrap_or(""), d.pos))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    Code::InvalidAddonManifest,
+                    "lab/bad.yaml",
+                    Some(Pos::new(4, 1))
+                ),
+                (
+                    Code::InvalidAddonManifest,
+                    "lab/deep.yaml",
+                    Some(Pos::new(3, 72))
+                ),
+                (
+                    Code::InvalidAddonManifest,
+                    "lab/out.yaml.j2",
+                    Some(Pos::new(1, 1))
+                ),
+            ],
+            "{problems:#?}"
+        );
+        assert!(
+            problems[1].message.contains("deeper than 64"),
+            "{}",
+            problems[1].message
+        );
+        assert!(
+            problems[2]
+                .message
+                .contains("line 2 of the rendered output"),
+            "{}",
+            problems[2].message
+        );
+    }
+
+    #[test]
+    fn downloaded_and_helm_text_is_bounded_by_its_budget() {
+        let t = topology("  a:\n    manifests: [m.yaml]\n");
+        let addon = &t.addons["a"];
+        let deep = format!(
+            "apiVersion: v1\nkind: List\nitems:\n  {}x\n",
+            "- ".repeat(100_000)
+        );
+        let (r, p) = render_text(
+            &t,
+            addon,
+            "https://x/m.yaml",
+            &deep,
+            crate::load::Budget::DOWNLOAD,
+        );
+        assert!(r.is_none());
+        assert_eq!(p[0].code, Code::InvalidAddonManifest);
+        assert!(
+            p[0].message
+                .contains("beyond the input bounds: line 4 column"),
+            "{}",
+            p[0].message
+        );
+        let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n";
+        let big = format!("{cm}data:\n  x: \"{}\"\n", "y".repeat(5 * 1024 * 1024));
+        let (r, p) = render_text(
+            &t,
+            addon,
+            "helm template a",
+            &big,
+            crate::load::Budget::HELM_OUTPUT,
+        );
+        assert!(p.is_empty() && r.is_some(), "{p:#?}");
+        let (_, p) = render_text(
+            &t,
+            addon,
+            "helm template a",
+            &big,
+            crate::load::Budget::INPUT,
+        );
+        assert!(
+            p[0].message.contains("over the 4 MiB limit"),
+            "{}",
+            p[0].message
+        );
     }
 
     #[test]

@@ -28,6 +28,9 @@ pub fn decode_config(documents: &[Value], contract: Contract) -> Vec<ConfigProbl
         other,
         document: String::new(),
         problems: Vec::new(),
+        unknown: 0,
+        more_unknown: 0,
+        first_more: None,
     };
     for (i, doc) in documents.iter().enumerate() {
         let Some(map) = doc.as_mapping() else {
@@ -39,6 +42,7 @@ pub fn decode_config(documents: &[Value], contract: Contract) -> Vec<ConfigProbl
         if id.is_v1alpha1() {
             d.document = "v1alpha1".into();
             d.value(doc, &Type::Struct(set.v1alpha1().body), &mut String::new());
+            d.summarize_unknown();
             continue;
         }
         d.document = [
@@ -52,7 +56,10 @@ pub fn decode_config(documents: &[Value], contract: Contract) -> Vec<ConfigProbl
         .collect::<Vec<_>>()
         .join("/");
         match set.document(&id.kind, &id.api_version) {
-            Some(def) => d.value(doc, &Type::Struct(def.body), &mut String::new()),
+            Some(def) => {
+                d.value(doc, &Type::Struct(def.body), &mut String::new());
+                d.summarize_unknown();
+            }
             None => {
                 let message = unknown_kind(set, other, &id.kind, &id.api_version);
                 d.push(ProblemKind::UnknownKey, "", message);
@@ -102,9 +109,36 @@ struct Decoder<'a> {
     /// The document being decoded, named as [`ConfigProblem::document`] names it.
     document: String,
     problems: Vec<ConfigProblem>,
+    /// Unknown keys reported so far (at most [`MAX_UNKNOWN_KEYS`]).
+    unknown: usize,
+    /// Unknown keys past [`MAX_UNKNOWN_KEYS`] in the current document, counted only.
+    more_unknown: usize,
+    /// The path of the first of them.
+    first_more: Option<String>,
 }
 
+/// The most unknown keys reported one by one for a config: each is located in its patch file,
+/// and a patch of thousands of stray keys needs no more to be fixed; the rest are counted in
+/// one more problem per document.
+pub const MAX_UNKNOWN_KEYS: usize = 100;
+
 impl Decoder<'_> {
+    /// The problem counting the current document's unknown keys past [`MAX_UNKNOWN_KEYS`],
+    /// at the first of them.
+    fn summarize_unknown(&mut self) {
+        let more = std::mem::take(&mut self.more_unknown);
+        let first = self.first_more.take().unwrap_or_default();
+        if more > 0 {
+            let message = format!(
+                "{more} more unknown key{} in {}, from `{first}` on (only the first \
+                 {MAX_UNKNOWN_KEYS} unknown keys are listed one by one)",
+                if more == 1 { "" } else { "s" },
+                self.place("")
+            );
+            self.push(ProblemKind::UnknownKey, &first, message);
+        }
+    }
+
     fn push(&mut self, kind: ProblemKind, field: &str, message: String) {
         self.problems.push(ConfigProblem {
             severity: Severity::Error,
@@ -211,11 +245,7 @@ impl Decoder<'_> {
                                 push_key(path, key);
                                 self.value(item, &field.ty, path);
                             }
-                            None => {
-                                let message = self.unknown_key(def, key, path);
-                                push_key(path, key);
-                                self.push(ProblemKind::UnknownKey, path, message);
-                            }
+                            None => self.unknown_field(def, key, path),
                         }
                         path.truncate(len);
                     }
@@ -228,6 +258,24 @@ impl Decoder<'_> {
                 | Value::Tagged(_) => self.wrong(v, ty, path),
             },
         }
+    }
+
+    /// A key the struct at `path` does not have: reported with its hint while fewer than
+    /// [`MAX_UNKNOWN_KEYS`] are, else only counted (and the first counted one remembered).
+    /// `path` comes back with the key pushed on it.
+    fn unknown_field(&mut self, def: &StructDef, key: &str, path: &mut String) {
+        if self.unknown >= MAX_UNKNOWN_KEYS {
+            self.more_unknown += 1;
+            push_key(path, key);
+            if self.first_more.is_none() {
+                self.first_more = Some(path.clone());
+            }
+            return;
+        }
+        self.unknown += 1;
+        let message = self.unknown_key(def, key, path);
+        push_key(path, key);
+        self.push(ProblemKind::UnknownKey, path, message);
     }
 
     /// A value that fits one of several types: the first that decodes without a problem.
@@ -245,12 +293,15 @@ impl Decoder<'_> {
                 other: self.other,
                 document: self.document.clone(),
                 problems: Vec::new(),
+                unknown: self.unknown,
+                more_unknown: 0,
+                first_more: None,
             };
             trial.value(v, option, path);
-            if trial.problems.is_empty() {
+            if trial.problems.is_empty() && trial.more_unknown == 0 {
                 return;
             }
-            attempts.push((option, trial.problems));
+            attempts.push((option, trial));
         }
         // A value of the right shape for one option is best explained by that option's problems.
         let shaped: Vec<_> = attempts
@@ -258,7 +309,14 @@ impl Decoder<'_> {
             .filter(|(option, _)| same_shape(v, option))
             .collect();
         match <[_; 1]>::try_from(shaped) {
-            Ok([(_, problems)]) => self.problems.extend(problems),
+            Ok([(_, trial)]) => {
+                self.problems.extend(trial.problems);
+                self.unknown = trial.unknown;
+                self.more_unknown += trial.more_unknown;
+                if self.first_more.is_none() {
+                    self.first_more = trial.first_more;
+                }
+            }
             Err(_) => self.wrong(v, ty, path),
         }
     }
@@ -770,6 +828,43 @@ mod tests {
     fn a_known_config_decodes_without_problems() {
         let yaml = "version: v1alpha1\ndebug: false\nmachine:\n  type: worker\n  install:\n    disk: /dev/sda\n    wipe: no\n  kubelet:\n    extraArgs:\n      max-pods: 200\n      feature-gates: [A=true, B=false]\n  network:\n    interfaces:\n      - interface: eth0\n        mtu: 1500\n        vip: {ip: 10.0.0.5}\n  time:\n    bootTimeout: 2m30s\ncluster:\n  network:\n    podSubnets: [10.244.0.0/16]\n  inlineManifests:\n    - name: a\n      contents: |\n        kind: Namespace\n---\napiVersion: v1alpha1\nkind: LinkConfig\nname: eth0\naddresses:\n  - address: 10.0.0.2/24\nroutes:\n  - gateway: 10.0.0.1\n";
         assert_eq!(messages(yaml), Vec::<String>::new());
+    }
+
+    #[test]
+    fn thousands_of_unknown_keys_give_the_first_hundred_and_a_count() {
+        let mut yaml = String::from("machine:\n  network:\n");
+        for i in 0..20_000 {
+            yaml.push_str(&format!("    stray{i}: 1\n"));
+        }
+        yaml.push_str("---\napiVersion: v1alpha1\nkind: HostnameConfig\nauto: stable\nodd: 1\n");
+        let found = decode(&yaml, Contract::V1_13);
+        assert_eq!(found.len(), MAX_UNKNOWN_KEYS + 2, "{:#?}", &found[..3]);
+        assert!(
+            found[..MAX_UNKNOWN_KEYS]
+                .iter()
+                .all(|p| p.kind == ProblemKind::UnknownKey)
+        );
+        assert_eq!(found[0].field, "machine.network.stray0");
+        let summary = &found[MAX_UNKNOWN_KEYS];
+        assert_eq!(
+            (summary.document.as_str(), summary.field.as_str()),
+            ("v1alpha1", "machine.network.stray100")
+        );
+        assert!(
+            summary
+                .message
+                .starts_with("19900 more unknown keys in the v1alpha1 document, from `machine.network.stray100` on"),
+            "{}",
+            summary.message
+        );
+        // The next document's keys are counted, past the hundred, in its own summary.
+        assert!(
+            found[MAX_UNKNOWN_KEYS + 1]
+                .message
+                .starts_with("1 more unknown key in the "),
+            "{}",
+            found[MAX_UNKNOWN_KEYS + 1].message
+        );
     }
 
     #[test]

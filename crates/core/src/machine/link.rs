@@ -104,7 +104,43 @@ pub fn check_node_link(documents: &[Value], node: &NodeLink) -> Vec<ConfigProble
             c.typed(&name, &id.kind, doc);
         }
     }
-    c.problems
+    cap_other_links(c.problems)
+}
+
+/// The most [`ProblemKind::OtherLink`] warnings listed one by one for a config: each is
+/// located in its patch file, and a patch of thousands of interfaces needs no more; the rest
+/// are counted in one warning at the first of them.
+pub const MAX_LINK_WARNINGS: usize = 100;
+
+/// `problems` with the [`ProblemKind::OtherLink`] warnings past [`MAX_LINK_WARNINGS`] counted
+/// in one warning, at the first left out.
+fn cap_other_links(problems: Vec<ConfigProblem>) -> Vec<ConfigProblem> {
+    let mut out = Vec::with_capacity(problems.len().min(2 * MAX_LINK_WARNINGS));
+    let (mut listed, mut more) = (0usize, 0usize);
+    let mut first_left_out = None;
+    for p in problems {
+        if p.kind == ProblemKind::OtherLink {
+            if listed >= MAX_LINK_WARNINGS {
+                more += 1;
+                first_left_out.get_or_insert(p);
+                continue;
+            }
+            listed += 1;
+        }
+        out.push(p);
+    }
+    if let Some(first) = first_left_out {
+        out.push(ConfigProblem {
+            message: format!(
+                "{more} more network entr{} name links that are not this node's, from here on \
+                 (only the first {MAX_LINK_WARNINGS} are listed one by one); the first: {}",
+                if more == 1 { "y" } else { "ies" },
+                first.message
+            ),
+            ..first
+        });
+    }
+    out
 }
 
 struct LinkCheck<'a> {
@@ -541,6 +577,24 @@ mod tests {
             .into_iter()
             .map(|p| (p.kind, p.field, p.message))
             .collect()
+    }
+
+    #[test]
+    fn thousands_of_other_links_give_the_first_hundred_and_a_count() {
+        let mut yaml = String::from("machine:\n  network:\n    interfaces:\n");
+        for i in 0..10_000 {
+            yaml.push_str(&format!("      - interface: ens{i}\n        mtu: 1500\n"));
+        }
+        let found = check(&yaml);
+        assert_eq!(found.len(), MAX_LINK_WARNINGS + 1, "{:#?}", &found[..2]);
+        assert!(found.iter().all(|p| p.0 == ProblemKind::OtherLink));
+        let (_, field, message) = &found[MAX_LINK_WARNINGS];
+        assert_eq!(field, "machine.network.interfaces[100].interface");
+        assert!(
+            message.starts_with("9900 more network entries name links that are not this node's"),
+            "{message}"
+        );
+        assert!(message.contains("no ens100 "), "{message}");
     }
 
     #[test]

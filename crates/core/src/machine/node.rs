@@ -14,7 +14,7 @@ use super::managed::{ManagedField, Override, overrides};
 use super::redact::redact_secrets;
 use super::secrets::SecretsBundle;
 use super::validate::{self, ConfigProblem, ProblemKind, check_config};
-use crate::limits::{MAX_PATCH_APPLICATIONS, quoted};
+use crate::limits::quoted;
 use crate::patch::apply::{ApplyCause, ApplyError};
 use crate::patch::merge::MergeError;
 use crate::patch::{
@@ -76,20 +76,9 @@ pub fn node_configs(
     patches: &PatchSet,
     inline: &[InlineManifest],
 ) -> Result<Vec<NodeConfig>, Vec<Diagnostic>> {
-    let applications: usize = topology
-        .nodes
-        .iter()
-        .map(|n| patches.for_node(&n.hostname).len())
-        .sum();
-    if applications > MAX_PATCH_APPLICATIONS {
-        let msg = format!(
-            "the nodes use {applications} patch files in all (each node counts every file of \
-             common/, of its role's folder and of its own folder), over the limit of \
-             {MAX_PATCH_APPLICATIONS}: move settings shared by many nodes into fewer files"
-        );
-        return Err(vec![
-            Diagnostic::error(Code::InputLimit, &topology.patches_dir, msg).field("patches_dir"),
-        ]);
+    let manifests = inline.iter().map(|m| m.contents.len() as u64).sum();
+    if let Some(over) = patches.over_budget(topology, manifests) {
+        return Err(vec![over]);
     }
     // A broken file is reported once, and only when one of these nodes uses it.
     let mut errors: Vec<Diagnostic> = patches

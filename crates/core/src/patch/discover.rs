@@ -71,6 +71,9 @@ pub struct PatchFile {
     pub kind: PatchKind,
     /// Which folder it comes from.
     pub level: PatchLevel,
+    /// Its size as listed, in bytes (a template's source, not its output).
+    #[serde(skip)]
+    pub len: u64,
 }
 
 /// The patch tree as listed from disk: plain data, so ordering and checks are
@@ -159,6 +162,7 @@ impl PatchTree {
                 path: dir.join(&e.name),
                 kind,
                 level,
+                len: e.len,
             });
         }
     }

@@ -2,7 +2,6 @@
 //! typed documents such as `HostnameConfig`), read and written the way Talos
 //! identifies them: by `apiVersion`, `kind` and `name`.
 
-use serde::Deserialize;
 use serde_yaml_ng::{Mapping, Value};
 use std::fmt;
 
@@ -176,31 +175,20 @@ pub fn identify(map: &Mapping, index: usize) -> Result<DocumentId, DocumentError
     })
 }
 
-/// Split YAML text into its documents, skipping empty (null) ones.
+/// Split YAML text into its documents, skipping empty (null) ones, through the bounded
+/// loader ([`crate::load::yaml_documents`] with [`Budget::INPUT`](crate::load::Budget::INPUT)):
+/// no more than 4 MiB and one million nodes, checked before anything is built.
 ///
 /// # Errors
 /// [`DocumentError::Yaml`] with the line and column of the first syntax error, or of the
-/// first collection nested deeper than [`MAX_NESTING`](crate::limits::MAX_NESTING)
-/// or alias beyond [`MAX_ALIAS_EXPANSION`](crate::limits::MAX_ALIAS_EXPANSION).
+/// first collection nested deeper than [`MAX_NESTING`](crate::limits::MAX_NESTING), alias
+/// beyond [`MAX_ALIAS_EXPANSION`](crate::limits::MAX_ALIAS_EXPANSION) or node beyond the budget.
 pub fn parse_documents(text: &str) -> Result<Vec<Value>, DocumentError> {
-    // serde_yaml_ng reads every event of a document before it builds anything, so nesting
-    // millions deep costs hundreds of MiB before its recursion limit says no: check the
-    // bounds the topology has first, by the parser's events alone.
-    if let Err(e) = crate::limits::check_yaml_bounds(text) {
-        return Err(DocumentError::Yaml {
-            line: Some(e.pos.line as usize),
-            column: Some(e.pos.column as usize),
-            message: e.message,
-        });
-    }
-    let mut out = Vec::new();
-    for de in serde_yaml_ng::Deserializer::from_str(text) {
-        let value = Value::deserialize(de).map_err(|e| DocumentError::from_yaml(&e))?;
-        if !value.is_null() {
-            out.push(value);
-        }
-    }
-    Ok(out)
+    crate::load::yaml_documents(text, crate::load::Budget::INPUT).map_err(|e| DocumentError::Yaml {
+        line: Some(e.pos.line as usize),
+        column: Some(e.pos.column as usize),
+        message: e.message,
+    })
 }
 
 /// What Talos's decoder normalises when it reads the v1alpha1 document: the

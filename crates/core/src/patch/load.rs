@@ -8,6 +8,7 @@ use super::delete::{self, DeleteError};
 use super::document::{DocumentError, DocumentId, identify, normalize_v1alpha1, parse_documents};
 use super::json6902::yaml_to_json;
 use super::merge::StrategicStep;
+use crate::load::Budget;
 
 /// Top-level keys of the v1alpha1 document (`v1alpha1.Config`).
 const V1ALPHA1_KEYS: [&str; 5] = ["version", "debug", "persist", "machine", "cluster"];
@@ -49,9 +50,10 @@ pub enum LoadError {
         /// The top-level key the v1alpha1 document does not have.
         field: String,
     },
-    /// Looks like a JSON patch (starts with `[`) but is not one.
+    /// Looks like a JSON patch (starts with `[`) but is not one: not JSON,
+    /// beyond the input bounds, or not a list of operations; where, and why.
     #[error("invalid JSON patch: {0}")]
-    Json(String),
+    Json(crate::load::Located),
     /// A YAML list that is not a list of JSON patch operations.
     #[error("invalid JSON patch in YAML: {0}")]
     YamlOps(String),
@@ -90,7 +92,8 @@ pub fn load_patch_parsed(
         }
         Err(e) => e,
     };
-    let json_err = match serde_json::from_str::<json_patch::Patch>(text) {
+    // Bounded like every input: nesting and nodes checked before serde_json builds anything.
+    let json_err = match crate::load::json_value::<json_patch::Patch>(text, Budget::INPUT) {
         Ok(ops) => {
             return Ok(Patch {
                 source,
@@ -109,7 +112,7 @@ pub fn load_patch_parsed(
         });
     }
     if text.trim_start().starts_with('[') {
-        return Err(LoadError::Json(json_err.to_string()));
+        return Err(LoadError::Json(json_err));
     }
     Err(strategic_err)
 }

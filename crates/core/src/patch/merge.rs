@@ -174,12 +174,26 @@ fn merge_value(
                 return Err(mismatch(left, &Value::Sequence(items), path));
             };
             path.push("[]".into());
+            // Each patch element goes to the first config element with its key, found by an
+            // index kept up to date as elements merge, are replaced and appended: linear in
+            // the lists' lengths where scanning for each element was quadratic.
+            let mut index = KeyIndex::of(rule, existing);
             for item in items {
-                let found = existing.iter().position(|e| same_element(rule, e, &item));
-                match (found, rule) {
-                    (Some(i), FieldRule::ReplaceBy(_)) => existing[i] = item,
-                    (Some(i), _) => merge_value(&mut existing[i], item, kind, path, doc)?,
-                    (None, _) => existing.push(item),
+                match (index.first(rule, &item), rule) {
+                    (Some(i), FieldRule::ReplaceBy(_)) => {
+                        index.forget(rule, &existing[i], i);
+                        existing[i] = item;
+                        index.add(rule, &existing[i], i);
+                    }
+                    (Some(i), _) => {
+                        index.forget(rule, &existing[i], i);
+                        merge_value(&mut existing[i], item, kind, path, doc)?;
+                        index.add(rule, &existing[i], i);
+                    }
+                    (None, _) => {
+                        index.add(rule, &item, existing.len());
+                        existing.push(item);
+                    }
                 }
             }
             path.pop();
@@ -239,39 +253,106 @@ fn merge_mapping(
     Ok(())
 }
 
-/// Whether a config list element and a patch list element are the same entry
-/// for a keyed list rule. A missing key counts as its zero value, as in Go.
-fn same_element(rule: FieldRule, existing: &Value, patch: &Value) -> bool {
-    let field = |v: &Value, key: &str| v.as_mapping().and_then(|m| m.get(key)).cloned();
-    let text = |v: Option<Value>| v.as_ref().and_then(scalar_text).unwrap_or_default();
-    match rule {
-        FieldRule::Interfaces => {
-            let name = text(field(patch, "interface"));
-            if !name.is_empty() {
-                return text(field(existing, "interface")) == name;
-            }
-            // Talos compares the selector structs field by field; an absent
-            // field equals its zero value. (Talos 1.13 compares `physical` by
-            // pointer, so it never matches there; we compare the values, which
-            // is what the rule means.)
-            match (
-                field(patch, "deviceSelector"),
-                field(existing, "deviceSelector"),
-            ) {
-                (Some(p), Some(e)) if !p.is_null() && !e.is_null() => {
-                    without_zero_fields(&p) == without_zero_fields(&e)
-                }
-                _ => false,
-            }
+/// What a keyed list's elements are matched by (Talos's `NetworkDeviceList.Merge` and the
+/// keyed `Merge` methods): equal keys are the same entry. A missing key counts as its zero
+/// value, as in Go.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum ElementKey {
+    /// `interface`, when not empty: matched first.
+    Interface(String),
+    /// `deviceSelector` without its zero fields, matched when the patch element has no
+    /// `interface`. (Talos 1.13 compares `physical` by pointer, so it never matches there; we
+    /// compare the values, which is what the rule means.)
+    Selector(Value),
+    /// The rule's key as text, empty for a zero value (`""`, `0`, missing).
+    Key(String),
+}
+
+/// The config list's elements by key, each key to the positions that hold it (the first is
+/// the one a patch element merges into).
+struct KeyIndex(std::collections::HashMap<ElementKey, std::collections::BTreeSet<usize>>);
+
+impl KeyIndex {
+    fn of(rule: FieldRule, items: &[Value]) -> Self {
+        let mut index = KeyIndex(std::collections::HashMap::with_capacity(items.len()));
+        for (i, item) in items.iter().enumerate() {
+            index.add(rule, item, i);
         }
-        FieldRule::MergeBy(key) | FieldRule::ReplaceBy(key) => {
-            let a = text(field(existing, key));
-            let b = text(field(patch, key));
-            let zero = |s: &str| s.is_empty() || s == "0";
-            a == b || (zero(&a) && zero(&b))
-        }
-        FieldRule::Default | FieldRule::Replace | FieldRule::Args | FieldRule::Url => false,
+        index
     }
+
+    /// The keys a config element is found by.
+    fn keys(rule: FieldRule, v: &Value) -> Vec<ElementKey> {
+        match rule {
+            FieldRule::Interfaces => {
+                let mut keys = Vec::with_capacity(2);
+                let name = field_text(v, "interface");
+                if !name.is_empty() {
+                    keys.push(ElementKey::Interface(name));
+                }
+                if let Some(sel) = v.get("deviceSelector").filter(|s| !s.is_null()) {
+                    keys.push(ElementKey::Selector(without_zero_fields(sel)));
+                }
+                keys
+            }
+            FieldRule::MergeBy(key) | FieldRule::ReplaceBy(key) => {
+                vec![ElementKey::Key(zero_as_empty(field_text(v, key)))]
+            }
+            FieldRule::Default | FieldRule::Replace | FieldRule::Args | FieldRule::Url => {
+                Vec::new()
+            }
+        }
+    }
+
+    fn add(&mut self, rule: FieldRule, v: &Value, at: usize) {
+        for key in Self::keys(rule, v) {
+            self.0.entry(key).or_default().insert(at);
+        }
+    }
+
+    fn forget(&mut self, rule: FieldRule, v: &Value, at: usize) {
+        for key in Self::keys(rule, v) {
+            if let Some(positions) = self.0.get_mut(&key) {
+                positions.remove(&at);
+            }
+        }
+    }
+
+    /// The first config element a patch element is the same entry as: by `interface` when
+    /// the patch element names one, else by a non-null `deviceSelector`; by the rule's key.
+    fn first(&self, rule: FieldRule, patch: &Value) -> Option<usize> {
+        let key = match rule {
+            FieldRule::Interfaces => {
+                let name = field_text(patch, "interface");
+                if name.is_empty() {
+                    let sel = patch.get("deviceSelector").filter(|s| !s.is_null())?;
+                    ElementKey::Selector(without_zero_fields(sel))
+                } else {
+                    ElementKey::Interface(name)
+                }
+            }
+            FieldRule::MergeBy(key) | FieldRule::ReplaceBy(key) => {
+                ElementKey::Key(zero_as_empty(field_text(patch, key)))
+            }
+            FieldRule::Default | FieldRule::Replace | FieldRule::Args | FieldRule::Url => {
+                return None;
+            }
+        };
+        self.0.get(&key)?.first().copied()
+    }
+}
+
+/// The text of a mapping's scalar field, empty when it is missing or not a scalar.
+fn field_text(v: &Value, key: &str) -> String {
+    v.as_mapping()
+        .and_then(|m| m.get(key))
+        .and_then(scalar_text)
+        .unwrap_or_default()
+}
+
+/// A key's text with its zero values (`""`, `0`) as one: Go compares them equal.
+fn zero_as_empty(text: String) -> String {
+    if text == "0" { String::new() } else { text }
 }
 
 fn without_zero_fields(v: &Value) -> Value {

@@ -469,3 +469,46 @@ mod fuzz {
         })
     }
 }
+
+#[test]
+fn ten_thousand_keyed_interfaces_merge_in_linear_time_in_order() {
+    let list = |mtu: u32| -> String {
+        let mut t = String::from("machine:\n  network:\n    interfaces:\n");
+        for i in 0..10_000 {
+            t.push_str(&format!("      - interface: eth{i}\n        mtu: {mtu}\n"));
+        }
+        t
+    };
+    let config = MachineConfig::parse(&list(1500)).unwrap();
+    let patches = [
+        load_patch("a.yaml", &list(9000)).unwrap(),
+        load_patch("b.yaml", "machine:\n  network:\n    interfaces:\n      - interface: new\n      - interface: eth42\n        dhcp: true\n").unwrap(),
+    ];
+    let out = apply_patches(&config, &patches).unwrap();
+    let items = out.documents[0]["machine"]["network"]["interfaces"]
+        .as_sequence()
+        .unwrap();
+    assert_eq!(items.len(), 10_001);
+    assert_eq!(items[0]["interface"], "eth0");
+    assert_eq!(items[9_999]["mtu"], 9000);
+    assert_eq!(items[42]["dhcp"], true);
+    assert_eq!(items[10_000]["interface"], "new");
+}
+
+rule!(
+    an_interface_merged_by_name_is_then_found_by_the_selector_it_gained,
+    "machine:\n  network:\n    interfaces:\n      - interface: eth0\n",
+    [
+        "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        deviceSelector: {busPath: \"0*\"}\n      - deviceSelector: {busPath: \"0*\"}\n        mtu: 9000\n",
+    ],
+    "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        deviceSelector: {busPath: \"0*\"}\n        mtu: 9000\n",
+);
+
+rule!(
+    a_replaced_element_keeps_its_place_and_duplicates_collapse_into_the_first,
+    "apiVersion: v1alpha1\nkind: ImageVerificationConfig\nrules:\n  - {image: a, keyless: {issuer: x}}\n  - {image: b}\n",
+    [
+        "apiVersion: v1alpha1\nkind: ImageVerificationConfig\nrules:\n  - {image: b, skip: true}\n  - {image: c}\n  - {image: c, skip: true}\n  - {image: a}\n",
+    ],
+    "apiVersion: v1alpha1\nkind: ImageVerificationConfig\nrules:\n  - {image: a}\n  - {image: b, skip: true}\n  - {image: c, skip: true}\n",
+);

@@ -3,9 +3,11 @@
 //! strategic-merge and JSON 6902 rules.
 
 pub mod apply;
+pub mod budget;
 pub mod delete;
 pub mod discover;
 pub mod document;
+pub mod expr;
 pub mod functions;
 pub mod json6902;
 pub mod load;
@@ -14,6 +16,7 @@ pub mod merge;
 pub mod render;
 pub mod rules;
 pub mod set;
+pub mod shape;
 pub mod tftpl;
 
 pub use apply::{

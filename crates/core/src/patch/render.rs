@@ -227,7 +227,12 @@ fn tf_pairs(v: JValue) -> Result<Vec<Vec<JValue>>, Error> {
 impl Renderer {
     /// An empty renderer.
     pub fn new() -> Self {
-        let jinja = base_environment();
+        let mut jinja = base_environment();
+        jinja.set_formatter(|out, state, value| {
+            super::budget::written(value)?;
+            minijinja::escape_formatter(out, state, value)
+        });
+        super::budget::install(&mut jinja);
         let mut tftpl = base_environment();
         tftpl.set_syntax(tftpl::syntax());
         tftpl.add_function("tf_values", tf_values);
@@ -242,8 +247,12 @@ impl Renderer {
                 ErrorKind::InvalidOperation,
                 "cannot include a list or map in a string template; use jsonencode() or yamlencode()",
             )),
-            ValueKind::Undefined | ValueKind::Bool | ValueKind::Number | ValueKind::String | ValueKind::Bytes | ValueKind::Plain | ValueKind::Invalid | _ => minijinja::escape_formatter(out, state, value),
+            ValueKind::Undefined | ValueKind::Bool | ValueKind::Number | ValueKind::String | ValueKind::Bytes | ValueKind::Plain | ValueKind::Invalid | _ => {
+                super::budget::written(value)?;
+                minijinja::escape_formatter(out, state, value)
+            }
         });
+        super::budget::install(&mut tftpl);
         Renderer {
             jinja,
             tftpl,
@@ -307,19 +316,13 @@ impl Renderer {
         let translated = match kind {
             PatchKind::Literal => None,
             PatchKind::Jinja => {
-                check(&self.jinja, text).map_err(|e| template_error(file, text, None, &e))?;
-                None
+                let t = super::shape::jinja(text).map_err(|e| shape_error(file, text, e))?;
+                check(&self.jinja, &t.source)
+                    .map_err(|e| template_error(file, text, Some(&t), &e))?;
+                Some(t)
             }
             PatchKind::Templatefile => {
-                let t = tftpl::translate(text).map_err(|e| {
-                    let (line, col) = line_col(text, e.offset);
-                    RenderError::Template {
-                        file: file.to_path_buf(),
-                        line,
-                        column: Some(col),
-                        message: e.message,
-                    }
-                })?;
+                let t = tftpl::translate(text).map_err(|e| shape_error(file, text, e))?;
                 check(&self.tftpl, &t.source)
                     .map_err(|e| template_error(file, text, Some(&t), &e))?;
                 Some(t)
@@ -345,15 +348,15 @@ impl Renderer {
         if kept {
             let name = file.display().to_string();
             match (kind, &prepared.translated) {
-                (PatchKind::Jinja, _) => self
+                (PatchKind::Jinja, Some(t)) => self
                     .jinja
-                    .add_template_owned(name, text.clone())
-                    .map_err(|e| template_error(file, &text, None, &e))?,
+                    .add_template_owned(name, t.source.clone())
+                    .map_err(|e| template_error(file, &text, Some(t), &e))?,
                 (PatchKind::Templatefile, Some(t)) => self
                     .tftpl
                     .add_template_owned(name, t.source.clone())
                     .map_err(|e| template_error(file, &text, Some(t), &e))?,
-                (PatchKind::Literal | PatchKind::Templatefile, _) => {}
+                (PatchKind::Literal | PatchKind::Jinja | PatchKind::Templatefile, _) => {}
             }
         }
         self.files.insert(
@@ -385,10 +388,10 @@ impl Renderer {
         })?;
         let (env, source) = match (entry.kind, &entry.translated) {
             (PatchKind::Literal, _) => return Ok(entry.text.clone()),
-            (PatchKind::Jinja, _) => (&self.jinja, entry.text.as_str()),
+            (PatchKind::Jinja, Some(t)) => (&self.jinja, t.source.as_str()),
             (PatchKind::Templatefile, Some(t)) => (&self.tftpl, t.source.as_str()),
-            // A templatefile is added with its translation.
-            (PatchKind::Templatefile, None) => {
+            // A template is added with its translation.
+            (PatchKind::Jinja | PatchKind::Templatefile, None) => {
                 return Err(RenderError::NotLoaded {
                     file: file.to_path_buf(),
                 });
@@ -414,6 +417,7 @@ impl Renderer {
         } else {
             env.template_from_named_str(&name, source)
         };
+        super::budget::start();
         let rendered = template.and_then(|t| t.render_captured_to(vars, &mut out));
         let used = match &rendered {
             Ok(captured) => captured
@@ -519,6 +523,17 @@ pub fn render_patch(
     let mut renderer = Renderer::new();
     renderer.add(file, kind, text)?;
     renderer.render_documents(file, vars)
+}
+
+/// A template whose text was refused before minijinja saw it, at its offset.
+fn shape_error(file: &Path, text: &str, e: tftpl::TftplError) -> RenderError {
+    let (line, col) = line_col(text, e.offset);
+    RenderError::Template {
+        file: file.to_path_buf(),
+        line,
+        column: Some(col),
+        message: e.message,
+    }
 }
 
 fn template_error(

@@ -313,3 +313,231 @@ fn a_template_kept_or_compiled_at_each_render_renders_and_fails_alike() {
         assert!(outputs.windows(2).all(|w| w[0] == w[1]), "{outputs:?}");
     }
 }
+
+/// Render `text` as `name` on a thread with a 2 MiB stack, as rendering threads have.
+fn render_on_small_stack(name: &'static str, text: String) -> Result<String, RenderError> {
+    std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(move || render(name, &text))
+        .expect("a thread")
+        .join()
+        .expect("no panic")
+}
+
+/// An error that is a template error on line 2 of the file.
+fn refused_on_line_2(result: Result<String, RenderError>, what: &str) -> String {
+    match result {
+        Err(RenderError::Template { line, message, .. }) => {
+            assert_eq!(line, 2, "{what}: {message}");
+            message
+        }
+        other => panic!(
+            "{what}: expected a template error, got {:.300}",
+            format!("{other:?}")
+        ),
+    }
+}
+
+#[test]
+fn calls_that_would_build_a_huge_value_are_refused_before_they_run() {
+    let j2 = [
+        "{{ 'x' | indent(1000000000) }}",
+        "{{ ('x\\n' * 1000) | indent(100000) }}",
+        "{{ range(1000) | batch(1000000000, 'x') | list }}",
+        "{{ range(1000) | slice(1000000000, 'x') | list }}",
+        "{{ {'a': [1, 2]} | tojson(indent=1000000000) }}",
+        "{{ '%1000000000s' | format('x') }}",
+        "{{ ('x' * 100000) | replace('', 'yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy') }}",
+        "{{ (['x' * 100000] * 100) | join(',') }}",
+        "{{ ([1] * 1000000000) | list | length }}",
+        "{{ ([1] * 1000000000) | sort }}",
+    ];
+    for t in j2 {
+        let message = refused_on_line_2(
+            render_on_small_stack("10-a.yaml.j2", format!("a: 1\n{t}\n")),
+            t,
+        );
+        assert!(message.contains("MiB"), "{t}: {message}");
+    }
+    let tf = [
+        "${indent(1000000000, \"x\")}",
+        "${format(\"%1000000000s\", \"x\")}",
+        "${join(\",\", [for x in range(10): x])}",
+    ];
+    for t in &tf[..2] {
+        let message = refused_on_line_2(
+            render_on_small_stack("10-a.yaml.tftpl", format!("a: 1\n{t}\n")),
+            t,
+        );
+        assert!(message.contains("MiB"), "{t}: {message}");
+    }
+}
+
+#[test]
+fn values_grown_in_a_loop_stop_at_the_budget() {
+    let cases = [
+        // A string doubled in a loop through a namespace.
+        "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+        // A list doubled through a macro's recursion.
+        "{% macro d(l, n) %}{{ d(l + l, n - 1) if n else l | length }}{% endmacro %}{{ d([1], 60) }}",
+        // A dict copied and grown by one key per step: quadratic work.
+        "{% set ns = namespace(d={}) %}{% for i in range(100000) %}{% set ns.d = dict(ns.d, **{('k' ~ i): i}) %}{% endfor %}{{ ns.d | length }}",
+        // A string grown by one character per step, copied each time.
+        "{% set ns = namespace(s='') %}{% for i in range(100000) %}{% set ns.s = ns.s ~ 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' %}{% endfor %}{{ ns.s | length }}",
+    ];
+    let doubling_sets = (0..40).map(|_| "{% set s = s ~ s %}").collect::<String>();
+    let straight = format!("{{% set s = 'x' %}}{doubling_sets}{{{{ s | length }}}}");
+    // Doubled without a loop, one set after the other.
+    for t in cases.iter().map(|c| c.to_string()).chain([straight]) {
+        let result = render_on_small_stack("10-a.yaml.j2", format!("a: 1\n{t}\n"));
+        let Err(RenderError::Template { message, .. }) = result else {
+            panic!(
+                "{t}: expected a template error, got {:.300}",
+                format!("{result:?}")
+            );
+        };
+        assert!(message.contains("MiB"), "{t}: {message}");
+    }
+}
+
+#[test]
+fn long_expressions_are_refused_not_a_stack_overflow() {
+    let n = 100_000;
+    let chains = [
+        format!("1{}", "+1".repeat(n)),
+        format!("'x'{}", "|upper".repeat(n)),
+        format!("{}true", "not ".repeat(n)),
+        format!("node{}", ".a".repeat(n)),
+        format!("'a'{}", "~'a'".repeat(n)),
+        format!("{}1{}", "(".repeat(n), ")".repeat(n)),
+        format!("{}1{}", "[".repeat(n), "]".repeat(n)),
+    ];
+    for c in &chains {
+        let message = refused_on_line_2(
+            render_on_small_stack("10-a.yaml.j2", format!("a: 1\n{{{{ {c} }}}}\n")),
+            &c[..20],
+        );
+        assert!(
+            message.contains("more than") || message.contains("deeper"),
+            "{message}"
+        );
+        let tf = c.replace(['~', '|'], "+").replace("not ", "!");
+        let message = refused_on_line_2(
+            render_on_small_stack("10-a.yaml.tftpl", format!("a: 1\n${{{tf}}}\n")),
+            &tf[..20],
+        );
+        assert!(
+            message.contains("more than") || message.contains("deeper"),
+            "{message}"
+        );
+    }
+    // Just within the limits, each renders or fails cleanly on a small stack.
+    let within = [
+        format!("1{}", "+1".repeat(30)),
+        format!("'x'{}", "|upper".repeat(250)),
+        "node.tags".to_owned(),
+        format!("{}1{}", "(".repeat(60), ")".repeat(60)),
+        format!("{}true", "not ".repeat(250)),
+        format!("1{}", " - 1".repeat(250)),
+    ];
+    for c in &within {
+        let _ = render_on_small_stack("10-a.yaml.j2", format!("a: 1\n{{{{ {c} }}}}\n"));
+        let tf = c.replace('|', "+").replace("not ", "!");
+        let _ = render_on_small_stack("10-a.yaml.tftpl", format!("a: 1\n${{{tf}}}\n"));
+    }
+}
+
+#[test]
+fn ordinary_templates_are_untouched_by_the_budget() {
+    let out = render(
+        "10-a.yaml.j2",
+        "{% set ns = namespace(items=[]) %}{% for i in range(200) -%}\n{% set ns.items = ns.items + [i] -%}\n{% endfor -%}\nn: {{ ns.items | length }}\n{% macro m(x) %}{{ x }}{% endmacro %}m: {{ m(hostname) }}\n",
+    )
+    .unwrap();
+    assert_eq!(out, "n: 200\nm: talos-controlplane-01\n");
+}
+
+#[test]
+fn multiplication_keeps_its_meaning_and_refuses_huge_repetitions() {
+    let out = render(
+        "10-a.yaml.j2",
+        "a: {{ 3 * 4 }} {{ 'ab' * 3 }} {{ ([1, 2] * 2) | join(',') }} {{ 2.5 * 2 }} {{ -2 * 3 ** 2 }} {{ 7 // 2 * 3 }}\n",
+    )
+    .unwrap();
+    assert_eq!(out, "a: 12 ababab 1,2,1,2 5.0 -18 9\n");
+    let out = render("10-a.yaml.tftpl", "a: ${3 * 4} ${length([1, 2] * 2)}\n").unwrap();
+    assert_eq!(out, "a: 12 4\n");
+    for t in [
+        "{{ ('x' * 100000000) | length }}",
+        "{{ '' ~ ([1] * 1000000000) }}",
+        "{{ 5 in [1] * 1000000000 }}",
+        "{{ ([1] * 1000000000) == ([1] * 1000000000) }}",
+        "{% for i in [1] * 1000000000 %}{% endfor %}",
+    ] {
+        let message = refused_on_line_2(
+            render_on_small_stack("10-a.yaml.j2", format!("a: 1\n{t}\n")),
+            t,
+        );
+        assert!(message.contains("MiB"), "{t}: {message}");
+    }
+    let message = refused_on_line_2(
+        render_on_small_stack("10-a.yaml.tftpl", "a: 1\n${\"x\" * 100000000}\n".into()),
+        "tftpl *",
+    );
+    assert!(message.contains("MiB"), "{message}");
+}
+
+/// One statement of a generated template, sized by `n`.
+fn budget_step(kind: u8, n: u32) -> String {
+    match kind % 10 {
+        0 => "{% set s = s ~ s %}".into(),
+        1 => format!("{{% set s = s * {n} %}}"),
+        2 => "{% set l = l + l %}".into(),
+        3 => format!("{{% set s = s | indent({n}) %}}"),
+        4 => "{% set s = s | replace('x', s) %}".into(),
+        5 => format!("{{% set l = l | batch({n}, 'y') | list %}}"),
+        6 => format!("{{% for i in range({n}) %}}{{% set ns.s = ns.s ~ s %}}{{% endfor %}}"),
+        7 => "{% set s = l | join(s) %}".into(),
+        8 => format!("{{% set l = l * {n} %}}"),
+        _ => "{{ s | length }}{{ l | length }}".into(),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Random mixes of the calls and operators that grow values never make a render build
+    /// more than its budget (plus one value, the constant the check runs after) nor write
+    /// more than an input file.
+    #[test]
+    fn generated_templates_stay_within_the_template_budget(
+        steps in prop::collection::vec((any::<u8>(), 1u32..2_000_000), 1..24)
+    ) {
+        let mut text = String::from("a: 1\n{% set s = 'xy' %}{% set l = [1, 2] %}{% set ns = namespace(s='') %}");
+        for (kind, n) in &steps {
+            text.push_str(&budget_step(*kind, *n));
+        }
+        text.push('\n');
+        let result = render("10-a.yaml.j2", &text);
+        let spent = super::super::budget::spent();
+        prop_assert!(
+            spent <= super::super::budget::MAX_TEMPLATE_WORK_BYTES
+                + super::super::budget::MAX_TEMPLATE_VALUE_BYTES as u64 * 2,
+            "spent {spent}"
+        );
+        match result {
+            Ok(out) => prop_assert!(out.len() as u64 <= crate::limits::MAX_INPUT_BYTES),
+            Err(RenderError::Template { line, .. }) => prop_assert_eq!(line, 2),
+            Err(other) => prop_assert!(false, "{:.300}", other.to_string()),
+        }
+    }
+}
+
+#[test]
+fn encoding_a_map_with_large_numbers_is_not_mistaken_for_a_wide_indent() {
+    let out = render(
+        "10-a.yaml.j2",
+        "a: '{{ {'vm_id': 100000, 'memory': 4194304} | tojson }}'\nb: {{ node | tojson | length > 0 }}\n",
+    )
+    .unwrap();
+    assert!(out.contains("\"vm_id\":100000}"), "{out}");
+}

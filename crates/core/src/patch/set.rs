@@ -14,6 +14,7 @@ use super::load::{LoadError, Patch, PatchBody, load_documents, load_patch_parsed
 use super::locate::{self, locate_field};
 use super::merge::StrategicStep;
 use super::render::{Prepared, RenderError, Renderer, Reuse, TemplateVars, rendered_documents};
+use crate::budgets::{COMMAND_ENV, NODE_ENV, PatchBudgets, human};
 use crate::diagnostics;
 use crate::inputs::Inputs;
 use crate::topology::{Code, Diagnostic, Pos, Topology};
@@ -111,8 +112,11 @@ impl PatchSet {
         // How many nodes use each file: a template one node uses is not kept
         // compiled ([`Reuse::Once`]).
         let mut uses: HashMap<&Path, usize> = HashMap::new();
+        // Over a byte budget, nothing is read: `over_budget` reports it.
+        let over = over_budget(topology, &nodes, 0).is_some();
         let unique: Vec<&PatchFile> = nodes
             .iter()
+            .filter(|_| !over)
             .flat_map(|(_, files)| files)
             .filter(|f| {
                 let n = uses.entry(f.path.as_path()).or_insert(0);
@@ -184,6 +188,13 @@ impl PatchSet {
             })
             .collect();
         set
+    }
+
+    /// The first node over its patch byte budget, or the command over its own, as one
+    /// located error (`T043`), counting `manifests` bytes of bootstrap add-ons on each
+    /// control plane; `None` within the budgets ([`crate::budgets`]).
+    pub fn over_budget(&self, topology: &Topology, manifests: u64) -> Option<Diagnostic> {
+        over_budget(topology, &self.nodes, manifests)
     }
 
     fn fail(&mut self, d: Diagnostic) {
@@ -335,6 +346,64 @@ impl PatchSet {
 
 /// Whether a patch file holds nothing but blank lines, YAML comments and
 /// document markers: it patches nothing, like an empty file.
+/// The patch bytes each node merges (the listed sizes of its files, and `manifests`, the
+/// bootstrap add-ons, on a control plane) checked against [`PatchBudgets`], before anything
+/// is read: the first node
+/// over its budget, or the command over its own, as one located error.
+fn over_budget(
+    topology: &Topology,
+    nodes: &[(String, Vec<PatchFile>)],
+    manifests: u64,
+) -> Option<Diagnostic> {
+    let budgets = PatchBudgets::current();
+    let mut total = 0u64;
+    for (node, (_, files)) in topology.nodes.iter().zip(nodes) {
+        let mut bytes: u64 = files.iter().map(|f| f.len).sum();
+        if node.role == crate::topology::Role::Controlplane {
+            bytes += manifests;
+        }
+        if bytes > budgets.per_node {
+            let largest = files.iter().min_by_key(|f| std::cmp::Reverse(f.len));
+            let msg = format!(
+                "node {} merges {} of patches ({} files{}), over the budget of {} per node{}; \
+                 split the settings, or raise the budget with {NODE_ENV}",
+                node.hostname,
+                human(bytes),
+                files.len(),
+                if node.role == crate::topology::Role::Controlplane && manifests > 0 {
+                    format!(" and {} of bootstrap add-on manifests", human(manifests))
+                } else {
+                    String::new()
+                },
+                human(budgets.per_node),
+                largest.map_or(String::new(), |f| format!(
+                    "; the largest is {} ({})",
+                    f.path.display(),
+                    human(f.len)
+                )),
+            );
+            let at = largest.map_or(&topology.patches_dir, |f| &f.path);
+            return Some(
+                Diagnostic::error(Code::InputLimit, at, msg)
+                    .at(crate::diagnostics::Pos::new(1, 1))
+                    .on_node(Some(&node.hostname)),
+            );
+        }
+        total += bytes;
+    }
+    (total > budgets.per_command).then(|| {
+        let msg = format!(
+            "the nodes merge {} of patches in all (each node counts every file of common/, of \
+             its role's folder and of its own folder), over the budget of {} per command: move \
+             settings shared by many nodes into fewer, smaller files, or raise the budget with \
+             {COMMAND_ENV}",
+            human(total),
+            human(budgets.per_command)
+        );
+        Diagnostic::error(Code::InputLimit, &topology.patches_dir, msg).field("patches_dir")
+    })
+}
+
 fn only_comments(text: &str) -> bool {
     text.lines().all(|l| {
         let l = l.trim();
@@ -464,7 +533,8 @@ pub(crate) fn render_diagnostic(e: &RenderError, hostname: Option<&str>) -> Diag
                 format!("invalid YAML at {place}: {message}"),
             );
             if *rendered {
-                d
+                // The line is the rendered output's; in the template, the whole file.
+                d.at(Pos::new(1, 1))
             } else {
                 d.at(Pos::new(to_u32(*line), to_u32(column.unwrap_or(1))))
             }
@@ -488,15 +558,20 @@ fn load_diagnostic(file: &Path, e: &LoadError, text: &str) -> Diagnostic {
         cause = c.source();
     }
     let d = Diagnostic::error(Code::InvalidPatch, file, message);
+    // Line 1 when the problem is not one place of the file (a document that is not a mapping).
+    let whole = Pos::new(1, 1);
     match e {
-        LoadError::UnknownField { field } => match locate_field(text, field) {
-            Some(pos) => d.at(pos).field(field.clone()),
-            None => d.field(field.clone()),
-        },
-        LoadError::Document(_)
-        | LoadError::Delete(_)
-        | LoadError::Json(_)
-        | LoadError::YamlOps(_) => d,
+        LoadError::UnknownField { field } => {
+            let pos = locate_field(text, field).unwrap_or(whole);
+            d.at(pos).field(field.clone())
+        }
+        LoadError::Json(located) => d.at(located.pos),
+        LoadError::Document(super::document::DocumentError::Yaml {
+            line: Some(line),
+            column,
+            ..
+        }) => d.at(Pos::new(to_u32(*line), to_u32(column.unwrap_or(1)))),
+        LoadError::Document(_) | LoadError::Delete(_) | LoadError::YamlOps(_) => d.at(whole),
     }
 }
 

@@ -6,6 +6,8 @@
 
 use minijinja::syntax::SyntaxConfig;
 
+use crate::limits::MAX_NESTING;
+
 /// The comment delimiters: templatefile has no comments, so these are control
 /// characters that patch files never contain (and are escaped if they do).
 const COMMENT_START: &str = "\u{1}#";
@@ -55,19 +57,40 @@ impl Translated {
     }
 }
 
-struct Out {
+impl Translated {
+    /// An empty translation to build with [`Out`], for a text of about `capacity` bytes.
+    pub(super) fn builder(capacity: usize) -> Out {
+        Out {
+            source: String::with_capacity(capacity + 64),
+            spans: Vec::new(),
+        }
+    }
+}
+
+/// A translation being built: text copied verbatim and tags written in its place.
+pub(super) struct Out {
     source: String,
     spans: Vec<(usize, usize, Option<usize>)>,
 }
 
 impl Out {
-    fn verbatim(&mut self, text: &str, src: usize) {
+    /// The translation built.
+    pub(super) fn finish(self) -> Translated {
+        Translated {
+            source: self.source,
+            spans: self.spans,
+        }
+    }
+
+    /// Copy `text`, which starts at `src` in the original.
+    pub(super) fn verbatim(&mut self, text: &str, src: usize) {
         if !text.is_empty() {
             self.spans.push((self.source.len(), src, Some(text.len())));
             self.source.push_str(text);
         }
     }
-    fn tag(&mut self, text: &str, src: usize) {
+    /// Write `text` in place of the original at `src`; errors inside it point at `src`.
+    pub(super) fn tag(&mut self, text: &str, src: usize) {
         self.spans.push((self.source.len(), src, None));
         self.source.push_str(text);
     }
@@ -141,10 +164,7 @@ pub fn translate(src: &str) -> Result<Translated, TftplError> {
             kept[k + 1].0 = line_end - token.trim_start().len();
         }
     }
-    let mut out = Out {
-        source: String::with_capacity(src.len() + 64),
-        spans: Vec::new(),
-    };
+    let mut out = Translated::builder(src.len());
     for (part, (ks, ke)) in parts.iter().zip(kept) {
         match part {
             Part::Text { start, end } => {
@@ -157,10 +177,7 @@ pub fn translate(src: &str) -> Result<Translated, TftplError> {
             Part::Tag { text, at, .. } => out.tag(text, *at),
         }
     }
-    Ok(Translated {
-        source: out.source,
-        spans: out.spans,
-    })
+    Ok(out.finish())
 }
 
 fn split(src: &str) -> Result<Vec<Part>, TftplError> {
@@ -290,7 +307,7 @@ fn interpolation(body: &str, at: usize) -> Result<(String, bool, bool), TftplErr
             message: "empty ${} interpolation".into(),
         });
     }
-    Ok((finish("${", expression(inner), body), left, right))
+    Ok((finish("${", expression(inner, at)?, body), left, right))
 }
 
 fn directive(body: &str, at: usize) -> Result<(String, bool, bool), TftplError> {
@@ -298,7 +315,7 @@ fn directive(body: &str, at: usize) -> Result<(String, bool, bool), TftplError> 
     let text = inner.trim();
     let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
     let translated = match word {
-        "if" => format!("if {}", expression(rest)),
+        "if" => format!("if {}", expression(rest, at)?),
         "else" | "endif" | "endfor" if rest.trim().is_empty() => word.to_string(),
         "for" => {
             let (vars, coll) = rest.split_once(" in ").ok_or_else(|| TftplError {
@@ -309,8 +326,8 @@ fn directive(body: &str, at: usize) -> Result<(String, bool, bool), TftplError> 
             })?;
             let names: Vec<&str> = vars.split(',').map(str::trim).collect();
             match names.as_slice() {
-                [v] => format!("for {v} in tf_values({})", expression(coll)),
-                [k, v] => format!("for {k}, {v} in tf_pairs({})", expression(coll)),
+                [v] => format!("for {v} in tf_values({})", expression(coll, at)?),
+                [k, v] => format!("for {k}, {v} in tf_pairs({})", expression(coll, at)?),
                 _ => {
                     return Err(TftplError {
                         offset: at,
@@ -349,12 +366,7 @@ fn tokenize(expr: &str) -> Vec<Tok<'_>> {
         let start = i;
         let tok = match b[i] {
             b'"' | b'\'' => {
-                let q = b[i];
-                i += 1;
-                while i < b.len() && b[i] != q {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-                i = (i + 1).min(b.len());
+                i = super::expr::skip_string(b, i);
                 Tok::Text(&expr[start..i])
             }
             b'(' | b'[' | b'{' => {
@@ -409,12 +421,62 @@ fn tokenize(expr: &str) -> Vec<Tok<'_>> {
     toks
 }
 
-/// Translate one HCL expression to minijinja.
-fn expression(expr: &str) -> String {
+/// Check that an expression's tokens stay within the shape limits of a tag
+/// ([`super::budget::MAX_TAG_TERMS`] operators, [`super::budget::MAX_TAG_GROWTH`] of
+/// `+` and `*`, brackets [`MAX_NESTING`] deep), so that translating it stays linear
+/// and minijinja's recursive compiler stays within its stack.
+fn check_shape(toks: &[Tok<'_>], at: usize) -> Result<(), TftplError> {
+    use super::budget::{MAX_TAG_GROWTH, MAX_TAG_TERMS};
+    let (mut depth, mut terms, mut growth) = (0usize, 0usize, 0usize);
+    for t in toks {
+        match t {
+            Tok::Open(_) => {
+                depth += 1;
+                terms += 1;
+            }
+            Tok::Close(_) => depth = depth.saturating_sub(1),
+            Tok::Question | Tok::Colon => terms += 1,
+            Tok::Text(w) => {
+                let w = w.trim();
+                if matches!(w, "+" | "*" | "~") {
+                    growth += 1;
+                }
+                if matches!(w, "and" | "or" | "not")
+                    || (!w.is_empty() && w.bytes().all(|c| c.is_ascii_punctuation()))
+                {
+                    terms += 1;
+                }
+            }
+            Tok::Comma => {}
+        }
+        let problem = if depth > MAX_NESTING {
+            format!("the expression nests brackets deeper than {MAX_NESTING} levels")
+        } else if terms > MAX_TAG_TERMS {
+            format!(
+                "the expression holds more than {MAX_TAG_TERMS} operators, calls and subscripts; split it"
+            )
+        } else if growth > MAX_TAG_GROWTH {
+            format!(
+                "the expression holds more than {MAX_TAG_GROWTH} of the operators `+` and `*`; split it"
+            )
+        } else {
+            continue;
+        };
+        return Err(TftplError {
+            offset: at,
+            message: problem,
+        });
+    }
+    Ok(())
+}
+
+/// Translate one HCL expression (of the tag at `at`) to minijinja.
+fn expression(expr: &str, at: usize) -> Result<String, TftplError> {
     let toks = tokenize(expr);
+    check_shape(&toks, at)?;
     let mut out = String::with_capacity(expr.len() + 16);
     segments(&toks, &mut out);
-    out
+    Ok(super::expr::wrap_growth(&out, super::budget::guarded_op))
 }
 
 /// Comma-separated segments at one nesting level.

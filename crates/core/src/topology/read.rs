@@ -18,7 +18,8 @@ use std::path::Path;
 /// `file` only labels the diagnostics. Never panics, whatever the input.
 pub fn read(text: &str, file: &Path) -> (Option<RawTopology>, Vec<Diagnostic>) {
     let syntax = |pos: Pos, msg: String| Diagnostic::error(Code::YamlSyntax, file, msg).at(pos);
-    if let Err(e) = crate::limits::check_yaml_bounds(text) {
+    // The bounded loader's checks (nesting, aliases, nodes) before saphyr builds anything.
+    if let Err(e) = crate::load::check_yaml(text, crate::load::Budget::INPUT) {
         return (
             None,
             vec![Diagnostic::error(Code::InputLimit, file, e.message).at(e.pos)],
@@ -103,7 +104,7 @@ fn kind(node: &MarkedYaml<'_>) -> String {
         }
         YamlData::Value(Scalar::FloatingPoint(f)) => format!("the number {f}"),
         YamlData::Value(Scalar::String(s)) => {
-            format!("the string {:?}", crate::limits::quoted(s))
+            format!("the string \"{}\"", crate::limits::quoted(s))
         }
         YamlData::Representation(..)
         | YamlData::Tagged(..)
@@ -724,6 +725,22 @@ mod tests {
         assert!(d.is_empty(), "{d:?}");
         let c = raw.expect("raw").cluster.expect("cluster").value;
         assert_eq!((c.name, c.vip), (None, None));
+    }
+
+    #[test]
+    fn deep_flow_nesting_and_huge_node_counts_are_input_limits_at_their_place() {
+        let (raw, d) = one(&format!("cluster:\n  name: {}\n", "[".repeat(100_000)));
+        assert!(raw.is_none());
+        assert_eq!(d[0].code, Code::InputLimit);
+        assert_eq!(d[0].pos, Some(Pos::new(2, 73)), "{}", d[0].message);
+        assert!(d[0].message.contains("deeper than 64"), "{}", d[0].message);
+        let (_, d) = one(&format!("nodes: [{}0]\n", "0,".repeat(1_100_000)));
+        assert_eq!(d[0].code, Code::InputLimit);
+        assert!(
+            d[0].message.contains("more than 1000000 values"),
+            "{}",
+            d[0].message
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use super::{CommandError, Ui};
 use talosprov_core::addon::{ClusterFacts, RenderedAddon, helm, manifests};
+use talosprov_core::load::Budget;
 use talosprov_core::machine::SecretsBundle;
 use talosprov_core::plan::AddonValues;
 use talosprov_core::topology::{Addon, AddonSource, Code, Diagnostic, Role, Topology};
@@ -62,8 +63,9 @@ pub async fn render(
     known: Known<'_>,
     ui: &Ui,
 ) -> Result<Rendered, CommandError> {
+    let limits = super::source_limits()?;
     let (mut addons, mut problems) = talosprov_files::render_addons(topology);
-    let (downloaded, more) = downloads(topology).await?;
+    let (downloaded, more) = downloads(topology, limits).await?;
     addons.extend(downloaded);
     problems.extend(more);
     let mut renderings = BTreeMap::new();
@@ -76,7 +78,7 @@ pub async fn render(
     if !charts.is_empty() {
         let facts = preset_facts(topology, secrets);
         for addon in charts {
-            match chart(topology, addon, facts.as_ref(), known).await {
+            match chart(topology, addon, facts.as_ref(), known, limits).await {
                 Ok(Some(Chart {
                     rendering,
                     text,
@@ -84,7 +86,8 @@ pub async fn render(
                 })) => {
                     values.push(shown);
                     let label = format!("helm template {}", addon.name);
-                    let (r, p) = manifests::render_text(topology, addon, &label, &text);
+                    let (r, p) =
+                        manifests::render_text(topology, addon, &label, &text, Budget::HELM_OUTPUT);
                     addons.extend(r);
                     problems.extend(p);
                     renderings.insert(addon.name.clone(), rendering);
@@ -109,6 +112,7 @@ pub async fn render(
 /// The `url` add-ons' objects, downloaded all at once.
 async fn downloads(
     topology: &Topology,
+    limits: talosprov_sources::SourceLimits,
 ) -> Result<(Vec<RenderedAddon>, Vec<Diagnostic>), CommandError> {
     let list: Vec<(&Addon, &str, &str)> = topology
         .addons
@@ -123,7 +127,7 @@ async fn downloads(
     if list.is_empty() {
         return Ok((rendered, problems));
     }
-    let fetcher = talosprov_sources::Fetcher::new()?;
+    let fetcher = talosprov_sources::Fetcher::new(limits)?;
     let fetched = futures::future::join_all(
         list.iter()
             .map(|(_, url, sha256)| fetcher.manifest(url, sha256)),
@@ -132,7 +136,7 @@ async fn downloads(
     for ((addon, url, _), result) in list.iter().zip(fetched) {
         match result {
             Ok(text) => {
-                let (r, p) = manifests::render_text(topology, addon, url, &text);
+                let (r, p) = manifests::render_text(topology, addon, url, &text, Budget::DOWNLOAD);
                 rendered.extend(r);
                 problems.extend(p);
             }
@@ -143,6 +147,8 @@ async fn downloads(
                     | talosprov_sources::FetchError::Transport { .. }
                     | talosprov_sources::FetchError::Status { .. }
                     | talosprov_sources::FetchError::TooLarge { .. }
+                    | talosprov_sources::FetchError::TooSlow { .. }
+                    | talosprov_sources::FetchError::Deadline { .. }
                     | talosprov_sources::FetchError::NotUtf8 { .. } => Code::InvalidAddonManifest,
                 };
                 let msg = format!("add-on `{}`: {e}", addon.name);
@@ -171,6 +177,7 @@ async fn chart(
     addon: &Addon,
     facts: Option<&ClusterFacts>,
     known: Known<'_>,
+    limits: talosprov_sources::SourceLimits,
 ) -> Result<Option<Chart>, Diagnostic> {
     let kubernetes = manifests::kubernetes_version(topology);
     let Some(args) = helm::template_args(addon, &kubernetes) else {
@@ -214,7 +221,7 @@ async fn chart(
     )
     .map_err(|e| fail(format!("add-on `{}` is a Helm chart: {e}", addon.name)))?;
     let yaml = serde_yaml_ng::to_string(&values).unwrap_or_default();
-    let text = talosprov_sources::template(&program, &args, &yaml)
+    let text = talosprov_sources::template(&program, &args, &yaml, limits.deadline)
         .await
         .map_err(|e| {
             manifests::at(
@@ -235,46 +242,15 @@ async fn chart(
     }))
 }
 
-/// The add-on's `values_files`, read and parsed, in order.
+/// The add-on's `values_files`, read and parsed through the bounded loader
+/// ([`helm::values_files`]), in order: the first problem when one is not
+/// usable (the same problems `validate` reports, all of them).
 fn values_files(topology: &Topology, addon: &Addon) -> Result<Vec<serde_json::Value>, Diagnostic> {
-    let AddonSource::Helm { values_files, .. } = &addon.source else {
-        return Ok(Vec::new());
-    };
-    let inputs = talosprov_files::Disk;
-    values_files
-        .iter()
-        .map(|f| {
-            let text = talosprov_core::inputs::Inputs::read(&inputs, f).map_err(|e| {
-                manifests::at(
-                    topology,
-                    addon,
-                    Code::InvalidAddonManifest,
-                    format!("cannot read the values file {}: {e}", f.display()),
-                )
-            })?;
-            let value: serde_json::Value =
-                serde_yaml_ng::from_str::<Option<serde_json::Value>>(&text)
-                    .map(|v| v.unwrap_or_else(|| serde_json::json!({})))
-                    .map_err(|e| {
-                        manifests::at(
-                            topology,
-                            addon,
-                            Code::InvalidAddonManifest,
-                            format!("the values file {} is not YAML: {e}", f.display()),
-                        )
-                    })?;
-            if value.is_object() {
-                Ok(value)
-            } else {
-                Err(manifests::at(
-                    topology,
-                    addon,
-                    Code::InvalidAddonManifest,
-                    format!("the values file {} is not a mapping", f.display()),
-                ))
-            }
-        })
-        .collect()
+    let (values, problems) = helm::values_files(topology, addon, &talosprov_files::Disk);
+    match problems.into_iter().next() {
+        Some(first) => Err(first),
+        None => Ok(values),
+    }
 }
 
 /// The facts the presets' values depend on, from the first control plane's

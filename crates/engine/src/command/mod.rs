@@ -194,5 +194,25 @@ pub fn duration_var(name: &str, default: Duration) -> anyhow::Result<Duration> {
         .map_err(|expected| anyhow::anyhow!("{name}={text:?} is {expected}"))
 }
 
+/// The add-on sources' bounds in time: a `helm template` run's and a
+/// download's deadline from [`talosprov_sources::SOURCE_TIMEOUT_ENV`]
+/// (seconds, or a duration such as `5m`; default 120 s), and the minimum
+/// rate of a download ([`talosprov_sources::SourceLimits::default`]).
+///
+/// # Errors
+/// A value that is not a duration, or is zero, naming the variable.
+pub fn source_limits() -> anyhow::Result<talosprov_sources::SourceLimits> {
+    let name = talosprov_sources::SOURCE_TIMEOUT_ENV;
+    let default = talosprov_sources::SourceLimits::default();
+    let deadline = duration_var(name, default.deadline)?;
+    if deadline.is_zero() {
+        anyhow::bail!("{name} is 0: a download or a helm run needs some time; unset it for 120 s");
+    }
+    Ok(talosprov_sources::SourceLimits {
+        deadline,
+        ..default
+    })
+}
+
 #[cfg(test)]
 mod tests;

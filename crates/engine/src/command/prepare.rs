@@ -137,8 +137,10 @@ pub fn render_configs(
     if talosprov_core::diagnostics::has_errors(&addon_problems) {
         return Err(report(&addon_problems));
     }
-    let topology_bytes = std::fs::read(&topology.file)
-        .with_context(|| format!("cannot read {}", topology.file.display()))?;
+    let topology_bytes =
+        talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, &topology.file)
+            .with_context(|| format!("cannot read {}", topology.file.display()))?
+            .into_bytes();
     let topology_path = topology.file.display().to_string();
     let mut files: BTreeMap<String, String> = patches
         .file_digests()
@@ -402,8 +404,13 @@ pub fn write_saved_plan(path: &Path, saved: &SavedPlan) -> anyhow::Result<()> {
 /// # Errors
 /// Read, decryption and format errors.
 pub fn read_saved_plan(path: &Path) -> anyhow::Result<SavedPlan> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read plan {}", path.display()))?;
+    // A saved plan holds what a state holds: the same bound, and the same
+    // refusal of anything but a regular file (a FIFO would block).
+    let bytes = talosprov_state::bounded::read_file(
+        path,
+        "the saved plan",
+        talosprov_state::bounded::MAX_STATE_BYTES,
+    )?;
     let json = if bytes.starts_with(b"{") {
         bytes
     } else {

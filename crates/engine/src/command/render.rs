@@ -82,7 +82,7 @@ async fn secrets(
     ui: &Ui,
 ) -> anyhow::Result<(SecretsBundle, BTreeMap<String, Rendering>)> {
     if let Some(path) = &request.secrets {
-        let text = std::fs::read_to_string(path)
+        let text = talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, path)
             .with_context(|| format!("cannot read the secrets bundle {}", path.display()))?;
         let bundle = parse_secrets_yaml(&text)
             .with_context(|| format!("cannot use the secrets bundle {}", path.display()))?;

@@ -56,7 +56,7 @@ pub async fn import(
     path: &Path,
     ui: &Ui,
 ) -> Result<SecretsImported, CommandError> {
-    let text = std::fs::read_to_string(path)
+    let text = talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, path)
         .with_context(|| format!("cannot read the secrets bundle {}", path.display()))?;
     let bundle = parse_secrets_yaml(&text)
         .with_context(|| format!("{} is not a valid secrets bundle", path.display()))?;

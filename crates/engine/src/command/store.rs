@@ -92,9 +92,13 @@ impl StateSettings {
 /// unknown key or a wrong type, each problem with its `file:line:col`, code
 /// and field.
 pub fn state_section(file: &Path) -> anyhow::Result<StateSection> {
-    let text = match std::fs::read_to_string(file) {
+    let text = match talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, file) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(StateSection::default()),
+        Err(talosprov_core::limits::ReadError::Io(e))
+            if e.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Ok(StateSection::default());
+        }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
     };
     let (raw, diagnostics) = talosprov_core::topology::read::read(&text, file);

@@ -67,6 +67,7 @@ pub fn check(file: &Path) -> anyhow::Result<Validation> {
     let (addons, problems) = talosprov_files::render_addons(t);
     v.diagnostics.extend(problems);
     v.diagnostics.extend(helm_problems(t));
+    v.diagnostics.extend(values_file_problems(t));
     let inline = talosprov_core::addon::inline_manifests(t, &addons);
     match node_configs(t, &secrets, &set, &inline) {
         Ok(configs) => {
@@ -102,9 +103,25 @@ fn recorded_pools(
     let path = path.clone().unwrap_or_else(|| {
         talosprov_core::paths::folder_of(&t.file).join(talosprov_state::config::DEFAULT_STATE_FILE)
     });
-    let bytes = std::fs::read(path).ok()?;
+    let bytes = talosprov_state::bounded::read_file(
+        &path,
+        "the state file",
+        talosprov_state::bounded::MAX_STATE_BYTES,
+    )
+    .ok()?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     serde_json::from_value(value.get("pools")?.clone()).ok()
+}
+
+/// The problems of every `helm` add-on's `values_files`, read and parsed
+/// offline through the bounded loader (`A009`, at the line of the values file,
+/// or at the add-on's entry for a file that cannot be read), as `plan` and
+/// `render` would refuse them.
+fn values_file_problems(t: &Topology) -> Vec<Diagnostic> {
+    t.addons
+        .values()
+        .flat_map(|a| talosprov_core::addon::helm::values_files(t, a, &talosprov_files::Disk).1)
+        .collect()
 }
 
 /// `A011` for each `helm` add-on when no `helm` program can be found
@@ -137,4 +154,59 @@ fn helm_problems(t: &Topology) -> Vec<Diagnostic> {
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use talosprov_core::topology::{Code, Pos};
+
+    #[test]
+    fn values_files_are_read_offline_and_each_problem_is_located() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path();
+        let topology = "cluster:\n  name: lab\n  talos_version: v1.13.8\n  gateway: 10.0.0.1\n\
+            proxmox:\n  endpoint: https://pve.test:8006\n  node: pve\n  datastore: local-lvm\n\
+            nodes:\n  - {hostname: cp-01, ip: 10.0.0.101, cores: 2, memory: 4096}\n\
+            addons:\n  c:\n    helm:\n      repo: https://charts.test\n      chart: c\n      version: 1.0.0\n\
+            \x20     values_files: [missing.yaml, bomb.yaml, deep.yaml, ok.yaml]\n";
+        std::fs::write(root.join("cluster.yaml"), topology).expect("write");
+        let mut bomb = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+        for i in 1..9 {
+            let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+            bomb.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+        }
+        std::fs::write(root.join("bomb.yaml"), bomb).expect("write");
+        let deep = format!("a: 1\nb: {}\n", "[".repeat(100_000));
+        std::fs::write(root.join("deep.yaml"), deep).expect("write");
+        std::fs::write(root.join("ok.yaml"), "replicas: 1\n").expect("write");
+        let v = check(&root.join("cluster.yaml")).expect("validate");
+        let found: Vec<(PathBuf, Option<Pos>, &str)> = v
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == Code::InvalidAddonManifest)
+            .map(|d| {
+                let file = d.file.strip_prefix(root).unwrap_or(&d.file).to_path_buf();
+                (file, d.pos, d.message.as_str())
+            })
+            .collect();
+        assert_eq!(found.len(), 3, "{:#?}", v.diagnostics);
+        assert_eq!(found[0].0, Path::new("cluster.yaml"));
+        assert_eq!(found[0].1, Some(Pos::new(12, 3)));
+        assert!(
+            found[0].2.contains("cannot read the values file"),
+            "{}",
+            found[0].2
+        );
+        assert_eq!(
+            (found[1].0.as_path(), found[1].1),
+            (Path::new("bomb.yaml"), Some(Pos::new(6, 10)))
+        );
+        assert!(found[1].2.contains("excessive aliasing"), "{}", found[1].2);
+        assert_eq!(
+            (found[2].0.as_path(), found[2].1),
+            (Path::new("deep.yaml"), Some(Pos::new(2, 68)))
+        );
+        assert!(found[2].2.contains("deeper than 64"), "{}", found[2].2);
+    }
 }
