@@ -3,15 +3,11 @@
 //! file, a nesting limit and an alias expansion budget for YAML (go-yaml v3,
 //! which Talos uses, refuses "excessive aliasing" the same way), and short
 //! quotes of values in messages. [`ReadError`] says what is wrong with an
-//! input file that could not be read as text; [`crate::inputs`] reads them.
+//! input file that could not be read as text; [`crate::inputs`] reads them,
+//! and [`crate::load`] holds YAML and JSON to these bounds.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt;
-
-use saphyr_parser::{Event, Parser};
-
-use crate::diagnostics::Pos;
 
 /// The largest input file talosprov reads (the topology, a patch file): 4 MiB.
 /// A machine config patch with inline manifests (a CNI's, say) stays well
@@ -31,13 +27,6 @@ pub const MAX_ALIAS_EXPANSION: usize = 1024 * 1024;
 /// work and memory of a command (a 4 MiB topology fits some 45,000 one-line nodes, which
 /// took 13 s and 530 MiB to validate); a Proxmox cluster runs far fewer Talos VMs.
 pub const MAX_NODES: usize = 1000;
-
-/// The most patch applications one command renders: the sum, over the nodes,
-/// of the patch files each node uses (`common/`, its role's folder and its own
-/// folder). Merging is the work that grows with nodes × patches: 1000 nodes
-/// with 30 patches each (30,000) validate in about 0.6 s; 200,000 took 6 s and
-/// 277 MiB before this bound.
-pub const MAX_PATCH_APPLICATIONS: usize = 50_000;
 
 /// How much of a value a message quotes, in characters, before eliding.
 pub const MAX_QUOTED_CHARS: usize = 120;
@@ -130,140 +119,9 @@ pub fn quoted(value: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// A YAML text that goes beyond the bounds: where, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unbounded {
-    /// Where the offending collection or alias starts.
-    pub pos: Pos,
-    /// What went beyond which bound.
-    pub message: String,
-}
-
-/// Check a YAML text against [`MAX_NESTING`] and [`MAX_ALIAS_EXPANSION`] by
-/// its parser events, before anything is built from it: each alias costs the
-/// size of the node it names, aliases inside that node included, so nested
-/// "billion laughs" anchors are counted as they would expand. Syntax errors
-/// are left to the loader, which locates them.
-///
-/// # Errors
-/// [`Unbounded`], at the first collection or alias beyond a bound.
-pub fn check_yaml_bounds(text: &str) -> Result<(), Unbounded> {
-    struct Open {
-        anchor: usize,
-        start: usize,
-        /// Text that aliases inside this collection add.
-        expanded: usize,
-    }
-    let mut open: Vec<Open> = Vec::new();
-    let mut anchors: HashMap<usize, usize> = HashMap::new();
-    let mut total = 0usize;
-    let pos = |m: &saphyr_parser::Marker| {
-        Pos::new(
-            u32::try_from(m.line()).unwrap_or(u32::MAX),
-            u32::try_from(m.col() + 1).unwrap_or(u32::MAX),
-        )
-    };
-    for event in Parser::new_from_str(text) {
-        let Ok((event, span)) = event else {
-            return Ok(());
-        };
-        match event {
-            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
-                if open.len() >= MAX_NESTING {
-                    return Err(Unbounded {
-                        pos: pos(&span.start),
-                        message: format!(
-                            "the YAML nests deeper than {MAX_NESTING} levels; no topology or \
-                             machine config patch needs that many"
-                        ),
-                    });
-                }
-                open.push(Open {
-                    anchor,
-                    start: span.start.index(),
-                    expanded: 0,
-                });
-            }
-            Event::SequenceEnd | Event::MappingEnd => {
-                if let Some(done) = open.pop() {
-                    let size = span.end.index().saturating_sub(done.start) + done.expanded;
-                    if done.anchor > 0 {
-                        anchors.insert(done.anchor, size);
-                    }
-                    if let Some(parent) = open.last_mut() {
-                        parent.expanded = parent.expanded.saturating_add(done.expanded);
-                    }
-                }
-            }
-            Event::Scalar(value, _, anchor, _) if anchor > 0 => {
-                anchors.insert(anchor, value.len() + 1);
-            }
-            Event::Alias(id) => {
-                let size = anchors.get(&id).copied().unwrap_or(1);
-                total = total.saturating_add(size);
-                if let Some(parent) = open.last_mut() {
-                    parent.expanded = parent.expanded.saturating_add(size);
-                }
-                if total > MAX_ALIAS_EXPANSION {
-                    return Err(Unbounded {
-                        pos: pos(&span.start),
-                        message: format!(
-                            "the YAML's aliases expand to more than {} KiB of text (excessive \
-                             aliasing); write the values out, or use fewer aliases",
-                            MAX_ALIAS_EXPANSION / 1024
-                        ),
-                    });
-                }
-            }
-            Event::Nothing
-            | Event::StreamStart
-            | Event::StreamEnd
-            | Event::DocumentStart(_)
-            | Event::DocumentEnd
-            | Event::Scalar(..) => {}
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ordinary_anchors_and_nesting_pass() {
-        let text = "defaults: &d {cores: 2, memory: 4096}\nnodes:\n  - <<: *d\n  - *d\n";
-        assert_eq!(check_yaml_bounds(text), Ok(()));
-    }
-
-    #[test]
-    fn alias_bomb_is_refused_at_the_alias_that_crosses_the_budget() {
-        // Ten levels of ten aliases each: 10^10 copies of "lol".
-        let mut text = String::from("a0: &a0 lol\n");
-        for i in 1..10 {
-            let refs: Vec<String> = (0..10).map(|_| format!("*a{}", i - 1)).collect();
-            text.push_str(&format!("a{i}: &a{i} [{}]\n", refs.join(", ")));
-        }
-        let e = check_yaml_bounds(&text).unwrap_err();
-        assert!(e.message.contains("excessive aliasing"), "{e:?}");
-        // A large string aliased many times: the 490 KB topology of the bug.
-        let big = format!(
-            "s: &s \"{}\"\nl: [{}]\n",
-            "x".repeat(100_000),
-            "*s, ".repeat(20)
-        );
-        assert!(check_yaml_bounds(&big).is_err());
-    }
-
-    #[test]
-    fn deep_nesting_is_refused_with_its_line() {
-        let text = "- ".repeat(20_000) + "x\n";
-        let e = check_yaml_bounds(&text).unwrap_err();
-        assert_eq!(e.pos.line, 1);
-        assert!(e.message.contains("deeper than 64"), "{e:?}");
-        let block: String = (0..100).map(|i| format!("{}-\n", "  ".repeat(i))).collect();
-        assert!(check_yaml_bounds(&block).is_err());
-    }
 
     #[test]
     fn long_values_are_quoted_short() {

@@ -209,3 +209,17 @@ proptest! {
         let _ = json_value::<serde_json::Value>(&text, Budget::INPUT);
     }
 }
+
+#[test]
+fn ordinary_anchors_pass_and_text_aliased_past_a_mebibyte_is_refused_where_it_crosses() {
+    let text = "defaults: &d {cores: 2, memory: 4096}\nnodes:\n  - <<: *d\n  - *d\n";
+    assert!(check_yaml(text, Budget::INPUT).is_ok());
+    // A large string aliased many times: the 490 KB topology of an old bug.
+    let big = format!(
+        "s: &s \"{}\"\nl: [{}]\n",
+        "x".repeat(100_000),
+        "*s, ".repeat(20)
+    );
+    let e = assert_refused(check_yaml(&big, Budget::INPUT), Problem::TooManyAliases, 2);
+    assert!(e.message.contains("excessive aliasing"), "{e}");
+}

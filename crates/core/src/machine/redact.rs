@@ -85,15 +85,9 @@ fn redact_manifest_secrets(contents: &mut Value) {
     let Some(text) = contents.as_str() else {
         return;
     };
-    // Parsed only within the bounds of any YAML talosprov reads (nesting, aliases).
-    let docs: Result<Vec<Value>, _> = crate::limits::check_yaml_bounds(text)
-        .map_err(|_| ())
-        .and_then(|()| {
-            serde_yaml_ng::Deserializer::from_str(text)
-                .map(serde::Deserialize::deserialize)
-                .collect::<Result<_, _>>()
-                .map_err(|_| ())
-        });
+    // Parsed only within the bounds of any YAML talosprov reads (size, nesting, aliases,
+    // values); the contents may be a chart's rendering.
+    let docs = crate::load::yaml_documents(text, crate::load::Budget::HELM_OUTPUT);
     let Ok(mut docs) = docs else {
         if text.contains("Secret") {
             *contents = Value::String(REDACTED.to_string());
