@@ -51,6 +51,14 @@ impl Budget {
         max_nodes: 2_000_000,
     };
 
+    /// A state document or a saved plan (JSON): 256 MiB, one million values (a
+    /// 1000-node cluster's state holds some tens of thousands; the machine
+    /// configs and chart renderings in it are single strings).
+    pub const STATE: Budget = Budget {
+        max_bytes: 256 * 1024 * 1024,
+        max_nodes: 1_000_000,
+    };
+
     /// What `helm template` prints for one chart: 64 MiB, two million nodes
     /// (Cilium's chart renders to about 1 MiB and 50,000 nodes).
     pub const HELM_OUTPUT: Budget = Budget {
@@ -508,6 +516,11 @@ pub fn yaml_value<T: DeserializeOwned>(text: &str, budget: Budget) -> Result<Opt
 /// [`Located`] at the first array or object nested too deep, or the first
 /// value past the node budget. Syntax errors are left to [`json_value`].
 pub fn check_json(text: &str, budget: Budget) -> Result<(), Located> {
+    check_json_within(text, budget, MAX_NESTING)
+}
+
+/// [`check_json`] with `max_depth` levels of nesting allowed.
+fn check_json_within(text: &str, budget: Budget, max_depth: usize) -> Result<(), Located> {
     too_large(text, budget)?;
     let bytes = text.as_bytes();
     let (mut depth, mut nodes, mut i) = (0usize, 0usize, 0usize);
@@ -517,8 +530,11 @@ pub fn check_json(text: &str, budget: Budget) -> Result<(), Located> {
         let starts_node = match b {
             b'[' | b'{' => {
                 depth += 1;
-                if depth > MAX_NESTING {
-                    return Err(too_deep(pos_of_offset(text, i)));
+                if depth > max_depth {
+                    return Err(Located {
+                        message: format!("the JSON nests deeper than {max_depth} levels"),
+                        ..too_deep(pos_of_offset(text, i))
+                    });
                 }
                 in_scalar = false;
                 true
@@ -552,6 +568,32 @@ pub fn check_json(text: &str, budget: Budget) -> Result<(), Located> {
         i += 1;
     }
     Ok(())
+}
+
+/// [`check_json`] on the bytes of a document talosprov writes itself (a state,
+/// a saved plan), which may wrap user values (Helm values, say) already nested
+/// [`MAX_NESTING`] deep: twice that nesting is allowed. Text that is not UTF-8
+/// is a syntax error at its first invalid byte, left for the parser to report.
+///
+/// # Errors
+/// As [`check_json`].
+pub fn check_json_bytes(bytes: &[u8], budget: Budget) -> Result<(), Located> {
+    let valid = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
+    };
+    if bytes.len() as u64 > budget.max_bytes {
+        return Err(Located {
+            pos: Pos::new(1, 1),
+            problem: Problem::TooLarge,
+            message: format!(
+                "it is {} bytes, over the {} MiB limit for this input",
+                bytes.len(),
+                budget.max_bytes / (1024 * 1024)
+            ),
+        });
+    }
+    check_json_within(valid, budget, 2 * MAX_NESTING)
 }
 
 /// Check `text` ([`check_json`]) and read it as JSON of type `T` (an RFC

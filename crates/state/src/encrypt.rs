@@ -61,6 +61,7 @@ pub enum Document {
 /// # Errors
 /// [`FormatError`], including a newer format version.
 pub fn decode(bytes: &[u8]) -> Result<Document, FormatError> {
+    talosprov_core::state::format::check_bounds(bytes)?;
     let value: serde_json::Value = serde_json::from_slice(bytes).map_err(FormatError::Json)?;
     let version = check_version(&value)?;
     if value.get("encrypted_state").is_some() {

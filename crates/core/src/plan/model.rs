@@ -232,6 +232,8 @@ impl Plan {
     /// # Errors
     /// [`PlanFormatError`] for text that is not a plan or a newer format version.
     pub fn from_json(text: &[u8]) -> Result<Plan, PlanFormatError> {
+        crate::load::check_json_bytes(text, crate::load::Budget::STATE)
+            .map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
         let value: serde_json::Value =
             serde_json::from_slice(text).map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
         let version = value

@@ -120,6 +120,8 @@ impl SavedPlan {
     /// # Errors
     /// [`PlanFormatError`].
     pub fn from_json(bytes: &[u8]) -> Result<SavedPlan, PlanFormatError> {
+        crate::load::check_json_bytes(bytes, crate::load::Budget::STATE)
+            .map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
         let value: serde_json::Value =
             serde_json::from_slice(bytes).map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
         let plan = value

@@ -321,6 +321,10 @@ pub enum FormatError {
     /// Not JSON, or not a JSON object.
     #[error("the state is not valid JSON")]
     Json(#[source] serde_json::Error),
+    /// Beyond the bounds of a state document ([`crate::load::Budget::STATE`]): nested
+    /// too deep, or too many values; where, and why.
+    #[error("the state is beyond talosprov's bounds for a state document: {0}")]
+    Bounds(String),
     /// No integer `version` field.
     #[error("the state has no format version (the \"version\" field)")]
     MissingVersion,
@@ -365,12 +369,14 @@ impl State {
         }
     }
 
-    /// Parse a plain (not encrypted) state document.
+    /// Parse a plain (not encrypted) state document, checked against
+    /// [`crate::load::Budget::STATE`] before anything is built.
     ///
     /// # Errors
     /// [`FormatError::NewerVersion`] when written by a newer format, and the
     /// other variants for malformed documents.
     pub fn from_json(bytes: &[u8]) -> Result<Self, FormatError> {
+        check_bounds(bytes)?;
         let value: serde_json::Value = serde_json::from_slice(bytes).map_err(FormatError::Json)?;
         let version = check_version(&value)?;
         serde_json::from_value(value).map_err(|source| FormatError::Shape { version, source })
@@ -620,6 +626,16 @@ impl State {
     }
 }
 
+/// Check a state document's bytes against [`crate::load::Budget::STATE`] (size, nesting,
+/// values) before anything is built from them.
+///
+/// # Errors
+/// [`FormatError::Bounds`], saying where and which bound.
+pub fn check_bounds(bytes: &[u8]) -> Result<(), FormatError> {
+    crate::load::check_json_bytes(bytes, crate::load::Budget::STATE)
+        .map_err(|e| FormatError::Bounds(e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -760,5 +776,28 @@ mod tests {
         assert!(staged.taken_at(1_060));
         assert!(!staged.taken_at(900), "an earlier boot time is not a boot");
         assert!(!Staged { boot_time: None }.taken_at(5_000));
+    }
+}
+
+#[cfg(test)]
+mod bounds_tests {
+    use super::*;
+
+    #[test]
+    fn a_state_document_is_checked_against_its_bounds_before_it_is_parsed() {
+        // Twenty million values in 40 MB: refused by the count, before a value is built.
+        let dense = format!("{{\"version\": 1, \"x\": [{}1]}}", "1,".repeat(20_000_000));
+        let e = State::from_json(dense.as_bytes()).unwrap_err();
+        assert!(matches!(e, FormatError::Bounds(_)), "{e}");
+        assert!(e.to_string().contains("1000000"), "{e}");
+        // 100,000 levels: refused at its place, not a stack overflow.
+        let deep = format!("{{\"x\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        let e = State::from_json(deep.as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("deeper than 128"), "{e}");
+        // Values nested as deep as a YAML input may be, inside the state's own levels: fine
+        // for the bounds (the shape is another matter).
+        let nested = format!("{{\"x\": {}{}}}", "[".repeat(100), "]".repeat(100));
+        assert!(check_bounds(nested.as_bytes()).is_ok());
+        assert!(crate::state::summary::Summary::of(dense.as_bytes()).is_none());
     }
 }

@@ -23,6 +23,7 @@ impl Summary {
     /// Read a stored document; `None` when it is empty, not JSON, or lacks a
     /// lineage or an integer serial (not a state).
     pub fn of(bytes: &[u8]) -> Option<Summary> {
+        super::format::check_bounds(bytes).ok()?;
         let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
         let lineage = value.get("lineage")?.as_str()?.parse().ok()?;
         let serial = value.get("serial")?.as_u64()?;

@@ -109,6 +109,7 @@ fn recorded_pools(
         talosprov_state::bounded::MAX_STATE_BYTES,
     )
     .ok()?;
+    talosprov_core::state::format::check_bounds(&bytes).ok()?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     serde_json::from_value(value.get("pools")?.clone()).ok()
 }
