@@ -1,8 +1,9 @@
 //! The byte budgets of one command's patch work. Building a node's machine config merges
 //! every patch file the node uses; the work and the memory of a command grow with the bytes
 //! merged over every node, not with the number of files. So each node may merge at most
-//! [`PatchBudgets::per_node`] bytes of patches (its files of `common/`, of its role's folder
-//! and of its own folder, plus the bootstrap add-ons' manifests on a control plane), and the
+//! [`PatchBudgets::per_node`] bytes of patches (its files of `common/`, of its role's folder,
+//! of its pool's folder and of its own folder, plus the bootstrap add-ons' manifests on a
+//! control plane), and the
 //! nodes of one command together [`PatchBudgets::per_command`]. `validate`, `render`, `plan`
 //! and `apply` all obey them. Each is raised for the rare honest case with an environment
 //! variable ([`NODE_ENV`], [`COMMAND_ENV`]) that the error names.
@@ -103,12 +104,13 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     }
 }
 
-/// A size for a message: `4.0 MiB`, `512 KiB`, `300 bytes`.
+/// A size for a message: `4.0 MiB`, `1.9 KiB`, `300 bytes`, to one decimal so that
+/// two sizes either side of a budget never read the same.
 pub fn human(bytes: u64) -> String {
     if bytes >= 1 << 20 {
         format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
     } else if bytes >= 1 << 10 {
-        format!("{} KiB", bytes >> 10)
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
     } else {
         format!("{bytes} bytes")
     }

@@ -154,34 +154,58 @@ pub async fn template(
     let mut group = Group(child.id());
     let mut stdout = child.stdout.take().expect("piped stdout");
     let stderr = child.stderr.take().expect("piped stderr");
-    // Both pipes at once: a program that fills one while talosprov waits on
-    // the other would otherwise wait forever. Each is bounded.
+    // Both pipes at once (a program that fills one while talosprov waits on
+    // the other would otherwise wait forever), each bounded; stderr on its own
+    // task, so that stdout past its bound ends the run at once.
+    let errors = tokio::spawn(async move {
+        let mut err = Vec::new();
+        stderr
+            .take(MAX_OUTPUT_BYTES)
+            .read_to_end(&mut err)
+            .await
+            .map(|_| err)
+    });
     let run = async {
         let mut out = Vec::new();
-        let mut err = Vec::new();
-        let mut out_reader = (&mut stdout).take(MAX_OUTPUT_BYTES + 1);
-        let mut err_reader = stderr.take(MAX_OUTPUT_BYTES);
-        let (o, e) = tokio::join!(
-            out_reader.read_to_end(&mut out),
-            err_reader.read_to_end(&mut err)
-        );
-        o.map_err(io)?;
-        e.map_err(io)?;
-        err.truncate(MAX_STDERR_BYTES as usize);
-        Ok::<_, HelmError>((out, err))
+        (&mut stdout)
+            .take(MAX_OUTPUT_BYTES + 1)
+            .read_to_end(&mut out)
+            .await
+            .map_err(io)?;
+        Ok::<_, HelmError>(out)
     };
     let start = tokio::time::Instant::now();
-    let (out, err) = match tokio::time::timeout_at(start + deadline, run).await {
+    let timeout = |group: &mut Group| {
+        group.kill();
+        HelmError::Timeout {
+            command: command.clone(),
+            deadline,
+        }
+    };
+    let out = match tokio::time::timeout_at(start + deadline, run).await {
         Ok(r) => r?,
         Err(_) => {
-            group.kill();
+            let e = timeout(&mut group);
             let _ = child.wait().await;
-            return Err(HelmError::Timeout { command, deadline });
+            return Err(e);
         }
     };
     if out.len() as u64 > MAX_OUTPUT_BYTES {
+        // Still writing: stopped now, not at the deadline.
+        group.kill();
+        let _ = child.wait().await;
         return Err(HelmError::TooLarge { command });
     }
+    let mut err = match tokio::time::timeout_at(start + deadline, errors).await {
+        Ok(Ok(read)) => read.map_err(io)?,
+        Ok(Err(_)) => Vec::new(),
+        Err(_) => {
+            let e = timeout(&mut group);
+            let _ = child.wait().await;
+            return Err(e);
+        }
+    };
+    err.truncate(MAX_STDERR_BYTES as usize);
     // Both pipes closed: it may still run (a child of it holding them was
     // killed, or it closed them itself), so the deadline holds here too.
     let status = match tokio::time::timeout_at(start + deadline, child.wait()).await {
@@ -306,6 +330,24 @@ mod tests {
                 .rsplit_once(')')
                 .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
         }
+    }
+
+    #[tokio::test]
+    async fn output_past_its_bound_ends_the_run_at_once_not_at_the_deadline() {
+        let dir = tempfile::tempdir().expect("dir");
+        // Endless output, and stderr held open while it lasts.
+        let helm = program(dir.path(), "exec cat /dev/zero");
+        let started = std::time::Instant::now();
+        let e = template(
+            &helm,
+            &["template".to_owned()],
+            "",
+            Duration::from_secs(300),
+        )
+        .await
+        .expect_err("too large");
+        assert!(matches!(e, HelmError::TooLarge { .. }), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(60), "{e}");
     }
 
     #[tokio::test]

@@ -401,7 +401,11 @@ fn native(growth: Growth, a: Value, b: Value) -> Result<Value, Error> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
     static EXPRS: OnceLock<Result<[Compiled; 3], String>> = OnceLock::new();
     let exprs = EXPRS.get_or_init(|| {
-        let env = ENV.get_or_init(Environment::new);
+        let env = ENV.get_or_init(|| {
+            let mut env = Environment::new();
+            env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+            env
+        });
         let compile = |source| env.compile_expression(source).map_err(|e| e.to_string());
         Ok([compile("a * b")?, compile("a ~ b")?, compile("a + b")?])
     });
@@ -411,7 +415,16 @@ fn native(growth: Growth, a: Value, b: Value) -> Result<Value, Error> {
         Growth::Concat => &exprs[1],
         Growth::Add => &exprs[2],
     };
+    // An undefined operand is an error, as in the templates' strict mode.
+    if a.is_undefined() || b.is_undefined() {
+        return Err(Error::from(ErrorKind::UndefinedError));
+    }
+    // The error without the span of `a OP b`: minijinja gives it the template's own.
     expr.eval(minijinja::context! { a => a, b => b })
+        .map_err(|e| match e.detail() {
+            Some(detail) => Error::new(e.kind(), detail.to_owned()),
+            None => Error::from(e.kind()),
+        })
 }
 
 /// Whether a value is text (`Some(false)`) or a list (`Some(true)`), the two kinds the

@@ -542,7 +542,6 @@ fn template_error(
     translated: Option<&Translated>,
     e: &Error,
 ) -> RenderError {
-    let source_text = translated.map_or(text, |t| t.source.as_str());
     let offset = e
         .range()
         .map(|r| translated.map_or(r.start, |t| t.original_offset(r.start)));
@@ -563,11 +562,21 @@ fn template_error(
              stopped here; a loop over a range this large cannot be a machine config patch"
         );
     }
-    if let Some(r) = e.range()
-        && let Some(snippet) = source_text
-            .get(r)
-            .filter(|s| !s.contains('\n') && s.len() <= 60)
-    {
+    // The snippet from the file as written where the translation copied it, else from the
+    // translation (a templatefile expression) unless it shows the budget's own calls.
+    let shown = |s: &&str| !s.is_empty() && !s.contains('\n') && s.len() <= 60;
+    let snippet = e.range().and_then(|r| match translated {
+        Some(t) => text
+            .get(t.original_offset(r.start)..t.original_offset(r.end))
+            .filter(shown)
+            .or_else(|| {
+                t.source
+                    .get(r)
+                    .filter(|s| shown(s) && !s.contains("__talosprov"))
+            }),
+        None => text.get(r).filter(shown),
+    });
+    if let Some(snippet) = snippet {
         message.push_str(&format!(" (in `{}`)", snippet.trim()));
     }
     let mut cause = std::error::Error::source(e);

@@ -541,3 +541,23 @@ fn encoding_a_map_with_large_numbers_is_not_mistaken_for_a_wide_indent() {
     .unwrap();
     assert!(out.contains("\"vm_id\":100000}"), "{out}");
 }
+
+#[test]
+fn guarded_operators_keep_strict_undefined_and_the_place_of_their_errors() {
+    for t in [
+        "{{ hostnam ~ '-suffix' }}",
+        "{{ 1 + undefined_var }}",
+        "{{ 'a' * 'b' }}",
+        "{{ [1] + 'b' }}",
+        "{{ none + 1 }}",
+    ] {
+        let text = format!("a: 1\nb: 2\n\nc: {t}\n");
+        match render("10-a.yaml.j2", &text) {
+            Err(RenderError::Template { line, message, .. }) => {
+                assert_eq!(line, 4, "{t}: {message}");
+                assert!(!message.contains("__talosprov"), "{t}: {message}");
+            }
+            other => panic!("{t}: expected a template error, got {other:?}"),
+        }
+    }
+}

@@ -38,6 +38,8 @@ pub struct PatchSet {
     renderer: Renderer,
     /// Literal files, loaded as patches once.
     literal: HashMap<PathBuf, Patch>,
+    /// The budget error of the nodes the set was built for, when over a budget.
+    over: Option<Diagnostic>,
 }
 
 impl std::fmt::Debug for PatchSet {
@@ -107,13 +109,15 @@ impl PatchSet {
             texts: HashMap::new(),
             renderer: Renderer::new(),
             literal: HashMap::new(),
+            over: None,
         };
         let mut blank: HashSet<PathBuf> = HashSet::default();
         // How many nodes use each file: a template one node uses is not kept
         // compiled ([`Reuse::Once`]).
         let mut uses: HashMap<&Path, usize> = HashMap::new();
         // Over a byte budget, nothing is read: `over_budget` reports it.
-        let over = over_budget(topology, &nodes, 0).is_some();
+        set.over = over_budget(topology, &nodes, 0);
+        let over = set.over.is_some();
         let unique: Vec<&PatchFile> = nodes
             .iter()
             .filter(|_| !over)
@@ -192,9 +196,13 @@ impl PatchSet {
 
     /// The first node over its patch byte budget, or the command over its own, as one
     /// located error (`T043`), counting `manifests` bytes of bootstrap add-ons on each
-    /// control plane; `None` within the budgets ([`crate::budgets`]).
+    /// control plane; `None` within the budgets ([`crate::budgets`]). A set built over
+    /// its budget (its files then left unread) keeps saying so, whichever nodes are asked
+    /// about afterwards (`render NODE` builds for one node of a larger topology).
     pub fn over_budget(&self, topology: &Topology, manifests: u64) -> Option<Diagnostic> {
-        over_budget(topology, &self.nodes, manifests)
+        self.over
+            .clone()
+            .or_else(|| over_budget(topology, &self.nodes, manifests))
     }
 
     fn fail(&mut self, d: Diagnostic) {
@@ -394,7 +402,7 @@ fn over_budget(
     (total > budgets.per_command).then(|| {
         let msg = format!(
             "the nodes merge {} of patches in all (each node counts every file of common/, of \
-             its role's folder and of its own folder), over the budget of {} per command: move \
+             its role's folder, of its pool's folder and of its own folder), over the budget of {} per command: move \
              settings shared by many nodes into fewer, smaller files, or raise the budget with \
              {COMMAND_ENV}",
             human(total),
