@@ -262,6 +262,12 @@ impl Fetcher {
                 return Err(too_large());
             }
             rate.arrived(Instant::now(), chunk.len() as u64);
+            // Grown to the limit at most: doubling past it would reserve twice the limit.
+            if body.capacity() < body.len() + chunk.len() {
+                let cap = usize::try_from(MAX_MANIFEST_BYTES).unwrap_or(usize::MAX);
+                let grown = (body.capacity() * 2).max(body.len() + chunk.len()).min(cap);
+                body.reserve_exact(grown.saturating_sub(body.len()));
+            }
             body.extend_from_slice(&chunk);
         }
     }

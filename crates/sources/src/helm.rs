@@ -158,21 +158,16 @@ pub async fn template(
     // the other would otherwise wait forever), each bounded; stderr on its own
     // task, so that stdout past its bound ends the run at once.
     let errors = tokio::spawn(async move {
-        let mut err = Vec::new();
-        stderr
-            .take(MAX_OUTPUT_BYTES)
-            .read_to_end(&mut err)
-            .await
-            .map(|_| err)
+        let mut stderr = stderr;
+        let kept = read_bounded(&mut stderr, MAX_STDERR_BYTES).await?;
+        // The rest is drained, not kept: a full pipe would stop the program.
+        tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await?;
+        Ok::<_, std::io::Error>(kept)
     });
     let run = async {
-        let mut out = Vec::new();
-        (&mut stdout)
-            .take(MAX_OUTPUT_BYTES + 1)
-            .read_to_end(&mut out)
+        read_bounded(&mut stdout, MAX_OUTPUT_BYTES + 1)
             .await
-            .map_err(io)?;
-        Ok::<_, HelmError>(out)
+            .map_err(io)
     };
     let start = tokio::time::Instant::now();
     let timeout = |group: &mut Group| {
@@ -222,6 +217,31 @@ pub async fn template(
         });
     }
     String::from_utf8(out).map_err(|_| HelmError::NotUtf8 { command })
+}
+
+/// Read `reader` to its end or to `limit` bytes, whichever comes first, never holding
+/// more than `limit` bytes of buffer (a `Vec` grown by doubling would reserve twice the
+/// limit just past it).
+async fn read_bounded(
+    reader: &mut (impl tokio::io::AsyncRead + Unpin),
+    limit: u64,
+) -> std::io::Result<Vec<u8>> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let mut out: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    while out.len() < limit {
+        let want = chunk.len().min(limit - out.len());
+        let n = reader.read(&mut chunk[..want]).await?;
+        if n == 0 {
+            break;
+        }
+        if out.capacity() < out.len() + n {
+            let grown = (out.capacity() * 2).max(out.len() + n).min(limit);
+            out.reserve_exact(grown - out.len());
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+    Ok(out)
 }
 
 /// A `helm` run's process group, killed with SIGKILL when dropped while the

@@ -183,6 +183,12 @@ async fn bounded_body(
         if (body.len() + chunk.len()) as u64 > limit {
             return Ok(Err(limit + 1));
         }
+        // Grown to the limit at most: doubling past it would reserve twice the limit.
+        if body.capacity() < body.len() + chunk.len() {
+            let cap = usize::try_from(limit).unwrap_or(usize::MAX);
+            let grown = (body.capacity() * 2).max(body.len() + chunk.len()).min(cap);
+            body.reserve_exact(grown.saturating_sub(body.len()));
+        }
         body.extend_from_slice(&chunk);
     }
     Ok(Ok(body))
