@@ -50,6 +50,26 @@ async fn a_hanging_helm_is_killed_at_the_deadline_the_variable_sets() {
         "{err}"
     );
     assert!(err.contains("set TALOSPROV_SOURCE_TIMEOUT"), "{err}");
+    assert!(err.contains("A012 addon-source-failed"), "{err}");
+}
+
+#[tokio::test]
+async fn a_source_that_fails_and_one_that_gives_unusable_output_have_their_own_codes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let helm = hanging_helm(dir.path());
+    for (script, code) in [
+        (
+            "echo 'Error: chart not found' >&2; exit 1",
+            "A012 addon-source-failed",
+        ),
+        ("printf '\\377\\376'", "A009 invalid-addon-manifest"),
+    ] {
+        std::fs::write(&helm, format!("#!/bin/sh\n{script}\n")).expect("write helm");
+        let out = render(dir.path(), &helm, "60s").await;
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(code), "{script}: {err}");
+    }
 }
 
 #[tokio::test]

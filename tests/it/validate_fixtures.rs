@@ -72,9 +72,14 @@ fn each_fixture_reports_the_code_it_is_named_after() {
 #[test]
 fn every_diagnostic_code_has_a_fixture() {
     let names = fixtures();
+    // Codes `validate` never gives, since it runs no add-on source (it is offline): each
+    // has its own test with the command that gives it.
+    // - addon-source-failed: `tests/it/sources_deadline.rs`, with `render`.
+    let not_from_validate = ["addon-source-failed"];
     let missing: Vec<&str> = Code::ALL
         .iter()
         .map(|c| c.name())
+        .filter(|n| !not_from_validate.contains(n))
         .filter(|n| !names.iter().any(|f| f == n))
         .collect();
     assert!(missing.is_empty(), "codes without a fixture: {missing:?}");
@@ -221,6 +226,74 @@ fn patch_bytes_over_the_command_budget_are_a_located_error_before_any_render() {
     let out = run("lots");
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains(COMMAND_ENV), "{}", stderr(&out));
+}
+
+#[test]
+fn template_budgets_are_named_in_their_errors_and_raised_by_their_variables() {
+    use talosprov_core::budgets::{TEMPLATE_VALUE_ENV, TEMPLATE_WORK_ENV};
+    let dir = patched_cluster(2, 0, 0);
+    let tpl = dir.path().join("patches/common/10-labels.yaml.j2");
+    let run = |vars: &[(&str, &str)]| {
+        let mut cmd = talosprov();
+        cmd.current_dir(dir.path())
+            .args(["validate", "-f", "cluster.yaml"])
+            .env_remove("PROXMOX_VE_ENDPOINT");
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run")
+    };
+    // One value of 5 MiB: over the default 4 MiB, within a value budget of 8 MiB.
+    std::fs::write(
+        &tpl,
+        "machine:\n  nodeLabels:\n    size: \"{{ ('x' * 5242880) | length }}\"\n",
+    )
+    .expect("write");
+    let out = run(&[]);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("10-labels.yaml.j2:3:"), "located: {text}");
+    assert!(
+        text.contains("over the 4.0 MiB a template may build"),
+        "{text}"
+    );
+    assert!(
+        text.contains(TEMPLATE_VALUE_ENV),
+        "says how to raise it: {text}"
+    );
+    let out = run(&[(TEMPLATE_VALUE_ENV, "8MiB")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Eighty values of 1 MiB built one after the other: 80 MiB of work, over the default
+    // 64 MiB, within a work budget of 128 MiB.
+    std::fs::write(
+        &tpl,
+        "{% set ns = namespace(n=0) %}{% for i in range(80) %}\
+         {% set ns.n = ns.n + ('y' * 1048576) | length %}{% endfor %}\
+         machine:\n  nodeLabels:\n    total: \"{{ ns.n }}\"\n",
+    )
+    .expect("write");
+    let out = run(&[]);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("10-labels.yaml.j2:1:"), "located: {text}");
+    assert!(
+        text.contains("more than 64.0 MiB while rendering"),
+        "{text}"
+    );
+    assert!(
+        text.contains(TEMPLATE_WORK_ENV),
+        "says how to raise it: {text}"
+    );
+    let out = run(&[(TEMPLATE_WORK_ENV, "128MiB")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // A value that is not a size is refused by name.
+    let out = run(&[(TEMPLATE_VALUE_ENV, "big")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(TEMPLATE_VALUE_ENV),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -5,8 +5,11 @@
 //! of its pool's folder and of its own folder, plus the bootstrap add-ons' manifests on a
 //! control plane), and the
 //! nodes of one command together [`PatchBudgets::per_command`]. `validate`, `render`, `plan`
-//! and `apply` all obey them. Each is raised for the rare honest case with an environment
-//! variable ([`NODE_ENV`], [`COMMAND_ENV`]) that the error names.
+//! and `apply` all obey them. One template render may also build at most
+//! [`PatchBudgets::template_value`] bytes in one value and [`PatchBudgets::template_work`]
+//! bytes in all. Each is raised for the rare honest case with an environment variable
+//! ([`NODE_ENV`], [`COMMAND_ENV`], [`TEMPLATE_VALUE_ENV`], [`TEMPLATE_WORK_ENV`]) that the
+//! error names.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -25,6 +28,20 @@ pub const NODE_ENV: &str = "TALOSPROV_NODE_PATCH_BYTES";
 /// The variable that sets [`PatchBudgets::per_command`].
 pub const COMMAND_ENV: &str = "TALOSPROV_COMMAND_PATCH_BYTES";
 
+/// The default of [`PatchBudgets::template_value`]: 4 MiB, the size of an input file,
+/// which a rendered patch cannot exceed either.
+pub const DEFAULT_TEMPLATE_VALUE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The default of [`PatchBudgets::template_work`]: 64 MiB; the reference templates build a
+/// few KiB per node.
+pub const DEFAULT_TEMPLATE_WORK_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The variable that sets [`PatchBudgets::template_value`].
+pub const TEMPLATE_VALUE_ENV: &str = "TALOSPROV_TEMPLATE_VALUE_BYTES";
+
+/// The variable that sets [`PatchBudgets::template_work`].
+pub const TEMPLATE_WORK_ENV: &str = "TALOSPROV_TEMPLATE_WORK_BYTES";
+
 /// The byte budgets in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PatchBudgets {
@@ -32,6 +49,13 @@ pub struct PatchBudgets {
     pub per_node: u64,
     /// The most patch bytes all the nodes of one command merge.
     pub per_command: u64,
+    /// The largest value (string, list or map, as `patch::budget::measure` sizes it) one
+    /// template render may build or bind. What a render writes out is still read as an
+    /// input file, within the loader's input budget.
+    pub template_value: u64,
+    /// What one template render may build in total: every result of a filter, function or
+    /// growing operator, every binding and every value written out, summed.
+    pub template_work: u64,
 }
 
 impl Default for PatchBudgets {
@@ -39,12 +63,16 @@ impl Default for PatchBudgets {
         PatchBudgets {
             per_node: DEFAULT_NODE_PATCH_BYTES,
             per_command: DEFAULT_COMMAND_PATCH_BYTES,
+            template_value: DEFAULT_TEMPLATE_VALUE_BYTES,
+            template_work: DEFAULT_TEMPLATE_WORK_BYTES,
         }
     }
 }
 
 static NODE: AtomicU64 = AtomicU64::new(DEFAULT_NODE_PATCH_BYTES);
 static COMMAND: AtomicU64 = AtomicU64::new(DEFAULT_COMMAND_PATCH_BYTES);
+static TEMPLATE_VALUE: AtomicU64 = AtomicU64::new(DEFAULT_TEMPLATE_VALUE_BYTES);
+static TEMPLATE_WORK: AtomicU64 = AtomicU64::new(DEFAULT_TEMPLATE_WORK_BYTES);
 
 impl PatchBudgets {
     /// The budgets in force for this process.
@@ -52,6 +80,8 @@ impl PatchBudgets {
         PatchBudgets {
             per_node: NODE.load(Ordering::Relaxed),
             per_command: COMMAND.load(Ordering::Relaxed),
+            template_value: TEMPLATE_VALUE.load(Ordering::Relaxed),
+            template_work: TEMPLATE_WORK.load(Ordering::Relaxed),
         }
     }
 
@@ -59,9 +89,12 @@ impl PatchBudgets {
     pub fn install(self) {
         NODE.store(self.per_node, Ordering::Relaxed);
         COMMAND.store(self.per_command, Ordering::Relaxed);
+        TEMPLATE_VALUE.store(self.template_value, Ordering::Relaxed);
+        TEMPLATE_WORK.store(self.template_work, Ordering::Relaxed);
     }
 
-    /// The defaults, with [`NODE_ENV`] and [`COMMAND_ENV`] applied when `var` gives them.
+    /// The defaults, with [`NODE_ENV`], [`COMMAND_ENV`], [`TEMPLATE_VALUE_ENV`] and
+    /// [`TEMPLATE_WORK_ENV`] applied when `var` gives them.
     ///
     /// # Errors
     /// A variable whose value is not a size, naming it.
@@ -70,6 +103,8 @@ impl PatchBudgets {
         for (name, slot) in [
             (NODE_ENV, &mut b.per_node),
             (COMMAND_ENV, &mut b.per_command),
+            (TEMPLATE_VALUE_ENV, &mut b.template_value),
+            (TEMPLATE_WORK_ENV, &mut b.template_work),
         ] {
             if let Some(text) = var(name) {
                 *slot = parse_size(&text).map_err(|e| format!("{name}={text:?}: {e}"))?;

@@ -185,6 +185,11 @@ codes! {
     /// A `helm` add-on, and no `helm` program: neither `TALOSPROV_HELM` nor
     /// `helm` on `PATH`.
     HelmNotFound = ("A011", "helm-not-found"),
+    /// An add-on's source did not answer: a download that failed, answered an HTTP error,
+    /// went slower than the minimum rate or past its deadline; a `helm template` that could
+    /// not start, failed, or ran past its deadline. What the source gave, when it gave
+    /// something that cannot be used (too large, not UTF-8, not YAML), is `A009`.
+    AddonSourceFailed = ("A012", "addon-source-failed"),
     /// A pool's `ip_range` that is not a range, lies outside the cluster
     /// network, or includes its network or broadcast address.
     InvalidPoolRange = ("O001", "invalid-pool-range"),

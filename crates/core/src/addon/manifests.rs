@@ -335,8 +335,8 @@ fn render_file(
 
 /// A manifest file that did not render or read as YAML: `P006` for a
 /// template error, `A009` (not the patches' `P007`) for YAML that is not
-/// valid or beyond the input bounds, at its line (of the file, or line 1 of
-/// a template whose output is at fault).
+/// valid or beyond the input bounds, at its line (of the file, or of a template the
+/// line that wrote the faulty output when its text tells, else line 1).
 fn render_problem(e: &RenderError, addon: &Addon) -> Diagnostic {
     let field = format!("addons.{}.manifests", addon.name);
     match e {
@@ -345,12 +345,13 @@ fn render_problem(e: &RenderError, addon: &Addon) -> Diagnostic {
             line,
             column,
             rendered,
+            origin,
             message,
         } => {
             let (place, pos) = if *rendered {
                 (
                     format!(" at line {line} of the rendered output"),
-                    Pos::new(1, 1),
+                    Pos::new(to_u32(origin.unwrap_or(1)), 1),
                 )
             } else {
                 let pos = Pos::new(to_u32(*line), to_u32(column.unwrap_or(1)));
@@ -809,7 +810,7 @@ mod tests {
                 (
                     Code::InvalidAddonManifest,
                     "lab/out.yaml.j2",
-                    Some(Pos::new(1, 1))
+                    Some(Pos::new(2, 1))
                 ),
             ],
             "{problems:#?}"

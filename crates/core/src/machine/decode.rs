@@ -365,10 +365,12 @@ impl Decoder<'_> {
                 ),
             }
         } else {
-            format!("`{path}`")
+            format!("`{}`", crate::limits::quoted(path))
         };
-        let base =
-            format!("unknown key `{key}` in {parent} (Talos: unknown keys found during decoding)");
+        let base = format!(
+            "unknown key `{}` in {parent} (Talos: unknown keys found during decoding)",
+            crate::limits::quoted(key)
+        );
         let shape = schema_path(path);
         let join = |rest: &str| {
             if shape.is_empty() {
@@ -389,8 +391,10 @@ impl Decoder<'_> {
             && theirs.field(key).is_some()
         {
             return format!(
-                "{base}; `{key}` is in the {} contract, and this cluster's Talos version uses {}",
-                self.other.contract, self.set.contract
+                "{base}; `{}` is in the {} contract, and this cluster's Talos version uses {}",
+                crate::limits::quoted(key),
+                self.other.contract,
+                self.set.contract
             );
         }
         // Elsewhere in the document (short keys such as `ip` are everywhere: no hint for them).

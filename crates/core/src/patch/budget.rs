@@ -17,13 +17,19 @@ use super::expr::Growth;
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 
 /// The largest value one template may build or bind, in bytes as measured by [`measure`]:
-/// 4 MiB, the size of an input file, which a rendered patch cannot exceed either.
-pub const MAX_TEMPLATE_VALUE_BYTES: usize = 4 * 1024 * 1024;
+/// [`crate::budgets::PatchBudgets::template_value`] in force (4 MiB by default, raised with
+/// `TALOSPROV_TEMPLATE_VALUE_BYTES`), at most `usize::MAX`.
+pub fn value_budget() -> usize {
+    usize::try_from(crate::budgets::PatchBudgets::current().template_value).unwrap_or(usize::MAX)
+}
 
 /// What one render may build in total, in bytes as measured by [`measure`]: every result
 /// of a filter or function, every value bound by `set` or a macro call and every value
-/// written out, summed. 64 MiB: the reference templates build a few KiB per node.
-pub const MAX_TEMPLATE_WORK_BYTES: u64 = 64 * 1024 * 1024;
+/// written out, summed. [`crate::budgets::PatchBudgets::template_work`] in force (64 MiB by
+/// default, raised with `TALOSPROV_TEMPLATE_WORK_BYTES`).
+pub fn work_budget() -> u64 {
+    crate::budgets::PatchBudgets::current().template_work
+}
 
 /// What [`measure`] counts for each item of a list or entry of a map, besides its
 /// content: about the size of a minijinja value.
@@ -64,18 +70,19 @@ fn over(message: String) -> Error {
 /// Charge `bytes` of work to the render on this thread.
 ///
 /// # Errors
-/// When the render's total passes [`MAX_TEMPLATE_WORK_BYTES`].
+/// When the render's total passes [`work_budget`].
 pub fn charge(bytes: usize, what: &str) -> Result<(), Error> {
     let total = WORK.with(|w| {
         let t = w.get().saturating_add(bytes as u64);
         w.set(t);
         t
     });
-    if total > MAX_TEMPLATE_WORK_BYTES {
+    if total > work_budget() {
         return Err(over(format!(
-            "{what}: the template has built more than {} MiB while rendering (its work budget); \
-             a machine config patch never needs that much",
-            MAX_TEMPLATE_WORK_BYTES / (1024 * 1024)
+            "{what}: the template has built more than {} while rendering (its work budget, \
+             {}); a machine config patch never needs that much",
+            crate::budgets::human(work_budget()),
+            crate::budgets::TEMPLATE_WORK_ENV
         )));
     }
     Ok(())
@@ -83,8 +90,9 @@ pub fn charge(bytes: usize, what: &str) -> Result<(), Error> {
 
 fn too_large(what: &str, size: &str) -> Error {
     over(format!(
-        "{what} would build a value of {size}, over the {} MiB a template may build",
-        MAX_TEMPLATE_VALUE_BYTES / (1024 * 1024)
+        "{what} would build a value of {size}, over the {} a template may build ({})",
+        crate::budgets::human(value_budget() as u64),
+        crate::budgets::TEMPLATE_VALUE_ENV
     ))
 }
 
@@ -259,7 +267,7 @@ fn estimate(name: &str, args: &[Value]) -> Result<Option<u128>, Error> {
             let (items, content) = match seq {
                 Some(s) => (
                     s.len().unwrap_or(0) as u128,
-                    measure(s, MAX_TEMPLATE_VALUE_BYTES, name)? as u128,
+                    measure(s, value_budget(), name)? as u128,
                 ),
                 None => (0, 0),
             };
@@ -272,7 +280,7 @@ fn estimate(name: &str, args: &[Value]) -> Result<Option<u128>, Error> {
         ),
         "tojson" | "jsonencode" | "yamlencode" | "pprint" | "string" | "tostring" => {
             let content = match args.first() {
-                Some(v) => measure(v, MAX_TEMPLATE_VALUE_BYTES, name)? as u128,
+                Some(v) => measure(v, value_budget(), name)? as u128,
                 None => 0,
             };
             Some(content.saturating_mul(4 + largest.min(u128::from(u32::MAX))))
@@ -291,7 +299,7 @@ fn guarded(
 ) -> impl Fn(&State, Rest<Value>) -> Result<Value, Error> {
     move |state: &State, args: Rest<Value>| {
         for a in args.iter() {
-            if shallow(a) > MAX_TEMPLATE_VALUE_BYTES {
+            if shallow(a) > value_budget() {
                 return Err(too_large(
                     name,
                     &format!("an argument of {} bytes or items", shallow(a)),
@@ -299,18 +307,44 @@ fn guarded(
             }
         }
         if let Some(estimate) = estimate(name, &args)?
-            && estimate > MAX_TEMPLATE_VALUE_BYTES as u128
+            && estimate > value_budget() as u128
         {
             return Err(too_large(
                 &format!("{name}()"),
                 &format!("about {estimate} bytes"),
             ));
         }
-        let result = inner.call(state, &args)?;
-        let size = measure(&result, MAX_TEMPLATE_VALUE_BYTES, name)?;
+        let result = inner.call(state, &args).map_err(|e| match name {
+            "range" => range_error(&args, e),
+            _ => e,
+        })?;
+        let size = measure(&result, value_budget(), name)?;
         charge(size, name)?;
         Ok(result)
     }
+}
+
+/// minijinja's refusal of a `range` over 100,000 items, with the count it would have had.
+fn range_error(args: &[Value], e: Error) -> Error {
+    let n: Vec<i128> = args
+        .iter()
+        .filter_map(|a| a.as_i64().map(i128::from))
+        .collect();
+    let (lower, upper, step) = match n[..] {
+        [upper] => (0, upper, 1),
+        [lower, upper] => (lower, upper, 1),
+        [lower, upper, step] if step != 0 => (lower, upper, step),
+        _ => return e,
+    };
+    let count = ((upper - lower) + step - step.signum()) / step;
+    if e.kind() != ErrorKind::InvalidOperation || count <= 100_000 {
+        return e;
+    }
+    let shown: Vec<String> = n.iter().map(i128::to_string).collect();
+    over(format!(
+        "range({}) would have {count} items, over the 100000 a template's range may have",
+        shown.join(", ")
+    ))
 }
 
 /// minijinja's builtin filters, by name.
@@ -368,7 +402,7 @@ pub const BIND_CHECK: &str = "__talosprov_bound";
 fn bound(state: &State, names: Rest<String>) -> Result<Value, Error> {
     for name in names.iter() {
         if let Some(v) = state.lookup(name) {
-            let size = measure(&v, MAX_TEMPLATE_VALUE_BYTES, &format!("`{name}`"))?;
+            let size = measure(&v, value_budget(), &format!("`{name}`"))?;
             charge(size, &format!("`{name}`"))?;
         }
     }
@@ -450,19 +484,19 @@ fn text_or_list(v: &Value) -> Option<bool> {
 fn operand(v: &Value, what: &str) -> Result<usize, Error> {
     match text_or_list(v) {
         Some(false) => Ok(v.as_str().map_or(0, str::len)),
-        Some(true) => measure(v, MAX_TEMPLATE_VALUE_BYTES, what),
-        None => Ok(measure(v, MAX_TEMPLATE_VALUE_BYTES, what)?.saturating_mul(2)),
+        Some(true) => measure(v, value_budget(), what),
+        None => Ok(measure(v, value_budget(), what)?.saturating_mul(2)),
     }
 }
 
-/// `a ~ b` and `a + b`, refusing a result over [`MAX_TEMPLATE_VALUE_BYTES`] before it is
+/// `a ~ b` and `a + b`, refusing a result over [`value_budget`] before it is
 /// built, and charging its size.
 fn joined(growth: Growth, what: &'static str) -> impl Fn(Value, Value) -> Result<Value, Error> {
     move |a: Value, b: Value| {
         let numbers = a.kind() == ValueKind::Number && b.kind() == ValueKind::Number;
         if !numbers {
             let size = operand(&a, what)?.saturating_add(operand(&b, what)?);
-            if size > MAX_TEMPLATE_VALUE_BYTES {
+            if size > value_budget() {
                 return Err(too_large(what, &format!("{size} bytes or more")));
             }
             charge(size, what)?;
@@ -472,7 +506,7 @@ fn joined(growth: Growth, what: &'static str) -> impl Fn(Value, Value) -> Result
 }
 
 /// `__talosprov_mul(a, b)`: `a * b`, refusing a string or list repeated past
-/// [`MAX_TEMPLATE_VALUE_BYTES`] before it is built (minijinja repeats a string up to 100 MB,
+/// [`value_budget`] before it is built (minijinja repeats a string up to 100 MB,
 /// and a list lazily without a limit).
 fn mul(a: Value, b: Value) -> Result<Value, Error> {
     for (x, n) in [(&a, &b), (&b, &a)] {
@@ -485,7 +519,7 @@ fn mul(a: Value, b: Value) -> Result<Value, Error> {
             None => continue,
         };
         let size = (unit as u128).saturating_mul(n as u128);
-        if size > MAX_TEMPLATE_VALUE_BYTES as u128 {
+        if size > value_budget() as u128 {
             return Err(too_large("`*`", &format!("{size} bytes")));
         }
         charge(usize::try_from(size).unwrap_or(usize::MAX), "`*`")?;
@@ -520,8 +554,8 @@ pub fn install(env: &mut Environment<'static>) {
 /// The formatter's part: measure a value about to be written out and charge it.
 ///
 /// # Errors
-/// A value over [`MAX_TEMPLATE_VALUE_BYTES`] or a render over its work budget.
+/// A value over [`value_budget`] or a render over its work budget.
 pub fn written(value: &Value) -> Result<(), Error> {
-    let size = measure(value, MAX_TEMPLATE_VALUE_BYTES, "the value written here")?;
+    let size = measure(value, value_budget(), "the value written here")?;
     charge(size, "the value written here")
 }

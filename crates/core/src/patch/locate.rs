@@ -256,10 +256,7 @@ pub fn locate_field(text: &str, field: &str) -> Option<Pos> {
             if i > from && parent.is_some_and(|p| dash.unwrap_or(col) <= p) {
                 break;
             }
-            let is_key = [key.to_string(), format!("\"{key}\"")].iter().any(|k| {
-                body.strip_prefix(k.as_str())
-                    .is_some_and(|r| r.starts_with(':'))
-            });
+            let is_key = key_matches(body, key);
             if is_key && parent.is_none_or(|p| col > p) {
                 hit = Some((i, n, col));
                 break;
@@ -304,6 +301,34 @@ pub fn locate_field(text: &str, field: &str) -> Option<Pos> {
     Some(Pos::new(to_u32(n + 1), to_u32(col + 1)))
 }
 
+/// Whether the mapping key that `body` starts with is `key`: plain, or quoted and read as
+/// YAML reads it (`"a\x1bb"`, `"caf\u00e9"` and `'it''s'` are keys with an escape, a
+/// non-ASCII letter and a quote).
+fn key_matches(body: &str, key: &str) -> bool {
+    let plain = body.strip_prefix(key).is_some_and(|r| r.starts_with(':'));
+    if plain || !body.starts_with(['"', '\'']) {
+        return plain;
+    }
+    let quote = body.as_bytes()[0];
+    let bytes = body.as_bytes();
+    let mut i = 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if quote == b'"' => i += 2,
+            b'\'' if quote == b'\'' && bytes.get(i + 1) == Some(&b'\'') => i += 2,
+            b if b == quote => break,
+            _ => i += 1,
+        }
+    }
+    let Some(token) = body.get(..=i) else {
+        return false;
+    };
+    if !body[i + 1..].trim_start().starts_with(':') {
+        return false;
+    }
+    serde_yaml_ng::from_str::<String>(token).is_ok_and(|k| k == key)
+}
+
 fn to_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
@@ -342,6 +367,23 @@ mod tests {
 
     fn yaml(text: &str) -> Value {
         serde_yaml_ng::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn quoted_keys_are_found_as_yaml_reads_them() {
+        let text =
+            "machine:\n  \"a\\x1bb\": 1\n  'it''s': 2\n  \"caf\\u00e9\" : 3\n  \"x\\\"y\": 4\n";
+        let at = |f: &str| locate_field(text, f).map(|p| (p.line, p.column));
+        assert_eq!(at("machine.a\u{1b}b"), Some((2, 3)));
+        assert_eq!(at("machine.it's"), Some((3, 3)));
+        assert_eq!(at("machine.café"), Some((4, 3)));
+        assert_eq!(at("machine.x\"y"), Some((5, 3)));
+        assert_eq!(at("machine.ab"), None);
+        // An unterminated quote is no key.
+        assert_eq!(
+            locate_field("machine:\n  \"open: 1\n", "machine.open"),
+            None
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod json6902;
 pub mod load;
 pub mod locate;
 pub mod merge;
+pub mod origin;
 pub mod render;
 pub mod rules;
 pub mod set;

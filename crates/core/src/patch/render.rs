@@ -72,6 +72,9 @@ pub enum RenderError {
         column: Option<usize>,
         /// Whether the line is in the rendered output rather than the file.
         rendered: bool,
+        /// For a template, its 1-based line that wrote the rendered line, when its text
+        /// tells (see [`super::origin::template_line`]).
+        origin: Option<usize>,
         /// The YAML parser's message.
         message: String,
     },
@@ -120,6 +123,8 @@ pub struct Renderer {
     files: HashMap<PathBuf, Entry>,
     /// Fuel spent by every render so far (see [`TOTAL_TEMPLATE_FUEL`]).
     spent: std::sync::atomic::AtomicU64,
+    /// Renders that failed so far, each charged [`TEMPLATE_FUEL`].
+    failed: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Renderer {
@@ -258,6 +263,7 @@ impl Renderer {
             tftpl,
             files: HashMap::new(),
             spent: std::sync::atomic::AtomicU64::new(0),
+            failed: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -399,14 +405,25 @@ impl Renderer {
         };
         use std::sync::atomic::Ordering;
         if self.spent.load(Ordering::Relaxed) >= TOTAL_TEMPLATE_FUEL {
+            let failed = self.failed.load(Ordering::Relaxed);
+            let advice = if failed > 0 {
+                format!(
+                    "{failed} render{} failed, each counting {TEMPLATE_FUEL}; fix the template \
+                     errors reported with this one",
+                    if failed == 1 { "" } else { "s" }
+                )
+            } else {
+                "no render failed: the templates take that many steps over every node; \
+                 simplify the loops they run for each node"
+                    .to_string()
+            };
             return Err(RenderError::Template {
                 file: file.to_path_buf(),
                 line: 1,
                 column: None,
                 message: format!(
                     "not rendered: the patch templates used up the work budget of one command \
-                     ({TOTAL_TEMPLATE_FUEL} steps for all templates and nodes, a failed render \
-                     counting {TEMPLATE_FUEL}); fix the template errors reported with this one"
+                     ({TOTAL_TEMPLATE_FUEL} steps for all templates and nodes); {advice}"
                 ),
             });
         }
@@ -424,7 +441,10 @@ impl Renderer {
                 .state()
                 .fuel_levels()
                 .map_or(TEMPLATE_FUEL, |(used, _)| used),
-            Err(_) => TEMPLATE_FUEL,
+            Err(_) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                TEMPLATE_FUEL
+            }
         };
         self.spent.fetch_add(used, Ordering::Relaxed);
         drop(
@@ -457,8 +477,27 @@ impl Renderer {
             return docs.clone();
         }
         let text = self.render(file, vars)?;
-        let kind = self.files.get(file).map_or(PatchKind::Literal, |e| e.kind);
-        parse_rendered(file, kind, &text)
+        let Some(entry) = self.files.get(file) else {
+            return parse_rendered(file, PatchKind::Literal, &text);
+        };
+        parse_rendered(file, entry.kind, &text).map_err(|e| match e {
+            RenderError::Yaml {
+                file,
+                line,
+                column,
+                rendered,
+                origin: _,
+                message,
+            } => RenderError::Yaml {
+                origin: super::origin::template_line(entry.kind, &entry.text, &text, line),
+                file,
+                line,
+                column,
+                rendered,
+                message,
+            },
+            other @ (RenderError::Template { .. } | RenderError::NotLoaded { .. }) => other,
+        })
     }
 }
 
@@ -495,6 +534,7 @@ pub fn rendered_documents(
             line: line.unwrap_or(1),
             column,
             rendered: kind != PatchKind::Literal,
+            origin: None,
             message,
         },
         other @ DocumentError::NotAMapping { .. }
@@ -505,6 +545,7 @@ pub fn rendered_documents(
             line: 1,
             column: None,
             rendered: kind != PatchKind::Literal,
+            origin: None,
             message: other.to_string(),
         },
     })

@@ -257,10 +257,21 @@ fn all_renders_together_have_one_work_budget() {
                 ),
                 "{message}"
             );
+            assert!(message.contains("no render failed"), "{message}");
         }
         other => panic!("{other:?}"),
     }
     assert!(results[rendered..].iter().all(Result::is_err));
+    // Failed renders count a whole render's fuel each, and the message says how many.
+    let bad = Path::new("patches/common/20-bad.yaml.j2");
+    let mut r = Renderer::new();
+    r.add(bad, PatchKind::Jinja, "machine: {{ 'a' - 1 }}\n")
+        .unwrap();
+    let last = (0..11).map(|_| r.render(bad, &vars())).last().unwrap();
+    let Err(RenderError::Template { message, .. }) = last else {
+        panic!("{last:?}")
+    };
+    assert!(message.contains("10 renders failed"), "{message}");
     // A new renderer (another command) starts with the whole budget.
     let mut fresh = Renderer::new();
     fresh.add(file, PatchKind::Jinja, "machine: {}\n").unwrap();
@@ -520,8 +531,8 @@ proptest! {
         let result = render("10-a.yaml.j2", &text);
         let spent = super::super::budget::spent();
         prop_assert!(
-            spent <= super::super::budget::MAX_TEMPLATE_WORK_BYTES
-                + super::super::budget::MAX_TEMPLATE_VALUE_BYTES as u64 * 2,
+            spent <= super::super::budget::work_budget()
+                + super::super::budget::value_budget() as u64 * 2,
             "spent {spent}"
         );
         match result {
@@ -559,5 +570,47 @@ fn guarded_operators_keep_strict_undefined_and_the_place_of_their_errors() {
             }
             other => panic!("{t}: expected a template error, got {other:?}"),
         }
+    }
+}
+
+#[test]
+fn a_range_too_long_says_how_long_it_would_be() {
+    for (call, count) in [
+        ("range(1000000)", "1000000"),
+        ("range(5, 200006)", "200001"),
+        ("range(0, 1000000000, 7)", "142857143"),
+        ("range(10, -999990, -5)", "200000"),
+    ] {
+        let text = format!("a: 1\n{{% for i in {call} %}}{{% endfor %}}\n");
+        match render("10-r.yaml.j2", &text) {
+            Err(RenderError::Template { line, message, .. }) => {
+                assert_eq!(line, 2, "{message}");
+                assert!(
+                    message.contains(&format!("would have {count} items, over the 100000")),
+                    "{call}: {message}"
+                );
+            }
+            other => panic!("{call}: {other:?}"),
+        }
+    }
+    // Within the limit, nothing changes.
+    assert!(render("10-r.yaml.j2", "a: {{ range(3) | list | length }}\n").is_ok());
+}
+
+#[test]
+fn a_yaml_error_in_a_template_output_is_located_at_the_line_that_wrote_it() {
+    let file = Path::new("patches/common/10-nics.yaml.j2");
+    let mut r = Renderer::new();
+    // The parser stops at the first item's `dhcp: a: b`: output line 5, written by line 6.
+    let text = "machine:\n  network:\n    interfaces:\n{% for n in ['eth0', 'eth1'] %}\n      - interface: {{ n }}\n        dhcp: a: b\n{% endfor %}\n";
+    r.add(file, PatchKind::Jinja, text).unwrap();
+    match r.render_documents(file, &vars()) {
+        Err(RenderError::Yaml {
+            rendered, origin, ..
+        }) => {
+            assert!(rendered);
+            assert_eq!(origin, Some(6));
+        }
+        other => panic!("{other:?}"),
     }
 }

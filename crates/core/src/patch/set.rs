@@ -528,6 +528,7 @@ pub(crate) fn render_diagnostic(e: &RenderError, hostname: Option<&str>) -> Diag
             line,
             column,
             rendered,
+            origin,
             message,
         } => {
             let place = if *rendered {
@@ -541,8 +542,9 @@ pub(crate) fn render_diagnostic(e: &RenderError, hostname: Option<&str>) -> Diag
                 format!("invalid YAML at {place}: {message}"),
             );
             if *rendered {
-                // The line is the rendered output's; in the template, the whole file.
-                d.at(Pos::new(1, 1))
+                // The line is the rendered output's; in the template, the line that wrote
+                // it when its text tells, else the whole file.
+                d.at(Pos::new(to_u32(origin.unwrap_or(1)), 1))
             } else {
                 d.at(Pos::new(to_u32(*line), to_u32(column.unwrap_or(1))))
             }

@@ -146,9 +146,9 @@ async fn downloads(
                     talosprov_sources::FetchError::Client(_)
                     | talosprov_sources::FetchError::Transport { .. }
                     | talosprov_sources::FetchError::Status { .. }
-                    | talosprov_sources::FetchError::TooLarge { .. }
                     | talosprov_sources::FetchError::TooSlow { .. }
-                    | talosprov_sources::FetchError::Deadline { .. }
+                    | talosprov_sources::FetchError::Deadline { .. } => Code::AddonSourceFailed,
+                    talosprov_sources::FetchError::TooLarge { .. }
                     | talosprov_sources::FetchError::NotUtf8 { .. } => Code::InvalidAddonManifest,
                 };
                 let msg = format!("add-on `{}`: {e}", addon.name);
@@ -224,10 +224,18 @@ async fn chart(
     let text = talosprov_sources::template(&program, &args, &yaml, limits.deadline)
         .await
         .map_err(|e| {
+            let code = match e {
+                talosprov_sources::HelmError::NotFound { .. } => Code::HelmNotFound,
+                talosprov_sources::HelmError::Io { .. }
+                | talosprov_sources::HelmError::Failed { .. }
+                | talosprov_sources::HelmError::Timeout { .. } => Code::AddonSourceFailed,
+                talosprov_sources::HelmError::TooLarge { .. }
+                | talosprov_sources::HelmError::NotUtf8 { .. } => Code::InvalidAddonManifest,
+            };
             manifests::at(
                 topology,
                 addon,
-                Code::InvalidAddonManifest,
+                code,
                 format!("add-on `{}`: {e}", addon.name),
             )
         })?;
