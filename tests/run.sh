@@ -30,13 +30,16 @@ export TALOSPROV_TEST_PYTHON="$PWD/$venv/bin/python"
 
 # Debian's packages: musl-tools, a musl C compiler for ring in the static build;
 # busybox-static, the shell and wget of the image's install stage, for
-# tests/image/check_image.sh (which says `skipped:` for that check without it).
+# tests/image/check_image.sh (which says `skipped:` for that check without it);
+# faketime, which moves the clock of the glibc build for the certificate renewal test.
 debs=()
 if [ "${TALOSPROV_SKIP_DIST:-0}" != 1 ] && ! command -v x86_64-linux-musl-gcc >/dev/null \
   && ! command -v musl-gcc >/dev/null; then
   debs+=(musl-tools)
 fi
 command -v busybox >/dev/null || debs+=(busybox-static)
+# faketime: the certificate renewal test runs plan with the clock a year ahead.
+command -v faketime >/dev/null || debs+=(faketime)
 if [ "${#debs[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "== installing ${debs[*]} (apt-get)"

@@ -11,7 +11,7 @@ use super::frontend::Console;
 use super::state_options::StateOptions;
 use super::{CommandError, Outcome};
 use talosprov_core::state::format::{Output, Outputs};
-use talosprov_engine::command::state::outputs;
+use talosprov_engine::command::state::{ClientConfig, outputs, short_lived};
 
 /// Arguments of `talosprov output`.
 #[derive(Debug, Args)]
@@ -35,8 +35,19 @@ pub struct OutputArgs {
     #[arg(long = "out-file", value_name = "PATH")]
     out_file: Option<PathBuf>,
 
+    /// For `talosconfig` or `kubeconfig`: issue a new one for a person, valid for this long
+    /// (`24h`, `30m`, `7days`; at most 365 days), from the CAs in the state; the state's own
+    /// is left as it is.
+    #[arg(long, value_name = "DURATION", value_parser = parse_ttl)]
+    ttl: Option<std::time::Duration>,
+
     #[command(flatten)]
     state: StateOptions,
+}
+
+/// `--ttl`'s value: a duration as the other settings take them.
+fn parse_ttl(text: &str) -> Result<std::time::Duration, String> {
+    talosprov_core::duration::parse(text)
 }
 
 /// Find one output by the names `output` accepts.
@@ -86,6 +97,12 @@ fn find<'a>(
 pub async fn run(args: OutputArgs) -> Result<Outcome, CommandError> {
     let outputs = &outputs(&args.state.settings(), &Console::ui()).await?;
     let Some(name) = &args.name else {
+        if args.ttl.is_some() {
+            return Err(anyhow!(
+                "--ttl needs an output name: `talosprov output talosconfig --ttl 24h -raw`"
+            )
+            .into());
+        }
         if args.raw || args.out_file.is_some() {
             return Err(anyhow!(
                 "-raw and --out-file need an output name, e.g. `talosprov output kubeconfig -raw`"
@@ -117,7 +134,22 @@ pub async fn run(args: OutputArgs) -> Result<Outcome, CommandError> {
         return Ok(Outcome::Success);
     };
     let (key, output) = find(outputs, name, args.node.as_deref())?;
-    let value = output.value.expose();
+    let issued;
+    let (output, value) = match args.ttl {
+        None => (output, output.value.expose()),
+        Some(ttl) => {
+            let which = match key.as_str() {
+                "talosconfig" => ClientConfig::Talosconfig,
+                "kubeconfig" => ClientConfig::Kubeconfig,
+                _ => return Err(anyhow!("--ttl is for talosconfig and kubeconfig only").into()),
+            };
+            issued = Output {
+                value: short_lived(&args.state.settings(), which, ttl, &Console::ui()).await?,
+                sensitive: true,
+            };
+            (&issued, issued.value.expose())
+        }
+    };
     if let Some(path) = &args.out_file {
         talosprov_files::write_private(path, value.as_bytes()).map_err(|e| {
             anyhow::Error::new(e).context(format!("cannot write {}", path.display()))

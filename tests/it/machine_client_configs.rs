@@ -24,6 +24,7 @@ fn talosconfig(b: &SecretsBundle, nodes: Vec<String>) -> Talosconfig {
         nodes,
         secrets: b,
         now: datetime!(2026-03-04 05:06:07 UTC),
+        lifetime: talosprov_core::machine::talosconfig::ADMIN_CERTIFICATE_VALIDITY,
     };
     Talosconfig::generate(&input, &mut rand_chacha::ChaCha20Rng::seed_from_u64(3)).unwrap()
 }

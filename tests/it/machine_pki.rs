@@ -222,6 +222,7 @@ fn talosconfig_client_certificate_is_an_ed25519_os_admin_client_cert() {
         nodes: vec!["192.168.1.121".into(), "192.168.1.122".into()],
         secrets: bundle(),
         now: NOW,
+        lifetime: talosprov_core::machine::talosconfig::ADMIN_CERTIFICATE_VALIDITY,
     };
     let tc =
         Talosconfig::generate(&input, &mut rand_chacha::ChaCha20Rng::seed_from_u64(1)).unwrap();

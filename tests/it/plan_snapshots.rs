@@ -150,6 +150,8 @@ fn run(
         desired: &d,
         state,
         observed: obs,
+        // A fixed clock: the plans do not depend on the day they run.
+        renewal: plan::renewal::Renewal::at(time::macros::datetime!(2026-06-01 00:00 UTC)),
     })
 }
 

@@ -154,7 +154,7 @@ async fn output_errors_say_what_to_type() {
 async fn state_list_and_show_print_addresses_without_secrets() {
     let (dir, _) = cluster_dir().await;
     let o = run(dir.path(), &["state", "list"], &[]);
-    assert_eq!(text(&o).0, "kubeconfig\nvm/talos-worker-01\n");
+    assert_eq!(text(&o).0, "kubeconfig\ntalosconfig\nvm/talos-worker-01\n");
     let o = run(dir.path(), &["state", "show", "kubeconfig"], &[]);
     let (out, err) = text(&o);
     assert_no_secret(&(out.clone() + &err));

@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod decode;
+pub mod expiry;
 pub mod fields;
 pub mod immediate;
 pub mod inline;

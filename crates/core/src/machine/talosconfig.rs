@@ -33,6 +33,9 @@ pub struct TalosconfigInput<'a> {
     pub secrets: &'a SecretsBundle,
     /// Start of the certificate's validity.
     pub now: OffsetDateTime,
+    /// How long the certificate is valid: [`ADMIN_CERTIFICATE_VALIDITY`] for the state's,
+    /// shorter for one issued to a person (`output talosconfig --ttl`).
+    pub lifetime: Duration,
 }
 
 /// A talosconfig with one context.
@@ -63,7 +66,7 @@ impl Talosconfig {
         let spec = ClientSpec {
             subject: vec![(DnType::OrganizationName, ADMIN_ROLE)],
             not_before: now,
-            not_after: now + ADMIN_CERTIFICATE_VALIDITY,
+            not_after: now + input.lifetime,
             key_usages: vec![KeyUsagePurpose::DigitalSignature],
         };
         let client = issue_client_certificate(&input.secrets.certs.os, &spec, rng)?;

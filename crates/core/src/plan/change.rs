@@ -87,10 +87,25 @@ pub enum Op {
     /// `Bootstrap`), once per cluster.
     Bootstrap,
     /// `kubeconfig`: the admin kubeconfig fetched through the Talos API
-    /// (created; it is replaced by fetching it again).
-    Kubeconfig,
+    /// (created), or fetched again before its client certificate expires.
+    Kubeconfig(KubeconfigOp),
+    /// `talosconfig`: the state's talosconfig issued again from the OS CA
+    /// before its admin client certificate expires.
+    Talosconfig,
     /// `addon/<addon>/<kind>/<namespace>/<name>`: an add-on's object.
     Object(ObjectOp),
+}
+
+/// The admin kubeconfig's change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubeconfigOp {
+    /// Fetched for the first time, or again after a bootstrap (`create`).
+    Fetch,
+    /// Fetched again (`update`): its client certificate expires within the renewal
+    /// window, or has expired. Talos issues a new admin certificate at each fetch
+    /// (machined's `Kubeconfig`); when no control plane gives one, it is signed offline
+    /// by the Kubernetes CA in the secrets.
+    Renew,
 }
 
 /// An image's change.
@@ -215,9 +230,11 @@ impl Op {
             Address::Pool(_) => Some(Op::Pool(PoolOp::Delete)),
             Address::PciMapping(_) => Some(Op::PciMapping(MappingOp::Delete)),
             Address::Vm(_) => Some(Op::Vm(VmOp::Delete { role: None })),
-            Address::Config(_) | Address::Bootstrap | Address::Kubeconfig | Address::Object(_) => {
-                None
-            }
+            Address::Config(_)
+            | Address::Bootstrap
+            | Address::Kubeconfig
+            | Address::Talosconfig
+            | Address::Object(_) => None,
         }
     }
 
@@ -231,7 +248,8 @@ impl Op {
                 | (Op::Vm(_), Address::Vm(_))
                 | (Op::Config(_), Address::Config(_))
                 | (Op::Bootstrap, Address::Bootstrap)
-                | (Op::Kubeconfig, Address::Kubeconfig)
+                | (Op::Kubeconfig(_), Address::Kubeconfig)
+                | (Op::Talosconfig, Address::Talosconfig)
                 | (Op::Object(_), Address::Object(_))
         )
     }
@@ -325,9 +343,14 @@ impl Change {
         Change::of(Address::Bootstrap, Op::Bootstrap, reason)
     }
 
-    /// The admin kubeconfig's fetch.
-    pub fn kubeconfig(reason: impl Into<String>) -> Change {
-        Change::of(Address::Kubeconfig, Op::Kubeconfig, reason)
+    /// The admin kubeconfig's fetch, or its renewal.
+    pub fn kubeconfig(op: KubeconfigOp, reason: impl Into<String>) -> Change {
+        Change::of(Address::Kubeconfig, Op::Kubeconfig(op), reason)
+    }
+
+    /// The talosconfig's renewal.
+    pub fn talosconfig(reason: impl Into<String>) -> Change {
+        Change::of(Address::Talosconfig, Op::Talosconfig, reason)
     }
 
     /// A change of an add-on's object.
@@ -376,7 +399,8 @@ impl Change {
             | Op::Pool(_)
             | Op::PciMapping(_)
             | Op::Bootstrap
-            | Op::Kubeconfig
+            | Op::Kubeconfig(_)
+            | Op::Talosconfig
             | Op::Object(_) => None,
         }
     }
@@ -527,7 +551,8 @@ impl From<Change> for ChangeWire {
             | Op::PciMapping(MappingOp::Delete)
             | Op::Vm(VmOp::Delete { .. })
             | Op::Bootstrap
-            | Op::Kubeconfig => {}
+            | Op::Kubeconfig(_)
+            | Op::Talosconfig => {}
         }
         w
     }
@@ -626,7 +651,9 @@ impl Payload {
                 role: role_or()?,
             }),
             (Address::Bootstrap, Action::Bootstrap) => Op::Bootstrap,
-            (Address::Kubeconfig, Action::Create) => Op::Kubeconfig,
+            (Address::Kubeconfig, Action::Create) => Op::Kubeconfig(KubeconfigOp::Fetch),
+            (Address::Kubeconfig, Action::Update) => Op::Kubeconfig(KubeconfigOp::Renew),
+            (Address::Talosconfig, Action::Update) => Op::Talosconfig,
             (Address::Object(_), Action::Create) => Op::Object(ObjectOp::Create(object()?)),
             (Address::Object(_), Action::Update) => Op::Object(ObjectOp::Update(object()?)),
             (Address::Object(_), Action::Delete) => Op::Object(ObjectOp::Delete(object()?)),
@@ -662,7 +689,15 @@ impl Payload {
             )
             | (
                 Address::Kubeconfig,
-                Action::Update
+                Action::Replace
+                | Action::Delete
+                | Action::ApplyConfig
+                | Action::Upgrade
+                | Action::Bootstrap,
+            )
+            | (
+                Address::Talosconfig,
+                Action::Create
                 | Action::Replace
                 | Action::Delete
                 | Action::ApplyConfig

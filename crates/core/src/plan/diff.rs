@@ -9,11 +9,12 @@ use super::desired::Desired;
 use super::field::{ConfigField, Field};
 use super::kind::{
     Bootstrap, Config, Destroying, Image, Kubeconfig, Mapping, Object, Planning, Pool,
-    ResourceKind, Vm,
+    ResourceKind, Talosconfig, Vm,
 };
 use super::model::PlanError;
 use super::observed::Observed;
 use super::ownership;
+use super::renewal::Renewal;
 use super::{PLAN_FORMAT_VERSION, Plan};
 
 /// What planning reads: all plain data.
@@ -25,6 +26,9 @@ pub struct PlanInput<'a> {
     pub state: Option<&'a State>,
     /// What refresh saw (`Observed::default()` offline).
     pub observed: &'a Observed,
+    /// The plan's clock and certificate renewal window (the talosconfig's and the
+    /// kubeconfig's client certificates due within it are renewed).
+    pub renewal: Renewal,
 }
 
 /// What a plan shows for a value computed only during the apply, as OpenTofu
@@ -54,7 +58,7 @@ pub fn digests_known_after_apply(plan: &mut Plan) {
 pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     let empty = State::new(uuid::Uuid::nil());
     let state = input.state.unwrap_or(&empty);
-    let mut p = Planning::new(input.desired, state, input.observed);
+    let mut p = Planning::new(input.desired, state, input.observed, input.renewal);
     Pool::plan(&mut p);
     Mapping::plan(&mut p);
     Vm::plan(&mut p);
@@ -62,7 +66,17 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     Config::plan(&mut p);
     Bootstrap::plan(&mut p);
     Kubeconfig::plan(&mut p);
+    Talosconfig::plan(&mut p);
     Object::plan(&mut p);
+
+    p.warnings.extend(
+        super::renewal::ca_warnings(state, input.renewal.now)
+            .into_iter()
+            .map(|message| super::PlanWarning {
+                address: None,
+                message,
+            }),
+    );
 
     if !p.errors.is_empty() {
         return Err(p.errors);

@@ -11,8 +11,8 @@ use crate::topology::Role;
 use crate::vm::VmSpec;
 
 use super::{
-    Action, ApplyMode, Change, ConfigOp, ImageOp, MappingOp, ObjectOp, PlannedConfig, PlannedImage,
-    PlannedObject, PlannedVm, PoolOp, StepError, VmOp,
+    Action, ApplyMode, Change, ConfigOp, ImageOp, KubeconfigOp, MappingOp, ObjectOp, PlannedConfig,
+    PlannedImage, PlannedObject, PlannedVm, PoolOp, StepError, VmOp,
 };
 
 /// A VM spec for `host`: vmid 100 on `pve1`, 2 cores, 4096 MiB, 20 GiB on
@@ -151,7 +151,9 @@ pub fn change(
             Change::config(h.clone(), op, reason)
         }
         (Address::Bootstrap, Action::Bootstrap) => Change::bootstrap(reason),
-        (Address::Kubeconfig, Action::Create) => Change::kubeconfig(reason),
+        (Address::Kubeconfig, Action::Create) => Change::kubeconfig(KubeconfigOp::Fetch, reason),
+        (Address::Kubeconfig, Action::Update) => Change::kubeconfig(KubeconfigOp::Renew, reason),
+        (Address::Talosconfig, Action::Update) => Change::talosconfig(reason),
         (Address::Object(o), Action::Create) => {
             Change::object((**o).clone(), ObjectOp::Create(planned_object()), reason)
         }
@@ -169,6 +171,7 @@ pub fn change(
             | Address::Config(_)
             | Address::Bootstrap
             | Address::Kubeconfig
+            | Address::Talosconfig
             | Address::Object(_),
             Action::Create
             | Action::Update

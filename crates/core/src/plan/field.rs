@@ -176,7 +176,9 @@ impl Field {
             Address::PciMapping(_) => MappingField::parse(name).map(Field::Mapping),
             Address::Config(_) => ConfigField::parse(name).map(Field::Config),
             Address::Object(_) => Some(Field::Object(name.to_owned())),
-            Address::Pool(_) | Address::Bootstrap | Address::Kubeconfig => None,
+            Address::Pool(_) | Address::Bootstrap | Address::Kubeconfig | Address::Talosconfig => {
+                None
+            }
         }
     }
 

@@ -19,13 +19,14 @@ pub mod order;
 mod ownership;
 pub mod planned;
 pub mod removal;
+pub mod renewal;
 pub mod saved;
 mod staged;
 pub mod step;
 
 pub use change::{
-    Action, Change, ChangeWire, ConfigOp, FieldChange, ImageOp, MappingOp, ObjectOp, Op, PoolOp,
-    StepError, VmOp,
+    Action, Change, ChangeWire, ConfigOp, FieldChange, ImageOp, KubeconfigOp, MappingOp, ObjectOp,
+    Op, PoolOp, StepError, VmOp,
 };
 pub use desired::{
     Desired, DesiredConfig, DesiredError, DesiredImage, DesiredVm, RenderedConfig, desired,

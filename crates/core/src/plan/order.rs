@@ -120,6 +120,7 @@ pub fn chain_upgrades(plan: &mut Plan, desired: &Desired, max_parallel: NonZeroU
             | a @ Address::Config(_)
             | a @ Address::Bootstrap
             | a @ Address::Kubeconfig
+            | a @ Address::Talosconfig
             | a @ Address::Object(_) => workers.push((*a).clone()),
         }
     }
@@ -162,6 +163,7 @@ fn assign_control_plane_components(plan: &mut Plan, desired: &Desired) {
             | Address::Config(_)
             | Address::Bootstrap
             | Address::Kubeconfig
+            | Address::Talosconfig
             | Address::Object(_) => None,
         })
         .collect();

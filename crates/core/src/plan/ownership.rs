@@ -107,6 +107,7 @@ fn stand_in(address: &Address, desired: &Desired) -> Option<Change> {
         | Address::Config(_)
         | Address::Bootstrap
         | Address::Kubeconfig
+        | Address::Talosconfig
         | Address::Object(_) => None,
     }
 }
@@ -164,6 +165,7 @@ pub(super) fn order_holding_back(plan: &mut Plan, desired: &Desired) {
             | Address::Config(_)
             | Address::Bootstrap
             | Address::Kubeconfig
+            | Address::Talosconfig
             | Address::Object(_) => None,
         })
         .map(|vm| Address::Image(vm.image.clone()))

@@ -107,6 +107,11 @@ pub struct SavedPlan {
     /// `helm` and applies the manifests the plan showed.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub renderings: std::collections::BTreeMap<String, crate::state::format::Rendering>,
+    /// The clock and renewal window the plan was made with: apply plans again with them,
+    /// so that the certificates it renews are the ones the plan showed. `None` in a plan
+    /// saved before talosprov renewed certificates (apply then uses its own clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewal: Option<super::renewal::Renewal>,
 }
 
 impl SavedPlan {
@@ -236,6 +241,7 @@ pub fn check_same(
                 | Address::Vm(_)
                 | Address::Bootstrap
                 | Address::Kubeconfig
+                | Address::Talosconfig
                 | Address::Object(_) => false,
             };
             affects.extend(
@@ -298,6 +304,7 @@ fn explain(
         | Address::Pool(_)
         | Address::Bootstrap
         | Address::Kubeconfig
+        | Address::Talosconfig
         | Address::Object(_) => None,
     };
     let changed = saved.inputs.changed_for(inputs_now, host);
@@ -527,6 +534,9 @@ mod tests {
                     manifests: Sensitive::new("kind: Secret\ndata: {ca.key: c2VjcmV0}\n"),
                 },
             )]),
+            renewal: Some(crate::plan::renewal::Renewal::at(
+                time::macros::datetime!(2027-11-18 09:00 UTC),
+            )),
         };
         assert_eq!(SavedPlan::from_json(&s.to_json()).expect("reads"), s);
         assert!(!format!("{s:?}").contains("cluster: secret"));
@@ -580,6 +590,7 @@ mod tests {
             staged: false,
             inputs,
             renderings: BTreeMap::new(),
+            renewal: None,
         };
         (s, p)
     }

@@ -50,8 +50,10 @@ pub enum Step<'a> {
     },
     /// Bootstrap etcd on the first control plane.
     Bootstrap,
-    /// Fetch the admin kubeconfig.
+    /// Fetch the admin kubeconfig (the first time, or again to renew it).
     Kubeconfig,
+    /// Issue the talosconfig again from the OS CA.
+    Talosconfig,
     /// An add-on's object: server-side applied, or pruned.
     Object {
         /// The object.
@@ -72,7 +74,8 @@ impl Change {
             (Address::Vm(host), Op::Vm(op)) => Step::Vm { host, op },
             (Address::Config(host), Op::Config(op)) => Step::Config { host, op },
             (Address::Bootstrap, Op::Bootstrap) => Step::Bootstrap,
-            (Address::Kubeconfig, Op::Kubeconfig) => Step::Kubeconfig,
+            (Address::Kubeconfig, Op::Kubeconfig(_)) => Step::Kubeconfig,
+            (Address::Talosconfig, Op::Talosconfig) => Step::Talosconfig,
             (Address::Object(object), Op::Object(op)) => Step::Object { object, op },
             (
                 Address::Image(_)
@@ -82,6 +85,7 @@ impl Change {
                 | Address::Config(_)
                 | Address::Bootstrap
                 | Address::Kubeconfig
+                | Address::Talosconfig
                 | Address::Object(_),
                 _,
             ) => unreachable!("a change's address is of its op's kind (made per kind)"),
@@ -171,7 +175,9 @@ mod tests {
                 "gone",
             ),
             Change::bootstrap("etcd"),
-            Change::kubeconfig("admin"),
+            Change::kubeconfig(crate::plan::KubeconfigOp::Fetch, "admin"),
+            Change::kubeconfig(crate::plan::KubeconfigOp::Renew, "expires soon"),
+            Change::talosconfig("expires soon"),
         ];
         let plan = Plan::of_changes(changes);
         assert_eq!(Plan::from_json(plan.to_json().as_bytes()).unwrap(), plan);

@@ -1,6 +1,6 @@
 //! Resource addresses as plans and `state` commands name them:
 //! `image/<schematic8>-<version>`, `pci_mapping/gpu`, `pool/TALOS`,
-//! `vm/<hostname>`, `config/<hostname>`, `bootstrap`, `kubeconfig`, and an
+//! `vm/<hostname>`, `config/<hostname>`, `bootstrap`, `kubeconfig`, `talosconfig`, and an
 //! add-on's Kubernetes object, `addon/<addon>/<Kind>[.<group>]/[<namespace>/]<name>`
 //! (e.g. `addon/cilium/DaemonSet.apps/kube-system/cilium`,
 //! `addon/gpu/Namespace/gpu-operator`).
@@ -26,6 +26,9 @@ pub enum Address {
     Bootstrap,
     /// `kubeconfig`: the fetched admin kubeconfig.
     Kubeconfig,
+    /// `talosconfig`: the talosconfig kept in the state's outputs, whose admin client
+    /// certificate talosprov renews before it expires.
+    Talosconfig,
     /// `addon/<addon>/<Kind>[.<group>]/[<namespace>/]<name>`: one Kubernetes
     /// object of an add-on, applied with server-side apply (boxed: it is
     /// the largest address by far).
@@ -107,7 +110,7 @@ impl ObjectAddress {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "\"{0}\" is not a resource address: expected image/NAME, pci_mapping/NAME, pool/NAME, \
-     vm/HOSTNAME, config/HOSTNAME, bootstrap, kubeconfig or \
+     vm/HOSTNAME, config/HOSTNAME, bootstrap, kubeconfig, talosconfig or \
      addon/ADDON/KIND/[NAMESPACE/]NAME"
 )]
 pub struct AddressError(pub String);
@@ -120,6 +123,7 @@ impl FromStr for Address {
         match s {
             "bootstrap" => return Ok(Address::Bootstrap),
             "kubeconfig" => return Ok(Address::Kubeconfig),
+            "talosconfig" => return Ok(Address::Talosconfig),
             _ => {}
         }
         let (kind, name) = s.split_once('/').ok_or_else(bad)?;
@@ -153,6 +157,7 @@ impl fmt::Display for Address {
             Address::Config(n) => write!(f, "config/{n}"),
             Address::Bootstrap => f.write_str("bootstrap"),
             Address::Kubeconfig => f.write_str("kubeconfig"),
+            Address::Talosconfig => f.write_str("talosconfig"),
             Address::Object(o) => write!(f, "addon/{}", o.key()),
         }
     }
@@ -172,6 +177,7 @@ mod tests {
             "config/talos-worker-01",
             "bootstrap",
             "kubeconfig",
+            "talosconfig",
             "addon/cilium/DaemonSet.apps/kube-system/cilium",
             "addon/gpu/Namespace/gpu-operator",
         ] {
@@ -200,7 +206,7 @@ mod tests {
             "vm/",
             "vm",
             "vm/a/b",
-            "talosconfig",
+            "talosconfigs",
             "",
             "addon/x",
             "addon/x/Kind",

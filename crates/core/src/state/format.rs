@@ -428,6 +428,9 @@ impl State {
         if self.outputs.kubeconfig.is_some() {
             all.push(Address::Kubeconfig);
         }
+        if self.outputs.talosconfig.is_some() {
+            all.push(Address::Talosconfig);
+        }
         all.extend(
             r.objects
                 .keys()
@@ -464,6 +467,10 @@ impl State {
                 let k = self.outputs.kubeconfig.as_ref()?;
                 Ok(serde_json::json!({ "value": "(sensitive)", "sensitive": k.sensitive }))
             }
+            Address::Talosconfig => {
+                let t = self.outputs.talosconfig.as_ref()?;
+                Ok(serde_json::json!({ "value": "(sensitive)", "sensitive": t.sensitive }))
+            }
             Address::Object(o) => serde_json::to_value(r.objects.get(&o.key())?),
         };
         Some(value.expect("state records always serialise"))
@@ -480,6 +487,7 @@ impl State {
             Address::Config(k) => r.configs.contains_key(k),
             Address::Bootstrap => r.bootstrap.is_some(),
             Address::Kubeconfig => self.outputs.kubeconfig.is_some(),
+            Address::Talosconfig => self.outputs.talosconfig.is_some(),
             Address::Object(o) => r.objects.contains_key(&o.key()),
         }
     }
@@ -500,6 +508,7 @@ impl State {
                 Address::Config(k) => r.configs.remove(k).is_some(),
                 Address::Bootstrap => r.bootstrap.take().is_some(),
                 Address::Kubeconfig => self.outputs.kubeconfig.take().is_some(),
+                Address::Talosconfig => self.outputs.talosconfig.take().is_some(),
                 Address::Object(o) => r.objects.remove(&o.key()).is_some(),
             }
     }

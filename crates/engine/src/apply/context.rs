@@ -102,6 +102,10 @@ pub struct Context {
     pub recorded_images: BTreeMap<String, format::Image>,
     /// The offline admin kubeconfig, used when the Talos API cannot give one.
     pub offline_kubeconfig: Sensitive,
+    /// A talosconfig issued for this run from the OS CA in the secrets: what the
+    /// `talosconfig` step records, and the credentials used when the state's certificate
+    /// has expired or is about to. `None` when the state has no secrets bundle.
+    pub fresh_talosconfig: Option<Sensitive>,
     /// The admin kubeconfig the add-ons' objects are applied with: the
     /// state's when the run started, then the one the kubeconfig step
     /// fetched.

@@ -88,6 +88,7 @@ impl Provider for Fake {
             | other @ Address::Config(_)
             | other @ Address::Bootstrap
             | other @ Address::Kubeconfig
+            | other @ Address::Talosconfig
             | other @ Address::Object(_) => panic!("unexpected change {other}"),
         };
         let acts = self

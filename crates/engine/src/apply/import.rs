@@ -185,6 +185,7 @@ pub fn target(topology: &Topology, address: &Address, id: &str) -> Result<Target
         | Address::Config(_)
         | Address::Bootstrap
         | Address::Kubeconfig
+        | Address::Talosconfig
         | Address::Object(_) => Err(ImportRefused::NotImportable(address.clone())),
     }
 }

@@ -56,6 +56,9 @@ pub struct Planned {
     /// The pools' members as allocated for this plan, by pool: what the
     /// state records before the first change.
     pub pools: BTreeMap<String, Vec<talosprov_core::topology::pools::RecordedMember>>,
+    /// The clock and certificate renewal window the plan was made with (a saved plan
+    /// keeps them).
+    pub renewal: talosprov_core::plan::renewal::Renewal,
 }
 
 /// What a command asks before it changes something. The frontend words it.

@@ -137,6 +137,7 @@ fn planned(plan: Plan) -> Planned {
         inputs: InputDigests::default(),
         renderings: BTreeMap::new(),
         pools: BTreeMap::new(),
+        renewal: talosprov_core::plan::renewal::Renewal::at(time::OffsetDateTime::UNIX_EPOCH),
     }
 }
 
@@ -256,6 +257,7 @@ async fn a_saved_plan_from_another_state_is_refused_before_planning() {
         staged: false,
         inputs: InputDigests::default(),
         renderings: BTreeMap::new(),
+        renewal: None,
     };
     let (log, result) = run(&settings(Some(saved), false), backend.clone(), None, true).await;
     let message = format!("{:#}", result.expect_err("refused"));
@@ -274,6 +276,7 @@ async fn a_saved_plan_that_differs_from_the_new_one_changes_nothing() {
         staged: false,
         inputs: InputDigests::default(),
         renderings: BTreeMap::new(),
+        renewal: None,
     };
     let (log, result) = run(
         &settings(Some(saved), false),
@@ -299,6 +302,7 @@ async fn a_saved_plan_that_holds_is_applied_without_being_shown_again() {
         staged: false,
         inputs: InputDigests::default(),
         renderings: BTreeMap::new(),
+        renewal: None,
     };
     let mut now = planned(plan_of(&["a"]));
     now.generated = None;

@@ -2,7 +2,7 @@
 //! taking its kind's op with the values it sends): images, pool and
 //! mappings, VMs (created and started, updated, replaced, deleted), machine
 //! configs (wait for maintenance mode, apply, wait for secure mode), the
-//! bootstrap, the kubeconfig and the add-ons' objects. Steps report
+//! bootstrap, the kubeconfig, the talosconfig and the add-ons' objects. Steps report
 //! progress and records through their [`Reporter`]; they never touch the
 //! state. Proxmox work runs in sections an interruption lets finish.
 
@@ -27,6 +27,7 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
         Step::Config { host, op } => kind::config::run(ctx, host, op, r).await,
         Step::Bootstrap => kind::bootstrap::run(ctx, r).await,
         Step::Kubeconfig => kind::kubeconfig::run(ctx, r).await,
+        Step::Talosconfig => kind::talosconfig::run(ctx, r).await,
         Step::Object { object, op } => kind::object::run(ctx, object, op, r).await,
     }
 }

@@ -69,25 +69,45 @@ pub fn ready_wait() -> anyhow::Result<Duration> {
     duration_var(READY_WAIT_VAR, KUBERNETES_READY_WAIT)
 }
 
-/// What the executor needs, for apply and destroy.
+/// What the executor needs, for apply and destroy. With `secrets`, a talosconfig is issued
+/// for the run: the `talosconfig` step records it, and it is the one connected with when the
+/// state's certificate has expired (see [`cluster::connection_credentials`]).
 ///
 /// # Errors
-/// A stored talosconfig that does not parse, missing Proxmox settings, an
+/// A stored talosconfig that does not parse, an OS CA that cannot sign, missing Proxmox settings, an
 /// Image Factory URL that is not one, a malformed [`ROLLOUT_WAIT_VAR`].
 pub fn context(
     topology: &Topology,
     state: &State,
+    secrets: Option<&SecretsBundle>,
     desired: Desired,
     offline_kubeconfig: Sensitive,
     interrupt_grace: Duration,
     ui: &Ui,
 ) -> anyhow::Result<Context> {
-    let credentials = state
-        .outputs
-        .talosconfig
-        .as_ref()
-        .map(|t| cluster::credentials_from_talosconfig(t.value.expose()))
+    let fresh_talosconfig: Option<Sensitive> = secrets
+        .map(|s| cluster::new_talosconfig(topology, s).map(|t| Sensitive::new(t.to_yaml())))
         .transpose()?;
+    let credentials = cluster::connection_credentials(
+        state
+            .outputs
+            .talosconfig
+            .as_ref()
+            .map(|t| t.value.expose().as_str()),
+        fresh_talosconfig.as_ref().map(|t| t.expose().as_str()),
+        time::OffsetDateTime::now_utc(),
+    )?;
+    // An expired kubeconfig is not connected with: the one signed offline is.
+    let kubeconfig = state.outputs.kubeconfig.as_ref().map(|k| {
+        let now = time::OffsetDateTime::now_utc();
+        if cluster::kubeconfig_usable(k.value.expose(), now)
+            || offline_kubeconfig.expose().is_empty()
+        {
+            k.value.clone()
+        } else {
+            offline_kubeconfig.clone()
+        }
+    });
     let started_at = time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
@@ -109,9 +129,8 @@ pub fn context(
             .collect(),
         recorded_images: state.resources.images.clone(),
         offline_kubeconfig,
-        kubeconfig: std::sync::Mutex::new(
-            state.outputs.kubeconfig.as_ref().map(|k| k.value.clone()),
-        ),
+        fresh_talosconfig,
+        kubeconfig: std::sync::Mutex::new(kubeconfig),
         kube: tokio::sync::OnceCell::new(),
         started_at,
         waits: Waits {
@@ -483,6 +502,7 @@ impl Edges for Engine<'_> {
         let mut ctx = context(
             topology,
             state,
+            Some(secrets),
             desired,
             offline,
             self.settings.interrupt_grace,

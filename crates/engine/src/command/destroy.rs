@@ -75,9 +75,11 @@ pub async fn destroy(request: &DestroyRequest, ui: &Ui) -> Result<Destroyed, Com
                 cancel.clone(),
             )
             .await?;
+            let secrets = super::prepare::state_secrets_opt(Some(&state))?;
             let ctx = context(
                 &topology,
                 &state,
+                secrets.as_ref(),
                 Desired::default(),
                 Sensitive::default(),
                 interrupt_grace,

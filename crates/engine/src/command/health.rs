@@ -35,16 +35,94 @@ pub struct HealthRun {
     expect: Expectations,
 }
 
-/// The client credentials of the talosconfig in the state: its current
-/// context's `ca`, `crt` and `key`.
-fn credentials(state: &State) -> anyhow::Result<ClientCredentials> {
+/// The client credentials of the talosconfig in the state (its current context's `ca`,
+/// `crt` and `key`), or, when its certificate has expired or is about to, of one issued for
+/// the run from the OS CA in the state's secrets (see
+/// [`super::prepare::connection_credentials`]).
+fn credentials(topology: &Topology, state: &State) -> anyhow::Result<ClientCredentials> {
     let output =
         state.outputs.talosconfig.as_ref().ok_or_else(|| {
             anyhow!("the state has no talosconfig yet: run `talosprov apply` first")
         })?;
-    let tc = Talosconfig::parse(output.value.expose())
+    Talosconfig::parse(output.value.expose())
         .context("cannot read the talosconfig in the state")?;
-    Ok(ClientCredentials::from_talosconfig(&tc))
+    let fresh = super::prepare::state_secrets(state)?
+        .map(|s| super::prepare::new_talosconfig(topology, &s).map(|t| t.to_yaml()))
+        .transpose()?;
+    super::prepare::connection_credentials(
+        Some(output.value.expose().as_str()),
+        fresh.as_deref(),
+        time::OffsetDateTime::now_utc(),
+    )?
+    .context("the state has no talosconfig yet: run `talosprov apply` first")
+}
+
+/// The certificates check: each CA of the state's secrets and the client certificates of
+/// its talosconfig and kubeconfig, with their expiry dates. It fails when one has expired;
+/// a CA that expires within a year is named in the reason.
+fn certificates_check(state: &State, now: time::OffsetDateTime) -> health::Check {
+    use talosprov_core::machine::expiry::{
+        certificate_not_after, kubeconfig_not_after, talosconfig_not_after,
+    };
+    use talosprov_core::plan::renewal::{CA_WARN_WITHIN, cas};
+    let mut seen: Vec<(String, time::OffsetDateTime, bool)> = Vec::new();
+    if let Ok(Some(secrets)) = super::prepare::state_secrets(state) {
+        for (name, _, pem) in cas(&secrets) {
+            if let Some(t) = certificate_not_after(pem) {
+                seen.push((format!("{name} CA"), t, true));
+            }
+        }
+    }
+    let outputs = &state.outputs;
+    if let Some(t) = outputs
+        .talosconfig
+        .as_ref()
+        .and_then(|o| talosconfig_not_after(o.value.expose()))
+    {
+        seen.push(("talosconfig".to_owned(), t, false));
+    }
+    if let Some(t) = outputs
+        .kubeconfig
+        .as_ref()
+        .and_then(|o| kubeconfig_not_after(o.value.expose()))
+    {
+        seen.push(("kubeconfig".to_owned(), t, false));
+    }
+    let expired: Vec<&str> = seen
+        .iter()
+        .filter(|(_, t, _)| *t <= now)
+        .map(|(n, _, _)| n.as_str())
+        .collect();
+    let soon: Vec<&str> = seen
+        .iter()
+        .filter(|(_, t, ca)| *ca && *t > now && *t - now < CA_WARN_WITHIN)
+        .map(|(n, _, _)| n.as_str())
+        .collect();
+    let mut reason = seen
+        .iter()
+        .map(|(n, t, _)| format!("{n} until {}", t.date()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if !expired.is_empty() {
+        reason = format!(
+            "expired: {} (run `talosprov plan` to renew a client certificate); {reason}",
+            expired.join(", ")
+        );
+    } else if !soon.is_empty() {
+        reason = format!(
+            "expires within a year, rotate it: {}; {reason}",
+            soon.join(", ")
+        );
+    }
+    health::Check {
+        name: health::CheckName::Certificates,
+        status: if expired.is_empty() {
+            health::CheckStatus::Pass
+        } else {
+            health::CheckStatus::Fail
+        },
+        reason,
+    }
 }
 
 /// Load the topology (its problems given to the frontend; a warning-free
@@ -61,7 +139,7 @@ pub async fn prepare(settings: &StateSettings, ui: &Ui) -> Result<HealthRun, Com
     };
     let store = settings.open(ui)?;
     let state = store.load().await?.ok_or_else(|| no_state(&store))?.state;
-    let credentials = credentials(&state).context("cannot connect to the nodes")?;
+    let credentials = credentials(&topology, &state).context("cannot connect to the nodes")?;
     let nodes = cluster_nodes(&topology);
     let expect = Expectations {
         talos_version: topology.cluster.talos_version.to_string(),
@@ -105,6 +183,10 @@ impl HealthRun {
                 Err(e) => e.report().clone(),
             }
         };
+        report.checks.insert(
+            0,
+            certificates_check(&self.state, time::OffsetDateTime::now_utc()),
+        );
         let gate = kubernetes_gate(&self.topology, &self.state, self.expect.cni.as_ref(), wait);
         let Some(gate) = gate else {
             return report;

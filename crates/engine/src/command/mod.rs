@@ -194,6 +194,27 @@ pub fn duration_var(name: &str, default: Duration) -> anyhow::Result<Duration> {
         .map_err(|expected| anyhow::anyhow!("{name}={text:?} is {expected}"))
 }
 
+/// The variable that sets how long before a certificate in the state expires a plan renews
+/// it (a duration: `30days`, `720h`; default 30 days).
+pub const RENEW_WITHIN_VAR: &str = "TALOSPROV_RENEW_WITHIN";
+
+/// A plan's clock (now, UTC) and renewal window: [`RENEW_WITHIN_VAR`], else
+/// [`talosprov_core::plan::renewal::DEFAULT_RENEW_WITHIN`].
+///
+/// # Errors
+/// A value that is not a duration, naming the variable.
+pub fn renewal() -> anyhow::Result<talosprov_core::plan::renewal::Renewal> {
+    use talosprov_core::plan::renewal::{DEFAULT_RENEW_WITHIN, Renewal};
+    let default =
+        std::time::Duration::from_secs(DEFAULT_RENEW_WITHIN.whole_seconds().unsigned_abs());
+    let within = duration_var(RENEW_WITHIN_VAR, default)?;
+    Ok(Renewal {
+        now: time::OffsetDateTime::now_utc(),
+        within: time::Duration::try_from(within)
+            .map_err(|_| anyhow::anyhow!("{RENEW_WITHIN_VAR} is too long"))?,
+    })
+}
+
 /// The add-on sources' bounds in time: a `helm template` run's and a
 /// download's deadline from [`talosprov_sources::SOURCE_TIMEOUT_ENV`]
 /// (seconds, or a duration such as `5m`; default 120 s), and the minimum

@@ -128,6 +128,7 @@ async fn plan_locked(
                 staged: request.staged,
                 inputs: planned.inputs.clone(),
                 renderings: planned.renderings.clone(),
+                renewal: Some(planned.renewal),
             },
         )?;
     }

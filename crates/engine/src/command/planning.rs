@@ -85,7 +85,7 @@ pub async fn make_plan(
     };
     let rendered = addons::render(topology, &bundle, known, ui).await?;
     let (configs, inputs) = cluster::render_configs(topology, &bundle, &rendered.addons, ui)?;
-    let mut observed = cluster::observe(topology, state, &configs, offline, ui).await?;
+    let mut observed = cluster::observe(topology, state, &bundle, &configs, offline, ui).await?;
     let shared = cluster::storage_shared(&observed, state);
     let mut desired = plan::desired(topology, &configs, shared).map_err(|errors| {
         anyhow::anyhow!(
@@ -99,12 +99,18 @@ pub async fn make_plan(
     })?;
     desired.objects = talosprov_core::addon::desired_objects(topology, &rendered.addons);
     if !offline {
-        observed.kubernetes = observe_objects(state, &desired, ui).await;
+        observed.kubernetes = observe_objects(topology, state, &bundle, &desired, ui).await;
     }
+    // A saved plan is made again at its own time, so that it renews what it showed.
+    let renewal = match saved.and_then(|s| s.renewal) {
+        Some(r) => r,
+        None => super::renewal()?,
+    };
     let mut p = plan::plan(PlanInput {
         desired: &desired,
         state,
         observed: &observed,
+        renewal,
     })
     .map_err(|errors| {
         anyhow::anyhow!(
@@ -134,6 +140,7 @@ pub async fn make_plan(
         observed,
         inputs,
         renderings: rendered.renderings,
+        renewal,
         pools: topology
             .pools
             .iter()
@@ -199,18 +206,27 @@ const KUBE_REFRESH: std::time::Duration = std::time::Duration::from_secs(30);
 /// `None`, with a warning when the API does not answer, otherwise (the plan
 /// then compares them with the state's inventory).
 async fn observe_objects(
+    topology: &Topology,
     state: Option<&State>,
+    secrets: &talosprov_core::machine::SecretsBundle,
     desired: &plan::Desired,
     ui: &Ui,
 ) -> Option<plan::ObservedObjects> {
     let state = state?;
     let bootstrapped = state.resources.bootstrap.as_ref().is_some_and(|b| b.done);
-    let kubeconfig = state.outputs.kubeconfig.as_ref()?;
+    let stored = state.outputs.kubeconfig.as_ref()?;
     if !bootstrapped || (desired.objects.is_empty() && state.resources.objects.is_empty()) {
         return None;
     }
+    // An expired kubeconfig is not connected with: one signed offline by the Kubernetes CA is.
+    let kubeconfig =
+        if cluster::kubeconfig_usable(stored.value.expose(), time::OffsetDateTime::now_utc()) {
+            stored.value.clone()
+        } else {
+            cluster::offline_kubeconfig(topology, secrets).unwrap_or_else(|_| stored.value.clone())
+        };
     let read = async {
-        let client = talosprov_kube::KubeClient::from_kubeconfig(kubeconfig.value.expose())
+        let client = talosprov_kube::KubeClient::from_kubeconfig(kubeconfig.expose())
             .await
             .map_err(|e| e.to_string())?;
         crate::apply::refresh_kube::observe_objects(

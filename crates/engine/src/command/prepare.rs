@@ -224,8 +224,46 @@ pub fn new_talosconfig(
         nodes: topology.nodes.iter().map(|n| n.ip.to_string()).collect(),
         secrets,
         now: time::OffsetDateTime::now_utc(),
+        lifetime: talosprov_core::machine::talosconfig::ADMIN_CERTIFICATE_VALIDITY,
     };
     Talosconfig::generate(&input, &mut rand::rngs::OsRng).context("cannot issue the talosconfig")
+}
+
+/// How long before the state's talosconfig certificate expires talosprov stops connecting
+/// with it and uses one issued for the run instead: 1 hour, longer than any one command.
+pub const CONNECT_MARGIN: time::Duration = time::Duration::hours(1);
+
+/// The Talos API credentials a command connects with: the state's talosconfig's
+/// (`stored`), unless its client certificate expires within [`CONNECT_MARGIN`] of `now`,
+/// has expired or cannot be read; then those of `fresh`, a talosconfig issued for the run
+/// from the OS CA (see [`new_talosconfig`]), so that talosprov never locks itself out of a
+/// cluster whose CAs it holds. `None` when the state has no talosconfig.
+///
+/// # Errors
+/// A talosconfig that is not one.
+pub fn connection_credentials(
+    stored: Option<&str>,
+    fresh: Option<&str>,
+    now: time::OffsetDateTime,
+) -> anyhow::Result<Option<ClientCredentials>> {
+    let Some(stored) = stored else {
+        return Ok(None);
+    };
+    let usable = talosprov_core::machine::expiry::talosconfig_not_after(stored)
+        .is_some_and(|t| t - now > CONNECT_MARGIN);
+    match fresh {
+        Some(fresh) if !usable => credentials_from_talosconfig(fresh).map(Some),
+        Some(_) | None => credentials_from_talosconfig(stored).map(Some),
+    }
+}
+
+/// Whether the state's kubeconfig (`stored`) can still be connected with: its client
+/// certificate is valid for more than [`CONNECT_MARGIN`] after `now`. When it cannot, the
+/// commands use the admin kubeconfig signed offline by the Kubernetes CA
+/// ([`offline_kubeconfig`]) instead.
+pub fn kubeconfig_usable(stored: &str, now: time::OffsetDateTime) -> bool {
+    talosprov_core::machine::expiry::kubeconfig_not_after(stored)
+        .is_some_and(|t| t - now > CONNECT_MARGIN)
 }
 
 /// Talos client credentials from a talosconfig's text (its current context).
@@ -315,7 +353,9 @@ fn refresh_context(e: anyhow::Error, what: &str) -> anyhow::Error {
 }
 
 /// Observe the cluster, or nothing with `offline`. Proxmox retries made while
-/// reading go to the frontend.
+/// reading go to the frontend. The Talos API is reached with the state's talosconfig, or
+/// one issued from `secrets` when its certificate has expired (see
+/// [`connection_credentials`]).
 ///
 /// # Errors
 /// Missing or invalid Proxmox settings, and Proxmox errors during the
@@ -324,6 +364,7 @@ fn refresh_context(e: anyhow::Error, what: &str) -> anyhow::Error {
 pub async fn observe(
     topology: &Topology,
     state: Option<&State>,
+    secrets: &SecretsBundle,
     configs: &[RenderedConfig],
     offline: bool,
     ui: &Ui,
@@ -333,10 +374,20 @@ pub async fn observe(
     }
     let client = proxmox_client(topology, ui)
         .map_err(|e| refresh_context(e, "cannot read the cluster back from Proxmox"))?;
-    let credentials = state
-        .and_then(|s| s.outputs.talosconfig.as_ref())
-        .map(|t| credentials_from_talosconfig(t.value.expose()))
-        .transpose()?;
+    let stored = state.and_then(|s| s.outputs.talosconfig.as_ref());
+    let now = time::OffsetDateTime::now_utc();
+    let fresh = match stored {
+        Some(t) => talosprov_core::machine::expiry::talosconfig_not_after(t.value.expose())
+            .is_none_or(|at| at - now <= CONNECT_MARGIN)
+            .then(|| new_talosconfig(topology, secrets).map(|t| t.to_yaml()))
+            .transpose()?,
+        None => None,
+    };
+    let credentials = connection_credentials(
+        stored.map(|t| t.value.expose().as_str()),
+        fresh.as_deref(),
+        now,
+    )?;
     let ips = node_ips(topology);
     let image_hosts: Vec<String> = topology
         .nodes

@@ -23,6 +23,91 @@ pub async fn read(settings: &StateSettings, ui: &Ui) -> Result<State, CommandErr
     Ok(store.load().await?.ok_or_else(|| no_state(&store))?.state)
 }
 
+/// A client config `output --ttl` issues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientConfig {
+    /// A talosconfig: the state's context, endpoints and nodes, with an admin client
+    /// certificate (`os:admin`) from the OS CA.
+    Talosconfig,
+    /// An admin kubeconfig: the state's cluster and API server, with a client certificate
+    /// (`system:masters`) from the Kubernetes CA.
+    Kubeconfig,
+}
+
+/// The longest `--ttl`: the 365 days of the certificates the state keeps.
+pub const MAX_CLIENT_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `output talosconfig|kubeconfig --ttl`: a client config for a person, valid for `ttl`
+/// from now, issued from the CAs in the state's secrets and recorded nowhere (the state's
+/// own is untouched), as `talosctl config new --crt-ttl` does for a talosconfig.
+///
+/// # Errors
+/// As [`read`]; a `ttl` of zero or over [`MAX_CLIENT_TTL`]; a state without secrets, or
+/// without the output to take the cluster's addresses from.
+pub async fn short_lived(
+    settings: &StateSettings,
+    which: ClientConfig,
+    ttl: Duration,
+    ui: &Ui,
+) -> Result<talosprov_core::state::Sensitive, CommandError> {
+    use talosprov_core::machine::expiry::kubeconfig_cluster;
+    use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
+    use talosprov_core::machine::talosconfig::{Talosconfig, TalosconfigInput};
+    if ttl.is_zero() || ttl > MAX_CLIENT_TTL {
+        return Err(anyhow!("--ttl must be more than 0 and at most 365 days").into());
+    }
+    let lifetime = time::Duration::try_from(ttl).context("--ttl is too long")?;
+    let state = read(settings, ui).await?;
+    let secrets = super::prepare::state_secrets(&state)?.ok_or_else(|| {
+        anyhow!("the state has no secrets bundle to issue a client certificate from")
+    })?;
+    let now = time::OffsetDateTime::now_utc();
+    let missing =
+        |name: &str| anyhow!("output {name} is not in the state yet: run `talosprov apply` first");
+    let text = match which {
+        ClientConfig::Talosconfig => {
+            let stored = state
+                .outputs
+                .talosconfig
+                .as_ref()
+                .ok_or_else(|| missing("talosconfig"))?;
+            let stored = Talosconfig::parse(stored.value.expose())
+                .context("cannot read the stored talosconfig")?;
+            let input = TalosconfigInput {
+                context: stored.context,
+                endpoints: stored.endpoints,
+                nodes: stored.nodes,
+                secrets: &secrets,
+                now,
+                lifetime,
+            };
+            Talosconfig::generate(&input, &mut rand::rngs::OsRng)
+                .context("cannot issue the talosconfig")?
+                .to_yaml()
+        }
+        ClientConfig::Kubeconfig => {
+            let stored = state
+                .outputs
+                .kubeconfig
+                .as_ref()
+                .ok_or_else(|| missing("kubeconfig"))?;
+            let (cluster_name, endpoint) = kubeconfig_cluster(stored.value.expose())
+                .context("the stored kubeconfig names no cluster and server")?;
+            let input = KubeconfigInput {
+                cluster_name,
+                endpoint,
+                secrets: &secrets,
+                now,
+                lifetime,
+            };
+            AdminKubeconfig::generate(&input, &mut rand::rngs::OsRng)
+                .context("cannot issue the kubeconfig")?
+                .yaml
+        }
+    };
+    Ok(talosprov_core::state::Sensitive::new(text))
+}
+
 /// Every address recorded in the state, in the state's order.
 ///
 /// # Errors

@@ -92,6 +92,10 @@ pub enum CheckName {
     ApidReady,
     /// Every node reports the expected Talos version.
     TalosVersion,
+    /// The CAs in the state's secrets and the client certificates of its talosconfig and
+    /// kubeconfig have not expired; the reason gives each expiry date, and names a CA that
+    /// expires within a year.
+    Certificates,
     /// ServiceList on every node shows `apid` Running and healthy.
     ApidHealthy,
     /// ServiceList on every node shows `kubelet` Running and healthy.
@@ -113,6 +117,7 @@ impl fmt::Display for CheckName {
             CheckName::EtcdMembersAreControlPlanes => "etcd members to be control plane nodes",
             CheckName::ApidReady => "apid to be ready",
             CheckName::TalosVersion => "all nodes to run the expected Talos version",
+            CheckName::Certificates => "the cluster's certificates to be valid",
             CheckName::ApidHealthy => "apid to be healthy",
             CheckName::KubeletHealthy => "kubelet to be healthy",
             CheckName::KubernetesNodesReady => "all k8s nodes to report ready",

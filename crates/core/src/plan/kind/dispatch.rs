@@ -11,6 +11,7 @@ use super::mapping::Mapping;
 use super::object::Object;
 use super::pool::Pool;
 use super::resource::{Phase, ResourceKind};
+use super::talosconfig::Talosconfig;
 use super::vm::Vm;
 
 impl Op {
@@ -23,7 +24,8 @@ impl Op {
             Op::Vm(op) => Vm::action(op),
             Op::Config(op) => Config::action(op),
             Op::Bootstrap => Bootstrap::action(&()),
-            Op::Kubeconfig => Kubeconfig::action(&()),
+            Op::Kubeconfig(op) => Kubeconfig::action(op),
+            Op::Talosconfig => Talosconfig::action(&()),
             Op::Object(op) => Object::action(op),
         }
     }
@@ -38,7 +40,8 @@ impl Op {
             Op::Vm(op) => Vm::phase(op),
             Op::Config(op) => Config::phase(op),
             Op::Bootstrap => Bootstrap::phase(&()),
-            Op::Kubeconfig => Kubeconfig::phase(&()),
+            Op::Kubeconfig(op) => Kubeconfig::phase(op),
+            Op::Talosconfig => Talosconfig::phase(&()),
             Op::Object(op) => Object::phase(op),
         }
     }

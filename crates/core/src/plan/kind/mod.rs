@@ -21,6 +21,7 @@ pub mod mapping;
 pub mod object;
 pub mod pool;
 mod resource;
+pub mod talosconfig;
 pub mod vm;
 
 pub use bootstrap::Bootstrap;
@@ -30,6 +31,7 @@ pub use kubeconfig::Kubeconfig;
 pub use mapping::{Mapping, same_mapping};
 pub use object::Object;
 pub use pool::Pool;
+pub use talosconfig::Talosconfig;
 pub use vm::Vm;
 
 pub use resource::{Destroying, Phase, Planning, ResourceKind};

@@ -10,6 +10,7 @@ use crate::plan::desired::Desired;
 use crate::plan::model::{Conflict, Drift, PlanError, PlanWarning};
 use crate::plan::observed::Observed;
 use crate::plan::ownership::Found;
+use crate::plan::renewal::Renewal;
 
 /// Where a change runs in an apply, earliest first (OpenTofu orders by
 /// the dependency graph; talosprov's kinds have a fixed one): what VMs use,
@@ -17,6 +18,8 @@ use crate::plan::ownership::Found;
 /// other way round, VMs before the pool and mappings they use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Phase {
+    /// The talosconfig renewed (locally, from the OS CA).
+    Credentials,
     /// Images, PCI mappings and the pool made or changed.
     Provision,
     /// VMs made, changed or replaced.
@@ -45,6 +48,8 @@ pub struct Planning<'a> {
     pub(crate) state: &'a State,
     /// What refresh saw (`Observed::default()` offline).
     pub(crate) observed: &'a Observed,
+    /// The plan's clock and certificate renewal window.
+    pub(crate) renewal: Renewal,
     /// The changes found so far, in the order found (`order` sorts them).
     pub(crate) changes: Vec<Change>,
     /// Drift: what Proxmox, Talos or Kubernetes hold differs from the record.
@@ -65,11 +70,17 @@ pub struct Planning<'a> {
 
 impl<'a> Planning<'a> {
     /// Nothing planned yet.
-    pub(crate) fn new(desired: &'a Desired, state: &'a State, observed: &'a Observed) -> Self {
+    pub(crate) fn new(
+        desired: &'a Desired,
+        state: &'a State,
+        observed: &'a Observed,
+        renewal: Renewal,
+    ) -> Self {
         Planning {
             desired,
             state,
             observed,
+            renewal,
             changes: Vec::new(),
             drift: Vec::new(),
             warnings: Vec::new(),

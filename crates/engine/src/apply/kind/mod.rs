@@ -9,4 +9,5 @@ pub(super) mod kubeconfig;
 pub(super) mod mapping;
 pub(super) mod object;
 pub(super) mod pool;
+pub(super) mod talosconfig;
 pub(super) mod vm;
