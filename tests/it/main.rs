@@ -19,6 +19,7 @@ mod cli_completion;
 mod cli_help;
 mod cli_machineconfig;
 mod cli_render;
+mod config_drift_lab;
 mod day2_config;
 mod day2_health;
 mod day2_lab;

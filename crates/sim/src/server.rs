@@ -24,6 +24,7 @@ use super::service::Api;
 use super::state::{Node, Phase, Shared};
 use super::verify::ApidClientVerifier;
 use talosprov_talos::TALOS_API_PORT;
+use talosprov_talos::api::cosi::resource::state_server::StateServer;
 use talosprov_talos::api::machine::image_service_server::ImageServiceServer;
 use talosprov_talos::api::machine::lifecycle_service_server::LifecycleServiceServer;
 use talosprov_talos::api::machine::machine_service_server::MachineServiceServer;
@@ -257,7 +258,8 @@ async fn serve(
     let api = Api::new(shared.clone(), node.clone());
     let newer_api = crate::state::minor_version(&node.lock().tag).is_none_or(|v| v >= (1, 13));
     let mut router = tonic::transport::Server::builder()
-        .add_service(MachineServiceServer::new(api.clone()).max_decoding_message_size(32 << 20));
+        .add_service(MachineServiceServer::new(api.clone()).max_decoding_message_size(32 << 20))
+        .add_service(StateServer::new(api.clone()));
     if newer_api {
         router = router
             .add_service(ImageServiceServer::new(api.clone()))

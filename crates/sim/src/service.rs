@@ -420,3 +420,65 @@ impl pb::lifecycle_service_server::LifecycleService for Api {
         self.done(RPC, result)
     }
 }
+
+const COSI_STATE: &str = "cosi.resource.State";
+
+#[tonic::async_trait]
+impl talosprov_talos::api::cosi::resource::state_server::State for Api {
+    /// machined's resource API, for the one resource the simulator keeps: the machine
+    /// config (`MachineConfigs.config.talos.dev`, `v1alpha1` the active one, `persistent`
+    /// the one the next boot loads), its spec the config byte for byte as it was applied.
+    /// The resource is sensitive, so only `os:admin` reads it, as machined filters it.
+    async fn get(
+        &self,
+        request: Request<talosprov_talos::api::cosi::resource::GetRequest>,
+    ) -> Reply<talosprov_talos::api::cosi::resource::GetResponse> {
+        use prost::Message as _;
+        use talosprov_talos::api::cosi::resource as cosi;
+        const RPC: &str = "Get";
+        let result = self.authorize(&request, COSI_STATE, RPC).and_then(|_| {
+            let r = request.get_ref();
+            if r.namespace != talosprov_talos::CONFIG_NAMESPACE
+                || r.r#type != talosprov_talos::MACHINE_CONFIG_TYPE
+            {
+                return Err(Status::not_found(format!(
+                    "resource {}({}/{}) doesn't exist",
+                    r.r#type, r.namespace, r.id
+                )));
+            }
+            let state = self.node.lock();
+            let config = match r.id.as_str() {
+                talosprov_talos::ACTIVE_CONFIG_ID => state.config.as_ref(),
+                "persistent" => state.persisted.as_ref(),
+                _ => None,
+            };
+            let Some(config) = config else {
+                return Err(Status::not_found(format!(
+                    "resource {}({}/{}@undefined) doesn't exist",
+                    r.r#type, r.namespace, r.id
+                )));
+            };
+            let spec = talosprov_talos::api::resource::config::MachineConfigSpec {
+                yaml_marshalled: config.raw.clone(),
+            };
+            Ok(cosi::GetResponse {
+                resource: Some(cosi::Resource {
+                    metadata: Some(cosi::Metadata {
+                        namespace: r.namespace.clone(),
+                        r#type: r.r#type.clone(),
+                        id: r.id.clone(),
+                        version: "1".to_owned(),
+                        owner: "config.MachineConfigController".to_owned(),
+                        phase: "running".to_owned(),
+                        ..cosi::Metadata::default()
+                    }),
+                    spec: Some(cosi::Spec {
+                        proto_spec: spec.encode_to_vec(),
+                        yaml_spec: String::new(),
+                    }),
+                }),
+            })
+        });
+        self.done(RPC, result)
+    }
+}

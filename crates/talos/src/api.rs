@@ -27,6 +27,35 @@ mod tests {
     }
 
     #[test]
+    fn cosi_get_request_and_machine_config_spec_use_cosi_and_talos_field_numbers() {
+        let request = super::cosi::resource::GetRequest {
+            namespace: "config".into(),
+            r#type: "T".into(),
+            id: "v".into(),
+            options: Some(super::cosi::resource::GetOptions {}),
+        };
+        let mut expected = vec![0x0a, 6];
+        expected.extend_from_slice(b"config");
+        expected.extend_from_slice(&[0x12, 1, b'T', 0x1a, 1, b'v', 0x22, 0]);
+        assert_eq!(request.encode_to_vec(), expected);
+        let spec = super::resource::config::MachineConfigSpec {
+            yaml_marshalled: b"a".to_vec(),
+        };
+        assert_eq!(spec.encode_to_vec(), [0x0a, 1, b'a']);
+        let resource = super::cosi::resource::Resource {
+            metadata: None,
+            spec: Some(super::cosi::resource::Spec {
+                proto_spec: b"p".to_vec(),
+                yaml_spec: "y".into(),
+            }),
+        };
+        assert_eq!(
+            resource.encode_to_vec(),
+            [0x12, 6, 0x0a, 1, b'p', 0x12, 1, b'y']
+        );
+    }
+
+    #[test]
     fn etcd_member_starts_at_field_2() {
         let member = EtcdMember {
             id: 1,

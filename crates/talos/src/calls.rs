@@ -14,6 +14,15 @@ use super::kubeconfig::extract_kubeconfig;
 use super::types::*;
 
 const MACHINE: &str = "machine.MachineService";
+const COSI_STATE: &str = "cosi.resource.State";
+
+/// machined's resource holding the machine config (Talos `config.MachineConfigType`), in
+/// the `config` namespace; `v1alpha1` is the active one (`config.ActiveID`).
+pub const MACHINE_CONFIG_TYPE: &str = "MachineConfigs.config.talos.dev";
+/// The namespace of [`MACHINE_CONFIG_TYPE`].
+pub const CONFIG_NAMESPACE: &str = "config";
+/// The ID of the machine config the node runs.
+pub const ACTIVE_CONFIG_ID: &str = "v1alpha1";
 const IMAGE: &str = "machine.ImageService";
 const LIFECYCLE: &str = "machine.LifecycleService";
 
@@ -147,6 +156,57 @@ impl TalosClient {
                 node: self.node.clone(),
                 reason: e.to_string(),
             })
+    }
+
+    /// The machine config the node runs: machined's [`MACHINE_CONFIG_TYPE`] resource
+    /// [`ACTIVE_CONFIG_ID`], read with the COSI `State.Get` RPC as `talosctl get
+    /// machineconfig` does. Its spec (`resource.config.MachineConfigSpec`) keeps the config
+    /// byte for byte as it was submitted, so its digest is the applied config's. `None`
+    /// when the node has no active config (NotFound). Needs the `os:admin` role: the
+    /// resource is sensitive.
+    ///
+    /// Errors: the RPC's ([`TalosError::PermissionDenied`] below `os:admin`), or
+    /// [`TalosError::Rpc`] when the answer holds no spec.
+    pub async fn running_config(&self) -> Result<Option<RunningConfig>, TalosError> {
+        use super::api::cosi::resource as cosi;
+        use prost::Message as _;
+        const RPC: &str = "Get";
+        let mut client = cosi::state_client::StateClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES);
+        let request = cosi::GetRequest {
+            namespace: CONFIG_NAMESPACE.to_owned(),
+            r#type: MACHINE_CONFIG_TYPE.to_owned(),
+            id: ACTIVE_CONFIG_ID.to_owned(),
+            options: Some(cosi::GetOptions {}),
+        };
+        let reply = match client.get(request).await {
+            Ok(r) => r.into_inner(),
+            Err(status) if status.code() == tonic::Code::NotFound => return Ok(None),
+            Err(status) => return Err(self.status_error(COSI_STATE, RPC, status)),
+        };
+        let spec = reply
+            .resource
+            .and_then(|r| r.spec)
+            .filter(|s| !s.proto_spec.is_empty())
+            .ok_or_else(|| {
+                self.status_error(
+                    COSI_STATE,
+                    RPC,
+                    tonic::Status::internal("the MachineConfig resource came without a spec"),
+                )
+            })?;
+        let decoded =
+            super::api::resource::config::MachineConfigSpec::decode(spec.proto_spec.as_slice())
+                .map_err(|e| {
+                    self.status_error(
+                        COSI_STATE,
+                        RPC,
+                        tonic::Status::internal(format!(
+                            "the MachineConfig spec does not decode: {e}"
+                        )),
+                    )
+                })?;
+        Ok(Some(RunningConfig::new(decoded.yaml_marshalled)))
     }
 
     /// The node's Talos version and platform.

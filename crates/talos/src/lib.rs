@@ -15,6 +15,7 @@ pub mod tls;
 mod types;
 mod wait;
 
+pub use calls::{ACTIVE_CONFIG_ID, CONFIG_NAMESPACE, MACHINE_CONFIG_TYPE};
 pub use client::{ConnectionMode, TALOS_API_PORT, TalosClient};
 pub use credentials::{ClientCredentials, relabel_ed25519};
 pub use error::{Explained, NodeName, TalosError};
@@ -22,7 +23,7 @@ pub use kubeconfig::{KubeconfigArchiveError, extract_kubeconfig, talos_style_tar
 pub use probe::{NodeAnswer, probe_node};
 pub use types::{
     ApplyMode, ApplyOptions, ApplyOutcome, BootstrapOutcome, EtcdMember, Kubeconfig, NodeVersion,
-    RebootMode, ResetOptions, ServiceStatus, UpgradeOptions, UpgradePath,
+    RebootMode, ResetOptions, RunningConfig, ServiceStatus, UpgradeOptions, UpgradePath,
 };
 pub use wait::{
     Backoff, CauseTracker, InMaintenance, MAINTENANCE_GRACE, SAME_CAUSE_AFTER, SecureWait,

@@ -160,6 +160,29 @@ pub struct UpgradeOptions {
     pub force: bool,
 }
 
+/// The machine config a node runs, byte for byte as it was submitted (YAML, one or more
+/// documents). It holds the cluster's secrets: `Debug` redacts it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RunningConfig(Vec<u8>);
+
+impl RunningConfig {
+    /// Wraps config bytes.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        RunningConfig(bytes)
+    }
+
+    /// The YAML bytes; never print them.
+    pub fn expose(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for RunningConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RunningConfig((sensitive), {} bytes)", self.0.len())
+    }
+}
+
 /// The admin kubeconfig (YAML). It holds a client key: `Debug` and `Display` redact it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Kubeconfig(Vec<u8>);

@@ -75,7 +75,7 @@ pub struct FakePve {
 }
 
 /// The Python that has fakepve: `TALOSPROV_TEST_PYTHON`, else `target/venv/bin/python`.
-fn python() -> PathBuf {
+pub fn python() -> PathBuf {
     if let Some(p) = std::env::var_os("TALOSPROV_TEST_PYTHON") {
         return PathBuf::from(p);
     }

@@ -45,11 +45,29 @@ pub fn redacted(text: &str) -> String {
 /// Unified diff (3 lines of context) from `before` to `after`, both already
 /// redacted, headed `recorded` and `desired`.
 pub fn unified_diff(before: &str, after: &str) -> String {
+    unified_diff_headed(before, after, ("recorded", "desired"))
+}
+
+/// [`unified_diff`] with its own headers (`running`, `desired` for a config changed on
+/// the node).
+pub fn unified_diff_headed(before: &str, after: &str, (from, to): (&str, &str)) -> String {
     similar::TextDiff::from_lines(before, after)
         .unified_diff()
         .context_radius(3)
-        .header("recorded", "desired")
+        .header(from, to)
         .to_string()
+}
+
+/// What makes a machine config this cluster's: its v1alpha1 document's `cluster.id`,
+/// else its OS CA (`machine.ca.crt`); `None` when it has neither. Two configs with other
+/// identities belong to two clusters.
+pub fn cluster_identity(text: &str) -> Option<String> {
+    let docs = documents(text);
+    let doc = v1alpha1(&docs)?;
+    at_path(doc, "cluster.id")
+        .or_else(|| at_path(doc, "machine.ca.crt"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 /// The v1alpha1 document (no `kind`) of a config.
@@ -152,6 +170,20 @@ pub fn bootstrap_only_changes(before: &str, after: &str) -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_config_belongs_to_the_cluster_its_id_or_os_ca_names() {
+        let with_id = "version: v1alpha1\nmachine:\n  ca: {crt: AAA}\ncluster:\n  id: one\n";
+        assert_eq!(cluster_identity(with_id), Some("one".into()));
+        let ca_only = "version: v1alpha1\nmachine:\n  ca: {crt: AAA}\n";
+        assert_eq!(cluster_identity(ca_only), Some("AAA".into()));
+        let documents = "apiVersion: v1alpha1\nkind: HostnameConfig\nhostname: x\n---\nversion: v1alpha1\ncluster: {id: two}\n";
+        assert_eq!(cluster_identity(documents), Some("two".into()));
+        assert_eq!(
+            cluster_identity("apiVersion: v1alpha1\nkind: HostnameConfig\n"),
+            None
+        );
+    }
 
     #[test]
     fn a_component_disabled_before_and_after_is_not_a_bootstrap_only_change() {

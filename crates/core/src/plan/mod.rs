@@ -40,7 +40,7 @@ pub use model::{
     AddonValues, Conflict, Drift, DriftKind, PLAN_FORMAT_VERSION, Plan, PlanError, PlanFormatError,
     PlanWarning, PoolChange, Summary, pool_changes,
 };
-pub use observed::{Observation, Observed, ObservedObjects, ObservedVm};
+pub use observed::{Observation, Observed, ObservedObjects, ObservedVm, RunningConfig};
 pub use order::{target, unmatched_targets};
 pub use planned::{
     ApplyMode, KubernetesChange, PlannedConfig, PlannedImage, PlannedObject, PlannedVm,

@@ -40,6 +40,12 @@ pub struct Observed {
     /// node rebooted and runs the staged config.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub boot_times: BTreeMap<String, u64>,
+    /// The machine config each node runs (Talos's active `MachineConfig` resource, byte for
+    /// byte as submitted), keyed by hostname: only the nodes whose running config is not
+    /// the one the state records as applied (drift: changed outside talosprov). Never
+    /// serialised: it holds the cluster's secrets.
+    #[serde(skip)]
+    pub running_configs: BTreeMap<String, RunningConfig>,
     /// Whether `proxmox.image_storage` is shared between hosts (`shared` in
     /// `/storage/{storage}`); `None` when not read.
     pub image_storage_shared: Option<bool>,
@@ -129,4 +135,13 @@ pub enum Observation {
 pub struct ObservedObjects {
     /// Each desired or recorded object, keyed by [`ObjectAddress::key`].
     pub objects: BTreeMap<String, Observation>,
+}
+
+/// A node's running machine config that differs from the one the state records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunningConfig {
+    /// Its SHA-256, hex.
+    pub sha256: String,
+    /// Its text (YAML, one or more documents).
+    pub yaml: crate::sensitive::Sensitive<String>,
 }

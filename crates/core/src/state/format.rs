@@ -718,6 +718,7 @@ mod tests {
                 "kubeconfig",
                 "pci_mapping/gpu",
                 "pool/TALOS",
+                "talosconfig",
                 "vm/talos-worker-01",
             ]
         );

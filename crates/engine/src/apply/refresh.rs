@@ -256,6 +256,8 @@ struct NodeAnswer {
     reboot: Option<Option<bool>>,
     /// The boot time of a node whose config is staged.
     boot_time: Option<u64>,
+    /// The machine config it runs, when it is not the one recorded as applied.
+    running: Option<talosprov_core::plan::RunningConfig>,
 }
 
 /// Ask every node configured in secure mode, all at once, for its version
@@ -286,6 +288,9 @@ async fn probe_nodes(
         if let Some(t) = answer.boot_time {
             out.boot_times.insert(host.clone(), t);
         }
+        if let Some(r) = answer.running {
+            out.running_configs.insert(host.clone(), r);
+        }
         match answer.tag {
             Some(tag) => {
                 out.talos_versions.insert(host, tag);
@@ -295,6 +300,28 @@ async fn probe_nodes(
             }
         }
     }
+}
+
+/// The machine config the node runs (COSI `MachineConfig`), when its digest is not the
+/// one `recorded` as applied: a change made outside talosprov (`talosctl edit mc`,
+/// `talosctl patch mc`, a config applied by hand). `None` when it is the recorded one, or
+/// when the node does not say (an older Talos, a role below `os:admin`).
+async fn running_drift(
+    c: &TalosClient,
+    recorded: &NodeConfig,
+) -> Option<talosprov_core::plan::RunningConfig> {
+    use sha2::Digest as _;
+    let running = c.running_config().await.ok().flatten()?;
+    let sha256 = hex::encode(sha2::Sha256::digest(running.expose()));
+    if sha256 == recorded.config_sha256 {
+        return None;
+    }
+    Some(talosprov_core::plan::RunningConfig {
+        sha256,
+        yaml: talosprov_core::state::Sensitive::new(
+            String::from_utf8_lossy(running.expose()).into_owned(),
+        ),
+    })
 }
 
 /// Probe one node at `ip` in secure mode, else in maintenance mode; `None`
@@ -309,8 +336,14 @@ async fn probe_node(
     let answer = tokio::time::timeout(input.probe, async {
         let c = TalosClient::connect_secure(ip, creds).await?;
         let version = c.version().await?;
+        // A staged config runs from the next boot: until then the node runs another.
+        let running = if recorded.staged.is_none() {
+            running_drift(&c, recorded).await
+        } else {
+            None
+        };
         let reboot = match input.configs.get(&host) {
-            Some((sha, yaml)) if *sha != recorded.config_sha256 => {
+            Some((sha, yaml)) if *sha != recorded.config_sha256 || running.is_some() => {
                 Some(dry_run_reboots(&c, yaml).await)
             }
             _ => None,
@@ -320,15 +353,16 @@ async fn probe_node(
         } else {
             None
         };
-        Ok::<_, talosprov_talos::TalosError>((version, reboot, boot_time))
+        Ok::<_, talosprov_talos::TalosError>((version, reboot, boot_time, running))
     })
     .await;
     match answer {
-        Ok(Ok((v, reboot, boot_time))) => Some(NodeAnswer {
+        Ok(Ok((v, reboot, boot_time, running))) => Some(NodeAnswer {
             host,
             tag: Some(v.tag),
             reboot,
             boot_time,
+            running,
         }),
         _ => {
             // Not in secure mode: reset by hand, back in maintenance mode?
@@ -341,6 +375,7 @@ async fn probe_node(
                 tag: None,
                 reboot: None,
                 boot_time: None,
+                running: None,
             })
         }
     }

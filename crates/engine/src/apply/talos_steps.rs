@@ -267,6 +267,18 @@ fn no_issuer(host: &str) -> String {
     )
 }
 
+/// Whether the node says it runs a machine config other than the one with digest `sha256`
+/// (its COSI `MachineConfig`); false when it does not say.
+async fn runs_other_config(client: &TalosClient, sha256: &str) -> bool {
+    use sha2::Digest as _;
+    client
+        .running_config()
+        .await
+        .ok()
+        .flatten()
+        .is_some_and(|c| hex::encode(sha2::Sha256::digest(c.expose())) != sha256)
+}
+
 /// Apply `change`'s machine config to `host`: a node in maintenance mode gets
 /// it and is waited for in secure mode; a configured node whose recorded
 /// config is the plan's is only recorded (a re-run after a stop); one with
@@ -298,10 +310,14 @@ pub(super) async fn apply_config(
     let client = match either {
         NodeMode::Maintenance(c) => c,
         // A configured node: either its config is the recorded one (a re-run
-        // after a stop), or this is a change to apply to the running node.
+        // after a stop), or this is a change to apply to the running node, or
+        // the node runs a config changed outside talosprov, set back here.
         NodeMode::Secure(client) => {
             match recorded {
-                Some(rec) if rec.config_sha256 == want.config_sha256 => {
+                Some(rec)
+                    if rec.config_sha256 == want.config_sha256
+                        && !runs_other_config(&client, &want.config_sha256).await =>
+                {
                     r.record(Record::SecureMode(host.to_owned()));
                 }
                 Some(_) => apply_change(ctx, host, change, &client, r).await?,

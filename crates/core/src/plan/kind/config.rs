@@ -164,6 +164,9 @@ fn plan_config(
         || current.installer_image != want.record.installer_image;
     let config_changed = current.config_sha256 != want.record.config_sha256;
     let address = Address::Config(host.to_owned());
+    if drift_handled(host, want, current, !upgrade && !config_changed, out) {
+        return;
+    }
     if let Some(staged) = current.staged {
         let boot_time = obs.boot_times.get(host).copied();
         let planned = Planned {
@@ -217,6 +220,109 @@ fn plan_config(
         describe_config_edit(&edit, &mut c, out);
     }
     out.changes.push(c);
+}
+
+/// A config changed on the node outside talosprov: the drift, and the change that sets it
+/// back when nothing else changes for the node (`alone`; otherwise that change sets it
+/// back). True when the node is done with: set back, or another cluster's config.
+fn drift_handled(
+    host: &str,
+    want: &DesiredConfig,
+    current: &NodeConfig,
+    alone: bool,
+    out: &mut Planning<'_>,
+) -> bool {
+    let obs = out.observed;
+    let Some(running) = obs
+        .running_configs
+        .get(host)
+        .filter(|_| current.secure_mode && current.staged.is_none())
+    else {
+        return false;
+    };
+    if !changed_on_node(host, want, current, running, out) {
+        return true;
+    }
+    if alone {
+        out.changes.push(set_back(host, want, running, obs));
+        return true;
+    }
+    false
+}
+
+/// A node whose running machine config is not the one recorded as applied: the drift, and
+/// whether talosprov sets it back (true). A config of another cluster (its
+/// [`config_diff::cluster_identity`] is not the desired one's: a node reinstalled, or
+/// taken into another cluster) is not re-configured: a warning says so, and no change is
+/// planned for the node.
+fn changed_on_node(
+    host: &str,
+    want: &DesiredConfig,
+    current: &NodeConfig,
+    running: &crate::plan::observed::RunningConfig,
+    out: &mut Planning<'_>,
+) -> bool {
+    let address = Address::Config(host.to_owned());
+    out.drift.push(Drift {
+        address: address.clone(),
+        kind: DriftKind::Changed,
+        fields: vec![field(
+            ConfigField::ConfigSha256,
+            Some(&current.config_sha256),
+            Some(&running.sha256),
+        )],
+    });
+    let theirs = config_diff::cluster_identity(running.yaml.expose());
+    let ours = config_diff::cluster_identity(want.yaml.expose());
+    if theirs.is_some() && ours.is_some() && theirs != ours {
+        out.warnings.push(PlanWarning {
+            address: Some(address),
+            message: format!(
+                "{host} runs a machine config talosprov did not apply: its cluster.id is another \
+                 cluster's (a node reinstalled, or taken into another cluster), so talosprov \
+                 does not re-configure it; reset the node (`talosctl reset`) for talosprov to \
+                 apply its config in maintenance mode, or take it out of the topology"
+            ),
+        });
+        return false;
+    }
+    true
+}
+
+/// The change that sets a node's machine config, changed outside talosprov, back to the
+/// desired one, with the diff from the running config and the apply mode the node's dry
+/// run gave.
+fn set_back(
+    host: &str,
+    want: &DesiredConfig,
+    running: &crate::plan::observed::RunningConfig,
+    obs: &Observed,
+) -> Change {
+    let mode = match obs.apply_reboots.get(host) {
+        Some(true) => ApplyMode::Reboot,
+        Some(false) => ApplyMode::NoReboot,
+        None => ApplyMode::UnknownUntilApply,
+    };
+    let mut c = config_change(
+        host,
+        want,
+        false,
+        "machine config changed outside talosprov (talosctl edit or patch): set back to the \
+         topology's",
+        mode,
+    );
+    c.fields.push(field(
+        ConfigField::ConfigSha256,
+        Some(&running.sha256),
+        Some(&want.record.config_sha256),
+    ));
+    c.config_diff = Some(config_diff::unified_diff_headed(
+        &config_diff::redacted(running.yaml.expose()),
+        &config_diff::redacted(want.yaml.expose()),
+        ("running", "desired"),
+    ));
+    c.reboot = mode.reboots();
+    c
 }
 
 /// A node reset outside talosprov waits in maintenance mode: its machine
