@@ -46,6 +46,7 @@ fn main() {
             )),
             additional_sans: vec!["10.0.0.10".into()],
             hostname_config: true,
+            accepted_cas: &talosprov_core::machine::rotation::NO_ACCEPTED_CAS,
         })
         .collect();
 

@@ -63,6 +63,10 @@ fn wording(question: &Question) -> String {
                 list.join("\n")
             )
         }
+        Question::RotateCa(authority) => format!(
+            "Do you want to rotate the {}?\n  talosprov will run the stages described above.",
+            authority.title()
+        ),
         Question::ForceUnlock { id, location } => format!(
             "Do you really want to force-unlock the state in {location}?\n  talosprov will remove \
              lock {id}; a run still holding it would then race with the next one."
@@ -90,6 +94,14 @@ impl Frontend for Console {
     fn show(&self, shown: Shown<'_>) -> anyhow::Result<()> {
         let drift;
         let plan = match shown {
+            Shown::Rotation(r) => {
+                if crate::ui::json::enabled() {
+                    crate::ui::json::rotation(r);
+                } else {
+                    crate::ui::write_stdout(&(r.render() + "\n"))?;
+                }
+                return Ok(());
+            }
             Shown::Plan(p) => p,
             Shown::Drift(p) => {
                 drift = p.drift_only();

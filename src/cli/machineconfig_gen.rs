@@ -83,6 +83,7 @@ pub fn run(args: GenArgs) -> Result<Outcome, CommandError> {
         install_image: args.install_image,
         additional_sans: args.additional_sans,
         hostname_config: true,
+        accepted_cas: &talosprov_core::machine::rotation::NO_ACCEPTED_CAS,
     };
     let config = base_config(&input)?;
     for warning in &config.warnings {

@@ -19,6 +19,7 @@ mod machineconfig_gen;
 mod output;
 mod plan;
 mod render;
+mod rotate_ca;
 mod schema;
 mod secrets;
 mod secrets_export;
@@ -160,6 +161,18 @@ pub enum Command {
     ///
     /// Example: talosprov health -f cluster.yaml --wait 5m
     Health(health::HealthArgs),
+    /// Rotate the Talos API CA (--os) or the Kubernetes CA (--kubernetes).
+    ///
+    /// As `talosctl rotate-ca`, in three stages: every node accepts the new
+    /// CA beside the old one, then the new CA issues, then the old one is
+    /// dropped. Each stage re-configures every node without a reboot and
+    /// checks that every node answers before the next; the state records the
+    /// stage, the new CA and the client configs, so running the command
+    /// again resumes an interrupted rotation. The talosconfig (or kubeconfig)
+    /// in the state is re-issued from the new CA.
+    ///
+    /// Example: talosprov rotate-ca --os -f cluster.yaml
+    RotateCa(rotate_ca::RotateCaArgs),
     /// Print the JSON Schema of the topology file, for editors and other tools.
     ///
     /// Draft 2020-12, derived from the types talosprov reads the file into:
@@ -239,6 +252,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
         Command::State(args) => state::run(args).await,
         Command::ForceUnlock(args) => force_unlock::run(args).await,
         Command::Health(args) => health::run(args).await,
+        Command::RotateCa(args) => rotate_ca::run(args).await,
         Command::Machineconfig(args) => machineconfig::run(args),
         Command::Secrets(args) => secrets::run(args).await,
     }

@@ -124,6 +124,26 @@ pub fn version(command: &str) {
     );
 }
 
+/// A CA rotation's stages (`rotate-ca`), as one `rotation` object.
+pub fn rotation(r: &talosprov_core::machine::rotation::RotationPlan) {
+    let stages: Vec<Value> = talosprov_core::machine::rotation::Stage::ALL
+        .iter()
+        .map(|s| json!({"stage": s.number(), "step": s.describe(r.authority), "done": *s < r.from}))
+        .collect();
+    emit(
+        "rotation",
+        Level::Info,
+        &format!("rotation of the {}", r.authority.title()),
+        fields(json!({
+            "authority": r.authority.flag(),
+            "cluster": r.cluster,
+            "resuming": r.resuming,
+            "stages": stages,
+            "nodes": r.nodes,
+        })),
+    );
+}
+
 /// The plan: one `planned_change` per change, `warning` diagnostics for its
 /// warnings and conflicts, then its `change_summary` (`operation` `plan`).
 pub fn plan(p: &Plan) {

@@ -29,6 +29,7 @@ fn input<'a>(bundle: &'a SecretsBundle, role: Role, talos: &str) -> BaseConfigIn
         ),
         additional_sans: vec![VIP.into()],
         hostname_config: true,
+        accepted_cas: &talosprov_core::machine::rotation::NO_ACCEPTED_CAS,
     }
 }
 

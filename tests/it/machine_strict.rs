@@ -79,6 +79,7 @@ fn generated_configs_decode_strictly_for_every_contract_and_role() {
                 install_image: None,
                 additional_sans: vec!["10.0.0.10".into()],
                 hostname_config: true,
+                accepted_cas: &talosprov_core::machine::rotation::NO_ACCEPTED_CAS,
             };
             let config = base_config(&input).unwrap();
             let contract = contract_for(&input.talos_version).contract;
@@ -581,6 +582,7 @@ fn the_warning_for_a_talos_older_than_the_contracts_says_what_is_rendered() {
         install_image: None,
         additional_sans: vec![],
         hostname_config: true,
+        accepted_cas: &talosprov_core::machine::rotation::NO_ACCEPTED_CAS,
     })
     .unwrap();
     assert_eq!(base.documents.len(), 1);

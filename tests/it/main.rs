@@ -12,6 +12,7 @@ mod apply_gate;
 mod apply_json;
 mod apply_settings;
 mod architecture;
+mod ca_rotation_lab;
 mod certificates_lab;
 mod ci_no_terminal;
 mod ci_pipeline;

@@ -37,6 +37,29 @@ pub struct NodeConfig {
     pub k8s_ca_crt_pem: Option<String>,
     /// `cluster.ca.key`, PEM (control planes).
     pub k8s_ca_key_pem: Option<String>,
+    /// `machine.acceptedCAs[].crt`, PEM: client certificates apid accepts beside
+    /// the ones `machine.ca` issued.
+    pub os_accepted_pems: Vec<String>,
+    /// `cluster.acceptedCAs[].crt`, PEM: client certificates the API server accepts
+    /// beside the ones `cluster.ca` issued.
+    pub k8s_accepted_pems: Vec<String>,
+}
+
+impl NodeConfig {
+    /// The CA certificates (PEM) apid verifies client certificates against: the issuing
+    /// one and every accepted one (Talos `OSRoot.AcceptedCAs`).
+    pub fn os_client_cas(&self) -> Vec<String> {
+        let mut out = vec![self.os_ca_crt_pem.clone()];
+        out.extend(self.os_accepted_pems.iter().cloned());
+        out
+    }
+
+    /// The CA certificates (PEM) the API server verifies client certificates against.
+    pub fn k8s_client_cas(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.k8s_ca_crt_pem.iter().cloned().collect();
+        out.extend(self.k8s_accepted_pems.iter().cloned());
+        out
+    }
 }
 
 /// Parses and validates a machine config; `Err` holds the InvalidArgument message.
@@ -156,6 +179,8 @@ fn validate(raw: &[u8], doc: &Value, others: &[&Value]) -> Result<NodeConfig, St
             "cluster.ca.key",
             &mut scratch,
         ),
+        os_accepted_pems: accepted_at(doc, "machine", &mut scratch),
+        k8s_accepted_pems: accepted_at(doc, "cluster", &mut scratch),
     })
 }
 
@@ -237,6 +262,18 @@ fn seq_at(doc: &Value, path: &[&str]) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// `<section>.acceptedCAs[].crt`, each decoded to PEM; entries that are not base64 PEM
+/// are left out (and noted in `errors`).
+fn accepted_at(doc: &Value, section: &str, errors: &mut Vec<String>) -> Vec<String> {
+    let Some(list) = at(doc, &[section, "acceptedCAs"]).and_then(Value::as_sequence) else {
+        return Vec::new();
+    };
+    let field = format!("{section}.acceptedCAs[].crt");
+    list.iter()
+        .filter_map(|entry| pem_at(entry, &["crt"], &field, errors))
+        .collect()
 }
 
 /// A base64-of-PEM field; empty string means absent (worker `machine.ca.key: ""`).

@@ -13,7 +13,9 @@ use serde_yaml_ng::{Mapping, Value};
 
 /// The `machine` fields Talos copies over before comparing (the comment and code of
 /// `CanApplyImmediate`, Talos v1.13).
-const MACHINE_FIELDS: [&str; 16] = [
+const MACHINE_FIELDS: [&str; 18] = [
+    "ca",
+    "acceptedCAs",
     "time",
     "certSANs",
     "install",
@@ -107,6 +109,15 @@ mod tests {
             "  type: worker\n  nodeLabels:\n    a: b\n",
         );
         assert!(can_apply_immediate(BASE.as_bytes(), labels.as_bytes()));
+    }
+
+    #[test]
+    fn a_ca_rotation_needs_no_reboot() {
+        let rotated = BASE.replace(
+            "  type: worker\n",
+            "  type: worker\n  ca:\n    crt: bmV3\n  acceptedCAs:\n    - crt: b2xk\n",
+        );
+        assert!(can_apply_immediate(BASE.as_bytes(), rotated.as_bytes()));
     }
 
     #[test]

@@ -131,39 +131,18 @@ async fn serve(shared: Arc<Shared>, cfg: &NodeConfig, key: String) -> Result<(),
         .parse()
         .map_err(|_| "the endpoint's host is not an IP address".to_string())?;
     let addr = SocketAddr::new(host, endpoint.port().unwrap_or(APISERVER_PORT));
-    let ca_crt = cfg
-        .k8s_ca_crt_pem
-        .as_deref()
-        .ok_or("cluster.ca.crt is missing")?;
-    let ca_key = cfg
-        .k8s_ca_key_pem
-        .as_deref()
-        .ok_or("cluster.ca.key is missing")?;
     let mut addresses = vec![host];
     addresses.extend(shared.nodes.iter().map(|n| n.ip).filter(|ip| *ip != host));
-    let identity = certs::apiserver_identity(ca_crt, ca_key, &addresses)?;
-    let provider = talosprov_talos::tls::provider();
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in rustls_pemfile::certs(&mut ca_crt.as_bytes()) {
-        roots
-            .add(ca.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-    }
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .build()
-        .map_err(|e| e.to_string())?;
-    let mut tls = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(identity.chain, identity.key)
-        .map_err(|e| e.to_string())?;
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let mut current = ApiTls {
+        addresses,
+        cas: None,
+        acceptor: None,
+    };
+    current.refresh(cfg)?;
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     tracing::info!(target: "talos_sim", %addr, cluster = %key, "Kubernetes API serving");
-    let acceptor = TlsAcceptor::from(Arc::new(tls));
     let mut shutdown = shared.shutdown.subscribe();
     let keeper = shared.clone();
     let task = tokio::spawn(async move {
@@ -173,7 +152,14 @@ async fn serve(shared: Arc<Shared>, cfg: &NodeConfig, key: String) -> Result<(),
                 _ = shutdown.changed() => return,
             };
             let Ok((tcp, peer)) = accepted else { continue };
-            let acceptor = acceptor.clone();
+            if let Some(cfg) = control_plane_config(&shared, &key)
+                && let Err(e) = current.refresh(&cfg)
+            {
+                tracing::warn!(target: "talos_sim", error = %e, "the Kubernetes API keeps its certificates");
+            }
+            let Some(acceptor) = current.acceptor.clone() else {
+                continue;
+            };
             let shared = shared.clone();
             let key = key.clone();
             tokio::spawn(async move {
@@ -194,6 +180,71 @@ async fn serve(shared: Arc<Shared>, cfg: &NodeConfig, key: String) -> Result<(),
     });
     keeper.keep_task(task);
     Ok(())
+}
+
+/// The API server's TLS: a serving certificate from the issuing Kubernetes CA
+/// (`cluster.ca`), client certificates verified against it and every
+/// `cluster.acceptedCAs`. Rebuilt when a control plane's config changes them, as the
+/// API server restarts with new certificates when Talos rotates its CA.
+struct ApiTls {
+    /// The names the serving certificate carries.
+    addresses: Vec<IpAddr>,
+    /// The issuing CA and the client CAs `acceptor` was built for.
+    cas: Option<(String, Vec<String>)>,
+    acceptor: Option<TlsAcceptor>,
+}
+
+impl ApiTls {
+    /// Rebuild for `cfg` when its CAs differ from the current ones.
+    fn refresh(&mut self, cfg: &NodeConfig) -> Result<(), String> {
+        let ca_crt = cfg
+            .k8s_ca_crt_pem
+            .as_deref()
+            .ok_or("cluster.ca.crt is missing")?;
+        let ca_key = cfg
+            .k8s_ca_key_pem
+            .as_deref()
+            .ok_or("cluster.ca.key is missing")?;
+        let cas = (ca_crt.to_owned(), cfg.k8s_client_cas());
+        if self.cas.as_ref() == Some(&cas) {
+            return Ok(());
+        }
+        let identity = certs::apiserver_identity(ca_crt, ca_key, &self.addresses)?;
+        let provider = talosprov_talos::tls::provider();
+        let mut roots = rustls::RootCertStore::empty();
+        let joined = cas.1.concat();
+        for ca in rustls_pemfile::certs(&mut joined.as_bytes()) {
+            roots
+                .add(ca.map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+        }
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()
+                .map_err(|e| e.to_string())?;
+        let mut tls = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(identity.chain, identity.key)
+            .map_err(|e| e.to_string())?;
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        self.acceptor = Some(TlsAcceptor::from(Arc::new(tls)));
+        self.cas = Some(cas);
+        Ok(())
+    }
+}
+
+/// The running config of a control plane of cluster `key` (the first by address).
+fn control_plane_config(shared: &Shared, key: &str) -> Option<NodeConfig> {
+    shared.nodes.iter().find_map(|node| {
+        let state = node.lock();
+        let cfg = state.config.as_ref()?;
+        (state.phase == Phase::Secure
+            && cfg.machine_type == Role::Controlplane
+            && cluster_key(cfg) == key)
+            .then(|| cfg.clone())
+    })
 }
 
 /// The largest request body read; beyond, 413.

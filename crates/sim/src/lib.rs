@@ -256,6 +256,13 @@ impl SimNode {
         self.node.lock().faults.fail_next_apply = Some((code, message.into()));
     }
 
+    /// Fault: the `n`-th ApplyConfiguration from now that is not a dry run (1: the
+    /// next) fails with `code` and `message`, before the node takes the config; dry runs
+    /// are answered as usual and not counted.
+    pub fn fail_apply_at(&self, n: u32, code: tonic::Code, message: impl Into<String>) {
+        self.node.lock().faults.fail_apply_at = Some((n.max(1), code, message.into()));
+    }
+
     /// Fault: the next upgrade fails and the node stays on its version. The 1.13 path
     /// streams the installer `message` and exit code 1 (as Talos does, without a gRPC
     /// error); the legacy Upgrade RPC answers Internal with `message`.

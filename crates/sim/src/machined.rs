@@ -68,6 +68,15 @@ impl Api {
         if let Some((code, message)) = self.node.lock().faults.fail_next_apply.take() {
             return Err(Status::new(code, message));
         }
+        if !request.dry_run {
+            let faults = &mut self.node.lock().faults;
+            if let Some((n, code, message)) = faults.fail_apply_at.take() {
+                if n <= 1 {
+                    return Err(Status::new(code, message));
+                }
+                faults.fail_apply_at = Some((n - 1, code, message));
+            }
+        }
         let cfg = config::load(&request.data).map_err(Status::invalid_argument)?;
         let requested = Mode::try_from(request.mode).unwrap_or(Mode::Reboot);
         let mut state = self.node.lock();

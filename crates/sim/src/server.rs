@@ -19,6 +19,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 
 use super::certs::{self, Identity};
+use super::config::NodeConfig;
 use super::peer::{Peer, ServeMode};
 use super::service::Api;
 use super::state::{Node, Phase, Shared};
@@ -186,7 +187,7 @@ fn server_tls(shared: &Shared, node: &Node) -> Result<Option<Arc<ServerConfig>>,
             };
             let id =
                 certs::apid_identity(&cfg.os_ca_crt_pem, &key, node.ip, &hostname, &cfg.cert_sans)?;
-            (id, Some(cfg.os_ca_crt_pem.clone()))
+            (id, Some(cfg.os_client_cas()))
         }
         _ => (certs::maintenance_identity(node.ip)?, None),
     };
@@ -196,9 +197,10 @@ fn server_tls(shared: &Shared, node: &Node) -> Result<Option<Arc<ServerConfig>>,
         .map_err(|e| e.to_string())?;
     let mut config = match client_ca {
         None => builder.with_no_client_auth().with_single_cert(chain, key),
-        Some(ca_pem) => {
+        Some(ca_pems) => {
             let mut roots = rustls::RootCertStore::empty();
-            for ca in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
+            let joined = ca_pems.concat();
+            for ca in rustls_pemfile::certs(&mut joined.as_bytes()) {
                 roots
                     .add(ca.map_err(|e| e.to_string())?)
                     .map_err(|e| e.to_string())?;
@@ -227,14 +229,23 @@ async fn serve(
     shutdown: &mut tokio::sync::watch::Receiver<bool>,
 ) {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<SimConn, std::io::Error>>(16);
-    let acceptor = TlsAcceptor::from(tls);
     let ip = node.ip;
+    let mut current = CurrentTls {
+        shared: shared.clone(),
+        node: node.clone(),
+        cas: node.lock().config.as_ref().map(NodeConfig::os_client_cas),
+        acceptor: TlsAcceptor::from(tls),
+    };
     let accept = tokio::spawn(async move {
         loop {
             let Ok((tcp, addr)) = listener.accept().await else {
                 continue;
             };
-            let acceptor = acceptor.clone();
+            let acceptor = if mode == ServeMode::Secure {
+                current.refreshed()
+            } else {
+                current.acceptor.clone()
+            };
             let tx = tx.clone();
             tokio::spawn(async move {
                 let handshake = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp));
@@ -281,6 +292,36 @@ async fn serve(
     accept.abort();
     // Wait for the accept task to go so the listener is closed when this returns.
     let _ = accept.await;
+}
+
+/// Secure mode's TLS settings, rebuilt for a new connection when the node's config
+/// changed its issuing or accepted CAs without a reboot, as apid reloads its
+/// certificates and the CAs it accepts (`machine.ca`, `machine.acceptedCAs`) at once.
+struct CurrentTls {
+    shared: Arc<Shared>,
+    node: Arc<Node>,
+    /// The client CAs `acceptor` was built for.
+    cas: Option<Vec<String>>,
+    acceptor: TlsAcceptor,
+}
+
+impl CurrentTls {
+    /// The acceptor for the node's config now.
+    fn refreshed(&mut self) -> TlsAcceptor {
+        let cas = self
+            .node
+            .lock()
+            .config
+            .as_ref()
+            .map(NodeConfig::os_client_cas);
+        if cas != self.cas
+            && let Ok(Some(tls)) = server_tls(&self.shared, &self.node)
+        {
+            self.cas = cas;
+            self.acceptor = TlsAcceptor::from(tls);
+        }
+        self.acceptor.clone()
+    }
 }
 
 /// Roles of the caller. Maintenance mode: everyone is `os:reader` (ReadonlyRoleMode).

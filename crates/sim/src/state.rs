@@ -38,6 +38,9 @@ pub(crate) struct Faults {
     pub slow_boot: Duration,
     /// The next ApplyConfiguration fails with this status.
     pub fail_next_apply: Option<(tonic::Code, String)>,
+    /// The n-th ApplyConfiguration from now that is not a dry run (1: the next
+    /// one) fails with this status; dry runs pass and do not count.
+    pub fail_apply_at: Option<(u32, tonic::Code, String)>,
     /// When the node joins etcd it immediately loses its membership.
     pub lose_etcd_on_join: bool,
     /// The next upgrade fails with this installer message (LifecycleService: exit

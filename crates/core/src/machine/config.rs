@@ -6,6 +6,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_yaml_ng::{Mapping, Value};
 
+use super::rotation::AcceptedCas;
 use super::secrets::{EncryptionSecret, SecretsBundle};
 use crate::version::{
     Contract, TalosVersion, VersionError, contract_for, default_kubernetes_version,
@@ -60,6 +61,9 @@ pub struct BaseConfigInput<'a> {
     /// generates; it is left out for an older Talos version even when this is `true`
     /// ([`ContractChoice::hostname_config`](crate::version::ContractChoice::hostname_config)).
     pub hostname_config: bool,
+    /// CA certificates accepted beside the issuing ones during a CA rotation:
+    /// `machine.acceptedCAs` and `cluster.acceptedCAs` (empty: not written).
+    pub accepted_cas: &'a AcceptedCas,
 }
 
 /// A generated base config: its documents, in Talos's key order, and how it was made.
@@ -165,6 +169,16 @@ fn cert_pair(crt: &str, key: Option<&str>) -> Value {
     ])
 }
 
+/// `acceptedCAs: [{crt: <base64 PEM>}…]` after a `ca`, as Talos's
+/// `PEMEncodedCertificate` list; nothing when `cas` is empty.
+fn put_accepted(section: &mut Mapping, cas: &[String]) {
+    if cas.is_empty() {
+        return;
+    }
+    let list = cas.iter().map(|crt| map([("crt", b64(crt))])).collect();
+    put(section, "acceptedCAs", Value::Sequence(list));
+}
+
 /// The extra certificate SANs, as a YAML sequence.
 fn sans(input: &BaseConfigInput<'_>) -> Value {
     Value::Sequence(
@@ -190,6 +204,7 @@ fn machine_section(input: &BaseConfigInput<'_>, contract: Contract, k8s: &str) -
     );
     let os_key = control_plane.then(|| s.certs.os.key.expose().as_str());
     put(&mut machine, "ca", cert_pair(&s.certs.os.crt, os_key));
+    put_accepted(&mut machine, &input.accepted_cas.os);
     put(&mut machine, "certSANs", sans(input));
     put(
         &mut machine,
@@ -291,6 +306,7 @@ fn cluster_section(input: &BaseConfigInput<'_>, k8s: &str) -> Mapping {
     }
     let k8s_key = control_plane.then(|| s.certs.k8s.key.expose().as_str());
     put(&mut cluster, "ca", cert_pair(&s.certs.k8s.crt, k8s_key));
+    put_accepted(&mut cluster, &input.accepted_cas.kubernetes);
     if control_plane {
         put_control_plane_components(&mut cluster, input, k8s);
     }
@@ -475,6 +491,55 @@ mod tests {
         ] {
             assert!(validate_endpoint(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn accepted_cas_follow_each_ca_as_talos_orders_them() {
+        use rand::SeedableRng as _;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        let secrets =
+            SecretsBundle::generate_for_checks(&mut rng, time::OffsetDateTime::UNIX_EPOCH)
+                .expect("bundle");
+        let accepted = AcceptedCas {
+            os: vec!["-----BEGIN CERTIFICATE-----\nos\n-----END CERTIFICATE-----\n".into()],
+            kubernetes: vec![
+                "-----BEGIN CERTIFICATE-----\nk8s\n-----END CERTIFICATE-----\n".into(),
+            ],
+        };
+        let mut input = BaseConfigInput {
+            cluster_name: "c".into(),
+            endpoint: "https://10.0.0.1:6443".into(),
+            kubernetes_version: None,
+            talos_version: "v1.13.9".parse().expect("version"),
+            role: Role::Worker,
+            secrets: &secrets,
+            install_disk: None,
+            install_image: None,
+            additional_sans: Vec::new(),
+            hostname_config: true,
+            accepted_cas: &accepted,
+        };
+        for role in [Role::Worker, Role::Controlplane] {
+            input.role = role;
+            let yaml = base_config(&input).expect("config").to_yaml();
+            let keys: Vec<&str> = yaml
+                .lines()
+                .filter(|l| l.starts_with("    ") && !l.starts_with("     "))
+                .map(str::trim)
+                .collect();
+            let after = |first: &str| keys.iter().position(|k| k.starts_with(first));
+            let (ca, accepted_at) = (after("ca:"), after("acceptedCAs:"));
+            assert_eq!(accepted_at, ca.map(|i| i + 1), "machine: {yaml}");
+            assert_eq!(yaml.matches("acceptedCAs:").count(), 2, "{yaml}");
+            assert!(yaml.contains(&STANDARD.encode(&accepted.os[0])), "{yaml}");
+            assert!(
+                yaml.contains(&STANDARD.encode(&accepted.kubernetes[0])),
+                "{yaml}"
+            );
+        }
+        input.accepted_cas = &crate::machine::rotation::NO_ACCEPTED_CAS;
+        let yaml = base_config(&input).expect("config").to_yaml();
+        assert!(!yaml.contains("acceptedCAs"), "{yaml}");
     }
 
     #[test]

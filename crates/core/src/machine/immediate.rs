@@ -8,6 +8,8 @@ use serde_yaml_ng::Value;
 
 /// `machine` settings Talos applies at once (its list in `CanApplyImmediate`).
 const MACHINE_IMMEDIATE: &[&str] = &[
+    "ca",
+    "acceptedCAs",
     "time",
     "certSANs",
     "install",
@@ -81,6 +83,16 @@ mod tests {
                 "kubePrism: { enabled: false }",
             );
         assert!(can_apply_immediate(BASE.as_bytes(), after.as_bytes()));
+    }
+
+    #[test]
+    fn the_os_ca_and_its_accepted_cas_apply_at_once() {
+        // What a CA rotation changes (Talos copies `machine.ca` and `machine.acceptedCAs`).
+        let rotated = BASE.replace(
+            "  env: {}\n",
+            "  env: {}\n  ca: { crt: bmV3 }\n  acceptedCAs: [{ crt: b2xk }]\n",
+        );
+        assert!(can_apply_immediate(BASE.as_bytes(), rotated.as_bytes()));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::inline::{InlineManifest, merge_inline_manifests};
 use super::link::{NodeLink, check_node_link};
 use super::managed::{ManagedField, Override, overrides};
 use super::redact::redact_secrets;
+use super::rotation::AcceptedCas;
 use super::secrets::SecretsBundle;
 use super::validate::{self, ConfigProblem, ProblemKind, check_config};
 use crate::limits::quoted;
@@ -73,6 +74,22 @@ pub struct NodeConfig {
 pub fn node_configs(
     topology: &Topology,
     secrets: &SecretsBundle,
+    patches: &PatchSet,
+    inline: &[InlineManifest],
+) -> Result<Vec<NodeConfig>, Vec<Diagnostic>> {
+    node_configs_with(topology, secrets, &AcceptedCas::default(), patches, inline)
+}
+
+/// [`node_configs`] during a CA rotation: `accepted` are the CAs every base
+/// config accepts beside the issuing ones (see
+/// [`crate::machine::rotation::CaRotation::effective`]), before any patch.
+///
+/// # Errors
+/// As [`node_configs`].
+pub fn node_configs_with(
+    topology: &Topology,
+    secrets: &SecretsBundle,
+    accepted: &AcceptedCas,
     patches: &PatchSet,
     inline: &[InlineManifest],
 ) -> Result<Vec<NodeConfig>, Vec<Diagnostic>> {
@@ -140,6 +157,7 @@ pub fn node_configs(
     let mut build = Build {
         topology,
         secrets,
+        accepted,
         patches,
         talos: &talos,
         kubernetes: &kubernetes,
@@ -235,6 +253,8 @@ struct Prepared {
 struct Build<'a> {
     topology: &'a Topology,
     secrets: &'a SecretsBundle,
+    /// CAs accepted beside the issuing ones (a CA rotation).
+    accepted: &'a AcceptedCas,
     patches: &'a PatchSet,
     talos: &'a TalosVersion,
     kubernetes: &'a str,
@@ -304,6 +324,7 @@ impl Build<'_> {
             install_image: Some(installer.to_string()),
             additional_sans: cluster.vip.iter().map(ToString::to_string).collect(),
             hostname_config: self.hostname_config,
+            accepted_cas: self.accepted,
         };
         let base = base_config(&input)
             .map(|b| MachineConfig {

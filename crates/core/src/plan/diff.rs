@@ -69,6 +69,19 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     Talosconfig::plan(&mut p);
     Object::plan(&mut p);
 
+    if let Some(r) = &state.ca_rotation {
+        p.warnings.push(super::PlanWarning {
+            address: None,
+            message: format!(
+                "a rotation of the {} is in progress (stage {} of 3: {}): the configs carry \
+                 that stage's CAs; run `talosprov rotate-ca --{}` to finish it",
+                r.authority.title(),
+                r.stage.number(),
+                r.stage.describe(r.authority),
+                r.authority.flag()
+            ),
+        });
+    }
     p.warnings.extend(
         super::renewal::ca_warnings(state, input.renewal.now)
             .into_iter()

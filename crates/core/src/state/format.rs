@@ -52,6 +52,10 @@ pub struct State {
     /// host for life. Absent when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pools: BTreeMap<String, Vec<crate::topology::pools::RecordedMember>>,
+    /// A CA rotation in progress (`rotate-ca`), with the stage being applied;
+    /// absent when none is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_rotation: Option<crate::machine::rotation::CaRotation>,
 }
 
 /// One add-on's rendered manifests and what they were rendered from.
@@ -366,6 +370,7 @@ impl State {
             outputs: Outputs::default(),
             renderings: BTreeMap::new(),
             pools: BTreeMap::new(),
+            ca_rotation: None,
         }
     }
 

@@ -79,6 +79,9 @@ pub enum Question {
         /// The state's location, as the backend describes it.
         location: String,
     },
+    /// `rotate-ca`: run the rotation shown (a new one, or the rest of one
+    /// in progress).
+    RotateCa(talosprov_core::machine::rotation::Authority),
 }
 
 /// What a command shows before it asks or returns.
@@ -88,6 +91,8 @@ pub enum Shown<'a> {
     Plan(&'a Plan),
     /// `-refresh-only`: only the drift of this plan.
     Drift(&'a Plan),
+    /// `rotate-ca`: the stages about to run.
+    Rotation(&'a talosprov_core::machine::rotation::RotationPlan),
 }
 
 /// The parts of an apply the engine does not own. The CLI implements them

@@ -65,6 +65,7 @@ impl Edges for Scripted {
         let (what, plan) = match shown {
             Shown::Plan(p) => ("plan", p),
             Shown::Drift(p) => ("drift", p),
+            Shown::Rotation(_) => unreachable!("apply shows no rotation"),
         };
         note(&self.log, format!("show {what} of {}", plan.changes.len()));
         Ok(())

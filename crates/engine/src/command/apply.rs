@@ -206,31 +206,34 @@ pub struct ApplyRequest {
 /// turns its `LowArgs` into `HiArgs`): every check across flags happens here,
 /// so a wrong combination costs no lock and no request.
 #[derive(Debug)]
-struct ApplySettings {
+pub(super) struct ApplySettings {
     /// The validated topology.
-    topology: Topology,
+    pub(super) topology: Topology,
     /// The saved plan to apply exactly, if one was given.
-    saved: Option<SavedPlan>,
+    pub(super) saved: Option<SavedPlan>,
     /// `-target`s, or the saved plan's.
-    targets: Vec<Address>,
+    pub(super) targets: Vec<Address>,
     /// Stage config changes (the flag, or how the saved plan was made).
-    staged: bool,
+    pub(super) staged: bool,
     /// Plan from the state alone: `-refresh=false`, or a plan saved that way.
-    offline: bool,
+    pub(super) offline: bool,
     /// `-refresh-only`.
-    refresh_only: bool,
+    pub(super) refresh_only: bool,
     /// Apply without asking: `-auto-approve`, or a saved plan.
-    approved: bool,
+    pub(super) approved: bool,
     /// Changes at once (`-parallelism`, at least 1).
-    parallelism: usize,
+    pub(super) parallelism: usize,
     /// Workers upgraded at once.
-    max_parallel_upgrades: NonZeroUsize,
+    pub(super) max_parallel_upgrades: NonZeroUsize,
     /// Where etcd snapshots go.
-    snapshots: SnapshotPolicy,
+    pub(super) snapshots: SnapshotPolicy,
     /// The bound of the wait for Proxmox work after an interruption.
-    interrupt_grace: Duration,
+    pub(super) interrupt_grace: Duration,
     /// The bound of the final wait for the Kubernetes nodes.
-    ready_wait: Duration,
+    pub(super) ready_wait: Duration,
+    /// `targets` are the command's own, not the user's `-target`s: no
+    /// targeting warning.
+    pub(super) own_targets: bool,
 }
 
 impl ApplySettings {
@@ -298,6 +301,7 @@ impl ApplySettings {
             snapshots,
             interrupt_grace,
             ready_wait,
+            own_targets: false,
             topology,
             saved,
         })
@@ -348,7 +352,7 @@ pub async fn apply(request: &ApplyRequest, ui: &Ui) -> Result<Applied, CommandEr
 
 /// `apply` with the state locked: the engine's session does the work with
 /// [`Engine`] as its edges, then the final gate runs.
-async fn apply_locked(
+pub(super) async fn apply_locked(
     settings: &ApplySettings,
     store: &Store,
     ui: &Ui,
@@ -453,6 +457,7 @@ impl Edges for Engine<'_> {
             offline: settings.offline,
             targets: &settings.targets,
             staged: settings.staged,
+            warn_targets: !settings.own_targets,
         };
         tokio::select! {
             planned = make_plan(topology, state, settings.saved.as_ref(), &request, self.ui) => planned,
@@ -473,7 +478,8 @@ impl Edges for Engine<'_> {
             Question::RecordDrift
             | Question::Destroy
             | Question::Forget(_)
-            | Question::ForceUnlock { .. } => "-auto-approve",
+            | Question::ForceUnlock { .. }
+            | Question::RotateCa(_) => "-auto-approve",
         };
         approve(
             self.ui,

@@ -37,6 +37,7 @@ pub mod plan;
 mod planning;
 pub mod prepare;
 pub mod render;
+pub mod rotate;
 pub mod secrets;
 pub mod state;
 pub mod store;

@@ -102,6 +102,7 @@ async fn plan_locked(
         offline: request.offline,
         targets: &request.targets,
         staged: request.staged,
+        warn_targets: true,
     };
     let planned = make_plan(topology, state, None, &how, ui).await?;
     let plan = if request.refresh_only {

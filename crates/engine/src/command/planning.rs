@@ -23,6 +23,9 @@ pub struct PlanRequest<'a> {
     pub targets: &'a [Address],
     /// Config changes on running nodes are sent in staged mode (`--staged`).
     pub staged: bool,
+    /// Warn that targeting is in effect, as OpenTofu does for `-target`; off when
+    /// the targets are a command's own (`rotate-ca` targets every node's config).
+    pub warn_targets: bool,
 }
 
 /// Make the plan.
@@ -45,6 +48,7 @@ pub async fn make_plan(
         offline,
         targets,
         staged,
+        warn_targets,
     } = *request;
     if state.is_some_and(|s| s.secrets.is_none() && s.has_applied()) {
         // Callers refuse this first, naming the state; never generate here.
@@ -65,26 +69,19 @@ pub async fn make_plan(
     };
     // Secrets made for this plan (no state has any yet): the configs, and so
     // their digests, are known only once apply keeps the secrets.
-    let recorded = cluster::state_secrets_opt(state)?;
-    let fresh_secrets = recorded.is_none();
-    let secrets = saved.and_then(|s| s.secrets.as_ref());
-    let (bundle, generated) = match (recorded, secrets) {
-        (Some(b), _) => (b, None),
-        (None, Some(text)) => (
-            parse_secrets_yaml(text.expose()).context("the saved plan's secrets are invalid")?,
-            None,
-        ),
-        (None, None) => {
-            let (b, text) = cluster::generate_secrets()?;
-            (b, Some(text))
-        }
-    };
+    let (bundle, generated, fresh_secrets) = plan_secrets(state, saved)?;
     let known = addons::Known {
         recorded: state.map(|s| &s.renderings),
         saved: saved.map(|s| &s.renderings),
     };
     let rendered = addons::render(topology, &bundle, known, ui).await?;
-    let (configs, inputs) = cluster::render_configs(topology, &bundle, &rendered.addons, ui)?;
+    let (configs, inputs) = cluster::render_configs(
+        topology,
+        &bundle,
+        state.and_then(|s| s.ca_rotation.as_ref()),
+        &rendered.addons,
+        ui,
+    )?;
     let mut observed = cluster::observe(topology, state, &bundle, &configs, offline, ui).await?;
     let shared = cluster::storage_shared(&observed, state);
     let mut desired = plan::desired(topology, &configs, shared).map_err(|errors| {
@@ -125,7 +122,9 @@ pub async fn make_plan(
     p.addons = rendered.values;
     p.pools = plan::pool_changes(state, &topology.pools);
     plan::target(&mut p, targets, &desired);
-    warn_targeting(targets, &desired, state, ui);
+    if warn_targets {
+        warn_targeting(targets, &desired, state, ui);
+    }
     if staged {
         plan::stage_config_changes(&mut p);
     }
@@ -147,6 +146,36 @@ pub async fn make_plan(
             .map(|p| (p.name.clone(), p.members.clone()))
             .collect(),
     })
+}
+
+/// The secrets a plan renders with: the state's, else the saved plan's, else new ones
+/// (given with their text, to record before the first change); and whether the state had
+/// none.
+///
+/// # Errors
+/// A bundle that does not parse, or new secrets that cannot be made.
+fn plan_secrets(
+    state: Option<&State>,
+    saved: Option<&SavedPlan>,
+) -> anyhow::Result<(
+    talosprov_core::machine::SecretsBundle,
+    Option<talosprov_core::state::Sensitive>,
+    bool,
+)> {
+    let recorded = cluster::state_secrets_opt(state)?;
+    let fresh = recorded.is_none();
+    let (bundle, generated) = match (recorded, saved.and_then(|s| s.secrets.as_ref())) {
+        (Some(b), _) => (b, None),
+        (None, Some(text)) => (
+            parse_secrets_yaml(text.expose()).context("the saved plan's secrets are invalid")?,
+            None,
+        ),
+        (None, None) => {
+            let (b, text) = cluster::generate_secrets()?;
+            (b, Some(text))
+        }
+    };
+    Ok((bundle, generated, fresh))
 }
 
 /// With `-target`, warn as OpenTofu does that resource targeting is in

@@ -15,6 +15,7 @@ use super::store::state_env;
 use super::{CommandError, Ui};
 use crate::apply::refresh::{RefreshInput, refresh};
 use talosprov_core::addon::RenderedAddon;
+use talosprov_core::machine::rotation::CaRotation;
 use talosprov_core::machine::{
     AdminKubeconfig, KubeconfigInput, SecretsBundle, Talosconfig, TalosconfigInput,
     parse_secrets_yaml, secrets_yaml,
@@ -102,7 +103,8 @@ pub fn generate_secrets() -> anyhow::Result<(SecretsBundle, Sensitive)> {
     Ok((bundle, text))
 }
 
-/// Each node's final machine config, as planning takes it, and the digests
+/// Each node's final machine config, as planning takes it (with the stage's CAs
+/// while `rotation` is in progress), and the digests
 /// of the files they were made from (the topology file and each node's patch
 /// files), which a saved plan records.
 ///
@@ -113,6 +115,7 @@ pub fn generate_secrets() -> anyhow::Result<(SecretsBundle, Sensitive)> {
 pub fn render_configs(
     topology: &Topology,
     secrets: &SecretsBundle,
+    rotation: Option<&CaRotation>,
     addons: &[RenderedAddon],
     ui: &Ui,
 ) -> Result<(Vec<RenderedConfig>, InputDigests), CommandError> {
@@ -125,8 +128,12 @@ pub fn render_configs(
         Err(diagnostics) => return Err(report(&diagnostics)),
     };
     let inline = talosprov_core::addon::inline_manifests(topology, addons);
-    let configs = talosprov_core::machine::node::node_configs(topology, secrets, &patches, &inline)
-        .map_err(|d| report(&d))?;
+    // A CA rotation in progress renders the stage's CAs.
+    let (secrets, accepted) = talosprov_core::machine::rotation::effective(secrets, rotation);
+    let configs = talosprov_core::machine::node::node_configs_with(
+        topology, &secrets, &accepted, &patches, &inline,
+    )
+    .map_err(|d| report(&d))?;
     let mut addon_problems = talosprov_core::addon::check(topology, &configs);
     let facts = talosprov_core::addon::ClusterFacts::of(&configs);
     addon_problems.extend(talosprov_core::addon::object_checks(

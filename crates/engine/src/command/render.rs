@@ -8,7 +8,10 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 use talosprov_core::diagnostics;
-use talosprov_core::machine::{NodeConfig, SecretsBundle, node, node_configs, parse_secrets_yaml};
+use talosprov_core::machine::rotation::AcceptedCas;
+use talosprov_core::machine::{
+    NodeConfig, SecretsBundle, node, node_configs_with, parse_secrets_yaml,
+};
 use talosprov_core::state::format::Rendering;
 use talosprov_core::topology::Topology;
 use talosprov_state::Backend as _;
@@ -72,7 +75,8 @@ fn select(t: &Topology, asked: &[String]) -> anyhow::Result<Vec<String>> {
     Ok(out)
 }
 
-/// The secrets bundle and the Helm renderings the state records.
+/// The secrets bundle (with the CAs a rotation in progress renders), the CAs
+/// accepted beside them, and the Helm renderings the state records.
 ///
 /// # Errors
 /// An unreadable or invalid bundle file or state bundle; a state that cannot
@@ -80,13 +84,13 @@ fn select(t: &Topology, asked: &[String]) -> anyhow::Result<Vec<String>> {
 async fn secrets(
     request: &RenderRequest,
     ui: &Ui,
-) -> anyhow::Result<(SecretsBundle, BTreeMap<String, Rendering>)> {
+) -> anyhow::Result<(SecretsBundle, AcceptedCas, BTreeMap<String, Rendering>)> {
     if let Some(path) = &request.secrets {
         let text = talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, path)
             .with_context(|| format!("cannot read the secrets bundle {}", path.display()))?;
         let bundle = parse_secrets_yaml(&text)
             .with_context(|| format!("cannot use the secrets bundle {}", path.display()))?;
-        return Ok((bundle, BTreeMap::new()));
+        return Ok((bundle, AcceptedCas::default(), BTreeMap::new()));
     }
     let store = request.state.open(ui)?;
     let location = store.backend().describe();
@@ -94,13 +98,16 @@ async fn secrets(
         .load()
         .await
         .with_context(|| format!("cannot read the secrets bundle from the state {location}"))?;
-    let (secrets, renderings) = loaded.map_or((None, BTreeMap::new()), |l| {
-        (l.state.secrets, l.state.renderings)
+    let (secrets, renderings, rotation) = loaded.map_or((None, BTreeMap::new(), None), |l| {
+        (l.state.secrets, l.state.renderings, l.state.ca_rotation)
     });
     if let Some(text) = secrets {
         let bundle = parse_secrets_yaml(text.expose())
             .with_context(|| format!("the secrets bundle in the state {location} is invalid"))?;
-        return Ok((bundle, renderings));
+        // During a CA rotation, the configs as the stage in progress renders them.
+        let (bundle, accepted) =
+            talosprov_core::machine::rotation::effective(&bundle, rotation.as_ref());
+        return Ok((bundle, accepted, renderings));
     }
     ui.warn(&format!(
         "no --secrets FILE and no secrets bundle in the state {location}: rendering with a \
@@ -108,7 +115,7 @@ async fn secrets(
          and change on every run"
     ));
     let bundle = SecretsBundle::generate(&mut rand::rngs::OsRng, time::OffsetDateTime::now_utc())?;
-    Ok((bundle, renderings))
+    Ok((bundle, AcceptedCas::default(), renderings))
 }
 
 /// The final machine config of each node asked for, in the order asked.
@@ -135,7 +142,7 @@ pub async fn render(request: &RenderRequest, ui: &Ui) -> Result<Vec<NodeConfig>,
     // Only the nodes asked for: another node's broken patch does not stop this one.
     let mut t = full.clone();
     t.nodes.retain(|n| selected.contains(&n.hostname));
-    let (bundle, recorded) = secrets(request, ui).await?;
+    let (bundle, accepted, recorded) = secrets(request, ui).await?;
     // The add-ons are the whole cluster's: every control plane carries them.
     let known = Known {
         recorded: Some(&recorded),
@@ -143,7 +150,7 @@ pub async fn render(request: &RenderRequest, ui: &Ui) -> Result<Vec<NodeConfig>,
     };
     let rendered = addons::render(&full, &bundle, known, ui).await?;
     let inline = talosprov_core::addon::inline_manifests(&full, &rendered.addons);
-    let configs = match node_configs(&t, &bundle, &set, &inline) {
+    let configs = match node_configs_with(&t, &bundle, &accepted, &set, &inline) {
         Ok(c) => c,
         Err(d) => {
             report(&d, ui)?;
