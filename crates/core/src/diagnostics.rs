@@ -250,6 +250,9 @@ codes! {
     /// talosprov manages (the schematic's installer, `cluster.install_disk`): the patch's
     /// value is what the config carries.
     ManagedValueOverridden = ("M008", "managed-value-overridden"),
+    /// A patch sets a v1alpha1 field that the cluster's Talos release deprecates (1.14:
+    /// the fields its own documents replace); the message names the replacement.
+    DeprecatedField = ("M009", "deprecated-field"),
 }
 
 impl fmt::Display for Code {

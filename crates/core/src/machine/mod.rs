@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod decode;
+pub mod deprecated;
 pub mod expiry;
 pub mod fields;
 pub mod immediate;

@@ -457,6 +457,9 @@ impl Build<'_> {
                 warnings.push(self.overridden(node, &o, &config, &loaded));
             }
         }
+        if super::deprecated::applies_to(self.talos) {
+            warnings.extend(self.deprecated(node, &loaded));
+        }
         if !problems.is_empty() {
             // Within a node, in file and line order like every other stage.
             crate::diagnostics::sort(&mut problems);
@@ -535,6 +538,25 @@ impl Build<'_> {
             d = d.at(pos);
         }
         d
+    }
+
+    /// A warning for each deprecated v1alpha1 field a patch of `node` sets, on the patch
+    /// file's line that sets it ([`super::deprecated`]).
+    fn deprecated(&self, node: &Node, loaded: &[Patch]) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        for patch in loaded {
+            let file = std::path::PathBuf::from(&patch.source);
+            for (field, d) in super::deprecated::set_by(patch) {
+                let mut w = Diagnostic::warning(Code::DeprecatedField, &file, d.message(&field))
+                    .on_node(Some(&node.hostname))
+                    .field(field.as_str());
+                if let Some(pos) = self.patches.locate(&file, &field) {
+                    w = w.at(pos);
+                }
+                out.push(w);
+            }
+        }
+        out
     }
 
     /// A patch that cannot be applied, as a diagnostic on its file.
