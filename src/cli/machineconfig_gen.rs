@@ -35,7 +35,8 @@ pub struct GenArgs {
     #[arg(long)]
     pub kubernetes_version: Option<String>,
 
-    /// Talos version the node runs; selects the config contract (v1.12 or v1.13).
+    /// Talos version the node runs; selects the config contract (v1.12, v1.13 or v1.14:
+    /// from v1.14, `machine.install` becomes an UnattendedInstallConfig document).
     #[arg(long, default_value = "v1.13.9")]
     pub talos_version: String,
 
@@ -43,11 +44,13 @@ pub struct GenArgs {
     #[arg(long)]
     pub secrets: PathBuf,
 
-    /// Install disk (`machine.install.disk`); left out when not given.
+    /// Install disk (`machine.install.disk`; from v1.14 the UnattendedInstallConfig disk
+    /// selector); left out when not given.
     #[arg(long)]
     pub install_disk: Option<String>,
 
-    /// Installer image (`machine.install.image`); left out when not given.
+    /// Installer image (`machine.install.image`; from v1.14 `installer.image`); left out
+    /// when not given.
     #[arg(long)]
     pub install_image: Option<String>,
 

@@ -41,7 +41,7 @@ impl Build {
             commit: env!("TALOSPROV_BUILD_COMMIT"),
             target: env!("TALOSPROV_BUILD_TARGET"),
             rustc: env!("TALOSPROV_BUILD_RUSTC"),
-            machine_config_contracts: [Contract::V1_12, Contract::V1_13]
+            machine_config_contracts: [Contract::V1_12, Contract::V1_13, Contract::V1_14]
                 .iter()
                 .map(ToString::to_string)
                 .collect(),

@@ -96,15 +96,49 @@ fn machineconfig_gen_warns_about_versions_outside_the_contracts() {
         "--type",
         "worker",
         "--talos-version",
-        "v1.14.1",
+        "v1.15.0",
         "--kubernetes-version",
-        "1.37.0",
+        "1.38.0",
     ])
     .success();
     let stderr = String::from_utf8_lossy(&out.get_output().stderr);
     assert!(
-        stderr.contains("Warning: Talos v1.14.1 is newer"),
+        stderr.contains("Warning: Talos v1.15.0 is newer"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn machineconfig_gen_writes_the_v1_14_documents_for_talos_1_14() {
+    let out = gen_config(&[
+        "--type",
+        "worker",
+        "--talos-version",
+        "v1.14.1",
+        "--install-disk",
+        "/dev/sda",
+    ])
+    .success();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(!stderr.contains("Warning"), "{stderr}");
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let docs: Vec<serde_yaml_ng::Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).expect("YAML"))
+        .collect();
+    assert!(docs[0]["machine"].get("install").is_none(), "{text}");
+    assert!(docs[0]["machine"].get("kubelet").is_none(), "{text}");
+    let kubelet = docs
+        .iter()
+        .find(|d| d["kind"] == "KubeletConfig")
+        .expect("a KubeletConfig document");
+    assert_eq!(kubelet["image"], "ghcr.io/siderolabs/kubelet:v1.37.0");
+    let install = docs
+        .iter()
+        .find(|d| d["kind"] == "UnattendedInstallConfig")
+        .expect("an UnattendedInstallConfig document");
+    assert_eq!(
+        install["provisioning"]["diskSelector"]["match"],
+        "disk.dev_path == \"/dev/sda\""
     );
 }
 

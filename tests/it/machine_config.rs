@@ -157,11 +157,16 @@ fn kubernetes_images_follow_the_talos_default_or_the_given_version() {
 #[test]
 fn talos_version_outside_the_contracts_generates_the_nearest_with_a_warning() {
     let b = bundle();
-    let mut i = input(&b, Role::Worker, "v1.14.0");
-    i.kubernetes_version = Some("1.37.0".into());
+    let mut i = input(&b, Role::Worker, "v1.15.0");
+    i.kubernetes_version = Some("1.38.0".into());
     let cfg = base_config(&i).unwrap();
-    assert_eq!(cfg.contract, Contract::V1_13);
+    assert_eq!(cfg.contract, Contract::V1_14);
     assert_eq!(cfg.warnings.len(), 1);
+    assert!(
+        cfg.warnings[0].contains("generating the v1.14 config"),
+        "{:?}",
+        cfg.warnings
+    );
 }
 
 #[test]
@@ -257,4 +262,230 @@ fn worker_with_a_vip_or_ca_key_is_refused() {
         .unwrap()
         .insert("key".into(), "a2V5".into());
     insta::assert_snapshot!(problems(&cfg.documents).join("\n"));
+}
+
+/// The `kind` of each document (`v1alpha1` for the legacy one), in order.
+fn kinds(docs: &[Value]) -> Vec<String> {
+    docs.iter()
+        .map(|d| {
+            d.get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or("v1alpha1")
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The keys of the mapping at `path`, in order.
+fn keys(doc: &Value, path: &str) -> Vec<String> {
+    at(doc, path)
+        .and_then(Value::as_mapping)
+        .map(|m| {
+            m.keys()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The first document of `kind`.
+fn document<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d.get("kind").and_then(Value::as_str) == Some(kind))
+        .unwrap_or_else(|| panic!("no {kind} document"))
+}
+
+// Expectations from Talos v1.14.0-rc.1 (commit 7a84d742b3d5): `generate/{init,worker,
+// kubernetes}.go` and the stability golden files `testdata/stability/v1.14/base-*.yaml`,
+// written out here by hand.
+const V1_14_COMMON: [&str; 15] = [
+    "v1alpha1",
+    "DiscoveryServiceConfig",
+    "DiscoveryIdentityConfig",
+    "UnattendedInstallConfig",
+    "ResolverConfig",
+    "VolumeConfig",
+    "FilesystemTrimConfig",
+    "SecurityProfileConfig",
+    "HostnameConfig",
+    "KubeClusterConfig",
+    "KubeNodeConfig",
+    "KubeletConfig",
+    "KubeNetworkConfig",
+    "KubeAPIServerCAConfig",
+    "KubePrismConfig",
+];
+const V1_14_CONTROL_PLANE: [&str; 14] = [
+    "KubeAggregatorCAConfig",
+    "KubeAdmissionControlConfig",
+    "KubeAuditPolicyConfig",
+    "KubeAuthenticationConfig",
+    "KubeAuthorizerConfig",
+    "KubeAuthorizerConfig",
+    "KubeEtcdEncryptionConfig",
+    "KubeServiceAccountConfig",
+    "KubeAPIServerConfig",
+    "KubeControllerManagerConfig",
+    "KubeSchedulerConfig",
+    "KubeProxyConfig",
+    "KubeFlannelCNIConfig",
+    "KubeCoreDNSConfig",
+];
+
+#[test]
+fn talos_1_14_gets_the_documents_gen_config_writes_in_its_order() {
+    let b = bundle();
+    let cp = base_config(&input(&b, Role::Controlplane, "v1.14.0")).unwrap();
+    let worker = base_config(&input(&b, Role::Worker, "v1.14.0")).unwrap();
+    assert_eq!(cp.contract, Contract::V1_14);
+    assert!(cp.warnings.is_empty(), "{:?}", cp.warnings);
+    assert_eq!(cp.kubernetes_version, "1.37.0");
+    let mut expected: Vec<&str> = V1_14_COMMON.to_vec();
+    assert_eq!(kinds(&worker.documents), expected);
+    expected.extend(V1_14_CONTROL_PLANE);
+    assert_eq!(kinds(&cp.documents), expected);
+
+    // The v1alpha1 document keeps the machine's identity, CAs and tokens only.
+    let (c, w) = (&cp.documents[0], &worker.documents[0]);
+    assert_eq!(
+        keys(c, "machine"),
+        ["type", "token", "ca", "certSANs", "features"]
+    );
+    assert_eq!(keys(c, "machine.features"), ["diskQuotaSupport"]);
+    assert_eq!(keys(c, "cluster"), ["token", "etcd"]);
+    assert_eq!(keys(w, "cluster"), ["token"]);
+    assert_eq!(at(w, "machine.ca.key").unwrap(), "");
+
+    // The Kubernetes CA and the keys are PEM text in the new documents.
+    let ca = document(&cp.documents, "KubeAPIServerCAConfig");
+    assert_eq!(
+        at(ca, "issuingCA.cert").unwrap().as_str().unwrap(),
+        b.certs.k8s.crt
+    );
+    let wca = document(&worker.documents, "KubeAPIServerCAConfig");
+    assert_eq!(
+        wca.get("acceptedCAs").unwrap()[0].as_str().unwrap(),
+        b.certs.k8s.crt
+    );
+    assert!(wca.get("issuingCA").is_none());
+    let sa = document(&cp.documents, "KubeServiceAccountConfig");
+    assert!(
+        at(sa, "issuer.privateKey")
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .starts_with("-----BEGIN")
+    );
+    assert_eq!(
+        at(sa, "issuer.issuerURL").unwrap(),
+        &input(&b, Role::Controlplane, "v1.14.0").endpoint
+    );
+    let identity = document(&worker.documents, "DiscoveryIdentityConfig");
+    assert_eq!(identity.get("clusterID").unwrap(), b.cluster.id.as_str());
+
+    // The install disk and image go into UnattendedInstallConfig, not machine.install.
+    let install = document(&cp.documents, "UnattendedInstallConfig");
+    assert_eq!(
+        at(install, "provisioning.diskSelector.match").unwrap(),
+        "disk.dev_path == \"/dev/sda\""
+    );
+    assert_eq!(
+        at(install, "provisioning.wipe").unwrap(),
+        &Value::Bool(false)
+    );
+    assert!(
+        at(install, "installer.image")
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .contains("nocloud-installer")
+    );
+    assert!(at(c, "machine.install").is_none());
+
+    // Control-plane label and taint are written out; the API server carries the extra SANs.
+    let node = document(&cp.documents, "KubeNodeConfig");
+    assert_eq!(
+        keys(node, "labels"),
+        [
+            "node-role.kubernetes.io/control-plane",
+            "node.kubernetes.io/exclude-from-external-load-balancers"
+        ]
+    );
+    assert_eq!(
+        at(node, "taints")
+            .unwrap()
+            .get("node-role.kubernetes.io/control-plane")
+            .unwrap(),
+        "NoSchedule"
+    );
+    assert!(
+        document(&worker.documents, "KubeNodeConfig")
+            .get("labels")
+            .is_none()
+    );
+    let api = document(&cp.documents, "KubeAPIServerConfig");
+    assert_eq!(
+        api.get("image").unwrap(),
+        "registry.k8s.io/kube-apiserver:v1.37.0"
+    );
+    assert_eq!(api.get("certExtraSANs").unwrap()[0], VIP);
+    let text = machine_config_yaml(&cp.documents);
+    assert!(
+        text.contains("    cert: |\n        -----BEGIN CERTIFICATE-----\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn v1_14_configs_decode_in_their_contract_and_hide_their_secrets() {
+    use talosprov_core::machine::decode_config;
+    let b = bundle();
+    for role in [Role::Controlplane, Role::Worker] {
+        let mut cfg = base_config(&input(&b, role, "v1.14.0")).unwrap();
+        let found = decode_config(&cfg.documents, Contract::V1_14);
+        assert!(found.is_empty(), "{role}: {found:?}");
+        // The v1.13 decoder knows none of the new kinds.
+        let old = decode_config(&cfg.documents, Contract::V1_13);
+        assert!(
+            old.iter().any(|p| p.message.contains("KubeletConfig")),
+            "{old:?}"
+        );
+        redact_secrets(&mut cfg.documents);
+        let text = machine_config_yaml(&cfg.documents);
+        for secret in [
+            b.certs.k8s.key.expose().lines().nth(1).unwrap(),
+            b.certs.k8s_aggregator.key.expose().lines().nth(1).unwrap(),
+            b.certs.k8s_service_account.expose().lines().nth(1).unwrap(),
+            b.cluster.secret.expose().as_str(),
+            b.trustd_token.expose().as_str(),
+        ] {
+            assert!(!text.contains(secret), "{role}: {secret} shown");
+        }
+        if role == Role::Controlplane {
+            let secretbox = match &b.encryption {
+                talosprov_core::machine::EncryptionSecret::Secretbox(v)
+                | talosprov_core::machine::EncryptionSecret::AesCbc(v) => v.expose().clone(),
+            };
+            assert!(!text.contains(&secretbox), "the etcd encryption key shown");
+            assert!(text.contains("secret: (sensitive)"), "{text}");
+        }
+    }
+}
+
+#[test]
+fn cluster_configs_for_talos_1_14_stay_in_the_v1_13_contract_with_a_warning() {
+    let v: talosprov_core::machine::TalosVersion = "v1.14.0".parse().unwrap();
+    let choice = talosprov_core::version::cluster_contract(&v);
+    assert_eq!(choice.contract, Contract::V1_13);
+    assert!(
+        choice
+            .warning
+            .as_deref()
+            .unwrap()
+            .contains("machineconfig gen --talos-version v1.14.0"),
+        "{choice:?}"
+    );
+    let v: talosprov_core::machine::TalosVersion = "v1.13.9".parse().unwrap();
+    assert_eq!(talosprov_core::version::cluster_contract(&v).warning, None);
 }

@@ -13,7 +13,7 @@ pub enum VersionError {
     Invalid(String),
     /// No known default Kubernetes version for this Talos release.
     #[error(
-        "no known default Kubernetes version for Talos {0} (known: v1.10.0 to v1.13.9); set kubernetes_version"
+        "no known default Kubernetes version for Talos {0} (known: v1.10.0 to v1.14.1); set kubernetes_version"
     )]
     UnknownDefaultKubernetes(TalosVersion),
 }
@@ -80,6 +80,10 @@ pub enum Contract {
     V1_12,
     /// Talos 1.13 (the default): as 1.12 without the empty `machine.network`.
     V1_13,
+    /// Talos 1.14: the v1alpha1 document reduced to the machine's identity, CAs and
+    /// tokens, with the rest in documents of their own (`KubeletConfig`,
+    /// `KubeClusterConfig`, `UnattendedInstallConfig`, ...).
+    V1_14,
 }
 
 impl Contract {
@@ -98,6 +102,7 @@ impl fmt::Display for Contract {
         f.write_str(match self {
             Contract::V1_12 => "v1.12",
             Contract::V1_13 => "v1.13",
+            Contract::V1_14 => "v1.14",
         })
     }
 }
@@ -116,7 +121,7 @@ pub struct ContractChoice {
     pub warning: Option<String>,
 }
 
-/// The contract for a Talos version: 1.12 and 1.13 exactly. Newer releases get the v1.13
+/// The contract for a Talos version: 1.12, 1.13 and 1.14 exactly. Newer releases get the v1.14
 /// contract (Talos accepts configs of older contracts). Older releases get the v1.12
 /// contract's v1alpha1 document without the `HostnameConfig` document, which they still
 /// refuse: its `machine.install.grubUseUKICmdline` is a Talos 1.12 field (siderolabs/talos
@@ -134,12 +139,17 @@ pub fn contract_for(version: &TalosVersion) -> ContractChoice {
             hostname_config: true,
             warning: None,
         },
-        (major, minor) if (major, minor) > (1, 13) => ContractChoice {
-            contract: Contract::V1_13,
+        (1, 14) => ContractChoice {
+            contract: Contract::V1_14,
+            hostname_config: true,
+            warning: None,
+        },
+        (major, minor) if (major, minor) > (1, 14) => ContractChoice {
+            contract: Contract::V1_14,
             hostname_config: true,
             warning: Some(format!(
-                "Talos {version} is newer than the config contracts talosprov generates (v1.12, v1.13): \
-                 generating the v1.13 config, which Talos {major}.{minor} accepts but which lacks that release's new defaults"
+                "Talos {version} is newer than the config contracts talosprov generates (v1.12 to v1.14): \
+                 generating the v1.14 config, which Talos {major}.{minor} accepts but which lacks that release's new defaults"
             )),
         },
         _ => ContractChoice {
@@ -155,8 +165,30 @@ pub fn contract_for(version: &TalosVersion) -> ContractChoice {
     }
 }
 
+/// The contract a topology's nodes are rendered in: [`contract_for`], except that Talos 1.14
+/// and later get the v1.13 contract, which they accept, with a warning saying so. The v1.14
+/// documents ([`Contract::V1_14`]) come from `machineconfig gen`; the cluster workflow
+/// (configs, the simulator, upgrades, drift) reads the v1.13 layout.
+pub fn cluster_contract(version: &TalosVersion) -> ContractChoice {
+    let choice = contract_for(version);
+    if choice.contract < Contract::V1_14 {
+        return choice;
+    }
+    ContractChoice {
+        contract: Contract::V1_13,
+        hostname_config: true,
+        warning: Some(format!(
+            "Talos {version}: talosprov renders cluster configs in the v1.13 contract, which \
+             Talos {}.{} accepts but which lacks that release's new defaults (`talosprov \
+             machineconfig gen --talos-version {version}` writes the v1.14 documents)",
+            version.major, version.minor
+        )),
+    }
+}
+
 /// `DefaultKubernetesVersion` in Talos `pkg/machinery/constants/constants.go` at each release
-/// tag, read from the tags v1.10.0 to v1.13.9.
+/// tag, read from the tags v1.10.0 to v1.13.9, and v1.14.1 (`1.37.0`; the v1.14 pre-releases
+/// defaulted to 1.36.x and 1.37 pre-releases, v1.14.0 to the final 1.37.0).
 const DEFAULT_KUBERNETES: &[((u32, u32, u32), &str)] = &[
     ((1, 10, 0), "1.33.0"),
     ((1, 10, 3), "1.33.1"),
@@ -173,17 +205,23 @@ const DEFAULT_KUBERNETES: &[((u32, u32, u32), &str)] = &[
     ((1, 13, 3), "1.36.1"),
     ((1, 13, 5), "1.36.2"),
     ((1, 13, 9), "1.36.3"),
+    ((1, 14, 0), "1.37.0"),
 ];
 
 /// The newest patch release of each minor in [`DEFAULT_KUBERNETES`].
-const LAST_KNOWN_PATCH: &[((u32, u32), u32)] =
-    &[((1, 10), 9), ((1, 11), 6), ((1, 12), 11), ((1, 13), 9)];
+const LAST_KNOWN_PATCH: &[((u32, u32), u32)] = &[
+    ((1, 10), 9),
+    ((1, 11), 6),
+    ((1, 12), 11),
+    ((1, 13), 9),
+    ((1, 14), 1),
+];
 
 /// The Kubernetes version (without `v`, e.g. `1.36.3`) a Talos release installs by default:
 /// that release's `DefaultKubernetesVersion`. Pre-releases use their release's entry.
 ///
 /// # Errors
-/// [`VersionError::UnknownDefaultKubernetes`] for releases outside v1.10.0–v1.13.9; the caller
+/// [`VersionError::UnknownDefaultKubernetes`] for releases outside v1.10.0–v1.14.1; the caller
 /// then needs an explicit Kubernetes version.
 pub fn default_kubernetes_version(talos: &TalosVersion) -> Result<&'static str, VersionError> {
     let key = (talos.major, talos.minor, talos.patch);
@@ -241,9 +279,11 @@ mod tests {
             }
         );
         assert_eq!(contract_for(&v("1.12.0")).contract, Contract::V1_12);
-        let newer = contract_for(&v("v1.14.0"));
-        assert_eq!(newer.contract, Contract::V1_13);
-        assert!(newer.warning.unwrap().contains("v1.13 config"));
+        assert_eq!(contract_for(&v("v1.14.0")).contract, Contract::V1_14);
+        assert_eq!(contract_for(&v("v1.14.0")).warning, None);
+        let newer = contract_for(&v("v1.15.0"));
+        assert_eq!(newer.contract, Contract::V1_14);
+        assert!(newer.warning.unwrap().contains("v1.14 config"));
         let older = contract_for(&v("v1.11.3"));
         assert_eq!(older.contract, Contract::V1_12);
         assert!(!older.hostname_config);

@@ -1,16 +1,19 @@
-//! The base machine config per role, equal to what `talosctl gen config` writes for the v1.12
-//! and v1.13 contracts (checked against Talos's stability golden files).
+//! The base machine config per role, equal to what `talosctl gen config` writes for the v1.12,
+//! v1.13 and v1.14 contracts (checked against Talos's stability golden files; the v1.14
+//! documents are in [`super::config_v114`]).
 //! Source: Talos v1.13.9 `pkg/machinery/config/generate/{generate.go,init.go,worker.go,network.go}`.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use serde_yaml_ng::{Mapping, Value};
 
-use super::rotation::AcceptedCas;
-use super::secrets::{EncryptionSecret, SecretsBundle};
-use crate::version::{
-    Contract, TalosVersion, VersionError, contract_for, default_kubernetes_version,
+pub use super::config_parts::BaseConfigInput;
+use super::config_parts::{
+    APISERVER_IMAGE, CONTROLLER_MANAGER_IMAGE, DNS_DOMAIN, KUBELET_IMAGE, KUBEPRISM_PORT,
+    LABEL_EXCLUDE_FROM_EXTERNAL_LB, POD_SUBNET, PROXY_IMAGE, SCHEDULER_IMAGE, SERVICE_SUBNET, b64,
+    cert_pair, default_audit_policy, etcd_ca, machine_identity, map, pod_security_admission, put,
+    put_accepted, sans,
 };
+use super::secrets::EncryptionSecret;
+use crate::version::{Contract, VersionError, contract_for, default_kubernetes_version};
 use crate::yaml::{Flavour, documents_to_string};
 
 pub use crate::role::Role;
@@ -32,38 +35,6 @@ pub enum ConfigError {
     /// A version problem (e.g. no default Kubernetes version for this Talos release).
     #[error(transparent)]
     Version(#[from] VersionError),
-}
-
-/// Everything the base config depends on.
-#[derive(Debug, Clone)]
-pub struct BaseConfigInput<'a> {
-    /// `cluster.clusterName`.
-    pub cluster_name: String,
-    /// `cluster.controlPlane.endpoint`, e.g. `https://192.168.1.120:6443`.
-    pub endpoint: String,
-    /// Kubernetes version with or without `v`; `None` takes the Talos release's default.
-    pub kubernetes_version: Option<String>,
-    /// The Talos version the nodes run; selects the contract.
-    pub talos_version: TalosVersion,
-    /// Control plane or worker.
-    pub role: Role,
-    /// The cluster's secrets.
-    pub secrets: &'a SecretsBundle,
-    /// `machine.install.disk` (e.g. `/dev/sda`); left out when `None`.
-    pub install_disk: Option<String>,
-    /// `machine.install.image` (e.g. `factory.talos.dev/nocloud-installer/<id>:v1.13.9`);
-    /// left out when `None`.
-    pub install_image: Option<String>,
-    /// Extra names and addresses (e.g. the VIP) for both `machine.certSANs` and
-    /// `cluster.apiServer.certSANs`.
-    pub additional_sans: Vec<String>,
-    /// Whether to emit the `HostnameConfig` document (`auto: stable`) that Talos 1.12+
-    /// generates; it is left out for an older Talos version even when this is `true`
-    /// ([`ContractChoice::hostname_config`](crate::version::ContractChoice::hostname_config)).
-    pub hostname_config: bool,
-    /// CA certificates accepted beside the issuing ones during a CA rotation:
-    /// `machine.acceptedCAs` and `cluster.acceptedCAs` (empty: not written).
-    pub accepted_cas: &'a AcceptedCas,
 }
 
 /// A generated base config: its documents, in Talos's key order, and how it was made.
@@ -93,20 +64,6 @@ pub fn machine_config_yaml(documents: &[Value]) -> String {
     documents_to_string(documents, Flavour::MachineConfig)
 }
 
-/// Kubernetes component images (Talos `constants.go`).
-const KUBELET_IMAGE: &str = "ghcr.io/siderolabs/kubelet";
-const APISERVER_IMAGE: &str = "registry.k8s.io/kube-apiserver";
-const CONTROLLER_MANAGER_IMAGE: &str = "registry.k8s.io/kube-controller-manager";
-const PROXY_IMAGE: &str = "registry.k8s.io/kube-proxy";
-const SCHEDULER_IMAGE: &str = "registry.k8s.io/kube-scheduler";
-/// Generation defaults (talosctl `gen config` and `constants.go`).
-const DNS_DOMAIN: &str = "cluster.local";
-const POD_SUBNET: &str = "10.244.0.0/16";
-const SERVICE_SUBNET: &str = "10.96.0.0/12";
-const KUBEPRISM_PORT: u64 = 7445;
-const LABEL_EXCLUDE_FROM_EXTERNAL_LB: &str =
-    "node.kubernetes.io/exclude-from-external-load-balancers";
-
 /// Generate the base config for one role.
 ///
 /// Pod and service subnets are always the IPv4 defaults: Talos switches to IPv6 only when the
@@ -116,15 +73,35 @@ const LABEL_EXCLUDE_FROM_EXTERNAL_LB: &str =
 /// [`ConfigError`] for an empty cluster name, an endpoint that is not `https://host[:port]`, or
 /// a Talos release with no known default Kubernetes version when none is given.
 pub fn base_config(input: &BaseConfigInput<'_>) -> Result<BaseConfig, ConfigError> {
+    base_config_for(input, contract_for(&input.talos_version))
+}
+
+/// [`base_config`] in the contract `choice` gives (its warning is the config's), whatever
+/// `input`'s Talos version would choose: a topology's nodes are rendered in
+/// [`crate::version::cluster_contract`].
+///
+/// # Errors
+/// As [`base_config`].
+pub fn base_config_for(
+    input: &BaseConfigInput<'_>,
+    choice: crate::version::ContractChoice,
+) -> Result<BaseConfig, ConfigError> {
     if input.cluster_name.trim().is_empty() {
         return Err(ConfigError::EmptyClusterName);
     }
     validate_endpoint(&input.endpoint)?;
-    let choice = contract_for(&input.talos_version);
     let kubernetes_version = match &input.kubernetes_version {
         Some(v) => v.trim_start_matches('v').to_string(),
         None => default_kubernetes_version(&input.talos_version)?.to_string(),
     };
+    if choice.contract == Contract::V1_14 {
+        return Ok(BaseConfig {
+            documents: super::config_v114::documents(input, &kubernetes_version),
+            contract: choice.contract,
+            kubernetes_version,
+            warnings: choice.warning.into_iter().collect(),
+        });
+    }
     let mut documents = vec![v1alpha1(input, choice.contract, &kubernetes_version)];
     if input.hostname_config && choice.hostname_config {
         documents.push(map([
@@ -155,57 +132,11 @@ fn v1alpha1(input: &BaseConfigInput<'_>, contract: Contract, k8s: &str) -> Value
     ])
 }
 
-/// A PEM text as the base64 string Talos writes for it.
-fn b64(pem: &str) -> Value {
-    Value::String(STANDARD.encode(pem.as_bytes()))
-}
-
-/// A `{crt, key}` pair in base64; the key empty when `None` (a worker gets
-/// the CA certificate without its key).
-fn cert_pair(crt: &str, key: Option<&str>) -> Value {
-    map([
-        ("crt", b64(crt)),
-        ("key", key.map(b64).unwrap_or_else(|| "".into())),
-    ])
-}
-
-/// `acceptedCAs: [{crt: <base64 PEM>}…]` after a `ca`, as Talos's
-/// `PEMEncodedCertificate` list; nothing when `cas` is empty.
-fn put_accepted(section: &mut Mapping, cas: &[String]) {
-    if cas.is_empty() {
-        return;
-    }
-    let list = cas.iter().map(|crt| map([("crt", b64(crt))])).collect();
-    put(section, "acceptedCAs", Value::Sequence(list));
-}
-
-/// The extra certificate SANs, as a YAML sequence.
-fn sans(input: &BaseConfigInput<'_>) -> Value {
-    Value::Sequence(
-        input
-            .additional_sans
-            .iter()
-            .map(|s| s.as_str().into())
-            .collect(),
-    )
-}
-
 /// `machine`: type, token, OS CA, SANs, kubelet, install, features, and the
 /// control plane's node label (Talos `generate/init.go`, `worker.go`).
 fn machine_section(input: &BaseConfigInput<'_>, contract: Contract, k8s: &str) -> Mapping {
-    let s = input.secrets;
     let control_plane = input.role == Role::Controlplane;
-    let mut machine = Mapping::new();
-    put(&mut machine, "type", input.role.as_str().into());
-    put(
-        &mut machine,
-        "token",
-        s.trustd_token.expose().as_str().into(),
-    );
-    let os_key = control_plane.then(|| s.certs.os.key.expose().as_str());
-    put(&mut machine, "ca", cert_pair(&s.certs.os.crt, os_key));
-    put_accepted(&mut machine, &input.accepted_cas.os);
-    put(&mut machine, "certSANs", sans(input));
+    let mut machine = machine_identity(input);
     put(
         &mut machine,
         "kubelet",
@@ -325,12 +256,7 @@ fn cluster_section(input: &BaseConfigInput<'_>, k8s: &str) -> Mapping {
         ]),
     );
     if control_plane {
-        let etcd = &s.certs.etcd;
-        put(
-            &mut cluster,
-            "etcd",
-            map([("ca", cert_pair(&etcd.crt, Some(etcd.key.expose())))]),
-        );
+        put(&mut cluster, "etcd", etcd_ca(input));
     }
     cluster
 }
@@ -384,50 +310,6 @@ fn put_control_plane_components(cluster: &mut Mapping, input: &BaseConfigInput<'
     );
 }
 
-/// The PodSecurity admission plugin config Talos generates (keys sorted, as Talos writes maps).
-fn pod_security_admission() -> Value {
-    let defaults = map([
-        ("audit", "restricted".into()),
-        ("audit-version", "latest".into()),
-        ("enforce", "baseline".into()),
-        ("enforce-version", "latest".into()),
-        ("warn", "restricted".into()),
-        ("warn-version", "latest".into()),
-    ]);
-    let exemptions = map([
-        ("namespaces", Value::Sequence(vec!["kube-system".into()])),
-        ("runtimeClasses", Value::Sequence(vec![])),
-        ("usernames", Value::Sequence(vec![])),
-    ]);
-    map([
-        ("name", "PodSecurity".into()),
-        (
-            "configuration",
-            map([
-                (
-                    "apiVersion",
-                    "pod-security.admission.config.k8s.io/v1alpha1".into(),
-                ),
-                ("defaults", defaults),
-                ("exemptions", exemptions),
-                ("kind", "PodSecurityConfiguration".into()),
-            ]),
-        ),
-    ])
-}
-
-/// `v1alpha1.APIServerDefaultAuditPolicy`.
-fn default_audit_policy() -> Value {
-    map([
-        ("apiVersion", "audit.k8s.io/v1".into()),
-        ("kind", "Policy".into()),
-        (
-            "rules",
-            Value::Sequence(vec![map([("level", "Metadata".into())])]),
-        ),
-    ])
-}
-
 /// talosctl `validateClusterEndpoint` plus siderolabs/net `ValidateEndpointURI`, in their words.
 pub(crate) fn validate_endpoint(endpoint: &str) -> Result<(), ConfigError> {
     let fail = |reason: String| ConfigError::Endpoint {
@@ -462,22 +344,13 @@ pub(crate) fn validate_endpoint(endpoint: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn put(m: &mut Mapping, key: &str, value: Value) {
-    m.insert(Value::String(key.to_string()), value);
-}
-
-fn map<const N: usize>(entries: [(&str, Value); N]) -> Value {
-    Value::Mapping(
-        entries
-            .into_iter()
-            .map(|(k, v)| (Value::String(k.into()), v))
-            .collect(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::rotation::AcceptedCas;
+    use crate::machine::secrets::SecretsBundle;
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
 
     #[test]
     fn endpoint_must_be_https_with_a_host() {

@@ -22,6 +22,7 @@ pub fn decode_config(documents: &[Value], contract: Contract) -> Vec<ConfigProbl
     let other = field_set(match contract {
         Contract::V1_12 => Contract::V1_13,
         Contract::V1_13 => Contract::V1_12,
+        Contract::V1_14 => Contract::V1_13,
     });
     let mut d = Decoder {
         set,

@@ -187,9 +187,11 @@ impl FieldSet {
 pub fn field_set(contract: Contract) -> &'static FieldSet {
     static V1_12: OnceLock<FieldSet> = OnceLock::new();
     static V1_13: OnceLock<FieldSet> = OnceLock::new();
+    static V1_14: OnceLock<FieldSet> = OnceLock::new();
     let cell = match contract {
         Contract::V1_12 => &V1_12,
         Contract::V1_13 => &V1_13,
+        Contract::V1_14 => &V1_14,
     };
     // The table is compiled in and checked by the unit tests below, so it always parses.
     cell.get_or_init(|| parse(TABLE, contract).unwrap_or_else(|e| panic!("talos_fields.txt: {e}")))
@@ -237,8 +239,9 @@ fn contract_named(text: &str, line: usize) -> Result<Contract, String> {
     match text {
         "1.12" => Ok(Contract::V1_12),
         "1.13" => Ok(Contract::V1_13),
+        "1.14" => Ok(Contract::V1_14),
         other => Err(format!(
-            "line {line}: unknown contract {other:?} (known: 1.12, 1.13)"
+            "line {line}: unknown contract {other:?} (known: 1.12, 1.13, 1.14)"
         )),
     }
 }

@@ -4,6 +4,8 @@
 //! Randomness and the clock are parameters; nothing here does I/O.
 
 pub mod config;
+mod config_parts;
+mod config_v114;
 pub mod decode;
 pub mod deprecated;
 pub mod expiry;
@@ -28,7 +30,8 @@ pub use crate::version::{
     Contract, ContractChoice, TalosVersion, VersionError, contract_for, default_kubernetes_version,
 };
 pub use config::{
-    BaseConfig, BaseConfigInput, ConfigError, Role, base_config, machine_config_yaml,
+    BaseConfig, BaseConfigInput, ConfigError, Role, base_config, base_config_for,
+    machine_config_yaml,
 };
 pub use decode::decode_config;
 pub use keys::{KeyAlgorithm, KeyError, PrivateKey};

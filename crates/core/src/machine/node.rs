@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-use super::config::{BaseConfigInput, base_config, machine_config_yaml};
+use super::config::{BaseConfigInput, base_config_for, machine_config_yaml};
 use super::decode::decode_config;
 use super::inline::{InlineManifest, merge_inline_manifests};
 use super::link::{NodeLink, check_node_link};
@@ -25,7 +25,7 @@ use crate::patch::{
 use crate::schematic::{Schematic, SchematicId, installer_image};
 use crate::sensitive::Sensitive;
 use crate::topology::{Code, Diagnostic, Node, Role, SchematicSpec, Severity, Topology};
-use crate::version::{Contract, TalosVersion, contract_for, default_kubernetes_version};
+use crate::version::{Contract, TalosVersion, cluster_contract, default_kubernetes_version};
 use rayon::prelude::*;
 
 /// One node's final machine config, exactly as talosprov sends it.
@@ -145,7 +145,7 @@ pub fn node_configs_with(
             return Err(errors);
         }
     };
-    let contract = contract_for(&talos);
+    let contract = cluster_contract(&talos);
     let cluster_warnings: Vec<Diagnostic> = contract
         .warning
         .iter()
@@ -326,7 +326,7 @@ impl Build<'_> {
             hostname_config: self.hostname_config,
             accepted_cas: self.accepted,
         };
-        let base = base_config(&input)
+        let base = base_config_for(&input, cluster_contract(self.talos))
             .map(|b| MachineConfig {
                 documents: b.documents,
             })

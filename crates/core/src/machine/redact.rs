@@ -1,5 +1,6 @@
 //! Redaction of the secret values in a machine config, for printing it (`render` without
-//! `--show-sensitive`, plan diffs). Follows Talos `v1alpha1_provider.go` `Config.Redact`: only
+//! `--show-sensitive`, plan diffs). Follows Talos `v1alpha1_provider.go` `Config.Redact` and
+//! the `Redact` of each typed document with secrets (the v1.14 ones included): only
 //! non-empty values are replaced, so an empty worker CA key stays visibly empty. Beyond Talos,
 //! the `data` and `stringData` values of Kubernetes Secrets inside
 //! `cluster.inlineManifests[].contents` are redacted too.
@@ -30,15 +31,33 @@ const REGISTRY_SECRETS: &[&str] = &[
     "tls.clientIdentity.key",
 ];
 
+/// Secret fields of the typed documents, by kind, as dotted paths (Talos's `Redact` of each
+/// `config.SecretDocument`, v1.14.0-rc.1).
+const DOCUMENT_SECRETS: &[(&str, &[&str])] = &[
+    ("RegistryAuthConfig", &["password", "auth", "identityToken"]),
+    ("RegistryTLSConfig", &["clientIdentity.key"]),
+    ("WireguardConfig", &["privateKey"]),
+    ("HCloudVIPConfig", &["apiToken"]),
+    ("DiscoveryIdentityConfig", &["clusterSecret"]),
+    ("KubeAPIServerCAConfig", &["issuingCA.key"]),
+    ("KubeAggregatorCAConfig", &["issuingCA.key"]),
+    ("KubeServiceAccountConfig", &["issuer.privateKey"]),
+];
+
 /// Replace every secret value in the documents with `(sensitive)`.
 pub fn redact_secrets(documents: &mut [Value]) {
     for doc in documents.iter_mut() {
-        if doc.get("kind").is_some() {
-            // RegistryAuthConfig documents carry the same credentials at their top level.
-            if doc.get("kind").and_then(Value::as_str) == Some("RegistryAuthConfig") {
-                for field in ["password", "auth", "identityToken"] {
-                    redact(doc, field);
+        if let Some(kind) = doc.get("kind").and_then(Value::as_str).map(str::to_owned) {
+            for (_, paths) in DOCUMENT_SECRETS.iter().filter(|(k, _)| *k == kind) {
+                for path in *paths {
+                    redact(doc, path);
                 }
+            }
+            match kind.as_str() {
+                // Every `secret` of the etcd EncryptionConfiguration, at any depth.
+                "KubeEtcdEncryptionConfig" => redact_keys_named(doc, "secret"),
+                "WireguardConfig" => redact_each(doc, "peers", "presharedKey"),
+                _ => {}
             }
             continue;
         }
@@ -128,6 +147,32 @@ fn redact_secret_object(object: &mut Value) -> bool {
         }
     }
     changed
+}
+
+/// Redact every non-empty string under a key named `name`, at any depth.
+fn redact_keys_named(v: &mut Value, name: &str) {
+    match v {
+        Value::Mapping(m) => {
+            for (k, child) in m.iter_mut() {
+                if k.as_str() == Some(name) && child.as_str().is_some_and(|s| !s.is_empty()) {
+                    *child = Value::String(REDACTED.to_string());
+                } else {
+                    redact_keys_named(child, name);
+                }
+            }
+        }
+        Value::Sequence(items) => items.iter_mut().for_each(|i| redact_keys_named(i, name)),
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Tagged(_) => {}
+    }
+}
+
+/// Redact `field` in each item of the list at `list`.
+fn redact_each(v: &mut Value, list: &str, field: &str) {
+    if let Some(Value::Sequence(items)) = v.get_mut(list) {
+        for item in items {
+            redact(item, field);
+        }
+    }
 }
 
 fn redact(v: &mut Value, path: &str) {
