@@ -31,6 +31,9 @@ pub fn render(plan: &Plan) -> String {
                     for f in &d.fields {
                         field_line(&mut out, f);
                     }
+                    for line in d.diff.iter().flat_map(|diff| diff.lines()) {
+                        let _ = writeln!(out, "      {line}");
+                    }
                 }
             }
         }
@@ -355,6 +358,7 @@ mod tests {
             drift: vec![Drift {
                 address: Address::Vm("cp-01".into()),
                 kind: DriftKind::Changed,
+                diff: None,
                 fields: vec![FieldChange::new(VmField::Cores, Some("2".into()), Some("8".into()))],
             }],
             warnings: vec![PlanWarning {

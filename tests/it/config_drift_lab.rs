@@ -225,4 +225,13 @@ async fn a_config_changed_out_of_band_is_drift_that_apply_sets_back() {
         !change_lines(&text).iter().any(|l| l.contains(WORKER)),
         "not re-configured: {text}"
     );
+    // The drift shows the diff from the running config, secrets redacted.
+    for line in [
+        "--- running",
+        "+++ desired",
+        "-    id: c29tZSBvdGhlciBjbHVzdGVyIGlkZW50aXR5IGhlcmU=",
+    ] {
+        assert!(text.contains(line), "{line:?} in {text}");
+    }
+    assert!(text.contains("secret: (sensitive)"), "{text}");
 }

@@ -163,6 +163,7 @@ fn plan_of(values: &[String; 4]) -> String {
         drift: vec![Drift {
             address: Address::Vm(c.clone()),
             kind: DriftKind::Changed,
+            diff: None,
             fields: vec![FieldChange::new(VmField::Cores, Some(a.clone()), None)],
         }],
         warnings: vec![PlanWarning {

@@ -303,6 +303,7 @@ mod tests {
         plan.drift.push(Drift {
             address: object,
             kind: DriftKind::Changed,
+            diff: None,
             fields: vec![FieldChange::new(
                 Field::Object("name".into()),
                 Some("a".into()),

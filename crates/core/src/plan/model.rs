@@ -341,6 +341,11 @@ pub struct Drift {
     /// Recorded (before) and observed (after) values of each field that differs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<FieldChange>,
+    /// A unified diff of what changed, secrets redacted, when the fields alone do not say
+    /// it: a machine config talosprov will not set back (another cluster's), from the
+    /// running config to the topology's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
 }
 
 /// What happened outside talosprov.

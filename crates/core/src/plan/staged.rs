@@ -48,6 +48,7 @@ pub(super) fn staged_note(
         return StagedNote::Taken(Drift {
             address: address.clone(),
             kind: DriftKind::Changed,
+            diff: None,
             fields: vec![field(
                 ConfigField::Staged,
                 Some("waiting for a reboot"),

@@ -121,6 +121,7 @@ fn plan_config(
         out.drift.push(Drift {
             address: Address::Config(host.to_owned()),
             kind: DriftKind::Changed,
+            diff: None,
             fields: vec![field(
                 ConfigField::TalosVersion,
                 Some(&r.talos_version),
@@ -253,8 +254,9 @@ fn drift_handled(
 /// A node whose running machine config is not the one recorded as applied: the drift, and
 /// whether talosprov sets it back (true). A config of another cluster (its
 /// [`config_diff::cluster_identity`] is not the desired one's: a node reinstalled, or
-/// taken into another cluster) is not re-configured: a warning says so, and no change is
-/// planned for the node.
+/// taken into another cluster) is not re-configured: a warning says so, the drift carries
+/// the diff from the running config to the desired one, and no change is planned for the
+/// node.
 fn changed_on_node(
     host: &str,
     want: &DesiredConfig,
@@ -266,6 +268,7 @@ fn changed_on_node(
     out.drift.push(Drift {
         address: address.clone(),
         kind: DriftKind::Changed,
+        diff: None,
         fields: vec![field(
             ConfigField::ConfigSha256,
             Some(&current.config_sha256),
@@ -275,6 +278,13 @@ fn changed_on_node(
     let theirs = config_diff::cluster_identity(running.yaml.expose());
     let ours = config_diff::cluster_identity(want.yaml.expose());
     if theirs.is_some() && ours.is_some() && theirs != ours {
+        if let Some(d) = out.drift.last_mut() {
+            d.diff = Some(config_diff::unified_diff_headed(
+                &config_diff::redacted(running.yaml.expose()),
+                &config_diff::redacted(want.yaml.expose()),
+                ("running", "desired"),
+            ));
+        }
         out.warnings.push(PlanWarning {
             address: Some(address),
             message: format!(
@@ -336,6 +346,7 @@ fn reapply_after_reset(
     drift.push(Drift {
         address: Address::Config(host.to_owned()),
         kind: DriftKind::Changed,
+        diff: None,
         fields: vec![field(
             ConfigField::Mode,
             Some("secure"),

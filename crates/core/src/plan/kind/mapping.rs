@@ -144,6 +144,7 @@ fn plan_mappings(p: &mut Planning<'_>) {
                 found.drift.push(Drift {
                     address: address.clone(),
                     kind: DriftKind::Deleted,
+                    diff: None,
                     fields: Vec::new(),
                 });
                 let c = Change::pci_mapping(
@@ -160,6 +161,7 @@ fn plan_mappings(p: &mut Planning<'_>) {
                     found.drift.push(Drift {
                         address: address.clone(),
                         kind: DriftKind::Changed,
+                        diff: None,
                         fields: mapping_fields(have, seen),
                     });
                 }

@@ -127,6 +127,7 @@ pub(super) fn plan_objects(
                     out.drift.push(Drift {
                         address: at.clone(),
                         kind: DriftKind::Deleted,
+                        diff: None,
                         fields: Vec::new(),
                     });
                     "deleted outside talosprov: applied again".to_owned()
@@ -204,6 +205,7 @@ fn present(
             drift.push(Drift {
                 address: Address::Object(Box::new(address.clone())),
                 kind: DriftKind::Changed,
+                diff: None,
                 fields: fields
                     .iter()
                     .map(|f| FieldChange::new(f.name.clone(), f.after.clone(), f.before.clone()))

@@ -67,6 +67,7 @@ fn plan_pool(p: &mut Planning<'_>) {
                 found.drift.push(Drift {
                     address: address.clone(),
                     kind: DriftKind::Deleted,
+                    diff: None,
                     fields: Vec::new(),
                 });
                 changes.push(Change::pool(

@@ -169,6 +169,7 @@ pub(super) fn plan_vm(
         found.drift.push(Drift {
             address: address.clone(),
             kind: DriftKind::Changed,
+            diff: None,
             fields: drifted,
         });
     }
@@ -364,6 +365,7 @@ fn find_recorded_vm<'o>(
             found.drift.push(Drift {
                 address: address.clone(),
                 kind: DriftKind::Deleted,
+                diff: None,
                 fields: Vec::new(),
             });
             found.conflicts.push(ownership::conflict(
@@ -378,6 +380,7 @@ fn find_recorded_vm<'o>(
             found.drift.push(Drift {
                 address: address.clone(),
                 kind: DriftKind::Deleted,
+                diff: None,
                 fields: Vec::new(),
             });
             let mut c = create(
