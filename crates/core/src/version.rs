@@ -165,27 +165,6 @@ pub fn contract_for(version: &TalosVersion) -> ContractChoice {
     }
 }
 
-/// The contract a topology's nodes are rendered in: [`contract_for`], except that Talos 1.14
-/// and later get the v1.13 contract, which they accept, with a warning saying so. The v1.14
-/// documents ([`Contract::V1_14`]) come from `machineconfig gen`; the cluster workflow
-/// (configs, the simulator, upgrades, drift) reads the v1.13 layout.
-pub fn cluster_contract(version: &TalosVersion) -> ContractChoice {
-    let choice = contract_for(version);
-    if choice.contract < Contract::V1_14 {
-        return choice;
-    }
-    ContractChoice {
-        contract: Contract::V1_13,
-        hostname_config: true,
-        warning: Some(format!(
-            "Talos {version}: talosprov renders cluster configs in the v1.13 contract, which \
-             Talos {}.{} accepts but which lacks that release's new defaults (`talosprov \
-             machineconfig gen --talos-version {version}` writes the v1.14 documents)",
-            version.major, version.minor
-        )),
-    }
-}
-
 /// `DefaultKubernetesVersion` in Talos `pkg/machinery/constants/constants.go` at each release
 /// tag, read from the tags v1.10.0 to v1.13.9, and v1.14.1 (`1.37.0`; the v1.14 pre-releases
 /// defaulted to 1.36.x and 1.37 pre-releases, v1.14.0 to the final 1.37.0).

@@ -228,6 +228,34 @@ pub fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {
     file.sync_all()
 }
 
+/// Replace the contents of an existing file (a patch file rewritten by `patches migrate`),
+/// keeping its permissions: the new text goes to a temporary file beside it, is synced, and
+/// is renamed over the original, so a crash leaves either the old file or the new one.
+///
+/// # Errors
+/// Any I/O error reading the file's metadata, writing or syncing the temporary file, or
+/// renaming it (the temporary file is then removed).
+pub fn replace_file(path: &Path, contents: &[u8]) -> io::Result<()> {
+    use std::io::Write as _;
+    let permissions = std::fs::metadata(path)?.permissions();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = path.with_file_name(format!(".{name}.talosprov-{}", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&temporary)?;
+        file.set_permissions(permissions)?;
+        file.write_all(contents)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result
+}
+
 /// Render the `manifests` add-ons of `topology` from the disk (see
 /// [`talosprov_core::addon::render_manifests`]): the add-ons that rendered,
 /// and every problem.

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize as _;
 use serde_yaml_ng::Value;
+use talosprov_core::machine::effective;
 pub use talosprov_core::role::Role;
 
 /// What the simulator keeps from an accepted config.
@@ -128,14 +129,30 @@ fn validate(raw: &[u8], doc: &Value, others: &[&Value]) -> Result<NodeConfig, St
         errors.push("trustd token is invalid".to_string());
     }
     let (ca_crt, ca_key) = check_machine_ca(doc, machine_type, &mut errors);
-    if let Some(disk) = str_at(doc, &["machine", "install", "disk"])
+    // Every document, for the settings the v1.14 contract moved out of v1alpha1.
+    let all: Vec<Value> = std::iter::once(doc)
+        .chain(others.iter().copied())
+        .cloned()
+        .collect();
+    if let Some(disk) = effective::install_disk(&all)
         && !disk.starts_with('/')
     {
         errors.push(format!(
             "install disk {disk:?} is not a device path (expected /dev/...)"
         ));
     }
-    let endpoint = check_endpoint(doc, &mut errors);
+    check_conflicts(doc, others, &mut errors);
+    if machine_type == Some(Role::Worker) {
+        let only: Vec<&str> = others
+            .iter()
+            .filter_map(|d| d.get("kind").and_then(Value::as_str))
+            .filter(|k| talosprov_core::machine::conflicts::CONTROL_PLANE_ONLY.contains(k))
+            .collect();
+        if !only.is_empty() {
+            errors.push(talosprov_core::machine::conflicts::control_plane_only_message(&only));
+        }
+    }
+    let endpoint = check_endpoint(&all, &mut errors);
     let hostname = str_at(doc, &["machine", "network", "hostname"]).filter(|h| !h.is_empty());
     let hostname_config = others
         .iter()
@@ -155,6 +172,7 @@ fn validate(raw: &[u8], doc: &Value, others: &[&Value]) -> Result<NodeConfig, St
             .filter(|h| !h.is_empty())
     });
     let mut scratch = Vec::new();
+    let k8s_ca = effective::kubernetes_ca(&all);
     Ok(NodeConfig {
         raw: raw.to_vec(),
         machine_type: machine_type.expect("errors would have returned"),
@@ -163,24 +181,18 @@ fn validate(raw: &[u8], doc: &Value, others: &[&Value]) -> Result<NodeConfig, St
         os_ca_key_pem: ca_key,
         cert_sans: seq_at(doc, &["machine", "certSANs"]),
         hostname,
-        install_image: str_at(doc, &["machine", "install", "image"]),
-        cluster_id: str_at(doc, &["cluster", "id"]).unwrap_or_default(),
-        cluster_name: str_at(doc, &["cluster", "clusterName"]).unwrap_or_default(),
+        install_image: effective::install_image(&all),
+        cluster_id: effective::cluster_id(&all).unwrap_or_default(),
+        cluster_name: effective::cluster_name(&all).unwrap_or_default(),
         endpoint,
-        k8s_ca_crt_pem: pem_at(
-            doc,
-            &["cluster", "ca", "crt"],
-            "cluster.ca.crt",
-            &mut scratch,
-        ),
-        k8s_ca_key_pem: pem_at(
-            doc,
-            &["cluster", "ca", "key"],
-            "cluster.ca.key",
-            &mut scratch,
-        ),
+        k8s_ca_crt_pem: k8s_ca.0,
+        k8s_ca_key_pem: k8s_ca.1,
         os_accepted_pems: accepted_at(doc, "machine", &mut scratch),
-        k8s_accepted_pems: accepted_at(doc, "cluster", &mut scratch),
+        k8s_accepted_pems: if effective::document(&all, "KubeAPIServerCAConfig").is_some() {
+            effective::kubernetes_accepted(&all)
+        } else {
+            accepted_at(doc, "cluster", &mut scratch)
+        },
     })
 }
 
@@ -216,9 +228,10 @@ fn check_machine_ca(
     (ca_crt, ca_key)
 }
 
-/// `cluster.controlPlane.endpoint`: required, an https URL with a host.
-fn check_endpoint(doc: &Value, errors: &mut Vec<String>) -> String {
-    let endpoint = str_at(doc, &["cluster", "controlPlane", "endpoint"]).unwrap_or_default();
+/// The control-plane endpoint (`KubeClusterConfig.endpoint`, else
+/// `cluster.controlPlane.endpoint`): required, an https URL with a host.
+fn check_endpoint(docs: &[Value], errors: &mut Vec<String>) -> String {
+    let endpoint = effective::endpoint(docs).unwrap_or_default();
     if endpoint.is_empty() {
         errors.push("cluster controlplane endpoint is required".to_string());
     } else {
@@ -232,6 +245,42 @@ fn check_endpoint(doc: &Value, errors: &mut Vec<String>) -> String {
         }
     }
     endpoint
+}
+
+/// Talos 1.14's refusals of a v1alpha1 field beside the document that replaces it
+/// ([`talosprov_core::machine::conflicts`], the same table `validate` checks).
+fn check_conflicts(doc: &Value, others: &[&Value], errors: &mut Vec<String>) {
+    for c in talosprov_core::machine::conflicts::find(doc, others.iter().copied()) {
+        errors.push(c.message.to_string());
+    }
+}
+
+/// Refuse a document kind the running Talos release does not know (a Talos 1.14 document
+/// sent to a 1.13 node, say), as Talos's decoder does (`registry.go`: `not registered`).
+/// A release newer than talosprov's newest contract knows every kind.
+pub fn check_kinds(raw: &[u8], running: &str) -> Result<(), String> {
+    let Ok(version) = running.parse::<talosprov_core::machine::TalosVersion>() else {
+        return Ok(());
+    };
+    let contract = talosprov_core::machine::contract_for(&version).contract;
+    let set = talosprov_core::machine::fields::field_set(contract);
+    for document in serde_yaml_ng::Deserializer::from_slice(raw) {
+        let Ok(doc) = Value::deserialize(document) else {
+            continue;
+        };
+        let (Some(kind), Some(api)) = (
+            doc.get("kind").and_then(Value::as_str),
+            doc.get("apiVersion").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        if set.document(kind, api).is_none() {
+            return Err(format!(
+                "failed to decode config: not registered: {kind:?} {api:?}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Talos (hashicorp/go-multierror) error list format.
@@ -392,5 +441,48 @@ mod tests {
                 .unwrap_err()
                 .contains("static hostname is already set")
         );
+    }
+
+    #[test]
+    fn the_1_14_documents_are_read_and_their_conflicts_refused() {
+        let crt = "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n";
+        let legacy = config("worker", "", "")
+            .replace("  install:\n    disk: /dev/sda\n", "")
+            .replace("  id: c1\n  clusterName: demo\n  controlPlane:\n    endpoint: https://10.0.0.10:6443\n", "  token: t\n");
+        let docs = format!(
+            "{legacy}---\napiVersion: v1alpha1\nkind: DiscoveryIdentityConfig\nclusterID: c2\n---\napiVersion: v1alpha1\nkind: UnattendedInstallConfig\ninstaller:\n  image: i:v1.14.0\nprovisioning:\n  diskSelector:\n    match: disk.dev_path == \"/dev/vda\"\n---\napiVersion: v1alpha1\nkind: KubeClusterConfig\nclusterName: docs\nendpoint: https://10.0.0.11:6443\n---\napiVersion: v1alpha1\nkind: KubeAPIServerCAConfig\nacceptedCAs:\n  - |\n{}",
+            crt.lines()
+                .map(|l| format!("    {l}\n"))
+                .collect::<String>()
+        );
+        let cfg = load(docs.as_bytes()).unwrap();
+        assert_eq!(cfg.cluster_id, "c2");
+        assert_eq!(cfg.cluster_name, "docs");
+        assert_eq!(cfg.endpoint, "https://10.0.0.11:6443");
+        assert_eq!(cfg.install_image.as_deref(), Some("i:v1.14.0"));
+        assert_eq!(cfg.k8s_accepted_pems, [crt]);
+        // A legacy field beside its document, and a control-plane document on a worker.
+        let both = format!(
+            "{}---\napiVersion: v1alpha1\nkind: KubeProxyConfig\n",
+            docs.replace("  token: t\n", "  token: t\n  id: c1\n")
+        );
+        let err = load(both.as_bytes()).unwrap_err();
+        assert!(
+            err.contains("cluster identity is already configured"),
+            "{err}"
+        );
+        assert!(
+            err.contains("only allowed on control plane machines: [KubeProxyConfig]"),
+            "{err}"
+        );
+        // A 1.13 node knows none of these kinds.
+        assert_eq!(
+            check_kinds(docs.as_bytes(), "v1.13.8"),
+            Err(
+                "failed to decode config: not registered: \"DiscoveryIdentityConfig\" \"v1alpha1\""
+                    .into()
+            )
+        );
+        assert_eq!(check_kinds(docs.as_bytes(), "v1.14.0"), Ok(()));
     }
 }

@@ -47,6 +47,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use talosprov_core::machine::effective;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
@@ -99,27 +100,21 @@ pub(crate) async fn start(shared: Arc<Shared>, cfg: NodeConfig) {
     }
 }
 
-/// Every `cluster.inlineManifests[].contents` of `raw`, in order.
+/// The contents of every inline manifest of `raw` (`cluster.inlineManifests`, then the
+/// `KubeInlineManifestConfig` documents), in order.
 fn inline_manifests(raw: &[u8]) -> Vec<String> {
-    let mut out = Vec::new();
-    for doc in serde_yaml_ng::Deserializer::from_slice(raw) {
-        let Ok(v) = <serde_yaml_ng::Value as serde::Deserialize>::deserialize(doc) else {
-            continue;
-        };
-        let Some(list) = v
-            .get("cluster")
-            .and_then(|c| c.get("inlineManifests"))
-            .and_then(|l| l.as_sequence())
-        else {
-            continue;
-        };
-        for m in list {
-            if let Some(contents) = m.get("contents").and_then(|c| c.as_str()) {
-                out.push(contents.to_owned());
-            }
-        }
-    }
-    out
+    effective::inline_manifests(&yaml_documents(raw))
+        .into_iter()
+        .map(|(_, contents)| contents)
+        .collect()
+}
+
+/// The YAML documents of a raw config (those that parse).
+fn yaml_documents(raw: &[u8]) -> Vec<serde_yaml_ng::Value> {
+    serde_yaml_ng::Deserializer::from_slice(raw)
+        .filter_map(|d| <serde_yaml_ng::Value as serde::Deserialize>::deserialize(d).ok())
+        .filter(|d| !d.is_null())
+        .collect()
 }
 
 async fn serve(shared: Arc<Shared>, cfg: &NodeConfig, key: String) -> Result<(), String> {
@@ -1124,38 +1119,20 @@ fn node_table(nodes: &[Value]) -> Value {
            "rows": rows})
 }
 
-/// `cluster.network.cni.name` of a raw config (Talos's default: flannel).
+/// The CNI a raw config runs, in either contract (Talos's default: flannel).
 fn talos_cni(raw: &[u8]) -> String {
-    v1alpha1(raw)
-        .and_then(|d| {
-            d["cluster"]["network"]["cni"]["name"]
-                .as_str()
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| "flannel".to_owned())
+    effective::cni_name(&yaml_documents(raw))
 }
 
-/// `machine.kernel.modules[].name` of a raw config.
+/// The kernel modules of a raw config (`machine.kernel.modules`, `KernelModuleConfig`).
 fn kernel_modules(raw: &[u8]) -> Vec<String> {
-    v1alpha1(raw)
-        .and_then(|d| d["machine"]["kernel"]["modules"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|m| m["name"].as_str().map(str::to_owned))
-        .collect()
+    effective::kernel_modules(&yaml_documents(raw))
 }
 
 /// The kubelet image's tag (`v1.36.2`) of a raw config.
 fn kubelet_version(raw: &[u8]) -> Option<String> {
-    let doc = v1alpha1(raw)?;
-    let image = doc["machine"]["kubelet"]["image"].as_str()?;
+    let image = effective::kubelet_image(&yaml_documents(raw))?;
     image.rsplit_once(':').map(|(_, tag)| tag.to_owned())
-}
-
-fn v1alpha1(raw: &[u8]) -> Option<Value> {
-    serde_yaml_ng::Deserializer::from_slice(raw)
-        .filter_map(|d| <Value as serde::Deserialize>::deserialize(d).ok())
-        .find(|d| d.get("machine").is_some())
 }
 
 fn ok(body: &Value) -> Answer {

@@ -77,6 +77,9 @@ impl Api {
                 faults.fail_apply_at = Some((n - 1, code, message));
             }
         }
+        // Talos's decoder refuses an unknown document kind before anything is validated.
+        let tag = self.node.lock().tag.clone();
+        config::check_kinds(&request.data, &tag).map_err(Status::invalid_argument)?;
         let cfg = config::load(&request.data).map_err(Status::invalid_argument)?;
         let requested = Mode::try_from(request.mode).unwrap_or(Mode::Reboot);
         let mut state = self.node.lock();

@@ -77,8 +77,7 @@ pub fn base_config(input: &BaseConfigInput<'_>) -> Result<BaseConfig, ConfigErro
 }
 
 /// [`base_config`] in the contract `choice` gives (its warning is the config's), whatever
-/// `input`'s Talos version would choose: a topology's nodes are rendered in
-/// [`crate::version::cluster_contract`].
+/// `input`'s Talos version would choose.
 ///
 /// # Errors
 /// As [`base_config`].

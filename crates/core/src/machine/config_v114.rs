@@ -146,9 +146,6 @@ fn unattended_install(disk: &str, image: Option<&str>) -> Value {
         Some(image) => map([("image", image.into())]),
         None => Value::Mapping(Mapping::new()),
     };
-    // Go's %q: a double-quoted string with `\` and `"` escaped (device paths have no
-    // other characters that need it).
-    let quoted = format!("\"{}\"", disk.replace('\\', "\\\\").replace('"', "\\\""));
     doc(
         "UnattendedInstallConfig",
         [
@@ -158,7 +155,7 @@ fn unattended_install(disk: &str, image: Option<&str>) -> Value {
                 map([
                     (
                         "diskSelector",
-                        map([("match", format!("disk.dev_path == {quoted}").into())]),
+                        map([("match", super::effective::dev_path_selector(disk).into())]),
                     ),
                     ("wipe", false.into()),
                 ]),

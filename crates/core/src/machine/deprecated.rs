@@ -195,6 +195,14 @@ pub fn set_by(patch: &Patch) -> Vec<(String, &'static Deprecation)> {
     out
 }
 
+/// The deprecated fields a v1alpha1 document (a patch's or a config's) sets, with each one's
+/// deprecation, in key order: the most specific entry that covers each key.
+pub fn in_document(doc: &Value) -> Vec<(String, &'static Deprecation)> {
+    let mut out = Vec::new();
+    walk(doc, "", &mut out);
+    out
+}
+
 /// Report `path` once.
 fn push(out: &mut Vec<(String, &'static Deprecation)>, path: String, d: &'static Deprecation) {
     if !out.iter().any(|(p, _)| *p == path) {

@@ -1,11 +1,15 @@
-//! `cluster.inlineManifests` on control planes: the bootstrap add-ons, which
-//! Talos applies when it bootstraps the cluster (v1alpha1
-//! `ClusterInlineManifest`: `name` and `contents`, the manifests as one
-//! multi-document YAML text). Talos applies the list of the control plane it
-//! bootstraps; every control plane carries the same list so that any of them
-//! can, and so that `talosctl upgrade-k8s` finds it on each.
+//! The bootstrap add-ons in control planes' machine configs, which Talos applies when it
+//! bootstraps the cluster. Up to the v1.13 contract they are `cluster.inlineManifests`
+//! (v1alpha1 `ClusterInlineManifest`: `name` and `contents`, the manifests as one
+//! multi-document YAML text); from v1.14, one `KubeInlineManifestConfig` document each
+//! (`name`, `manifest`; Talos v1.14 `types/k8s/inline_manifest.go`), the v1alpha1 list being
+//! deprecated. Talos applies the list of the control plane it bootstraps; every control plane
+//! carries the same list so that any of them can, and so that `talosctl upgrade-k8s` finds it
+//! on each.
 
 use serde_yaml_ng::{Mapping, Value};
+
+use crate::version::Contract;
 
 /// One inline manifest: a bootstrap add-on's objects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,14 +20,44 @@ pub struct InlineManifest {
     pub contents: String,
 }
 
-/// Put `manifests` into the v1alpha1 document among `documents`: an entry
-/// with the same name is replaced where it is (a patch's own entry of that
-/// name gives way to the add-on), others are appended in order. Nothing
-/// happens without a v1alpha1 document or with no manifests.
-pub fn merge_inline_manifests(documents: &mut [Value], manifests: &[InlineManifest]) {
+/// The document kind that carries an inline manifest from the v1.14 contract.
+pub const INLINE_MANIFEST_KIND: &str = "KubeInlineManifestConfig";
+
+/// Put `manifests` into `documents` the way `contract` carries them: for v1.14 and later, a
+/// `KubeInlineManifestConfig` document each, replacing a patch's document of the same name
+/// where it is and appended otherwise; before v1.14, entries of the v1alpha1 document's
+/// `cluster.inlineManifests`, with the same rule. Nothing happens with no manifests, or
+/// before v1.14 without a v1alpha1 document.
+pub fn merge_inline_manifests(
+    documents: &mut Vec<Value>,
+    manifests: &[InlineManifest],
+    contract: Contract,
+) {
     if manifests.is_empty() {
         return;
     }
+    if contract >= Contract::V1_14 {
+        for m in manifests {
+            let mut doc = Mapping::new();
+            doc.insert(Value::from("apiVersion"), Value::from("v1alpha1"));
+            doc.insert(Value::from("kind"), Value::from(INLINE_MANIFEST_KIND));
+            doc.insert(Value::from("name"), Value::from(m.name.as_str()));
+            doc.insert(Value::from("manifest"), Value::from(m.contents.as_str()));
+            let doc = Value::Mapping(doc);
+            match documents.iter_mut().find(|d| {
+                d.get("kind").and_then(Value::as_str) == Some(INLINE_MANIFEST_KIND)
+                    && d.get("name").and_then(Value::as_str) == Some(m.name.as_str())
+            }) {
+                Some(existing) => *existing = doc,
+                None => documents.push(doc),
+            }
+        }
+        return;
+    }
+    merge_legacy(documents, manifests);
+}
+
+fn merge_legacy(documents: &mut [Value], manifests: &[InlineManifest]) {
     let Some(doc) = documents
         .iter_mut()
         .find(|d| d.get("machine").is_some() || d.get("cluster").is_some())
@@ -82,7 +116,11 @@ mod tests {
             )
             .expect("yaml"),
         ];
-        merge_inline_manifests(&mut docs, &[manifest("cni", "new"), manifest("gpu", "g")]);
+        merge_inline_manifests(
+            &mut docs,
+            &[manifest("cni", "new"), manifest("gpu", "g")],
+            Contract::V1_13,
+        );
         let list = docs[0]["cluster"]["inlineManifests"]
             .as_sequence()
             .expect("list");
@@ -103,7 +141,30 @@ mod tests {
         let mut docs = vec![
             serde_yaml_ng::from_str::<Value>("machine: {type: controlplane}\n").expect("yaml"),
         ];
-        merge_inline_manifests(&mut docs, &[manifest("cni", "x")]);
+        merge_inline_manifests(&mut docs, &[manifest("cni", "x")], Contract::V1_13);
         assert_eq!(docs[0]["cluster"]["inlineManifests"][0]["name"], "cni");
+    }
+
+    #[test]
+    fn from_1_14_each_manifest_is_its_own_document_replacing_its_namesake() {
+        let mut docs = crate::patch::document::parse_documents(
+            "machine: {type: controlplane}\n---\napiVersion: v1alpha1\nkind: KubeInlineManifestConfig\nname: cni\nmanifest: old\n---\napiVersion: v1alpha1\nkind: KubeInlineManifestConfig\nname: mine\nmanifest: kept\n",
+        )
+        .expect("yaml");
+        merge_inline_manifests(
+            &mut docs,
+            &[manifest("cni", "new"), manifest("gpu", "g")],
+            Contract::V1_14,
+        );
+        assert!(docs[0].get("cluster").is_none());
+        assert_eq!(
+            crate::machine::effective::inline_manifests(&docs),
+            [
+                ("cni".to_owned(), "new".to_owned()),
+                ("mine".to_owned(), "kept".to_owned()),
+                ("gpu".to_owned(), "g".to_owned())
+            ]
+        );
+        assert_eq!(docs[3]["apiVersion"], "v1alpha1");
     }
 }

@@ -29,7 +29,29 @@ impl ManagedField {
             ManagedField::InstallDisk => "machine.install.disk",
         }
     }
+
+    /// The document and dotted path that carry the field in a config: the v1alpha1 document
+    /// for the v1.13 contract and older, `UnattendedInstallConfig` (`installer.image`,
+    /// `provisioning.diskSelector.match`) when `config` has one (the v1.14 contract).
+    pub fn location(self, config: &MachineConfig) -> (DocumentId, &'static str) {
+        if super::effective::document(&config.documents, UNATTENDED).is_none() {
+            return (DocumentId::v1alpha1(), self.path());
+        }
+        let path = match self {
+            ManagedField::InstallImage => "installer.image",
+            ManagedField::InstallDisk => "provisioning.diskSelector.match",
+        };
+        let id = DocumentId {
+            api_version: "v1alpha1".to_string(),
+            kind: UNATTENDED.to_string(),
+            name: None,
+        };
+        (id, path)
+    }
 }
+
+/// The v1.14 document that replaces `machine.install`.
+const UNATTENDED: &str = "UnattendedInstallConfig";
 
 /// A managed value that the rendered config does not carry as talosprov set it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,13 +68,23 @@ pub struct Override {
     pub source: String,
 }
 
-/// The scalar text at a dotted path of the v1alpha1 document of `config`.
-fn value_at(config: &MachineConfig, path: &str) -> Option<String> {
-    let doc = &config.documents[config.position(&DocumentId::v1alpha1())?];
-    path.split('.')
+/// The field's value in `config`, wherever its contract carries it
+/// ([`super::effective`]); the install disk of a 1.14 selector that is not the generator's
+/// `disk.dev_path == "<path>"` comes back as the whole expression.
+fn value_at(config: &MachineConfig, field: ManagedField) -> Option<String> {
+    let (id, path) = field.location(config);
+    let doc = &config.documents[config.position(&id)?];
+    let text = path
+        .split('.')
         .try_fold(doc, |cur, key| cur.as_mapping()?.get(key))
         .filter(|v| !v.is_null())
-        .and_then(|v: &Value| scalar_text(v))
+        .and_then(|v: &Value| scalar_text(v))?;
+    match (field, id.kind.as_str()) {
+        (ManagedField::InstallDisk, UNATTENDED) => {
+            Some(super::effective::dev_path_of(&text).unwrap_or(text))
+        }
+        _ => Some(text),
+    }
 }
 
 /// Each managed value of `base` (the config talosprov generates, with `managed` set as given)
@@ -67,7 +99,7 @@ pub fn overrides(
 ) -> Vec<Override> {
     let changed: Vec<(ManagedField, &str, Option<String>)> = managed
         .iter()
-        .map(|&(field, ours)| (field, ours, value_at(rendered, field.path())))
+        .map(|&(field, ours)| (field, ours, value_at(rendered, field)))
         .filter(|(_, ours, now)| now.as_deref() != Some(*ours))
         .collect();
     if changed.is_empty() {
@@ -81,7 +113,7 @@ pub fn overrides(
             continue;
         };
         for (i, (field, _, _)) in changed.iter().enumerate() {
-            if value_at(&current, field.path()) != value_at(&next, field.path()) {
+            if value_at(&current, *field) != value_at(&next, *field) {
                 setters[i] = Some(&patch.source);
             }
         }

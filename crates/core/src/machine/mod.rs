@@ -6,8 +6,10 @@
 pub mod config;
 mod config_parts;
 mod config_v114;
+pub mod conflicts;
 pub mod decode;
 pub mod deprecated;
+pub mod effective;
 pub mod expiry;
 pub mod fields;
 pub mod immediate;
@@ -16,6 +18,7 @@ pub mod keys;
 pub mod kubeconfig;
 pub mod link;
 pub mod managed;
+pub mod migrate;
 pub mod node;
 pub mod pki;
 pub mod redact;

@@ -25,7 +25,7 @@ use crate::patch::{
 use crate::schematic::{Schematic, SchematicId, installer_image};
 use crate::sensitive::Sensitive;
 use crate::topology::{Code, Diagnostic, Node, Role, SchematicSpec, Severity, Topology};
-use crate::version::{Contract, TalosVersion, cluster_contract, default_kubernetes_version};
+use crate::version::{Contract, TalosVersion, contract_for, default_kubernetes_version};
 use rayon::prelude::*;
 
 /// One node's final machine config, exactly as talosprov sends it.
@@ -145,7 +145,7 @@ pub fn node_configs_with(
             return Err(errors);
         }
     };
-    let contract = cluster_contract(&talos);
+    let contract = contract_for(&talos);
     let cluster_warnings: Vec<Diagnostic> = contract
         .warning
         .iter()
@@ -326,7 +326,7 @@ impl Build<'_> {
             hostname_config: self.hostname_config,
             accepted_cas: self.accepted,
         };
-        let base = base_config_for(&input, cluster_contract(self.talos))
+        let base = base_config_for(&input, contract_for(self.talos))
             .map(|b| MachineConfig {
                 documents: b.documents,
             })
@@ -410,7 +410,7 @@ impl Build<'_> {
         }
         let mut config = applied.config;
         if node.role == Role::Controlplane {
-            merge_inline_manifests(&mut config.documents, self.inline);
+            merge_inline_manifests(&mut config.documents, self.inline, self.contract);
         }
         let mut found = decode_config(&config.documents, self.contract);
         if applied.errors.is_empty() {
@@ -493,7 +493,13 @@ impl Build<'_> {
         config: &MachineConfig,
         loaded: &[Patch],
     ) -> Diagnostic {
-        let field = o.field.path();
+        let (doc, path) = o.field.location(config);
+        let field = if doc.is_v1alpha1() {
+            path.to_owned()
+        } else {
+            format!("{}.{path}", doc.kind)
+        };
+        let field = field.as_str();
         let ours = &o.ours;
         let (managed, instead) = match o.field {
             ManagedField::InstallImage => (
@@ -530,9 +536,9 @@ impl Build<'_> {
         let pos = match loaded.iter().find(|p| p.source == o.source) {
             Some(patch) => self
                 .patches
-                .locate_value(patch, &DocumentId::v1alpha1(), config, field)
-                .or_else(|| self.patches.locate(&file, field)),
-            None => self.patches.locate(&file, field),
+                .locate_value(patch, &doc, config, path)
+                .or_else(|| self.patches.locate(&file, path)),
+            None => self.patches.locate(&file, path),
         };
         if let Some(pos) = pos {
             d = d.at(pos);

@@ -57,6 +57,12 @@ pub fn redact_secrets(documents: &mut [Value]) {
                 // Every `secret` of the etcd EncryptionConfiguration, at any depth.
                 "KubeEtcdEncryptionConfig" => redact_keys_named(doc, "secret"),
                 "WireguardConfig" => redact_each(doc, "peers", "presharedKey"),
+                // An inline manifest's Secrets, as in `cluster.inlineManifests`.
+                "KubeInlineManifestConfig" => {
+                    if let Some(manifest) = doc.get_mut("manifest") {
+                        redact_manifest_secrets(manifest);
+                    }
+                }
                 _ => {}
             }
             continue;

@@ -171,7 +171,21 @@ pub fn check_config(documents: &[Value]) -> Vec<ConfigProblem> {
         // container.go: ApplyConfiguration to a configured node needs the v1alpha1 document.
         None => c.error("", "v1alpha1.Config is not present in the container"),
         Some(doc) => {
-            check_v1alpha1(&mut c, doc);
+            let kube_cluster = super::effective::document(documents, "KubeClusterConfig");
+            check_v1alpha1(&mut c, doc, kube_cluster);
+            check_container(&mut c, doc, documents);
+            // Each document's `V1Alpha1ConflictValidate` (Talos 1.14).
+            let others = documents.iter().filter(|d| !d.is_null() && !is_v1alpha1(d));
+            for conflict in super::conflicts::find(doc, others) {
+                c.error(
+                    conflict.field,
+                    format!(
+                        "{} (the {} document replaces the field: `talosprov patches migrate \
+                         --to v1.14` moves it there)",
+                        conflict.message, conflict.kind
+                    ),
+                );
+            }
             // network/hostname.go `V1Alpha1ConflictValidate`.
             for _ in &hostname_configs {
                 if !get_str(doc, "machine.network.hostname").is_empty() {
@@ -190,6 +204,36 @@ pub fn check_config(documents: &[Value]) -> Vec<ConfigProblem> {
         }
     }
     c.problems
+}
+
+/// Talos 1.14's container checks (`container/validate.go`): control-plane-only documents on
+/// another machine, and a control plane running kube-apiserver (it has a
+/// `KubeAPIServerCAConfig`) without an etcd encryption config, legacy or document.
+fn check_container(c: &mut Checker, v1alpha1: &Value, documents: &[Value]) {
+    let control_plane = matches!(get_str(v1alpha1, "machine.type"), "controlplane" | "init");
+    fn kind_of(d: &Value) -> Option<&str> {
+        d.get("kind").and_then(Value::as_str)
+    }
+    if !control_plane {
+        let found: Vec<&str> = documents
+            .iter()
+            .filter_map(kind_of)
+            .filter(|k| super::conflicts::CONTROL_PLANE_ONLY.contains(k))
+            .collect();
+        if !found.is_empty() {
+            c.error("", super::conflicts::control_plane_only_message(&found));
+        }
+        return;
+    }
+    let has = |kind: &str| documents.iter().any(|d| kind_of(d) == Some(kind));
+    let legacy_encryption = !get_str(v1alpha1, "cluster.secretboxEncryptionSecret").is_empty()
+        || !get_str(v1alpha1, "cluster.aescbcEncryptionSecret").is_empty();
+    if has("KubeAPIServerCAConfig") && !has("KubeEtcdEncryptionConfig") && !legacy_encryption {
+        c.error(
+            "",
+            "etcd encryption config is required for control plane machines running kube-apiserver",
+        );
+    }
 }
 
 /// Talos `types/network/hostname.go` `Validate`.
@@ -221,7 +265,7 @@ fn check_hostname_config(c: &mut Checker, doc: &Value) {
 
 /// Talos `types/v1alpha1/v1alpha1_validation.go` `Config.Validate` and `ClusterConfig.Validate`,
 /// the parts that need no node, plus talosprov's own early checks (marked below).
-fn check_v1alpha1(c: &mut Checker, doc: &Value) {
+fn check_v1alpha1(c: &mut Checker, doc: &Value, kube_cluster: Option<&Value>) {
     if get(doc, "machine").is_none() {
         c.error("machine", "machine instructions are required");
         return;
@@ -232,6 +276,19 @@ fn check_v1alpha1(c: &mut Checker, doc: &Value) {
         c.error("persist", ".persist should be enabled");
     }
     check_cluster(c, doc, control_plane);
+    match kube_cluster {
+        // The v1.14 contract: the endpoint is KubeClusterConfig's (`types/k8s/cluster.go`).
+        Some(kube) => {
+            let document = std::mem::replace(&mut c.document, kube_cluster_id(kube));
+            check_endpoint(c, get_str(kube, "endpoint"), "endpoint");
+            c.document = document;
+        }
+        None => check_endpoint(
+            c,
+            get_str(doc, "cluster.controlPlane.endpoint"),
+            "cluster.controlPlane.endpoint",
+        ),
+    }
 
     // talosprov: Talos only fails at trustd time without it; every generated config has one.
     if get_str(doc, "machine.token").is_empty() {
@@ -329,28 +386,34 @@ fn sequence<'a>(v: &'a Value, path: &str) -> &'a [Value] {
         .unwrap_or(&[])
 }
 
-/// `ClusterConfig.Validate` and talosctl's endpoint check.
-fn check_cluster(c: &mut Checker, doc: &Value, control_plane: bool) {
-    if get(doc, "cluster").is_none() {
-        c.error("cluster", "cluster instructions are required");
-        return;
-    }
-    let endpoint = get_str(doc, "cluster.controlPlane.endpoint");
+/// The control-plane endpoint (at `field` of the current document): required, and talosctl's
+/// endpoint check.
+fn check_endpoint(c: &mut Checker, endpoint: &str, field: &str) {
     if endpoint.is_empty() {
-        c.error(
-            "cluster.controlPlane.endpoint",
-            "cluster controlplane endpoint is required",
-        );
+        c.error(field, "cluster controlplane endpoint is required");
     } else if let Err(super::config::ConfigError::Endpoint { reason, .. }) =
         super::config::validate_endpoint(endpoint)
     {
         c.error(
-            "cluster.controlPlane.endpoint",
+            field,
             format!(
                 "invalid controlplane endpoint: {}",
                 reason.replace('\n', " ")
             ),
         );
+    }
+}
+
+/// The problem-document name of a `KubeClusterConfig` (`apiVersion/kind`).
+fn kube_cluster_id(doc: &Value) -> String {
+    format!("{}/KubeClusterConfig", get_str(doc, "apiVersion"))
+}
+
+/// `ClusterConfig.Validate`.
+fn check_cluster(c: &mut Checker, doc: &Value, control_plane: bool) {
+    if get(doc, "cluster").is_none() {
+        c.error("cluster", "cluster instructions are required");
+        return;
     }
     let domain = get_str(doc, "cluster.network.dnsDomain");
     if !domain.is_empty() && !is_valid_dns_name(domain) {
@@ -422,6 +485,37 @@ fn is_valid_dns_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn messages(text: &str) -> Vec<String> {
+        let docs = crate::patch::document::parse_documents(text).expect("yaml");
+        check_config(&docs)
+            .into_iter()
+            .map(|p| format!("{}: {}", p.document, p.message))
+            .collect()
+    }
+
+    const LEGACY: &str = "version: v1alpha1\nmachine:\n  type: TYPE\n  token: t\n  ca: {crt: Yw==}\ncluster:\n  controlPlane: {endpoint: https://a:6443}\n";
+
+    #[test]
+    fn control_plane_documents_on_a_worker_and_an_api_server_without_encryption_are_refused() {
+        let worker = format!(
+            "{}---\napiVersion: v1alpha1\nkind: KubeProxyConfig\n---\napiVersion: v1alpha1\nkind: KubeCoreDNSConfig\n---\napiVersion: v1alpha1\nkind: KubeProxyConfig\nname: x\n",
+            LEGACY.replace("TYPE", "worker")
+        );
+        assert!(messages(&worker).contains(
+            &"v1alpha1: the following document kinds are only allowed on control plane machines: [KubeCoreDNSConfig KubeProxyConfig]".to_owned()
+        ), "{:?}", messages(&worker));
+        let cp = LEGACY
+            .replace("TYPE", "controlplane")
+            .replace("ca: {crt: Yw==}", "ca: {crt: Yw==, key: Yw==}");
+        let ca = format!("{cp}---\napiVersion: v1alpha1\nkind: KubeAPIServerCAConfig\n");
+        let refusal = "v1alpha1: etcd encryption config is required for control plane machines running kube-apiserver".to_owned();
+        assert!(messages(&ca).contains(&refusal), "{:?}", messages(&ca));
+        let with_doc = format!("{ca}---\napiVersion: v1alpha1\nkind: KubeEtcdEncryptionConfig\n");
+        assert!(!messages(&with_doc).contains(&refusal));
+        let legacy = ca.replace("cluster:\n", "cluster:\n  secretboxEncryptionSecret: s\n");
+        assert!(!messages(&legacy).contains(&refusal));
+    }
 
     #[test]
     fn dns_domain_rules_follow_talos() {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
-use crate::machine::{machine_config_yaml, redact_secrets};
+use crate::machine::{effective, machine_config_yaml, redact_secrets};
 
 /// Settings Talos acts on only when the cluster is bootstrapped (the
 /// bootstrap manifests): changing them later has no effect on the cluster.
@@ -58,16 +58,16 @@ pub fn unified_diff_headed(before: &str, after: &str, (from, to): (&str, &str)) 
         .to_string()
 }
 
-/// What makes a machine config this cluster's: its v1alpha1 document's `cluster.id`,
-/// else its OS CA (`machine.ca.crt`); `None` when it has neither. Two configs with other
-/// identities belong to two clusters.
+/// What makes a machine config this cluster's: its cluster ID (`DiscoveryIdentityConfig`'s,
+/// else the v1alpha1 document's `cluster.id`), else its OS CA (`machine.ca.crt`); `None` when
+/// it has neither. Two configs with other identities belong to two clusters.
 pub fn cluster_identity(text: &str) -> Option<String> {
     let docs = documents(text);
-    let doc = v1alpha1(&docs)?;
-    at_path(doc, "cluster.id")
-        .or_else(|| at_path(doc, "machine.ca.crt"))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+    effective::cluster_id(&docs).or_else(|| {
+        at_path(v1alpha1(&docs)?, "machine.ca.crt")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    })
 }
 
 /// The v1alpha1 document (no `kind`) of a config.
@@ -82,23 +82,19 @@ pub fn needs_reboot(before: &str, after: &str) -> bool {
     !crate::machine::immediate::can_apply_immediate(before.as_bytes(), after.as_bytes())
 }
 
-/// The Kubernetes version a machine config runs: the tag of
-/// `machine.kubelet.image`, e.g. `v1.36.2`; `None` when it has none.
+/// The Kubernetes version a machine config runs: the tag of its kubelet image
+/// (`KubeletConfig.image`, else `machine.kubelet.image`), e.g. `v1.36.2`; `None` when it has
+/// none.
 pub fn kubernetes_version(text: &str) -> Option<String> {
-    let docs = documents(text);
-    let image = at_path(v1alpha1(&docs)?, "machine.kubelet.image")?.as_str()?;
+    let image = effective::kubelet_image(&documents(text))?;
     let (_, tag) = image.rsplit_once(':')?;
     (!tag.contains('/')).then(|| tag.to_owned())
 }
 
-/// Whether a machine config turns kube-proxy off (`cluster.proxy.disabled:
-/// true`, as with Cilium's kube-proxy replacement).
+/// Whether a machine config turns kube-proxy off (`KubeProxyConfig.enabled: false`, else
+/// `cluster.proxy.disabled: true`, as with Cilium's kube-proxy replacement).
 pub fn kube_proxy_disabled(text: &str) -> bool {
-    let docs = documents(text);
-    v1alpha1(&docs)
-        .and_then(|d| at_path(d, "cluster.proxy.disabled"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
+    effective::kube_proxy_disabled(&documents(text))
 }
 
 /// Whether a machine config is a control plane's (`machine.type`).
@@ -115,23 +111,14 @@ fn at_path<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(doc, |v, key| v.get(key))
 }
 
-/// The names of the `cluster.inlineManifests` entries added, removed or
-/// changed between two configs, sorted.
+/// The names of the inline manifests (`cluster.inlineManifests` entries and
+/// `KubeInlineManifestConfig` documents) added, removed or changed between two configs,
+/// sorted.
 pub fn changed_inline_manifests(before: &str, after: &str) -> Vec<String> {
-    let entries = |text: &str| -> BTreeMap<String, Value> {
-        let docs = documents(text);
-        v1alpha1(&docs)
-            .and_then(|d| at_path(d, "cluster.inlineManifests"))
-            .and_then(Value::as_sequence)
-            .map(|list| {
-                list.iter()
-                    .filter_map(|m| {
-                        let name = m.get("name")?.as_str()?.to_owned();
-                        Some((name, m.get("contents").cloned().unwrap_or(Value::Null)))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+    let entries = |text: &str| -> BTreeMap<String, String> {
+        effective::inline_manifests(&documents(text))
+            .into_iter()
+            .collect()
     };
     let (b, a) = (entries(before), entries(after));
     let mut names: Vec<String> = b
@@ -145,11 +132,24 @@ pub fn changed_inline_manifests(before: &str, after: &str) -> Vec<String> {
     names
 }
 
+/// The documents of the v1.14 contract that carry bootstrap-only settings, with the names
+/// [`BOOTSTRAP_ONLY`] gives the legacy fields they replace.
+pub const BOOTSTRAP_ONLY_DOCUMENTS: &[(&str, &str)] = &[
+    ("KubeFlannelCNIConfig", "the CNI"),
+    ("KubeProxyConfig", "kube-proxy"),
+    ("KubeCoreDNSConfig", "CoreDNS"),
+    ("KubeExternalManifestConfig", "extraManifests"),
+    ("KubeInlineManifestConfig", "inlineManifests"),
+];
+
 /// The bootstrap-only settings (their names, deduplicated) that differ
-/// between two configs.
+/// between two configs, in either contract.
 pub fn bootstrap_only_changes(before: &str, after: &str) -> Vec<&'static str> {
-    let (b, a) = (documents(before), documents(after));
-    let (b, a) = (v1alpha1(&b), v1alpha1(&a));
+    let (bd, ad) = (documents(before), documents(after));
+    if effective::is_multidoc_kubernetes(&bd) != effective::is_multidoc_kubernetes(&ad) {
+        return contract_switch_changes(&bd, &ad);
+    }
+    let (b, a) = (v1alpha1(&bd), v1alpha1(&ad));
     let mut names: Vec<&'static str> = Vec::new();
     for (path, name) in BOOTSTRAP_ONLY {
         let before = b.and_then(|d| at_path(d, path));
@@ -163,6 +163,55 @@ pub fn bootstrap_only_changes(before: &str, after: &str) -> Vec<&'static str> {
         if before != after && !off_throughout && !names.contains(name) {
             names.push(name);
         }
+    }
+    for (kind, name) in BOOTSTRAP_ONLY_DOCUMENTS {
+        let before: Vec<&Value> = effective::documents_of(&bd, kind).collect();
+        let after: Vec<&Value> = effective::documents_of(&ad, kind).collect();
+        let off = |docs: &[&Value]| {
+            !docs.is_empty()
+                && docs
+                    .iter()
+                    .all(|d| d.get("enabled").and_then(Value::as_bool) == Some(false))
+        };
+        let off_throughout = off(&before) && off(&after);
+        if before != after && !off_throughout && !names.contains(name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// The bootstrap-only settings that differ between a config of the v1.13 contract and one of
+/// the v1.14 documents (a cluster moved to Talos 1.14): what each says, read from its own
+/// layout ([`effective`]), not where it says it.
+fn contract_switch_changes(before: &[Value], after: &[Value]) -> Vec<&'static str> {
+    let mut names = Vec::new();
+    // Talos takes these from control planes only; a worker's have no effect (and its 1.14
+    // config cannot even carry the control-plane documents).
+    let control_plane = |d: &[Value]| {
+        effective::v1alpha1(d)
+            .and_then(|v| at_path(v, "machine.type"))
+            .and_then(Value::as_str)
+            == Some("controlplane")
+    };
+    if !control_plane(before) && !control_plane(after) {
+        return names;
+    }
+    let cni = |d: &[Value]| (effective::cni_name(d), effective::custom_cni_urls(d));
+    if cni(before) != cni(after) {
+        names.push("the CNI");
+    }
+    if effective::kube_proxy_disabled(before) != effective::kube_proxy_disabled(after) {
+        names.push("kube-proxy");
+    }
+    if effective::coredns_disabled(before) != effective::coredns_disabled(after) {
+        names.push("CoreDNS");
+    }
+    if effective::extra_manifest_urls(before) != effective::extra_manifest_urls(after) {
+        names.push("extraManifests");
+    }
+    if effective::inline_manifests(before) != effective::inline_manifests(after) {
+        names.push("inlineManifests");
     }
     names
 }
@@ -264,5 +313,29 @@ mod tests {
             ),
             ["later"]
         );
+    }
+
+    #[test]
+    fn a_move_to_the_1_14_documents_changes_no_bootstrap_setting_it_keeps() {
+        let legacy = "machine: {type: controlplane}\ncluster:\n  network:\n    cni: {name: none}\n  proxy: {disabled: true}\n  extraManifests: [https://m/a.yaml]\n  inlineManifests: [{name: cni, contents: x}]\n";
+        let docs = "machine: {type: controlplane}\n---\napiVersion: v1alpha1\nkind: KubeClusterConfig\n---\napiVersion: v1alpha1\nkind: KubeProxyConfig\nenabled: false\n---\napiVersion: v1alpha1\nkind: KubeExternalManifestConfig\nname: a\nurl: https://m/a.yaml\n---\napiVersion: v1alpha1\nkind: KubeInlineManifestConfig\nname: cni\nmanifest: x\n";
+        assert!(bootstrap_only_changes(legacy, docs).is_empty());
+        assert!(bootstrap_only_changes(docs, legacy).is_empty());
+        // A worker's CNI (Talos's default in its legacy config, none in 1.14) is no setting.
+        let worker = |t: &str| t.replace("type: controlplane", "type: worker");
+        assert!(bootstrap_only_changes(&worker("machine: {}\n"), &worker(docs)).is_empty());
+        // What does change is still named.
+        let flannel = format!("{docs}---\napiVersion: v1alpha1\nkind: KubeFlannelCNIConfig\n");
+        assert_eq!(bootstrap_only_changes(legacy, &flannel), ["the CNI"]);
+        let mut proxy_on = docs.replace("enabled: false", "enabled: true");
+        proxy_on = proxy_on.replace("manifest: x", "manifest: y");
+        assert_eq!(
+            bootstrap_only_changes(legacy, &proxy_on),
+            ["kube-proxy", "inlineManifests"]
+        );
+        // Within the 1.14 documents, the documents themselves are compared.
+        let mut more = docs.to_owned();
+        more.push_str("---\napiVersion: v1alpha1\nkind: KubeCoreDNSConfig\nimage: c:2\n");
+        assert_eq!(bootstrap_only_changes(docs, &more), ["CoreDNS"]);
     }
 }

@@ -33,6 +33,7 @@ mod gate;
 mod guard;
 pub mod health;
 pub mod import;
+pub mod migrate;
 pub mod plan;
 mod planning;
 pub mod prepare;

@@ -39,24 +39,18 @@ pub enum Cni {
 }
 
 impl Cni {
-    /// The CNI a rendered machine config names: `cluster.network.cni.name`, Talos's
-    /// default `flannel` when absent. `None` when the text is not YAML.
+    /// The CNI a rendered machine config runs, in either contract
+    /// ([`talosprov_core::machine::effective::cni_name`]: `cluster.network.cni.name` with
+    /// Talos's default `flannel`, or the v1.14 documents). `None` when the text is not YAML.
     pub fn from_machine_config(config: &str) -> Option<Cni> {
-        use serde::Deserialize as _;
-        for document in serde_yaml_ng::Deserializer::from_str(config) {
-            let doc = serde_yaml_ng::Value::deserialize(document).ok()?;
-            if doc.get("cluster").is_some() || doc.get("machine").is_some() {
-                let name = doc["cluster"]["network"]["cni"]["name"]
-                    .as_str()
-                    .unwrap_or("flannel");
-                return Some(if name == "none" {
-                    Cni::None
-                } else {
-                    Cni::Named(name.to_string())
-                });
-            }
-        }
-        None
+        let docs = talosprov_core::patch::document::parse_documents(config).ok()?;
+        talosprov_core::machine::effective::v1alpha1(&docs)?;
+        let name = talosprov_core::machine::effective::cni_name(&docs);
+        Some(if name == "none" {
+            Cni::None
+        } else {
+            Cni::Named(name)
+        })
     }
 }
 

@@ -3,10 +3,9 @@
 //! first, behind the same etcd gate as a Talos upgrade. The bootstrap manifests
 //! (kube-proxy, CoreDNS) are not synced through the Kubernetes API here.
 
-use serde_yaml_ng::Value;
-
 use crate::health::ClusterNode;
 use talosprov_core::machine::config::machine_config_yaml;
+use talosprov_core::machine::effective;
 use talosprov_core::patch::document::parse_documents;
 use talosprov_talos::{ApplyMode, ApplyOptions, ClientCredentials};
 
@@ -121,52 +120,44 @@ pub enum PhaseOneError {
     /// holds secrets).
     #[error("the machine config is not YAML: {0}")]
     Yaml(String),
-    /// No v1alpha1 document with a `machine` section.
-    #[error("the machine config has no v1alpha1 document with a machine section")]
+    /// Neither a `KubeletConfig` document nor a v1alpha1 document with a `machine` section.
+    #[error(
+        "the machine config has neither a KubeletConfig document nor a v1alpha1 machine section"
+    )]
     NoMachine,
 }
 
-fn v1alpha1_machine(docs: &mut [Value]) -> Option<&mut serde_yaml_ng::Mapping> {
-    docs.iter_mut()
-        .find(|d| d.get("kind").is_none() && d.get("machine").is_some())
-        .and_then(|d| d.get_mut("machine"))
-        .and_then(Value::as_mapping_mut)
-}
-
-/// The kubelet image a machine config runs (`machine.kubelet.image`), e.g.
-/// `ghcr.io/siderolabs/kubelet:v1.36.2`; `None` when it sets none or is not YAML.
+/// The kubelet image a machine config runs (`KubeletConfig.image` in the v1.14 contract,
+/// else `machine.kubelet.image`), e.g. `ghcr.io/siderolabs/kubelet:v1.36.2`; `None` when it
+/// sets none or is not YAML.
 pub fn kubelet_image(config: &str) -> Option<String> {
-    let mut docs = parse_documents(config).ok()?;
-    v1alpha1_machine(&mut docs)?
-        .get("kubelet")?
-        .get("image")?
-        .as_str()
-        .map(str::to_owned)
+    let docs = parse_documents(config).ok()?;
+    effective::kubelet_image(&docs)
 }
 
 /// The phase-1 config of a control plane (pure): `new_config`, its whole new
-/// machine config, with `machine.kubelet.image` set back to `running_kubelet`,
-/// the image its kubelet runs now, so that only the control-plane component
-/// images (kube-apiserver, kube-controller-manager, kube-scheduler, under
-/// `cluster`) change. Written in Talos's style ([`machine_config_yaml`]).
+/// machine config, with its kubelet image (`KubeletConfig.image`, else
+/// `machine.kubelet.image`) set back to `running_kubelet`, the image its kubelet runs now, so
+/// that only the control-plane component images (kube-apiserver, kube-controller-manager,
+/// kube-scheduler: `KubeAPIServerConfig` and its siblings, or under `cluster`) change.
+/// Written in Talos's style ([`machine_config_yaml`]).
 ///
 /// # Errors
-/// [`PhaseOneError`] when `new_config` is not YAML or has no `machine`.
+/// [`PhaseOneError`] when `new_config` is not YAML, or has neither a `KubeletConfig` nor a
+/// v1alpha1 `machine`.
 pub fn with_kubelet_image(
     new_config: &str,
     running_kubelet: &str,
 ) -> Result<String, PhaseOneError> {
     let mut docs = parse_documents(new_config).map_err(|e| PhaseOneError::Yaml(e.to_string()))?;
-    let machine = v1alpha1_machine(&mut docs).ok_or(PhaseOneError::NoMachine)?;
-    let kubelet = machine
-        .entry(Value::from("kubelet"))
-        .or_insert_with(|| Value::Mapping(serde_yaml_ng::Mapping::new()));
-    if !kubelet.is_mapping() {
-        *kubelet = Value::Mapping(serde_yaml_ng::Mapping::new());
+    let has_machine = docs
+        .iter()
+        .any(|d| d.get("kind").is_none() && d.get("machine").is_some());
+    let has_kubelet = effective::document(&docs, "KubeletConfig").is_some();
+    if !has_machine && !has_kubelet {
+        return Err(PhaseOneError::NoMachine);
     }
-    if let Some(k) = kubelet.as_mapping_mut() {
-        k.insert(Value::from("image"), Value::from(running_kubelet));
-    }
+    effective::set_kubelet_image(&mut docs, running_kubelet);
     Ok(machine_config_yaml(&docs))
 }
 
