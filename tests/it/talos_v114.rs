@@ -259,6 +259,35 @@ fn the_homelab_at_1_14_migrates_validates_and_renders_only_1_14_fields() {
     assert!(!docs.iter().any(|d| d["kind"] == "KubeFlannelCNIConfig"));
 }
 
+#[test]
+fn add_on_hints_name_the_1_14_documents() {
+    let dir = tree();
+    assert!(migrate(dir.path(), true).status.success());
+    std::fs::remove_file(dir.path().join("patches/controlplane/20-cni.yaml")).unwrap();
+    let mut topology = std::fs::read_to_string(dir.path().join("cluster.yaml")).unwrap();
+    topology.push_str(
+        "addons:\n  cilium:\n    preset: cilium\n    helm:\n      repo: https://helm.cilium.io/\n      chart: cilium\n      version: 1.19.6\n",
+    );
+    std::fs::write(dir.path().join("cluster.yaml"), topology).unwrap();
+    let out = talosprov()
+        .current_dir(dir.path())
+        .env("TALOSPROV_HELM", crate::support::fixtures::HELM_STAND_IN)
+        .env("NO_COLOR", "1")
+        .args(["validate", "-f", "cluster.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "the cluster's CNI is `flannel`: delete the KubeFlannelCNIConfig document \
+             (`$patch: delete`) in a control-plane patch"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("cluster.network.cni.name"), "{err}");
+}
+
 /// One node's rendered config, with the fixture secrets.
 fn render(dir: &Path, host: &str) -> Vec<Value> {
     let out = run(
@@ -500,6 +529,37 @@ async fn the_lab_runs_end_to_end_at_talos_1_14() {
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     let out = lab.run(&["health"]).await;
     assert!(out.status.success(), "{}", stdout(&out));
+
+    // Day two on the 1.14 documents. The Kubernetes CA rotates through
+    // KubeAPIServerCAConfig's acceptedCAs: kubectl is refused with the old kubeconfig.
+    let out = lab
+        .run(&["rotate-ca", "--kubernetes", "-auto-approve"])
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let refused = crate::support::kubectl::kubectl_output(&kubeconfig, &["get", "nodes"]);
+    assert!(!refused.status.success(), "the old kubeconfig still works");
+    let out = lab.run(&["output", "kubeconfig", "--out-file", path]).await;
+    assert!(out.status.success());
+    crate::support::kubectl::kubectl(&kubeconfig, &["get", "nodes"]);
+    // A Kubernetes upgrade edits KubeletConfig and the control-plane documents' images.
+    lab.write_topology(|t| {
+        t.replace("talos_version: v1.13.8", "talos_version: v1.14.0")
+            .replace("kubernetes_version: v1.36.2", "kubernetes_version: v1.37.1")
+    });
+    let out = lab.run(&["apply", "-auto-approve"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let versions = crate::support::kubectl::kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={.items[*].status.nodeInfo.kubeletVersion}",
+        ],
+    );
+    assert_eq!(versions, "v1.37.1 v1.37.1 v1.37.1");
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
 
 /// A 1.13 cluster moved to 1.14: the patch tree migrated, the rolling upgrade installs 1.14
@@ -554,8 +614,29 @@ async fn a_1_13_cluster_upgrades_to_1_14_with_its_migrated_patches() {
         !shown.contains("applied only when the cluster is bootstrapped"),
         "{shown}"
     );
+    let before = lab.sim.as_ref().expect("simulator").rpc_log().len();
     let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
+    // Each node: the Lifecycle API's upgrade, then (and only then) its 1.14 config.
+    let log = lab.sim.as_ref().expect("simulator").rpc_log()[before..].to_vec();
+    for ip in &lab.ips {
+        let ip: std::net::IpAddr = ip.parse().expect("ip");
+        let ok = |e: &talosprov_sim::LoggedRpc, rpc: &str| {
+            e.node == ip && e.rpc == rpc && e.code == tonic::Code::Ok
+        };
+        let upgrade = log
+            .iter()
+            .position(|e| ok(e, "LifecycleService/Upgrade"))
+            .unwrap_or_else(|| panic!("{ip}: no LifecycleService/Upgrade"));
+        assert!(
+            !log[..upgrade].iter().any(|e| ok(e, "ApplyConfiguration")),
+            "{ip}: a config applied before the upgrade"
+        );
+        assert!(
+            log[upgrade..].iter().any(|e| ok(e, "ApplyConfiguration")),
+            "{ip}: no config applied after the upgrade"
+        );
+    }
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     let out = lab.run(&["health"]).await;

@@ -61,11 +61,16 @@ pub fn check(topology: &Topology, configs: &[NodeConfig]) -> Vec<Diagnostic> {
             Some(Preset::TalosCcm) => {
                 for (node, config) in topology.nodes.iter().zip(configs) {
                     if NodeFacts::of(config).cloud_provider.as_deref() != Some("external") {
+                        let how = if documents(topology) {
+                            "a KubeletConfig document with `extraArgs: {cloud-provider: \
+                             external}`"
+                        } else {
+                            "`machine.kubelet.extraArgs.cloud-provider: external`"
+                        };
                         let msg = format!(
                             "add-on `{}` installs the Talos cloud controller manager, and node {} \
                              has no kubelet argument `cloud-provider: external`: its kubelet \
-                             will not wait for the CCM to initialise it (add \
-                             `machine.kubelet.extraArgs.cloud-provider: external` in a patch)",
+                             will not wait for the CCM to initialise it (add {how} in a patch)",
                             addon.name, node.hostname
                         );
                         out.push(
@@ -81,6 +86,17 @@ pub fn check(topology: &Topology, configs: &[NodeConfig]) -> Vec<Diagnostic> {
     out
 }
 
+/// Whether the cluster's configs are in Talos 1.14's documents (its `talos_version` is 1.14 or
+/// later), so that a hint names the document rather than the deprecated v1alpha1 field.
+fn documents(topology: &Topology) -> bool {
+    topology
+        .cluster
+        .talos_version
+        .to_string()
+        .parse::<crate::version::TalosVersion>()
+        .is_ok_and(|v| crate::version::contract_for(&v).contract >= crate::version::Contract::V1_14)
+}
+
 /// `A005` for `addon` on a cluster whose CNI is `facts.cni`.
 pub fn cni_conflict(
     topology: &Topology,
@@ -88,9 +104,14 @@ pub fn cni_conflict(
     facts: &ClusterFacts,
     why: &str,
 ) -> Diagnostic {
+    let how = if documents(topology) {
+        "delete the KubeFlannelCNIConfig document (`$patch: delete`)"
+    } else {
+        "set `cluster.network.cni.name: none`"
+    };
     let msg = format!(
-        "add-on `{}` carries a CNI ({why}), and the cluster's CNI is `{}`: set \
-         `cluster.network.cni.name: none` in a control-plane patch, or drop the add-on",
+        "add-on `{}` carries a CNI ({why}), and the cluster's CNI is `{}`: {how} in a \
+         control-plane patch, or drop the add-on",
         addon.name, facts.cni
     );
     at(topology, addon, Code::AddonCniConflict, msg, false)
@@ -136,8 +157,13 @@ fn gpu_nodes(
             .filter(|m| !modules.iter().any(|have| have == m))
             .collect();
         if !missing.is_empty() {
+            let place = if documents(topology) {
+                "as KernelModuleConfig documents"
+            } else {
+                "in machine.kernel.modules"
+            };
             lacks.push(format!(
-                "the kernel module(s) {} in machine.kernel.modules",
+                "the kernel module(s) {} {place}",
                 missing.join(", ")
             ));
         }

@@ -124,6 +124,15 @@ rule!(
 );
 
 rule!(
+    the_1_14_subnets_and_configurations_are_replaced_and_args_merge_per_key,
+    "machine: {}\n---\napiVersion: v1alpha1\nkind: KubeNetworkConfig\npodSubnets: [10.244.0.0/16]\nserviceSubnets: [10.96.0.0/12]\n---\napiVersion: v1alpha1\nkind: KubeAuditPolicyConfig\nconfiguration:\n  kind: Policy\n  rules: [{level: Metadata}]\n---\napiVersion: v1alpha1\nkind: KubeletConfig\nextraArgs:\n  a: '1'\n  b: [x]\n",
+    [
+        "apiVersion: v1alpha1\nkind: KubeNetworkConfig\npodSubnets: [10.0.0.0/16]\n---\napiVersion: v1alpha1\nkind: KubeAuditPolicyConfig\nconfiguration:\n  rules: [{level: None}]\n---\napiVersion: v1alpha1\nkind: KubeletConfig\nextraArgs:\n  b: [y]\n  c: '3'\n"
+    ],
+    "machine: {}\n---\napiVersion: v1alpha1\nkind: KubeNetworkConfig\npodSubnets: [10.0.0.0/16]\nserviceSubnets: [10.96.0.0/12]\n---\napiVersion: v1alpha1\nkind: KubeAuditPolicyConfig\nconfiguration:\n  rules: [{level: None}]\n---\napiVersion: v1alpha1\nkind: KubeletConfig\nextraArgs:\n  a: '1'\n  b: [y]\n  c: '3'\n",
+);
+
+rule!(
     audit_policy_is_replaced_whole,
     "cluster:\n  apiServer:\n    auditPolicy:\n      apiVersion: audit.k8s.io/v1\n      kind: Policy\n      rules: [{level: Metadata}]\n",
     ["cluster:\n  apiServer:\n    auditPolicy:\n      rules: [{level: None}]\n"],

@@ -2,7 +2,9 @@
 //! fields whose Go types carry a custom `Merge` method or a `merge:"replace"` tag
 //! in siderolabs/talos v1.13 (`types/v1alpha1/v1alpha1_types.go`,
 //! `types/network/rule_config.go`, `types/runtime/extensions/service_config.go`,
-//! `types/security/image_verification.go`, `types/meta/url.go`).
+//! `types/security/image_verification.go`, `types/meta/url.go`), and those of the documents
+//! Talos v1.14.0-rc.1 adds (`types/k8s/*.go`: `merge:"replace"` and `meta.Args`;
+//! `types/network/bgp.go`; `types/cri/base_runtime_spec.go`).
 
 /// How one field merges, beyond the default rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +64,22 @@ const TABLE: &[Pattern] = &[
     p("NetworkRuleConfig", &["portSelector", "ports"], FieldRule::Replace),
     p("SideroLinkConfig", &["apiUrl"], FieldRule::Url),
     p("KmsgLogConfig", &["url"], FieldRule::Url),
+    // typed documents of Talos 1.14
+    p("KubeNetworkConfig", &["podSubnets"], FieldRule::Replace),
+    p("KubeNetworkConfig", &["serviceSubnets"], FieldRule::Replace),
+    p("KubeAuditPolicyConfig", &["configuration"], FieldRule::Replace),
+    p("KubeAuthenticationConfig", &["configuration"], FieldRule::Replace),
+    p("KubeCredentialProviderConfig", &["configuration"], FieldRule::Replace),
+    p("KubeStaticPodConfig", &["pod"], FieldRule::Replace),
+    p("CRIBaseRuntimeSpecConfig", &["overrides"], FieldRule::Replace),
+    p("BGPInstanceConfig", &["advertise"], FieldRule::Replace),
+    p("BGPInstanceConfig", &["importRoutes"], FieldRule::Replace),
+    p("BGPInstanceConfig", &["neighbors"], FieldRule::Replace),
+    p("KubeletConfig", &["extraArgs"], FieldRule::Args),
+    p("KubeAPIServerConfig", &["extraArgs"], FieldRule::Args),
+    p("KubeControllerManagerConfig", &["extraArgs"], FieldRule::Args),
+    p("KubeSchedulerConfig", &["extraArgs"], FieldRule::Args),
+    p("KubeProxyConfig", &["extraArgs"], FieldRule::Args),
 ];
 
 /// The rule for the field at `path` (keys, with `[]` for list elements) in a
