@@ -199,6 +199,45 @@ async fn a_config_changed_out_of_band_is_drift_that_apply_sets_back() {
     lab.apply_text().await;
     assert_eq!(sha256(&running_config(files, &ip)), recorded, "set back");
 
+    // Drift and a change of the topology together: the drift shows what apply does to the
+    // node as it runs (the label goes, the sysctl comes), the change the topology's edit.
+    apply_out_of_band(files, &ip, &labelled);
+    std::fs::create_dir_all(lab.dir.path().join("patches/worker")).expect("worker patches");
+    std::fs::write(
+        lab.dir.path().join("patches/worker/90-sysctl.yaml"),
+        "machine:\n  sysctls:\n    vm.max_map_count: \"262144\"\n",
+    )
+    .expect("patch");
+    let out = lab.run(&["plan"]).await;
+    let text = stdout(&out);
+    let drift = text
+        .split(&format!("# config/{WORKER} has changed"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("the drift: {text}"));
+    let drift = drift.split("\n\n").next().unwrap_or_default();
+    assert!(drift.contains("--- running"), "{drift}");
+    assert!(
+        drift
+            .lines()
+            .any(|l| l.trim_start().starts_with('-') && l.contains("oob.example/edited")),
+        "{drift}"
+    );
+    assert!(
+        drift
+            .lines()
+            .any(|l| l.trim_start().starts_with('+') && l.contains("vm.max_map_count")),
+        "{drift}"
+    );
+    lab.apply_text().await;
+    let now = lab.state().resources.configs[WORKER].config_sha256.clone();
+    assert_eq!(
+        sha256(&running_config(files, &ip)),
+        now,
+        "the desired config runs"
+    );
+    std::fs::remove_file(lab.dir.path().join("patches/worker/90-sysctl.yaml")).expect("rm");
+    lab.apply_text().await;
+
     // Another cluster's config (its cluster.id): drift, a warning, and no change.
     let foreign = edited(&original, |doc| {
         let cluster = doc

@@ -248,6 +248,15 @@ fn drift_handled(
         out.changes.push(set_back(host, want, running, obs));
         return true;
     }
+    // The planned change diffs the recorded config against the desired one; the drift
+    // shows what the apply does to the node as it runs now.
+    if let Some(d) = out.drift.last_mut() {
+        d.diff = Some(config_diff::unified_diff_headed(
+            &config_diff::redacted(running.yaml.expose()),
+            &config_diff::redacted(want.yaml.expose()),
+            ("running", "desired"),
+        ));
+    }
     false
 }
 
@@ -288,7 +297,7 @@ fn changed_on_node(
         out.warnings.push(PlanWarning {
             address: Some(address),
             message: format!(
-                "{host} runs a machine config talosprov did not apply: its cluster.id is another \
+                "{host} runs a machine config talosprov did not apply: its cluster ID is another \
                  cluster's (a node reinstalled, or taken into another cluster), so talosprov \
                  does not re-configure it; reset the node (`talosctl reset`) for talosprov to \
                  apply its config in maintenance mode, or take it out of the topology"
