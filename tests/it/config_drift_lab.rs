@@ -17,7 +17,7 @@ use crate::support::lab::{Lab, change_lines};
 const WORKER: &str = "talos-worker-01";
 
 /// The talosconfig's CA, certificate and key as PEM files in a folder of their own.
-fn client_files(lab: &Lab) -> tempfile::TempDir {
+pub(crate) fn client_files(lab: &Lab) -> tempfile::TempDir {
     let state = lab.state();
     let tc = talosprov_core::machine::talosconfig::Talosconfig::parse(
         state
@@ -61,7 +61,7 @@ fn talos_client(files: &Path, ip: &str, args: &[&str]) -> Output {
 }
 
 /// The running config of `ip`, read by the independent client.
-fn running_config(files: &Path, ip: &str) -> Vec<u8> {
+pub(crate) fn running_config(files: &Path, ip: &str) -> Vec<u8> {
     talos_client(files, ip, &["get-config"]).stdout
 }
 

@@ -75,4 +75,5 @@ mod topology_fuzz;
 mod topology_rules;
 mod validate_fixtures;
 mod validate_homelab;
+mod vm_devices_lab;
 mod waits_lab;

@@ -143,7 +143,66 @@ fn covered(field: &str, r: &Received) -> Option<Result<(), &'static str>> {
                 c["scsi0"]
             );
         }
-        "proxmox.bridge" => assert_eq!(c["net0"], "virtio,bridge=vmbr7"),
+        "proxmox.bridge" => assert!(c["net0"].contains(",bridge=vmbr7"), "{c:?}"),
+        "proxmox.networks" | "proxmox.disks" => return checked, // the node's, which has none of its own
+        "node.networks" => {
+            let nics: Vec<&String> = c.keys().filter(|k| k.starts_with("net")).collect();
+            assert_eq!(nics, ["net0", "net1"]);
+        }
+        "network.bridge" => assert!(c["net1"].contains(",bridge=vmbr8"), "{c:?}"),
+        "network.vlan" => {
+            assert!(c["net1"].contains(",tag=20"), "{c:?}");
+            assert!(!c["net0"].contains("tag="), "{c:?}");
+        }
+        "network.mtu" => assert!(c["net1"].contains(",mtu=9000"), "{c:?}"),
+        "network.mac" => {
+            let derived =
+                talosprov_core::topology::validate_devices::derived_mac("fields", "edge-node-7", 0);
+            assert!(
+                c["net0"].starts_with(&format!("virtio={derived},")),
+                "{c:?}"
+            );
+            assert!(c["net1"].starts_with("virtio=BC:24:11:00:00:42,"), "{c:?}");
+        }
+        "network.firewall" => {
+            assert!(c["net1"].contains(",firewall=1"), "{c:?}");
+            assert!(!c["net0"].contains("firewall"), "{c:?}");
+        }
+        "node.disks" | "disk.index" => {
+            let disks: Vec<&String> = c
+                .keys()
+                .filter(|k| {
+                    k.starts_with("scsi") && k.as_str() != "scsi0" && k.as_str() != "scsihw"
+                })
+                .collect();
+            assert_eq!(disks, ["scsi1", "scsi2"]);
+        }
+        "disk.size_gib" => {
+            assert!(c["scsi1"].starts_with("vmdata:5,"), "{c:?}");
+            assert!(
+                config_text(r, "scsi2").contains("size=7G"),
+                "{}",
+                config_text(r, "scsi2")
+            );
+        }
+        "disk.datastore" => assert!(c["scsi2"].starts_with("fast:7,"), "{c:?}"),
+        "disk.ssd" => {
+            assert!(c["scsi1"].contains(",ssd=1"), "{c:?}");
+            assert!(!c["scsi2"].contains("ssd"), "{c:?}");
+        }
+        "disk.iothread" => {
+            assert!(c["scsi1"].contains(",iothread=1"), "{c:?}");
+            assert!(!c["scsi2"].contains("iothread"), "{c:?}");
+        }
+        "disk.discard" => {
+            assert!(c["scsi1"].contains(",discard=on"), "{c:?}");
+            assert!(!c["scsi2"].contains("discard"), "{c:?}");
+        }
+        "disk.cache" => {
+            assert!(c["scsi2"].contains(",cache=writeback"), "{c:?}");
+            assert!(!c["scsi1"].contains("cache"), "{c:?}");
+        }
+        "disk.volume" => return Some(Err("Talos only: the machine config's UserVolumeConfig")),
         "proxmox.pool" => {
             assert_eq!(c["pool"], "FIELDS");
             assert_eq!(r.pool["poolid"], "FIELDS");
@@ -233,6 +292,7 @@ async fn every_topology_field_of_a_vm_reaches_what_proxmox_receives() {
             "local": {"content": "iso,vztmpl,backup"},
             "isos": {"content": "import"},
             "vmdata": {"content": "images,rootdir"},
+            "fast": {"content": "images"},
         }),
         ..FakeOptions::default()
     })
@@ -261,6 +321,12 @@ proxmox:
   bridge: vmbr7
   pool: FIELDS
   ca_file: {ca}
+  networks:
+    - {{ mtu: 1500 }}
+    - {{ bridge: vmbr8, vlan: 20, mtu: 9000, mac: \"bc:24:11:00:00:42\", firewall: true }}
+  disks:
+    - {{ size: 5, mount: /var/mnt/data }}
+    - {{ size: 7, datastore: fast, ssd: false, iothread: false, discard: false, cache: writeback }}
 image_factory:
   url: {factory}
 schematics:
@@ -345,6 +411,8 @@ nodes:
     let sections = [
         ("node", &topology["nodes"][0]),
         ("hostpci", &topology["nodes"][0]["hostpci"][0]),
+        ("network", &topology["nodes"][0]["networks"][1]),
+        ("disk", &topology["nodes"][0]["disks"][0]),
         ("proxmox", &topology["proxmox"]),
         ("cluster", &topology["cluster"]),
         ("pci_mapping", &topology["pci_mappings"]["gpu1"]),

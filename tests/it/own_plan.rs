@@ -102,6 +102,9 @@ fn seen_vm(vmid: u32, name: &str, disk_gib: u64) -> ObservedVm {
         disk_gib: Some(disk_gib),
         hostpci: None,
         tags: BTreeSet::new(),
+        net: None,
+        disks: None,
+        agent: None,
         running: BTreeMap::new(),
     }
 }
@@ -131,6 +134,9 @@ fn observed(state: Option<&State>) -> Observed {
                 disk_gib: Some(vm.disk_gib),
                 hostpci: Some(vm.hostpci.clone()),
                 tags: vm.tags.iter().cloned().collect(),
+                net: Some(vm.net.clone()),
+                disks: Some(vm.disks.clone()),
+                agent: Some(vm.agent),
                 running: BTreeMap::new(),
             },
         );

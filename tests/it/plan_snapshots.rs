@@ -131,6 +131,9 @@ fn observed_from(s: &State) -> Observed {
                 disk_gib: Some(vm.disk_gib),
                 hostpci: Some(vm.hostpci.clone()),
                 tags: vm.tags.iter().cloned().collect::<BTreeSet<_>>(),
+                net: Some(vm.net.clone()),
+                disks: Some(vm.disks.clone()),
+                agent: Some(vm.agent),
                 running: BTreeMap::new(),
             },
         );

@@ -119,6 +119,9 @@ async fn running_vm_update_is_pending_until_a_reboot_and_the_disk_grows() {
         disk_gib: Some(64),
         tags: Some(vec!["talos".into(), "controlplane".into(), "etcd".into()]),
         name: None,
+        networks: None,
+        disks: None,
+        agent: None,
     };
     let outcome = lifecycle::update_vm(&client, "pve1", 121, &want)
         .await

@@ -40,6 +40,9 @@ async fn cluster_dir() -> (tempfile::TempDir, PathBuf) {
             disk_gib: 100,
             hostpci: Default::default(),
             tags: vec!["talos".to_owned()],
+            net: Default::default(),
+            disks: Default::default(),
+            agent: true,
         },
     );
     let store = StateStore::new(LocalBackend::new(path.clone()), None);

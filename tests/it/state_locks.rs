@@ -223,6 +223,9 @@ async fn locked_state() -> (tempfile::TempDir, LocalBackend, LockInfo) {
             disk_gib: 100,
             hostpci: Default::default(),
             tags: vec![],
+            net: Default::default(),
+            disks: Default::default(),
+            agent: true,
         },
     );
     let store = StateStore::new(LocalBackend::new(path.clone()), None);

@@ -154,6 +154,18 @@ codes! {
     /// no PCI device has (PCI-SIG assigns no vendor 0000): a placeholder, such as
     /// `talosprov init` writes, not yet filled in from the Proxmox host.
     PlaceholderPciMapping = ("T045", "placeholder-pci-mapping"),
+    /// `install_disk` names a disk other than the VM's system disk as Talos
+    /// sees it: `scsi0` on virtio-scsi is `/dev/sda`.
+    InstallDiskBus = ("T046", "install-disk-bus"),
+    /// Two NICs with the same MAC address.
+    DuplicateMac = ("T047", "duplicate-mac"),
+    /// A `networks` or `disks` entry Proxmox or Talos would refuse: a MAC that
+    /// is not a unicast address, a mount that is not `/var/mnt/<name>`, two
+    /// disks mounted at one place, more NICs or disks than a VM takes.
+    InvalidDevice = ("T048", "invalid-device"),
+    /// A node whose image lacks the `siderolabs/qemu-guest-agent` extension:
+    /// its VM gets no guest agent (`agent: 0`).
+    NoGuestAgent = ("T049", "no-guest-agent"),
     /// An add-on without a source, or with more than one of `helm`,
     /// `manifests` and `url`.
     AddonSource = ("A001", "addon-source"),
@@ -383,6 +395,16 @@ pub fn sort(diagnostics: &mut [Diagnostic]) {
         let key = |d: &Diagnostic| (d.pos.is_none(), d.pos.unwrap_or_default(), d.code);
         a.file.cmp(&b.file).then_with(|| key(a).cmp(&key(b)))
     });
+}
+
+/// Test helper: panics unless `diagnostics` holds nothing but `T049 no-guest-agent`
+/// warnings (which every small test topology without a schematic gets).
+#[cfg(test)]
+pub(crate) fn assert_clean(diagnostics: &[Diagnostic]) {
+    assert!(
+        diagnostics.iter().all(|d| d.code == Code::NoGuestAgent),
+        "{diagnostics:#?}"
+    );
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::observe;
 use crate::pending;
 use crate::request::{Operation, Request};
 use crate::task;
-use crate::vm::{self, HostPci};
+use crate::vm::{self, DataDisk, HostPci, Nic};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -29,6 +29,14 @@ pub struct VmUpdate {
     pub tags: Option<Vec<String>>,
     /// Size of `scsi0`, GiB: grown when larger, refused when smaller.
     pub disk_gib: Option<u64>,
+    /// The complete list of NICs, `net0` first; `netN` beyond it are removed.
+    pub networks: Option<Vec<Nic>>,
+    /// The complete list of data disks: a missing one is allocated, a smaller
+    /// one grown; one not listed is left as it is (removing a disk deletes
+    /// its data: [`detach_disk`] does it, when the plan allows it).
+    pub disks: Option<Vec<DataDisk>>,
+    /// `agent`: `enabled=1` or `0`.
+    pub agent: Option<bool>,
 }
 
 /// What [`update_vm`] did.
@@ -91,6 +99,40 @@ pub fn config_changes(
                 set.insert("tags".to_string(), list.join(";"));
             }
         }
+    }
+    if let Some(nics) = &want.networks {
+        for (i, nic) in nics.iter().enumerate() {
+            let key = format!("net{i}");
+            let value = nic.property_string();
+            if !vm::nic_equivalent(current.net.get(&key).map(String::as_str), Some(&value)) {
+                set.insert(key, value);
+            }
+        }
+        for key in current.net.keys() {
+            let index = key.trim_start_matches("net").parse::<usize>().unwrap_or(0);
+            if index >= nics.len() {
+                delete.push(key.clone());
+            }
+        }
+    }
+    if let Some(disks) = &want.disks {
+        for d in disks {
+            match current.data_disks.get(&d.key()) {
+                None => {
+                    set.insert(d.key(), d.create_string());
+                }
+                // Same volume, other options (ssd, cache, …): set them on it.
+                Some(have) if !same_disk_options(have, d) => {
+                    set.insert(d.key(), d.update_string(have));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    if let Some(on) = want.agent
+        && current.agent != on
+    {
+        set.insert("agent".into(), if on { "enabled=1" } else { "0" }.into());
     }
     if let Some(devices) = &want.hostpci {
         let wanted: BTreeMap<String, String> = devices
@@ -194,7 +236,104 @@ pub async fn update_vm(
         outcome.resized = true;
         outcome.config.disk_gib = Some(gib);
     }
+    for d in want.disks.iter().flatten() {
+        let Some(shown) = outcome.config.data_disks.get(&d.key()).cloned() else {
+            continue;
+        };
+        let have = crate::vm_config::drive_size(&shown).map_or(0, |b| b >> 30);
+        if d.size_gib > have {
+            vm::resize(client, node, vmid, &d.key(), d.size_gib).await?;
+            outcome.resized = true;
+            outcome
+                .config
+                .data_disks
+                .insert(d.key(), with_size(&shown, d.size_gib));
+        }
+    }
     Ok(outcome)
+}
+
+/// Whether the `scsiN` value Proxmox shows has `want`'s options and serial
+/// (its size and storage are compared by the plan, not here).
+fn same_disk_options(have: &str, want: &DataDisk) -> bool {
+    let shown = vm::DataDisk {
+        size_gib: want.size_gib,
+        datastore: want.datastore.clone(),
+        ..want.clone()
+    };
+    talosprov_core::vm::disk_record_string(have).is_some_and(|h| {
+        let storage = h.split(':').next().unwrap_or_default().to_owned();
+        let size = h
+            .split(',')
+            .next()
+            .and_then(|v| v.rsplit_once(':'))
+            .map(|(_, s)| s.to_owned())
+            .unwrap_or_default();
+        h == vm::DataDisk {
+            datastore: storage,
+            size_gib: talosprov_core::vm::size_gib(&size).unwrap_or(0),
+            ..shown
+        }
+        .record_string()
+    })
+}
+
+/// A drive value with its `size=` set to `gib` GiB (added when missing).
+fn with_size(drive: &str, gib: u64) -> String {
+    let mut parts: Vec<String> = drive
+        .split(',')
+        .filter(|p| !p.starts_with("size="))
+        .map(str::to_owned)
+        .collect();
+    parts.push(format!("size={gib}G"));
+    parts.join(",")
+}
+
+/// Remove data disk `key` (`scsiN`, N ≥ 1) and delete its volume: the
+/// `delete=<key>` detaches it (PVE keeps an owned volume as `unusedN`), then
+/// the `unusedN` that holds the same volume is deleted, which frees it. Only
+/// for a plan that allowed the data loss.
+///
+/// # Errors
+/// Request errors.
+pub async fn detach_disk(
+    client: &Client,
+    node: &str,
+    vmid: u32,
+    key: &str,
+) -> Result<(), ProxmoxError> {
+    let before = pending::vm_pending(client, node, vmid).await?;
+    let Some(value) = before.next_start.raw.get(key).cloned() else {
+        return Ok(());
+    };
+    let volume = value.split(',').next().unwrap_or_default().to_owned();
+    let req = config_request(
+        node,
+        vmid,
+        &BTreeMap::new(),
+        &[key.to_owned()],
+        before.next_start.digest.as_deref(),
+    );
+    client.send(&req).await?;
+    let after = pending::vm_pending(client, node, vmid).await?;
+    let unused: Vec<String> = after
+        .next_start
+        .raw
+        .iter()
+        .filter(|(k, v)| k.starts_with("unused") && v.split(',').next() == Some(volume.as_str()))
+        .map(|(k, _)| k.clone())
+        .collect();
+    if !unused.is_empty() {
+        let req = config_request(
+            node,
+            vmid,
+            &BTreeMap::new(),
+            &unused,
+            after.next_start.digest.as_deref(),
+        );
+        client.send(&req).await?;
+    }
+    Ok(())
 }
 
 /// Keys with a pending value or pending delete that differs from the current
@@ -338,6 +477,9 @@ mod tests {
             disk_gib: None,
             tags: None,
             name: None,
+            networks: None,
+            disks: None,
+            agent: None,
         };
         let (set, delete) = config_changes(&current(), &want);
         assert_eq!(

@@ -9,7 +9,9 @@ use crate::observe;
 use crate::request::{Operation, Request};
 use crate::task::{self, TaskDone};
 
-pub use talosprov_core::vm::{HostPci, VmSpec, hostpci_equivalent, hostpci_settings};
+pub use talosprov_core::vm::{
+    DataDisk, HostPci, Nic, VmSpec, hostpci_equivalent, hostpci_settings, nic_equivalent,
+};
 
 /// The operation a request on `spec`'s VM is reported as.
 fn op(spec: &VmSpec, action: &str) -> Operation {
@@ -44,8 +46,7 @@ pub fn create_request(spec: &VmSpec) -> Request {
         .form("balloon", 0)
         .form("cores", spec.cores)
         .form("cpu", "host")
-        .form("net0", format!("virtio,bridge={}", spec.bridge))
-        .form("agent", "enabled=1")
+        .form("agent", if spec.agent { "enabled=1" } else { "0" })
         .form("boot", "order=scsi0")
         .form("serial0", "socket")
         .form("ostype", "l26");
@@ -54,6 +55,12 @@ pub fn create_request(spec: &VmSpec) -> Request {
     }
     if !spec.tags.is_empty() {
         r = r.form("tags", spec.tags.join(";"));
+    }
+    for (i, nic) in spec.networks.iter().enumerate() {
+        r = r.form(&format!("net{i}"), nic.property_string());
+    }
+    for disk in &spec.disks {
+        r = r.form(&disk.key(), disk.create_string());
     }
     let mut devices = spec.hostpci.clone();
     devices.sort();
@@ -262,7 +269,32 @@ mod tests {
             disk_gib: 100,
             datastore: "local-lvm".into(),
             image_volid: "local:import/talos-v1.13.8-37656798-nocloud-amd64.qcow2".into(),
-            bridge: "vmbr0".into(),
+            networks: vec![
+                Nic {
+                    bridge: "vmbr0".into(),
+                    tag: None,
+                    mtu: None,
+                    mac: None,
+                    firewall: false,
+                },
+                Nic {
+                    bridge: "vmbr1".into(),
+                    tag: Some(20),
+                    mtu: Some(9000),
+                    mac: Some("02:AB:CD:EF:01:23".into()),
+                    firewall: true,
+                },
+            ],
+            disks: vec![DataDisk {
+                index: 1,
+                size_gib: 200,
+                datastore: "local-lvm".into(),
+                ssd: true,
+                iothread: true,
+                discard: true,
+                cache: None,
+            }],
+            agent: true,
             ip: "192.168.1.123".parse().expect("ip"),
             prefix: 24,
             gateway: Some("192.168.1.1".parse().expect("ip")),

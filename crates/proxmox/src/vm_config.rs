@@ -32,6 +32,12 @@ pub struct VmConfig {
     pub disk_gib: Option<u64>,
     /// `hostpciN` keys and values.
     pub hostpci: BTreeMap<String, String>,
+    /// `netN` keys and values.
+    pub net: BTreeMap<String, String>,
+    /// Data disks, `scsiN` (N from 1) keys and values as PVE shows them.
+    pub data_disks: BTreeMap<String, String>,
+    /// Whether `agent` is enabled (`1` or `enabled=1`); absent is off.
+    pub agent: bool,
     /// `ipconfig0`.
     pub ipconfig0: Option<String>,
     /// Tags as a set.
@@ -42,24 +48,7 @@ pub struct VmConfig {
     pub raw: BTreeMap<String, String>,
 }
 
-/// A drive size (`528K`, `50G`, `1T`, plain bytes) in bytes.
-pub fn size_bytes(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let (num, unit) = match text.char_indices().last()? {
-        (i, c) if c.is_ascii_alphabetic() => (&text[..i], c.to_ascii_uppercase()),
-        _ => (text, 'B'),
-    };
-    let n: f64 = num.parse().ok()?;
-    let factor = match unit {
-        'B' => 1.0,
-        'K' => 1024.0,
-        'M' => MIB as f64,
-        'G' => GIB as f64,
-        'T' => (GIB * 1024) as f64,
-        _ => return None,
-    };
-    Some((n * factor) as u64)
-}
+pub use talosprov_core::vm::size_bytes;
 
 /// The `size=` of a drive property string, in bytes.
 pub fn drive_size(drive: &str) -> Option<u64> {
@@ -67,6 +56,34 @@ pub fn drive_size(drive: &str) -> Option<u64> {
         .split(',')
         .find_map(|p| p.strip_prefix("size="))
         .and_then(size_bytes)
+}
+
+/// The keys `<prefix>N` (N from `from`, digits only) with their values.
+fn keys_numbered(
+    raw: &BTreeMap<String, String>,
+    prefix: &str,
+    from: u32,
+) -> BTreeMap<String, String> {
+    raw.iter()
+        .filter(|(k, _)| {
+            k.strip_prefix(prefix)
+                .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|n| n.parse::<u32>().ok())
+                .is_some_and(|n| n >= from)
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Whether an `agent` value (`pve-qm-agent`: `[enabled=]<1|0>[,fstrim_cloned_disks=…]`)
+/// enables the agent.
+pub fn agent_enabled(value: &str) -> bool {
+    value.split(',').any(|p| {
+        let v = p
+            .strip_prefix("enabled=")
+            .unwrap_or(if p.contains('=') { "" } else { p });
+        matches!(v.trim(), "1" | "yes" | "on" | "true")
+    })
 }
 
 /// Plain values from a config answer. Pure.
@@ -105,6 +122,9 @@ pub fn parse_config(data: &Value) -> VmConfig {
             .filter(|(k, _)| k.starts_with("hostpci"))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+        net: keys_numbered(&raw, "net", 0),
+        data_disks: keys_numbered(&raw, "scsi", 1),
+        agent: raw.get("agent").is_some_and(|a| agent_enabled(a)),
         ipconfig0: raw.get("ipconfig0").cloned(),
         tags: tag_set(raw.get("tags").map_or("", String::as_str)),
         digest: raw.get("digest").cloned(),

@@ -684,7 +684,7 @@ mod tests {
             Path::new("lab/cluster.yaml"),
             &Environment::default(),
         );
-        assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+        crate::diagnostics::assert_clean(&loaded.diagnostics);
         loaded.topology.expect("topology")
     }
 

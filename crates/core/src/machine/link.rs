@@ -31,6 +31,10 @@ pub struct NodeLink {
     pub prefix_length: u8,
     /// The default gateway (`ipconfig0` `gw=`).
     pub gateway: Ipv4Addr,
+    /// The link's MAC address, lower-case, when the topology gives the node's NICs (`net0`'s);
+    /// every other NIC's MAC is then another link. `None`: the MAC Proxmox picked, unknown
+    /// offline.
+    pub mac: Option<String>,
 }
 
 impl NodeLink {
@@ -42,7 +46,23 @@ impl NodeLink {
             address,
             prefix_length,
             gateway,
+            mac: None,
         }
+    }
+
+    /// The same link with its MAC known (`net0`'s, given or derived).
+    pub fn with_mac(self, mac: Option<&str>) -> Self {
+        NodeLink {
+            mac: mac.map(str::to_ascii_lowercase),
+            ..self
+        }
+    }
+
+    /// Whether a MAC pattern (a `hardwareAddr` glob) is the link's, when its MAC is known.
+    fn mac_is(&self, pattern: &str) -> Option<bool> {
+        self.mac
+            .as_deref()
+            .map(|mac| glob(&pattern.to_ascii_lowercase(), mac))
     }
 
     fn cidr(&self) -> String {
@@ -78,6 +98,7 @@ pub fn check_node_link(documents: &[Value], node: &NodeLink) -> Vec<ConfigProble
         node,
         logical: Vec::new(),
         aliases: Vec::new(),
+        alias_macs: Vec::new(),
         problems: Vec::new(),
     };
     c.collect_names(documents);
@@ -149,7 +170,21 @@ struct LinkCheck<'a> {
     logical: Vec<String>,
     /// Names given by `LinkAliasConfig` documents (their selectors are CEL expressions).
     aliases: Vec<String>,
+    /// Aliases whose selector is `mac(link.permanent_addr) == "<mac>"`, with that MAC.
+    alias_macs: Vec<(String, String)>,
     problems: Vec<ConfigProblem>,
+}
+
+/// The MAC of a link selector `mac(link.permanent_addr) == "<mac>"` (or `link.hardware_addr`),
+/// lower-cased; `None` for any other expression.
+fn mac_selector(expr: &str) -> Option<String> {
+    let rest = expr
+        .trim()
+        .strip_prefix("mac(link.permanent_addr)")
+        .or_else(|| expr.trim().strip_prefix("mac(link.hardware_addr)"))?;
+    let quoted = rest.trim().strip_prefix("==")?.trim();
+    let mac = quoted.strip_prefix('"')?.strip_suffix('"')?;
+    (!mac.contains(['"', '*'])).then(|| mac.to_ascii_lowercase())
 }
 
 fn text(v: Option<&Value>) -> String {
@@ -236,10 +271,26 @@ impl LinkCheck<'_> {
             match id.kind.as_str() {
                 "BondConfig" | "BridgeConfig" | "VLANConfig" | "DummyLinkConfig"
                 | "WireguardConfig" | "VRFConfig" => self.logical.push(name),
-                "LinkAliasConfig" => self.aliases.push(name),
+                "LinkAliasConfig" => {
+                    let selector = field(doc, "selector").and_then(|s| field(s, "match"));
+                    if let Some(mac) = mac_selector(&text(selector)) {
+                        self.alias_macs.push((name.clone(), mac));
+                    }
+                    self.aliases.push(name);
+                }
                 _ => {}
             }
         }
+    }
+
+    /// Whether the alias `name` is the node's link, when both its selector's MAC and the node's
+    /// are known.
+    fn alias_is_node_link(&self, name: &str) -> Option<bool> {
+        let mac = self.node.mac.as_deref()?;
+        self.alias_macs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, m)| m == mac)
     }
 
     /// Whether a name is a link the node has or the config creates (so not a typo).
@@ -264,6 +315,12 @@ impl LinkCheck<'_> {
             }
             if key == "driver" {
                 if !glob(&want, &self.node.driver) {
+                    return Takes::No;
+                }
+            } else if matches!(key, "hardwareAddr" | "permanentAddr")
+                && let Some(is) = self.node.mac_is(&want)
+            {
+                if !is {
                     return Takes::No;
                 }
             } else {
@@ -494,6 +551,15 @@ impl LinkCheck<'_> {
                         let lead = format!("LinkConfig {name} configures {link}");
                         let mut message = self.lost_message(&lead, &missing, false);
                         message.push_str(" (a Layer2VIPConfig alone needs neither)");
+                        self.push(ProblemKind::AddressLost, document, "", message);
+                    }
+                } else if let Some(is) = self.alias_is_node_link(&name) {
+                    if is && !missing.is_empty() {
+                        let lead = format!(
+                            "LinkConfig {name} configures {link} (its alias selects the node's \
+                             MAC)"
+                        );
+                        let message = self.lost_message(&lead, &missing, false);
                         self.push(ProblemKind::AddressLost, document, "", message);
                     }
                 } else if self.aliases.contains(&name) {

@@ -9,6 +9,7 @@ mod config_v114;
 pub mod conflicts;
 pub mod decode;
 pub mod deprecated;
+pub mod devices;
 pub mod effective;
 pub mod expiry;
 pub mod fields;

@@ -384,8 +384,9 @@ impl Build<'_> {
         let Prepared {
             schematic,
             installer,
-            base,
+            mut base,
         } = prepared;
+        super::devices::add_node_devices(&mut base.documents, self.topology, node, self.contract);
         let files = self.patches.for_node(&node.hostname);
         if files.iter().any(|f| self.patches.is_broken(&f.path)) {
             // The file's own problem is already reported, once for every node.
@@ -428,7 +429,8 @@ impl Build<'_> {
                 })
             }));
             let cluster = &self.topology.cluster;
-            let link = NodeLink::nocloud(node.ip, cluster.prefix_length, cluster.gateway);
+            let link = NodeLink::nocloud(node.ip, cluster.prefix_length, cluster.gateway)
+                .with_mac(node.networks.first().and_then(|n| n.mac.as_deref()));
             found.extend(check_node_link(&config.documents, &link));
         }
         let mut warnings = Vec::new();

@@ -176,6 +176,18 @@ pub fn vm_record(spec: &VmSpec) -> format::Vm {
             .map(|d| (d.key(), d.property_string()))
             .collect(),
         tags: spec.tags.clone(),
+        net: spec
+            .networks
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (format!("net{i}"), n.property_string()))
+            .collect(),
+        disks: spec
+            .disks
+            .iter()
+            .map(|d| (d.key(), d.record_string()))
+            .collect(),
+        agent: spec.agent,
     }
 }
 
@@ -329,7 +341,21 @@ fn vm_spec(topology: &Topology, node: &Node, image_volid: String) -> VmSpec {
         disk_gib: u64::from(node.disk_size),
         datastore: px.datastore.clone(),
         image_volid,
-        bridge: px.bridge.clone(),
+        networks: vm_networks(px, node),
+        disks: node
+            .disks
+            .iter()
+            .map(|d| vm::DataDisk {
+                index: d.index,
+                size_gib: u64::from(d.size_gib),
+                datastore: d.datastore.clone(),
+                ssd: d.ssd,
+                iothread: d.iothread,
+                discard: d.discard,
+                cache: d.cache.clone(),
+            })
+            .collect(),
+        agent: topology.has_guest_agent(node),
         ip: IpAddr::V4(node.ip),
         prefix: topology.cluster.prefix_length,
         gateway: Some(IpAddr::V4(topology.cluster.gateway)),
@@ -338,6 +364,24 @@ fn vm_spec(topology: &Topology, node: &Node, image_volid: String) -> VmSpec {
         tags,
         hostpci,
     }
+}
+
+/// A node's NICs: its `networks`, else one NIC on `proxmox.bridge` whose MAC
+/// Proxmox picks.
+fn vm_networks(px: &ProxmoxSettings, node: &Node) -> Vec<vm::Nic> {
+    if node.networks.is_empty() {
+        return vec![vm::Nic::on_bridge(&px.bridge)];
+    }
+    node.networks
+        .iter()
+        .map(|n| vm::Nic {
+            bridge: n.bridge.clone(),
+            tag: n.vlan,
+            mtu: n.mtu,
+            mac: n.mac.clone(),
+            firewall: n.firewall,
+        })
+        .collect()
 }
 
 /// A node's machine config to apply, recorded as applied in secure mode.

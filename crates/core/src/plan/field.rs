@@ -29,6 +29,9 @@ pub enum Field {
 /// A VM's fields, in the order of their names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum VmField {
+    /// `agent`: the QEMU guest agent (`enabled=1`), taken at the VM's next
+    /// start.
+    Agent,
     /// `cores`: a restart-class setting (no CPU hotplug).
     Cores,
     /// `disk_gib`: `scsi0`'s size, grown in place.
@@ -39,8 +42,13 @@ pub enum VmField {
     MemoryMib,
     /// `name`.
     Name,
+    /// `netN`: a NIC, hot-plugged.
+    Net(u32),
     /// `node`: the Proxmox node it runs on.
     Node,
+    /// `scsiN` (N from 1): a data disk, hot-plugged, grown in place; removed
+    /// only with its data.
+    Scsi(u32),
     /// `tags`, `;`-separated.
     Tags,
     /// `vmid`.
@@ -81,15 +89,27 @@ impl VmField {
     pub fn needs_restart(self) -> bool {
         match self {
             VmField::Cores | VmField::MemoryMib | VmField::HostPci(_) => true,
-            VmField::DiskGib | VmField::Name | VmField::Node | VmField::Tags | VmField::Vmid => {
-                false
-            }
+            VmField::Agent
+            | VmField::DiskGib
+            | VmField::Name
+            | VmField::Net(_)
+            | VmField::Node
+            | VmField::Scsi(_)
+            | VmField::Tags
+            | VmField::Vmid => false,
         }
     }
 
     /// The field a name gives (`cores`, `hostpci0`), if it is a VM's.
     pub fn parse(name: &str) -> Option<VmField> {
+        let numbered = |prefix: &str| -> Option<u32> {
+            name.strip_prefix(prefix)
+                .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))?
+                .parse()
+                .ok()
+        };
         Some(match name {
+            "agent" => VmField::Agent,
             "cores" => VmField::Cores,
             "disk_gib" => VmField::DiskGib,
             "memory_mib" => VmField::MemoryMib,
@@ -97,13 +117,15 @@ impl VmField {
             "node" => VmField::Node,
             "tags" => VmField::Tags,
             "vmid" => VmField::Vmid,
-            other => VmField::HostPci(
-                other
-                    .strip_prefix("hostpci")
-                    .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))?
-                    .parse()
-                    .ok()?,
-            ),
+            _ => {
+                if let Some(n) = numbered("hostpci") {
+                    VmField::HostPci(n)
+                } else if let Some(n) = numbered("net") {
+                    VmField::Net(n)
+                } else {
+                    VmField::Scsi(numbered("scsi").filter(|n| *n > 0)?)
+                }
+            }
         })
     }
 }
@@ -111,12 +133,15 @@ impl VmField {
 impl fmt::Display for VmField {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            VmField::Agent => f.write_str("agent"),
             VmField::Cores => f.write_str("cores"),
             VmField::DiskGib => f.write_str("disk_gib"),
             VmField::HostPci(n) => write!(f, "hostpci{n}"),
             VmField::MemoryMib => f.write_str("memory_mib"),
             VmField::Name => f.write_str("name"),
+            VmField::Net(n) => write!(f, "net{n}"),
             VmField::Node => f.write_str("node"),
+            VmField::Scsi(n) => write!(f, "scsi{n}"),
             VmField::Tags => f.write_str("tags"),
             VmField::Vmid => f.write_str("vmid"),
         }
@@ -326,12 +351,15 @@ mod tests {
     #[test]
     fn restart_class_fields_are_cores_memory_and_pci_devices() {
         let restart: Vec<VmField> = [
+            VmField::Agent,
             VmField::Cores,
             VmField::DiskGib,
             VmField::HostPci(0),
             VmField::MemoryMib,
             VmField::Name,
+            VmField::Net(1),
             VmField::Node,
+            VmField::Scsi(1),
             VmField::Tags,
             VmField::Vmid,
         ]

@@ -453,6 +453,23 @@ pub enum PlanError {
         /// Size asked for, GiB.
         wanted_gib: u64,
     },
+    /// A data disk (`scsiN`, N ≥ 1) would shrink, move to another storage or
+    /// leave the topology: refused, since none of them keeps its data in place.
+    #[error(
+        "vm/{hostname} (vmid {vmid}): {disk} {what}; talosprov never loses a data disk's \
+         data on its own (put the disk back as it was in `disks`, or replace the node)"
+    )]
+    DataDiskLoss {
+        /// Hostname of the node.
+        hostname: String,
+        /// Its Proxmox VM ID.
+        vmid: u32,
+        /// The disk's key, `scsiN`.
+        disk: String,
+        /// What the topology asks: `would shrink from 100 GiB to 50 GiB`,
+        /// `is no longer in the topology's disks`.
+        what: String,
+    },
     /// A new VM's disk would be smaller than the image it is imported from:
     /// Proxmox imports the image at its virtual size, and the resize to
     /// `disk_size` that follows cannot shrink it, so the create would fail

@@ -97,6 +97,16 @@ pub struct ObservedVm {
     pub hostpci: Option<BTreeMap<String, String>>,
     /// Tags, lower-cased.
     pub tags: BTreeSet<String>,
+    /// `netN` values, from the config; `None` when the config was not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<BTreeMap<String, String>>,
+    /// Data disks `scsiN` (N from 1) in the form of
+    /// `vm::DataDisk::record_string`, from the config; `None` when not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disks: Option<BTreeMap<String, String>>,
+    /// Whether `agent` is enabled, from the config; `None` when not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<bool>,
     /// For a running VM, the settings Proxmox keeps pending until its next
     /// start (`GET .../pending`) that the VM does not run with yet: field name
     /// (`cores`, `memory_mib`, `hostpciN`) to the value it runs with, as text

@@ -388,6 +388,9 @@ fn topology_field(name: &Field) -> String {
         Field::Vm(VmField::Vmid) => "vm_id".into(),
         Field::Vm(VmField::Node) => "proxmox_node".into(),
         Field::Vm(device @ VmField::HostPci(_)) => format!("hostpci ({device})"),
+        Field::Vm(nic @ VmField::Net(n)) => format!("networks[{n}] ({nic})"),
+        Field::Vm(disk @ VmField::Scsi(n)) => format!("disks[{}] ({disk})", n - 1),
+        Field::Vm(VmField::Agent) => "schematic (agent)".into(),
         Field::Vm(VmField::Cores | VmField::Name | VmField::Tags)
         | Field::Volid
         | Field::Mapping(_)

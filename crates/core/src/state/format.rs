@@ -196,6 +196,28 @@ pub struct Vm {
     /// Proxmox tags, sorted.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// `netN` values as applied (`net0` -> `virtio=02:…,bridge=vmbr0,tag=20`).
+    /// Empty in states written before NICs were recorded: then refresh's view
+    /// stands.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub net: BTreeMap<String, String>,
+    /// Data disks by key (`scsi1` -> `local-lvm:100G,serial=scsi1,ssd=1`, see
+    /// `vm::DataDisk::record_string`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub disks: BTreeMap<String, String>,
+    /// Whether the VM has `agent: enabled=1` (VMs made before this was
+    /// recorded all have it).
+    #[serde(default = "agent_default", skip_serializing_if = "is_true")]
+    pub agent: bool,
+}
+
+fn agent_default() -> bool {
+    true
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// The Talos machine config applied to one node.
@@ -583,6 +605,9 @@ pub fn sample() -> State {
             disk_gib: 100,
             hostpci: BTreeMap::from([("hostpci0".to_owned(), "mapping=gpu,pcie=1".to_owned())]),
             tags: vec!["talos".to_owned(), "worker".to_owned()],
+            net: BTreeMap::from([("net0".to_owned(), "virtio,bridge=vmbr0".to_owned())]),
+            disks: BTreeMap::new(),
+            agent: true,
         },
     );
     r.configs.insert(

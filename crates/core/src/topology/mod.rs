@@ -12,13 +12,15 @@ pub mod syntax;
 pub mod validate;
 pub use check::resolve;
 mod validate_addons;
+pub mod validate_devices;
 mod validate_nodes;
 mod validate_sections;
 
 pub use crate::diagnostics::{Code, Diagnostic, Pos, Severity};
 pub use model::{
-    Addon, AddonSource, Cluster, Environment, HostPci, MIN_DISK_GIB, Node, PROXMOX_ENDPOINT_ENV,
-    PciMapping, Phase, Preset, ProxmoxSettings, Role, SchematicSpec, StateSettings, Topology, Vmid,
+    Addon, AddonSource, Cluster, DataDisk, Environment, HostPci, MIN_DISK_GIB, Network, Node,
+    PROXMOX_ENDPOINT_ENV, PciMapping, Phase, Preset, ProxmoxSettings, Role, SchematicSpec,
+    StateSettings, Topology, Vmid,
 };
 pub use syntax::Version;
 

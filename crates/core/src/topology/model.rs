@@ -4,7 +4,6 @@
 
 use indexmap::IndexMap;
 use serde::Serialize;
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
@@ -54,6 +53,20 @@ impl Topology {
         self.nodes.iter().filter(|n| n.role == Role::Controlplane)
     }
 
+    /// Whether the node's image runs a QEMU guest agent: its schematic has the
+    /// [`GUEST_AGENT_EXTENSION`], or is given by ID (what it holds is not
+    /// known offline, and such a schematic is usually a full one). Its VM
+    /// gets `agent: enabled=1` only then.
+    pub fn has_guest_agent(&self, node: &Node) -> bool {
+        match node.schematic.as_ref().and_then(|n| self.schematics.get(n)) {
+            Some(SchematicSpec::Customization { extensions, .. }) => {
+                extensions.iter().any(|e| e == GUEST_AGENT_EXTENSION)
+            }
+            Some(SchematicSpec::Id(_)) => true,
+            None => false,
+        }
+    }
+
     /// The node with this hostname.
     pub fn node(&self, hostname: &str) -> Option<&Node> {
         self.nodes.iter().find(|n| n.hostname == hostname)
@@ -99,6 +112,11 @@ pub struct ProxmoxSettings {
     pub image_storage: String,
     /// The network bridge (default `vmbr0`).
     pub bridge: String,
+    /// `proxmox.networks`: the NICs of nodes that set none (their `mac` is
+    /// `None` here; each node derives its own). Empty: one NIC on `bridge`.
+    pub networks: Vec<Network>,
+    /// `proxmox.disks`: the data disks of nodes that set none.
+    pub disks: Vec<DataDisk>,
     /// The resource pool the VMs join, when given.
     pub pool: Option<String>,
     /// Skip TLS certificate verification (default false).
@@ -143,26 +161,13 @@ pub struct PciMapping {
     pub node: Option<String>,
 }
 
+/// The official extension that runs the QEMU guest agent in Talos.
+pub const GUEST_AGENT_EXTENSION: &str = "siderolabs/qemu-guest-agent";
+
 /// Talos's minimum system disk, GiB (Talos system requirements: 10 GiB).
 pub const MIN_DISK_GIB: u32 = 10;
 
-/// A Proxmox VM ID, 100..=999999999 (PVE's `pve-vmid` format).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(transparent)]
-pub struct Vmid(pub u32);
-
-impl Vmid {
-    /// The smallest VM ID Proxmox accepts.
-    pub const MIN: u32 = 100;
-    /// The largest VM ID Proxmox accepts.
-    pub const MAX: u32 = 999_999_999;
-}
-
-impl fmt::Display for Vmid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+pub use super::syntax::Vmid;
 
 /// A PCI device passed through to a VM by mapping (`hostpciN: mapping=...`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -215,6 +220,52 @@ pub struct Node {
     /// The pool it is a member of (`pools.<name>`), with its index; `None`
     /// for a node listed in `nodes`.
     pub pool: Option<super::pools::Membership>,
+    /// Its NICs (`networks`, else `proxmox.networks`), `net0` first, each
+    /// with its MAC (given or derived, see `validate_devices::derived_mac`).
+    /// Empty: one NIC on `proxmox.bridge` whose MAC Proxmox picks, and no
+    /// link in the machine config (Talos takes `net0`'s address from
+    /// cloud-init).
+    pub networks: Vec<Network>,
+    /// Its data disks (`disks`, else `proxmox.disks`), `scsi1` first.
+    pub disks: Vec<DataDisk>,
+}
+
+/// One NIC of a node's VM (`networks[]`), Proxmox's `netN`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Network {
+    /// The Proxmox bridge.
+    pub bridge: String,
+    /// The VLAN tag, 1..=4094.
+    pub vlan: Option<u16>,
+    /// The MTU, 576..=65520.
+    pub mtu: Option<u16>,
+    /// The MAC address, upper-case `XX:XX:XX:XX:XX:XX`; `None` only in
+    /// `proxmox.networks`, before a node derives its own.
+    pub mac: Option<String>,
+    /// Through the Proxmox firewall.
+    pub firewall: bool,
+}
+
+/// One data disk of a node's VM (`disks[]`), Proxmox's `scsiN`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DataDisk {
+    /// N in `scsiN`: 1 for the first entry, and so on.
+    pub index: u8,
+    /// Size, GiB.
+    pub size_gib: u32,
+    /// The storage the volume is on.
+    pub datastore: String,
+    /// `ssd=1`.
+    pub ssd: bool,
+    /// `iothread=1`.
+    pub iothread: bool,
+    /// `discard=on`.
+    pub discard: bool,
+    /// `cache=`; `None` is Proxmox's default, `none`.
+    pub cache: Option<String>,
+    /// The Talos user volume name it is mounted as, `/var/mnt/<name>`;
+    /// `None` leaves the disk raw.
+    pub volume: Option<String>,
 }
 
 /// Where the state lives (`state:`). Credentials for the HTTP backend come from

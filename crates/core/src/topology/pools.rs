@@ -21,6 +21,7 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
+use super::model::Vmid;
 use super::raw::{Entry, RawNode, RawPool, Spanned};
 use super::syntax::{self, Ipv4Net};
 use crate::diagnostics::{Code, Diagnostic, Pos};
@@ -114,6 +115,8 @@ pub(super) struct Context<'a> {
     pub network: Option<Ipv4Net>,
     /// Addresses already taken: the listed nodes', the VIP, the gateway.
     pub taken: BTreeSet<Ipv4Addr>,
+    /// VM IDs the listed nodes hold (given, or their IP's last octet).
+    pub taken_vmids: BTreeSet<u32>,
     /// `proxmox.node`, the default host.
     pub proxmox_node: Option<&'a str>,
     /// What the state recorded, by pool.
@@ -131,6 +134,10 @@ pub(super) fn allocate(
     let mut out = Vec::new();
     let mut nodes = Vec::new();
     let mut taken = cx.taken.clone();
+    let mut taken_vmids = cx.taken_vmids.clone();
+    for recorded in cx.recorded.values() {
+        taken_vmids.extend(recorded.iter().map(|m| m.vmid));
+    }
     let mut ranges: Vec<(&str, Range, Pos)> = Vec::new();
     for entry in pools {
         let name = entry.name.value.as_str();
@@ -147,6 +154,9 @@ pub(super) fn allocate(
         let Some(replicas) = replicas_of(name, p, &err, diagnostics) else {
             continue;
         };
+        if !vm_id_start_fits(p, replicas, &err, diagnostics) {
+            continue;
+        }
         let hosts: Vec<String> = match &p.proxmox_nodes {
             Some(l) if !l.value.is_empty() => l.value.iter().map(|h| h.value.clone()).collect(),
             _ => cx.proxmox_node.map(str::to_owned).into_iter().collect(),
@@ -200,10 +210,11 @@ pub(super) fn allocate(
                 .cloned()
                 .unwrap_or_default();
             let vmid = match &p.vm_id_start {
-                // Beyond u32, the member's vmid check refuses it as out of range.
+                // In range: vm_id_start_fits checked the last member's.
                 Some(start) => u32::try_from(nth_vmid(start.value, index)).unwrap_or(u32::MAX),
-                None => u32::from(ip.octets()[3]),
+                None => default_vmid(ip, &taken_vmids),
             };
+            taken_vmids.insert(vmid);
             members.push(RecordedMember {
                 index,
                 hostname: hostname(pattern, cx.cluster, name, index),
@@ -428,6 +439,58 @@ fn check_kept(
     }
 }
 
+/// Whether every member's vmid from `vm_id_start` (member N gets
+/// `vm_id_start + N - 1`) is in Proxmox's range; a diagnostic on `vm_id_start`
+/// otherwise. True without a `vm_id_start`.
+fn vm_id_start_fits(
+    p: &RawPool,
+    replicas: u32,
+    err: &impl Fn(Code, Pos, &str, String) -> Diagnostic,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> bool {
+    let Some(start) = &p.vm_id_start else {
+        return true;
+    };
+    let last = nth_vmid(start.value, replicas.max(1));
+    let range = u64::from(Vmid::MIN)..=u64::from(Vmid::MAX);
+    if range.contains(&start.value) && range.contains(&last) {
+        return true;
+    }
+    let msg = if range.contains(&start.value) {
+        format!(
+            "vm_id_start {} gives member {replicas} the vmid {last}, beyond Proxmox's range \
+             {}..{}",
+            start.value,
+            Vmid::MIN,
+            Vmid::MAX
+        )
+    } else {
+        format!(
+            "vm_id_start {} is outside Proxmox's range {}..{}",
+            start.value,
+            Vmid::MIN,
+            Vmid::MAX
+        )
+    };
+    diagnostics.push(err(Code::VmidOutOfRange, start.pos, "vm_id_start", msg));
+    false
+}
+
+/// The vmid of a member of a pool without `vm_id_start`: the address's last
+/// octet when it is in Proxmox's range (as for a listed node), else 1000 plus
+/// the last octet (as `init` picks), counting up past vmids already taken.
+fn default_vmid(ip: Ipv4Addr, taken: &BTreeSet<u32>) -> u32 {
+    let octet = u32::from(ip.octets()[3]);
+    let first = if octet >= Vmid::MIN {
+        octet
+    } else {
+        1000 + octet
+    };
+    (first..Vmid::MAX)
+        .find(|v| !taken.contains(v))
+        .unwrap_or(first)
+}
+
 /// The vmid of member `index` (from 1) of a pool whose `vm_id_start` is
 /// `start`: `start + index - 1`, saturating rather than wrapping, so a start
 /// near the top of u64 gives a vmid that the range check refuses.
@@ -459,6 +522,8 @@ fn member_node(p: &RawPool, m: &RecordedMember) -> Spanned<RawNode> {
             proxmox_node: Some(at(m.proxmox_node.clone())),
             schematic: p.schematic.clone(),
             hostpci: p.hostpci.clone(),
+            networks: p.networks.clone(),
+            disks: p.disks.clone(),
             tags: p.tags.clone(),
         },
         p.pos,
@@ -501,7 +566,7 @@ mod tests {
             ..Environment::default()
         };
         let loaded = parse(&text, Path::new("c.yaml"), &env);
-        assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+        crate::diagnostics::assert_clean(&loaded.diagnostics);
         loaded.topology.expect("valid").pools
     }
 
@@ -521,28 +586,69 @@ mod tests {
         proxmox_nodes: [pve1, pve2]\n    vm_id_start: 2001\n    cores: 2\n    memory: 4096\n";
 
     #[test]
-    fn a_vm_id_start_beyond_every_vmid_is_refused_not_wrapped() {
-        for start in ["9223372036854775807", "4294967295", "999999999"] {
+    fn without_vm_id_start_every_member_gets_a_valid_vmid() {
+        // .30 and up: the last octet is below Proxmox's 100, so 1000 plus it.
+        let low = "  wk:\n    replicas: 2\n    ip_range: 10.0.0.30-10.0.0.40\n    cores: 2\n    \
+                   memory: 4096\n";
+        assert_eq!(
+            rows(&pools(low, BTreeMap::new())[0]),
+            [
+                "1 lab-wk-1 10.0.0.30 1030 pve1",
+                "2 lab-wk-2 10.0.0.31 1031 pve1"
+            ]
+        );
+        // In range, the last octet, as for a listed node (cp-01 holds .130 and 130).
+        let high = "  wk:\n    replicas: 2\n    ip_range: 10.0.0.129-10.0.0.140\n    cores: 2\n    \
+                    memory: 4096\n";
+        assert_eq!(
+            rows(&pools(high, BTreeMap::new())[0]),
+            [
+                "1 lab-wk-1 10.0.0.129 129 pve1",
+                "2 lab-wk-2 10.0.0.132 132 pve1"
+            ]
+        );
+        // A listed node holding the vmid a member would take: the member counts up.
+        let text = format!(
+            "{}    vm_id: 129\npools:\n{high}",
+            BASE.replace("10.0.0.130", "10.0.0.150")
+        );
+        let loaded = parse(&text, Path::new("c.yaml"), &Environment::default());
+        crate::diagnostics::assert_clean(&loaded.diagnostics);
+        let t = loaded.topology.expect("valid");
+        assert_eq!(rows(&t.pools[0])[0], "1 lab-wk-1 10.0.0.129 130 pve1");
+    }
+
+    #[test]
+    fn a_vm_id_start_out_of_range_is_named() {
+        for (start, want) in [
+            (
+                "30",
+                "vm_id_start 30 is outside Proxmox's range 100..999999999",
+            ),
+            (
+                "999999999",
+                "vm_id_start 999999999 gives member 2 the vmid 1000000000, beyond Proxmox's range",
+            ),
+        ] {
             let pool = WORKERS
                 .replace("REPLICAS", "2")
                 .replace("vm_id_start: 2001", &format!("vm_id_start: {start}"));
             let text = format!("{BASE}pools:\n{pool}");
             let loaded = parse(&text, Path::new("c.yaml"), &Environment::default());
-            let out_of_range: Vec<String> = loaded
+            let d: Vec<_> = loaded
                 .diagnostics
                 .iter()
-                .filter(|d| {
-                    d.field
-                        .as_deref()
-                        .is_some_and(|f| f.starts_with("pools.wk"))
-                })
-                .map(|d| d.message.clone())
+                .filter(|d| d.code != crate::diagnostics::Code::NoGuestAgent)
                 .collect();
-            assert!(
-                !out_of_range.is_empty() && loaded.topology.is_none(),
-                "{start}: {:#?}",
-                loaded.diagnostics
-            );
+            assert!(loaded.topology.is_none());
+            assert_eq!(d.len(), 1, "{d:#?}");
+            assert_eq!(d[0].field.as_deref(), Some("pools.wk.vm_id_start"));
+            assert!(d[0].message.starts_with(want), "{}", d[0].message);
+            let line = text
+                .lines()
+                .position(|l| l.contains("vm_id_start"))
+                .map(|i| u32::try_from(i + 1).unwrap_or(0));
+            assert_eq!(d[0].pos.map(|p| p.line), line);
         }
     }
 

@@ -126,8 +126,9 @@ pub struct RawPool {
     /// IPs, the VIP and the gateway are skipped.
     pub ip_range: Option<Spanned<String>>,
     /// The Proxmox VM ID (vmid) of member 1: member N gets `vm_id_start + N - 1`.
-    /// Default: each member's IP's last octet, as for a node; every vmid must be
-    /// 100 to 999999999 and unique.
+    /// Default: each member's IP's last octet when it is 100 or more (as for a
+    /// node), else 1000 plus it, counting up past vmids already taken; every
+    /// member's vmid must be 100 to 999999999.
     pub vm_id_start: Option<Spanned<u64>>,
     /// The Proxmox hosts (PVE node names) the members spread over: a new member
     /// goes to the one with the fewest members of the pool, ties in list order.
@@ -153,6 +154,12 @@ pub struct RawPool {
     /// mapping's device is on one Proxmox host and goes to one VM only, so a
     /// member placed on another host, or two sharing it, is refused.
     pub hostpci: Option<Spanned<Vec<Spanned<RawHostPci>>>>,
+    /// Every member's NICs, as a node's `networks` (a `mac` here would be
+    /// every member's, so leave it out). Default `proxmox.networks`.
+    pub networks: Option<Spanned<Vec<Spanned<RawNetwork>>>>,
+    /// Every member's data disks, as a node's `disks`. Default
+    /// `proxmox.disks`.
+    pub disks: Option<Spanned<Vec<Spanned<RawDisk>>>>,
 }
 
 /// The Kubernetes cluster: its name, versions and the nodes' network.
@@ -220,9 +227,15 @@ pub struct RawProxmox {
     #[schemars(extend("default" = "local"))]
     pub image_storage: Option<Spanned<String>>,
     /// The Proxmox network bridge each VM's one network device (`net0`, virtio)
-    /// is attached to.
+    /// is attached to, and the default `bridge` of `networks` entries.
     #[schemars(extend("default" = "vmbr0"))]
     pub bridge: Option<Spanned<String>>,
+    /// The NICs of every node and pool member that sets no `networks`, as a
+    /// node's `networks`.
+    pub networks: Option<Spanned<Vec<Spanned<RawNetwork>>>>,
+    /// The data disks of every node and pool member that sets no `disks`, as a
+    /// node's `disks`.
+    pub disks: Option<Spanned<Vec<Spanned<RawDisk>>>>,
     /// A Proxmox resource pool ID the VMs join, `parent/child` for a nested
     /// pool. Optional; talosprov creates it (an existing pool must be imported
     /// first) and deletes it on destroy.
@@ -349,6 +362,71 @@ pub struct RawNode {
     /// Proxmox tags on the VM: letters, digits, '_', '-', '+' and '.', not
     /// starting with '-', '+' or '.'. Proxmox keeps them lowercased and sorted.
     pub tags: Option<Spanned<Vec<Spanned<String>>>>,
+    /// The VM's NICs, `net0` first: `net0` carries the node's IP (its bridge
+    /// replaces `proxmox.bridge`), each becomes `netN` (virtio), and the node's
+    /// machine config selects each by its MAC address. Default
+    /// `proxmox.networks`, else one NIC on `proxmox.bridge`.
+    pub networks: Option<Spanned<Vec<Spanned<RawNetwork>>>>,
+    /// Data disks beside the system disk, `scsi1` and up in order: each a new
+    /// volume, given to Talos by its serial and mounted where `mount` says.
+    /// Default `proxmox.disks`, else none.
+    pub disks: Option<Spanned<Vec<Spanned<RawDisk>>>>,
+}
+
+/// One NIC of a VM, Proxmox's `netN` (virtio).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RawNetwork {
+    /// The Proxmox bridge, such as `vmbr0`; it must exist on the VM's host
+    /// (checked at plan time). Default `proxmox.bridge`.
+    pub bridge: Option<Spanned<String>>,
+    /// The VLAN tag, 1 to 4094 (Proxmox's `tag`): the bridge tags the NIC's
+    /// traffic, and the node sees an untagged link. Default: untagged.
+    #[schemars(range(min = 1, max = 4094))]
+    pub vlan: Option<Spanned<u64>>,
+    /// The MTU, 576 to 65520 (Proxmox's `mtu`), set on the VM's NIC and on
+    /// the node's link. Default: the bridge's.
+    #[schemars(range(min = 576, max = 65520))]
+    pub mtu: Option<Spanned<u64>>,
+    /// The MAC address, six hex pairs joined by ':', unicast. Default: one
+    /// talosprov derives from the cluster, the hostname and the NIC's index
+    /// (locally administered, stable for the node's life). Unique.
+    pub mac: Option<Spanned<String>>,
+    /// Filter the NIC through the Proxmox firewall (Proxmox's `firewall`).
+    #[schemars(extend("default" = false))]
+    pub firewall: Option<Spanned<bool>>,
+}
+
+/// One data disk of a VM, Proxmox's `scsiN` (N from 1).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RawDisk {
+    /// The size in GiB, 1 or more. Required; it grows in place and never
+    /// shrinks.
+    #[schemars(range(min = 1, max = 4_294_967_295u64))]
+    pub size: Option<Spanned<u64>>,
+    /// The Proxmox storage ID the volume is allocated on. Default
+    /// `proxmox.datastore`.
+    pub datastore: Option<Spanned<String>>,
+    /// Show the disk to the node as an SSD (Proxmox's `ssd`).
+    #[schemars(extend("default" = true))]
+    pub ssd: Option<Spanned<bool>>,
+    /// Give the disk its own I/O thread (Proxmox's `iothread`).
+    #[schemars(extend("default" = true))]
+    pub iothread: Option<Spanned<bool>>,
+    /// Pass the node's TRIM on to the storage (Proxmox's `discard=on`).
+    #[schemars(extend("default" = true))]
+    pub discard: Option<Spanned<bool>>,
+    /// Proxmox's `cache`: `none`, `writethrough`, `writeback`, `directsync`
+    /// or `unsafe`. Default `none`.
+    #[schemars(extend("enum" = ["none", "writethrough", "writeback", "directsync", "unsafe"]))]
+    pub cache: Option<Spanned<String>>,
+    /// Where Talos mounts the disk: `/var/mnt/<name>`, `<name>` a Talos
+    /// user volume name (letters, digits and '-', at most 34 characters); the
+    /// machine config gets a `UserVolumeConfig` of that name that takes the
+    /// whole disk (XFS). Default: none, and the disk stays raw (for Rook Ceph,
+    /// say).
+    pub mount: Option<Spanned<String>>,
 }
 
 /// One PCI device passed through to a VM: a Proxmox `hostpciN` slot given a

@@ -3,8 +3,8 @@
 //! type is reported, not only the first; unknown keys get a "did you mean".
 
 use super::raw::{
-    Entry, Label, RawAddon, RawCluster, RawHelm, RawHostPci, RawImageFactory, RawNode,
-    RawPciMapping, RawPool, RawProxmox, RawSchematic, RawState, RawTopology, Spanned,
+    Entry, Label, RawAddon, RawCluster, RawDisk, RawHelm, RawHostPci, RawImageFactory, RawNetwork,
+    RawNode, RawPciMapping, RawPool, RawProxmox, RawSchematic, RawState, RawTopology, Spanned,
 };
 use crate::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
@@ -434,6 +434,8 @@ impl Reader<'_> {
             datastore: self.string(f, "datastore"),
             image_storage: self.string(f, "image_storage"),
             bridge: self.string(f, "bridge"),
+            networks: self.list(f, "networks", |r, n, p, field| r.network(n, p, field)),
+            disks: self.list(f, "disks", |r, n, p, field| r.disk(n, p, field)),
             pool: self.string(f, "pool"),
             insecure: self.boolean(f, "insecure"),
             ca_file: self.string(f, "ca_file"),
@@ -495,6 +497,8 @@ impl Reader<'_> {
             schematic: self.string(&mut f, "schematic"),
             hostpci: self.list(&mut f, "hostpci", |r, n, p, field| r.hostpci(n, p, field)),
             tags: self.string_list(&mut f, "tags"),
+            networks: self.list(&mut f, "networks", |r, n, p, field| r.network(n, p, field)),
+            disks: self.list(&mut f, "disks", |r, n, p, field| r.disk(n, p, field)),
         };
         self.finish(f);
         self.node = None;
@@ -535,9 +539,39 @@ impl Reader<'_> {
             schematic: self.string(&mut f, "schematic"),
             tags: self.string_list(&mut f, "tags"),
             hostpci: self.list(&mut f, "hostpci", |r, n, p, field| r.hostpci(n, p, field)),
+            networks: self.list(&mut f, "networks", |r, n, p, field| r.network(n, p, field)),
+            disks: self.list(&mut f, "disks", |r, n, p, field| r.disk(n, p, field)),
         };
         self.finish(f);
         p
+    }
+
+    fn network(&mut self, n: &MarkedYaml<'_>, p: Pos, field: &str) -> Option<RawNetwork> {
+        let mut f = self.fields(n, p, field)?;
+        let net = RawNetwork {
+            bridge: self.string(&mut f, "bridge"),
+            vlan: self.uint(&mut f, "vlan"),
+            mtu: self.uint(&mut f, "mtu"),
+            mac: self.string(&mut f, "mac"),
+            firewall: self.boolean(&mut f, "firewall"),
+        };
+        self.finish(f);
+        Some(net)
+    }
+
+    fn disk(&mut self, n: &MarkedYaml<'_>, p: Pos, field: &str) -> Option<RawDisk> {
+        let mut f = self.fields(n, p, field)?;
+        let d = RawDisk {
+            size: self.uint(&mut f, "size"),
+            datastore: self.string(&mut f, "datastore"),
+            ssd: self.boolean(&mut f, "ssd"),
+            iothread: self.boolean(&mut f, "iothread"),
+            discard: self.boolean(&mut f, "discard"),
+            cache: self.string(&mut f, "cache"),
+            mount: self.string(&mut f, "mount"),
+        };
+        self.finish(f);
+        Some(d)
     }
 
     fn hostpci(&mut self, n: &MarkedYaml<'_>, p: Pos, field: &str) -> Option<RawHostPci> {

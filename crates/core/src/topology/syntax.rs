@@ -237,6 +237,24 @@ impl fmt::Display for Ipv4Net {
     }
 }
 
+/// A Proxmox VM ID, 100..=999999999 (PVE's `pve-vmid` format).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Vmid(pub u32);
+
+impl Vmid {
+    /// The smallest VM ID Proxmox accepts.
+    pub const MIN: u32 = 100;
+    /// The largest VM ID Proxmox accepts.
+    pub const MAX: u32 = 999_999_999;
+}
+
+impl fmt::Display for Vmid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

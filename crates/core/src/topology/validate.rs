@@ -70,6 +70,11 @@ pub fn validate(
             pci_mappings: &pci_mappings,
             declared_schematics: declared_schematics.clone(),
             declared_pci_mappings,
+            cluster: cluster.name.as_deref().unwrap_or("cluster"),
+            bridge: proxmox.as_ref().map_or("vmbr0", |p| p.bridge.as_str()),
+            datastore: proxmox.as_ref().map_or("", |p| p.datastore.as_str()),
+            default_networks: proxmox.as_ref().map_or(&[][..], |p| &p.networks),
+            default_disks: proxmox.as_ref().map_or(&[][..], |p| &p.disks),
         },
     );
     name_member_fields(&mut cx.diagnostics, listed, &memberships);
@@ -127,8 +132,75 @@ pub fn validate(
             addons,
         })
     })();
+    if let Some(t) = &topology {
+        guest_agent_warnings(&mut cx, raw, t);
+    }
     let topology = topology.filter(|_| !crate::diagnostics::has_errors(&cx.diagnostics));
     (topology, cx.diagnostics)
+}
+
+/// `T049`: the nodes whose image has no QEMU guest agent, once per schematic
+/// (at its entry) and once for the nodes on the factory's plain image (at the
+/// first one): their VMs get `agent: 0`, since Proxmox otherwise waits on an
+/// agent that never answers.
+fn guest_agent_warnings(cx: &mut Cx<'_>, raw: &RawTopology, t: &Topology) {
+    let mut without: indexmap::IndexMap<Option<&str>, Vec<&str>> = indexmap::IndexMap::new();
+    for n in &t.nodes {
+        if !t.has_guest_agent(n) {
+            without
+                .entry(n.schematic.as_deref())
+                .or_default()
+                .push(n.hostname.as_str());
+        }
+    }
+    let agent = super::model::GUEST_AGENT_EXTENSION;
+    for (schematic, hosts) in without {
+        let who = if hosts.len() > 3 {
+            format!("{} and {} more", hosts[..3].join(", "), hosts.len() - 3)
+        } else {
+            hosts.join(", ")
+        };
+        let consequence = format!(
+            "so their VMs get no QEMU guest agent (agent: 0): Proxmox shuts them down through \
+             ACPI and shows no guest IP ({who})"
+        );
+        let (pos, field, msg) = match schematic {
+            Some(name) => {
+                let entry = raw
+                    .schematics
+                    .iter()
+                    .flat_map(|s| &s.value)
+                    .find(|e| e.name.value == name);
+                let pos = entry.map_or(crate::diagnostics::Pos::default(), |e| {
+                    e.value.extensions.as_ref().map_or(e.name.pos, |x| x.pos)
+                });
+                let msg = format!("schematic `{name}` has no {agent}, {consequence}");
+                (pos, format!("schematics.{name}.extensions"), msg)
+            }
+            None => {
+                let first = t.nodes.iter().find(|n| n.hostname == hosts[0]);
+                let pos = raw
+                    .nodes
+                    .iter()
+                    .flat_map(|l| &l.value)
+                    .find(|n| {
+                        n.value.hostname.as_ref().map(|h| h.value.as_str())
+                            == first.map(|n| n.hostname.as_str())
+                    })
+                    .map_or(crate::diagnostics::Pos::default(), |n| n.pos);
+                let msg = format!(
+                    "nodes without a schematic run the factory's plain Talos image, which has \
+                     no {agent}, {consequence}; give them a schematic with it (default_schematic)"
+                );
+                (pos, "default_schematic".to_owned(), msg)
+            }
+        };
+        cx.push(
+            Diagnostic::warning(Code::NoGuestAgent, cx.file, msg)
+                .at(pos)
+                .field(field),
+        );
+    }
 }
 
 /// What allocating the pools gives validation: the pools, how many nodes
@@ -190,10 +262,27 @@ fn pool_members(
         .collect();
     taken.extend(cluster.vip);
     taken.extend(cluster.gateway);
+    let taken_vmids = raw
+        .nodes
+        .iter()
+        .flat_map(|n| &n.value)
+        .filter_map(|n| match &n.value.vm_id {
+            Some(v) => u32::try_from(v.value).ok(),
+            None => n
+                .value
+                .ip
+                .as_ref()?
+                .value
+                .parse::<std::net::Ipv4Addr>()
+                .ok()
+                .map(|ip| u32::from(ip.octets()[3])),
+        })
+        .collect();
     let context = super::pools::Context {
         cluster: cluster.name.as_deref().unwrap_or("cluster"),
         network: cluster.network,
         taken,
+        taken_vmids,
         proxmox_node: proxmox.map(|p| p.node.as_str()),
         recorded: &env.recorded_pools,
     };
@@ -250,7 +339,7 @@ mod tests {
 
     fn valid(text: &str, env: &Environment) -> Topology {
         let loaded = parse(text, Path::new("dir/cluster.yaml"), env);
-        assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+        crate::diagnostics::assert_clean(&loaded.diagnostics);
         loaded.topology.expect("a topology")
     }
 

@@ -29,6 +29,16 @@ pub(super) struct NodeContext<'a> {
     pub declared_schematics: Vec<&'a String>,
     /// Every PCI mapping name declared, valid or not.
     pub declared_pci_mappings: Vec<&'a String>,
+    /// The cluster's name (it seeds derived MACs).
+    pub cluster: &'a str,
+    /// `proxmox.bridge`, the default of a NIC's `bridge`.
+    pub bridge: &'a str,
+    /// `proxmox.datastore`, the default of a data disk's `datastore`.
+    pub datastore: &'a str,
+    /// `proxmox.networks`, valid.
+    pub default_networks: &'a [super::Network],
+    /// `proxmox.disks`, valid.
+    pub default_disks: &'a [super::DataDisk],
 }
 
 /// A PCI mapping a node uses: its name as written, and the field path
@@ -45,6 +55,9 @@ struct Draft {
     vm_id: Option<(Spanned<u32>, bool)>,
     proxmox_node: Option<String>,
     mappings: Vec<UsedMapping>,
+    /// Each NIC's MAC with where it comes from (the `mac` key, else the
+    /// node's `networks` or the default list) and its field path.
+    macs: Vec<(String, Pos, String)>,
 }
 
 /// Validate every node, then the rules across nodes. `None` when any node has
@@ -129,6 +142,28 @@ fn one(
     let schematic = check_schematic(cx, at, r, ctx);
     let (hostpci, mappings) = check_hostpci(cx, at, r, ctx, proxmox_node.as_deref());
     let tags = check_tags(cx, at, r);
+    let networks = check_networks(cx, at, n, ctx);
+    let disks = check_disks(cx, at, r, ctx);
+    let macs = networks
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(k, net)| {
+            let given = r
+                .networks
+                .as_ref()
+                .and_then(|l| l.value.get(k))
+                .and_then(|e| e.value.mac.as_ref().map(|m| m.pos));
+            let pos = given
+                .or(r.networks.as_ref().map(|l| l.pos))
+                .unwrap_or(n.pos);
+            Some((
+                net.mac.clone()?,
+                pos,
+                at.field(&format!("networks[{k}].mac")),
+            ))
+        })
+        .collect();
 
     let draft = Draft {
         label: label.clone(),
@@ -138,6 +173,7 @@ fn one(
         vm_id: vm_id.clone(),
         proxmox_node: proxmox_node.clone(),
         mappings,
+        macs,
     };
     let built = (|| {
         Some(Node {
@@ -153,6 +189,8 @@ fn one(
             hostpci: hostpci?,
             tags: tags?,
             pool: None,
+            networks: networks?,
+            disks: disks?,
         })
     })();
     (draft, built)
@@ -589,8 +627,89 @@ fn check_tags(cx: &mut Cx<'_>, at: At<'_>, r: &RawNode) -> Option<Vec<String>> {
 
 /// The rules across nodes: no duplicate hostname, IP, VM ID or PCI
 /// mapping, then the control-plane count and placement.
+/// A node's NICs: its own `networks` (checked here), else the default
+/// list; each with its MAC, given or derived from the hostname (see
+/// [`super::validate_devices::with_macs`]). `None` after a diagnostic, or
+/// without a valid hostname to derive MACs from.
+fn check_networks(
+    cx: &mut Cx<'_>,
+    at: At<'_>,
+    n: &Spanned<RawNode>,
+    ctx: &NodeContext<'_>,
+) -> Option<Vec<super::Network>> {
+    let list = match &n.value.networks {
+        Some(list) => {
+            let field = at.field("networks");
+            let place = super::validate_devices::Place {
+                field: &field,
+                node: at.node,
+            };
+            super::validate_devices::networks(cx, list, place, ctx.bridge)?
+        }
+        None => ctx.default_networks.to_vec(),
+    };
+    let hostname = n.value.hostname.as_ref()?;
+    Some(super::validate_devices::with_macs(
+        &list,
+        ctx.cluster,
+        &hostname.value,
+    ))
+}
+
+/// A node's data disks: its own `disks` (checked here), else the default
+/// list. `None` after a diagnostic.
+fn check_disks(
+    cx: &mut Cx<'_>,
+    at: At<'_>,
+    r: &RawNode,
+    ctx: &NodeContext<'_>,
+) -> Option<Vec<super::DataDisk>> {
+    match &r.disks {
+        Some(list) => {
+            let field = at.field("disks");
+            let place = super::validate_devices::Place {
+                field: &field,
+                node: at.node,
+            };
+            super::validate_devices::disks(cx, list, place, ctx.datastore)
+        }
+        None => Some(ctx.default_disks.to_vec()),
+    }
+}
+
+/// No two NICs share a MAC: a `mac` given twice, or one in a default list
+/// (`proxmox.networks`, a pool's) that every node takes.
+fn check_macs(cx: &mut Cx<'_>, drafts: &[Draft]) {
+    let mut seen: HashMap<&str, (&str, &str)> = HashMap::new();
+    for d in drafts {
+        let me = d.label.as_deref().unwrap_or("?");
+        for (mac, pos, field) in &d.macs {
+            if let Some(&(other, other_field)) = seen.get(mac.as_str()) {
+                let msg = if other == me {
+                    format!("MAC {mac} is given to two of {me}'s NICs ({other_field} too)")
+                } else {
+                    format!(
+                        "MAC {mac} is already {other}'s ({other_field}): two NICs with one MAC \
+                         break both links (a `mac` in a list that several nodes take is \
+                         every one's)"
+                    )
+                };
+                cx.push(
+                    Diagnostic::error(Code::DuplicateMac, cx.file, msg)
+                        .at(*pos)
+                        .on_node(d.label.as_deref())
+                        .field(field.clone()),
+                );
+            } else {
+                seen.insert(mac, (me, field));
+            }
+        }
+    }
+}
+
 fn across(cx: &mut Cx<'_>, list_pos: Pos, drafts: &[Draft], ctx: &NodeContext<'_>) {
     check_duplicates(cx, drafts, ctx);
+    check_macs(cx, drafts);
     check_controlplanes(cx, list_pos, drafts);
 }
 

@@ -13,6 +13,46 @@ use indexmap::IndexMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
+/// The system disk of a talosprov VM as Talos sees it: `scsi0` on the
+/// virtio-scsi-single controller, the first SCSI disk.
+pub const SYSTEM_DISK: &str = "/dev/sda";
+
+/// Why `path` cannot be the system disk of a talosprov VM, whose only
+/// system disk is `scsi0` on virtio-scsi (`/dev/sda`; data disks are
+/// `scsi1`… as `/dev/sdb`…): a virtio-blk (`/dev/vd*`), Xen, NVMe or IDE
+/// name, or another SCSI disk. `/dev/disk/by-*` links and anything else
+/// are taken as written.
+pub fn install_disk_bus_problem(path: &str) -> Option<String> {
+    let name = path.strip_prefix("/dev/")?;
+    let bus = |prefix: &str| name.starts_with(prefix);
+    let other = if bus("vd") {
+        Some("a virtio-blk disk (virtio0)")
+    } else if bus("xvd") {
+        Some("a Xen disk")
+    } else if bus("nvme") {
+        Some("an NVMe disk")
+    } else if bus("hd") {
+        Some("an IDE disk")
+    } else {
+        None
+    };
+    if let Some(kind) = other {
+        return Some(format!(
+            "is {kind}, which talosprov's VMs do not have: their system disk is scsi0 on \
+             virtio-scsi, which Talos sees as {SYSTEM_DISK} (the default)"
+        ));
+    }
+    let letters = name.strip_prefix("sd")?;
+    (letters.len() == 1 && letters != "a" && letters.bytes().all(|b| b.is_ascii_lowercase())).then(
+        || {
+            format!(
+                "is a data disk (scsi1 and up are /dev/sdb and on): the system disk, scsi0, \
+                 is {SYSTEM_DISK} (the default)"
+            )
+        },
+    )
+}
+
 /// The kinds of Proxmox identifiers the file names, each with PVE's format.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum PveName {
@@ -218,11 +258,19 @@ impl Cx<'_> {
         })
     }
 
-    /// `cluster.install_disk`: a `/dev/` path, `/dev/sda` by default.
+    /// `cluster.install_disk`: a `/dev/` path naming the system disk, `/dev/sda`
+    /// by default (see [`install_disk_bus_problem`]).
     fn install_disk(&mut self, c: &RawCluster) -> Option<String> {
         match &c.install_disk {
-            None => Some("/dev/sda".to_owned()),
-            Some(d) if d.value.starts_with("/dev/") && d.value.len() > 5 => Some(d.value.clone()),
+            None => Some(SYSTEM_DISK.to_owned()),
+            Some(d) if d.value.starts_with("/dev/") && d.value.len() > 5 => {
+                if let Some(problem) = install_disk_bus_problem(&d.value) {
+                    let msg = format!("cluster.install_disk {:?} {problem}", d.value);
+                    self.error(Code::InstallDiskBus, d.pos, "cluster.install_disk", msg);
+                    return None;
+                }
+                Some(d.value.clone())
+            }
             Some(d) => {
                 let msg = format!(
                     "cluster.install_disk must be a device path such as /dev/sda, found {:?}",
@@ -311,12 +359,33 @@ impl Cx<'_> {
             }
             other => Some(other.as_ref().map(|f| f.value.clone())),
         };
+        let place = |field| super::validate_devices::Place { field, node: None };
+        let networks = match &p.networks {
+            Some(list) => super::validate_devices::networks(
+                self,
+                list,
+                place("proxmox.networks"),
+                bridge.as_deref().unwrap_or("vmbr0"),
+            ),
+            None => Some(Vec::new()),
+        };
+        let disks = match &p.disks {
+            Some(list) => super::validate_devices::disks(
+                self,
+                list,
+                place("proxmox.disks"),
+                datastore.as_deref().unwrap_or_default(),
+            ),
+            None => Some(Vec::new()),
+        };
         Some(ProxmoxSettings {
             endpoint: endpoint?,
             node: node?,
             datastore: datastore?,
             image_storage: image_storage?,
             bridge: bridge?,
+            networks: networks?,
+            disks: disks?,
             pool: pool?,
             insecure,
             ca_file: p.ca_file.as_ref().map(|f| resolve(base, &f.value)),

@@ -181,7 +181,22 @@ pub(super) fn vm_record(vmid: u32, node: &str, config: &observe::VmConfig) -> fo
         disk_gib: config.disk_gib.unwrap_or(0),
         hostpci: config.hostpci.clone(),
         tags: config.tags.iter().cloned().collect(),
+        net: config.net.clone(),
+        disks: disk_records(config),
+        agent: config.agent,
     }
+}
+
+/// The data disks of a config in the form the state records
+/// (`vm::disk_record_string`), by key.
+pub(super) fn disk_records(
+    config: &observe::VmConfig,
+) -> std::collections::BTreeMap<String, String> {
+    config
+        .data_disks
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), talosprov_core::vm::disk_record_string(v)?)))
+        .collect()
 }
 
 /// Make `vm/<host>` as the plan's `spec` says and record what Proxmox then
@@ -274,6 +289,9 @@ async fn adopt(client: &proxmox::Client, spec: &vm::VmSpec, r: &Reporter) -> any
         hostpci: Some(spec.hostpci.clone()),
         tags: Some(spec.tags.clone()),
         disk_gib: Some(spec.disk_gib),
+        networks: Some(spec.networks.clone()),
+        disks: Some(spec.disks.clone()),
+        agent: Some(spec.agent),
     };
     let outcome = lifecycle::update_vm(client, &spec.node, spec.vmid, &update).await?;
     if outcome.needs_reboot() {

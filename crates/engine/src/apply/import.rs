@@ -403,6 +403,9 @@ nodes:
             disk_gib: 100,
             hostpci: Default::default(),
             tags: vec![],
+            net: Default::default(),
+            disks: Default::default(),
+            agent: true,
         };
         s.resources.vms.insert("old-name".into(), record.clone());
         let mut text = vec![check_state(&s, &wk).unwrap_err().to_string()];

@@ -243,6 +243,9 @@ mod tests {
             disk_gib: 50,
             hostpci: Default::default(),
             tags: vec![],
+            net: Default::default(),
+            disks: Default::default(),
+            agent: true,
         }
     }
 

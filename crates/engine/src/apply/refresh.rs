@@ -177,6 +177,9 @@ async fn observe_vms(
                 disk_gib: config.and_then(|c| c.disk_gib).or(vm.disk_gib()),
                 hostpci: config.map(|c| c.hostpci.clone()),
                 tags: config.map_or_else(|| vm.tag_set(), |c| c.tags.clone()),
+                net: config.map(|c| c.net.clone()),
+                disks: config.map(super::create_step::disk_records),
+                agent: config.map(|c| c.agent),
                 running,
             },
         );

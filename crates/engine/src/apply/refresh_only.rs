@@ -97,6 +97,9 @@ mod tests {
                     disk_gib: 50,
                     hostpci: Default::default(),
                     tags: Vec::new(),
+                    net: Default::default(),
+                    disks: Default::default(),
+                    agent: true,
                 },
             );
             s.resources.configs.insert(
@@ -133,6 +136,9 @@ mod tests {
                 disk_gib: Some(50),
                 hostpci: None,
                 tags: Default::default(),
+                net: None,
+                disks: None,
+                agent: None,
                 running: Default::default(),
             },
         );
@@ -173,6 +179,9 @@ mod tests {
                     disk_gib: Some(50),
                     hostpci: None,
                     tags: Default::default(),
+                    net: None,
+                    disks: None,
+                    agent: None,
                     running: Default::default(),
                 },
             );

@@ -61,6 +61,9 @@ async fn update_vm(
         hostpci: Some(want.spec.hostpci.clone()),
         tags: Some(w.tags.clone()),
         disk_gib: Some(w.disk_gib),
+        networks: Some(want.spec.networks.clone()),
+        disks: Some(want.spec.disks.clone()),
+        agent: Some(want.spec.agent),
     };
     r.progress("updating the VM config");
     let outcome = r

@@ -59,6 +59,15 @@ fn current_of(recorded: &format::Vm, seen: Option<&ObservedVm>) -> format::Vm {
         if let Some(h) = &s.hostpci {
             cur.hostpci = h.clone();
         }
+        if let Some(n) = &s.net {
+            cur.net = n.clone();
+        }
+        if let Some(d) = &s.disks {
+            cur.disks = d.clone();
+        }
+        if let Some(a) = s.agent {
+            cur.agent = a;
+        }
     }
     cur
 }
@@ -95,6 +104,35 @@ fn vm_fields(before: &format::Vm, after: &format::Vm) -> Vec<FieldChange> {
         if !crate::vm::hostpci_equivalent(b.map(String::as_str), a.map(String::as_str)) {
             f.push(field(device, b, a));
         }
+    }
+    // A record from before NICs were recorded has none: nothing to compare.
+    if !before.net.is_empty() {
+        let keys: BTreeSet<&String> = before.net.keys().chain(after.net.keys()).collect();
+        for key in keys {
+            let (b, a) = (before.net.get(key), after.net.get(key));
+            if let Some(nic) = VmField::parse(key)
+                && !crate::vm::nic_equivalent(b.map(String::as_str), a.map(String::as_str))
+            {
+                f.push(field(nic, b, a));
+            }
+        }
+    }
+    let keys: BTreeSet<&String> = before.disks.keys().chain(after.disks.keys()).collect();
+    for key in keys {
+        let (b, a) = (before.disks.get(key), after.disks.get(key));
+        if let Some(disk) = VmField::parse(key)
+            && b != a
+        {
+            f.push(field(disk, b, a));
+        }
+    }
+    if before.agent != after.agent {
+        let text = |on: bool| if on { "enabled=1" } else { "0" };
+        f.push(field(
+            VmField::Agent,
+            Some(text(before.agent)),
+            Some(text(after.agent)),
+        ));
     }
     let (bt, at): (BTreeSet<&String>, BTreeSet<&String>) =
         (before.tags.iter().collect(), after.tags.iter().collect());
@@ -173,6 +211,9 @@ pub(super) fn plan_vm(
             fields: drifted,
         });
     }
+    if let Some(e) = data_disk_loss(host, w, &current) {
+        return Err(e);
+    }
     if w.disk_gib < current.disk_gib {
         return Err(PlanError::DiskShrink {
             hostname: host.to_owned(),
@@ -182,6 +223,41 @@ pub(super) fn plan_vm(
         });
     }
     Ok(plan_vm_update(host, want, &current, seen))
+}
+
+/// The first data disk the VM has (as refresh saw it, else as recorded) that
+/// `w` drops or shrinks: refused, since either loses its data.
+fn data_disk_loss(host: &str, w: &format::Vm, current: &format::Vm) -> Option<PlanError> {
+    let size = |text: &str| {
+        text.split(',')
+            .next()
+            .and_then(|v| v.rsplit_once(':'))
+            .and_then(|(_, s)| crate::vm::size_gib(s))
+    };
+    current.disks.iter().find_map(|(key, have)| {
+        let storage = |text: &str| text.split(':').next().unwrap_or_default().to_owned();
+        let what = match w.disks.get(key) {
+            None => "is no longer in the topology's disks".to_owned(),
+            Some(want) if storage(want) != storage(have) => format!(
+                "would move from storage {} to {}: talosprov makes a volume only when it adds \
+                 the disk (move it in Proxmox, Move Storage, then apply)",
+                storage(have),
+                storage(want)
+            ),
+            Some(want) => match (size(have), size(want)) {
+                (Some(h), Some(n)) if n < h => {
+                    format!("would shrink from {h} GiB to {n} GiB (disks only grow)")
+                }
+                _ => return None,
+            },
+        };
+        Some(PlanError::DataDiskLoss {
+            hostname: host.to_owned(),
+            vmid: w.vmid,
+            disk: key.clone(),
+            what,
+        })
+    })
 }
 
 /// The VMs talosprov made whose vmid this plan frees, by vmid: each is the
@@ -308,6 +384,9 @@ fn plan_unrecorded_vm(
             disk_gib: 0,
             hostpci: BTreeMap::new(),
             tags: Vec::new(),
+            net: [("net0".to_owned(), String::new())].into_iter().collect(),
+            disks: BTreeMap::new(),
+            agent: !w.agent,
             ..w.clone()
         },
         w,
@@ -470,8 +549,11 @@ fn plan_vm_update(
 /// A field's value in a VM record, as text (`None`: no such PCI device).
 fn value_of(vm: &format::Vm, name: VmField) -> Option<String> {
     match name {
+        VmField::Agent => Some(if vm.agent { "enabled=1" } else { "0" }.to_owned()),
         VmField::Cores => Some(vm.cores.to_string()),
         VmField::MemoryMib => Some(vm.memory_mib.to_string()),
+        VmField::Net(_) => vm.net.get(&name.to_string()).cloned(),
+        VmField::Scsi(_) => vm.disks.get(&name.to_string()).cloned(),
         VmField::HostPci(_) => vm.hostpci.get(&name.to_string()).cloned(),
         VmField::DiskGib => Some(vm.disk_gib.to_string()),
         VmField::Name => Some(vm.name.clone()),
@@ -526,6 +608,9 @@ mod tests {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
             tags: vec!["talos".into()],
+            net: BTreeMap::new(),
+            disks: BTreeMap::new(),
+            agent: true,
         }
     }
 
