@@ -111,6 +111,49 @@ pub struct InitArgs {
     /// apply the saved plan by hand, state kept by GitLab.
     #[arg(long)]
     pub gitlab: bool,
+
+    /// The VLAN tag (1 to 4094) of every VM's NIC: the bridge tags its
+    /// traffic (written as `proxmox.networks`).
+    #[arg(long, value_name = "ID", value_parser = clap::value_parser!(u16).range(1..=4094))]
+    pub vlan: Option<u16>,
+
+    /// A data disk of SIZE GiB on every worker (every node when there is no
+    /// worker), mounted at MOUNT (`/var/mnt/<name>`) as a Talos user volume,
+    /// or left raw without one; repeat for more. Example: `--data-disk
+    /// 200:/var/mnt/longhorn`.
+    #[arg(long = "data-disk", value_name = "SIZE[:MOUNT]", value_parser = parse_data_disk)]
+    pub data_disks: Vec<DataDiskArg>,
+}
+
+/// A `--data-disk SIZE[:MOUNT]` flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataDiskArg {
+    /// Size, GiB.
+    pub size_gib: u32,
+    /// Where Talos mounts it, `/var/mnt/<name>`; `None` leaves it raw.
+    pub mount: Option<String>,
+}
+
+/// Parse `SIZE[:MOUNT]`: a size in GiB, and a mount that names a Talos user
+/// volume (the same check as `validate`).
+fn parse_data_disk(s: &str) -> Result<DataDiskArg, String> {
+    let (size, mount) = match s.split_once(':') {
+        Some((size, mount)) => (size, Some(mount)),
+        None => (s, None),
+    };
+    let size_gib = size
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| format!("expected a size in GiB (1 or more), found {size:?}"))?;
+    if let Some(m) = mount {
+        talosprov_core::topology::validate_devices::volume_of(m)
+            .map_err(|why| format!("mount {m:?} {why}"))?;
+    }
+    Ok(DataDiskArg {
+        size_gib,
+        mount: mount.map(str::to_owned),
+    })
 }
 
 /// A `--gpu IP=MAPPING` flag: the worker's address and the name of the PCI
@@ -186,6 +229,8 @@ struct Scaffold {
     nodes: Vec<Node>,
     endpoint: Option<String>,
     gitlab: bool,
+    vlan: Option<u16>,
+    data_disks: Vec<DataDiskArg>,
 }
 
 /// `<cluster>-<cp|wk|gpu>-<NN>`: the hostname of the `index`-th (from 1) node of a role.
@@ -322,6 +367,8 @@ impl Scaffold {
             gateway,
             endpoint: args.proxmox_endpoint.clone(),
             gitlab: args.gitlab,
+            vlan: args.vlan,
+            data_disks: args.data_disks.clone(),
         })
     }
 
@@ -667,12 +714,19 @@ proxmox:
   image_storage: local
   bridge: vmbr0
   pool: {name}
-
+{networks}
 # Where the Talos images come from: each schematic below is registered there.
 image_factory:
   url: https://factory.talos.dev
 ",
         name = s.name,
+        networks = match s.vlan {
+            Some(tag) => format!(
+                "  # Every VM's NIC, on the bridge above, tagged by it with VLAN {tag}.\n  \
+                 networks:\n    - {{ vlan: {tag} }}\n"
+            ),
+            None => String::new(),
+        },
     );
 }
 
@@ -755,6 +809,16 @@ nodes:
             y,
             "    role: {role}\n    cores: {cores}\n    memory: {memory}\n    disk_size: {disk}"
         );
+        let has_worker = s.nodes.iter().any(|n| n.kind != Kind::ControlPlane);
+        if !s.data_disks.is_empty() && (n.kind != Kind::ControlPlane || !has_worker) {
+            y.push_str("    disks:\n");
+            for d in &s.data_disks {
+                let _ = match &d.mount {
+                    Some(m) => writeln!(y, "      - {{ size: {}, mount: {m} }}", d.size_gib),
+                    None => writeln!(y, "      - {{ size: {} }}", d.size_gib),
+                };
+            }
+        }
         if let Kind::Gpu(m) = &n.kind {
             let _ = write!(
                 y,
@@ -864,6 +928,8 @@ mod tests {
             gpus: vec![],
             proxmox_endpoint: None,
             gitlab: false,
+            vlan: None,
+            data_disks: vec![],
         };
         let s = Scaffold::from_args(&args).unwrap();
         assert_eq!(s.name, "talos");

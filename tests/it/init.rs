@@ -163,6 +163,64 @@ fn init_with_workers_gpus_and_an_endpoint_is_valid() {
     assert_eq!(written, reference);
 }
 
+#[test]
+fn init_vlan_and_data_disks_reach_the_validated_topology() {
+    let flags = [
+        "--worker",
+        "192.168.1.131",
+        "--gpu",
+        "192.168.1.132=gpu",
+        "--vlan",
+        "20",
+        "--data-disk",
+        "200:/var/mnt/longhorn",
+        "--data-disk",
+        "50",
+        "--proxmox-endpoint",
+        "https://pve.example:8006",
+    ];
+    let (tmp, _) = init_and_validate(&flags);
+    let out = run(
+        tmp.path(),
+        &["validate", "-f", "lab/cluster.yaml", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let t = &v["topology"];
+    assert_eq!(t["proxmox"]["networks"][0]["vlan"], 20);
+    for node in t["nodes"].as_array().expect("nodes") {
+        assert_eq!(node["networks"][0]["vlan"], 20, "{node}");
+        assert_eq!(node["networks"][0]["bridge"], "vmbr0", "{node}");
+        let disks = node["disks"].as_array().expect("disks");
+        if node["role"] == "controlplane" {
+            assert!(disks.is_empty(), "the workers have the data disks: {node}");
+        } else {
+            assert_eq!(disks.len(), 2, "{node}");
+            assert_eq!(disks[0]["size_gib"], 200);
+            assert_eq!(disks[0]["volume"], "longhorn");
+            assert_eq!(disks[1]["size_gib"], 50);
+            assert_eq!(disks[1]["volume"], serde_json::Value::Null);
+        }
+    }
+    // A cluster of one control plane: the disks are on it.
+    let (_tmp, topology) = init_and_validate(&["--data-disk", "30:/var/mnt/data"]);
+    assert!(
+        topology.contains("    disks:\n      - { size: 30, mount: /var/mnt/data }\n"),
+        "{topology}"
+    );
+    for (flag, value, said) in [
+        ("--vlan", "4095", "4095 is not in 1..=4094"),
+        ("--data-disk", "0", "expected a size in GiB"),
+        ("--data-disk", "10:/mnt/x", "is not under /var/mnt/"),
+    ] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let out = run(tmp.path(), &["init", "lab", flag, value]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(said), "{err}");
+        assert!(!tmp.path().join("lab").exists(), "nothing written");
+    }
+}
+
 /// `validate -f lab/cluster.yaml` in `dir` with an environment of only
 /// `env` and a PATH without helm: its exit code and all it printed.
 fn validate_with_only(dir: &Path, env: &[(&str, &str)]) -> (Option<i32>, String) {

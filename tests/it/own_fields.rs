@@ -297,6 +297,8 @@ async fn every_topology_field_of_a_vm_reaches_what_proxmox_receives() {
         ..FakeOptions::default()
     })
     .await;
+    pve.cmd(serde_json::json!({"cmd": "set_bridges", "node": "pve2", "names": ["vmbr7", "vmbr8"]}))
+        .await;
     let factory = Factory::start().await;
     let lab = Lab {
         pve,

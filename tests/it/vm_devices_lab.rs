@@ -60,6 +60,21 @@ async fn nics_and_data_disks_agree_between_the_vm_and_the_machine_config() {
         "the worker entry was edited"
     );
     lab.import_secrets().await;
+    // A bridge the host lacks is refused at plan time, naming the host's bridges.
+    let only = serde_json::json!({"cmd": "set_bridges", "node": "pve1", "names": ["vmbr0"]});
+    lab.pve.cmd(only).await;
+    let out = lab.run(&["plan"]).await;
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        err.contains(
+            "vm/talos-worker-01: net1's bridge vmbr1 does not exist on pve1 (its bridges: vmbr0)"
+        ),
+        "{err}"
+    );
+    let both =
+        serde_json::json!({"cmd": "set_bridges", "node": "pve1", "names": ["vmbr0", "vmbr1"]});
+    lab.pve.cmd(both).await;
     let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(out.status.success(), "apply: {}", stdout(&out));
 

@@ -195,6 +195,28 @@ pub async fn cluster_vms(client: &Client) -> Result<Vec<ClusterVm>, ProxmoxError
         .collect()
 }
 
+/// The bridges of Proxmox host `node` a VM's NIC can use
+/// (`GET /nodes/{node}/network?type=any_bridge`: Linux and OVS bridges, and
+/// SDN VNets), by name.
+///
+/// # Errors
+/// Request errors.
+pub async fn bridges(client: &Client, node: &str) -> Result<BTreeSet<String>, ProxmoxError> {
+    let req = Request::get(
+        &["nodes", node, "network"],
+        Operation::new("list network bridges").node(node),
+    )
+    .query("type", "any_bridge");
+    let answer = client.send(&req).await?;
+    Ok(answer
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|i| i.get("iface").and_then(Value::as_str).map(str::to_owned))
+        .collect())
+}
+
 /// A VM's config.
 ///
 /// # Errors

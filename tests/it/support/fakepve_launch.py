@@ -67,6 +67,9 @@ class TalosprovFake(FakePve):
         self.resets = {}
         # Slow tasks: task type -> real seconds each takes (run after the answer).
         self.slow_tasks = {}
+        # Gap: /nodes/{node}/network is generic in fakepve. Here: node -> its Linux
+        # bridges (every node has vmbr0 and vmbr1 unless the test says otherwise).
+        self.bridges = {}
 
     # ------------------------------------------------------- network faults
 
@@ -192,6 +195,22 @@ class TalosprovFake(FakePve):
         entry = self.pci_mappings.get(mid)
         return entry is not None and any(dict(kv.partition('=')[::2] for kv in m.split(',')).get('node') == node
                                          for m in entry['map'])
+
+    # ----------------------------------------------------------------- network
+
+    def _routes_talosprov_network(self):
+        return [('GET', '/nodes/{node}/network', self._network_list)]
+
+    async def _network_list(self, v, user):
+        # PVE's API2/Network.pm: `type` filters; any_bridge is Linux and OVS bridges (and,
+        # with SDN, VNets). Each bridge as PVE lists it (the fields the tests need).
+        kind = v.get('type')
+        if kind not in (None, 'bridge', 'any_bridge', 'any_local_bridge'):
+            return []
+        names = self.bridges.get(v['node'], ['vmbr0', 'vmbr1'])
+        return [{'iface': name, 'type': 'bridge', 'active': 1, 'autostart': 1,
+                 'families': ['inet'], 'method': 'manual', 'priority': i + 1}
+                for i, name in enumerate(names)]
 
     # ------------------------------------------------------------------ resize
 
@@ -476,6 +495,9 @@ class Control(object):
         if gate['held']:
             await asyncio.wait_for(gate['first_done'].wait(), 30)
 
+    async def do_set_bridges(self, node, names):
+        self.pve.bridges[node] = list(names)
+
     async def do_add_file(self, storage, name, node=None, size=1048576, content='import'):
         self.pve.store_on(node, storage, name, size, content)
 
@@ -491,6 +513,8 @@ def build(cfg):
     for node in cfg.get('nodes', []):
         if node not in pve.nodes:
             pve.add_node(node)
+    for node, names in cfg.get('bridges', {}).items():
+        pve.bridges[node] = list(names)
     for name, opts in cfg.get('storages', {}).items():
         store = pve.storages.setdefault(name, {'type': 'dir', 'active': 1, 'files': set(),
                                                'path': '/mnt/pve/' + name, 'avail': 500 * 1024 ** 3})

@@ -470,6 +470,24 @@ pub enum PlanError {
         /// `is no longer in the topology's disks`.
         what: String,
     },
+    /// A NIC's bridge that its VM's Proxmox host does not have.
+    #[error(
+        "vm/{hostname}: {nic}'s bridge {bridge} does not exist on {host} (its bridges: {}); \
+         create it on the host, or name one of those in `networks` (or `proxmox.bridge`)",
+        if bridges.is_empty() { "none".to_owned() } else { bridges.join(", ") }
+    )]
+    UnknownBridge {
+        /// The node's hostname.
+        hostname: String,
+        /// The NIC, `netN`.
+        nic: String,
+        /// The bridge asked for.
+        bridge: String,
+        /// The Proxmox host.
+        host: String,
+        /// The bridges the host has, sorted.
+        bridges: Vec<String>,
+    },
     /// A new VM's disk would be smaller than the image it is imported from:
     /// Proxmox imports the image at its virtual size, and the resize to
     /// `disk_size` that follows cannot shrink it, so the create would fail

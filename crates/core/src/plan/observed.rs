@@ -57,6 +57,11 @@ pub struct Observed {
     /// not read is absent.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub image_sizes: BTreeMap<String, BTreeMap<String, u64>>,
+    /// The bridges of each Proxmox host the VMs go to
+    /// (`/nodes/{node}/network?type=any_bridge`), by host; a host whose list
+    /// was not read is absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub bridges: BTreeMap<String, BTreeSet<String>>,
     /// Every pool the token may see (`GET /pools`), by name, as its state
     /// record would hold it; `None` when not read (then a pool talosprov did
     /// not create is found only at apply, which refuses to touch it).

@@ -116,6 +116,7 @@ pub async fn refresh(
     observe_vms(client, state, &mut out).await?;
     observe_pools_and_mappings(client, &mut out).await?;
     observe_image_sizes(client, input, &mut out).await;
+    observe_bridges(client, input, &mut out).await;
     if let (Some(state), Some(creds)) = (state, input.credentials) {
         probe_nodes(state, creds, input, &mut out).await;
     }
@@ -244,6 +245,19 @@ async fn observe_image_sizes(
                 out.image_sizes.insert(host.to_owned(), sizes);
             }
             Err(e) => tracing::debug!(error = %e, host, "image listing not read"),
+        }
+    }
+}
+
+/// The bridges of every host the VMs go to (a host whose list cannot be read is
+/// left out, and its NICs unchecked).
+async fn observe_bridges(client: &proxmox::Client, input: &RefreshInput<'_>, out: &mut Observed) {
+    for host in input.image_hosts {
+        match observe::bridges(client, host).await {
+            Ok(list) => {
+                out.bridges.insert(host.clone(), list);
+            }
+            Err(e) => tracing::debug!(error = %e, host, "bridges not read"),
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::state::Address;
 use crate::state::format::State;
 
 use crate::plan::change::{Action, Change, VmOp};
-use crate::plan::desired::Desired;
+use crate::plan::desired::{Desired, DesiredVm};
 use crate::plan::field::VmField;
 use crate::plan::model::{GIB, PlanError, PlanWarning, field};
 use crate::plan::observed::Observed;
@@ -127,10 +127,32 @@ fn plan_vms(out: &mut Planning<'_>) {
             Err(e) => out.errors.push(e),
         }
         out.errors.extend(below_image);
+        out.errors.extend(unknown_bridges(host, want, obs));
         if fresh {
             out.fresh_vms.insert(host.clone());
         }
     }
+}
+
+/// Each NIC of `want` whose bridge its host lacks, as refresh listed the
+/// host's bridges (nothing when they were not read).
+fn unknown_bridges(host: &str, want: &DesiredVm, obs: &Observed) -> Vec<PlanError> {
+    let Some(known) = obs.bridges.get(&want.spec.node) else {
+        return Vec::new();
+    };
+    want.spec
+        .networks
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| !known.contains(&n.bridge))
+        .map(|(i, n)| PlanError::UnknownBridge {
+            hostname: host.to_owned(),
+            nic: format!("net{i}"),
+            bridge: n.bridge.clone(),
+            host: want.spec.node.clone(),
+            bridges: known.iter().cloned().collect(),
+        })
+        .collect()
 }
 
 /// Refuse removing the recorded nodes when no control plane of the running
