@@ -49,6 +49,7 @@ mod own_plan;
 mod patch_pipeline;
 mod plan_snapshots;
 mod pools_lab;
+mod privileges_lab;
 mod proxmox_client;
 mod proxmox_create;
 mod proxmox_faults;

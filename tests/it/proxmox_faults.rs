@@ -191,7 +191,7 @@ fn restricted() -> FakeOptions {
         ),
         (PROV, "/nodes/pve1", vec!["Sys.AccessNetwork"]),
         (PROV, "/storage/local-lvm", vec!["Datastore.AllocateSpace"]),
-        (PROV, "/pool/TALOS", vec!["Pool.Allocate"]),
+        (PROV, "/pool/TALOS", vec!["Pool.Allocate", "Pool.Audit"]),
         (PROV, "/sdn/zones/localnetwork/vmbr0", vec!["SDN.Use"]),
         (
             PROV,
@@ -219,15 +219,16 @@ fn restricted() -> FakeOptions {
 
 fn gpu_needs() -> Needs {
     Needs {
+        pve_major: 9,
         downloads: vec![("pve1".into(), "local".into())],
         image_storage: Some("local".into()),
-        datastore: Some("local-lvm".into()),
+        datastores: vec!["local-lvm".into()],
         vms: vec![121, 122, 123],
         pool: Some("TALOS".into()),
         create_pool: true,
         mappings_used: vec!["gpu".into()],
         mappings_managed: vec!["gpu".into()],
-        bridges: vec!["vmbr0".into()],
+        nics: vec![("vmbr0".into(), None)],
     }
 }
 
@@ -239,7 +240,7 @@ async fn token_without_mapping_use_fails_the_preflight_before_anything_is_create
         .await
         .expect_err("Mapping.Use is missing");
     match &e {
-        ProxmoxError::MissingPrivileges(m) => {
+        ProxmoxError::MissingPrivileges { missing: m, .. } => {
             assert_eq!(m.len(), 1, "{m:?}");
             assert_eq!(
                 m[0].alternatives,

@@ -69,6 +69,12 @@ impl Client {
         })
     }
 
+    /// Who the credentials are, as `pveum acl modify` names them (see
+    /// [`Auth::grantee`]).
+    pub fn grantee(&self) -> String {
+        self.auth.grantee()
+    }
+
     /// The deadlines this client was built with.
     pub fn timeouts(&self) -> Timeouts {
         self.timeouts

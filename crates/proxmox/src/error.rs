@@ -181,8 +181,18 @@ pub enum ProxmoxError {
         content: String,
     },
     /// The permissions preflight found privileges missing; nothing was changed.
-    #[error("the Proxmox credentials lack {} privilege(s) this run needs:{}", .0.len(), missing_text(.0))]
-    MissingPrivileges(Vec<MissingPrivilege>),
+    #[error(
+        "the Proxmox credentials lack {} privilege(s) the plan needs (nothing was changed):{}",
+        missing.len(),
+        missing_text(missing, grantee)
+    )]
+    MissingPrivileges {
+        /// Each requirement not met.
+        missing: Vec<MissingPrivilege>,
+        /// Who the credentials are, as `pveum acl modify` takes them
+        /// (`crate::settings::Auth::grantee`).
+        grantee: String,
+    },
     /// A disk would have to shrink; refused, never done.
     #[error(
         "vm {vmid} on node {node}: {disk} is {current_gib} GiB; shrinking it to {wanted_gib} GiB is refused (Proxmox cannot shrink a disk without losing data)"
@@ -215,8 +225,27 @@ fn field_text(errors: &[(String, String)]) -> String {
         .collect()
 }
 
-fn missing_text(missing: &[MissingPrivilege]) -> String {
-    missing.iter().map(|m| format!("\n  - {m}")).collect()
+/// The name of the README's role, which a missing privilege's `pveum` line grants.
+pub const ROLE: &str = "Talosprov";
+
+/// Each missing requirement, and the `pveum` line that grants its first
+/// alternative through the README's role.
+fn missing_text(missing: &[MissingPrivilege], grantee: &str) -> String {
+    missing
+        .iter()
+        .map(|m| {
+            let paths: std::collections::BTreeSet<&str> = m
+                .alternatives
+                .first()
+                .map(|alt| alt.iter().map(|(p, _)| p.as_str()).collect())
+                .unwrap_or_default();
+            let grants: Vec<String> = paths
+                .into_iter()
+                .map(|p| format!("pveum acl modify {p} {grantee} --roles {}", ROLE))
+                .collect();
+            format!("\n  - {m}\n    grant it: {}", grants.join("; "))
+        })
+        .collect()
 }
 
 impl ProxmoxError {

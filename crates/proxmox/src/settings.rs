@@ -68,6 +68,21 @@ pub enum Auth {
     },
 }
 
+impl Auth {
+    /// Who the credentials are, as `pveum acl modify` names them: `--users u@r
+    /// --tokens 'u@r!name'` for a token (a privilege-separated token holds only
+    /// what both its user and it are granted), `--users u@r` for a user.
+    pub fn grantee(&self) -> String {
+        match self {
+            Auth::Token(t) => {
+                let user = t.id.split('!').next().unwrap_or_default();
+                format!("--users {user} --tokens '{}'", t.id)
+            }
+            Auth::Password { username, .. } => format!("--users {username}"),
+        }
+    }
+}
+
 /// Deadlines and backoff, in wall-clock time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {

@@ -495,6 +495,9 @@ class Control(object):
         if gate['held']:
             await asyncio.wait_for(gate['first_done'].wait(), 30)
 
+    async def do_grant(self, user, path, privs):
+        self.pve.grant(user, path, *privs)
+
     async def do_set_bridges(self, node, names):
         self.pve.bridges[node] = list(names)
 

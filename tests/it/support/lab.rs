@@ -98,6 +98,12 @@ impl Lab {
         Lab::start_full(net, reboot, talos_version, ha, 0, FakeOptions::default()).await
     }
 
+    /// A lab (as [`Lab::start`]) whose Proxmox is started with `opts` (tokens,
+    /// grants, more hosts).
+    pub async fn start_with_fake(net: &str, opts: FakeOptions) -> Lab {
+        Lab::start_full(net, Duration::from_millis(100), "v1.13.8", false, 0, opts).await
+    }
+
     async fn start_full(
         net: &str,
         reboot: Duration,

@@ -37,6 +37,7 @@ pub mod migrate;
 pub mod plan;
 mod planning;
 pub mod prepare;
+pub mod privileges;
 pub mod render;
 pub mod rotate;
 pub mod secrets;

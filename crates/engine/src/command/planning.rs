@@ -122,6 +122,11 @@ pub async fn make_plan(
     p.addons = rendered.values;
     p.pools = plan::pool_changes(state, &topology.pools);
     plan::target(&mut p, targets, &desired);
+    if !offline {
+        // Before anything is changed: the token holds what the changes need.
+        let client = cluster::proxmox_client_again(topology)?;
+        super::privileges::check(&client, &p, topology, state).await?;
+    }
     if warn_targets {
         warn_targeting(targets, &desired, state, ui);
     }

@@ -309,18 +309,31 @@ pub fn offline_kubeconfig(
 /// # Errors
 /// Missing endpoint or credentials, a bad fingerprint.
 pub fn proxmox_client(topology: &Topology, ui: &Ui) -> anyhow::Result<talosprov_proxmox::Client> {
-    let p = &topology.proxmox;
-    let endpoint = (!p.endpoint.is_empty()).then_some(p.endpoint.as_str());
-    let settings = talosprov_proxmox::Settings::from_env(
-        endpoint,
-        p.ca_file.as_deref(),
-        p.fingerprint.as_deref(),
-        p.insecure,
-    )?;
+    let settings = proxmox_settings(topology)?;
     if let Some(w) = settings.warning() {
         ui.warn(w);
     }
     Ok(talosprov_proxmox::Client::new(settings)?)
+}
+
+/// [`proxmox_client`] for a second client in the same command, which does not
+/// repeat the warning.
+///
+/// # Errors
+/// As [`proxmox_client`].
+pub fn proxmox_client_again(topology: &Topology) -> anyhow::Result<talosprov_proxmox::Client> {
+    Ok(talosprov_proxmox::Client::new(proxmox_settings(topology)?)?)
+}
+
+fn proxmox_settings(topology: &Topology) -> anyhow::Result<talosprov_proxmox::Settings> {
+    let p = &topology.proxmox;
+    let endpoint = (!p.endpoint.is_empty()).then_some(p.endpoint.as_str());
+    Ok(talosprov_proxmox::Settings::from_env(
+        endpoint,
+        p.ca_file.as_deref(),
+        p.fingerprint.as_deref(),
+        p.insecure,
+    )?)
 }
 
 /// The Image Factory client.

@@ -1,0 +1,101 @@
+//! The token's privileges, checked before anything is changed: what the plan's
+//! Proxmox changes need (`talosprov_proxmox::access::Needs`), read against
+//! the credentials' effective privileges on each ACL path
+//! (`GET /access/permissions?path=`). `plan` and `apply` run it on every online
+//! plan with Proxmox changes; a missing privilege fails the plan, naming it,
+//! its path and the `pveum` line that grants it.
+
+use talosprov_core::plan::{ImageOp, MappingOp, Op, Plan, PoolOp, VmOp};
+use talosprov_core::topology::Topology;
+use talosprov_proxmox::access::{self, Needs};
+use talosprov_state::format::State;
+
+/// What the plan's changes need from Proxmox, on PVE `pve_major`. Pure.
+pub fn needs(plan: &Plan, topology: &Topology, state: Option<&State>, pve_major: u32) -> Needs {
+    let px = &topology.proxmox;
+    let mut n = Needs {
+        pve_major,
+        pool: px.pool.clone(),
+        ..Needs::default()
+    };
+    for change in &plan.changes {
+        match change.op() {
+            Op::Image(ImageOp::Create(image)) => {
+                n.downloads
+                    .push((image.record.node.clone(), image.record.storage.clone()));
+                n.image_storage = Some(image.record.storage.clone());
+            }
+            Op::Image(ImageOp::Delete) => n.image_storage = Some(px.image_storage.clone()),
+            Op::Pool(PoolOp::Create) => n.create_pool = true,
+            Op::Pool(PoolOp::Delete) => {}
+            Op::PciMapping(MappingOp::Create(_) | MappingOp::Update(_) | MappingOp::Delete) => {
+                if let talosprov_state::Address::PciMapping(name) = change.address() {
+                    n.mappings_managed.push(name.clone());
+                }
+            }
+            Op::Vm(
+                VmOp::Create { vm, .. } | VmOp::Update { vm, .. } | VmOp::Replace { vm, .. },
+            ) => {
+                let spec = &vm.spec;
+                n.vms.push(spec.vmid);
+                n.image_storage = Some(px.image_storage.clone());
+                n.datastores.push(spec.datastore.clone());
+                n.datastores
+                    .extend(spec.disks.iter().map(|d| d.datastore.clone()));
+                n.nics.extend(
+                    spec.networks
+                        .iter()
+                        .map(|nic| (nic.bridge.clone(), nic.tag)),
+                );
+                n.mappings_used
+                    .extend(spec.hostpci.iter().map(|d| d.mapping.clone()));
+                if let Op::Vm(VmOp::Replace { .. }) = change.op()
+                    && let Some(old) = recorded_vmid(state, change.address())
+                {
+                    n.vms.push(old);
+                }
+            }
+            Op::Vm(VmOp::Delete { .. }) => n.vms.extend(recorded_vmid(state, change.address())),
+            Op::Config(_) | Op::Bootstrap | Op::Kubeconfig(_) | Op::Talosconfig | Op::Object(_) => {
+            }
+        }
+    }
+    n
+}
+
+/// Whether the plan changes anything in Proxmox.
+fn changes_proxmox(plan: &Plan) -> bool {
+    plan.changes.iter().any(|c| match c.op() {
+        Op::Image(_) | Op::Pool(_) | Op::PciMapping(_) | Op::Vm(_) => true,
+        Op::Config(_) | Op::Bootstrap | Op::Kubeconfig(_) | Op::Talosconfig | Op::Object(_) => {
+            false
+        }
+    })
+}
+
+/// The vmid the state records for a `vm/<host>` address.
+fn recorded_vmid(state: Option<&State>, address: &talosprov_state::Address) -> Option<u32> {
+    let talosprov_state::Address::Vm(host) = address else {
+        return None;
+    };
+    state?.resources.vms.get(host).map(|v| v.vmid)
+}
+
+/// Check the credentials against what `plan` needs; nothing is changed.
+///
+/// # Errors
+/// The missing privileges, each with its path and `pveum` line; request errors.
+pub async fn check(
+    client: &talosprov_proxmox::Client,
+    plan: &Plan,
+    topology: &Topology,
+    state: Option<&State>,
+) -> anyhow::Result<()> {
+    if !changes_proxmox(plan) {
+        return Ok(());
+    }
+    let version = talosprov_proxmox::storage::check_version(client).await?;
+    let needs = needs(plan, topology, state, version.major_minor.0);
+    access::preflight(client, &needs).await?;
+    Ok(())
+}
