@@ -304,3 +304,63 @@ async fn a_node_renamed_or_moved_into_a_pool_takes_its_vmid_once_its_old_vm_is_g
     assert!(change_lines(&lab.plan_text().await).is_empty());
     powering.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_members_go_where_their_memory_fits_and_none_is_placed_where_it_does_not() {
+    let lab = Lab::start_for_pools("20.5", 4).await;
+    const GIB: u64 = 1024 * 1024 * 1024;
+    for (host, free) in [("pve1", 32), ("pve2", 16), ("pve3", 4)] {
+        let cmd =
+            serde_json::json!({"cmd": "set_host_memory", "node": host, "available": free * GIB});
+        lab.pve.cmd(cmd).await;
+    }
+    let pool = |replicas: u32| {
+        format!(
+            "pools:\n  workers:\n    replicas: {replicas}\n    ip_range: 127.20.5.124-127.20.5.130\n    \
+             proxmox_nodes: [pve1, pve2, pve3]\n    cores: 2\n    memory: 8192\n    disk_size: 10\n"
+        )
+    };
+    lab.write_topology(|t| format!("{t}{}", pool(4)));
+    lab.import_secrets().await;
+    // 8 GiB each: pve3 (4 GiB free) takes none; the most memory left wins,
+    // and on a tie (pve1 and pve2 both at 16 GiB) the host with fewer members.
+    lab.apply_text().await;
+    let placed: Vec<(String, String)> = vms(&lab)
+        .await
+        .into_iter()
+        .filter(|v| v.0.starts_with("lab-workers-"))
+        .map(|(name, _, node)| (name, node))
+        .collect();
+    let want: Vec<(String, String)> = [
+        ("lab-workers-1", "pve1"),
+        ("lab-workers-2", "pve1"),
+        ("lab-workers-3", "pve2"),
+        ("lab-workers-4", "pve1"),
+    ]
+    .iter()
+    .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+    .collect();
+    assert_eq!(placed, want);
+
+    // No host with room: the plan refuses, naming each host with its free memory.
+    for host in ["pve1", "pve2", "pve3"] {
+        let cmd = serde_json::json!({"cmd": "set_host_memory", "node": host, "available": 4 * GIB});
+        lab.pve.cmd(cmd).await;
+    }
+    lab.write_topology(|t| format!("{t}{}", pool(5)));
+    let out = lab.run(&["plan"]).await;
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(
+            "pool `workers`: member 5 needs 8192 MiB of memory and 10 GiB of disk, and no host \
+             has them free: pve1 has 4096 MiB of memory"
+        ) && err.contains("pve2 has 4096 MiB")
+            && err.contains("pve3 has 4096 MiB")
+            && err.contains("O006 pool-no-capacity"),
+        "{err}"
+    );
+    // The recorded members stay where they are; offline, validate places by count.
+    let out = lab.run(&["validate"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+}

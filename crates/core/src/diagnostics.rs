@@ -215,6 +215,9 @@ codes! {
     /// An edit of a pool would move a member the state records (its IP out
     /// of the range, its hostname, vmid or host).
     PoolMemberMoved = ("O005", "pool-member-moved"),
+    /// A new pool member fits on none of the pool's hosts: the plan read each
+    /// host's free memory and datastore space, and none has what it needs.
+    PoolNoCapacity = ("O006", "pool-no-capacity"),
     /// A patch file is empty, and is skipped.
     EmptyPatch = ("P001", "empty-patch"),
     /// A `patches/nodes/<name>` folder that matches no node.

@@ -163,6 +163,7 @@ pub fn environment() -> Environment {
             .ok()
             .filter(|s| !s.trim().is_empty()),
         recorded_pools: Default::default(),
+        host_capacity: Default::default(),
     }
 }
 
@@ -185,8 +186,22 @@ pub fn load_topology_with(
     file: &Path,
     recorded_pools: std::collections::BTreeMap<String, Vec<topology::pools::RecordedMember>>,
 ) -> Result<Loaded, LoadError> {
+    load_topology_placed(file, recorded_pools, Default::default())
+}
+
+/// [`load_topology_with`], with new pool members placed by what each Proxmox
+/// host has free (`capacity`, read by a plan; see [`topology::pools`]).
+///
+/// # Errors
+/// As [`load_topology`].
+pub fn load_topology_placed(
+    file: &Path,
+    recorded_pools: std::collections::BTreeMap<String, Vec<topology::pools::RecordedMember>>,
+    capacity: std::collections::BTreeMap<String, topology::pools::HostCapacity>,
+) -> Result<Loaded, LoadError> {
     let env = Environment {
         recorded_pools,
+        host_capacity: capacity,
         ..environment()
     };
     topology::load(file, &Disk, &env)

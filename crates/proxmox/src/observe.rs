@@ -217,6 +217,28 @@ pub async fn bridges(client: &Client, node: &str) -> Result<BTreeSet<String>, Pr
         .collect())
 }
 
+/// The free memory of Proxmox host `node`, bytes (`GET /nodes/{node}/status`:
+/// `memory.available` where PVE 9 gives it, which counts reclaimable cache,
+/// else `memory.free`).
+///
+/// # Errors
+/// Request errors; an answer without the memory figures.
+pub async fn free_memory(client: &Client, node: &str) -> Result<u64, ProxmoxError> {
+    let op = Operation::new("read the host's free memory").node(node);
+    let answer = client
+        .send(&Request::get(&["nodes", node, "status"], op.clone()))
+        .await?;
+    let memory = answer.get("memory");
+    memory
+        .and_then(|m| m.get("available"))
+        .or_else(|| memory.and_then(|m| m.get("free")))
+        .and_then(crate::lenient::u64_of)
+        .ok_or_else(|| ProxmoxError::Decode {
+            op,
+            detail: "no memory.free in the node's status".into(),
+        })
+}
+
 /// A VM's config.
 ///
 /// # Errors

@@ -132,6 +132,9 @@ pub struct StorageStatus {
     /// Active on this node.
     #[serde(default, deserialize_with = "lenient::flag")]
     pub active: bool,
+    /// Free space, bytes; `None` when not reported.
+    #[serde(default, deserialize_with = "lenient::opt_u64")]
+    pub avail: Option<u64>,
 }
 
 impl StorageStatus {

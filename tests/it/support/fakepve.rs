@@ -49,7 +49,10 @@ impl Default for FakeOptions {
     fn default() -> Self {
         FakeOptions {
             nodes: Vec::new(),
-            storages: json!({"local": {"content": "iso,vztmpl,backup,import"}}),
+            // fakepve counts each allocation against `avail` as a thick storage
+            // does: room for every VM the tests make.
+            storages: json!({"local": {"content": "iso,vztmpl,backup,import"},
+                             "local-lvm": {"avail": 10u64 << 40}}),
             tokens: Vec::new(),
             grants: Vec::new(),
             time_scale: 0.0,

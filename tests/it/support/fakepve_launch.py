@@ -70,6 +70,9 @@ class TalosprovFake(FakePve):
         # Gap: /nodes/{node}/network is generic in fakepve. Here: node -> its Linux
         # bridges (every node has vmbr0 and vmbr1 unless the test says otherwise).
         self.bridges = {}
+        # Gap: /nodes/{node}/status is generic in fakepve. Here: node -> its available
+        # memory in bytes (64 GiB of 128 unless the test says otherwise).
+        self.host_memory = {}
 
     # ------------------------------------------------------- network faults
 
@@ -211,6 +214,21 @@ class TalosprovFake(FakePve):
         return [{'iface': name, 'type': 'bridge', 'active': 1, 'autostart': 1,
                  'families': ['inet'], 'method': 'manual', 'priority': i + 1}
                 for i, name in enumerate(names)]
+
+    def _routes_talosprov_node_status(self):
+        return [('GET', '/nodes/{node}/status', self._node_status)]
+
+    async def _node_status(self, v, user):
+        # PVE's API2/Nodes.pm status: memory {total, used, free, available} in bytes.
+        total = 128 * 1024 ** 3
+        available = self.host_memory.get(v['node'], 64 * 1024 ** 3)
+        return {'memory': {'total': total, 'used': total - available, 'free': available,
+                           'available': available},
+                'cpu': 0.02, 'cpuinfo': {'cores': 16, 'cpus': 32, 'sockets': 2, 'model': 'fake'},
+                'pveversion': 'pve-manager/' + self.version, 'uptime': 3600,
+                'loadavg': ['0.10', '0.10', '0.10'],
+                'rootfs': {'total': 100 * 1024 ** 3, 'used': 10 * 1024 ** 3,
+                           'avail': 90 * 1024 ** 3, 'free': 90 * 1024 ** 3}}
 
     # ------------------------------------------------------------------ resize
 
@@ -497,6 +515,9 @@ class Control(object):
 
     async def do_grant(self, user, path, privs):
         self.pve.grant(user, path, *privs)
+
+    async def do_set_host_memory(self, node, available):
+        self.pve.host_memory[node] = int(available)
 
     async def do_set_bridges(self, node, names):
         self.pve.bridges[node] = list(names)

@@ -359,4 +359,7 @@ pub struct Environment {
     /// The pools' members the state records, by pool: each keeps its
     /// allocation (see [`super::pools`]); empty without a state.
     pub recorded_pools: std::collections::BTreeMap<String, Vec<super::pools::RecordedMember>>,
+    /// What each Proxmox host has free, read by a plan (see
+    /// [`super::pools::HostCapacity`]); empty offline.
+    pub host_capacity: std::collections::BTreeMap<String, super::pools::HostCapacity>,
 }

@@ -45,6 +45,16 @@ pub struct RecordedMember {
     pub proxmox_node: String,
 }
 
+/// What a Proxmox host has free for new members, as a plan reads it
+/// (`/nodes/<node>/status` and the datastore's `/nodes/<node>/storage/<id>/status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCapacity {
+    /// Free memory, MiB (`memory.available`, else `memory.free`).
+    pub memory_mib: u64,
+    /// Free space on `proxmox.datastore`, GiB (`avail`); `None` when not read.
+    pub disk_gib: Option<u64>,
+}
+
 /// A pool's members after allocation, in index order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Pool {
@@ -52,6 +62,9 @@ pub struct Pool {
     pub name: String,
     /// `replicas`.
     pub replicas: u32,
+    /// The Proxmox hosts its members spread over (`proxmox_nodes`, default
+    /// `proxmox.node`).
+    pub hosts: Vec<String>,
     /// Its members, by index.
     pub members: Vec<RecordedMember>,
 }
@@ -121,6 +134,11 @@ pub(super) struct Context<'a> {
     pub proxmox_node: Option<&'a str>,
     /// What the state recorded, by pool.
     pub recorded: &'a BTreeMap<String, Vec<RecordedMember>>,
+    /// What each host has free, by host; empty offline (then members go to
+    /// the host with the fewest of the pool's members).
+    pub capacity: &'a BTreeMap<String, HostCapacity>,
+    /// The GiB of `proxmox.disks` (the data disks of a pool without its own).
+    pub default_data_gib: u64,
 }
 
 /// Allocate every pool's members: the pools, and each member as a `nodes`
@@ -139,6 +157,8 @@ pub(super) fn allocate(
         taken_vmids.extend(recorded.iter().map(|m| m.vmid));
     }
     let mut ranges: Vec<(&str, Range, Pos)> = Vec::new();
+    // What this allocation has placed on each host so far: (memory MiB, disk GiB).
+    let mut placed: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for entry in pools {
         let name = entry.name.value.as_str();
         let p = &entry.value;
@@ -157,10 +177,7 @@ pub(super) fn allocate(
         if !vm_id_start_fits(p, replicas, &err, diagnostics) {
             continue;
         }
-        let hosts: Vec<String> = match &p.proxmox_nodes {
-            Some(l) if !l.value.is_empty() => l.value.iter().map(|h| h.value.clone()).collect(),
-            _ => cx.proxmox_node.map(str::to_owned).into_iter().collect(),
-        };
+        let hosts = hosts_of(p, cx);
         let pattern = p
             .hostname
             .as_ref()
@@ -187,28 +204,32 @@ pub(super) fn allocate(
                 .addresses()
                 .find(|a| !taken.contains(a) && usable(cx.network, *a))
             else {
-                diagnostics.push(err(
-                    Code::PoolRangeTooSmall,
-                    p.ip_range.as_ref().map_or(p.pos, |r| r.pos),
-                    "ip_range",
-                    format!(
-                        "pool `{name}` needs {replicas} addresses and its range has {} free (the \
-                         VIP, the gateway, listed nodes and other pools' members are skipped)",
-                        members.len()
-                            + range
-                                .addresses()
-                                .filter(|a| !taken.contains(a) && usable(cx.network, *a))
-                                .count()
-                    ),
-                ));
+                let free = members.len()
+                    + range
+                        .addresses()
+                        .filter(|a| !taken.contains(a) && usable(cx.network, *a))
+                        .count();
+                let pos = p.ip_range.as_ref().map_or(p.pos, |r| r.pos);
+                let msg = format!(
+                    "pool `{name}` needs {replicas} addresses and its range has {free} free (the \
+                     VIP, the gateway, listed nodes and other pools' members are skipped)"
+                );
+                diagnostics.push(err(Code::PoolRangeTooSmall, pos, "ip_range", msg));
                 break;
             };
             taken.insert(ip);
-            let host = hosts
-                .iter()
-                .min_by_key(|h| members.iter().filter(|m| &m.proxmox_node == *h).count())
-                .cloned()
-                .unwrap_or_default();
+            let need = needs_of(p, cx.default_data_gib);
+            let Ok(host) = place(&hosts, &members, need, cx.capacity, &mut placed).map_err(|why| {
+                let pos = p.proxmox_nodes.as_ref().map_or(p.pos, |h| h.pos);
+                let msg = format!(
+                    "pool `{name}`: member {index} needs {} MiB of memory and {} GiB of disk, \
+                         and no host has them free: {why}",
+                    need.0, need.1
+                );
+                diagnostics.push(err(Code::PoolNoCapacity, pos, "proxmox_nodes", msg));
+            }) else {
+                break;
+            };
             let vmid = match &p.vm_id_start {
                 // In range: vm_id_start_fits checked the last member's.
                 Some(start) => u32::try_from(nth_vmid(start.value, index)).unwrap_or(u32::MAX),
@@ -224,19 +245,18 @@ pub(super) fn allocate(
             });
             members.sort_by_key(|m| m.index);
         }
-        for m in &members {
-            nodes.push((
-                member_node(p, m),
-                Membership {
-                    pool: name.to_owned(),
-                    index: m.index,
-                },
-            ));
-        }
+        nodes.extend(members.iter().map(|m| {
+            let membership = Membership {
+                pool: name.to_owned(),
+                index: m.index,
+            };
+            (member_node(p, m), membership)
+        }));
         out.push(Pool {
             name: name.to_owned(),
             replicas,
             members,
+            hosts: hosts.clone(),
         });
     }
     (out, nodes)
@@ -437,6 +457,91 @@ fn check_kept(
             ),
         ));
     }
+}
+
+/// The hosts a pool's members spread over: `proxmox_nodes`, else `proxmox.node`.
+fn hosts_of(p: &RawPool, cx: &Context<'_>) -> Vec<String> {
+    match &p.proxmox_nodes {
+        Some(l) if !l.value.is_empty() => l.value.iter().map(|h| h.value.clone()).collect(),
+        _ => cx.proxmox_node.map(str::to_owned).into_iter().collect(),
+    }
+}
+
+/// A member's (memory MiB, disk GiB): `memory`, and `disk_size` (default 40)
+/// plus its data disks (the pool's `disks`, else `proxmox.disks`).
+fn needs_of(p: &RawPool, default_data_gib: u64) -> (u64, u64) {
+    let memory = p.memory.as_ref().map_or(0, |m| m.value);
+    let system = p.disk_size.as_ref().map_or(40, |d| d.value);
+    let data = p.disks.as_ref().map_or(default_data_gib, |l| {
+        l.value
+            .iter()
+            .map(|d| d.value.size.as_ref().map_or(0, |s| s.value))
+            .sum()
+    });
+    (memory, system.saturating_add(data))
+}
+
+/// The host a new member goes to: among `hosts` whose free memory and disk (less
+/// what this allocation already placed there) fit `need`, the one with the most
+/// memory left, ties to the fewest of the pool's members, then list order. A host
+/// whose capacity was not read fits, after the others; with none read (offline)
+/// the fewest members decide. `Err` names each host with what it has free.
+fn place(
+    hosts: &[String],
+    members: &[RecordedMember],
+    need: (u64, u64),
+    capacity: &BTreeMap<String, HostCapacity>,
+    placed: &mut BTreeMap<String, (u64, u64)>,
+) -> Result<String, String> {
+    let host = choose(hosts, members, need, capacity, placed)?;
+    let slot = placed.entry(host.clone()).or_default();
+    slot.0 += need.0;
+    slot.1 += need.1;
+    Ok(host)
+}
+
+/// [`place`]'s choice, without recording it.
+fn choose(
+    hosts: &[String],
+    members: &[RecordedMember],
+    need: (u64, u64),
+    capacity: &BTreeMap<String, HostCapacity>,
+    placed: &BTreeMap<String, (u64, u64)>,
+) -> Result<String, String> {
+    let count = |h: &String| members.iter().filter(|m| &m.proxmox_node == h).count();
+    let left = |h: &String| {
+        let c = capacity.get(h)?;
+        let (mem, disk) = placed.get(h).copied().unwrap_or_default();
+        Some((
+            c.memory_mib.saturating_sub(mem),
+            c.disk_gib.map(|d| d.saturating_sub(disk)),
+        ))
+    };
+    let fits = |h: &String| {
+        left(h).is_none_or(|(mem, disk)| mem >= need.0 && disk.is_none_or(|d| d >= need.1))
+    };
+    hosts
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| fits(h))
+        .min_by_key(|(i, h)| {
+            let mem = left(h).map_or(0, |(m, _)| m);
+            (left(h).is_none(), std::cmp::Reverse(mem), count(h), *i)
+        })
+        .map(|(_, h)| h.clone())
+        .ok_or_else(|| {
+            hosts
+                .iter()
+                .map(|h| match left(h) {
+                    Some((mem, Some(disk))) => {
+                        format!("{h} has {mem} MiB of memory and {disk} GiB on the datastore")
+                    }
+                    Some((mem, None)) => format!("{h} has {mem} MiB of memory"),
+                    None => format!("{h} was not read"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
 }
 
 /// Whether every member's vmid from `vm_id_start` (member N gets

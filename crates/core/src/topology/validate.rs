@@ -285,6 +285,9 @@ fn pool_members(
         taken_vmids,
         proxmox_node: proxmox.map(|p| p.node.as_str()),
         recorded: &env.recorded_pools,
+        capacity: &env.host_capacity,
+        default_data_gib: proxmox
+            .map_or(0, |p| p.disks.iter().map(|d| u64::from(d.size_gib)).sum()),
     };
     let (pools, members) =
         super::pools::allocate(&declared.value, &context, &mut cx.diagnostics, cx.file);

@@ -58,15 +58,8 @@ pub async fn make_plan(
         )
         .into());
     }
-    // Pool members keep what the state records for them.
-    let reloaded;
-    let topology = match state {
-        Some(s) if !topology.pools.is_empty() && !s.pools.is_empty() => {
-            reloaded = cluster::load_topology_with(&topology.file, s.pools.clone(), ui)?;
-            &reloaded
-        }
-        _ => topology,
-    };
+    let reloaded = placed(topology, state, offline, ui).await?;
+    let topology = reloaded.as_ref().unwrap_or(topology);
     // Secrets made for this plan (no state has any yet): the configs, and so
     // their digests, are known only once apply keeps the secrets.
     let (bundle, generated, fresh_secrets) = plan_secrets(state, saved)?;
@@ -151,6 +144,33 @@ pub async fn make_plan(
             .map(|p| (p.name.clone(), p.members.clone()))
             .collect(),
     })
+}
+
+/// The topology read again for its pools, when it has any: the members the
+/// state records keep their place, and (online) new ones go where their memory
+/// and disk fit, as the hosts report them. `None`: the topology as loaded.
+///
+/// # Errors
+/// A member that moved (`O005`) or fits nowhere (`O006`), reported.
+async fn placed(
+    topology: &Topology,
+    state: Option<&State>,
+    offline: bool,
+    ui: &Ui,
+) -> Result<Option<Topology>, CommandError> {
+    if topology.pools.is_empty() {
+        return Ok(None);
+    }
+    let recorded = state.map(|s| s.pools.clone()).unwrap_or_default();
+    let capacity = if offline {
+        Default::default()
+    } else {
+        cluster::host_capacity(topology).await?
+    };
+    if recorded.is_empty() && capacity.is_empty() {
+        return Ok(None);
+    }
+    cluster::load_topology_placed(&topology.file, recorded, capacity, ui).map(Some)
 }
 
 /// The secrets a plan renders with: the state's, else the saved plan's, else new ones

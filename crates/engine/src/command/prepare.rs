@@ -57,6 +57,68 @@ pub fn load_topology_with(
     )
 }
 
+/// [`load_topology_with`], with new pool members placed by each host's free
+/// memory and datastore space (see [`host_capacity`]).
+///
+/// # Errors
+/// As [`load_topology_with`]; no host with room for a new member is
+/// `O006 pool-no-capacity`.
+pub fn load_topology_placed(
+    file: &Path,
+    recorded: std::collections::BTreeMap<String, Vec<topology::pools::RecordedMember>>,
+    capacity: std::collections::BTreeMap<String, topology::pools::HostCapacity>,
+    ui: &Ui,
+) -> Result<Topology, CommandError> {
+    reported(
+        talosprov_files::load_topology_placed(file, recorded, capacity)
+            .map_err(anyhow::Error::new)?,
+        ui,
+    )
+}
+
+/// What each host the pools spread over has free: its memory
+/// (`/nodes/<node>/status`) and the space on `proxmox.datastore` (its
+/// `status` on that host). A host whose figures cannot be read is left out:
+/// its members are then placed as offline.
+///
+/// # Errors
+/// A Proxmox client that cannot be made.
+pub async fn host_capacity(
+    topology: &Topology,
+) -> anyhow::Result<std::collections::BTreeMap<String, topology::pools::HostCapacity>> {
+    let client = proxmox_client_again(topology)?;
+    let hosts: std::collections::BTreeSet<&str> = topology
+        .pools
+        .iter()
+        .flat_map(|p| p.hosts.iter().map(String::as_str))
+        .chain(topology.nodes.iter().map(|n| n.proxmox_node.as_str()))
+        .collect();
+    let mut out = std::collections::BTreeMap::new();
+    for host in hosts {
+        let memory = match talosprov_proxmox::observe::free_memory(&client, host).await {
+            Ok(bytes) => bytes >> 20,
+            Err(e) => {
+                tracing::debug!(error = %e, host, "free memory not read");
+                continue;
+            }
+        };
+        let disk =
+            talosprov_proxmox::storage::storage_status(&client, host, &topology.proxmox.datastore)
+                .await
+                .ok()
+                .and_then(|s| s.avail)
+                .map(|b| b >> 30);
+        out.insert(
+            host.to_owned(),
+            topology::pools::HostCapacity {
+                memory_mib: memory,
+                disk_gib: disk,
+            },
+        );
+    }
+    Ok(out)
+}
+
 /// Give what loading said to the frontend, and the topology unless it has
 /// errors.
 fn reported(loaded: topology::Loaded, ui: &Ui) -> Result<Topology, CommandError> {
