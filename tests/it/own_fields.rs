@@ -242,6 +242,16 @@ fn covered(field: &str, r: &Received) -> Option<Result<(), &'static str>> {
             assert_eq!(mapping_entries(r, "gpu1").1.as_deref(), Some("Second GPU"));
             assert_eq!(mapping_entries(r, "spare").1, None);
         }
+        "pci_mapping.other_hosts" => {
+            // A mapping given per host (`map`): every host's device in the one mapping.
+            let (entries, _) = mapping_entries(r, "gpu1");
+            assert_eq!(entries.len(), 2, "{entries:?}");
+            assert_eq!(entries[1]["node"], "pve1");
+            assert_eq!(entries[1]["path"], "0000:05:00");
+            assert_eq!(entries[1]["iommugroup"], "15");
+            assert_eq!(entries[1]["id"], "10de:2507");
+            assert_eq!(entries[1]["subsystem-id"], "1458:4089");
+        }
         "pci_mapping.node" => {
             let (entries, _) = mapping_entries(r, "gpu1");
             assert_eq!(entries[0]["node"], "pve2");
@@ -340,7 +350,13 @@ schematics:
 default_schematic: base
 pci_mappings:
   gpu0: {{ path: \"0000:01:00\", id: \"10de:2507\", iommu_group: 11, subsystem_id: \"1458:4088\", comment: First GPU, node: pve2 }}
-  gpu1: {{ path: \"0000:02:00\", id: \"10de:2507\", iommu_group: 12, subsystem_id: \"1458:4088\", comment: Second GPU, node: pve2 }}
+  gpu1:
+    id: \"10de:2507\"
+    subsystem_id: \"1458:4088\"
+    comment: Second GPU
+    map:
+      - {{ node: pve2, path: \"0000:02:00\", iommu_group: 12 }}
+      - {{ node: pve1, path: \"0000:05:00\", iommu_group: 15, subsystem_id: \"1458:4089\" }}
   gpu2: {{ path: \"0000:03:00\", id: \"10de:2507\", iommu_group: 13, subsystem_id: \"1458:4088\", node: pve2 }}
   spare: {{ path: \"0000:04:00\", id: \"10de:2507\", iommu_group: 14, subsystem_id: \"1458:4088\" }}
 nodes:

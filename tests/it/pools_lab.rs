@@ -364,3 +364,79 @@ async fn new_members_go_where_their_memory_fits_and_none_is_placed_where_it_does
     let out = lab.run(&["validate"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gpu_pool_spreads_over_the_hosts_of_one_mapping() {
+    let lab = Lab::start_for_pools("20.6", 3).await;
+    let mapping = "\n  gpus:\n    id: \"10de:2504\"\n    subsystem_id: \"10de:2504\"\n    \
+                   comment: one device per host\n    map:\n      \
+                   - { node: pve2, path: \"0000:03:00\", iommu_group: 21 }\n      \
+                   - { node: pve3, path: \"0000:04:00\", iommu_group: 22 }\n";
+    let pool = "pools:\n  gpus:\n    replicas: 2\n    ip_range: 127.20.6.124-127.20.6.130\n    \
+                proxmox_nodes: [pve1, pve2, pve3]\n    cores: 2\n    memory: 4096\n    \
+                disk_size: 10\n    schematic: nvidia\n    \
+                hostpci: [{ device: hostpci0, mapping: gpus }]\n";
+    let with = |t: String, pool: &str| {
+        let at = t.find("\nnodes:").expect("nodes");
+        format!("{}{mapping}{}{pool}", &t[..at], &t[at..])
+    };
+    lab.write_topology(|t| with(t, pool));
+    // The members load the NVIDIA modules, from the pool's own patch folder.
+    let dir = lab.dir.path().join("patches/pools/gpus");
+    std::fs::create_dir_all(&dir).expect("pool patches");
+    std::fs::copy(
+        lab.dir
+            .path()
+            .join("patches/nodes/talos-gpu-01/30-nvidia-modules.yaml"),
+        dir.join("30-nvidia-modules.yaml"),
+    )
+    .expect("copy the modules patch");
+    lab.import_secrets().await;
+    lab.apply_text().await;
+    // One member per host with a device; pve1 (no entry) takes none.
+    let placed: Vec<(String, String)> = vms(&lab)
+        .await
+        .into_iter()
+        .filter(|v| v.0.starts_with("lab-gpus-"))
+        .map(|(name, _, node)| (name, node))
+        .collect();
+    assert_eq!(
+        placed,
+        [
+            ("lab-gpus-1".to_owned(), "pve2".to_owned()),
+            ("lab-gpus-2".to_owned(), "pve3".to_owned())
+        ]
+    );
+    // The one mapping, with both hosts' devices, as Proxmox holds it.
+    let m = lab.pve.get("/cluster/mapping/pci/gpus").await;
+    let map: Vec<String> = m["map"]
+        .as_array()
+        .expect("map")
+        .iter()
+        .map(|e| e.as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(map.len(), 2, "{m}");
+    assert!(
+        map[0].contains("node=pve2") && map[0].contains("path=0000:03:00"),
+        "{map:?}"
+    );
+    assert!(
+        map[1].contains("node=pve3") && map[1].contains("iommugroup=22"),
+        "{map:?}"
+    );
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "converged: {}", stderr(&out));
+
+    // A third member has no device left: refused, naming the mapping's devices.
+    lab.write_topology(|t| with(t, &pool.replace("replicas: 2", "replicas: 3")));
+    let out = lab.run(&["validate"]).await;
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(
+            "pool `gpus` has 3 members and mapping `gpus` has 2 free device(s) on the pool's \
+             hosts (pve2, pve3)"
+        ),
+        "{err}"
+    );
+}

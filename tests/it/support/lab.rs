@@ -122,8 +122,9 @@ impl Lab {
             SimOptions {
                 talos_version: talos_version.into(),
                 reboot_delay: reboot,
-                // talos-gpu-01 has the lab's GPU passed through.
-                gpu_nodes: if ha { Vec::new() } else { vec![addrs[2]] },
+                // talos-gpu-01 has the lab's GPU passed through, and so may a
+                // pool's members (the GPU shows only where the NVIDIA modules load).
+                gpu_nodes: if ha { Vec::new() } else { addrs[2..].to_vec() },
                 // Each node is named after its VM, as nocloud names it; a pool's
                 // members are left to the simulator's stable names.
                 hostnames: addrs

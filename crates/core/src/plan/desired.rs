@@ -279,16 +279,20 @@ fn desired_pci_mappings(topology: &Topology) -> BTreeMap<String, format::PciMapp
         .pci_mappings
         .iter()
         .map(|(name, m)| {
-            let entry = format::PciMapEntry {
-                node: m.node.clone().unwrap_or_else(|| px.node.clone()),
-                path: m.path.clone(),
-                id: m.id.clone(),
-                subsystem_id: Some(m.subsystem_id.clone()),
-                iommu_group: Some(m.iommu_group),
-            };
+            let map = m
+                .devices(&px.node)
+                .into_iter()
+                .map(|d| format::PciMapEntry {
+                    node: d.node,
+                    path: d.path,
+                    id: d.id,
+                    subsystem_id: Some(d.subsystem_id),
+                    iommu_group: Some(d.iommu_group),
+                })
+                .collect();
             let record = format::PciMapping {
                 description: m.comment.clone(),
-                map: vec![entry],
+                map,
             };
             (name.clone(), record)
         })

@@ -159,6 +159,51 @@ pub struct PciMapping {
     pub comment: Option<String>,
     /// The Proxmox host the device is in; `None` means `proxmox.node`.
     pub node: Option<String>,
+    /// The devices on other hosts under the same name (`map[1..]`; the fields
+    /// above are `map[0]`'s): one VM per host's device. In JSON
+    /// `other_hosts`, left out when empty.
+    #[serde(rename = "other_hosts", skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<PciHostDevice>,
+}
+
+impl PciMapping {
+    /// Every host's device: the first (on `node`, else `default_node`), then
+    /// `others`.
+    pub fn devices(&self, default_node: &str) -> Vec<PciHostDevice> {
+        let first = PciHostDevice {
+            node: self.node.clone().unwrap_or_else(|| default_node.to_owned()),
+            path: self.path.clone(),
+            id: self.id.clone(),
+            iommu_group: self.iommu_group,
+            subsystem_id: self.subsystem_id.clone(),
+        };
+        std::iter::once(first)
+            .chain(self.others.iter().cloned())
+            .collect()
+    }
+
+    /// The hosts with a device, in order.
+    pub fn hosts(&self, default_node: &str) -> Vec<String> {
+        self.devices(default_node)
+            .into_iter()
+            .map(|d| d.node)
+            .collect()
+    }
+}
+
+/// One host's device of a PCI mapping.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PciHostDevice {
+    /// The Proxmox host.
+    pub node: String,
+    /// The PCI address, `0000:01:00`.
+    pub path: String,
+    /// Vendor and device, `10de:2507`.
+    pub id: String,
+    /// The IOMMU group.
+    pub iommu_group: u32,
+    /// Subsystem vendor and device.
+    pub subsystem_id: String,
 }
 
 /// The official extension that runs the QEMU guest agent in Talos.

@@ -139,6 +139,10 @@ pub(super) struct Context<'a> {
     pub capacity: &'a BTreeMap<String, HostCapacity>,
     /// The GiB of `proxmox.disks` (the data disks of a pool without its own).
     pub default_data_gib: u64,
+    /// Each valid PCI mapping's hosts with a device.
+    pub pci_hosts: BTreeMap<String, Vec<String>>,
+    /// The `(mapping, host)` devices listed nodes take.
+    pub pci_used: BTreeSet<(String, String)>,
 }
 
 /// Allocate every pool's members: the pools, and each member as a `nodes`
@@ -151,14 +155,16 @@ pub(super) fn allocate(
 ) -> (Vec<Pool>, Vec<(Spanned<RawNode>, Membership)>) {
     let mut out = Vec::new();
     let mut nodes = Vec::new();
-    let mut taken = cx.taken.clone();
-    let mut taken_vmids = cx.taken_vmids.clone();
+    let mut handed = Handed {
+        taken: cx.taken.clone(),
+        vmids: cx.taken_vmids.clone(),
+        placed: BTreeMap::new(),
+        devices: cx.pci_used.clone(),
+    };
     for recorded in cx.recorded.values() {
-        taken_vmids.extend(recorded.iter().map(|m| m.vmid));
+        handed.vmids.extend(recorded.iter().map(|m| m.vmid));
     }
     let mut ranges: Vec<(&str, Range, Pos)> = Vec::new();
-    // What this allocation has placed on each host so far: (memory MiB, disk GiB).
-    let mut placed: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for entry in pools {
         let name = entry.name.value.as_str();
         let p = &entry.value;
@@ -191,60 +197,31 @@ pub(super) fn allocate(
         let mut kept: Vec<RecordedMember> = recorded.to_vec();
         kept.sort_by_key(|m| m.index);
         kept.truncate(replicas as usize);
+        let mappings = pool_mappings(p, cx);
+        if let Err(msg) = enough_devices(name, replicas, &mappings, &hosts, cx, &handed.devices) {
+            let pos = p.hostpci.as_ref().map_or(p.pos, |h| h.pos);
+            diagnostics.push(err(Code::PciMappingShared, pos, "hostpci", msg));
+            continue;
+        }
         for m in &kept {
             check_kept(name, p, m, range, &hosts, pattern, cx, &err, diagnostics);
-            taken.insert(m.ip);
+            handed.taken.insert(m.ip);
+            handed
+                .devices
+                .extend(mappings.iter().map(|g| (g.clone(), m.proxmox_node.clone())));
         }
+        let with_devices = device_hosts(&hosts, &mappings, cx);
         let mut members = kept;
-        while members.len() < replicas as usize {
-            let index = (1..)
-                .find(|i| !members.iter().any(|m| m.index == *i))
-                .unwrap_or(1);
-            let Some(ip) = range
-                .addresses()
-                .find(|a| !taken.contains(a) && usable(cx.network, *a))
-            else {
-                let free = members.len()
-                    + range
-                        .addresses()
-                        .filter(|a| !taken.contains(a) && usable(cx.network, *a))
-                        .count();
-                let pos = p.ip_range.as_ref().map_or(p.pos, |r| r.pos);
-                let msg = format!(
-                    "pool `{name}` needs {replicas} addresses and its range has {free} free (the \
-                     VIP, the gateway, listed nodes and other pools' members are skipped)"
-                );
-                diagnostics.push(err(Code::PoolRangeTooSmall, pos, "ip_range", msg));
-                break;
-            };
-            taken.insert(ip);
-            let need = needs_of(p, cx.default_data_gib);
-            let Ok(host) = place(&hosts, &members, need, cx.capacity, &mut placed).map_err(|why| {
-                let pos = p.proxmox_nodes.as_ref().map_or(p.pos, |h| h.pos);
-                let msg = format!(
-                    "pool `{name}`: member {index} needs {} MiB of memory and {} GiB of disk, \
-                         and no host has them free: {why}",
-                    need.0, need.1
-                );
-                diagnostics.push(err(Code::PoolNoCapacity, pos, "proxmox_nodes", msg));
-            }) else {
-                break;
-            };
-            let vmid = match &p.vm_id_start {
-                // In range: vm_id_start_fits checked the last member's.
-                Some(start) => u32::try_from(nth_vmid(start.value, index)).unwrap_or(u32::MAX),
-                None => default_vmid(ip, &taken_vmids),
-            };
-            taken_vmids.insert(vmid);
-            members.push(RecordedMember {
-                index,
-                hostname: hostname(pattern, cx.cluster, name, index),
-                ip,
-                vmid,
-                proxmox_node: host,
-            });
-            members.sort_by_key(|m| m.index);
-        }
+        let input = PoolInput {
+            name,
+            p,
+            replicas,
+            range,
+            pattern,
+            with_devices,
+            mappings,
+        };
+        grow(&input, &mut members, &mut handed, cx, &err, diagnostics);
         nodes.extend(members.iter().map(|m| {
             let membership = Membership {
                 pool: name.to_owned(),
@@ -260,6 +237,98 @@ pub(super) fn allocate(
         });
     }
     (out, nodes)
+}
+
+/// What allocation has handed out so far, across pools: addresses, vmids,
+/// memory and disk per host, and `(mapping, host)` devices.
+struct Handed {
+    taken: BTreeSet<Ipv4Addr>,
+    vmids: BTreeSet<u32>,
+    placed: BTreeMap<String, (u64, u64)>,
+    devices: BTreeSet<(String, String)>,
+}
+
+/// One pool's allocation inputs: its name, entry, replicas, range, hostname
+/// pattern, the hosts with its devices and its mappings.
+struct PoolInput<'p> {
+    name: &'p str,
+    p: &'p RawPool,
+    replicas: u32,
+    range: Range,
+    pattern: &'p str,
+    with_devices: Vec<String>,
+    mappings: Vec<String>,
+}
+
+/// Add new members to `members` until the pool has its replicas: the lowest
+/// free index and address, a vmid and a host; a diagnostic when the range or
+/// the hosts run out.
+fn grow(
+    pi: &PoolInput<'_>,
+    members: &mut Vec<RecordedMember>,
+    h: &mut Handed,
+    cx: &Context<'_>,
+    err: &impl Fn(Code, Pos, &str, String) -> Diagnostic,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let PoolInput {
+        name,
+        p,
+        replicas,
+        range,
+        pattern,
+        ref with_devices,
+        ref mappings,
+    } = *pi;
+    while members.len() < replicas as usize {
+        let index = (1..)
+            .find(|i| !members.iter().any(|m| m.index == *i))
+            .unwrap_or(1);
+        let Some(ip) = range
+            .addresses()
+            .find(|a| !h.taken.contains(a) && usable(cx.network, *a))
+        else {
+            let free = members.len()
+                + range
+                    .addresses()
+                    .filter(|a| !h.taken.contains(a) && usable(cx.network, *a))
+                    .count();
+            let pos = p.ip_range.as_ref().map_or(p.pos, |r| r.pos);
+            let msg = format!(
+                "pool `{name}` needs {replicas} addresses and its range has {free} free (the \
+                 VIP, the gateway, listed nodes and other pools' members are skipped)"
+            );
+            diagnostics.push(err(Code::PoolRangeTooSmall, pos, "ip_range", msg));
+            break;
+        };
+        h.taken.insert(ip);
+        let need = needs_of(p, cx.default_data_gib);
+        let Ok(host) = host_for(h, with_devices, mappings, members, need, cx).map_err(|why| {
+            let pos = p.proxmox_nodes.as_ref().map_or(p.pos, |h| h.pos);
+            let msg = format!(
+                "pool `{name}`: member {index} needs {} MiB of memory and {} GiB of disk, \
+                     and no host has them free: {why}",
+                need.0, need.1
+            );
+            diagnostics.push(err(Code::PoolNoCapacity, pos, "proxmox_nodes", msg));
+        }) else {
+            break;
+        };
+        let vmid = match &p.vm_id_start {
+            // In range: vm_id_start_fits checked the last member's.
+            Some(start) => u32::try_from(nth_vmid(start.value, index)).unwrap_or(u32::MAX),
+            None => default_vmid(ip, &h.vmids),
+        };
+        h.vmids.insert(vmid);
+        members.push(RecordedMember {
+            index,
+            hostname: hostname(pattern, cx.cluster, name, index),
+            ip,
+            vmid,
+            proxmox_node: host,
+        });
+        members.sort_by_key(|m| m.index);
+    }
 }
 
 /// The pool's `replicas`, checked with what every member needs (`cores`,
@@ -457,6 +526,94 @@ fn check_kept(
             ),
         ));
     }
+}
+
+/// The hosts of `hosts` where every one of `mappings` has a device: a member
+/// with PCI devices goes only there.
+fn device_hosts(hosts: &[String], mappings: &[String], cx: &Context<'_>) -> Vec<String> {
+    hosts
+        .iter()
+        .filter(|h| {
+            mappings
+                .iter()
+                .all(|g| cx.pci_hosts.get(g).is_some_and(|l| l.contains(h)))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The host a new member goes to (see [`place`]) among `with_devices` whose
+/// devices of `mappings` are still free; the member's devices are then taken.
+fn host_for(
+    Handed {
+        placed, devices, ..
+    }: &mut Handed,
+    with_devices: &[String],
+    mappings: &[String],
+    members: &[RecordedMember],
+    need: (u64, u64),
+    cx: &Context<'_>,
+) -> Result<String, String> {
+    let free: Vec<String> = with_devices
+        .iter()
+        .filter(|h| {
+            !mappings
+                .iter()
+                .any(|g| devices.contains(&(g.clone(), (*h).clone())))
+        })
+        .cloned()
+        .collect();
+    let host = place(&free, members, need, cx.capacity, placed)?;
+    devices.extend(mappings.iter().map(|g| (g.clone(), host.clone())));
+    Ok(host)
+}
+
+/// The valid PCI mappings a pool's members pass through.
+fn pool_mappings(p: &RawPool, cx: &Context<'_>) -> Vec<String> {
+    p.hostpci
+        .iter()
+        .flat_map(|l| &l.value)
+        .filter_map(|h| h.value.mapping.as_ref().map(|m| m.value.clone()))
+        .filter(|m| cx.pci_hosts.contains_key(m))
+        .collect()
+}
+
+/// Whether each mapping the pool passes through has a device for every
+/// member: one per host of the pool that the mapping has a device on and no
+/// listed node takes. `Err` says which mapping falls short, with its hosts.
+fn enough_devices(
+    name: &str,
+    replicas: u32,
+    mappings: &[String],
+    hosts: &[String],
+    cx: &Context<'_>,
+    used: &BTreeSet<(String, String)>,
+) -> Result<(), String> {
+    for m in mappings {
+        let on: Vec<&String> = cx
+            .pci_hosts
+            .get(m)
+            .map(|l| l.iter().filter(|h| hosts.contains(h)).collect())
+            .unwrap_or_default();
+        let free = on
+            .iter()
+            .filter(|h| !used.contains(&(m.clone(), (**h).clone())))
+            .count();
+        if (replicas as usize) > free {
+            let list: Vec<&str> = on.iter().map(|h| h.as_str()).collect();
+            return Err(format!(
+                "pool `{name}` has {replicas} members and mapping `{m}` has {free} free device(s) \
+                 on the pool's hosts ({}): a device goes to one VM only, so give the mapping a \
+                 `map` entry on more hosts, or lower replicas",
+                if list.is_empty() {
+                    "none".to_owned()
+                } else {
+                    list.join(", ")
+                }
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The hosts a pool's members spread over: `proxmox_nodes`, else `proxmox.node`.

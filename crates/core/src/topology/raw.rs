@@ -314,6 +314,30 @@ pub struct RawPciMapping {
     /// The Proxmox host (PVE node name) the device is in. Default
     /// `proxmox.node`; a node that uses the mapping must run on this host.
     pub node: Option<Spanned<String>>,
+    /// One device per Proxmox host under this one mapping name, as Proxmox's
+    /// mapping holds them: nodes and pool members on any of these hosts can
+    /// use the mapping, one VM per host's device. Give `node`, `path` and
+    /// `iommu_group` here, per host, instead of at the mapping's level; `id` and
+    /// `subsystem_id` at the mapping's level are every entry's default.
+    pub map: Option<Spanned<Vec<Spanned<RawPciHost>>>>,
+}
+
+/// One host's device of a PCI mapping (`pci_mappings.<name>.map[]`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RawPciHost {
+    /// The Proxmox host (PVE node name) the device is in. Required, once per
+    /// mapping.
+    pub node: Option<Spanned<String>>,
+    /// The device's PCI address on that host, such as `0000:01:00`. Required.
+    pub path: Option<Spanned<String>>,
+    /// Vendor and device IDs, `vendor:device`. Default: the mapping's `id`.
+    pub id: Option<Spanned<String>>,
+    /// Subsystem vendor and device IDs. Default: the mapping's `subsystem_id`.
+    pub subsystem_id: Option<Spanned<String>>,
+    /// The device's IOMMU group on that host. Required.
+    #[schemars(range(max = 4_294_967_295u64))]
+    pub iommu_group: Option<Spanned<u64>>,
 }
 
 /// One Talos node: a Proxmox VM with a static IPv4 address.

@@ -4,7 +4,8 @@
 
 use super::raw::{
     Entry, Label, RawAddon, RawCluster, RawDisk, RawHelm, RawHostPci, RawImageFactory, RawNetwork,
-    RawNode, RawPciMapping, RawPool, RawProxmox, RawSchematic, RawState, RawTopology, Spanned,
+    RawNode, RawPciHost, RawPciMapping, RawPool, RawProxmox, RawSchematic, RawState, RawTopology,
+    Spanned,
 };
 use crate::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
@@ -463,9 +464,23 @@ impl Reader<'_> {
             subsystem_id: self.string(&mut f, "subsystem_id"),
             comment: self.string(&mut f, "comment"),
             node: self.string(&mut f, "node"),
+            map: self.list(&mut f, "map", |r, n, p, field| r.pci_host(n, p, field)),
         };
         self.finish(f);
         m
+    }
+
+    fn pci_host(&mut self, n: &MarkedYaml<'_>, p: Pos, field: &str) -> Option<RawPciHost> {
+        let mut f = self.fields(n, p, field)?;
+        let h = RawPciHost {
+            node: self.string(&mut f, "node"),
+            path: self.string(&mut f, "path"),
+            id: self.string(&mut f, "id"),
+            subsystem_id: self.string(&mut f, "subsystem_id"),
+            iommu_group: self.uint(&mut f, "iommu_group"),
+        };
+        self.finish(f);
+        Some(h)
     }
 
     fn node(&mut self, node: &MarkedYaml<'_>, pos: Pos, path: &str) -> Option<RawNode> {

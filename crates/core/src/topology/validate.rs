@@ -56,8 +56,9 @@ pub fn validate(
         .collect();
     let default_schematic =
         check_default_schematic(&mut cx, raw, &schematics, &declared_schematics);
+    let sections = (proxmox.as_ref(), &pci_mappings);
     let (pools, listed, all_nodes, memberships) =
-        pool_members(&mut cx, raw, &cluster, proxmox.as_ref(), env);
+        pool_members(&mut cx, raw, &cluster, sections, env);
     let nodes = validate_nodes::nodes(
         &mut cx,
         all_nodes.as_ref(),
@@ -247,7 +248,10 @@ fn pool_members(
     cx: &mut Cx<'_>,
     raw: &RawTopology,
     cluster: &super::validate_sections::ClusterDraft,
-    proxmox: Option<&super::ProxmoxSettings>,
+    (proxmox, mappings): (
+        Option<&super::ProxmoxSettings>,
+        &IndexMap<String, super::PciMapping>,
+    ),
     env: &Environment,
 ) -> Members {
     let listed = raw.nodes.as_ref().map_or(0, |n| n.value.len());
@@ -286,6 +290,14 @@ fn pool_members(
         proxmox_node: proxmox.map(|p| p.node.as_str()),
         recorded: &env.recorded_pools,
         capacity: &env.host_capacity,
+        pci_hosts: mappings
+            .iter()
+            .map(|(name, m)| {
+                let default = proxmox.map_or("", |p| p.node.as_str());
+                (name.clone(), m.hosts(default))
+            })
+            .collect(),
+        pci_used: listed_devices(raw, proxmox.map(|p| p.node.as_str())),
         default_data_gib: proxmox
             .map_or(0, |p| p.disks.iter().map(|d| u64::from(d.size_gib)).sum()),
     };
@@ -301,6 +313,32 @@ fn pool_members(
         memberships.push(m);
     }
     (pools, listed, Some(all), memberships)
+}
+
+/// The `(mapping, host)` devices the listed nodes take (their `hostpci`
+/// mappings on their `proxmox_node`, else `proxmox.node`).
+fn listed_devices(
+    raw: &RawTopology,
+    default_host: Option<&str>,
+) -> std::collections::BTreeSet<(String, String)> {
+    raw.nodes
+        .iter()
+        .flat_map(|n| &n.value)
+        .flat_map(|n| {
+            let host = n
+                .value
+                .proxmox_node
+                .as_ref()
+                .map(|h| h.value.clone())
+                .or(default_host.map(str::to_owned))
+                .unwrap_or_default();
+            n.value
+                .hostpci
+                .iter()
+                .flat_map(|l| &l.value)
+                .filter_map(move |h| Some((h.value.mapping.as_ref()?.value.clone(), host.clone())))
+        })
+        .collect()
 }
 
 /// `default_schematic`: a valid schematic's name. One declared but invalid

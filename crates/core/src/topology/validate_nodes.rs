@@ -580,19 +580,28 @@ fn check_hostpci_mapping(
         }
         Some(pm) => {
             // A mapping without `node` is made on `proxmox.node`.
-            let want = pm.node.as_deref().or(ctx.proxmox_node);
-            if let (Some(want), Some(have)) = (want, proxmox_node)
-                && want != have
+            let hosts = ctx.proxmox_node.map(|d| pm.hosts(d)).unwrap_or_default();
+            if let Some(have) = proxmox_node
+                && !hosts.is_empty()
+                && !hosts.iter().any(|h| h == have)
             {
                 let whence = if pm.node.is_none() {
                     " (`proxmox.node`: the mapping names no `node`)"
                 } else {
                     ""
                 };
-                let msg = format!(
-                    "mapping `{}` is a device on Proxmox host `{want}`{whence}, but this node runs on `{have}`; set proxmox_node: {want}, or the mapping's node",
-                    m.value
-                );
+                let want = hosts.join("`, `");
+                let msg = if hosts.len() > 1 {
+                    format!(
+                        "mapping `{}` has devices on Proxmox hosts `{want}`, but this node runs on `{have}`; set proxmox_node to one of them, or add a `map` entry for {have}",
+                        m.value
+                    )
+                } else {
+                    format!(
+                        "mapping `{}` is a device on Proxmox host `{want}`{whence}, but this node runs on `{have}`; set proxmox_node: {want}, or the mapping's node",
+                        m.value
+                    )
+                };
                 at.err(
                     cx,
                     Code::PciMappingWrongHost,

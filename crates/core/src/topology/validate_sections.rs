@@ -464,6 +464,12 @@ impl Cx<'_> {
             let name = &entry.name.value;
             let m = &entry.value;
             let base = format!("pci_mappings.{name}");
+            if let Some(map) = &m.map {
+                if let Some(mapping) = self.pci_mapping_map(&base, m, map) {
+                    out.insert(name.clone(), mapping);
+                }
+                continue;
+            }
             let text = |cx: &mut Self,
                         v: &Option<Spanned<String>>,
                         key: &str,
@@ -558,11 +564,163 @@ impl Cx<'_> {
                     subsystem_id,
                     comment: m.comment.as_ref().map(|c| c.value.clone()),
                     node,
+                    others: Vec::new(),
                 };
                 out.insert(name.clone(), mapping);
             }
         }
         out
+    }
+
+    /// A PCI mapping given per host (`map`): each entry's node, path and IOMMU
+    /// group, its IDs defaulting to the mapping's; one entry per host.
+    fn pci_mapping_map(
+        &mut self,
+        base: &str,
+        m: &super::raw::RawPciMapping,
+        map: &Spanned<Vec<Spanned<super::raw::RawPciHost>>>,
+    ) -> Option<PciMapping> {
+        let mut ok = true;
+        for (key, v) in [
+            ("path", m.path.as_ref().map(|v| v.pos)),
+            ("node", m.node.as_ref().map(|v| v.pos)),
+            ("iommu_group", m.iommu_group.as_ref().map(|v| v.pos)),
+        ] {
+            if let Some(pos) = v {
+                let msg = format!(
+                    "`{base}.{key}` and `{base}.map` both given: with `map`, give {key} in each \
+                     host's entry"
+                );
+                self.error(Code::ConflictingFields, pos, &format!("{base}.{key}"), msg);
+                ok = false;
+            }
+        }
+        if map.value.is_empty() {
+            let msg = format!("`{base}.map` is empty: list one entry per Proxmox host");
+            self.error(
+                Code::InvalidPciMapping,
+                map.pos,
+                &format!("{base}.map"),
+                msg,
+            );
+            return None;
+        }
+        let mut devices: Vec<super::model::PciHostDevice> = Vec::new();
+        for (i, e) in map.value.iter().enumerate() {
+            let at = format!("{base}.map[{i}]");
+            let Some(device) = self.pci_host_entry(&at, e, m) else {
+                ok = false;
+                continue;
+            };
+            if devices.iter().any(|d| d.node == device.node) {
+                let pos = e.value.node.as_ref().map_or(e.pos, |n| n.pos);
+                let msg = format!(
+                    "`{at}.node` {} has an entry already: a mapping holds one device per \
+                     Proxmox host (declare another mapping for a second device)",
+                    device.node
+                );
+                self.error(Code::InvalidPciMapping, pos, &format!("{at}.node"), msg);
+                ok = false;
+            }
+            devices.push(device);
+        }
+        if !ok {
+            return None;
+        }
+        let mut devices = devices.into_iter();
+        let first = devices.next()?;
+        Some(PciMapping {
+            path: first.path,
+            id: first.id,
+            iommu_group: first.iommu_group,
+            subsystem_id: first.subsystem_id,
+            comment: m.comment.as_ref().map(|c| c.value.clone()),
+            node: Some(first.node),
+            others: devices.collect(),
+        })
+    }
+
+    /// One host's entry of a mapping's `map` (`at` is its field path), its IDs
+    /// defaulting to the mapping's; `None` after a diagnostic.
+    fn pci_host_entry(
+        &mut self,
+        at: &str,
+        e: &Spanned<super::raw::RawPciHost>,
+        m: &super::raw::RawPciMapping,
+    ) -> Option<super::model::PciHostDevice> {
+        let text = |cx: &mut Self,
+                    v: Option<&Spanned<String>>,
+                    key: &str,
+                    valid: fn(&str) -> bool,
+                    form: &str| {
+            let field = format!("{at}.{key}");
+            match v {
+                None => {
+                    cx.missing(Some(e.pos), None, &field, &format!(" ({form})"));
+                    None
+                }
+                Some(s) if valid(&s.value) => Some(s.value.clone()),
+                Some(s) => {
+                    let msg = format!("`{field}` must be {form}, found {:?}", s.value);
+                    cx.error(Code::InvalidPciMapping, s.pos, &field, msg);
+                    None
+                }
+            }
+        };
+        let r = &e.value;
+        let node = match &r.node {
+            Some(n) => self.pve_name(n, &format!("{at}.node"), PveName::Node),
+            None => {
+                self.missing(
+                    Some(e.pos),
+                    None,
+                    &format!("{at}.node"),
+                    " (the Proxmox host)",
+                );
+                None
+            }
+        };
+        let ids = "vendor:device such as 10de:2507";
+        let path = text(
+            self,
+            r.path.as_ref(),
+            "path",
+            syntax::is_pci_path,
+            "a PCI address such as 0000:01:00",
+        );
+        let id = text(
+            self,
+            r.id.as_ref().or(m.id.as_ref()),
+            "id",
+            syntax::is_pci_id,
+            ids,
+        );
+        let sub_id = text(
+            self,
+            r.subsystem_id.as_ref().or(m.subsystem_id.as_ref()),
+            "subsystem_id",
+            syntax::is_pci_id,
+            ids,
+        );
+        let group = match &r.iommu_group {
+            Some(g) => u32::try_from(g.value).ok(),
+            None => {
+                self.missing(
+                    Some(e.pos),
+                    None,
+                    &format!("{at}.iommu_group"),
+                    " (the device's IOMMU group number)",
+                );
+                None
+            }
+        };
+        Some(super::model::PciHostDevice {
+            node: node?,
+            path: path?,
+            id: id?,
+            iommu_group: group?,
+            subsystem_id: sub_id?,
+        })
     }
 
     pub(super) fn state(
