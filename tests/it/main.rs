@@ -33,6 +33,7 @@ mod engine_secrets;
 mod factory_client;
 mod fleet_example;
 mod gitlab_ci_example;
+mod ha_lab;
 mod hostile;
 mod init;
 mod interrupt_lab;

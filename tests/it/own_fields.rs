@@ -27,6 +27,8 @@ struct Received {
     pool: BTreeMap<String, String>,
     /// The path and form of the image download.
     download: (String, BTreeMap<String, String>),
+    /// The HA resource create request's form.
+    ha: BTreeMap<String, String>,
 }
 
 fn form(body: &str) -> Vec<(String, String)> {
@@ -203,6 +205,18 @@ fn covered(field: &str, r: &Received) -> Option<Result<(), &'static str>> {
             assert!(!c["scsi1"].contains("cache"), "{c:?}");
         }
         "disk.volume" => return Some(Err("Talos only: the machine config's UserVolumeConfig")),
+        "node.ha" | "proxmox.ha" => {
+            // The node takes proxmox.ha: its VM's HA resource.
+            assert_eq!(r.ha["sid"], "vm:4321", "{:?}", r.ha);
+            assert_eq!(r.ha["state"], "started");
+            assert_eq!(r.ha["max_restart"], "3");
+            assert_eq!(r.ha["max_relocate"], "0");
+        }
+        "proxmox.spread" => {
+            return Some(Err(
+                "an HA rule over several VMs: tests/it/ha_lab.rs checks the rule Proxmox holds",
+            ));
+        }
         "proxmox.pool" => {
             assert_eq!(c["pool"], "FIELDS");
             assert_eq!(r.pool["poolid"], "FIELDS");
@@ -336,6 +350,7 @@ proxmox:
   networks:
     - {{ mtu: 1500 }}
     - {{ bridge: vmbr8, vlan: 20, mtu: 9000, mac: \"bc:24:11:00:00:42\", firewall: true }}
+  ha: {{ max_restart: 3, max_relocate: 0 }}
   disks:
     - {{ size: 5, mount: /var/mnt/data }}
     - {{ size: 7, datastore: fast, ssd: false, iothread: false, discard: false, cache: writeback }}
@@ -414,6 +429,14 @@ nodes:
             .into_iter()
             .collect(),
         download: (download_path, form(&download_body).into_iter().collect()),
+        ha: form(
+            &sent("POST", "/cluster/ha/resources")
+                .pop()
+                .expect("an HA resource create")
+                .1,
+        )
+        .into_iter()
+        .collect(),
     };
 
     let loaded = talosprov_core::topology::parse(

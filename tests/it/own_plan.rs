@@ -106,6 +106,7 @@ fn seen_vm(vmid: u32, name: &str, disk_gib: u64) -> ObservedVm {
         disks: None,
         agent: None,
         running: BTreeMap::new(),
+        ha: None,
     }
 }
 
@@ -138,6 +139,7 @@ fn observed(state: Option<&State>) -> Observed {
                 disks: Some(vm.disks.clone()),
                 agent: Some(vm.agent),
                 running: BTreeMap::new(),
+                ha: None,
             },
         );
         o.talos_versions.insert(h.clone(), "v1.13.8".into());

@@ -135,6 +135,7 @@ fn observed_from(s: &State) -> Observed {
                 disks: Some(vm.disks.clone()),
                 agent: Some(vm.agent),
                 running: BTreeMap::new(),
+                ha: None,
             },
         );
         o.talos_versions.insert(h.clone(), "v1.13.8".into());

@@ -229,6 +229,7 @@ fn gpu_needs() -> Needs {
         mappings_used: vec!["gpu".into()],
         mappings_managed: vec!["gpu".into()],
         nics: vec![("vmbr0".into(), None)],
+        ha: false,
     }
 }
 

@@ -43,6 +43,7 @@ async fn cluster_dir() -> (tempfile::TempDir, PathBuf) {
             net: Default::default(),
             disks: Default::default(),
             agent: true,
+            ha: None,
         },
     );
     let store = StateStore::new(LocalBackend::new(path.clone()), None);

@@ -226,6 +226,7 @@ async fn locked_state() -> (tempfile::TempDir, LocalBackend, LockInfo) {
             net: Default::default(),
             disks: Default::default(),
             agent: true,
+            ha: None,
         },
     );
     let store = StateStore::new(LocalBackend::new(path.clone()), None);

@@ -166,6 +166,13 @@ codes! {
     /// A node whose image lacks the `siderolabs/qemu-guest-agent` extension:
     /// its VM gets no guest agent (`agent: 0`).
     NoGuestAgent = ("T049", "no-guest-agent"),
+    /// An `ha` entry Proxmox would refuse: a state other than `started`,
+    /// `stopped`, `disabled` or `ignored`, or a `max_restart`/`max_relocate`
+    /// over 32 bits.
+    InvalidHa = ("T050", "invalid-ha"),
+    /// A `proxmox.spread` entry that is neither a role nor a pool, or one
+    /// given twice.
+    UnknownSpread = ("T051", "unknown-spread"),
     /// An add-on without a source, or with more than one of `helm`,
     /// `manifests` and `url`.
     AddonSource = ("A001", "addon-source"),

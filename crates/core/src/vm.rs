@@ -47,6 +47,38 @@ pub struct VmSpec {
     pub tags: Vec<String>,
     /// PCI devices through hardware mappings.
     pub hostpci: Vec<HostPci>,
+    /// The VM's Proxmox HA resource (`vm:<vmid>`); `None`: not HA managed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<HaResource>,
+}
+
+/// A VM's HA resource as pve-ha-manager holds it (`/cluster/ha/resources`,
+/// `sid` `vm:<vmid>`): the state the HA manager keeps it in, and its restart
+/// and move budgets (`PVE::HA::Resources` properties).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HaResource {
+    /// `started`, `stopped`, `disabled` or `ignored`.
+    pub state: String,
+    /// `max_restart`: restarts on its host before a move.
+    pub max_restart: u32,
+    /// `max_relocate`: moves to another host after a failed start.
+    pub max_relocate: u32,
+}
+
+impl HaResource {
+    /// `state=started,max_restart=1,max_relocate=1`, as the plan shows it.
+    pub fn text(&self) -> String {
+        format!(
+            "state={},max_restart={},max_relocate={}",
+            self.state, self.max_restart, self.max_relocate
+        )
+    }
+
+    /// The HA resource ID of `vmid`, `vm:<vmid>`.
+    pub fn sid(vmid: u32) -> String {
+        format!("vm:{vmid}")
+    }
 }
 
 /// One `netN` NIC: a virtio NIC on a bridge (qemu-server `pve-qm-net` format).

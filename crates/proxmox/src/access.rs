@@ -112,6 +112,8 @@ pub fn role_privileges() -> BTreeSet<&'static str> {
         "Pool.Audit",
         "SDN.Use",
         "Sys.AccessNetwork",
+        "Sys.Audit",
+        "Sys.Console",
     ]);
     out
 }
@@ -145,6 +147,10 @@ pub struct Needs {
     /// users: on `/sdn/zones/localnetwork/<bridge>`, and on PVE 9 on
     /// `/sdn/zones/localnetwork/<bridge>/<tag>` for a tagged NIC).
     pub nics: Vec<(String, Option<u16>)>,
+    /// HA resources or rules are read and written (`ha`, `proxmox.spread`):
+    /// pve-ha-manager checks `Sys.Audit` (read) and `Sys.Console` (write) on
+    /// `/`.
+    pub ha: bool,
 }
 
 impl Requirement {
@@ -248,6 +254,18 @@ pub fn requirements(needs: &Needs) -> Vec<Requirement> {
         ));
     }
     vm_requirements(needs, &mut out);
+    if needs.ha {
+        out.push(Requirement::one(
+            "/",
+            "Sys.Audit",
+            "read the HA resources and rules",
+        ));
+        out.push(Requirement::one(
+            "/",
+            "Sys.Console",
+            "write the HA resources and rules (ha, proxmox.spread)",
+        ));
+    }
     out.dedup();
     out
 }
@@ -393,6 +411,7 @@ mod tests {
             mappings_used: vec!["gpu".into()],
             mappings_managed: vec![],
             nics: vec![("vmbr0".into(), None)],
+            ha: false,
         }
     }
 
@@ -477,6 +496,7 @@ mod tests {
         let mut all = needs();
         all.mappings_managed = vec!["gpu".into()];
         all.nics.push(("vmbr1".into(), Some(40)));
+        all.ha = true;
         let asked: BTreeSet<String> = requirements(&all)
             .iter()
             .flat_map(|r| r.alternatives[0].iter().map(|(_, p)| p.clone()))

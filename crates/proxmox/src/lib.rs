@@ -10,6 +10,7 @@
 pub mod access;
 pub mod client;
 pub mod error;
+pub mod ha;
 pub mod lenient;
 pub mod lifecycle;
 pub mod mapping;

@@ -311,6 +311,7 @@ mod tests {
                 rombar: true,
                 x_vga: false,
             }],
+            ha: None,
         }
     }
 

@@ -47,6 +47,7 @@ fn node(
         pool: Some("TALOS".into()),
         tags: vec!["talos".into(), role.into()],
         hostpci: Vec::new(),
+        ha: None,
     }
 }
 

@@ -344,6 +344,22 @@ impl FakePve {
     }
 }
 
+impl FakePve {
+    /// DELETE a path below /api2/json as root (someone working in the web
+    /// UI); returns `data`.
+    pub async fn delete(&self, path: &str) -> Value {
+        let client = self.client();
+        let req = talosprov_proxmox::request::Request {
+            method: talosprov_proxmox::request::Method::Delete,
+            path: path.to_string(),
+            query: Vec::new(),
+            form: Vec::new(),
+            op: talosprov_proxmox::request::Operation::new(format!("test DELETE {path}")),
+        };
+        client.send(&req).await.expect("DELETE through the API")
+    }
+}
+
 impl Drop for FakePve {
     fn drop(&mut self) {
         let _ = self.child.start_kill();

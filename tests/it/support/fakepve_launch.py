@@ -16,14 +16,17 @@ import socket
 import struct
 import sys
 import threading
+import time
 import urllib.parse
 
 import aiohttp
 from fakepve import FakePve, PveError, TaskError
+from fakepve import formats as pve_formats
+from fakepve import schema as pve_schema
 from fakepve import shapes
 from fakepve.lxc import SIZE_UNITS, format_size
 from fakepve.qemu import join_drive, split_drive, volume_ref
-from fakepve.routing import die, split_list
+from fakepve.routing import DIGEST_CHANGED, die, param_error, sha1, split_list
 
 
 def is_loopback_url(url):
@@ -41,6 +44,25 @@ def size_bytes(text):
     if not found:
         return None
     return int(float(found.group(1)) * SIZE_UNITS.get(found.group(2), 1))
+
+
+def _format_check(pattern, message):
+    return lambda value: None if re.fullmatch(pattern, value) else message
+
+
+# Gap: fakepve 0.5.0 accepts any value for pve-ha-manager's formats. Here they are added to
+# its named formats (the schema's '-list' forms follow), with PVE/HA/Tools.pm's checks and
+# messages: pve_verify_ha_resource_id, pve_verify_ha_resource_or_vm_id, pve_verify_ha_node.
+for _name, _pattern, _message in (
+        ('pve-ha-resource-id', r'[a-z]+:\S+', 'value does not look like a valid ha resource id'),
+        ('pve-ha-resource-or-vm-id', r'[a-z]+:\S+|\d+', 'value does not look like a valid ha resource id'),
+        ('pve-ha-node', r'[a-zA-Z0-9](?:[a-zA-Z0-9\-]*[a-zA-Z0-9])?(?::\d+)?',
+         'value does not look like a valid ha node')):
+    pve_formats.NAMED.setdefault(_name, _format_check(_pattern, _message))
+del _name, _pattern, _message
+
+# A property PVE's JSONSchema does not know for the parameters it checks.
+NOT_IN_SCHEMA = 'property is not defined in schema and the schema does not allow additional properties'
 
 
 class TalosprovFake(FakePve):
@@ -73,6 +95,18 @@ class TalosprovFake(FakePve):
         # Gap: /nodes/{node}/status is generic in fakepve. Here: node -> its available
         # memory in bytes (64 GiB of 128 unless the test says otherwise).
         self.host_memory = {}
+        # Gap: /cluster/ha/{resources,rules,groups} are generic in fakepve (nothing stored).
+        # Here, pve-ha-manager's three section configs as it parses them: sid -> the
+        # resource's options (those set, with its `type`); rule id -> its options
+        # (`resources` a set of sids, `nodes` {node: priority}), in file order, which is
+        # the rule's `order`; group id -> its options (`nodes` a list of node[:priority]).
+        self.ha_resources = {}
+        self.ha_rules = {}
+        self.ha_groups = {}
+        # Per HA resource: the guest object it belongs to (None once it is gone), the
+        # HA state last given to that guest (fakepve's ha_state, which its start, stop
+        # and destroy read), and whether the guest's destroy asked to purge it.
+        self.ha_links = {}
 
     # ------------------------------------------------------- network faults
 
@@ -261,6 +295,677 @@ class TalosprovFake(FakePve):
             if vol is not None:
                 vol['size'] = new
         return await self.task(vm.node, 'resize', vm.vmid, user, body, vm=vm)
+
+    # ---------------------------------------------------------------------- HA
+
+    def _pve_major(self):
+        return int(str(self.version).split('.')[0])
+
+    def _routes_talosprov_ha(self):
+        res, rules, groups = '/cluster/ha/resources', '/cluster/ha/rules', '/cluster/ha/groups'
+        return [('GET', res, self._ha_resource_list), ('POST', res, self._ha_resource_create),
+                ('GET', res + '/{sid}', self._ha_resource_read),
+                ('PUT', res + '/{sid}', self._ha_resource_update),
+                ('DELETE', res + '/{sid}', self._ha_resource_delete),
+                ('GET', rules, self._ha_rule_list), ('POST', rules, self._ha_rule_create),
+                ('GET', rules + '/{rule}', self._ha_rule_read),
+                ('PUT', rules + '/{rule}', self._ha_rule_update),
+                ('DELETE', rules + '/{rule}', self._ha_rule_delete),
+                ('GET', groups, self._ha_group_list), ('POST', groups, self._ha_group_create),
+                ('GET', groups + '/{group}', self._ha_group_read),
+                ('PUT', groups + '/{group}', self._ha_group_update),
+                ('DELETE', groups + '/{group}', self._ha_group_delete)]
+
+    def _stateful_handler(self, template, handler):
+        # PVE 8 has no HA rules: its API server answers their paths as any path it has no
+        # handler for (PVE::APIServer's rest_handler), before permissions and parameters.
+        serve = super()._stateful_handler(template, handler)
+        if not template.startswith('/cluster/ha/rules'):
+            return serve
+
+        async def versioned(request):
+            if self._pve_major() < 9:
+                rel = '/' + request.path.split('/', 3)[3]  # below /api2/<format>
+                raise PveError(501, "Method '{0} {1}' not implemented".format(request.method, rel))
+            return await serve(request)
+        return versioned
+
+    def _ha_pve8_params(self, v, names):
+        # PVE 8's pve-ha-manager (4.x) has neither failback nor auto-rebalance on resources
+        # nor purge on their deletion (they came with the rules in 5.x): its schema refuses them.
+        if self._pve_major() < 9:
+            bad = dict((name, NOT_IN_SCHEMA) for name in names if name in v)
+            if bad:
+                raise param_error(**bad)
+
+    def _ha_groups_migrated(self):
+        # PVE::HA::Config::have_groups_been_migrated (PVE 9): no group is left. PVE 8 has no
+        # rules to migrate to, so its groups never are.
+        return self._pve_major() >= 9 and not self.ha_groups
+
+    @staticmethod
+    def _ha_digest(config):
+        # SectionConfig's digest is the SHA-1 of the file; here of the config it holds.
+        return sha1(json.dumps(config, sort_keys=True, default=sorted))
+
+    def _ha_guest(self, kind, vmid):
+        return self.vm(vmid) if kind == 'vm' else self.ct(vmid) if kind == 'ct' else None
+
+    def _ha_parse_sid(self, text):
+        # PVE::HA::Config::parse_sid: a bare VMID takes its guest's type.
+        text = str(text)
+        if re.fullmatch(r'\d+', text):
+            guest = self.guest(int(text))
+            if guest is None:
+                raise die('unable to detect SID from VMID - VM/CT {0} does not exist'.format(text))
+            kind = 'vm' if self.vm(int(text)) is guest else 'ct'
+            return '{0}:{1}'.format(kind, text), kind, text
+        found = re.fullmatch(r'(\S+):(\S+)', text)
+        if not found:
+            raise die("unable to parse service id '{0}'".format(text))
+        return text, found.group(1), found.group(2)
+
+    @staticmethod
+    def _ha_crm_state(state):
+        # The CRM's state for a requested one: 'enabled' is 'started', a disabled resource is
+        # kept stopped, an ignored one is not managed at all (PVE::HA::Config's
+        # service_check_ha_state), so fakepve's start and stop go straight to the guest.
+        state = state or 'started'
+        return {'enabled': 'started', 'disabled': 'stopped', 'ignored': None}.get(state, state)
+
+    async def _ha_apply(self, sid):
+        """What the CRM does with a resource's requested state: the guest shows it as its HA
+        state at once, and is started or stopped ha_delay PVE seconds later (as fakepve's HA
+        start and stop requests are)."""
+        link = self.ha_links.get(sid)
+        guest = link and link['guest']
+        if guest is None:
+            return
+        want = self._ha_crm_state(self.ha_resources[sid].get('state'))
+        guest.ha_state = link['mirror'] = want
+        if want is None or guest.template or (guest.status == 'running') == (want == 'started'):
+            return
+
+        async def later():
+            await self.pause(self.ha_delay)
+            if link['guest'] is not guest or guest.ha_state != want:
+                return  # changed or gone meanwhile
+            if want == 'started':
+                if guest in self.cts:
+                    self._apply(guest)
+                    guest.pid = next(self._ct_pids)
+                else:
+                    guest.apply_pending()
+                    guest.qmpstatus = 'running'
+                guest.status = 'running'
+                guest.started_at = time.time()
+            else:
+                guest.status = 'stopped'
+                if guest in self.cts:
+                    guest.pid = None
+                else:
+                    guest.qmpstatus = 'stopped'
+        if self.time_scale:
+            asyncio.ensure_future(later())
+        else:
+            await later()
+
+    def _ha_sync(self):
+        """Bring the HA resources in line with the guests: a guest destroyed with purge takes
+        its resource (and its place in rules) along, as qemu-server's destroy does; a guest
+        fakepve made HA managed itself (create with ha-managed, or a test's ha_state) has
+        one; and a start or stop of an HA managed guest through fakepve's HA request is the
+        resource's new requested state, as PVE's `qm start` sets it."""
+        for sid in list(self.ha_resources):
+            link = self.ha_links.setdefault(sid, {'guest': None, 'mirror': None, 'purge': False})
+            guest = link['guest']
+            kind, _, name = sid.partition(':')
+            if guest is not None and not any(g is guest for g in (self.vms if kind == 'vm' else self.cts)):
+                if link['purge']:
+                    self._ha_remove(sid, purge=True)
+                    continue
+                link['guest'] = guest = None  # resources.cfg keeps naming it
+            if guest is None:
+                found = self._ha_guest(kind, int(name)) if name.isdigit() else None
+                if found is not None:
+                    # A new guest with its VMID is HA managed from the start.
+                    link['guest'] = found
+                    found.ha_state = link['mirror'] = self._ha_crm_state(self.ha_resources[sid].get('state'))
+                continue
+            if guest.ha_state == link['mirror']:
+                continue
+            if guest.ha_state is None:
+                # A test made the guest unmanaged.
+                del self.ha_resources[sid], self.ha_links[sid]
+                continue
+            link['mirror'] = guest.ha_state
+            if guest.ha_state in ('started', 'stopped') and self.ha_resources[sid].get('state') != 'ignored':
+                self.ha_resources[sid]['state'] = guest.ha_state
+        for kind, guests in (('vm', self.vms), ('ct', self.cts)):
+            for guest in guests:
+                sid = '{0}:{1}'.format(kind, guest.vmid)
+                if guest.ha_state is None or sid in self.ha_resources:
+                    continue
+                self.ha_resources[sid] = {'type': kind}
+                if guest.ha_state in ('started', 'stopped'):
+                    self.ha_resources[sid]['state'] = guest.ha_state
+                self.ha_links[sid] = {'guest': guest, 'mirror': guest.ha_state, 'purge': False}
+
+    def _ha_remove(self, sid, purge):
+        # PVE::HA::Config::delete_service_from_config: with purge, the resource leaves every
+        # rule too, and a rule left without resources goes. The guest is no longer managed.
+        self.ha_resources.pop(sid, None)
+        link = self.ha_links.pop(sid, None)
+        if link and link['guest'] is not None:
+            link['guest'].ha_state = None
+        if purge:
+            for rid in list(self.ha_rules):
+                self.ha_rules[rid]['resources'].discard(sid)
+                if not self.ha_rules[rid]['resources']:
+                    del self.ha_rules[rid]
+
+    # HA resources: pve-ha-manager's API2/HA/Resources.pm (PVE 9, and PVE 8 where it differs).
+
+    def _ha_resource_view(self, sid, exclude_group):
+        out = dict(self.ha_resources[sid], sid=sid, digest=self._ha_digest(self.ha_resources))
+        if exclude_group:
+            out.pop('group', None)
+        return out
+
+    async def _ha_resource_list(self, v, user):
+        self._ha_sync()
+        migrated = self._ha_groups_migrated()
+        out = []
+        for sid in sorted(self.ha_resources):
+            item = self._ha_resource_view(sid, migrated)
+            if v.get('type') and v['type'] != item['type']:
+                continue
+            if item.get('group') and item['group'] not in self.ha_groups:
+                item['errors'] = {'group': "group '{0}' does not exist".format(item['group'])}
+            out.append(item)
+        return out
+
+    async def _ha_resource_read(self, v, user):
+        self._ha_sync()
+        sid = self._ha_parse_sid(v['sid'])[0]
+        if sid not in self.ha_resources:
+            raise die("no such resource '{0}'".format(sid))
+        return self._ha_resource_view(sid, self._ha_groups_migrated())
+
+    async def _ha_resource_create(self, v, user):
+        self._ha_sync()
+        self._ha_pve8_params(v, ('failback', 'auto-rebalance'))
+        self.need_quorum()
+        opts = dict(v)
+        sid, kind, name = self._ha_parse_sid(opts.pop('sid'))
+        given = opts.pop('type', None)
+        if given and given != kind:
+            raise die('types does not match')
+        if opts.get('group') is not None and self._ha_groups_migrated():
+            raise die("invalid parameter 'group': ha groups have been migrated to rules")
+        if kind not in ('vm', 'ct'):
+            raise die("unknown section type '{0}'".format(kind))
+        # PVE/HA/Resources/PVEVM.pm and PVECT.pm: verify_name, exists.
+        if not re.fullmatch(r'[1-9][0-9]+', name):
+            raise die('invalid VMID')
+        guest = self._ha_guest(kind, int(name))
+        if guest is None:
+            if self.guest(int(name)) is None:
+                raise die("resource '{0}' does not exist in cluster".format(sid))
+            raise die("resource '{0}' - guest with ID {1} is not a {2}".format(
+                sid, name, 'VM' if kind == 'vm' else 'container'))
+        if sid in self.ha_resources:
+            raise die("create resource failed: resource ID '{0}' already defined".format(sid))
+        # Only the options given are stored (SectionConfig's check_config); GET shows no defaults.
+        self.ha_resources[sid] = dict(opts, type=kind)
+        self.ha_links[sid] = {'guest': guest, 'mirror': None, 'purge': False}
+        await self._ha_apply(sid)
+        return None
+
+    async def _ha_resource_update(self, v, user):
+        self._ha_sync()
+        self._ha_pve8_params(v, ('failback', 'auto-rebalance'))
+        opts = dict(v)
+        digest, delete = opts.pop('digest', None), opts.pop('delete', None)
+        sid = self._ha_parse_sid(opts.pop('sid'))[0]
+        group = opts.get('group')
+        if group:
+            if self._ha_groups_migrated():
+                raise die("invalid parameter 'group': ha groups have been migrated to rules")
+            if group not in self.ha_groups:
+                raise die("HA group '{0}' does not exist".format(group))
+        # check_service_state: a resource in the error state must be disabled first.
+        guest = (self.ha_links.get(sid) or {}).get('guest')
+        if guest is not None and guest.ha_state == 'error' and opts.get('state') != 'disabled':
+            raise die("service '{0}' in error state, must be disabled and fixed first".format(sid))
+        fail = 'update resources config failed: '
+        if digest and digest != self._ha_digest(self.ha_resources):
+            raise die(fail + DIGEST_CHANGED)
+        if sid not in self.ha_resources:
+            raise die(fail + "no such resource '{0}'".format(sid))
+        entry = dict(self.ha_resources[sid], **opts)
+        options = ('state', 'group', 'comment', 'failback', 'max_restart', 'max_relocate', 'auto-rebalance')
+        deleted = split_list(delete)
+        for key in deleted:
+            if key not in options:
+                raise die(fail + "no such option '{0}'".format(key))
+            entry.pop(key, None)
+        self.ha_resources[sid] = entry
+        if 'state' in opts or 'state' in deleted:
+            await self._ha_apply(sid)
+        return None
+
+    async def _ha_resource_delete(self, v, user):
+        self._ha_sync()
+        self._ha_pve8_params(v, ('purge',))
+        sid = self._ha_parse_sid(v['sid'])[0]
+        if sid not in self.ha_resources:
+            raise die("cannot delete service '{0}', not HA managed!".format(sid))
+        self._ha_remove(sid, purge=v.get('purge', 1))
+        return None
+
+    async def _qm_destroy(self, v, user):
+        # qemu-server's destroy refuses a VM in the HA resources without purge (fakepve does
+        # so only while the VM has an HA state, which an ignored resource does not give it),
+        # and with purge drops its resource and its place in rules (see _ha_sync).
+        vm = self.find(v['node'], v['vmid'])
+        sid = 'vm:{0}'.format(vm.vmid)
+        self._ha_sync()
+        if sid in self.ha_resources:
+            if not v.get('purge') and not (v.get('skiplock') and user != 'root@pam'):
+                self._qm_check_protection(vm, "can't remove VM {0}".format(vm.vmid))
+                raise die('unable to remove VM {0} - used in HA resources and purge parameter not set.'
+                          .format(vm.vmid))
+            self.ha_links[sid]['purge'] = bool(v.get('purge'))
+        upid = await super()._qm_destroy(v, user)
+        self._ha_sync()
+        return upid
+
+    async def _lxc_destroy(self, user, v):
+        # pve-container's destroy, as _qm_destroy.
+        ct = self._find_ct(v['node'], v['vmid'])
+        sid = 'ct:{0}'.format(ct.vmid)
+        self._ha_sync()
+        if sid in self.ha_resources:
+            if not v.get('purge'):
+                self._check_protection(ct, "can't remove CT {0}".format(ct.vmid))
+                self._ct_check_lock(ct)
+                raise die('unable to remove CT {0} - used in HA resources and purge parameter not set.'
+                          .format(ct.vmid))
+            self.ha_links[sid]['purge'] = True
+        upid = await super()._lxc_destroy(user, v)
+        self._ha_sync()
+        return upid
+
+    # HA rules (PVE 9): pve-ha-manager's API2/HA/Rules.pm, PVE/HA/Rules.pm and its plugins.
+
+    def _ha_rule_schema(self, method):
+        """The parameters of a rules method as (plain properties, oneOf part): the schema's allOf."""
+        template = '/cluster/ha/rules' + ('' if method == 'POST' else '/{rule}')
+        plain, one_of = {}, None
+        for part in pve_schema.load().paths[template][method]['parameters']['allOf']:
+            if 'oneOf' in part:
+                one_of = part
+            else:
+                plain.update(part.get('properties', {}))
+        return plain, one_of
+
+    def _ha_rule_params(self, method, v):
+        """Check a rule's parameters as pve-common's JSONSchema does with the schema's allOf and
+        its oneOf keyed by `type` (check_all_of, check_one_of), which fakepve's validate does
+        not read (it accepts anything there): each part with fakepve's validate, so the
+        wording is PVE's. Errors in the type's own properties are named as PVE names them,
+        'oneOf[<type>].<name>'; without a valid type, only the type and the common
+        properties are known."""
+        plain, one_of = self._ha_rule_schema(method)
+        key = one_of['type-property']
+        values, errors = pve_schema.validate({'properties': plain},
+                                             dict((k, x) for k, x in v.items() if k in plain))
+        known = set(plain) | {key}
+        kind = v.get(key)
+        why = 'property is missing and it is not optional' if kind is None else \
+            pve_schema.check_value(one_of['type-property-schema'], kind)[1]
+        if why:
+            errors[key] = why
+        else:
+            variant = next(b for b in one_of['oneOf'] if b['instance-type'] == kind)
+            props = variant.get('properties', {})
+            more, bad = pve_schema.validate({'properties': props},
+                                            dict((k, x) for k, x in v.items() if k in props))
+            values.update(more)
+            errors.update(('oneOf[{0}].{1}'.format(kind, name), text) for name, text in bad.items())
+            known |= set(props)
+            values[key] = kind
+        errors.update((name, NOT_IN_SCHEMA) for name in v if name not in known)
+        if errors:
+            raise PveError(400, 'Parameter verification failed.', errors)
+        return values
+
+    def _ha_rule_options(self, kind):
+        """The options of a rule type, name -> required: its properties in the create schema."""
+        variant = next(b for b in self._ha_rule_schema('POST')[1]['oneOf'] if b['instance-type'] == kind)
+        return dict((name, not sch.get('optional')) for name, sch in variant['properties'].items())
+
+    @staticmethod
+    def _ha_node_priority(entry):
+        # PVE::HA::Tools::parse_node_priority: a node without one has priority 0.
+        node, _, priority = str(entry).partition(':')
+        return node, int(priority or 0)
+
+    def _ha_rule_decode(self, values):
+        # The rule plugins' decode_value: resources a set, nodes {node: priority}.
+        rule = dict(values)
+        if 'resources' in rule:
+            rule['resources'] = set(split_list(rule['resources']))
+        if 'nodes' in rule:
+            rule['nodes'] = dict(self._ha_node_priority(e) for e in split_list(rule['nodes']))
+        return rule
+
+    def _ha_assert_members(self, rule, fail):
+        # Rules.pm's assert_valid_resources_param and assert_valid_nodes_param.
+        if 'resources' in rule:
+            if not rule['resources']:
+                raise die(fail + 'no resources were specified')
+            unmanaged = sorted(sid for sid in rule['resources'] if sid not in self.ha_resources)
+            if unmanaged:
+                raise die(fail + 'cannot use unmanaged resource(s) {0}.'.format(', '.join(unmanaged)))
+        if 'nodes' in rule:
+            if not rule['nodes']:
+                raise die(fail + 'no nodes were specified')
+            unknown = sorted(node for node in rule['nodes'] if node not in self.nodes)
+            if unknown:
+                raise die(fail + 'cannot use non-existent node(s) {0}.'.format(', '.join(unknown)))
+
+    def _ha_full_rules(self, rules=None):
+        """The rules and, while HA groups are left, the node-affinity rules PVE 9 makes of them
+        (PVE::HA::Groups::migrate_groups_to_rules, which the API shows but does not store)."""
+        rules = dict(self.ha_rules if rules is None else rules)
+        members = {}
+        for sid in sorted(self.ha_resources):
+            group = self.ha_resources[sid].get('group')
+            if group:
+                members.setdefault(group, set()).add(sid)
+        for group in sorted(members):
+            if group not in self.ha_groups:
+                continue
+            settings = self.ha_groups[group]
+            rule = {'type': 'node-affinity', 'resources': members[group],
+                    'nodes': dict(self._ha_node_priority(e) for e in settings['nodes']),
+                    'comment': settings.get('comment') or "Generated from HA group '{0}'.".format(group)}
+            if settings.get('restricted') is not None:
+                rule['strict'] = settings['restricted']
+            rules['ha-group-' + group] = rule
+        return rules
+
+    def _ha_rule_errors(self, rules):
+        """PVE::HA::Rules->check_feasibility: {rule id: {option: [messages]}} for the enabled
+        rules, checks in PVE's order (node affinity, resource affinity, then between them)."""
+        errors = {}
+
+        def blame(rid, message):
+            errors.setdefault(rid, {}).setdefault('resources', []).append(message)
+        enabled = dict((rid, r) for rid, r in rules.items() if 'disable' not in r)
+        node_rules = dict((rid, r) for rid, r in enabled.items() if r['type'] == 'node-affinity')
+        res_rules = dict((rid, r) for rid, r in enabled.items() if r['type'] == 'resource-affinity')
+        positive = dict((rid, r) for rid, r in res_rules.items() if r['affinity'] == 'positive')
+        negative = dict((rid, r) for rid, r in res_rules.items() if r['affinity'] == 'negative')
+        # NodeAffinity.pm check_single_resource_reference.
+        users = {}
+        for rid in sorted(node_rules):
+            for sid in node_rules[rid]['resources']:
+                users.setdefault(sid, []).append(rid)
+        for rid, sid in sorted((rid, sid) for sid, rids in users.items() if len(rids) > 1 for rid in rids):
+            blame(rid, "resource '{0}' is already used in another node affinity rule".format(sid))
+        # ResourceAffinity.pm: resources counts, positive against negative.
+        for rid in sorted(res_rules):
+            if len(res_rules[rid]['resources']) < 2:
+                blame(rid, 'rule is ineffective as there are less than two resources')
+        for rid in sorted(negative):
+            if len(negative[rid]['resources']) > len(self.nodes):
+                blame(rid, 'rule defines more resources than available nodes')
+        together = self._ha_disjoint(positive)
+        conflicts = []
+        for ids, resources in together:
+            for nid in sorted(negative):
+                if len(resources & negative[nid]['resources']) >= 2:
+                    conflicts += [('negative', nid)] + [('positive', pid) for pid in ids]
+        for side, rid in sorted(conflicts):
+            blame(rid, 'rule shares two or more resources with a {0} resource affinity rule'.format(
+                'positive' if side == 'negative' else 'negative'))
+        # Rules.pm: between node affinity and resource affinity rules.
+        conflicts = []
+        for rid in sorted(res_rules):
+            paired = [nid for nid in sorted(node_rules) if res_rules[rid]['resources'] & node_rules[nid]['resources']]
+            if any(len(set(node_rules[nid]['nodes'].values())) > 1 for nid in paired):
+                conflicts += [('resource-affinity', rid)] + [('node-affinity', nid) for nid in paired]
+        for side, rid in sorted(conflicts):
+            blame(rid, 'resources are in node affinity rules with multiple priorities' if side == 'resource-affinity'
+                  else 'resources are in a resource affinity rule and cannot be in a node affinity rule with'
+                       ' multiple priorities')
+        conflicts = []
+        for ids, resources in together:
+            paired = [nid for nid in sorted(node_rules) if resources & node_rules[nid]['resources']]
+            if len(paired) > 1:
+                conflicts += [('positive', pid) for pid in ids] + [('node-affinity', nid) for nid in paired]
+        for side, rid in sorted(conflicts):
+            blame(rid, 'resources are in multiple node affinity rules' if side == 'positive'
+                  else 'at least one resource is in a positive resource affinity rule and there are other'
+                       ' resources in at least one other node affinity rule already')
+        conflicts = []
+        for rid in sorted(negative):
+            allowed, located, paired = set(), set(), []
+            for nid in sorted(node_rules):
+                # Only placing (positive) node affinity restricts the nodes.
+                if node_rules[nid].get('affinity', 'positive') != 'positive':
+                    continue
+                common = negative[rid]['resources'] & node_rules[nid]['resources']
+                if common:
+                    located |= common
+                    allowed |= set(node_rules[nid]['nodes'])
+                    paired.append(nid)
+            if len(allowed) < len(located):
+                conflicts += [('negative', rid)] + [('node-affinity', nid) for nid in paired]
+        for side, rid in sorted(conflicts):
+            blame(rid, 'two or more resources are restricted to less nodes than available to the resources'
+                  if side == 'negative' else 'at least one resource is in a negative resource affinity rule and'
+                                             ' this rule would restrict these to less nodes than available to'
+                                             ' the resources')
+        return errors
+
+    @staticmethod
+    def _ha_disjoint(rules):
+        # Rules/Helpers.pm find_disjoint_rules_resource_sets: rules joined by shared resources,
+        # as [(rule ids, their resources)].
+        out = []
+        for rid in sorted(rules, key=lambda r: (min(rules[r]['resources'] or {''}), r)):
+            resources = rules[rid]['resources']
+            for ids, members in out:
+                if members & resources:
+                    ids.append(rid)
+                    members |= resources
+                    break
+            else:
+                out.append(([rid], set(resources)))
+        return out
+
+    def _ha_assert_feasible(self, rules, rid, fail):
+        # Rules.pm's assert_feasibility raises a 400 'Rule ... is invalid.' with the rule's
+        # errors, but inside lock_ha_domain, which dies with "$errmsg: $err": the exception
+        # becomes text (PVE::Exception's stringify) and the answer a 500.
+        found = self._ha_rule_errors(self._ha_full_rules(rules)).get(rid)
+        if found:
+            raise die('{0}400 Rule \'{1}\' is invalid.\n{2}'.format(fail, rid, '\n'.join(
+                '{0}: {1}'.format(opt, ', '.join(found[opt])) for opt in sorted(found))))
+
+    def _ha_rule_view(self, rules, rid, errors):
+        # Rules.pm's get_api_ha_rule, with set_rule_defaults (a type's optional properties
+        # with a default, from the schema).
+        rule = rules[rid]
+        out = dict((k, x) for k, x in rule.items() if k not in ('resources', 'nodes'))
+        variant = next(b for b in self._ha_rule_schema('POST')[1]['oneOf'] if b['instance-type'] == rule['type'])
+        for name, sch in variant['properties'].items():
+            if sch.get('optional') and sch.get('default') and name not in out:
+                out[name] = sch['default']
+        out.update(rule=rid, digest=self._ha_digest([[r, self.ha_rules[r]] for r in self.ha_rules]),
+                   order=list(rules).index(rid) + 1, resources=','.join(sorted(rule['resources'])))
+        if 'nodes' in rule:
+            out['nodes'] = ','.join('{0}:{1}'.format(n, p) if p else n for n, p in sorted(rule['nodes'].items()))
+        if errors.get(rid):
+            out['errors'] = errors[rid]
+        return out
+
+    async def _ha_rule_list(self, v, user):
+        self._ha_sync()
+        rules = self._ha_full_rules()
+        errors = self._ha_rule_errors(rules)
+        return [self._ha_rule_view(rules, rid, errors) for rid in rules
+                if (not v.get('type') or rules[rid]['type'] == v['type'])
+                and (v.get('resource') is None or v['resource'] in rules[rid]['resources'])]
+
+    async def _ha_rule_read(self, v, user):
+        self._ha_sync()
+        rules = self._ha_full_rules()
+        if v['rule'] not in rules:
+            raise die("no such ha rule '{0}'".format(v['rule']))
+        return self._ha_rule_view(rules, v['rule'], self._ha_rule_errors(rules))
+
+    async def _ha_rule_create(self, v, user):
+        self._ha_sync()
+        values = self._ha_rule_params('POST', v)
+        self.need_quorum()
+        if not self._ha_groups_migrated():
+            raise die('cannot create ha rule: ha groups have not been migrated yet')
+        rid = values.pop('rule')
+        if not values.get('disable'):
+            values.pop('disable', None)
+        rule = self._ha_rule_decode(values)
+        fail = 'create ha rule failed: '
+        if rid in self.ha_rules:
+            raise die(fail + "HA rule '{0}' already defined".format(rid))
+        self._ha_assert_members(rule, fail)
+        rules = dict(self.ha_rules)
+        rules[rid] = rule
+        self._ha_assert_feasible(rules, rid, fail)
+        self.ha_rules = rules
+        return None
+
+    async def _ha_rule_update(self, v, user):
+        self._ha_sync()
+        values = self._ha_rule_params('PUT', v)
+        if not self._ha_groups_migrated():
+            raise die('cannot update ha rule: ha groups have not been migrated yet')
+        rid = values.pop('rule')
+        digest, delete = values.pop('digest', None), values.pop('delete', None)
+        if not values.get('disable'):
+            values.pop('disable', None)
+        fail = 'update HA rules failed: '
+        if digest and digest != self._ha_digest([[r, self.ha_rules[r]] for r in self.ha_rules]):
+            raise die(fail + DIGEST_CHANGED)
+        if rid not in self.ha_rules:
+            raise die(fail + "HA rule '{0}' does not exist".format(rid))
+        current = self.ha_rules[rid]
+        # SectionConfig's check_value takes the type only when it is the rule's own.
+        if values.pop('type') != current['type']:
+            raise die(fail + "unexpected property 'type'")
+        new = self._ha_rule_decode(values)
+        self._ha_assert_members(new, fail)
+        rule = dict(current, resources=set(current['resources']))
+        options = self._ha_rule_options(current['type'])
+        for key in split_list(delete):
+            # SectionConfig::delete_from_config.
+            if key not in options:
+                raise die(fail + "no such option '{0}'".format(key))
+            if options[key]:
+                raise die(fail + "unable to delete required option '{0}'".format(key))
+            if key in new:
+                raise die(fail + "cannot set and delete property '{0}' at the same time!".format(key))
+            rule.pop(key, None)
+        rule.update(new)
+        rules = dict(self.ha_rules)
+        rules[rid] = rule
+        self._ha_assert_feasible(rules, rid, fail)
+        self.ha_rules = rules
+        return None
+
+    async def _ha_rule_delete(self, v, user):
+        self.ha_rules.pop(v['rule'], None)
+        return None
+
+    # HA groups (PVE 8; on PVE 9 until they are migrated): API2/HA/Groups.pm.
+
+    def _ha_groups_gone(self, what):
+        if self._ha_groups_migrated():
+            raise die('cannot {0}: ha groups have been migrated to rules'.format(what))
+
+    def _ha_group_view(self, group):
+        out = dict(self.ha_groups[group], group=group, type='group', digest=self._ha_digest(self.ha_groups))
+        out['nodes'] = ','.join(out['nodes'])
+        return out
+
+    async def _ha_group_list(self, v, user):
+        self._ha_groups_gone('index groups')
+        return [self._ha_group_view(group) for group in sorted(self.ha_groups)]
+
+    async def _ha_group_read(self, v, user):
+        self._ha_groups_gone('read group')
+        if v['group'] not in self.ha_groups:
+            raise die("no such ha group '{0}'".format(v['group']))
+        return self._ha_group_view(v['group'])
+
+    async def _ha_group_create(self, v, user):
+        self._ha_groups_gone('create group')
+        self.need_quorum()
+        opts = dict(v)
+        group = opts.pop('group')
+        opts.pop('type', None)  # the schema allows only 'group'
+        opts['nodes'] = list(dict.fromkeys(split_list(opts['nodes'])))
+        if group in self.ha_groups:
+            raise die("create ha group failed: ha group ID '{0}' already defined".format(group))
+        self.ha_groups[group] = opts
+        return None
+
+    async def _ha_group_update(self, v, user):
+        self._ha_groups_gone('update group')
+        opts = dict(v)
+        digest, delete = opts.pop('digest', None), opts.pop('delete', None)
+        group = opts.pop('group')
+        fail = 'update ha group failed: '
+        if digest and digest != self._ha_digest(self.ha_groups):
+            raise die(fail + DIGEST_CHANGED)
+        if group not in self.ha_groups:
+            raise die(fail + "no such ha group '{0}'".format(group))
+        if 'nodes' in opts:
+            opts['nodes'] = list(dict.fromkeys(split_list(opts['nodes'])))
+        entry = dict(self.ha_groups[group], **opts)
+        for key in split_list(delete):
+            if key not in ('nodes', 'comment', 'nofailback', 'restricted'):
+                raise die(fail + "no such option '{0}'".format(key))
+            if key == 'nodes':
+                raise die(fail + "unable to delete required option 'nodes'")
+            entry.pop(key, None)
+        self.ha_groups[group] = entry
+        return None
+
+    async def _ha_group_delete(self, v, user):
+        self._ha_groups_gone('delete group')
+        for sid in sorted(self.ha_resources):
+            if self.ha_resources[sid].get('group') == v['group']:
+                raise die("delete ha group failed: ha group is used by service '{0}'".format(sid))
+        self.ha_groups.pop(v['group'], None)
+        return None
+
+    def ha_configs(self):
+        """The HA configs as the API shows them (without digests): {resources, rules, groups}."""
+        self._ha_sync()
+        rules = dict(self.ha_rules)
+        errors = self._ha_rule_errors(rules)
+        views = [self._ha_rule_view(rules, rid, errors) for rid in rules]
+        for view in views:
+            view.pop('digest')
+        return {'resources': [dict(self.ha_resources[sid], sid=sid) for sid in sorted(self.ha_resources)],
+                'rules': views,
+                'groups': [dict(self.ha_groups[g], group=g, type='group', nodes=','.join(self.ha_groups[g]['nodes']))
+                           for g in sorted(self.ha_groups)]}
 
     # ------------------------------------------------------------ VM creation
 
@@ -521,6 +1226,11 @@ class Control(object):
 
     async def do_set_bridges(self, node, names):
         self.pve.bridges[node] = list(names)
+
+    async def do_ha(self):
+        """The HA resources, rules and groups the fake holds: {'resources': [...], 'rules': [...],
+        'groups': [...]}, each item as GET /cluster/ha/<kind> shows it, without `digest`."""
+        return self.pve.ha_configs()
 
     async def do_add_file(self, storage, name, node=None, size=1048576, content='import'):
         self.pve.store_on(node, storage, name, size, content)

@@ -75,6 +75,16 @@ impl Lab {
         Lab::start_with(net, reboot, talos_version, true).await
     }
 
+    /// As [`Lab::start_ha`] at Talos v1.13.8, with Proxmox hosts `pve2` and
+    /// `pve3` beside `pve1`.
+    pub async fn start_ha_on_three_hosts(net: &str) -> Lab {
+        let opts = FakeOptions {
+            nodes: vec!["pve2".to_owned(), "pve3".to_owned()],
+            ..FakeOptions::default()
+        };
+        Lab::start_full(net, Duration::from_millis(100), "v1.13.8", true, 0, opts).await
+    }
+
     /// A lab whose simulator also serves `extra` more nodes (127.<net>.124
     /// on) for a pool's members, and whose Proxmox has two more hosts, `pve2`
     /// and `pve3`.

@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::format::PciMapping;
+use crate::state::format::{HaRule, PciMapping};
 use crate::state::{Address, ObjectAddress};
 use crate::topology::Role;
 
@@ -81,6 +81,8 @@ pub enum Op {
     PciMapping(MappingOp),
     /// `vm/<host>`: a node's VM.
     Vm(VmOp),
+    /// `ha_rule/<entry>`: the HA rule keeping a spread group's VMs apart.
+    HaRule(HaRuleOp),
     /// `config/<host>`: a node's machine config or Talos version.
     Config(ConfigOp),
     /// `bootstrap`: etcd bootstrapped on the first control plane (Talos
@@ -133,6 +135,17 @@ pub enum MappingOp {
     Create(PciMapping),
     /// Its entries set to these.
     Update(PciMapping),
+    /// Deleted.
+    Delete,
+}
+
+/// An HA rule's change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HaRuleOp {
+    /// Created with these VMs.
+    Create(HaRule),
+    /// Its VMs or comment set to these.
+    Update(HaRule),
     /// Deleted.
     Delete,
 }
@@ -230,6 +243,7 @@ impl Op {
             Address::Pool(_) => Some(Op::Pool(PoolOp::Delete)),
             Address::PciMapping(_) => Some(Op::PciMapping(MappingOp::Delete)),
             Address::Vm(_) => Some(Op::Vm(VmOp::Delete { role: None })),
+            Address::HaRule(_) => Some(Op::HaRule(HaRuleOp::Delete)),
             Address::Config(_)
             | Address::Bootstrap
             | Address::Kubeconfig
@@ -246,6 +260,7 @@ impl Op {
                 | (Op::Pool(_), Address::Pool(_))
                 | (Op::PciMapping(_), Address::PciMapping(_))
                 | (Op::Vm(_), Address::Vm(_))
+                | (Op::HaRule(_), Address::HaRule(_))
                 | (Op::Config(_), Address::Config(_))
                 | (Op::Bootstrap, Address::Bootstrap)
                 | (Op::Kubeconfig(_), Address::Kubeconfig)
@@ -323,6 +338,11 @@ impl Change {
         Change::of(Address::PciMapping(name.into()), Op::PciMapping(op), reason)
     }
 
+    /// A change of `ha_rule/<entry>`.
+    pub fn ha_rule(entry: impl Into<String>, op: HaRuleOp, reason: impl Into<String>) -> Change {
+        Change::of(Address::HaRule(entry.into()), Op::HaRule(op), reason)
+    }
+
     /// A change of `vm/<host>`.
     pub fn vm(host: impl Into<String>, op: VmOp, reason: impl Into<String>) -> Change {
         Change::of(Address::Vm(host.into()), Op::Vm(op), reason)
@@ -398,6 +418,7 @@ impl Change {
             Op::Image(_)
             | Op::Pool(_)
             | Op::PciMapping(_)
+            | Op::HaRule(_)
             | Op::Bootstrap
             | Op::Kubeconfig(_)
             | Op::Talosconfig
@@ -507,6 +528,9 @@ pub struct ChangeWire {
     /// For a PCI mapping create or update: the mapping apply writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pci_mapping: Option<PciMapping>,
+    /// For an HA rule create or update: the rule apply writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha_rule: Option<HaRule>,
     /// For an apply-config or upgrade: the config apply sends, and how.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<PlannedConfig>,
@@ -531,12 +555,14 @@ impl From<Change> for ChangeWire {
             vm: None,
             image: None,
             pci_mapping: None,
+            ha_rule: None,
             config: None,
             object: None,
         };
         match c.op {
             Op::Image(ImageOp::Create(i)) => w.image = Some(i),
             Op::PciMapping(MappingOp::Create(m) | MappingOp::Update(m)) => w.pci_mapping = Some(m),
+            Op::HaRule(HaRuleOp::Create(r) | HaRuleOp::Update(r)) => w.ha_rule = Some(r),
             Op::Vm(
                 VmOp::Create { vm, .. } | VmOp::Update { vm, .. } | VmOp::Replace { vm, .. },
             ) => w.vm = Some(vm),
@@ -549,6 +575,7 @@ impl From<Change> for ChangeWire {
             Op::Image(ImageOp::Delete)
             | Op::Pool(_)
             | Op::PciMapping(MappingOp::Delete)
+            | Op::HaRule(HaRuleOp::Delete)
             | Op::Vm(VmOp::Delete { .. })
             | Op::Bootstrap
             | Op::Kubeconfig(_)
@@ -558,12 +585,21 @@ impl From<Change> for ChangeWire {
     }
 }
 
+/// The refusal of a change whose plan lacks the `what` its `action` needs.
+fn missing_member(what: &str, action: Action) -> String {
+    format!(
+        "the plan does not carry the {what} to {} it (made by another talosprov?)",
+        action.as_str()
+    )
+}
+
 /// The typed members of a [`ChangeWire`], taken out to make its op.
 struct Payload {
     role: Option<Role>,
     vm: Option<PlannedVm>,
     image: Option<PlannedImage>,
     pci_mapping: Option<PciMapping>,
+    ha_rule: Option<HaRule>,
     config: Option<PlannedConfig>,
     object: Option<PlannedObject>,
 }
@@ -575,18 +611,20 @@ impl Payload {
             vm: w.vm.take(),
             image: w.image.take(),
             pci_mapping: w.pci_mapping.take(),
+            ha_rule: w.ha_rule.take(),
             config: w.config.take(),
             object: w.object.take(),
         }
     }
 
     /// Which members are given, by the name a refusal uses.
-    fn given(&self) -> [(&'static str, bool); 6] {
+    fn given(&self) -> [(&'static str, bool); 7] {
         [
             ("role", self.role.is_some()),
             ("VM", self.vm.is_some()),
             ("image", self.image.is_some()),
             ("PCI mapping", self.pci_mapping.is_some()),
+            ("HA rule", self.ha_rule.is_some()),
             ("machine config", self.config.is_some()),
             ("object", self.object.is_some()),
         ]
@@ -596,17 +634,13 @@ impl Payload {
     /// in the operator's words, when the kind has no such action or a
     /// member it needs is missing.
     fn op(self, address: &Address, action: Action) -> Result<Op, String> {
-        let missing = |what: &str| {
-            format!(
-                "the plan does not carry the {what} to {} it (made by another talosprov?)",
-                action.as_str()
-            )
-        };
+        let missing = |what: &str| missing_member(what, action);
         let Payload {
             role,
             vm,
             image,
             pci_mapping,
+            ha_rule,
             config,
             object,
         } = self;
@@ -615,6 +649,7 @@ impl Payload {
         let config = || config.ok_or_else(|| missing("machine config"));
         let object = || object.ok_or_else(|| missing("object"));
         let mapping = || pci_mapping.ok_or_else(|| missing("PCI mapping"));
+        let rule = || ha_rule.ok_or_else(|| missing("HA rule"));
         Ok(match (address, action) {
             (Address::Image(_), Action::Create) => {
                 Op::Image(ImageOp::Create(image.ok_or_else(|| missing("image"))?))
@@ -629,6 +664,9 @@ impl Payload {
                 Op::PciMapping(MappingOp::Update(mapping()?))
             }
             (Address::PciMapping(_), Action::Delete) => Op::PciMapping(MappingOp::Delete),
+            (Address::HaRule(_), Action::Create) => Op::HaRule(HaRuleOp::Create(rule()?)),
+            (Address::HaRule(_), Action::Update) => Op::HaRule(HaRuleOp::Update(rule()?)),
+            (Address::HaRule(_), Action::Delete) => Op::HaRule(HaRuleOp::Delete),
             (Address::Vm(_), Action::Create) => Op::Vm(VmOp::Create {
                 vm: vm()?,
                 role: role_or()?,
@@ -666,7 +704,7 @@ impl Payload {
                 | Action::Bootstrap,
             )
             | (
-                Address::PciMapping(_) | Address::Object(_),
+                Address::PciMapping(_) | Address::HaRule(_) | Address::Object(_),
                 Action::Replace | Action::ApplyConfig | Action::Upgrade | Action::Bootstrap,
             )
             | (Address::Vm(_), Action::ApplyConfig | Action::Upgrade | Action::Bootstrap)

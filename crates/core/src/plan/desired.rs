@@ -76,6 +76,9 @@ pub struct Desired {
     pub pci_mappings: BTreeMap<String, format::PciMapping>,
     /// VMs keyed by hostname.
     pub vms: BTreeMap<String, DesiredVm>,
+    /// The `proxmox.spread` HA rules, keyed by entry (a role or a pool), for
+    /// the entries with two VMs or more.
+    pub ha_rules: BTreeMap<String, DesiredHaRule>,
     /// Configs keyed by hostname.
     pub configs: BTreeMap<String, DesiredConfig>,
     /// The control plane to bootstrap: the first in the topology.
@@ -99,6 +102,7 @@ impl Desired {
         all.extend(self.pool.iter().cloned().map(Address::Pool));
         all.extend(self.pci_mappings.keys().cloned().map(Address::PciMapping));
         all.extend(self.vms.keys().cloned().map(Address::Vm));
+        all.extend(self.ha_rules.keys().cloned().map(Address::HaRule));
         all.extend(self.configs.keys().cloned().map(Address::Config));
         if self.bootstrap_node.is_some() {
             all.extend([Address::Bootstrap, Address::Kubeconfig]);
@@ -110,6 +114,85 @@ impl Desired {
         );
         all
     }
+}
+
+/// A `proxmox.spread` entry's HA rule: the record apply writes, and the
+/// hostnames of its VMs (which it waits for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesiredHaRule {
+    /// The rule as the state records it.
+    pub record: format::HaRule,
+    /// Its VMs' hostnames, in topology order.
+    pub hosts: Vec<String>,
+    /// Each VM's Proxmox host, by vmid: PVE 8's groups prefer it.
+    pub placement: BTreeMap<u32, String>,
+}
+
+impl DesiredHaRule {
+    /// The rule in PVE 8's form: the same, with one group per VM whose
+    /// `nodes` is its host at priority 2, then the group's other hosts at 1
+    /// (sorted), so each VM goes back to its own host while that host is up.
+    pub fn with_groups(&self) -> format::HaRule {
+        let hosts: std::collections::BTreeSet<&String> = self.placement.values().collect();
+        let groups = self
+            .placement
+            .iter()
+            .map(|(vmid, host)| {
+                let others = hosts
+                    .iter()
+                    .filter(|h| **h != host)
+                    .map(|h| format!("{h}:1"));
+                let nodes: Vec<String> =
+                    std::iter::once(format!("{host}:2")).chain(others).collect();
+                (*vmid, nodes.join(","))
+            })
+            .collect();
+        format::HaRule {
+            groups,
+            ..self.record.clone()
+        }
+    }
+}
+
+/// The Proxmox rule ID of a spread entry: `talosprov-<cluster>-<entry>`
+/// (a `pve-configid`).
+pub fn ha_rule_id(cluster: &str, entry: &str) -> String {
+    format!("talosprov-{cluster}-{entry}")
+}
+
+/// The topology's spread rules (see [`Desired::ha_rules`]).
+fn desired_ha_rules(topology: &Topology) -> BTreeMap<String, DesiredHaRule> {
+    let cluster = &topology.cluster.name;
+    topology
+        .spread_groups()
+        .into_iter()
+        .filter(|(_, members)| members.len() >= 2)
+        .map(|(entry, members)| {
+            let mut vmids: Vec<u32> = members.iter().map(|n| n.vm_id.0).collect();
+            vmids.sort_unstable();
+            let record = format::HaRule {
+                rule: ha_rule_id(cluster, entry),
+                vmids,
+                comment: Some(format!(
+                    "talosprov: the {entry} VMs of cluster {cluster}, each on its own host"
+                )),
+                groups: BTreeMap::new(),
+            };
+            let hosts = members.iter().map(|n| n.hostname.clone()).collect();
+            let placement = members
+                .iter()
+                .map(|n| (n.vm_id.0, n.proxmox_node.clone()))
+                .collect();
+            (
+                entry.to_owned(),
+                DesiredHaRule {
+                    record,
+                    hosts,
+                    placement,
+                },
+            )
+        })
+        .collect()
 }
 
 /// Why the desired resources could not be built.
@@ -188,6 +271,7 @@ pub fn vm_record(spec: &VmSpec) -> format::Vm {
             .map(|d| (d.key(), d.record_string()))
             .collect(),
         agent: spec.agent,
+        ha: spec.ha.clone(),
     }
 }
 
@@ -220,6 +304,7 @@ pub fn desired(
         pool: px.pool.clone(),
         pci_mappings: desired_pci_mappings(topology),
         vms: BTreeMap::new(),
+        ha_rules: desired_ha_rules(topology),
         configs: BTreeMap::new(),
         bootstrap_node: topology.controlplanes().next().map(|n| n.hostname.clone()),
         factory_url: topology.image_factory_url.clone(),
@@ -367,6 +452,11 @@ fn vm_spec(topology: &Topology, node: &Node, image_volid: String) -> VmSpec {
         pool: px.pool.clone(),
         tags,
         hostpci,
+        ha: topology.ha_of(node).map(|h| vm::HaResource {
+            state: h.state,
+            max_restart: h.max_restart,
+            max_relocate: h.max_relocate,
+        }),
     }
 }
 

@@ -8,7 +8,7 @@ use crate::state::format::State;
 use super::desired::Desired;
 use super::field::{ConfigField, Field};
 use super::kind::{
-    Bootstrap, Config, Destroying, Image, Kubeconfig, Mapping, Object, Planning, Pool,
+    Bootstrap, Config, Destroying, HaRule, Image, Kubeconfig, Mapping, Object, Planning, Pool,
     ResourceKind, Talosconfig, Vm,
 };
 use super::model::PlanError;
@@ -62,6 +62,7 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     Pool::plan(&mut p);
     Mapping::plan(&mut p);
     Vm::plan(&mut p);
+    HaRule::plan(&mut p);
     Image::plan(&mut p);
     Config::plan(&mut p);
     Bootstrap::plan(&mut p);
@@ -123,6 +124,7 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
             purge_images,
         };
         Vm::destroy(&d, &mut changes);
+        HaRule::destroy(&d, &mut changes);
         Pool::destroy(&d, &mut changes);
         Mapping::destroy(&d, &mut changes);
         Image::destroy(&d, &mut changes);

@@ -11,8 +11,8 @@ use crate::topology::Role;
 use crate::vm::VmSpec;
 
 use super::{
-    Action, ApplyMode, Change, ConfigOp, ImageOp, KubeconfigOp, MappingOp, ObjectOp, PlannedConfig,
-    PlannedImage, PlannedObject, PlannedVm, PoolOp, StepError, VmOp,
+    Action, ApplyMode, Change, ConfigOp, HaRuleOp, ImageOp, KubeconfigOp, MappingOp, ObjectOp,
+    PlannedConfig, PlannedImage, PlannedObject, PlannedVm, PoolOp, StepError, VmOp,
 };
 
 /// A VM spec for `host`: vmid 100 on `pve1`, 2 cores, 4096 MiB, 20 GiB on
@@ -37,6 +37,7 @@ pub fn vm_spec(host: &str) -> VmSpec {
         pool: None,
         tags: Vec::new(),
         hostpci: Vec::new(),
+        ha: None,
     }
 }
 
@@ -126,6 +127,23 @@ pub fn change(
         (Address::PciMapping(n), Action::Delete) => {
             Change::pci_mapping(n.clone(), MappingOp::Delete, reason)
         }
+        (Address::HaRule(e), Action::Create | Action::Update) => {
+            let rule = crate::state::format::HaRule {
+                rule: format!("talosprov-lab-{e}"),
+                vmids: vec![100, 101],
+                comment: None,
+                groups: std::collections::BTreeMap::new(),
+            };
+            let op = if action == Action::Create {
+                HaRuleOp::Create(rule)
+            } else {
+                HaRuleOp::Update(rule)
+            };
+            Change::ha_rule(e.clone(), op, reason)
+        }
+        (Address::HaRule(e), Action::Delete) => {
+            Change::ha_rule(e.clone(), HaRuleOp::Delete, reason)
+        }
         (Address::Vm(h), Action::Create) => {
             Change::vm(h.clone(), VmOp::Create { vm: vm(h), role }, reason)
         }
@@ -169,6 +187,7 @@ pub fn change(
             Address::Image(_)
             | Address::Pool(_)
             | Address::PciMapping(_)
+            | Address::HaRule(_)
             | Address::Vm(_)
             | Address::Config(_)
             | Address::Bootstrap

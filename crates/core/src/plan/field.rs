@@ -19,6 +19,8 @@ pub enum Field {
     Volid,
     /// A PCI mapping's (`pci_mapping/…`).
     Mapping(MappingField),
+    /// An HA rule's (`ha_rule/…`).
+    HaRule(HaRuleField),
     /// A node's machine config or Talos install (`config/…`).
     Config(ConfigField),
     /// An add-on object's field (`addon/…`), by its dotted path, such as
@@ -36,6 +38,9 @@ pub enum VmField {
     Cores,
     /// `disk_gib`: `scsi0`'s size, grown in place.
     DiskGib,
+    /// `ha`: the VM's Proxmox HA resource (`/cluster/ha/resources`), set at
+    /// once.
+    Ha,
     /// `hostpciN`: a PCI device; a restart-class setting.
     HostPci(u32),
     /// `memory_mib`: a restart-class setting (no memory hotplug).
@@ -62,6 +67,42 @@ pub enum MappingField {
     Description,
     /// `map`: one entry per Proxmox node.
     Map,
+}
+
+/// An HA rule's fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum HaRuleField {
+    /// `resources`: the VMs it keeps apart, `vm:101,vm:102`.
+    Resources,
+    /// `comment`.
+    Comment,
+    /// `groups`: PVE 8's HA group per VM, `vmid=nodes; …`.
+    Groups,
+}
+
+impl HaRuleField {
+    fn parse(name: &str) -> Option<HaRuleField> {
+        match name {
+            "resources" => Some(HaRuleField::Resources),
+            "comment" => Some(HaRuleField::Comment),
+            "groups" => Some(HaRuleField::Groups),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            HaRuleField::Resources => "resources",
+            HaRuleField::Comment => "comment",
+            HaRuleField::Groups => "groups",
+        }
+    }
+}
+
+impl From<HaRuleField> for Field {
+    fn from(f: HaRuleField) -> Field {
+        Field::HaRule(f)
+    }
 }
 
 /// A node's config fields.
@@ -91,6 +132,7 @@ impl VmField {
             VmField::Cores | VmField::MemoryMib | VmField::HostPci(_) => true,
             VmField::Agent
             | VmField::DiskGib
+            | VmField::Ha
             | VmField::Name
             | VmField::Net(_)
             | VmField::Node
@@ -112,6 +154,7 @@ impl VmField {
             "agent" => VmField::Agent,
             "cores" => VmField::Cores,
             "disk_gib" => VmField::DiskGib,
+            "ha" => VmField::Ha,
             "memory_mib" => VmField::MemoryMib,
             "name" => VmField::Name,
             "node" => VmField::Node,
@@ -136,6 +179,7 @@ impl fmt::Display for VmField {
             VmField::Agent => f.write_str("agent"),
             VmField::Cores => f.write_str("cores"),
             VmField::DiskGib => f.write_str("disk_gib"),
+            VmField::Ha => f.write_str("ha"),
             VmField::HostPci(n) => write!(f, "hostpci{n}"),
             VmField::MemoryMib => f.write_str("memory_mib"),
             VmField::Name => f.write_str("name"),
@@ -199,6 +243,7 @@ impl Field {
             Address::Vm(_) => VmField::parse(name).map(Field::Vm),
             Address::Image(_) => (name == "volid").then_some(Field::Volid),
             Address::PciMapping(_) => MappingField::parse(name).map(Field::Mapping),
+            Address::HaRule(_) => HaRuleField::parse(name).map(Field::HaRule),
             Address::Config(_) => ConfigField::parse(name).map(Field::Config),
             Address::Object(_) => Some(Field::Object(name.to_owned())),
             Address::Pool(_) | Address::Bootstrap | Address::Kubeconfig | Address::Talosconfig => {
@@ -215,6 +260,7 @@ impl Field {
             .map(Field::Vm)
             .or_else(|| (name == "volid").then_some(Field::Volid))
             .or_else(|| MappingField::parse(name).map(Field::Mapping))
+            .or_else(|| HaRuleField::parse(name).map(Field::HaRule))
             .or_else(|| ConfigField::parse(name).map(Field::Config))
             .unwrap_or_else(|| Field::Object(name.to_owned()))
     }
@@ -223,7 +269,11 @@ impl Field {
     pub fn vm(&self) -> Option<VmField> {
         match self {
             Field::Vm(f) => Some(*f),
-            Field::Volid | Field::Mapping(_) | Field::Config(_) | Field::Object(_) => None,
+            Field::Volid
+            | Field::Mapping(_)
+            | Field::HaRule(_)
+            | Field::Config(_)
+            | Field::Object(_) => None,
         }
     }
 }
@@ -234,6 +284,7 @@ impl fmt::Display for Field {
             Field::Vm(v) => v.fmt(f),
             Field::Volid => f.write_str("volid"),
             Field::Mapping(m) => f.write_str(m.name()),
+            Field::HaRule(r) => f.write_str(r.name()),
             Field::Config(c) => f.write_str(c.name()),
             Field::Object(path) => f.write_str(path),
         }

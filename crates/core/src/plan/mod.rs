@@ -25,8 +25,8 @@ mod staged;
 pub mod step;
 
 pub use change::{
-    Action, Change, ChangeWire, ConfigOp, FieldChange, ImageOp, KubeconfigOp, MappingOp, ObjectOp,
-    Op, PoolOp, StepError, VmOp,
+    Action, Change, ChangeWire, ConfigOp, FieldChange, HaRuleOp, ImageOp, KubeconfigOp, MappingOp,
+    ObjectOp, Op, PoolOp, StepError, VmOp,
 };
 pub use desired::{
     Desired, DesiredConfig, DesiredError, DesiredImage, DesiredVm, RenderedConfig, desired,

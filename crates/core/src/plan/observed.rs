@@ -71,6 +71,11 @@ pub struct Observed {
     /// name, as its state record would hold it; `None` when not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pci_mappings: Option<BTreeMap<String, format::PciMapping>>,
+    /// The negative resource-affinity HA rules, keyed by rule ID, when
+    /// `/cluster/ha/rules` was read.
+    pub ha_rules: Option<BTreeMap<String, format::HaRule>>,
+    /// Whether Proxmox answered that it has no HA rules (PVE before 9).
+    pub no_ha_rules: bool,
     /// The add-ons' objects as the Kubernetes API showed them; `None` when
     /// the API was not read (offline, no cluster yet, or it did not answer:
     /// then objects compare with the state's inventory only).
@@ -112,6 +117,9 @@ pub struct ObservedVm {
     /// Whether `agent` is enabled, from the config; `None` when not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<bool>,
+    /// Its HA resource, when `/cluster/ha/resources` was read: `Some(None)`
+    /// when it is not HA managed.
+    pub ha: Option<Option<crate::vm::HaResource>>,
     /// For a running VM, the settings Proxmox keeps pending until its next
     /// start (`GET .../pending`) that the VM does not run with yet: field name
     /// (`cores`, `memory_mib`, `hostpciN`) to the value it runs with, as text

@@ -117,6 +117,7 @@ pub fn chain_upgrades(plan: &mut Plan, desired: &Desired, max_parallel: NonZeroU
             | a @ Address::PciMapping(_)
             | a @ Address::Pool(_)
             | a @ Address::Vm(_)
+            | a @ Address::HaRule(_)
             | a @ Address::Config(_)
             | a @ Address::Bootstrap
             | a @ Address::Kubeconfig
@@ -160,6 +161,7 @@ fn assign_control_plane_components(plan: &mut Plan, desired: &Desired) {
             | Address::PciMapping(_)
             | Address::Pool(_)
             | Address::Vm(_)
+            | Address::HaRule(_)
             | Address::Config(_)
             | Address::Bootstrap
             | Address::Kubeconfig
@@ -223,6 +225,16 @@ pub fn order(plan: &mut Plan, desired: &Desired) {
         .filter(|c| matches!(c.address(), Address::Vm(_)) && c.action() == Action::Delete)
         .map(|c| c.address().clone())
         .collect();
+    // HA rules that let go of VMs: a VM leaves its rule before it is deleted.
+    let rule_releases: Vec<Address> = plan
+        .changes
+        .iter()
+        .filter(|c| {
+            matches!(c.address(), Address::HaRule(_))
+                && matches!(c.action(), Action::Update | Action::Delete)
+        })
+        .map(|c| c.address().clone())
+        .collect();
     // The VMs a create may wait for: deleted, or replaced at another vmid.
     let vm_frees: BTreeSet<Address> = plan
         .changes
@@ -267,6 +279,12 @@ pub fn order(plan: &mut Plan, desired: &Desired) {
                     for d in &vm.spec.hostpci {
                         deps.push(Address::PciMapping(d.mapping.clone()));
                     }
+                }
+            }
+            (Address::Vm(_), Action::Delete) => deps.extend(rule_releases.iter().cloned()),
+            (Address::HaRule(entry), Action::Create | Action::Update) => {
+                if let Some(rule) = desired.ha_rules.get(entry) {
+                    deps.extend(rule.hosts.iter().map(|h| Address::Vm(h.clone())));
                 }
             }
             (Address::Config(host), _) => deps.push(Address::Vm(host.clone())),

@@ -104,6 +104,7 @@ fn stand_in(address: &Address, desired: &Desired) -> Option<Change> {
             Some(Change::vm(host.clone(), VmOp::Create { vm, role }, ""))
         }
         Address::Image(_)
+        | Address::HaRule(_)
         | Address::Config(_)
         | Address::Bootstrap
         | Address::Kubeconfig
@@ -161,6 +162,7 @@ pub(super) fn order_holding_back(plan: &mut Plan, desired: &Desired) {
             Address::Vm(host) => desired.vms.get(host),
             Address::Image(_)
             | Address::PciMapping(_)
+            | Address::HaRule(_)
             | Address::Pool(_)
             | Address::Config(_)
             | Address::Bootstrap

@@ -237,6 +237,7 @@ pub fn check_same(
                     .any(|i| i.nodes.get(h).is_some_and(|l| l.contains(file))),
                 Address::Image(_)
                 | Address::PciMapping(_)
+                | Address::HaRule(_)
                 | Address::Pool(_)
                 | Address::Vm(_)
                 | Address::Bootstrap
@@ -301,6 +302,7 @@ fn explain(
         Address::Config(h) | Address::Vm(h) => Some(h.as_str()),
         Address::Image(_)
         | Address::PciMapping(_)
+        | Address::HaRule(_)
         | Address::Pool(_)
         | Address::Bootstrap
         | Address::Kubeconfig
@@ -391,9 +393,11 @@ fn topology_field(name: &Field) -> String {
         Field::Vm(nic @ VmField::Net(n)) => format!("networks[{n}] ({nic})"),
         Field::Vm(disk @ VmField::Scsi(n)) => format!("disks[{}] ({disk})", n - 1),
         Field::Vm(VmField::Agent) => "schematic (agent)".into(),
+        Field::Vm(VmField::Ha) => "ha (or proxmox.spread)".into(),
         Field::Vm(VmField::Cores | VmField::Name | VmField::Tags)
         | Field::Volid
         | Field::Mapping(_)
+        | Field::HaRule(_)
         | Field::Config(_)
         | Field::Object(_) => name.to_string(),
     }

@@ -5,7 +5,7 @@
 
 use crate::state::{Address, ObjectAddress};
 
-use super::change::{Change, ConfigOp, ImageOp, MappingOp, ObjectOp, Op, PoolOp, VmOp};
+use super::change::{Change, ConfigOp, HaRuleOp, ImageOp, MappingOp, ObjectOp, Op, PoolOp, VmOp};
 
 /// What apply does for one change: its kind, the address's name and the
 /// kind's op, with the values it sends. Each kind's step in the engine
@@ -40,6 +40,13 @@ pub enum Step<'a> {
         /// What happens to it.
         op: &'a VmOp,
     },
+    /// `ha_rule/<entry>`: write or delete a spread group's HA rule.
+    HaRule {
+        /// The `proxmox.spread` entry.
+        entry: &'a str,
+        /// What happens to it.
+        op: &'a HaRuleOp,
+    },
     /// `config/<host>`: send a machine config, roll Kubernetes, or upgrade
     /// Talos.
     Config {
@@ -72,6 +79,7 @@ impl Change {
             (Address::Pool(name), Op::Pool(op)) => Step::Pool { name, op },
             (Address::PciMapping(name), Op::PciMapping(op)) => Step::Mapping { name, op },
             (Address::Vm(host), Op::Vm(op)) => Step::Vm { host, op },
+            (Address::HaRule(entry), Op::HaRule(op)) => Step::HaRule { entry, op },
             (Address::Config(host), Op::Config(op)) => Step::Config { host, op },
             (Address::Bootstrap, Op::Bootstrap) => Step::Bootstrap,
             (Address::Kubeconfig, Op::Kubeconfig(_)) => Step::Kubeconfig,
@@ -82,6 +90,7 @@ impl Change {
                 | Address::Pool(_)
                 | Address::PciMapping(_)
                 | Address::Vm(_)
+                | Address::HaRule(_)
                 | Address::Config(_)
                 | Address::Bootstrap
                 | Address::Kubeconfig

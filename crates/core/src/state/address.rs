@@ -1,6 +1,6 @@
 //! Resource addresses as plans and `state` commands name them:
 //! `image/<schematic8>-<version>`, `pci_mapping/gpu`, `pool/TALOS`,
-//! `vm/<hostname>`, `config/<hostname>`, `bootstrap`, `kubeconfig`, `talosconfig`, and an
+//! `vm/<hostname>`, `ha_rule/<entry>`, `config/<hostname>`, `bootstrap`, `kubeconfig`, `talosconfig`, and an
 //! add-on's Kubernetes object, `addon/<addon>/<Kind>[.<group>]/[<namespace>/]<name>`
 //! (e.g. `addon/cilium/DaemonSet.apps/kube-system/cilium`,
 //! `addon/gpu/Namespace/gpu-operator`).
@@ -20,6 +20,9 @@ pub enum Address {
     Pool(String),
     /// `vm/<hostname>`: a node's VM.
     Vm(String),
+    /// `ha_rule/<entry>`: the Proxmox HA rule that keeps the VMs of a
+    /// `proxmox.spread` entry (a role or a pool) on different hosts.
+    HaRule(String),
     /// `config/<hostname>`: the machine config applied to a node.
     Config(String),
     /// `bootstrap`: the one-time cluster bootstrap.
@@ -141,6 +144,7 @@ impl FromStr for Address {
             "pci_mapping" => Address::PciMapping(name),
             "pool" => Address::Pool(name),
             "vm" => Address::Vm(name),
+            "ha_rule" => Address::HaRule(name),
             "config" => Address::Config(name),
             _ => return Err(bad()),
         })
@@ -154,6 +158,7 @@ impl fmt::Display for Address {
             Address::PciMapping(n) => write!(f, "pci_mapping/{n}"),
             Address::Pool(n) => write!(f, "pool/{n}"),
             Address::Vm(n) => write!(f, "vm/{n}"),
+            Address::HaRule(n) => write!(f, "ha_rule/{n}"),
             Address::Config(n) => write!(f, "config/{n}"),
             Address::Bootstrap => f.write_str("bootstrap"),
             Address::Kubeconfig => f.write_str("kubeconfig"),

@@ -87,6 +87,10 @@ pub struct Resources {
     /// `vm/<hostname>`, keyed by hostname.
     #[serde(default)]
     pub vms: BTreeMap<String, Vm>,
+    /// `ha_rule/<entry>`, keyed by the `proxmox.spread` entry. Absent when
+    /// empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ha_rules: BTreeMap<String, HaRule>,
     /// `config/<hostname>`, keyed by hostname.
     #[serde(default)]
     pub configs: BTreeMap<String, NodeConfig>,
@@ -143,6 +147,25 @@ pub struct Pool {
     /// Pool comment as applied, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+}
+
+/// A Proxmox HA rule that keeps VMs on different hosts (PVE 9's
+/// `/cluster/ha/rules`, `type=resource-affinity`, `affinity=negative`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HaRule {
+    /// The rule ID in Proxmox, such as `talosprov-lab-controlplane`.
+    pub rule: String,
+    /// The VMs it keeps apart, by vmid, sorted.
+    pub vmids: Vec<u32>,
+    /// Its comment, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// On PVE 8, which has no HA rules: one HA group per VM instead
+    /// (`<rule>-<vmid>`), by vmid, with its `nodes` (`pve1:2,pve2:1`, its
+    /// host first). Empty on PVE 9.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub groups: BTreeMap<u32, String>,
 }
 
 /// A Proxmox PCI hardware mapping (cluster-wide, one entry per node).
@@ -209,6 +232,9 @@ pub struct Vm {
     /// recorded all have it).
     #[serde(default = "agent_default", skip_serializing_if = "is_true")]
     pub agent: bool,
+    /// The VM's Proxmox HA resource, when it is HA managed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<crate::vm::HaResource>,
 }
 
 fn agent_default() -> bool {
@@ -428,6 +454,7 @@ impl State {
             && r.pools.is_empty()
             && r.pci_mappings.is_empty()
             && r.vms.is_empty()
+            && r.ha_rules.is_empty()
             && r.configs.is_empty()
             && r.bootstrap.is_none()
             && r.objects.is_empty()
@@ -448,6 +475,7 @@ impl State {
         );
         all.extend(r.pools.keys().map(|k| Address::Pool(k.clone())));
         all.extend(r.vms.keys().map(|k| Address::Vm(k.clone())));
+        all.extend(r.ha_rules.keys().map(|k| Address::HaRule(k.clone())));
         all.extend(r.configs.keys().map(|k| Address::Config(k.clone())));
         if r.bootstrap.is_some() {
             all.push(Address::Bootstrap);
@@ -488,6 +516,7 @@ impl State {
             Address::PciMapping(k) => serde_json::to_value(r.pci_mappings.get(k)?),
             Address::Pool(k) => serde_json::to_value(r.pools.get(k)?),
             Address::Vm(k) => serde_json::to_value(r.vms.get(k)?),
+            Address::HaRule(k) => serde_json::to_value(r.ha_rules.get(k)?),
             Address::Config(k) => serde_json::to_value(r.configs.get(k)?),
             Address::Bootstrap => serde_json::to_value(r.bootstrap.as_ref()?),
             Address::Kubeconfig => {
@@ -511,6 +540,7 @@ impl State {
             Address::PciMapping(k) => r.pci_mappings.contains_key(k),
             Address::Pool(k) => r.pools.contains_key(k),
             Address::Vm(k) => r.vms.contains_key(k),
+            Address::HaRule(k) => r.ha_rules.contains_key(k),
             Address::Config(k) => r.configs.contains_key(k),
             Address::Bootstrap => r.bootstrap.is_some(),
             Address::Kubeconfig => self.outputs.kubeconfig.is_some(),
@@ -532,6 +562,7 @@ impl State {
                 Address::PciMapping(k) => r.pci_mappings.remove(k).is_some(),
                 Address::Pool(k) => r.pools.remove(k).is_some(),
                 Address::Vm(k) => r.vms.remove(k).is_some(),
+                Address::HaRule(k) => r.ha_rules.remove(k).is_some(),
                 Address::Config(k) => r.configs.remove(k).is_some(),
                 Address::Bootstrap => r.bootstrap.take().is_some(),
                 Address::Kubeconfig => self.outputs.kubeconfig.take().is_some(),
@@ -608,6 +639,7 @@ pub fn sample() -> State {
             net: BTreeMap::from([("net0".to_owned(), "virtio,bridge=vmbr0".to_owned())]),
             disks: BTreeMap::new(),
             agent: true,
+            ha: None,
         },
     );
     r.configs.insert(

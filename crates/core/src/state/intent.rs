@@ -73,7 +73,7 @@ impl CreateIntent {
 pub fn has_intents(address: &Address) -> bool {
     matches!(
         address,
-        Address::Vm(_) | Address::Pool(_) | Address::PciMapping(_)
+        Address::Vm(_) | Address::Pool(_) | Address::PciMapping(_) | Address::HaRule(_)
     )
 }
 

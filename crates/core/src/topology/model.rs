@@ -67,6 +67,38 @@ impl Topology {
         }
     }
 
+    /// The `proxmox.spread` groups, in order: each entry (a role or a pool
+    /// name) with the nodes it holds (a role's nodes, pool members
+    /// included; a pool's members), in topology order.
+    pub fn spread_groups(&self) -> Vec<(&str, Vec<&Node>)> {
+        self.proxmox
+            .spread
+            .iter()
+            .map(|entry| {
+                let members = self
+                    .nodes
+                    .iter()
+                    .filter(|n| {
+                        n.role.as_str() == entry
+                            || n.pool.as_ref().is_some_and(|m| &m.pool == entry)
+                    })
+                    .collect();
+                (entry.as_str(), members)
+            })
+            .collect()
+    }
+
+    /// The HA resource of `node`'s VM: its own or `proxmox.ha`, else
+    /// Proxmox's defaults when a spread group holds it, else none.
+    pub fn ha_of(&self, node: &Node) -> Option<Ha> {
+        node.ha.clone().or_else(|| {
+            self.spread_groups()
+                .iter()
+                .any(|(_, members)| members.iter().any(|m| m.hostname == node.hostname))
+                .then(Ha::default)
+        })
+    }
+
     /// The node with this hostname.
     pub fn node(&self, hostname: &str) -> Option<&Node> {
         self.nodes.iter().find(|n| n.hostname == hostname)
@@ -117,6 +149,11 @@ pub struct ProxmoxSettings {
     pub networks: Vec<Network>,
     /// `proxmox.disks`: the data disks of nodes that set none.
     pub disks: Vec<DataDisk>,
+    /// `proxmox.ha`: the HA resource of nodes that set none.
+    pub ha: Option<Ha>,
+    /// `proxmox.spread`: roles (`controlplane`, `worker`) and pool names,
+    /// each a group of VMs kept on different hosts by HA rules.
+    pub spread: Vec<String>,
     /// The resource pool the VMs join, when given.
     pub pool: Option<String>,
     /// Skip TLS certificate verification (default false).
@@ -273,7 +310,36 @@ pub struct Node {
     pub networks: Vec<Network>,
     /// Its data disks (`disks`, else `proxmox.disks`), `scsi1` first.
     pub disks: Vec<DataDisk>,
+    /// Its Proxmox HA resource (`ha`, else `proxmox.ha`); `None`: not HA
+    /// managed, unless a `proxmox.spread` group holds it.
+    pub ha: Option<Ha>,
 }
+
+/// A VM's Proxmox HA resource (`/cluster/ha/resources`, `vm:<vmid>`), as
+/// pve-ha-manager's resource config holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Ha {
+    /// `started`, `stopped`, `disabled` or `ignored`.
+    pub state: String,
+    /// Restarts on the same host before a move.
+    pub max_restart: u32,
+    /// Moves to another host after a failed start.
+    pub max_relocate: u32,
+}
+
+impl Default for Ha {
+    /// Proxmox's defaults: `started`, one restart, one move.
+    fn default() -> Self {
+        Ha {
+            state: "started".to_owned(),
+            max_restart: 1,
+            max_relocate: 1,
+        }
+    }
+}
+
+/// The states pve-ha-manager keeps a resource in (`state`).
+pub const HA_STATES: [&str; 4] = ["started", "stopped", "disabled", "ignored"];
 
 /// One NIC of a node's VM (`networks[]`), Proxmox's `netN`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

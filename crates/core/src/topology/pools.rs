@@ -786,6 +786,7 @@ fn member_node(p: &RawPool, m: &RecordedMember) -> Spanned<RawNode> {
             hostpci: p.hostpci.clone(),
             networks: p.networks.clone(),
             disks: p.disks.clone(),
+            ha: p.ha.clone(),
             tags: p.tags.clone(),
         },
         p.pos,

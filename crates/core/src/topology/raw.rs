@@ -160,6 +160,9 @@ pub struct RawPool {
     /// Every member's data disks, as a node's `disks`. Default
     /// `proxmox.disks`.
     pub disks: Option<Spanned<Vec<Spanned<RawDisk>>>>,
+    /// Every member's Proxmox HA resource, as a node's `ha`. Default
+    /// `proxmox.ha`.
+    pub ha: Option<Spanned<RawHa>>,
 }
 
 /// The Kubernetes cluster: its name, versions and the nodes' network.
@@ -236,6 +239,15 @@ pub struct RawProxmox {
     /// The data disks of every node and pool member that sets no `disks`, as a
     /// node's `disks`.
     pub disks: Option<Spanned<Vec<Spanned<RawDisk>>>>,
+    /// The Proxmox HA resource of every node and pool member that sets no
+    /// `ha`, as a node's `ha`.
+    pub ha: Option<Spanned<RawHa>>,
+    /// Groups of VMs kept on different Proxmox hosts: each entry a role
+    /// (`controlplane`, `worker`) or a pool name. Each group's VMs become HA
+    /// resources and get one negative resource-affinity HA rule on PVE 9
+    /// (`/cluster/ha/rules`, named `talosprov-<cluster>-<entry>`), or on PVE 8
+    /// one HA group per VM that prefers its own host (`/cluster/ha/groups`).
+    pub spread: Option<Spanned<Vec<Spanned<String>>>>,
     /// A Proxmox resource pool ID the VMs join, `parent/child` for a nested
     /// pool. Optional; talosprov creates it (an existing pool must be imported
     /// first) and deletes it on destroy.
@@ -395,6 +407,29 @@ pub struct RawNode {
     /// volume, given to Talos by its serial and mounted where `mount` says.
     /// Default `proxmox.disks`, else none.
     pub disks: Option<Spanned<Vec<Spanned<RawDisk>>>>,
+    /// Make the VM a Proxmox HA resource (`/cluster/ha/resources`, `vm:<vmid>`).
+    /// Default `proxmox.ha`, else none (a VM in a `proxmox.spread` group is one
+    /// with Proxmox's defaults).
+    pub ha: Option<Spanned<RawHa>>,
+}
+
+/// A VM's Proxmox HA resource (`/cluster/ha/resources`): the HA manager
+/// keeps it in `state` and restarts or moves it when its host fails.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RawHa {
+    /// The state the HA manager keeps the VM in: `started`, `stopped`,
+    /// `disabled` or `ignored` (Proxmox's `state`).
+    #[schemars(extend("default" = "started", "enum" = ["started", "stopped", "disabled", "ignored"]))]
+    pub state: Option<Spanned<String>>,
+    /// How many times the HA manager restarts the VM on its host before it
+    /// moves it (Proxmox's `max_restart`).
+    #[schemars(extend("default" = 1), range(max = 4_294_967_295u64))]
+    pub max_restart: Option<Spanned<u64>>,
+    /// How many times the HA manager moves the VM to another host after a
+    /// failed start (Proxmox's `max_relocate`).
+    #[schemars(extend("default" = 1), range(max = 4_294_967_295u64))]
+    pub max_relocate: Option<Spanned<u64>>,
 }
 
 /// One NIC of a VM, Proxmox's `netN` (virtio).

@@ -3,9 +3,9 @@
 //! type is reported, not only the first; unknown keys get a "did you mean".
 
 use super::raw::{
-    Entry, Label, RawAddon, RawCluster, RawDisk, RawHelm, RawHostPci, RawImageFactory, RawNetwork,
-    RawNode, RawPciHost, RawPciMapping, RawPool, RawProxmox, RawSchematic, RawState, RawTopology,
-    Spanned,
+    Entry, Label, RawAddon, RawCluster, RawDisk, RawHa, RawHelm, RawHostPci, RawImageFactory,
+    RawNetwork, RawNode, RawPciHost, RawPciMapping, RawPool, RawProxmox, RawSchematic, RawState,
+    RawTopology, Spanned,
 };
 use crate::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
@@ -437,6 +437,8 @@ impl Reader<'_> {
             bridge: self.string(f, "bridge"),
             networks: self.list(f, "networks", |r, n, p, field| r.network(n, p, field)),
             disks: self.list(f, "disks", |r, n, p, field| r.disk(n, p, field)),
+            ha: self.section(f, "ha", Self::ha),
+            spread: self.string_list(f, "spread"),
             pool: self.string(f, "pool"),
             insecure: self.boolean(f, "insecure"),
             ca_file: self.string(f, "ca_file"),
@@ -514,6 +516,7 @@ impl Reader<'_> {
             tags: self.string_list(&mut f, "tags"),
             networks: self.list(&mut f, "networks", |r, n, p, field| r.network(n, p, field)),
             disks: self.list(&mut f, "disks", |r, n, p, field| r.disk(n, p, field)),
+            ha: self.section(&mut f, "ha", Self::ha),
         };
         self.finish(f);
         self.node = None;
@@ -556,6 +559,7 @@ impl Reader<'_> {
             hostpci: self.list(&mut f, "hostpci", |r, n, p, field| r.hostpci(n, p, field)),
             networks: self.list(&mut f, "networks", |r, n, p, field| r.network(n, p, field)),
             disks: self.list(&mut f, "disks", |r, n, p, field| r.disk(n, p, field)),
+            ha: self.section(&mut f, "ha", Self::ha),
         };
         self.finish(f);
         p
@@ -587,6 +591,14 @@ impl Reader<'_> {
         };
         self.finish(f);
         Some(d)
+    }
+
+    fn ha(&mut self, f: &mut Fields<'_, '_>) -> RawHa {
+        RawHa {
+            state: self.string(f, "state"),
+            max_restart: self.uint(f, "max_restart"),
+            max_relocate: self.uint(f, "max_relocate"),
+        }
     }
 
     fn hostpci(&mut self, n: &MarkedYaml<'_>, p: Pos, field: &str) -> Option<RawHostPci> {

@@ -32,14 +32,7 @@ pub fn validate(
     let base = crate::paths::folder_of(file);
     let cluster = cx.cluster(raw.cluster.as_ref());
     let proxmox = cx.proxmox(raw.proxmox.as_ref(), env, base);
-    let image_factory_url = match raw
-        .image_factory
-        .as_ref()
-        .and_then(|f| f.value.url.as_ref())
-    {
-        Some(url) => cx.url(url, "image_factory.url", false),
-        None => Some(DEFAULT_IMAGE_FACTORY.to_owned()),
-    };
+    let image_factory_url = image_factory_url(&mut cx, raw);
     let schematics = cx.schematics(raw);
     let pci_mappings = cx.pci_mappings(raw);
     let declared_schematics: Vec<&String> = raw
@@ -76,9 +69,11 @@ pub fn validate(
             datastore: proxmox.as_ref().map_or("", |p| p.datastore.as_str()),
             default_networks: proxmox.as_ref().map_or(&[][..], |p| &p.networks),
             default_disks: proxmox.as_ref().map_or(&[][..], |p| &p.disks),
+            default_ha: proxmox.as_ref().and_then(|p| p.ha.as_ref()),
         },
     );
     name_member_fields(&mut cx.diagnostics, listed, &memberships);
+    check_spread(&mut cx, raw);
     let nodes = nodes.map(|mut nodes| {
         for (node, m) in nodes.iter_mut().skip(listed).zip(memberships) {
             node.pool = Some(m);
@@ -363,6 +358,57 @@ fn check_default_schematic(
         );
         cx.error(Code::UnknownSchematic, d.pos, "default_schematic", msg);
         None
+    }
+}
+
+/// `image_factory.url`, checked, else the public Image Factory.
+fn image_factory_url(cx: &mut Cx<'_>, raw: &RawTopology) -> Option<String> {
+    match raw
+        .image_factory
+        .as_ref()
+        .and_then(|f| f.value.url.as_ref())
+    {
+        Some(url) => cx.url(url, "image_factory.url", false),
+        None => Some(DEFAULT_IMAGE_FACTORY.to_owned()),
+    }
+}
+
+/// `proxmox.spread`: each entry a role or a declared pool, given once.
+fn check_spread(cx: &mut Cx<'_>, raw: &RawTopology) {
+    let Some(list) = raw.proxmox.as_ref().and_then(|p| p.value.spread.as_ref()) else {
+        return;
+    };
+    let pools: Vec<&str> = raw
+        .pools
+        .iter()
+        .flat_map(|p| &p.value)
+        .map(|e| e.name.value.as_str())
+        .collect();
+    let mut seen = Vec::new();
+    for (i, entry) in list.value.iter().enumerate() {
+        let name = entry.value.as_str();
+        let field = format!("proxmox.spread[{i}]");
+        let msg = if seen.contains(&name) {
+            format!("{name:?} is given twice in proxmox.spread")
+        } else if ["controlplane", "worker"].contains(&name) || pools.contains(&name) {
+            seen.push(name);
+            continue;
+        } else {
+            let known: Vec<&str> = ["controlplane", "worker"]
+                .into_iter()
+                .chain(pools.iter().copied())
+                .collect();
+            format!(
+                "proxmox.spread entries are a role or a pool: {name:?} is neither (known: {})",
+                known.join(", ")
+            )
+        };
+        seen.push(name);
+        cx.push(
+            Diagnostic::error(Code::UnknownSpread, cx.file, msg)
+                .at(entry.pos)
+                .field(field),
+        );
     }
 }
 

@@ -5,8 +5,8 @@
 //! `UserVolumeConfig` accept. Called by the section and node checks.
 
 use super::check::Cx;
-use super::model::{DataDisk, Network};
-use super::raw::{RawDisk, RawNetwork, Spanned};
+use super::model::{DataDisk, Ha, Network};
+use super::raw::{RawDisk, RawHa, RawNetwork, Spanned};
 use super::syntax;
 use crate::diagnostics::{Code, Diagnostic, Pos};
 use sha2::{Digest, Sha256};
@@ -42,6 +42,63 @@ impl Place<'_> {
                 .field(field),
         );
     }
+}
+
+/// An `ha` section: its state one of [`super::model::HA_STATES`], its counts
+/// 32-bit; unset keys take Proxmox's defaults. `None` after a diagnostic.
+pub(super) fn ha(cx: &mut Cx<'_>, raw: &Spanned<RawHa>, at: Place<'_>) -> Option<Ha> {
+    let mut out = Ha::default();
+    let mut ok = true;
+    if let Some(s) = &raw.value.state {
+        if super::model::HA_STATES.contains(&s.value.as_str()) {
+            out.state.clone_from(&s.value);
+        } else {
+            let msg = format!(
+                "{}.state must be one of {}, found {:?}",
+                at.field,
+                super::model::HA_STATES.join(", "),
+                s.value
+            );
+            at.err(
+                cx,
+                Code::InvalidHa,
+                s.pos,
+                format!("{}.state", at.field),
+                msg,
+            );
+            ok = false;
+        }
+    }
+    for (key, value, slot) in [
+        ("max_restart", &raw.value.max_restart, &mut out.max_restart),
+        (
+            "max_relocate",
+            &raw.value.max_relocate,
+            &mut out.max_relocate,
+        ),
+    ] {
+        let Some(v) = value else { continue };
+        match u32::try_from(v.value) {
+            Ok(n) => *slot = n,
+            Err(_) => {
+                let msg = format!(
+                    "{}.{key} must be 0 to {}, found {}",
+                    at.field,
+                    u32::MAX,
+                    v.value
+                );
+                at.err(
+                    cx,
+                    Code::InvalidHa,
+                    v.pos,
+                    format!("{}.{key}", at.field),
+                    msg,
+                );
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(out)
 }
 
 /// A `networks` list: each entry checked, the bridge defaulting to

@@ -39,6 +39,8 @@ pub(super) struct NodeContext<'a> {
     pub default_networks: &'a [super::Network],
     /// `proxmox.disks`, valid.
     pub default_disks: &'a [super::DataDisk],
+    /// `proxmox.ha`, valid.
+    pub default_ha: Option<&'a super::model::Ha>,
 }
 
 /// A PCI mapping a node uses: its name as written, and the field path
@@ -144,6 +146,17 @@ fn one(
     let tags = check_tags(cx, at, r);
     let networks = check_networks(cx, at, n, ctx);
     let disks = check_disks(cx, at, r, ctx);
+    let ha = match &r.ha {
+        Some(raw) => {
+            let field = at.field("ha");
+            let place = super::validate_devices::Place {
+                field: &field,
+                node: at.node,
+            };
+            super::validate_devices::ha(cx, raw, place).map(Some)
+        }
+        None => Some(ctx.default_ha.cloned()),
+    };
     let macs = networks
         .iter()
         .flatten()
@@ -191,6 +204,7 @@ fn one(
             pool: None,
             networks: networks?,
             disks: disks?,
+            ha: ha?,
         })
     })();
     (draft, built)

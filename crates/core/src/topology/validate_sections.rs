@@ -378,6 +378,9 @@ impl Cx<'_> {
             ),
             None => Some(Vec::new()),
         };
+        let ha = p.ha.as_ref().map_or(Some(None), |raw| {
+            super::validate_devices::ha(self, raw, place("proxmox.ha")).map(Some)
+        });
         Some(ProxmoxSettings {
             endpoint: endpoint?,
             node: node?,
@@ -386,6 +389,13 @@ impl Cx<'_> {
             bridge: bridge?,
             networks: networks?,
             disks: disks?,
+            ha: ha?,
+            spread: p
+                .spread
+                .iter()
+                .flat_map(|l| &l.value)
+                .map(|s| s.value.clone())
+                .collect(),
             pool: pool?,
             insecure,
             ca_file: p.ca_file.as_ref().map(|f| resolve(base, &f.value)),

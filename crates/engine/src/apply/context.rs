@@ -122,7 +122,7 @@ pub struct Context {
 }
 
 /// What the state said talosprov owned when the run started: the recorded
-/// pools and PCI mappings and the create intents (recorded VMs are in
+/// pools, PCI mappings and HA rules and the create intents (recorded VMs are in
 /// `Context::recorded_vms`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Owned {
@@ -130,6 +130,8 @@ pub struct Owned {
     pub pools: BTreeSet<String>,
     /// Recorded PCI mapping names.
     pub pci_mappings: BTreeSet<String>,
+    /// Recorded HA rules: the Proxmox rule ID of each spread entry.
+    pub ha_rules: BTreeMap<String, String>,
     /// Create intents, keyed by address text.
     pub intents: BTreeMap<String, CreateIntent>,
 }
@@ -141,6 +143,11 @@ impl Owned {
         Owned {
             pools: r.pools.keys().cloned().collect(),
             pci_mappings: r.pci_mappings.keys().cloned().collect(),
+            ha_rules: r
+                .ha_rules
+                .iter()
+                .map(|(entry, rule)| (entry.clone(), rule.rule.clone()))
+                .collect(),
             intents: r.creating.clone(),
         }
     }

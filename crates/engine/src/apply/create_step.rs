@@ -10,7 +10,7 @@
 use anyhow::Context as _;
 
 use talosprov_core::plan::Conflict;
-use talosprov_proxmox::{self as proxmox, lifecycle, mapping, observe, pool, vm};
+use talosprov_proxmox::{self as proxmox, ha, lifecycle, mapping, observe, pool, vm};
 use talosprov_state::format::{self};
 use talosprov_state::{Address, CreateIntent};
 
@@ -184,6 +184,8 @@ pub(super) fn vm_record(vmid: u32, node: &str, config: &observe::VmConfig) -> fo
         net: config.net.clone(),
         disks: disk_records(config),
         agent: config.agent,
+        // Not in the VM config: the caller sets it from /cluster/ha/resources.
+        ha: None,
     }
 }
 
@@ -262,9 +264,16 @@ pub(super) async fn vm(
     let config = observe::vm_config(client, &spec.node, spec.vmid)
         .await
         .with_context(|| format!("cannot read VM {} back", spec.vmid))?;
+    let mut record = vm_record(spec.vmid, &spec.node, &config);
+    if let Some(want) = &spec.ha {
+        r.progress(format!("making VM {} an HA resource", spec.vmid));
+        record.ha = ha::set_resource(client, spec.vmid, Some(want))
+            .await
+            .with_context(|| format!("cannot make VM {} ({host}) an HA resource", spec.vmid))?;
+    }
     r.record(Record::Vm {
         host: host.to_owned(),
-        vm: vm_record(spec.vmid, &spec.node, &config),
+        vm: record,
         fresh: created || !ctx.recorded_vms.contains_key(host),
     });
     Ok(())

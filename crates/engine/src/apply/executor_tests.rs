@@ -84,6 +84,7 @@ impl Provider for Fake {
             Address::Pool(n) => n.clone(),
             other @ Address::Image(_)
             | other @ Address::PciMapping(_)
+            | other @ Address::HaRule(_)
             | other @ Address::Vm(_)
             | other @ Address::Config(_)
             | other @ Address::Bootstrap

@@ -182,6 +182,7 @@ pub fn target(topology: &Topology, address: &Address, id: &str) -> Result<Target
             Ok(Target::PciMapping(name.clone()))
         }
         Address::Image(_)
+        | Address::HaRule(_)
         | Address::Config(_)
         | Address::Bootstrap
         | Address::Kubeconfig
@@ -406,6 +407,7 @@ nodes:
             net: Default::default(),
             disks: Default::default(),
             agent: true,
+            ha: None,
         };
         s.resources.vms.insert("old-name".into(), record.clone());
         let mut text = vec![check_state(&s, &wk).unwrap_err().to_string()];

@@ -39,6 +39,15 @@ pub enum Record {
     },
     /// A PCI mapping was deleted.
     MappingGone(String),
+    /// A spread group's HA rule exists as Proxmox holds it.
+    HaRule {
+        /// The `proxmox.spread` entry.
+        entry: String,
+        /// Its record.
+        rule: format::HaRule,
+    },
+    /// A spread group's HA rule was deleted.
+    HaRuleGone(String),
     /// A VM exists with these settings; `fresh` when just created (any
     /// config recorded for the hostname belonged to an older VM).
     Vm {
@@ -124,6 +133,12 @@ pub fn apply(state: &mut State, record: Record) {
         Record::MappingGone(name) => {
             r.pci_mappings.remove(&name);
         }
+        Record::HaRule { entry, rule } => {
+            r.ha_rules.insert(entry, rule);
+        }
+        Record::HaRuleGone(entry) => {
+            r.ha_rules.remove(&entry);
+        }
         Record::Vm { host, vm, fresh } => record_vm(state, host, vm, fresh),
         Record::VmGone(host) => record_vm_gone(state, &host),
         Record::Config { host, config, yaml } => {
@@ -182,6 +197,9 @@ fn made_address(record: &Record) -> Option<Address> {
             Some(Address::PciMapping(name.clone()))
         }
         Record::Vm { host, .. } | Record::VmGone(host) => Some(Address::Vm(host.clone())),
+        Record::HaRule { entry, .. } | Record::HaRuleGone(entry) => {
+            Some(Address::HaRule(entry.clone()))
+        }
         Record::Image { name, .. } | Record::ImageGone(name) => Some(Address::Image(name.clone())),
         Record::Intent { .. }
         | Record::Config { .. }
@@ -246,6 +264,7 @@ mod tests {
             net: Default::default(),
             disks: Default::default(),
             agent: true,
+            ha: None,
         }
     }
 

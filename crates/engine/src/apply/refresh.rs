@@ -115,6 +115,7 @@ pub async fn refresh(
     };
     observe_vms(client, state, &mut out).await?;
     observe_pools_and_mappings(client, &mut out).await?;
+    observe_ha_rules(client, &mut out).await;
     observe_image_sizes(client, input, &mut out).await;
     observe_bridges(client, input, &mut out).await;
     if let (Some(state), Some(creds)) = (state, input.credentials) {
@@ -153,6 +154,15 @@ async fn observe_vms(
     let seen = observe::observe(client, &recorded)
         .await
         .context("cannot read the cluster's VMs from Proxmox")?;
+    // Best effort: a token without Sys.Audit on / leaves the records' HA
+    // resources as they are (the privilege check names it when a change needs it).
+    let ha_resources = match talosprov_proxmox::ha::list_resources(client).await {
+        Ok(list) => Some(list),
+        Err(e) => {
+            tracing::debug!(error = %e, "HA resources not read");
+            None
+        }
+    };
     for (vmid, vm) in &seen.all {
         if !vm.is_vm() {
             continue;
@@ -181,6 +191,7 @@ async fn observe_vms(
                 net: config.map(|c| c.net.clone()),
                 disks: config.map(super::create_step::disk_records),
                 agent: config.map(|c| c.agent),
+                ha: ha_resources.as_ref().map(|l| l.get(vmid).cloned()),
                 running,
             },
         );
@@ -215,6 +226,53 @@ async fn observe_pools_and_mappings(
             .collect(),
     );
     Ok(())
+}
+
+/// The negative resource-affinity HA rules (PVE 9), or on a Proxmox that
+/// has none (PVE 8) talosprov's HA groups gathered by rule. Best effort: a token without `Sys.Audit` on `/` leaves the
+/// records as they are.
+async fn observe_ha_rules(client: &proxmox::Client, out: &mut Observed) {
+    match talosprov_proxmox::ha::list_rules(client).await {
+        Ok(Some(rules)) => {
+            out.ha_rules = Some(
+                rules
+                    .into_values()
+                    .map(|r| {
+                        let record = talosprov_state::format::HaRule {
+                            rule: r.id.clone(),
+                            vmids: r.vmids,
+                            comment: r.comment,
+                            groups: std::collections::BTreeMap::new(),
+                        };
+                        (r.id, record)
+                    })
+                    .collect(),
+            );
+        }
+        Ok(None) => {
+            out.no_ha_rules = true;
+            match talosprov_proxmox::ha::list_grouped(client).await {
+                Ok(grouped) => {
+                    out.ha_rules = Some(
+                        grouped
+                            .into_values()
+                            .map(|g| {
+                                let record = talosprov_state::format::HaRule {
+                                    rule: g.id.clone(),
+                                    vmids: g.vmids,
+                                    comment: g.comment,
+                                    groups: g.groups,
+                                };
+                                (g.id, record)
+                            })
+                            .collect(),
+                    );
+                }
+                Err(e) => tracing::debug!(error = %e, "HA groups not read"),
+            }
+        }
+        Err(e) => tracing::debug!(error = %e, "HA rules not read"),
+    }
 }
 
 /// The image storage's `shared` flag and the import volumes with their

@@ -100,6 +100,7 @@ mod tests {
                     net: Default::default(),
                     disks: Default::default(),
                     agent: true,
+                    ha: None,
                 },
             );
             s.resources.configs.insert(
@@ -140,6 +141,7 @@ mod tests {
                 disks: None,
                 agent: None,
                 running: Default::default(),
+                ha: None,
             },
         );
         o.in_maintenance.insert("cp-01".into());
@@ -183,6 +185,7 @@ mod tests {
                     disks: None,
                     agent: None,
                     running: Default::default(),
+                    ha: None,
                 },
             );
         }

@@ -24,6 +24,7 @@ pub async fn run(ctx: &Context, change: &Change, r: &Reporter) -> anyhow::Result
         Step::Pool { name, op } => kind::pool::run(ctx, name, op, r).await,
         Step::Mapping { name, op } => kind::mapping::run(ctx, name, op, r).await,
         Step::Vm { host, op } => kind::vm::run(ctx, host, op, r).await,
+        Step::HaRule { entry, op } => kind::ha_rule::run(ctx, entry, op, r).await,
         Step::Config { host, op } => kind::config::run(ctx, host, op, r).await,
         Step::Bootstrap => kind::bootstrap::run(ctx, r).await,
         Step::Kubeconfig => kind::kubeconfig::run(ctx, r).await,

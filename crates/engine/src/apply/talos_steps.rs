@@ -437,6 +437,8 @@ async fn staged_record(
         | other @ Record::PoolGone(_)
         | other @ Record::Mapping { .. }
         | other @ Record::MappingGone(_)
+        | other @ Record::HaRule { .. }
+        | other @ Record::HaRuleGone(_)
         | other @ Record::Vm { .. }
         | other @ Record::VmGone(_)
         | other @ Record::SecureMode(_)

@@ -49,6 +49,9 @@ pub fn needs(plan: &Plan, topology: &Topology, state: Option<&State>, pve_major:
                 );
                 n.mappings_used
                     .extend(spec.hostpci.iter().map(|d| d.mapping.clone()));
+                let recorded_ha =
+                    recorded_vm(state, change.address()).is_some_and(|v| v.ha.is_some());
+                n.ha |= spec.ha.is_some() || recorded_ha;
                 if let Op::Vm(VmOp::Replace { .. }) = change.op()
                     && let Some(old) = recorded_vmid(state, change.address())
                 {
@@ -56,6 +59,7 @@ pub fn needs(plan: &Plan, topology: &Topology, state: Option<&State>, pve_major:
                 }
             }
             Op::Vm(VmOp::Delete { .. }) => n.vms.extend(recorded_vmid(state, change.address())),
+            Op::HaRule(_) => n.ha = true,
             Op::Config(_) | Op::Bootstrap | Op::Kubeconfig(_) | Op::Talosconfig | Op::Object(_) => {
             }
         }
@@ -66,7 +70,7 @@ pub fn needs(plan: &Plan, topology: &Topology, state: Option<&State>, pve_major:
 /// Whether the plan changes anything in Proxmox.
 fn changes_proxmox(plan: &Plan) -> bool {
     plan.changes.iter().any(|c| match c.op() {
-        Op::Image(_) | Op::Pool(_) | Op::PciMapping(_) | Op::Vm(_) => true,
+        Op::Image(_) | Op::Pool(_) | Op::PciMapping(_) | Op::Vm(_) | Op::HaRule(_) => true,
         Op::Config(_) | Op::Bootstrap | Op::Kubeconfig(_) | Op::Talosconfig | Op::Object(_) => {
             false
         }
@@ -75,10 +79,18 @@ fn changes_proxmox(plan: &Plan) -> bool {
 
 /// The vmid the state records for a `vm/<host>` address.
 fn recorded_vmid(state: Option<&State>, address: &talosprov_state::Address) -> Option<u32> {
+    recorded_vm(state, address).map(|v| v.vmid)
+}
+
+/// The state's record of the VM at `address`, when it is a VM's.
+fn recorded_vm<'s>(
+    state: Option<&'s State>,
+    address: &talosprov_state::Address,
+) -> Option<&'s talosprov_state::format::Vm> {
     let talosprov_state::Address::Vm(host) = address else {
         return None;
     };
-    state?.resources.vms.get(host).map(|v| v.vmid)
+    state?.resources.vms.get(host)
 }
 
 /// Check the credentials against what `plan` needs; nothing is changed.

@@ -5,6 +5,7 @@ use crate::plan::change::{Action, Op};
 
 use super::bootstrap::Bootstrap;
 use super::config::Config;
+use super::ha_rule::HaRule;
 use super::image::Image;
 use super::kubeconfig::Kubeconfig;
 use super::mapping::Mapping;
@@ -21,6 +22,7 @@ impl Op {
             Op::Image(op) => Image::action(op),
             Op::Pool(op) => Pool::action(op),
             Op::PciMapping(op) => Mapping::action(op),
+            Op::HaRule(op) => HaRule::action(op),
             Op::Vm(op) => Vm::action(op),
             Op::Config(op) => Config::action(op),
             Op::Bootstrap => Bootstrap::action(&()),
@@ -37,6 +39,7 @@ impl Op {
             Op::Image(op) => Image::phase(op),
             Op::Pool(op) => Pool::phase(op),
             Op::PciMapping(op) => Mapping::phase(op),
+            Op::HaRule(op) => HaRule::phase(op),
             Op::Vm(op) => Vm::phase(op),
             Op::Config(op) => Config::phase(op),
             Op::Bootstrap => Bootstrap::phase(&()),

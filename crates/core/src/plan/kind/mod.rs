@@ -15,6 +15,7 @@
 pub mod bootstrap;
 pub mod config;
 mod dispatch;
+pub mod ha_rule;
 pub mod image;
 pub mod kubeconfig;
 pub mod mapping;
@@ -26,6 +27,7 @@ pub mod vm;
 
 pub use bootstrap::Bootstrap;
 pub use config::{Config, recorded_role};
+pub use ha_rule::HaRule;
 pub use image::Image;
 pub use kubeconfig::Kubeconfig;
 pub use mapping::{Mapping, same_mapping};

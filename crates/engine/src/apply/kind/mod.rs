@@ -4,6 +4,7 @@
 
 pub(super) mod bootstrap;
 pub(super) mod config;
+pub(super) mod ha_rule;
 pub(super) mod image;
 pub(super) mod kubeconfig;
 pub(super) mod mapping;

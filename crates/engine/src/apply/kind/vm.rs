@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use talosprov_core::plan::desired::vm_record;
 use talosprov_core::plan::{PlannedVm, VmOp};
 use talosprov_core::topology::Role;
-use talosprov_proxmox::lifecycle;
+use talosprov_proxmox::{ha, lifecycle};
 
 use crate::apply::context::Context;
 use crate::apply::create_step;
@@ -71,12 +71,20 @@ async fn update_vm(
             let outcome = lifecycle::update_vm(&ctx.proxmox, &w.node, w.vmid, &update)
                 .await
                 .with_context(|| format!("cannot update VM {} ({host})", w.vmid))?;
+            let had_ha = ctx.recorded_vms.get(host).is_some_and(|v| v.ha.is_some());
+            let mut record = create_step::vm_record(w.vmid, &w.node, &outcome.config);
+            if had_ha || w.ha.is_some() {
+                r.progress("setting the VM's HA resource");
+                record.ha = ha::set_resource(&ctx.proxmox, w.vmid, w.ha.as_ref())
+                    .await
+                    .with_context(|| format!("cannot set VM {}'s HA resource ({host})", w.vmid))?;
+            }
             // Recorded before the restart: the config holds the values now, and a
             // run stopped before the restart leaves them pending, which the next
             // plan reads back from Proxmox and finishes with a restart.
             r.record(Record::Vm {
                 host: host.to_owned(),
-                vm: create_step::vm_record(w.vmid, &w.node, &outcome.config),
+                vm: record,
                 fresh: false,
             });
             Ok(outcome)

@@ -68,6 +68,9 @@ fn current_of(recorded: &format::Vm, seen: Option<&ObservedVm>) -> format::Vm {
         if let Some(a) = s.agent {
             cur.agent = a;
         }
+        if let Some(h) = &s.ha {
+            cur.ha.clone_from(h);
+        }
     }
     cur
 }
@@ -132,6 +135,13 @@ fn vm_fields(before: &format::Vm, after: &format::Vm) -> Vec<FieldChange> {
             VmField::Agent,
             Some(text(before.agent)),
             Some(text(after.agent)),
+        ));
+    }
+    if before.ha != after.ha {
+        f.push(field(
+            VmField::Ha,
+            before.ha.as_ref().map(crate::vm::HaResource::text),
+            after.ha.as_ref().map(crate::vm::HaResource::text),
         ));
     }
     let (bt, at): (BTreeSet<&String>, BTreeSet<&String>) =
@@ -387,6 +397,7 @@ fn plan_unrecorded_vm(
             net: [("net0".to_owned(), String::new())].into_iter().collect(),
             disks: BTreeMap::new(),
             agent: !w.agent,
+            ha: None,
             ..w.clone()
         },
         w,
@@ -556,6 +567,7 @@ fn value_of(vm: &format::Vm, name: VmField) -> Option<String> {
         VmField::Scsi(_) => vm.disks.get(&name.to_string()).cloned(),
         VmField::HostPci(_) => vm.hostpci.get(&name.to_string()).cloned(),
         VmField::DiskGib => Some(vm.disk_gib.to_string()),
+        VmField::Ha => vm.ha.as_ref().map(crate::vm::HaResource::text),
         VmField::Name => Some(vm.name.clone()),
         VmField::Node => Some(vm.node.clone()),
         VmField::Tags => Some(vm.tags.join(";")),
@@ -611,6 +623,7 @@ mod tests {
             net: BTreeMap::new(),
             disks: BTreeMap::new(),
             agent: true,
+            ha: None,
         }
     }
 
