@@ -76,6 +76,13 @@ pub struct ApplyArgs {
           default_missing_value = "true", action = clap::ArgAction::Set)]
     pub refresh: bool,
 
+    /// Let the plan delete this VM's data disks that left the topology's
+    /// `disks`, with their volumes and the data on them (repeatable), e.g.
+    /// `-allow-data-loss=vm/talos-worker-01`. Without it, such a plan is
+    /// refused before anything is changed.
+    #[arg(long = "allow-data-loss", value_name = "ADDR")]
+    pub allow_data_loss: Vec<Address>,
+
     /// Print the run as JSON lines on stdout (format_version 1.0: the plan,
     /// each step's events, the final gate, warnings, errors and the summary;
     /// see "Machine-readable output" in talosprov's README.md). Needs
@@ -99,6 +106,7 @@ impl ApplyArgs {
             staged: self.staged,
             refresh_only: self.refresh_only,
             refresh: self.refresh,
+            allow_data_loss: self.allow_data_loss.clone(),
         }
     }
 }

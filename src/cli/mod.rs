@@ -76,7 +76,10 @@ pub enum Command {
     /// Prints a summary (cluster, schematics, nodes, and each node's patch files
     /// in merge order) and exits 0; or prints every problem found at once, each
     /// with its code, file:line:column, node and field, and exits 1. Warnings
-    /// are printed in both cases, on stderr.
+    /// are printed in both cases, on stderr. With --online it then reads
+    /// Proxmox, the nodes and the state (unlocked, never written) and makes
+    /// the plan, reporting what plan would refuse and the API token's missing
+    /// privileges; nothing is changed.
     ///
     /// Example: talosprov validate -f examples/homelab/cluster.yaml
     Validate(validate::ValidateArgs),
@@ -241,7 +244,7 @@ pub fn main() -> ExitCode {
 pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
     match cli.command {
         Command::Init(args) => init::run(args),
-        Command::Validate(args) => validate::run(args),
+        Command::Validate(args) => validate::run(args).await,
         Command::Render(args) => render::run(args).await,
         Command::Plan(args) => plan::run(args).await,
         Command::Apply(args) => apply::run(args).await,

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use super::cell;
 
 use talosprov_core::plan::{
-    Action, Change, ConfigField, Conflict, DriftKind, Field, FieldChange, Plan, Summary,
+    Action, Change, ConfigField, Conflict, DriftKind, Field, FieldChange, Plan, Summary, VmField,
 };
 
 /// The whole plan as text, ending with the summary line. Its values
@@ -29,7 +29,7 @@ pub fn render(plan: &Plan) -> String {
                 DriftKind::Changed => {
                     let _ = writeln!(out, "  # {} has changed", d.address);
                     for f in &d.fields {
-                        field_line(&mut out, f);
+                        field_line(&mut out, f, false);
                     }
                     for line in d.diff.iter().flat_map(|diff| diff.lines()) {
                         let _ = writeln!(out, "      {line}");
@@ -173,7 +173,7 @@ fn change_block(out: &mut String, c: &Change) {
         let _ = writeln!(out, "      ~ {}", upgrade_line(c));
     }
     for f in &c.fields {
-        field_line(out, f);
+        field_line(out, f, c.action() == Action::Update);
     }
     if let Some(diff) = c.config_diff.as_deref().filter(|d| !d.is_empty()) {
         for line in diff.lines() {
@@ -225,9 +225,13 @@ fn upgrade_line(c: &Change) -> String {
     format!("{what} (reboot)")
 }
 
-fn field_line(out: &mut String, f: &FieldChange) {
+/// One field's line; `update`: a field of an in-place update (not drift),
+/// where a data disk that goes is deleted.
+fn field_line(out: &mut String, f: &FieldChange, update: bool) {
     let note = if f.pending {
         " (pending in Proxmox: taken at the VM's next start)"
+    } else if update && matches!(f.name, Field::Vm(VmField::Scsi(_))) && f.after.is_none() {
+        " (deleted with its volume and data: needs -allow-data-loss)"
     } else {
         ""
     };

@@ -54,7 +54,7 @@ fn the_readme_role_is_exactly_what_the_check_asks_for() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_missing_privilege_stops_the_plan_and_the_role_is_enough_for_apply() {
+async fn a_missing_privilege_stops_plan_and_validate_online_and_the_role_is_enough_for_apply() {
     let role = readme_role();
     let without: Vec<String> = role
         .iter()
@@ -101,6 +101,20 @@ async fn a_missing_privilege_stops_the_plan_and_the_role_is_enough_for_apply() {
         .filter(|(m, _, _)| m != "GET")
         .collect();
     assert!(writes.is_empty(), "nothing changed: {writes:?}");
+    // validate --online makes the same plan and stops the same way, unlocked.
+    let out = lab.run(&["validate", "--online"]).await;
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        err.contains("Datastore.AllocateSpace on /storage/local-lvm")
+            && err.contains("pveum acl modify"),
+        "{err}"
+    );
+    assert!(
+        stdout(&out).starts_with("cluster lab:"),
+        "the offline summary first: {}",
+        stdout(&out)
+    );
     // apply plans first: it stops the same way.
     let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(!out.status.success());
@@ -113,6 +127,31 @@ async fn a_missing_privilege_stops_the_plan_and_the_role_is_enough_for_apply() {
                                 "privs": ["Datastore.AllocateSpace"]}),
         )
         .await;
+    let before = lab.pve.request_total().await;
+    let out = lab.run(&["validate", "--online"]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout(&out).contains(
+            "Online: Proxmox VE 9.0.10; the plan can be made (12 to add, 0 to change, 0 to \
+             destroy; 3 configs to apply) and the API token holds every privilege its Proxmox \
+             changes need."
+        ),
+        "{}",
+        stdout(&out)
+    );
+    let writes = lab
+        .pve
+        .requests()
+        .await
+        .into_iter()
+        .skip(before)
+        .filter(|(m, _, _)| m != "GET")
+        .count();
+    assert_eq!(writes, 0, "validate --online changes nothing");
     let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(
         out.status.success(),
@@ -120,4 +159,10 @@ async fn a_missing_privilege_stops_the_plan_and_the_role_is_enough_for_apply() {
         stdout(&out)
     );
     assert_eq!(lab.vms().await.len(), 3);
+    let out = lab.run(&["validate", "--online"]).await;
+    assert!(
+        stdout(&out).contains("(0 to add, 0 to change, 0 to destroy; 0 configs to apply) and it changes nothing in Proxmox."),
+        "{}",
+        stdout(&out)
+    );
 }

@@ -191,18 +191,15 @@ async fn nics_and_data_disks_agree_between_the_vm_and_the_machine_config() {
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "converged: {}", stdout(&out));
 
-    // Shrinking or dropping a data disk loses its data: refused at plan time.
+    // Shrinking or moving a data disk loses its data: refused at plan time.
     for (edit, why) in [
         (
             grown.replace("size: 25,", "size: 5,"),
             "would shrink from 25 GiB to 5 GiB",
         ),
         (
-            grown.replace(
-                "      - { size: 10, datastore: local-lvm, cache: writeback }\n",
-                "",
-            ),
-            "scsi2 is no longer in the topology's disks",
+            grown.replace("datastore: local-lvm, cache", "datastore: local, cache"),
+            "would move from storage local-lvm to local",
         ),
     ] {
         lab.write_topology(|t| with_devices(&t, &edit));
@@ -214,4 +211,141 @@ async fn nics_and_data_disks_agree_between_the_vm_and_the_machine_config() {
             "{err}"
         );
     }
+    drop_a_data_disk(&lab, &vm, &grown).await;
+}
+
+/// The volumes on `storage` of `node` (`GET .../content`), by volid.
+async fn volumes(lab: &Lab, node: &str, storage: &str) -> Vec<String> {
+    let list = lab
+        .pve
+        .get(&format!("/nodes/{node}/storage/{storage}/content"))
+        .await;
+    list.as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|v| v["volid"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A data disk that leaves the topology is shown as deleted with its data,
+/// refused by apply until `-allow-data-loss` names the VM, then deleted with
+/// its volume; a disk talosprov did not make is never deleted.
+async fn drop_a_data_disk(lab: &Lab, vm: &talosprov_state::format::Vm, grown: &str) {
+    let config = lab
+        .pve
+        .get(&format!("/nodes/{}/qemu/{}/config", vm.node, vm.vmid))
+        .await;
+    let scsi2 = text(&config["scsi2"]);
+    let volume = scsi2.split(',').next().expect("a volid").to_owned();
+    assert!(
+        volumes(lab, &vm.node, "local-lvm").await.contains(&volume),
+        "{volume} is on the storage"
+    );
+    let dropped = grown.replace(
+        "      - { size: 10, datastore: local-lvm, cache: writeback }\n",
+        "",
+    );
+    lab.write_topology(|t| with_devices(&t, &dropped));
+    let plan = lab.plan_text().await;
+    assert!(
+        plan.contains(
+            "- scsi2 = local-lvm:10G,serial=scsi2,cache=writeback,discard=on,iothread=1,ssd=1 \
+             (deleted with its volume and data: needs -allow-data-loss)"
+        ),
+        "{plan}"
+    );
+    assert!(
+        plan.contains(
+            "Warning: vm/talos-worker-01: scsi2 (local-lvm:10G,serial=scsi2,cache=writeback,\
+             discard=on,iothread=1,ssd=1) left the topology's disks: apply deletes its volume \
+             and the data on it, and only with -allow-data-loss=vm/talos-worker-01"
+        ),
+        "the warning: {plan}"
+    );
+    // Without the flag (a saved plan too): refused before any change.
+    let saved = lab.dir.path().join("drop.tfplan");
+    let out = lab
+        .run(&["plan", "-out", saved.to_str().expect("utf-8")])
+        .await;
+    assert!(out.status.success(), "{}", stdout(&out));
+    let before = lab.pve.request_total().await;
+    for args in [
+        vec!["apply", "-auto-approve"],
+        vec!["apply", saved.to_str().expect("utf-8")],
+        vec![
+            "apply",
+            "-auto-approve",
+            "-allow-data-loss=vm/talos-controlplane-01",
+        ],
+    ] {
+        let out = lab.run(&args).await;
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stdout(&out));
+        assert!(
+            err.contains("nothing was changed")
+                && err.contains("-allow-data-loss=vm/talos-worker-01"),
+            "{args:?}: {err}"
+        );
+    }
+    let writes = lab
+        .pve
+        .requests()
+        .await
+        .into_iter()
+        .skip(before)
+        .filter(|(m, _, _)| m != "GET")
+        .count();
+    assert_eq!(writes, 0, "nothing changed in Proxmox");
+    // The saved plan, with the flag: the disk and its volume are gone.
+    let out = lab
+        .run(&[
+            "apply",
+            "-allow-data-loss=vm/talos-worker-01",
+            saved.to_str().expect("utf-8"),
+        ])
+        .await;
+    assert!(
+        out.status.success(),
+        "{}{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let config = lab
+        .pve
+        .get(&format!("/nodes/{}/qemu/{}/config", vm.node, vm.vmid))
+        .await;
+    assert!(config.get("scsi2").is_none(), "{config}");
+    assert!(
+        !config
+            .as_object()
+            .expect("an object")
+            .keys()
+            .any(|k| k.starts_with("unused")),
+        "no detached volume left behind: {config}"
+    );
+    assert!(config.get("scsi1").is_some(), "the other disk stays");
+    assert!(
+        !volumes(lab, &vm.node, "local-lvm").await.contains(&volume),
+        "{volume} is deleted"
+    );
+    assert!(
+        !lab.state().resources.vms[WORKER]
+            .disks
+            .contains_key("scsi2")
+    );
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "converged: {}", stdout(&out));
+
+    // A disk added by hand is not talosprov's: never deleted, plan refused.
+    let mut set = std::collections::BTreeMap::new();
+    set.insert("scsi3".to_owned(), "local-lvm:4".to_owned());
+    let put = talosprov_proxmox::lifecycle::config_request(&vm.node, vm.vmid, &set, &[], None);
+    lab.pve.client().send(&put).await.expect("PUT config");
+    let out = lab.run(&["plan"]).await;
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        err.contains("scsi3 is not in the topology's disks, and the state does not record it"),
+        "{err}"
+    );
 }

@@ -1043,6 +1043,33 @@ class TalosprovFake(FakePve):
             return await self.task(vm.node, 'qmshutdown', vm.vmid, user, body, vm=vm)
         return await super()._do_shutdown(vm, user, p)
 
+    async def _apply_config(self, vm, user, p):
+        # Gap: fakepve keeps a deleted disk pending on a running VM and never frees its
+        # volume. PVE (vmconfig_delete_or_detach_drive, with the default hotplug
+        # network,disk,usb) unplugs a SCSI/VirtIO/SATA disk at once and keeps a volume
+        # the VM owns as unusedN; deleting unusedN frees the volume (vdisk_free).
+        deletes = [k for k in str(p.get('delete', '') or '').split(',') if k]
+        drives = dict((k, str(vm.config[k])) for k in deletes
+                      if re.fullmatch(r'(scsi|virtio|sata)\d+', k) and k in vm.config
+                      and 'media=cdrom' not in str(vm.config[k]))
+        unused = dict((k, str(vm.config[k])) for k in deletes
+                      if re.fullmatch(r'unused\d+', k) and k in vm.config)
+        await super()._apply_config(vm, user, p)
+        for key, value in drives.items():
+            vm.pending.pop(key, None)
+            vm.config.pop(key, None)
+            volid = split_drive(value)[0]
+            owner = re.search(r'(?:^|[:/])(?:vm|base)-(\d+)-', volid)
+            if owner and int(owner.group(1)) == vm.vmid:
+                n = 0
+                while 'unused{0}'.format(n) in vm.config:
+                    n += 1
+                vm.config['unused{0}'.format(n)] = volid
+        for key, value in unused.items():
+            vm.pending.pop(key, None)
+            vm.config.pop(key, None)
+            self._qm_free(split_drive(value)[0])
+
     @staticmethod
     def _vm_maxdisk(vm):
         # Gap: fakepve reports the first drive key's size (the EFI disk); PVE reports the boot disk.

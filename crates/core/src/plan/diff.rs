@@ -109,6 +109,28 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         pools: Vec::new(),
     };
     ownership::order_holding_back(&mut plan, input.desired);
+    let losses: Vec<super::PlanWarning> = plan
+        .data_losses()
+        .into_iter()
+        .map(|(address, disks)| {
+            let named: Vec<String> = disks.iter().map(|(k, v)| format!("{k} ({v})")).collect();
+            super::PlanWarning {
+                address: Some(address.clone()),
+                message: format!(
+                    "{} left the topology's disks: apply deletes {} and the data on {}, and \
+                     only with -allow-data-loss={address}",
+                    named.join(", "),
+                    if disks.len() == 1 {
+                        "its volume"
+                    } else {
+                        "their volumes"
+                    },
+                    if disks.len() == 1 { "it" } else { "them" },
+                ),
+            }
+        })
+        .collect();
+    plan.warnings.extend(losses);
     Ok(plan)
 }
 

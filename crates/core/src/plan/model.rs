@@ -217,6 +217,31 @@ impl Plan {
         s
     }
 
+    /// The data disks this plan deletes with their volumes, by VM address:
+    /// each in-place VM update's `scsiN` (N ≥ 1) that goes from a value to
+    /// none, as `(key, value now)`. Apply makes these only for the addresses
+    /// given `-allow-data-loss`; a VM deleted or replaced whole is not here
+    /// (its change says so itself).
+    pub fn data_losses(&self) -> Vec<(&Address, Vec<(String, &str)>)> {
+        self.changes
+            .iter()
+            .filter(|c| c.action() == Action::Update)
+            .filter_map(|c| {
+                let disks: Vec<(String, &str)> = c
+                    .fields
+                    .iter()
+                    .filter_map(|f| match (&f.name, &f.before, &f.after) {
+                        (Field::Vm(v @ super::field::VmField::Scsi(_)), Some(b), None) => {
+                            Some((v.to_string(), b.as_str()))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                (!disks.is_empty()).then_some((c.address(), disks))
+            })
+            .collect()
+    }
+
     /// The change at `address`, if any.
     pub fn change(&self, address: &Address) -> Option<&Change> {
         self.changes.iter().find(|c| c.address() == address)

@@ -199,6 +199,9 @@ pub struct ApplyRequest {
     pub refresh_only: bool,
     /// `-refresh` (false: plan from the state alone).
     pub refresh: bool,
+    /// `-allow-data-loss=ADDR`s: the VMs whose data disks the plan may
+    /// delete with their volumes (a disk that left the topology's `disks`).
+    pub allow_data_loss: Vec<Address>,
 }
 
 /// `apply`'s settings, resolved once from the request, the saved plan, the
@@ -234,6 +237,8 @@ pub(super) struct ApplySettings {
     /// `targets` are the command's own, not the user's `-target`s: no
     /// targeting warning.
     pub(super) own_targets: bool,
+    /// The VMs whose data disks the plan may delete (`-allow-data-loss`).
+    pub(super) allow_data_loss: Vec<Address>,
 }
 
 impl ApplySettings {
@@ -302,6 +307,7 @@ impl ApplySettings {
             interrupt_grace,
             ready_wait,
             own_targets: false,
+            allow_data_loss: request.allow_data_loss.clone(),
             topology,
             saved,
         })
@@ -459,13 +465,17 @@ impl Edges for Engine<'_> {
             staged: settings.staged,
             warn_targets: !settings.own_targets,
         };
-        tokio::select! {
-            planned = make_plan(topology, state, settings.saved.as_ref(), &request, self.ui) => planned,
+        let planned = tokio::select! {
+            planned = make_plan(topology, state, settings.saved.as_ref(), &request, self.ui) => planned?,
             _ = interrupt.wait_for(|c| *c) => {
                 super::plan::warn_planning_interrupted(self.ui, "apply");
-                Err(CommandError::Interrupted)
+                return Err(CommandError::Interrupted);
             }
+        };
+        if !settings.refresh_only {
+            refuse_data_loss(&planned.plan, &settings.allow_data_loss, self.ui)?;
         }
+        Ok(planned)
     }
 
     fn show(&mut self, shown: Shown<'_>) -> Result<(), CommandError> {
@@ -523,6 +533,43 @@ impl Edges for Engine<'_> {
         self.viewing = true;
         self.ui.updates()
     }
+}
+
+/// Refuse, before anything is changed, a plan that deletes data disks of a
+/// VM not named by `-allow-data-loss`; warn of a named VM whose disks the
+/// plan keeps.
+///
+/// # Errors
+/// The refusal, naming each VM, its disks and the flag that allows it.
+fn refuse_data_loss(plan: &Plan, allowed: &[Address], ui: &Ui) -> Result<(), CommandError> {
+    let losses = plan.data_losses();
+    let refused: Vec<String> = losses
+        .iter()
+        .filter(|(address, _)| !allowed.contains(address))
+        .map(|(address, disks)| {
+            let named: Vec<String> = disks.iter().map(|(k, v)| format!("{k} ({v})")).collect();
+            format!(
+                "{address}: {} (allow it with -allow-data-loss={address})",
+                named.join(", ")
+            )
+        })
+        .collect();
+    for address in allowed {
+        if !losses.iter().any(|(a, _)| *a == address) {
+            ui.warn(&format!(
+                "-allow-data-loss={address}: the plan deletes no data disk of {address}"
+            ));
+        }
+    }
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(anyhow::anyhow!(
+        "the plan deletes data disks with their volumes and the data on them, which apply \
+         does only when told (nothing was changed):\n  {}",
+        refused.join("\n  ")
+    )
+    .into())
 }
 
 /// Run `plan`'s changes with the frontend's progress view (for `destroy`).

@@ -44,6 +44,7 @@ pub mod secrets;
 pub mod state;
 pub mod store;
 pub mod validate;
+pub mod validate_online;
 
 pub use talosprov_retry::{Notice, seconds};
 

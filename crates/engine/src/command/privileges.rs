@@ -68,7 +68,7 @@ pub fn needs(plan: &Plan, topology: &Topology, state: Option<&State>, pve_major:
 }
 
 /// Whether the plan changes anything in Proxmox.
-fn changes_proxmox(plan: &Plan) -> bool {
+pub(crate) fn changes_proxmox(plan: &Plan) -> bool {
     plan.changes.iter().any(|c| match c.op() {
         Op::Image(_) | Op::Pool(_) | Op::PciMapping(_) | Op::Vm(_) | Op::HaRule(_) => true,
         Op::Config(_) | Op::Bootstrap | Op::Kubeconfig(_) | Op::Talosconfig | Op::Object(_) => {

@@ -82,6 +82,7 @@ pub async fn rotate_ca(request: &RotateRequest, ui: &Ui) -> Result<Rotated, Comm
         interrupt_grace: interrupt_grace()?,
         ready_wait: ready_wait()?,
         own_targets: true,
+        allow_data_loss: Vec::new(),
     };
     let store = request.state.open(ui)?;
     locked(

@@ -65,9 +65,29 @@ async fn update_vm(
         disks: Some(want.spec.disks.clone()),
         agent: Some(want.spec.agent),
     };
+    // The data disks talosprov made that left the topology: the plan showed
+    // each as deleted, and apply ran only because -allow-data-loss named
+    // this VM. A disk it did not make is never in the record.
+    let dropped: Vec<String> = ctx
+        .recorded_vms
+        .get(host)
+        .map(|v| {
+            v.disks
+                .keys()
+                .filter(|k| !w.disks.contains_key(*k))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
     r.progress("updating the VM config");
     let outcome = r
         .proxmox(async {
+            for key in &dropped {
+                r.progress(format!("deleting data disk {key} and its volume"));
+                lifecycle::detach_disk(&ctx.proxmox, &w.node, w.vmid, key)
+                    .await
+                    .with_context(|| format!("cannot delete {key} of VM {} ({host})", w.vmid))?;
+            }
             let outcome = lifecycle::update_vm(&ctx.proxmox, &w.node, w.vmid, &update)
                 .await
                 .with_context(|| format!("cannot update VM {} ({host})", w.vmid))?;

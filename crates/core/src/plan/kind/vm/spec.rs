@@ -221,7 +221,7 @@ pub(super) fn plan_vm(
             fields: drifted,
         });
     }
-    if let Some(e) = data_disk_loss(host, w, &current) {
+    if let Some(e) = data_disk_loss(host, w, rec, &current) {
         return Err(e);
     }
     if w.disk_gib < current.disk_gib {
@@ -236,8 +236,16 @@ pub(super) fn plan_vm(
 }
 
 /// The first data disk the VM has (as refresh saw it, else as recorded) that
-/// `w` drops or shrinks: refused, since either loses its data.
-fn data_disk_loss(host: &str, w: &format::Vm, current: &format::Vm) -> Option<PlanError> {
+/// `w` shrinks or moves, or drops while the state does not record it
+/// (talosprov did not make it, so it neither deletes nor adopts it):
+/// refused. A recorded disk that leaves the topology is planned as a removal
+/// (`- scsiN`), which apply makes only with `-allow-data-loss` on the VM.
+fn data_disk_loss(
+    host: &str,
+    w: &format::Vm,
+    rec: &format::Vm,
+    current: &format::Vm,
+) -> Option<PlanError> {
     let size = |text: &str| {
         text.split(',')
             .next()
@@ -247,7 +255,11 @@ fn data_disk_loss(host: &str, w: &format::Vm, current: &format::Vm) -> Option<Pl
     current.disks.iter().find_map(|(key, have)| {
         let storage = |text: &str| text.split(':').next().unwrap_or_default().to_owned();
         let what = match w.disks.get(key) {
-            None => "is no longer in the topology's disks".to_owned(),
+            None if rec.disks.contains_key(key) => return None,
+            None => "is not in the topology's disks, and the state does not record it: \
+                     talosprov did not make it, so it neither deletes nor adopts it (declare \
+                     it in `disks`, or detach it in Proxmox)"
+                .to_owned(),
             Some(want) if storage(want) != storage(have) => format!(
                 "would move from storage {} to {}: talosprov makes a volume only when it adds \
                  the disk (move it in Proxmox, Move Storage, then apply)",
