@@ -14,6 +14,7 @@
 #![deny(clippy::wildcard_enum_match_arm)]
 
 pub mod addon;
+pub mod adopt;
 pub mod budgets;
 pub mod diagnostics;
 pub mod duration;
