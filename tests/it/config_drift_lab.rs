@@ -97,7 +97,7 @@ fn set_machine(key: &str, value: &str) -> impl Fn(&mut serde_yaml_ng::Mapping) {
 }
 
 /// Apply `config` to `ip` out of band; the mode the node took (`NO_REBOOT`, `REBOOT`).
-fn apply_out_of_band(files: &Path, ip: &str, config: &str) -> String {
+pub(crate) fn apply_out_of_band(files: &Path, ip: &str, config: &str) -> String {
     let file = files.join("edited.yaml");
     std::fs::write(&file, config).expect("write");
     let out = talos_client(files, ip, &["apply", file.to_str().expect("utf-8")]);

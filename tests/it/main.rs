@@ -8,6 +8,7 @@ mod addons_converge;
 mod addons_helm;
 mod addons_kubectl;
 mod addons_render;
+mod adopt_lab;
 mod apply_gate;
 mod apply_json;
 mod apply_settings;

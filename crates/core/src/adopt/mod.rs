@@ -6,17 +6,24 @@
 //! ([`patches`]). Pure: the bytes come from the caller, and
 //! nothing here reads a file or the network.
 
+pub mod build;
+pub mod diff;
 pub mod patches;
 pub mod proxmox;
 pub mod secrets;
 pub mod talos;
 pub mod tfstate;
+pub mod topology;
 
+pub use build::{Adopted, Source, adopt};
 pub use patches::{NodePatches, PatchTree, factor};
 pub use proxmox::{ProxmoxSide, StateImage, StateMapping, StateVm, proxmox_side};
 pub use secrets::{SecretsError, StateSecrets, machine_secrets};
 pub use talos::{AppliedConfig, ClusterFacts, NodeConfig, TalosSide, talos_side};
 pub use tfstate::{Instance, Mode, TfState, TfStateError};
+pub use topology::{AdoptError, NodeSource, Settings};
 
+#[cfg(test)]
+mod build_tests;
 #[cfg(test)]
 mod tests;

@@ -148,6 +148,8 @@ pub struct ProxmoxSide {
     pub images: Vec<StateImage>,
     /// The PCI mappings.
     pub mappings: Vec<StateMapping>,
+    /// The resource pools (`pool`): `(address, pool_id, comment)`.
+    pub pools: Vec<(String, String, Option<String>)>,
     /// bpg resources not read, with why: `(address, reason)`.
     pub left_out: Vec<(String, String)>,
 }
@@ -229,6 +231,11 @@ pub fn proxmox_side(state: &TfState) -> ProxmoxSide {
             )),
             Some(("download_file", _)) => side.images.push(image(i)),
             Some(("hardware_mapping_pci", _)) => side.mappings.push(mapping(i)),
+            Some(("pool", _)) => side.pools.push((
+                i.address.clone(),
+                string(&i.attributes, "pool_id").unwrap_or_default(),
+                string(&i.attributes, "comment"),
+            )),
             _ if i.mode == super::tfstate::Mode::Data => {}
             _ => side.left_out.push((
                 i.address.clone(),

@@ -67,6 +67,9 @@ pub struct AppliedConfig {
     pub config_patches: Vec<Sensitive<String>>,
     /// The config, as far as the state holds it.
     pub config: NodeConfig,
+    /// The config the patches applied to, when kept
+    /// (`machine_configuration_input`; `machine_configuration` in schema 0).
+    pub input: Option<Sensitive<String>>,
     /// `machine_configuration_hash`, when the state has it.
     pub config_hash: Option<String>,
 }
@@ -155,7 +158,14 @@ fn applied_config(i: &Instance) -> AppliedConfig {
     }
     .or_else(|| hash.clone().map(NodeConfig::Hash))
     .unwrap_or(NodeConfig::Unknown);
+    let input = if i.schema_version == 0 {
+        text(i, "machine_configuration")
+    } else {
+        text(i, "machine_configuration_input")
+    }
+    .map(Sensitive::new);
     AppliedConfig {
+        input,
         address: i.address.clone(),
         endpoint: text(i, "endpoint").filter(|e| *e != node),
         node,

@@ -490,6 +490,7 @@ fn desired_config(node: &Node, rendered: &RenderedConfig) -> DesiredConfig {
             secure_mode: true,
             staged: None,
             role: Some(node.role),
+            running_sha256: None,
         },
         yaml: rendered.yaml.clone(),
     }

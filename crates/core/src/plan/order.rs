@@ -484,6 +484,7 @@ mod tests {
                         secure_mode: true,
                         staged: None,
                         role: Some(*role),
+                        running_sha256: None,
                     },
                     yaml: crate::machine::Sensitive::new(String::new()),
                 },

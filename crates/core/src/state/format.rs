@@ -270,6 +270,22 @@ pub struct NodeConfig {
     /// applied machine config's `machine.type` tells.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<crate::topology::Role>,
+    /// Hex SHA-256 of the bytes the node runs, when they are not the bytes
+    /// of `config_sha256` but the same config: a node adopted from OpenTofu
+    /// or talosctl (`talosprov adopt`), whose config Talos's own encoder
+    /// wrote with another key order. Refresh takes a running config with
+    /// this digest as the applied one; the next apply of the node's config
+    /// drops it. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_sha256: Option<String>,
+}
+
+impl NodeConfig {
+    /// Whether a running config whose bytes have the digest `sha256` (hex)
+    /// is the config applied (see [`NodeConfig::running_sha256`]).
+    pub fn runs(&self, sha256: &str) -> bool {
+        self.config_sha256 == sha256 || self.running_sha256.as_deref() == Some(sha256)
+    }
 }
 
 /// A machine config staged on a node, which the node takes at its next boot
@@ -651,6 +667,7 @@ pub fn sample() -> State {
             secure_mode: true,
             staged: None,
             role: None,
+            running_sha256: None,
         },
     );
     r.bootstrap = Some(Bootstrap {

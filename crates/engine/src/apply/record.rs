@@ -276,6 +276,7 @@ mod tests {
             secure_mode: false,
             staged: None,
             role: None,
+            running_sha256: None,
         }
     }
 

@@ -388,7 +388,7 @@ async fn running_drift(
     use sha2::Digest as _;
     let running = c.running_config().await.ok().flatten()?;
     let sha256 = hex::encode(sha2::Sha256::digest(running.expose()));
-    if sha256 == recorded.config_sha256 {
+    if recorded.runs(&sha256) {
         return None;
     }
     Some(talosprov_core::plan::RunningConfig {

@@ -112,6 +112,7 @@ mod tests {
                     secure_mode: true,
                     staged: None,
                     role: None,
+                    running_sha256: None,
                 },
             );
         }

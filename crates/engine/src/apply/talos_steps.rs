@@ -267,16 +267,16 @@ fn no_issuer(host: &str) -> String {
     )
 }
 
-/// Whether the node says it runs a machine config other than the one with digest `sha256`
+/// Whether the node says it runs a machine config other than the one `recorded` as applied
 /// (its COSI `MachineConfig`); false when it does not say.
-async fn runs_other_config(client: &TalosClient, sha256: &str) -> bool {
+async fn runs_other_config(client: &TalosClient, recorded: &format::NodeConfig) -> bool {
     use sha2::Digest as _;
     client
         .running_config()
         .await
         .ok()
         .flatten()
-        .is_some_and(|c| hex::encode(sha2::Sha256::digest(c.expose())) != sha256)
+        .is_some_and(|c| !recorded.runs(&hex::encode(sha2::Sha256::digest(c.expose()))))
 }
 
 /// Apply `change`'s machine config to `host`: a node in maintenance mode gets
@@ -316,7 +316,7 @@ pub(super) async fn apply_config(
             match recorded {
                 Some(rec)
                     if rec.config_sha256 == want.config_sha256
-                        && !runs_other_config(&client, &want.config_sha256).await =>
+                        && !runs_other_config(&client, rec).await =>
                 {
                     r.record(Record::SecureMode(host.to_owned()));
                 }
@@ -471,6 +471,7 @@ pub(super) fn config_record(
             secure_mode,
             staged: None,
             role: Some(change.role),
+            running_sha256: None,
         },
         yaml: Sensitive::new(yaml.expose().clone()),
     }

@@ -27,6 +27,7 @@ pub use crate::apply::session::{Question, Shown};
 use crate::health::{GateEvent, GateOutcome};
 
 mod addons;
+pub mod adopt;
 pub mod apply;
 pub mod destroy;
 mod gate;

@@ -1,0 +1,225 @@
+//! The adoption put together from sides built in the test: configs made as
+//! the talos provider makes them (Talos's generator with the provider's
+//! defaults, then the patches), VMs as the bpg provider records them.
+
+use std::path::Path;
+
+use super::build::{Source, adopt};
+use super::diff::{first_difference, patches_between};
+use super::proxmox::{ProxmoxSide, StateVm, VmDisk, VmNic};
+use super::talos::ClusterFacts;
+use super::topology::{NodeSource, Settings};
+use crate::machine::rotation::AcceptedCas;
+use crate::machine::secrets::SecretsBundle;
+use crate::machine::{BaseConfigInput, base_config, machine_config_yaml, secrets_yaml};
+use crate::patch::document::MachineConfig;
+use crate::patch::{apply_patches, load_patch};
+use crate::role::Role;
+use crate::sensitive::Sensitive;
+
+fn bundle() -> SecretsBundle {
+    use rand::SeedableRng as _;
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(11);
+    SecretsBundle::generate_for_checks(&mut rng, time::OffsetDateTime::UNIX_EPOCH)
+        .expect("a bundle")
+}
+
+/// `talosctl gen config`'s config for `role`, as the provider's
+/// `talos_machine_configuration` data source makes it.
+fn provider_input(secrets: &SecretsBundle, role: Role) -> MachineConfig {
+    let none = AcceptedCas::default();
+    let input = BaseConfigInput {
+        cluster_name: "prod".into(),
+        endpoint: "https://10.5.0.10:6443".into(),
+        kubernetes_version: Some("1.36.2".into()),
+        talos_version: "v1.13.8".parse().expect("version"),
+        role,
+        secrets,
+        install_disk: None,
+        install_image: None,
+        additional_sans: Vec::new(),
+        hostname_config: true,
+        accepted_cas: &none,
+    };
+    MachineConfig {
+        documents: base_config(&input).expect("base").documents,
+    }
+}
+
+fn patched(input: &MachineConfig, patches: &[&str]) -> MachineConfig {
+    let loaded: Vec<_> = patches
+        .iter()
+        .enumerate()
+        .map(|(i, p)| load_patch(format!("p{i}"), p).expect("patch"))
+        .collect();
+    apply_patches(input, &loaded).expect("applies")
+}
+
+#[test]
+fn patches_between_two_configs_give_the_second_under_talos_merge_rules() {
+    let secrets = bundle();
+    let from = provider_input(&secrets, Role::Worker);
+    let cases: &[&str] = &[
+        // A scalar, a key added, a list replaced, a map entry removed.
+        "machine:\n  install:\n    disk: /dev/vda\n  certSANs: [a.example]\n",
+        "machine:\n  kubelet:\n    extraArgs:\n      rotate-server-certificates: \"true\"\n",
+        "cluster:\n  network:\n    podSubnets: [10.64.0.0/16]\n",
+        "apiVersion: v1alpha1\nkind: HostnameConfig\nhostname: w1\nauto: off\n",
+        "apiVersion: v1alpha1\nkind: HostnameConfig\n$patch: delete\n",
+        "machine:\n  features:\n    $patch: delete\n",
+        "apiVersion: v1alpha1\nkind: ResolverConfig\nnameservers:\n  - address: 1.1.1.1\n",
+    ];
+    for case in cases {
+        let to = patched(&from, &[case]);
+        for (a, b) in [(&from, &to), (&to, &from)] {
+            let patches = patches_between(a, b);
+            let got = patched(a, &patches.iter().map(String::as_str).collect::<Vec<_>>());
+            assert_eq!(first_difference(&got, b), None, "{case}\n{patches:#?}");
+        }
+    }
+    assert!(patches_between(&from, &from).is_empty());
+}
+
+fn vm(name: &str, vmid: u32, ip: &str, cores: u32) -> StateVm {
+    StateVm {
+        address: format!("module.cluster.proxmox_virtual_environment_vm.node[\"{name}\"]"),
+        vmid: Some(vmid),
+        node: Some("pve1".into()),
+        name: Some(name.into()),
+        tags: vec!["talos".into()],
+        pool: None,
+        cores: Some(cores),
+        memory_mib: Some(4096),
+        disks: vec![VmDisk {
+            interface: "scsi0".into(),
+            datastore: Some("local-lvm".into()),
+            size_gib: Some(40),
+            source: Some("local:iso/talos-v1.13.8-nocloud-amd64.img".into()),
+        }],
+        efi_disk: true,
+        hostpci: Vec::new(),
+        nics: vec![VmNic {
+            bridge: Some("vmbr0".into()),
+            vlan: None,
+            mac: Some("BC:24:11:00:00:01".into()),
+            mtu: None,
+        }],
+        addresses: vec![format!("{ip}/24")],
+        gateway: Some("10.5.0.1".into()),
+        nameservers: vec!["10.5.0.1".into()],
+    }
+}
+
+#[test]
+fn an_adopted_cluster_renders_what_its_nodes_run_with_no_secret_in_its_files() {
+    let secrets = bundle();
+    let secrets_text = secrets_yaml(&secrets);
+    let common =
+        "machine:\n  kubelet:\n    extraArgs:\n      rotate-server-certificates: \"true\"\n";
+    let cp_patch = "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        addresses: [10.5.0.11/24]\n        routes:\n          - network: 0.0.0.0/0\n            gateway: 10.5.0.1\n        vip:\n          ip: 10.5.0.10\n";
+    let nodes = [
+        (
+            "cp-1",
+            "10.5.0.11",
+            Role::Controlplane,
+            vec![common, cp_patch],
+        ),
+        ("w-1", "10.5.0.21", Role::Worker, vec![common]),
+        ("w-2", "10.5.0.22", Role::Worker, vec![common]),
+    ];
+    let mut sources = Vec::new();
+    let mut side = ProxmoxSide::default();
+    let mut running = Vec::new();
+    for (i, (name, ip, role, patches)) in nodes.iter().enumerate() {
+        let input = provider_input(&secrets, *role);
+        let config = patched(&input, patches);
+        let text = machine_config_yaml(&config.documents);
+        running.push(config);
+        side.vms.push(vm(name, 101 + i as u32, ip, 4));
+        sources.push(NodeSource {
+            source: format!("talos_machine_configuration_apply.node[\"{name}\"]"),
+            node: (*ip).into(),
+            running: Sensitive::new(text),
+            input: Some(Sensitive::new(machine_config_yaml(&input.documents))),
+            patches: patches
+                .iter()
+                .map(|p| Sensitive::new((*p).to_owned()))
+                .collect(),
+        });
+    }
+    let facts = ClusterFacts {
+        name: Some("prod".into()),
+        endpoint: Some("https://10.5.0.10:6443".into()),
+        talos_version: Some("v1.13.8".into()),
+        kubernetes_version: Some("1.36.2".into()),
+        ..ClusterFacts::default()
+    };
+    let settings = Settings::default();
+    let adopted = adopt(Source {
+        nodes: sources,
+        facts: &facts,
+        proxmox: &side,
+        settings: &settings,
+        secrets: &secrets,
+        secrets_yaml: &secrets_text,
+        bootstrapped: true,
+        now: "2026-12-05T00:00:00Z".into(),
+        dir: Path::new("/adopted"),
+        proxmox_endpoint_env: Some("https://pve.example:8006".into()),
+        image_storage_shared: false,
+    })
+    .expect("adopts");
+
+    // What each node runs is what talosprov renders, in meaning.
+    for (i, (name, ..)) in nodes.iter().enumerate() {
+        let ours = MachineConfig::parse(adopted.machineconfigs[*name].expose()).expect("parses");
+        assert_eq!(first_difference(&ours, &running[i]), None, "{name}");
+        let record = &adopted.resources.configs[*name];
+        use sha2::Digest as _;
+        let sha = hex::encode(sha2::Sha256::digest(adopted.machineconfigs[*name].expose()));
+        assert_eq!(record.config_sha256, sha, "{name}");
+        let vm = &adopted.resources.vms[*name];
+        assert_eq!((vm.vmid, vm.cores), (101 + i as u32, 4));
+    }
+    assert!(
+        adopted
+            .resources
+            .bootstrap
+            .as_ref()
+            .is_some_and(|b| b.node == "cp-1")
+    );
+    let names: Vec<String> = adopted
+        .files
+        .iter()
+        .map(|(p, _)| p.display().to_string())
+        .collect();
+    // The shared patch went up to common/, the VIP stayed with its node, and
+    // what the workers' base config differs by is the workers'.
+    assert!(names.contains(&"cluster.yaml".to_owned()), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with("patches/common/")),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.starts_with("patches/nodes/cp-1/")),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"patches/worker/00-adopted.yaml".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n.starts_with("patches/nodes/w-")),
+        "{names:?}"
+    );
+    let topology = &adopted.files[0].1;
+    assert!(topology.contains("vip: 10.5.0.10"), "{topology}");
+    for (path, text) in &adopted.files {
+        for secret in [
+            secrets.cluster.secret.expose().as_str(),
+            secrets.trustd_token.expose().as_str(),
+        ] {
+            assert!(!text.contains(secret), "{} holds a secret", path.display());
+        }
+    }
+}

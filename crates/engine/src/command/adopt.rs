@@ -1,0 +1,354 @@
+//! `talosprov adopt`: take over a running cluster that OpenTofu (the
+//! siderolabs/talos and bpg/proxmox providers) made, from its state, by
+//! writing the topology, the patch tree and talosprov's state, and changing
+//! nothing in Proxmox, in Talos or in the source state (read only: an http
+//! source is fetched with one GET, never locked or written).
+//!
+//! Where the source state holds a node's running config, that is what
+//! talosprov compares with; where it holds only the input and patches, or
+//! only the config's hash (the provider's write-only input), the config is
+//! read from the node over the Talos API with the adopted secrets, and
+//! checked against the hash.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow};
+use sha2::Digest as _;
+
+use super::store::{StateSettings, state_env, with_lock};
+use super::{CommandError, Ui};
+use talosprov_core::adopt::{
+    self, AppliedConfig, NodeConfig, NodeSource, Settings, TfState, machine_secrets, proxmox_side,
+    talos_side,
+};
+use talosprov_core::machine::{
+    SecretsBundle, Talosconfig, TalosconfigInput, parse_secrets_yaml, secrets_yaml,
+};
+use talosprov_state::config::{self, StateSection};
+use talosprov_state::format::{Output, State};
+use talosprov_state::{Backend as _, Sensitive, StateBackend};
+use talosprov_talos::{ClientCredentials, TalosClient};
+
+/// Where the cluster is adopted from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdoptFrom {
+    /// A local OpenTofu or Terraform state file.
+    TfState(PathBuf),
+    /// The state behind `TF_HTTP_ADDRESS` (and `TF_HTTP_USERNAME`,
+    /// `TF_HTTP_PASSWORD`), as GitLab keeps it.
+    TfStateHttp,
+}
+
+/// `adopt`'s arguments, as parsed.
+#[derive(Debug, Clone)]
+pub struct AdoptRequest {
+    /// The source.
+    pub from: AdoptFrom,
+    /// The folder `cluster.yaml` and `patches/` are written to.
+    pub out: PathBuf,
+    /// The target state: `out/cluster.yaml`'s, or `--state`,
+    /// `--backend-config`.
+    pub state: StateSettings,
+    /// `-lock-timeout`.
+    pub lock_timeout: Duration,
+    /// The values the source does not hold.
+    pub settings: Settings,
+    /// `--secrets FILE`: the bundle as talosctl writes it, for a state
+    /// whose `talos_machine_secrets` is ephemeral or absent.
+    pub secrets_file: Option<PathBuf>,
+    /// `--secrets-address`: which `talos_machine_secrets` instance, when
+    /// the state has several.
+    pub secrets_address: Option<String>,
+    /// `--dry-run`: write nothing.
+    pub dry_run: bool,
+    /// How long each node may take to answer when its config is read.
+    pub probe: Duration,
+}
+
+/// What `adopt` did (or, with `--dry-run`, would do).
+#[derive(Debug, Clone)]
+pub struct AdoptOutcome {
+    /// The files written, each with its text when it holds no secret
+    /// (every one does not: the patches and topology never hold secrets).
+    pub files: Vec<(PathBuf, String)>,
+    /// What was adopted, one line per record.
+    pub adopted: Vec<String>,
+    /// What could not be expressed or was left out.
+    pub report: Vec<String>,
+    /// Where the state went.
+    pub state_location: String,
+    /// Nothing was written.
+    pub dry_run: bool,
+}
+
+/// Read the source state's bytes, and say where it is.
+async fn read_source(from: &AdoptFrom, dir: &Path) -> anyhow::Result<(Vec<u8>, String)> {
+    match from {
+        AdoptFrom::TfState(path) => {
+            let bytes = talosprov_state::bounded::read_file(
+                path,
+                "state",
+                talosprov_state::bounded::MAX_STATE_BYTES,
+            )
+            .with_context(|| format!("cannot read the state {}", path.display()))?;
+            Ok((bytes, path.display().to_string()))
+        }
+        AdoptFrom::TfStateHttp => {
+            let section = StateSection {
+                backend: Some("http".into()),
+                ..StateSection::default()
+            };
+            let resolved = config::resolve(&section, &state_env(), &[], dir, None)
+                .context("--from-tfstate http reads TF_HTTP_ADDRESS (and TF_HTTP_USERNAME, TF_HTTP_PASSWORD)")?;
+            let backend = StateBackend::open(resolved)?;
+            let place = backend.describe();
+            let bytes = backend
+                .get()
+                .await
+                .with_context(|| format!("cannot read the state {place}"))?
+                .ok_or_else(|| anyhow!("{place} holds no state"))?;
+            Ok((bytes, place))
+        }
+    }
+}
+
+/// The talosconfig credentials the adopted bundle gives, to read the nodes.
+fn credentials(secrets: &SecretsBundle, nodes: &[String]) -> anyhow::Result<ClientCredentials> {
+    let input = TalosconfigInput {
+        context: "adopt".into(),
+        endpoints: nodes.to_vec(),
+        nodes: nodes.to_vec(),
+        secrets,
+        now: time::OffsetDateTime::now_utc(),
+        lifetime: time::Duration::hours(1),
+    };
+    let tc = Talosconfig::generate(&input, &mut rand::rngs::OsRng)
+        .context("cannot issue a client certificate from the adopted OS CA")?;
+    Ok(ClientCredentials::from_talosconfig(&tc))
+}
+
+/// The config `node` runs, read over the Talos API.
+async fn running_config(
+    node: &str,
+    creds: &ClientCredentials,
+    probe: Duration,
+) -> anyhow::Result<String> {
+    let ip: std::net::IpAddr = node
+        .parse()
+        .with_context(|| format!("node {node:?} is not an IP address"))?;
+    let read = async {
+        let c = TalosClient::connect_secure(ip, creds).await?;
+        c.running_config().await
+    };
+    let config = tokio::time::timeout(probe, read)
+        .await
+        .map_err(|_| anyhow!("node {node} did not answer within {probe:?}"))?
+        .with_context(|| format!("cannot read the machine config of node {node}"))?
+        .ok_or_else(|| anyhow!("node {node} does not say which machine config it runs"))?;
+    Ok(String::from_utf8_lossy(config.expose()).into_owned())
+}
+
+/// Each node as the source gives it, its running config read from the node
+/// where the state does not hold it.
+async fn node_sources(
+    applied: &[AppliedConfig],
+    secrets: &SecretsBundle,
+    probe: Duration,
+    ui: &Ui,
+) -> anyhow::Result<Vec<NodeSource>> {
+    let mut creds = None;
+    let names: Vec<String> = applied.iter().map(|a| a.node.clone()).collect();
+    let mut out = Vec::new();
+    for a in applied {
+        let running = match &a.config {
+            NodeConfig::Rendered(text) => text.expose().clone(),
+            NodeConfig::Input(_) | NodeConfig::Hash(_) | NodeConfig::Unknown => {
+                ui.note(&format!(
+                    "{}: the state does not hold the config node {} runs; reading it from the node",
+                    a.address, a.node
+                ));
+                if creds.is_none() {
+                    creds = Some(credentials(secrets, &names)?);
+                }
+                let creds = creds.as_ref().ok_or_else(|| anyhow!("no credentials"))?;
+                let text = running_config(&a.node, creds, probe)
+                    .await
+                    .with_context(|| format!("{}: adopt needs the node's config", a.address))?;
+                if let Some(hash) = &a.config_hash {
+                    let sha = hex::encode(sha2::Sha256::digest(text.as_bytes()));
+                    if sha != *hash {
+                        ui.warn(&format!(
+                            "{}: node {} runs a config whose SHA-256 is not the state's \
+                             machine_configuration_hash: it changed since OpenTofu applied it; \
+                             adopt takes what runs",
+                            a.address, a.node
+                        ));
+                    }
+                }
+                text
+            }
+        };
+        out.push(NodeSource {
+            source: a.address.clone(),
+            node: a.node.clone(),
+            running: Sensitive::new(running),
+            input: a.input.clone(),
+            patches: a.config_patches.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// The secrets bundle: `--secrets FILE`, else the state's.
+fn bundle(request: &AdoptRequest, state: &TfState) -> anyhow::Result<(SecretsBundle, String)> {
+    if let Some(path) = &request.secrets_file {
+        let text = talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, path)
+            .with_context(|| format!("cannot read the secrets bundle {}", path.display()))?;
+        let b = parse_secrets_yaml(&text)
+            .with_context(|| format!("{} is not a valid secrets bundle", path.display()))?;
+        let text = secrets_yaml(&b);
+        return Ok((b, text));
+    }
+    let s = machine_secrets(state, request.secrets_address.as_deref())?;
+    Ok((s.bundle, s.yaml.expose().clone()))
+}
+
+/// Run `adopt`.
+///
+/// # Errors
+/// A source that cannot be read or is refused (truncated, version 3,
+/// encrypted, without secrets); a node no VM matches; a value neither the
+/// source nor the settings hold; a target state that is the source, or
+/// already holds a cluster; files that exist in the folder; a held lock.
+pub async fn adopt(request: &AdoptRequest, ui: &Ui) -> Result<AdoptOutcome, CommandError> {
+    let out_dir = std::path::absolute(&request.out)
+        .with_context(|| format!("cannot resolve {}", request.out.display()))?;
+    let (bytes, place) = read_source(&request.from, &out_dir).await?;
+    let tf = TfState::parse(&bytes, &place)?;
+    drop(bytes);
+    let (secrets, secrets_text) = bundle(request, &tf)?;
+    let talos = talos_side(&tf);
+    let proxmox = proxmox_side(&tf);
+    if talos.applied.is_empty() {
+        return Err(anyhow!(
+            "{place}: no talos_machine_configuration_apply instance: adopt takes the nodes from \
+             the talos provider's resources"
+        )
+        .into());
+    }
+    let nodes = node_sources(&talos.applied, &secrets, request.probe, ui).await?;
+    let adopted = adopt::adopt(adopt::Source {
+        nodes,
+        facts: &talos.facts,
+        proxmox: &proxmox,
+        settings: &request.settings,
+        secrets: &secrets,
+        secrets_yaml: &secrets_text,
+        bootstrapped: talos.bootstrapped,
+        now: now_rfc3339(),
+        dir: &out_dir,
+        proxmox_endpoint_env: std::env::var("PROXMOX_VE_ENDPOINT")
+            .ok()
+            .filter(|s| !s.trim().is_empty()),
+        image_storage_shared: false,
+    })
+    .map_err(|e| anyhow!("cannot adopt from {place}:\n{e}"))?;
+    let existing: Vec<String> = adopted
+        .files
+        .iter()
+        .map(|(p, _)| out_dir.join(p))
+        .filter(|p| p.exists())
+        .map(|p| p.display().to_string())
+        .collect();
+    if !existing.is_empty() {
+        return Err(anyhow!(
+            "{} already holds {}: adopt writes a new topology; give an empty --out folder",
+            out_dir.display(),
+            existing.join(", ")
+        )
+        .into());
+    }
+    let store = request.state.open(ui)?;
+    let location = store.backend().describe();
+    if location == place {
+        return Err(anyhow!(
+            "the target state is the source state ({place}): adopt never writes the source; \
+             give the target with --state PATH or --backend-config address=..."
+        )
+        .into());
+    }
+    let mut state = State::new(uuid::Uuid::new_v4());
+    state.secrets = Some(Sensitive::new(secrets_text.clone()));
+    state.resources = adopted.resources.clone();
+    let talosconfig = super::prepare::new_talosconfig(&adopted.topology, &secrets)?;
+    state.outputs.talosconfig = Some(Output::sensitive(talosconfig.to_yaml()));
+    let kubeconfig = match &talos.kubeconfig {
+        Some(k) => k.expose().clone(),
+        None => super::prepare::offline_kubeconfig(&adopted.topology, &secrets)?
+            .expose()
+            .clone(),
+    };
+    state.outputs.kubeconfig = Some(Output::sensitive(kubeconfig));
+    for (host, yaml) in &adopted.machineconfigs {
+        state
+            .outputs
+            .machineconfigs
+            .insert(host.clone(), Output::sensitive(yaml.expose().clone()));
+    }
+    let outcome = AdoptOutcome {
+        files: adopted.files.clone(),
+        adopted: adopted.adopted.clone(),
+        report: adopted.report.clone(),
+        state_location: location.clone(),
+        dry_run: request.dry_run,
+    };
+    if request.dry_run {
+        return Ok(outcome);
+    }
+    std::fs::create_dir_all(&out_dir)
+        .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    with_lock(&store, request.lock_timeout, "adopt", ui, async || {
+        if let Some(loaded) = store.load().await? {
+            let s = &loaded.state;
+            let empty = s.secrets.is_none()
+                && s.resources.vms.is_empty()
+                && s.resources.configs.is_empty()
+                && s.resources.images.is_empty();
+            if !empty {
+                return Err(anyhow!(
+                    "the state {location} already describes a cluster (lineage {}): adopt \
+                     writes a new state; give another with --state PATH",
+                    s.lineage
+                )
+                .into());
+            }
+        }
+        for (path, text) in &adopted.files {
+            let full = out_dir.join(path);
+            std::fs::create_dir_all(talosprov_core::paths::folder_of(&full))
+                .with_context(|| format!("cannot create the folder of {}", full.display()))?;
+            std::fs::write(&full, text)
+                .with_context(|| format!("cannot write {}", full.display()))?;
+        }
+        let encrypted = store.has_keys();
+        store
+            .save(&mut state, encrypted)
+            .await
+            .context("cannot save the state")?;
+        Ok(())
+    })
+    .await?;
+    Ok(outcome)
+}
+
+fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
