@@ -1,6 +1,7 @@
-//! `talosprov adopt --from-tfstate PATH|http --out DIR`: take over a running
-//! cluster that OpenTofu made with the siderolabs/talos and bpg/proxmox
-//! providers. Writes DIR/cluster.yaml, DIR/patches/ and talosprov's state;
+//! `talosprov adopt --from-tfstate PATH|http --out DIR` (or `--from-talos
+//! secrets.yaml --node IP...`): take over a running cluster that OpenTofu
+//! made with the siderolabs/talos and bpg/proxmox providers, or that
+//! talosctl made. Writes DIR/cluster.yaml, DIR/patches/ and talosprov's state;
 //! changes nothing in Proxmox, in Talos or in the source state.
 
 use std::path::PathBuf;
@@ -17,12 +18,24 @@ use talosprov_engine::command::store::{DEFAULT_TOPOLOGY, StateSettings};
 
 /// Arguments of `talosprov adopt`.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["from_tfstate", "from_talos"])))]
 pub struct AdoptArgs {
     /// The OpenTofu or Terraform state to adopt from: a file (format 4), or
     /// `http` for the state behind TF_HTTP_ADDRESS (read with one GET, never
     /// locked or written).
     #[arg(long = "from-tfstate", value_name = "PATH|http")]
-    pub from_tfstate: PathBuf,
+    pub from_tfstate: Option<PathBuf>,
+
+    /// A cluster made with talosctl: its secrets bundle (secrets.yaml). Each
+    /// --node's running machine config is read over the Talos API, and its
+    /// VM is found in Proxmox by its cloud-init address, name or guest
+    /// agent address.
+    #[arg(long = "from-talos", value_name = "SECRETS", requires = "nodes")]
+    pub from_talos: Option<PathBuf>,
+
+    /// A node of the talosctl cluster, by IP address; repeat for each node.
+    #[arg(long = "node", value_name = "IP", requires = "from_talos")]
+    pub nodes: Vec<String>,
 
     /// The folder to write cluster.yaml and patches/ to (created; files
     /// already there are never overwritten).
@@ -75,6 +88,11 @@ pub struct AdoptArgs {
     #[arg(long = "talos-version", value_name = "VERSION")]
     pub talos_version: Option<String>,
 
+    /// The Image Factory schematic ID the nodes run, when neither their
+    /// installer image nor their VM's disk image says (a talosctl cluster).
+    #[arg(long = "schematic", value_name = "ID")]
+    pub schematic: Option<String>,
+
     /// image_factory.url (else the images' factory).
     #[arg(long = "image-factory", value_name = "URL")]
     pub image_factory: Option<String>,
@@ -82,6 +100,12 @@ pub struct AdoptArgs {
     /// Write nothing: print what would be written, and the report.
     #[arg(long = "dry-run")]
     pub dry_run: bool,
+
+    /// Add to a target state that already has records only what it lacks,
+    /// and write only the files the folder lacks; any record or file that
+    /// differs is a conflict, and nothing is written.
+    #[arg(long = "merge")]
+    pub merge: bool,
 
     /// How long to wait for the target state lock.
     #[command(flatten)]
@@ -95,10 +119,18 @@ pub struct AdoptArgs {
 /// value neither the source nor the flags hold, a target that is the source
 /// or already holds a cluster, existing files, a held lock.
 pub async fn run(args: AdoptArgs) -> Result<Outcome, CommandError> {
-    let from = if args.from_tfstate.as_os_str() == "http" {
-        AdoptFrom::TfStateHttp
-    } else {
-        AdoptFrom::TfState(args.from_tfstate.clone())
+    let from = match (&args.from_tfstate, &args.from_talos) {
+        (Some(p), _) if p.as_os_str() == "http" => AdoptFrom::TfStateHttp,
+        (Some(p), _) => AdoptFrom::TfState(p.clone()),
+        (None, Some(secrets)) => AdoptFrom::Talos {
+            secrets: secrets.clone(),
+            nodes: args.nodes.clone(),
+        },
+        (None, None) => {
+            return Err(CommandError::Failed(anyhow::anyhow!(
+                "give --from-tfstate PATH|http or --from-talos SECRETS --node IP"
+            )));
+        }
     };
     let request = AdoptRequest {
         from,
@@ -118,10 +150,12 @@ pub async fn run(args: AdoptArgs) -> Result<Outcome, CommandError> {
             bridge: args.bridge,
             talos_version: args.talos_version,
             image_factory: args.image_factory,
+            schematic: args.schematic,
         },
         secrets_file: args.secrets,
         secrets_address: args.secrets_address,
         dry_run: args.dry_run,
+        merge: args.merge,
         probe: Duration::from_secs(10),
     };
     let outcome = adopt(&request, &Console::ui()).await?;

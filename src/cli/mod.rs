@@ -145,18 +145,20 @@ pub enum Command {
     ///
     /// Example: talosprov import pci_mapping/gpu gpu -f cluster.yaml
     Import(import::ImportArgs),
-    /// Take over a running cluster made with OpenTofu, writing its topology.
+    /// Take over a running cluster made with OpenTofu or talosctl, writing its topology.
     ///
     /// Reads an OpenTofu or Terraform state (a file, or `http` for the
     /// state behind TF_HTTP_ADDRESS) written by the siderolabs/talos and
-    /// bpg/proxmox providers, and writes DIR/cluster.yaml, DIR/patches/ and
+    /// bpg/proxmox providers, or with --from-talos the nodes' running
+    /// configs (over the Talos API) and their VMs in Proxmox, and writes
+    /// DIR/cluster.yaml, DIR/patches/ and
     /// talosprov's state: the secrets bundle, the VMs, images and PCI
     /// mappings as owned, each node's applied config and the bootstrap.
     /// Prints what it adopted and what it could not express. Changes
     /// nothing in Proxmox, in Talos or in the source state.
     ///
     /// Example: talosprov adopt --from-tfstate terraform.tfstate --out prod
-    Adopt(adopt::AdoptArgs),
+    Adopt(Box<adopt::AdoptArgs>),
     /// Reset the Talos nodes and delete the VMs, the pool and the PCI mappings.
     ///
     /// Shows the destroy plan, made from the state, and asks for "yes" unless
@@ -263,7 +265,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
         Command::Apply(args) => apply::run(args).await,
         Command::Destroy(args) => destroy::run(args).await,
         Command::Import(args) => import::run(args).await,
-        Command::Adopt(args) => adopt::run(args).await,
+        Command::Adopt(args) => adopt::run(*args).await,
         Command::Version(args) => version::run(args),
         Command::Schema(args) => schema::run(args),
         Command::Completion(args) => completion::run(args, Cli::command()),

@@ -13,8 +13,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::config_drift_lab::{apply_out_of_band, client_files, running_config};
-use crate::support::cli::{BIN, finish, stdout};
-use crate::support::fakepve::{ROOT_TOKEN_ID, ROOT_TOKEN_SECRET};
+use crate::support::cli::stdout;
 use crate::support::lab::{Lab, change_lines};
 use talosprov_core::machine::rotation::AcceptedCas;
 use talosprov_core::machine::{
@@ -344,24 +343,14 @@ fn vip(cp_ip: &str) -> String {
 
 /// Run talosprov with the lab's Proxmox environment and `args` only.
 async fn talosprov(lab: &Lab, args: &[&str]) -> std::process::Output {
-    let mut c = tokio::process::Command::new(BIN);
-    c.args(args)
-        .env("PROXMOX_VE_ENDPOINT", &lab.pve.url)
-        .env(
-            "PROXMOX_VE_API_TOKEN",
-            format!("{ROOT_TOKEN_ID}={ROOT_TOKEN_SECRET}"),
-        )
-        .env_remove("RUST_LOG")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let out = finish(c).await;
-    eprintln!(
-        "$ talosprov {}\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    talosprov_env(lab, args, &[]).await
+}
+
+/// [`talosprov`] with `env` added.
+async fn talosprov_env(lab: &Lab, args: &[&str], env: &[(String, String)]) -> std::process::Output {
+    let mut c = lab.bare_command(args);
+    c.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    Lab::finished(c, args).await
 }
 
 /// Make the lab's nodes run the talos provider's configs; the nodes' facts.
@@ -534,25 +523,203 @@ async fn each_provider_state_adopts_validates_and_plans_with_no_change() {
         );
         let apply = talosprov(&lab, &["apply", "-auto-approve", "-f", topo]).await;
         assert!(stdout(&apply).contains("No changes"), "{variant:?}");
-        if k + 1 == variants.len() {
-            // A VM edited by hand after adopt: one in-place update.
-            let vmid = lab.state().resources.vms["talos-worker-01"].vmid;
-            let set = std::collections::BTreeMap::from([("cores".to_owned(), "6".to_owned())]);
-            let put = talosprov_proxmox::lifecycle::config_request("pve1", vmid, &set, &[], None);
-            lab.pve
-                .client()
-                .send(&put)
-                .await
-                .expect("PUT cores by hand");
-            let plan = talosprov(&lab, &["plan", "-f", topo]).await;
-            let changes = change_lines(&stdout(&plan));
-            assert_eq!(changes.len(), 1, "{changes:?}");
-            assert!(
-                changes[0].starts_with("~ vm/talos-worker-01"),
-                "{changes:?}"
-            );
-        }
     }
+    // The state GitLab keeps for the old pipeline: read with one GET, never
+    // locked or written, and never the target.
+    let server = crate::support::gitlab_state::GitlabState::start().await;
+    let source = serde_json::to_vec(&fixture(
+        variants[1],
+        &secrets_yaml,
+        &nodes,
+        &image,
+        &pool_comment,
+    ))
+    .expect("JSON");
+    server.stored.lock().expect("lock").state = Some(source.clone());
+    let out_dir = lab.dir.path().join("adopted-http");
+    let dir_arg = out_dir.display().to_string();
+    let base = [
+        "adopt",
+        "--from-tfstate",
+        "http",
+        "--out",
+        dir_arg.as_str(),
+        "--proxmox-ca-file",
+        ca.as_str(),
+    ];
+    let same = talosprov_env(&lab, &base, &server.env()).await;
+    assert_eq!(same.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&same.stderr).contains("the target state is the source state"));
+    let local = lab.dir.path().join("http-adopted.tfstate");
+    let mut args = base.to_vec();
+    args.extend([
+        "--backend-config",
+        "backend=local",
+        "--state",
+        local.to_str().expect("utf-8"),
+    ]);
+    let out = talosprov_env(&lab, &args, &server.env()).await;
+    assert!(out.status.success(), "adopt from http failed");
+    assert!(local.exists());
+    assert_eq!(server.state(), Some(source), "the source state was written");
+    let requests = server.stored.lock().expect("lock").requests.clone();
+    assert!(
+        requests.iter().all(|r| r.starts_with("GET")),
+        "{requests:?}"
+    );
+    let topology = out_dir.join("cluster.yaml");
+    let plan = talosprov(
+        &lab,
+        &[
+            "plan",
+            "-detailed-exitcode",
+            "-f",
+            topology.to_str().expect("utf-8"),
+            "--state",
+            local.to_str().expect("utf-8"),
+        ],
+    )
+    .await;
+    assert_eq!(plan.status.code(), Some(0), "http: {}", stdout(&plan));
+
+    // --dry-run writes nothing and prints what it would write.
+    let dry_dir = lab.dir.path().join("adopted-dry");
+    let file = lab.dir.path().join("v1.tfstate");
+    let out = talosprov(
+        &lab,
+        &[
+            "adopt",
+            "--dry-run",
+            "--from-tfstate",
+            file.to_str().expect("utf-8"),
+            "--out",
+            dry_dir.to_str().expect("utf-8"),
+        ],
+    )
+    .await;
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("Would write"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("Nothing was written (--dry-run)."));
+    assert!(!dry_dir.exists(), "--dry-run wrote files");
+
+    // A cluster made with talosctl: the bundle and the nodes.
+    let schematic = lab
+        .state()
+        .resources
+        .images
+        .values()
+        .next()
+        .expect("an image")
+        .schematic_id
+        .clone();
+    let out_dir = lab.dir.path().join("adopted-talos");
+    let mut args = vec![
+        "adopt".to_owned(),
+        "--from-talos".into(),
+        crate::support::fixtures::SECRETS_FILE.into(),
+        "--out".into(),
+        out_dir.display().to_string(),
+        "--proxmox-ca-file".into(),
+        ca.clone(),
+        "--schematic".into(),
+        schematic,
+    ];
+    for n in &nodes {
+        args.extend(["--node".to_owned(), n.ip.clone()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = talosprov(&lab, &args).await;
+    assert!(out.status.success(), "adopt --from-talos failed");
+    let text = stdout(&out);
+    assert!(
+        text.contains("+ vm/talos-worker-01: VM 122 on pve1"),
+        "{text}"
+    );
+    assert!(text.contains("proxmox.pool is left out"), "{text}");
+    // What every node has went up to common/; each node keeps its own.
+    assert!(
+        out_dir
+            .join("patches/common/01-adopted-machine-kubelet.yaml")
+            .exists(),
+        "{text}"
+    );
+    assert!(
+        out_dir
+            .join("patches/nodes/talos-worker-01/00-adopted-machine-nodelabels.yaml")
+            .exists(),
+        "{text}"
+    );
+    let topology = out_dir.join("cluster.yaml");
+    let topo = topology.to_str().expect("utf-8");
+    let plan = talosprov(&lab, &["plan", "-detailed-exitcode", "-f", topo]).await;
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "--from-talos: {}",
+        stdout(&plan)
+    );
+
+    // Adopting again: refused without --merge; with it, nothing is lacking
+    // and nothing changes; a folder with another topology is a conflict.
+    let again: Vec<String> = vec![
+        "adopt".into(),
+        "--from-tfstate".into(),
+        lab.dir.path().join("v0.tfstate").display().to_string(),
+        "--out".into(),
+        lab.dir.path().join("adopted-0").display().to_string(),
+        "--proxmox-ca-file".into(),
+        ca.clone(),
+    ];
+    let again: Vec<&str> = again.iter().map(String::as_str).collect();
+    let state_before =
+        std::fs::read(lab.dir.path().join("adopted-0/talosprov.tfstate")).expect("state");
+    let out = talosprov(&lab, &again).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give an empty --out folder"));
+    let mut merge = again.clone();
+    merge.push("--merge");
+    let out = talosprov(&lab, &merge).await;
+    assert!(
+        out.status.success(),
+        "adopt --merge of the same source failed"
+    );
+    let state_after: talosprov_state::State = talosprov_state::State::from_json(
+        &std::fs::read(lab.dir.path().join("adopted-0/talosprov.tfstate")).expect("state"),
+    )
+    .expect("state");
+    let before: talosprov_state::State =
+        talosprov_state::State::from_json(&state_before).expect("state");
+    assert_eq!(state_after.resources, before.resources);
+    assert_eq!(state_after.lineage, before.lineage);
+    let mut clash = merge.clone();
+    let talos_dir = lab.dir.path().join("adopted-talos").display().to_string();
+    clash[4] = talos_dir.as_str();
+    let out = talosprov(&lab, &clash).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("with other content than adopt writes"));
+
+    // A VM edited by hand after adopt: one in-place update.
+    let topology = lab
+        .dir
+        .path()
+        .join(format!("adopted-{}/cluster.yaml", variants.len() - 1));
+    let topo = topology.to_str().expect("utf-8");
+    let vmid = lab.state().resources.vms["talos-worker-01"].vmid;
+    let set = std::collections::BTreeMap::from([("cores".to_owned(), "6".to_owned())]);
+    let put = talosprov_proxmox::lifecycle::config_request("pve1", vmid, &set, &[], None);
+    lab.pve
+        .client()
+        .send(&put)
+        .await
+        .expect("PUT cores by hand");
+    let plan = talosprov(&lab, &["plan", "-f", topo]).await;
+    let changes = change_lines(&stdout(&plan));
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert!(
+        changes[0].starts_with("~ vm/talos-worker-01"),
+        "{changes:?}"
+    );
+
     // A node no VM matches is refused, naming it.
     let mut state = fixture(variants[0], &secrets_yaml, &nodes, &image, &pool_comment);
     let vms = state["resources"]

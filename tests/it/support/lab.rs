@@ -207,10 +207,16 @@ impl Lab {
 
     /// A `talosprov` command for this lab (`-f` is added after the args).
     pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = self.bare_command(args);
+        c.arg("-f").arg(self.topology());
+        c
+    }
+
+    /// A `talosprov` command with the lab's Proxmox environment and `args`
+    /// only (no `-f`).
+    pub fn bare_command(&self, args: &[&str]) -> tokio::process::Command {
         let mut c = tokio::process::Command::new(BIN);
         c.args(args)
-            .arg("-f")
-            .arg(self.topology())
             .env("PROXMOX_VE_ENDPOINT", &self.pve.url)
             .env(
                 "PROXMOX_VE_API_TOKEN",
@@ -225,7 +231,12 @@ impl Lab {
 
     /// Run talosprov to the end (at most 120 s).
     pub async fn run(&self, args: &[&str]) -> Output {
-        let out = finish(self.command(args)).await;
+        Self::finished(self.command(args), args).await
+    }
+
+    /// Run `command` (made from `args`) to the end, echoing its output.
+    pub async fn finished(command: tokio::process::Command, args: &[&str]) -> Output {
+        let out = finish(command).await;
         eprintln!(
             "$ talosprov {}\n{}{}",
             args.join(" "),

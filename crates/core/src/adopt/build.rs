@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::Digest as _;
 
-use super::diff::{first_difference, patches_between};
+use super::diff::{Piece, first_difference, patches_between, pieces_between};
 use super::patches::{NodePatches, PatchTree, factor};
 use super::proxmox::ProxmoxSide;
 use super::talos::ClusterFacts;
@@ -195,32 +195,34 @@ fn applied(base: &MachineConfig, patches: &[String]) -> Option<MachineConfig> {
     apply_patches(base, &loaded.ok()?).ok()
 }
 
-/// `list`, then what makes the result into `target`, when that gives it.
-fn completed(
-    base: &MachineConfig,
-    mut list: Vec<(String, String)>,
-    target: &MachineConfig,
-) -> Option<Vec<(String, String)>> {
-    let texts: Vec<String> = list.iter().map(|(_, t)| t.clone()).collect();
-    let patched = applied(base, &texts)?;
-    list.extend(
-        patches_between(&patched, target)
-            .into_iter()
-            .map(|p| ("adopted".to_owned(), p)),
-    );
-    let texts: Vec<String> = list.iter().map(|(_, t)| t.clone()).collect();
-    gives(base, &texts, target).then_some(list)
+/// A node's patches: the leading ones, with their labels, then the pieces
+/// that make up the rest of its difference (see [`Piece`]).
+type NodeList = (Vec<(String, String)>, Vec<Piece>);
+
+fn texts(lead: &[(String, String)], tail: &[Piece]) -> Vec<String> {
+    lead.iter()
+        .map(|(_, t)| t.clone())
+        .chain(tail.iter().flat_map(Piece::patches))
+        .collect()
 }
 
-/// The patches of one node, with a label for each (the file name's tail):
-/// the source's own patches first, as they are, then what makes talosprov's
-/// base config with them into the running config; else the difference from
-/// talosprov's base to the source's input first; else the whole difference.
-fn node_patches(
-    n: &AdoptedNode,
+/// `lead`, then the pieces that make the result into `target`, when that
+/// gives it.
+fn completed(
     base: &MachineConfig,
-    report: &mut Vec<String>,
-) -> Vec<(String, String)> {
+    lead: Vec<(String, String)>,
+    target: &MachineConfig,
+) -> Option<NodeList> {
+    let patched = applied(base, &texts(&lead, &[]))?;
+    let tail = pieces_between(&patched, target);
+    gives(base, &texts(&lead, &tail), target).then_some((lead, tail))
+}
+
+/// The patches of one node: the source's own patches first, as they are,
+/// then what makes talosprov's base config with them into the running
+/// config; else the difference from talosprov's base to the source's input
+/// first; else the whole difference.
+fn node_patches(n: &AdoptedNode, base: &MachineConfig, report: &mut Vec<String>) -> NodeList {
     let own: Vec<(String, String)> = n
         .patches
         .iter()
@@ -231,12 +233,12 @@ fn node_patches(
         return list;
     }
     if let Some(input) = &n.input {
-        let mut list: Vec<(String, String)> = patches_between(base, input)
+        let mut lead: Vec<(String, String)> = patches_between(base, input)
             .into_iter()
             .map(|p| ("base".to_owned(), p))
             .collect();
-        list.extend(own.iter().cloned());
-        if let Some(list) = completed(base, list, &n.running) {
+        lead.extend(own.iter().cloned());
+        if let Some(list) = completed(base, lead, &n.running) {
             return list;
         }
     }
@@ -250,9 +252,27 @@ fn node_patches(
             n.hostname
         ));
     }
-    patches_between(base, &n.running)
-        .into_iter()
-        .map(|p| ("adopted".to_owned(), p))
+    (Vec::new(), pieces_between(base, &n.running))
+}
+
+/// Each node's patches in merge order, labelled: its leading ones, then its
+/// pieces, those more nodes share first (pieces touch different fields, so
+/// their order is free), so that factoring moves what nodes share up to
+/// `common/` and `<role>/`.
+fn ordered(lists: Vec<NodeList>) -> Vec<Vec<(String, String)>> {
+    let count = |p: &Piece| lists.iter().filter(|(_, t)| t.contains(p)).count();
+    lists
+        .iter()
+        .map(|(lead, tail)| {
+            let mut tail = tail.clone();
+            tail.sort_by(|a, b| count(b).cmp(&count(a)).then_with(|| a.label.cmp(&b.label)));
+            let mut out = lead.clone();
+            for piece in &tail {
+                let label = format!("adopted-{}", piece.label);
+                out.extend(piece.patches().into_iter().map(|t| (label.clone(), t)));
+            }
+            out
+        })
         .collect()
 }
 
@@ -291,6 +311,41 @@ fn check_secrets(files: &[(PathBuf, String)], secrets_yaml: &str) -> Result<(), 
     }
 }
 
+/// Each node's patches, ready to factor, and each patch's label by its
+/// text.
+fn patch_lists(
+    nodes: &[AdoptedNode],
+    bases: &[crate::machine::NodeConfig],
+    report: &mut Vec<String>,
+) -> Result<(Vec<NodePatches>, BTreeMap<String, String>), AdoptError> {
+    let mut lists = Vec::new();
+    for n in nodes {
+        let base = bases
+            .iter()
+            .find(|b| b.hostname == n.hostname)
+            .and_then(|b| MachineConfig::parse(b.yaml.expose()).ok())
+            .ok_or_else(|| AdoptError {
+                problems: vec![format!("{}: no base config was rendered", n.hostname)],
+            })?;
+        lists.push(node_patches(n, &base, report));
+    }
+    let mut labels = BTreeMap::new();
+    let mut per_node = Vec::new();
+    for (n, list) in nodes.iter().zip(ordered(lists)) {
+        for (label, text) in &list {
+            labels
+                .entry(text.trim().to_owned())
+                .or_insert_with(|| label.clone());
+        }
+        per_node.push(NodePatches {
+            hostname: n.hostname.clone(),
+            role: n.role,
+            patches: list.into_iter().map(|(_, t)| Sensitive::new(t)).collect(),
+        });
+    }
+    Ok((per_node, labels))
+}
+
 /// Put an adoption together (see the module's rules).
 ///
 /// # Errors
@@ -312,28 +367,7 @@ pub fn adopt(mut source: Source<'_>) -> Result<Adopted, AdoptError> {
     };
     let mut files = vec![(PathBuf::from("cluster.yaml"), written.text.clone())];
     let (_, bases) = render(source.dir, &files, source.secrets, &env)?;
-    let mut labels = BTreeMap::new();
-    let mut per_node = Vec::new();
-    for n in &written.nodes {
-        let base = bases
-            .iter()
-            .find(|b| b.hostname == n.hostname)
-            .and_then(|b| MachineConfig::parse(b.yaml.expose()).ok())
-            .ok_or_else(|| AdoptError {
-                problems: vec![format!("{}: no base config was rendered", n.hostname)],
-            })?;
-        let list = node_patches(n, &base, &mut report);
-        for (label, text) in &list {
-            labels
-                .entry(text.trim().to_owned())
-                .or_insert_with(|| label.clone());
-        }
-        per_node.push(NodePatches {
-            hostname: n.hostname.clone(),
-            role: n.role,
-            patches: list.into_iter().map(|(_, t)| Sensitive::new(t)).collect(),
-        });
-    }
+    let (per_node, labels) = patch_lists(&written.nodes, &bases, &mut report)?;
     let patch_files = tree_files(&factor(&per_node), &labels);
     check_secrets(&patch_files, source.secrets_yaml)?;
     files.extend(patch_files);

@@ -110,8 +110,10 @@ fn vm(name: &str, vmid: u32, ip: &str, cores: u32) -> StateVm {
     }
 }
 
-#[test]
-fn an_adopted_cluster_renders_what_its_nodes_run_with_no_secret_in_its_files() {
+/// Adopt three nodes whose configs the provider made (`with_sources`: the
+/// input and patches kept, as in a state; else only the running config, as
+/// from talosctl); the files' names.
+fn adopt_three(with_sources: bool) -> Vec<String> {
     let secrets = bundle();
     let secrets_text = secrets_yaml(&secrets);
     let common =
@@ -140,9 +142,10 @@ fn an_adopted_cluster_renders_what_its_nodes_run_with_no_secret_in_its_files() {
             source: format!("talos_machine_configuration_apply.node[\"{name}\"]"),
             node: (*ip).into(),
             running: Sensitive::new(text),
-            input: Some(Sensitive::new(machine_config_yaml(&input.documents))),
+            input: with_sources.then(|| Sensitive::new(machine_config_yaml(&input.documents))),
             patches: patches
                 .iter()
+                .filter(|_| with_sources)
                 .map(|p| Sensitive::new((*p).to_owned()))
                 .collect(),
         });
@@ -193,6 +196,22 @@ fn an_adopted_cluster_renders_what_its_nodes_run_with_no_secret_in_its_files() {
         .iter()
         .map(|(p, _)| p.display().to_string())
         .collect();
+    let topology = &adopted.files[0].1;
+    assert!(topology.contains("vip: 10.5.0.10"), "{topology}");
+    for (path, text) in &adopted.files {
+        for secret in [
+            secrets.cluster.secret.expose().as_str(),
+            secrets.trustd_token.expose().as_str(),
+        ] {
+            assert!(!text.contains(secret), "{} holds a secret", path.display());
+        }
+    }
+    names
+}
+
+#[test]
+fn an_adopted_cluster_renders_what_its_nodes_run_with_no_secret_in_its_files() {
+    let names = adopt_three(true);
     // The shared patch went up to common/, the VIP stayed with its node, and
     // what the workers' base config differs by is the workers'.
     assert!(names.contains(&"cluster.yaml".to_owned()), "{names:?}");
@@ -205,21 +224,60 @@ fn an_adopted_cluster_renders_what_its_nodes_run_with_no_secret_in_its_files() {
         "{names:?}"
     );
     assert!(
-        names.contains(&"patches/worker/00-adopted.yaml".to_owned()),
+        names.contains(&"patches/worker/01-adopted-machine-install.yaml".to_owned()),
         "{names:?}"
     );
     assert!(
         !names.iter().any(|n| n.starts_with("patches/nodes/w-")),
         "{names:?}"
     );
-    let topology = &adopted.files[0].1;
-    assert!(topology.contains("vip: 10.5.0.10"), "{topology}");
-    for (path, text) in &adopted.files {
-        for secret in [
-            secrets.cluster.secret.expose().as_str(),
-            secrets.trustd_token.expose().as_str(),
-        ] {
-            assert!(!text.contains(secret), "{} holds a secret", path.display());
-        }
-    }
+}
+
+#[test]
+fn a_cluster_known_only_by_its_running_configs_shares_what_every_node_has() {
+    let names = adopt_three(false);
+    assert!(
+        names.contains(&"patches/common/01-adopted-machine-install.yaml".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(
+            |n| n.starts_with("patches/common/") && n.ends_with("adopted-machine-kubelet.yaml")
+        ),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn merge_takes_what_the_state_lacks_and_refuses_what_it_holds_otherwise() {
+    use crate::state::format::{Pool, State};
+    let mut target = State::new(uuid::Uuid::nil());
+    target.secrets = Some(Sensitive::new("a".to_owned()));
+    target
+        .resources
+        .pools
+        .insert("TALOS".into(), Pool { comment: None });
+    let mut from = State::new(uuid::Uuid::nil());
+    from.secrets = Some(Sensitive::new("a".to_owned()));
+    from.resources
+        .pools
+        .insert("TALOS".into(), Pool { comment: None });
+    from.resources
+        .pools
+        .insert("OTHER".into(), Pool { comment: None });
+    let added = super::merge::merge_state(&mut target, &from).expect("merges");
+    assert_eq!(added, ["pool/OTHER"]);
+    assert_eq!(target.resources.pools.len(), 2);
+    from.resources.pools.insert(
+        "TALOS".into(),
+        Pool {
+            comment: Some("else".into()),
+        },
+    );
+    from.secrets = Some(Sensitive::new("b".to_owned()));
+    let before = target.clone();
+    let err = super::merge::merge_state(&mut target, &from).expect_err("conflicts");
+    assert_eq!(err.problems.len(), 2, "{err}");
+    assert!(err.problems[1].starts_with("pool/TALOS:"), "{err}");
+    assert_eq!(target, before);
 }

@@ -12,6 +12,7 @@
 use serde_yaml_ng::{Mapping, Value};
 
 use crate::patch::document::{DocumentId, MachineConfig, identify};
+use crate::patch::merge::is_zero_scalar;
 use crate::patch::rules::{FieldRule, is_map_field, rule_for};
 use crate::yaml::{Flavour, documents_to_string};
 
@@ -136,19 +137,6 @@ fn is_scalar(v: &Value) -> bool {
     matches!(v, Value::Bool(_) | Value::Number(_) | Value::String(_))
 }
 
-/// A scalar a patch cannot set over another (Talos skips zero values).
-fn is_zero_scalar(v: &Value) -> bool {
-    match v {
-        Value::String(s) => s.is_empty(),
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::Null
-        | Value::Bool(_)
-        | Value::Sequence(_)
-        | Value::Mapping(_)
-        | Value::Tagged(_) => false,
-    }
-}
-
 /// Whether two values mean the same to Talos: mappings compare whatever
 /// their key order, a key holding a zero value is the same as no key, and
 /// lists compare in order.
@@ -193,23 +181,114 @@ fn identity(id: &DocumentId) -> Mapping {
     m
 }
 
-/// The patches (YAML text, each a strategic-merge patch, in merge order)
-/// that make `from` into `to`: none when they already mean the same, else a
-/// deleting patch and then a setting one, each only when it has something
-/// to say. Each patch's documents follow `to`'s document order.
-pub fn patches_between(from: &MachineConfig, to: &MachineConfig) -> Vec<String> {
+/// One independent piece of the difference between two configs: what one
+/// field of the v1alpha1 document at depth two (`machine.install`), or one
+/// typed document, needs; its delete part applies before its set part.
+/// Pieces touch different fields, so they apply in any order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Piece {
+    /// What it touches, for a file name: `machine-install`, `resolverconfig`.
+    pub label: String,
+    /// The `$patch: delete` documents (empty when none).
+    pub delete: Vec<Value>,
+    /// The documents to merge (empty when none).
+    pub set: Vec<Value>,
+}
+
+impl Piece {
+    /// Its patches as YAML text, the deleting one first, each only when it
+    /// has something to say.
+    pub fn patches(&self) -> Vec<String> {
+        [&self.delete, &self.set]
+            .into_iter()
+            .filter(|docs| !docs.is_empty())
+            .map(|docs| documents_to_string(docs, Flavour::MachineConfig))
+            .collect()
+    }
+}
+
+fn with_identity(id: &DocumentId, part: Mapping) -> Vec<Value> {
+    if part.is_empty() {
+        return Vec::new();
+    }
+    let mut doc = identity(id);
+    doc.extend(part);
+    vec![Value::Mapping(doc)]
+}
+
+/// The v1alpha1 document's difference split at depth two.
+fn v1alpha1_pieces(id: &DocumentId, parts: Parts, out: &mut Vec<Piece>) {
+    let mut labels: Vec<(Value, Option<Value>)> = Vec::new();
+    for (k, v) in parts.delete.iter().chain(parts.set.iter()) {
+        let subs: Vec<Option<Value>> = match v.as_mapping() {
+            Some(m) if !m.contains_key("$patch") => m.keys().cloned().map(Some).collect(),
+            Some(_) | None => vec![None],
+        };
+        for sub in subs {
+            if !labels.contains(&(k.clone(), sub.clone())) {
+                labels.push((k.clone(), sub));
+            }
+        }
+    }
+    let pick = |m: &Mapping, k: &Value, sub: &Option<Value>| -> Mapping {
+        let mut part = Mapping::new();
+        match (m.get(k), sub) {
+            (Some(Value::Mapping(inner)), Some(sk)) if !inner.contains_key("$patch") => {
+                if let Some(v) = inner.get(sk) {
+                    let mut one = Mapping::new();
+                    one.insert(sk.clone(), v.clone());
+                    part.insert(k.clone(), Value::Mapping(one));
+                }
+            }
+            (Some(v), None) => {
+                part.insert(k.clone(), v.clone());
+            }
+            _ => {}
+        }
+        part
+    };
+    for (k, sub) in labels {
+        let label = match &sub {
+            Some(sk) => format!("{}-{}", key_text(&k), key_text(sk)),
+            None => key_text(&k),
+        };
+        out.push(Piece {
+            label: label
+                .to_ascii_lowercase()
+                .replace(|c: char| !c.is_ascii_alphanumeric(), "-"),
+            delete: with_identity(id, pick(&parts.delete, &k, &sub)),
+            set: with_identity(id, pick(&parts.set, &k, &sub)),
+        });
+    }
+}
+
+/// The difference that makes `from` into `to`, in independent pieces (see
+/// [`Piece`]), in `to`'s document order: empty when they mean the same.
+pub fn pieces_between(from: &MachineConfig, to: &MachineConfig) -> Vec<Piece> {
     let from_docs = ids(from);
     let to_docs = ids(to);
-    let mut deletes: Vec<Value> = Vec::new();
-    let mut sets: Vec<Value> = Vec::new();
+    let mut out = Vec::new();
+    let label = |id: &DocumentId| {
+        let name = id
+            .name
+            .as_deref()
+            .map(|n| format!("-{n}"))
+            .unwrap_or_default();
+        format!("{}{name}", id.kind)
+            .to_ascii_lowercase()
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+    };
     for (id, want) in &to_docs {
-        let kind = id.kind.as_str();
         let have = from_docs.iter().find(|(fid, _)| fid == id).map(|(_, d)| *d);
         let (Some(w), h) = (want.as_mapping(), have.and_then(Value::as_mapping)) else {
             continue;
         };
         let Some(h) = h else {
-            sets.push((*want).clone());
+            out.push(Piece {
+                label: label(id),
+                delete: Vec::new(),
+                set: vec![(*want).clone()],
+            });
             continue;
         };
         let mut body = w.clone();
@@ -218,27 +297,69 @@ pub fn patches_between(from: &MachineConfig, to: &MachineConfig) -> Vec<String> 
             body.remove(key);
             base.remove(key);
         }
-        let parts = diff_mapping(kind, &mut Vec::new(), &base, &body);
-        for (part, out) in [(parts.delete, &mut deletes), (parts.set, &mut sets)] {
-            if !part.is_empty() {
-                let mut doc = identity(id);
-                doc.extend(part);
-                out.push(Value::Mapping(doc));
-            }
+        let parts = diff_mapping(id.kind.as_str(), &mut Vec::new(), &base, &body);
+        if id.is_v1alpha1() {
+            v1alpha1_pieces(id, parts, &mut out);
+        } else if !parts.delete.is_empty() || !parts.set.is_empty() {
+            out.push(Piece {
+                label: label(id),
+                delete: with_identity(id, parts.delete),
+                set: with_identity(id, parts.set),
+            });
         }
     }
     for (id, _) in &from_docs {
         if !id.is_v1alpha1() && !to_docs.iter().any(|(tid, _)| tid == id) {
             let mut doc = identity(id);
             doc.insert("$patch".into(), "delete".into());
-            deletes.push(Value::Mapping(doc));
+            out.push(Piece {
+                label: format!("{}-delete", label(id)),
+                delete: vec![Value::Mapping(doc)],
+                set: Vec::new(),
+            });
         }
     }
-    [deletes, sets]
-        .into_iter()
-        .filter(|docs| !docs.is_empty())
-        .map(|docs| documents_to_string(&docs, Flavour::MachineConfig))
-        .collect()
+    out
+}
+
+/// The patches (YAML text, each a strategic-merge patch, in merge order)
+/// that make `from` into `to`: none when they already mean the same, else a
+/// deleting patch and then a setting one, each only when it has something
+/// to say.
+pub fn patches_between(from: &MachineConfig, to: &MachineConfig) -> Vec<String> {
+    let pieces = pieces_between(from, to);
+    let merged = Piece {
+        label: String::new(),
+        delete: merge_docs(pieces.iter().flat_map(|p| p.delete.iter())),
+        set: merge_docs(pieces.iter().flat_map(|p| p.set.iter())),
+    };
+    merged.patches()
+}
+
+/// Documents of the same identity merged into one (their pieces touch
+/// different fields), in first-seen order.
+fn merge_docs<'a>(docs: impl Iterator<Item = &'a Value>) -> Vec<Value> {
+    let mut out: Vec<(Option<DocumentId>, Mapping)> = Vec::new();
+    for (i, d) in docs.enumerate() {
+        let Some(m) = d.as_mapping() else { continue };
+        let id = identify(m, i + 1).ok();
+        match out.iter_mut().find(|(oid, _)| oid.is_some() && *oid == id) {
+            Some((_, into)) => deep_extend(into, m),
+            None => out.push((id, m.clone())),
+        }
+    }
+    out.into_iter().map(|(_, m)| Value::Mapping(m)).collect()
+}
+
+fn deep_extend(into: &mut Mapping, from: &Mapping) {
+    for (k, v) in from {
+        match (into.get_mut(k), v) {
+            (Some(Value::Mapping(a)), Value::Mapping(b)) => deep_extend(a, b),
+            _ => {
+                into.insert(k.clone(), v.clone());
+            }
+        }
+    }
 }
 
 /// The first place where `a` and `b` differ in meaning (see [`same`]):

@@ -8,6 +8,7 @@
 
 pub mod build;
 pub mod diff;
+pub mod merge;
 pub mod patches;
 pub mod proxmox;
 pub mod secrets;
@@ -16,6 +17,7 @@ pub mod tfstate;
 pub mod topology;
 
 pub use build::{Adopted, Source, adopt};
+pub use merge::merge_state;
 pub use patches::{NodePatches, PatchTree, factor};
 pub use proxmox::{ProxmoxSide, StateImage, StateMapping, StateVm, proxmox_side};
 pub use secrets::{SecretsError, StateSecrets, machine_secrets};

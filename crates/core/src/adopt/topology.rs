@@ -36,6 +36,9 @@ pub struct Settings {
     pub talos_version: Option<String>,
     /// `image_factory.url` (else the images' factory).
     pub image_factory: Option<String>,
+    /// The schematic ID of the nodes whose installer image and VM disk
+    /// image name none (64 hex digits).
+    pub schematic: Option<String>,
 }
 
 /// One node to adopt, as its sources give it.
@@ -502,11 +505,17 @@ fn schematics(
                 Some(id)
             }
             (None, Some(id)) => Some(id),
+            (None, None) if sides.settings.schematic.is_some() => sides
+                .settings
+                .schematic
+                .clone()
+                .filter(|id| crate::topology::syntax::is_schematic_id(id)),
             (None, None) => {
                 report.push(format!(
                     "{}: its installer image ({}) names no Image Factory schematic, nor does \
                      its VM's disk image: the node gets the default schematic (no \
-                     extensions), and the installer image stays in its patch",
+                     extensions, so no QEMU guest agent), and the installer image stays in its \
+                     patch; give --schematic ID when you know the one it runs",
                     n.hostname,
                     image.as_deref().unwrap_or("none")
                 ));
@@ -514,7 +523,7 @@ fn schematics(
             }
         };
         if let Some(id) = id {
-            let name = format!("s{}", &id[..8]);
+            let name = format!("s{}", id.get(..8).unwrap_or(&id));
             by_id.insert(id, name.clone());
             n.schematic = Some(name);
         }
@@ -653,6 +662,13 @@ pub fn write(
     report: &mut Vec<String>,
 ) -> Result<Written, AdoptError> {
     let mut problems = Vec::new();
+    if let Some(id) = &sides.settings.schematic
+        && !crate::topology::syntax::is_schematic_id(id)
+    {
+        problems.push(format!(
+            "--schematic {id:?} is not an Image Factory schematic ID (64 hex digits)"
+        ));
+    }
     let cluster = cluster(sides, &nodes, &mut problems, report);
     let proxmox = proxmox(sides, &nodes, &mut problems, report);
     let (schematics, default, seen_factory) = schematics(sides, &mut nodes, report);

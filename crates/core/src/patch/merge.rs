@@ -94,7 +94,7 @@ fn shape(v: &Value) -> &'static str {
 
 /// Zero values of Go scalars, which a patch cannot set over a value
 /// (`false` is not one of them: a bool always replaces).
-fn is_zero_scalar(v: &Value) -> bool {
+pub(crate) fn is_zero_scalar(v: &Value) -> bool {
     match v {
         Value::String(s) => s.is_empty(),
         Value::Number(n) => n.as_f64() == Some(0.0),

@@ -22,9 +22,7 @@ use talosprov_core::adopt::{
     self, AppliedConfig, NodeConfig, NodeSource, Settings, TfState, machine_secrets, proxmox_side,
     talos_side,
 };
-use talosprov_core::machine::{
-    SecretsBundle, Talosconfig, TalosconfigInput, parse_secrets_yaml, secrets_yaml,
-};
+use talosprov_core::machine::{SecretsBundle, parse_secrets_yaml, secrets_yaml};
 use talosprov_state::config::{self, StateSection};
 use talosprov_state::format::{Output, State};
 use talosprov_state::{Backend as _, Sensitive, StateBackend};
@@ -38,6 +36,14 @@ pub enum AdoptFrom {
     /// The state behind `TF_HTTP_ADDRESS` (and `TF_HTTP_USERNAME`,
     /// `TF_HTTP_PASSWORD`), as GitLab keeps it.
     TfStateHttp,
+    /// A cluster made with talosctl: its secrets bundle (talosctl's
+    /// `secrets.yaml`) and its nodes' IP addresses, read over the Talos API.
+    Talos {
+        /// The bundle.
+        secrets: PathBuf,
+        /// The nodes, as the Talos API reaches them.
+        nodes: Vec<String>,
+    },
 }
 
 /// `adopt`'s arguments, as parsed.
@@ -62,6 +68,9 @@ pub struct AdoptRequest {
     pub secrets_address: Option<String>,
     /// `--dry-run`: write nothing.
     pub dry_run: bool,
+    /// `--merge`: add to a target state that has records (and to a folder
+    /// that has files) only what it lacks, refusing any conflict.
+    pub merge: bool,
     /// How long each node may take to answer when its config is read.
     pub probe: Duration,
 }
@@ -94,6 +103,7 @@ async fn read_source(from: &AdoptFrom, dir: &Path) -> anyhow::Result<(Vec<u8>, S
             .with_context(|| format!("cannot read the state {}", path.display()))?;
             Ok((bytes, path.display().to_string()))
         }
+        AdoptFrom::Talos { .. } => Err(anyhow!("not a state source")),
         AdoptFrom::TfStateHttp => {
             let section = StateSection {
                 backend: Some("http".into()),
@@ -111,21 +121,6 @@ async fn read_source(from: &AdoptFrom, dir: &Path) -> anyhow::Result<(Vec<u8>, S
             Ok((bytes, place))
         }
     }
-}
-
-/// The talosconfig credentials the adopted bundle gives, to read the nodes.
-fn credentials(secrets: &SecretsBundle, nodes: &[String]) -> anyhow::Result<ClientCredentials> {
-    let input = TalosconfigInput {
-        context: "adopt".into(),
-        endpoints: nodes.to_vec(),
-        nodes: nodes.to_vec(),
-        secrets,
-        now: time::OffsetDateTime::now_utc(),
-        lifetime: time::Duration::hours(1),
-    };
-    let tc = Talosconfig::generate(&input, &mut rand::rngs::OsRng)
-        .context("cannot issue a client certificate from the adopted OS CA")?;
-    Ok(ClientCredentials::from_talosconfig(&tc))
 }
 
 /// The config `node` runs, read over the Talos API.
@@ -169,7 +164,7 @@ async fn node_sources(
                     a.address, a.node
                 ));
                 if creds.is_none() {
-                    creds = Some(credentials(secrets, &names)?);
+                    creds = Some(super::adopt_talos::credentials(secrets, &names)?);
                 }
                 let creds = creds.as_ref().ok_or_else(|| anyhow!("no credentials"))?;
                 let text = running_config(&a.node, creds, probe)
@@ -200,15 +195,76 @@ async fn node_sources(
     Ok(out)
 }
 
+/// What adopt takes from its source.
+struct Gathered {
+    /// Where the source is, for messages.
+    place: String,
+    facts: talosprov_core::adopt::ClusterFacts,
+    nodes: Vec<NodeSource>,
+    proxmox: talosprov_core::adopt::ProxmoxSide,
+    secrets: SecretsBundle,
+    secrets_text: String,
+    bootstrapped: bool,
+    kubeconfig: Option<Sensitive<String>>,
+}
+
+/// Read the source: a state (its Talos and bpg resources, and the nodes
+/// whose config it does not hold), or the nodes and Proxmox.
+async fn gather(request: &AdoptRequest, out_dir: &Path, ui: &Ui) -> anyhow::Result<Gathered> {
+    if let AdoptFrom::Talos { secrets, nodes } = &request.from {
+        let (bundle, text) = read_bundle(secrets)?;
+        let creds = super::adopt_talos::credentials(&bundle, nodes)?;
+        let read = super::adopt_talos::read_nodes(nodes, &creds, request.probe).await?;
+        let proxmox = super::adopt_talos::read_proxmox(&request.settings, &read.nodes, ui).await?;
+        return Ok(Gathered {
+            place: format!("the nodes {}", nodes.join(", ")),
+            facts: read.facts,
+            nodes: read.nodes,
+            proxmox,
+            secrets: bundle,
+            secrets_text: text,
+            bootstrapped: read.bootstrapped,
+            kubeconfig: None,
+        });
+    }
+    let (bytes, place) = read_source(&request.from, out_dir).await?;
+    let tf = TfState::parse(&bytes, &place)?;
+    drop(bytes);
+    let (secrets, secrets_text) = bundle(request, &tf)?;
+    let talos = talos_side(&tf);
+    if talos.applied.is_empty() {
+        return Err(anyhow!(
+            "{place}: no talos_machine_configuration_apply instance: adopt takes the nodes from \
+             the talos provider's resources"
+        ));
+    }
+    let nodes = node_sources(&talos.applied, &secrets, request.probe, ui).await?;
+    Ok(Gathered {
+        place,
+        facts: talos.facts,
+        nodes,
+        proxmox: proxmox_side(&tf),
+        secrets,
+        secrets_text,
+        bootstrapped: talos.bootstrapped,
+        kubeconfig: talos.kubeconfig,
+    })
+}
+
+/// A secrets bundle file, as talosctl writes it, and its text.
+fn read_bundle(path: &Path) -> anyhow::Result<(SecretsBundle, String)> {
+    let text = talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, path)
+        .with_context(|| format!("cannot read the secrets bundle {}", path.display()))?;
+    let b = parse_secrets_yaml(&text)
+        .with_context(|| format!("{} is not a valid secrets bundle", path.display()))?;
+    let text = secrets_yaml(&b);
+    Ok((b, text))
+}
+
 /// The secrets bundle: `--secrets FILE`, else the state's.
 fn bundle(request: &AdoptRequest, state: &TfState) -> anyhow::Result<(SecretsBundle, String)> {
     if let Some(path) = &request.secrets_file {
-        let text = talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, path)
-            .with_context(|| format!("cannot read the secrets bundle {}", path.display()))?;
-        let b = parse_secrets_yaml(&text)
-            .with_context(|| format!("{} is not a valid secrets bundle", path.display()))?;
-        let text = secrets_yaml(&b);
-        return Ok((b, text));
+        return read_bundle(path);
     }
     let s = machine_secrets(state, request.secrets_address.as_deref())?;
     Ok((s.bundle, s.yaml.expose().clone()))
@@ -224,28 +280,15 @@ fn bundle(request: &AdoptRequest, state: &TfState) -> anyhow::Result<(SecretsBun
 pub async fn adopt(request: &AdoptRequest, ui: &Ui) -> Result<AdoptOutcome, CommandError> {
     let out_dir = std::path::absolute(&request.out)
         .with_context(|| format!("cannot resolve {}", request.out.display()))?;
-    let (bytes, place) = read_source(&request.from, &out_dir).await?;
-    let tf = TfState::parse(&bytes, &place)?;
-    drop(bytes);
-    let (secrets, secrets_text) = bundle(request, &tf)?;
-    let talos = talos_side(&tf);
-    let proxmox = proxmox_side(&tf);
-    if talos.applied.is_empty() {
-        return Err(anyhow!(
-            "{place}: no talos_machine_configuration_apply instance: adopt takes the nodes from \
-             the talos provider's resources"
-        )
-        .into());
-    }
-    let nodes = node_sources(&talos.applied, &secrets, request.probe, ui).await?;
+    let g = gather(request, &out_dir, ui).await?;
     let adopted = adopt::adopt(adopt::Source {
-        nodes,
-        facts: &talos.facts,
-        proxmox: &proxmox,
+        nodes: g.nodes,
+        facts: &g.facts,
+        proxmox: &g.proxmox,
         settings: &request.settings,
-        secrets: &secrets,
-        secrets_yaml: &secrets_text,
-        bootstrapped: talos.bootstrapped,
+        secrets: &g.secrets,
+        secrets_yaml: &g.secrets_text,
+        bootstrapped: g.bootstrapped,
         now: now_rfc3339(),
         dir: &out_dir,
         proxmox_endpoint_env: std::env::var("PROXMOX_VE_ENDPOINT")
@@ -253,28 +296,16 @@ pub async fn adopt(request: &AdoptRequest, ui: &Ui) -> Result<AdoptOutcome, Comm
             .filter(|s| !s.trim().is_empty()),
         image_storage_shared: false,
     })
-    .map_err(|e| anyhow!("cannot adopt from {place}:\n{e}"))?;
-    let existing: Vec<String> = adopted
-        .files
-        .iter()
-        .map(|(p, _)| out_dir.join(p))
-        .filter(|p| p.exists())
-        .map(|p| p.display().to_string())
-        .collect();
-    if !existing.is_empty() {
-        return Err(anyhow!(
-            "{} already holds {}: adopt writes a new topology; give an empty --out folder",
-            out_dir.display(),
-            existing.join(", ")
-        )
-        .into());
-    }
+    .map_err(|e| anyhow!("cannot adopt from {}:\n{e}", g.place))?;
+    let (place, secrets, secrets_text) = (g.place, g.secrets, g.secrets_text);
+    check_files(&out_dir, &adopted.files, request.merge)?;
     let store = request.state.open(ui)?;
     let location = store.backend().describe();
     if location == place {
         return Err(anyhow!(
             "the target state is the source state ({place}): adopt never writes the source; \
-             give the target with --state PATH or --backend-config address=..."
+             give a local target with --backend-config backend=local --state PATH, or \
+             another with --backend-config address=..."
         )
         .into());
     }
@@ -283,7 +314,7 @@ pub async fn adopt(request: &AdoptRequest, ui: &Ui) -> Result<AdoptOutcome, Comm
     state.resources = adopted.resources.clone();
     let talosconfig = super::prepare::new_talosconfig(&adopted.topology, &secrets)?;
     state.outputs.talosconfig = Some(Output::sensitive(talosconfig.to_yaml()));
-    let kubeconfig = match &talos.kubeconfig {
+    let kubeconfig = match &g.kubeconfig {
         Some(k) => k.expose().clone(),
         None => super::prepare::offline_kubeconfig(&adopted.topology, &secrets)?
             .expose()
@@ -309,29 +340,21 @@ pub async fn adopt(request: &AdoptRequest, ui: &Ui) -> Result<AdoptOutcome, Comm
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
     with_lock(&store, request.lock_timeout, "adopt", ui, async || {
+        let mut encrypted = store.has_keys();
         if let Some(loaded) = store.load().await? {
-            let s = &loaded.state;
-            let empty = s.secrets.is_none()
-                && s.resources.vms.is_empty()
-                && s.resources.configs.is_empty()
-                && s.resources.images.is_empty();
-            if !empty {
-                return Err(anyhow!(
-                    "the state {location} already describes a cluster (lineage {}): adopt \
-                     writes a new state; give another with --state PATH",
-                    s.lineage
-                )
-                .into());
-            }
+            encrypted = loaded.encrypted;
+            state = merged(loaded.state, state, request.merge, &location)?;
         }
         for (path, text) in &adopted.files {
             let full = out_dir.join(path);
+            if full.exists() {
+                continue;
+            }
             std::fs::create_dir_all(talosprov_core::paths::folder_of(&full))
                 .with_context(|| format!("cannot create the folder of {}", full.display()))?;
             std::fs::write(&full, text)
                 .with_context(|| format!("cannot write {}", full.display()))?;
         }
-        let encrypted = store.has_keys();
         store
             .save(&mut state, encrypted)
             .await
@@ -340,6 +363,67 @@ pub async fn adopt(request: &AdoptRequest, ui: &Ui) -> Result<AdoptOutcome, Comm
     })
     .await?;
     Ok(outcome)
+}
+
+/// Refuse files the folder already holds: any without `--merge`, one with
+/// other content with it.
+fn check_files(dir: &Path, files: &[(PathBuf, String)], merge: bool) -> anyhow::Result<()> {
+    let clash: Vec<String> = files
+        .iter()
+        .filter(|(p, text)| {
+            let full = dir.join(p);
+            full.exists() && (!merge || std::fs::read_to_string(&full).ok().as_ref() != Some(text))
+        })
+        .map(|(p, _)| dir.join(p).display().to_string())
+        .collect();
+    if clash.is_empty() {
+        return Ok(());
+    }
+    let why = if merge {
+        "with other content than adopt writes (--merge keeps what is there only when it is the same)"
+    } else {
+        "adopt writes a new topology; give an empty --out folder"
+    };
+    Err(anyhow!(
+        "{} already holds {}: {why}",
+        dir.display(),
+        clash.join(", ")
+    ))
+}
+
+/// The state to save: the adoption alone into an empty state; with
+/// `merge`, added to what the state holds.
+fn merged(
+    existing: State,
+    adopted: State,
+    merge: bool,
+    location: &str,
+) -> Result<State, CommandError> {
+    let s = &existing;
+    let empty = s.secrets.is_none()
+        && s.resources.vms.is_empty()
+        && s.resources.configs.is_empty()
+        && s.resources.images.is_empty()
+        && s.resources.pools.is_empty()
+        && s.resources.pci_mappings.is_empty();
+    if empty {
+        let mut state = adopted;
+        state.lineage = existing.lineage;
+        state.serial = existing.serial;
+        return Ok(state);
+    }
+    if !merge {
+        return Err(anyhow!(
+            "the state {location} already describes a cluster (lineage {}): adopt writes a new \
+             state; give another with --state PATH, or add only what it lacks with --merge",
+            s.lineage
+        )
+        .into());
+    }
+    let mut state = existing;
+    adopt::merge_state(&mut state, &adopted)
+        .map_err(|e| anyhow!("cannot merge into the state {location}:\n{e}"))?;
+    Ok(state)
 }
 
 fn now_rfc3339() -> String {

@@ -28,6 +28,7 @@ use crate::health::{GateEvent, GateOutcome};
 
 mod addons;
 pub mod adopt;
+mod adopt_talos;
 pub mod apply;
 pub mod destroy;
 mod gate;
