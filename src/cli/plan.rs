@@ -100,6 +100,23 @@ pub async fn run(args: PlanArgs) -> Result<Outcome, CommandError> {
             apply_command(&args.state, out)
         ))?;
     }
+    if args.detailed_exitcode && !planned.plan.unknown.is_empty() {
+        // OpenTofu's -detailed-exitcode: 1 is an error, never "no changes".
+        return Err(CommandError::Failed(anyhow::anyhow!(
+            "the state of {} could not be read (see Unknown above): with -detailed-exitcode \
+             that is an error, not \"no changes\"",
+            planned
+                .plan
+                .unknown
+                .iter()
+                .map(|u| u
+                    .address
+                    .as_ref()
+                    .map_or("the Kubernetes API".to_owned(), ToString::to_string))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
     if args.detailed_exitcode && planned.pending {
         Ok(Outcome::Changes)
     } else {

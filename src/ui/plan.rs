@@ -39,7 +39,12 @@ pub fn render(plan: &Plan) -> String {
         }
         out.push('\n');
     }
-    if plan.changes.is_empty() && !plan.conflicts.is_empty() {
+    if plan.changes.is_empty() && !plan.unknown.is_empty() {
+        out.push_str(
+            "No changes talosprov can see, but part of the cluster could not be read: its \
+             state is unknown (below), so this is not a clean plan.\n\n",
+        );
+    } else if plan.changes.is_empty() && !plan.conflicts.is_empty() {
         out.push_str(
             "No changes talosprov can make: what is left waits on the conflicts below.\n\n",
         );
@@ -65,19 +70,8 @@ pub fn render(plan: &Plan) -> String {
     for c in &plan.conflicts {
         conflict_block(&mut out, c);
     }
-    for w in &plan.warnings {
-        match &w.address {
-            Some(a) => {
-                let _ = writeln!(out, "Warning: {a}: {}", w.message);
-            }
-            None => {
-                let _ = writeln!(out, "Warning: {}", w.message);
-            }
-        }
-    }
-    if !plan.warnings.is_empty() {
-        out.push('\n');
-    }
+    notices(&mut out, "Warning", &plan.warnings);
+    notices(&mut out, "Unknown", &plan.unknown);
     for p in &plan.pools {
         let _ = writeln!(out, "{p}");
     }
@@ -298,6 +292,20 @@ pub fn apply_summary_line(s: &Summary) -> String {
         let _ = write!(line, " Talos: {talos}.");
     }
     line
+}
+
+/// `<label>: <address>: <message>` for each notice, then a blank line when
+/// there was any.
+fn notices(out: &mut String, label: &str, list: &[talosprov_core::plan::PlanWarning]) {
+    for n in list {
+        let _ = match &n.address {
+            Some(a) => writeln!(out, "{label}: {a}: {}", n.message),
+            None => writeln!(out, "{label}: {}", n.message),
+        };
+    }
+    if !list.is_empty() {
+        out.push('\n');
+    }
 }
 
 #[cfg(test)]

@@ -49,6 +49,32 @@ pub fn digests_known_after_apply(plan: &mut Plan) {
     }
 }
 
+/// What refresh could not read (see [`Plan::unknown`]).
+fn unknown(observed: &super::Observed) -> Vec<super::PlanWarning> {
+    let mut out: Vec<super::PlanWarning> = observed
+        .unreachable
+        .iter()
+        .map(|(host, why)| super::PlanWarning {
+            address: Some(crate::state::Address::Config(host.clone())),
+            message: format!(
+                "the node answers neither in secure mode nor in maintenance mode ({why}): its \
+                 config, version and etcd are unknown; it is down, unreachable, or lost (see \
+                 `talosprov health`)"
+            ),
+        })
+        .collect();
+    if let Some(why) = &observed.kubernetes_unread {
+        out.push(super::PlanWarning {
+            address: None,
+            message: format!(
+                "the Kubernetes API was not read ({why}): the add-ons' objects are unknown, and \
+                 compared with the state only"
+            ),
+        });
+    }
+    out
+}
+
 /// Plan an apply: every change that brings the cluster to `desired`, kind
 /// after kind ([`ResourceKind::plan`]; a kind reads what those before it
 /// planned), then ordered with the changes a conflict holds back.
@@ -107,6 +133,7 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         conflicts: p.conflicts,
         addons: Vec::new(),
         pools: Vec::new(),
+        unknown: unknown(input.observed),
     };
     ownership::order_holding_back(&mut plan, input.desired);
     let losses: Vec<super::PlanWarning> = plan
@@ -167,6 +194,7 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
         conflicts: Vec::new(),
         addons: Vec::new(),
         pools: Vec::new(),
+        unknown: Vec::new(),
     };
     super::order::order_destroy(&mut plan);
     plan
@@ -179,6 +207,29 @@ mod tests {
     use crate::plan::planned::{ApplyMode, PlannedConfig};
     use crate::plan::{Change, ConfigOp};
     use crate::topology::Role;
+
+    #[test]
+    fn what_refresh_could_not_read_is_unknown_in_the_plan() {
+        let mut observed = Observed::default();
+        assert!(unknown(&observed).is_empty());
+        observed
+            .unreachable
+            .insert("w-1".into(), "connection refused".into());
+        observed.kubernetes_unread = Some("no answer within 30 s".into());
+        let found = unknown(&observed);
+        assert_eq!(found.len(), 2);
+        assert_eq!(
+            found[0].address,
+            Some(crate::state::Address::Config("w-1".into()))
+        );
+        assert!(found[0].message.contains("(connection refused)"));
+        assert_eq!(found[1].address, None);
+        assert!(
+            found[1]
+                .message
+                .contains("the Kubernetes API was not read (no answer")
+        );
+    }
 
     #[test]
     fn digests_of_configs_from_new_secrets_are_known_after_apply() {
@@ -210,6 +261,7 @@ mod tests {
             conflicts: Vec::new(),
             addons: Vec::new(),
             pools: Vec::new(),
+            unknown: Vec::new(),
         };
         digests_known_after_apply(&mut p);
         let fields = &p.changes[0].fields;

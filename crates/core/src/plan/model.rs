@@ -60,6 +60,12 @@ pub struct Plan {
     /// lab-wk-3)`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<PoolChange>,
+    /// What refresh could not read, so that its state is unknown: a node
+    /// that answers neither in secure nor in maintenance mode, the
+    /// Kubernetes API. A plan with any is not "no changes": `plan
+    /// -detailed-exitcode` exits 1. Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<PlanWarning>,
 }
 
 /// A pool scaled up or down, as the plan says it.
@@ -189,6 +195,7 @@ impl Plan {
             conflicts: Vec::new(),
             addons: Vec::new(),
             pools: Vec::new(),
+            unknown: Vec::new(),
         }
     }
 

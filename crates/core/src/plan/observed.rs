@@ -81,6 +81,15 @@ pub struct Observed {
     /// then objects compare with the state's inventory only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<ObservedObjects>,
+    /// Nodes recorded as configured that answered neither in secure mode
+    /// nor in maintenance mode, by hostname, with what the last attempt
+    /// said: their state is unknown.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unreachable: BTreeMap<String, String>,
+    /// Why the Kubernetes API could not be read when the plan needed it
+    /// (the add-ons' objects); `None` when it was read or not needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_unread: Option<String>,
 }
 
 /// One VM as observed: listing values, and config values where read. Where

@@ -508,6 +508,7 @@ mod tests {
             conflicts: Vec::new(),
             addons: Vec::new(),
             pools: Vec::new(),
+            unknown: Vec::new(),
         }
     }
 

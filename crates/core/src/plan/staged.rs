@@ -206,6 +206,7 @@ mod tests {
             conflicts: Vec::new(),
             addons: Vec::new(),
             pools: Vec::new(),
+            unknown: Vec::new(),
         };
         stage_config_changes(&mut plan);
         assert_eq!(plan.changes[0].reboot, Some(false));

@@ -351,11 +351,14 @@ async fn probe_nodes(
         .filter(|(_, c)| c.secure_mode)
         .filter_map(|(host, c)| input.ips.get(host).map(|ip| (host.clone(), *ip, c)))
         .map(|(host, ip, recorded)| probe_node(host, ip, recorded, creds, input));
-    for answer in futures::future::join_all(probes)
-        .await
-        .into_iter()
-        .flatten()
-    {
+    for answer in futures::future::join_all(probes).await {
+        let answer = match answer {
+            Ok(a) => a,
+            Err((host, why)) => {
+                out.unreachable.insert(host, why);
+                continue;
+            }
+        };
         let host = answer.host;
         if let Some(Some(reboot)) = answer.reboot {
             out.apply_reboots.insert(host.clone(), reboot);
@@ -399,15 +402,16 @@ async fn running_drift(
     })
 }
 
-/// Probe one node at `ip` in secure mode, else in maintenance mode; `None`
-/// when it answers neither within the probe.
+/// Probe one node at `ip` in secure mode, else in maintenance mode; its
+/// hostname and what the secure attempt said when it answers neither within
+/// the probe.
 async fn probe_node(
     host: String,
     ip: IpAddr,
     recorded: &NodeConfig,
     creds: &ClientCredentials,
     input: &RefreshInput<'_>,
-) -> Option<NodeAnswer> {
+) -> Result<NodeAnswer, (String, String)> {
     let answer = tokio::time::timeout(input.probe, async {
         let c = TalosClient::connect_secure(ip, creds).await?;
         let version = c.version().await?;
@@ -432,26 +436,37 @@ async fn probe_node(
     })
     .await;
     match answer {
-        Ok(Ok((v, reboot, boot_time, running))) => Some(NodeAnswer {
+        Ok(Ok((v, reboot, boot_time, running))) => Ok(NodeAnswer {
             host,
             tag: Some(v.tag),
             reboot,
             boot_time,
             running,
         }),
-        _ => {
+        secure => {
+            let why = match secure {
+                Ok(Err(e)) => e.to_string(),
+                Ok(Ok(_)) | Err(_) => format!(
+                    "{ip}:50000: no answer within {} s",
+                    input.probe.as_secs_f32()
+                ),
+            };
             // Not in secure mode: reset by hand, back in maintenance mode?
             let maintenance = tokio::time::timeout(input.probe, async {
                 TalosClient::connect_maintenance(ip).await?.version().await
             })
             .await;
-            matches!(maintenance, Ok(Ok(_))).then_some(NodeAnswer {
-                host,
-                tag: None,
-                reboot: None,
-                boot_time: None,
-                running: None,
-            })
+            if matches!(maintenance, Ok(Ok(_))) {
+                Ok(NodeAnswer {
+                    host,
+                    tag: None,
+                    reboot: None,
+                    boot_time: None,
+                    running: None,
+                })
+            } else {
+                Err((host, why))
+            }
         }
     }
 }

@@ -36,7 +36,7 @@ pub enum Destroyed {
     NoState,
     /// The destroy plan, shown, and every change in it made (none when it
     /// was empty).
-    Done(Plan),
+    Done(Box<Plan>),
 }
 
 /// Run `destroy`.
@@ -64,7 +64,7 @@ pub async fn destroy(request: &DestroyRequest, ui: &Ui) -> Result<Destroyed, Com
             let plan = destroy_plan(Some(&state), &Observed::default(), request.purge_images);
             ui.show(Shown::Plan(&plan))?;
             if plan.is_empty() {
-                return Ok(Destroyed::Done(plan));
+                return Ok(Destroyed::Done(Box::new(plan)));
             }
             approve(
                 ui,
@@ -91,7 +91,7 @@ pub async fn destroy(request: &DestroyRequest, ui: &Ui) -> Result<Destroyed, Com
                 state: &mut state,
             };
             run_plan(ctx, &plan, &mut saver, request.parallelism, ui, cancel).await?;
-            Ok(Destroyed::Done(plan))
+            Ok(Destroyed::Done(Box::new(plan)))
         },
     )
     .await

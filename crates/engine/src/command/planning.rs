@@ -89,7 +89,10 @@ pub async fn make_plan(
     })?;
     desired.objects = talosprov_core::addon::desired_objects(topology, &rendered.addons);
     if !offline {
-        observed.kubernetes = observe_objects(topology, state, &bundle, &desired, ui).await;
+        match observe_objects(topology, state, &bundle, &desired).await {
+            Ok(o) => observed.kubernetes = o,
+            Err(why) => observed.kubernetes_unread = Some(why),
+        }
     }
     // A saved plan is made again at its own time, so that it renews what it showed.
     let renewal = match saved.and_then(|s| s.renewal) {
@@ -257,20 +260,26 @@ const KUBE_REFRESH: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The add-ons' objects as the cluster's Kubernetes API shows them, when
 /// there is a cluster (bootstrapped, with a kubeconfig) and objects to show;
-/// `None`, with a warning when the API does not answer, otherwise (the plan
-/// then compares them with the state's inventory).
+/// `None` otherwise (the plan then compares them with the state's
+/// inventory).
+///
+/// # Errors
+/// Why the API could not be read: the plan shows the objects as unknown.
 async fn observe_objects(
     topology: &Topology,
     state: Option<&State>,
     secrets: &talosprov_core::machine::SecretsBundle,
     desired: &plan::Desired,
-    ui: &Ui,
-) -> Option<plan::ObservedObjects> {
-    let state = state?;
+) -> Result<Option<plan::ObservedObjects>, String> {
+    let Some(state) = state else {
+        return Ok(None);
+    };
     let bootstrapped = state.resources.bootstrap.as_ref().is_some_and(|b| b.done);
-    let stored = state.outputs.kubeconfig.as_ref()?;
+    let Some(stored) = state.outputs.kubeconfig.as_ref() else {
+        return Ok(None);
+    };
     if !bootstrapped || (desired.objects.is_empty() && state.resources.objects.is_empty()) {
-        return None;
+        return Ok(None);
     }
     // An expired kubeconfig is not connected with: one signed offline by the Kubernetes CA is.
     let kubeconfig =
@@ -294,14 +303,5 @@ async fn observe_objects(
     let outcome = tokio::time::timeout(KUBE_REFRESH, read)
         .await
         .unwrap_or_else(|_| Err(format!("no answer within {} s", KUBE_REFRESH.as_secs())));
-    match outcome {
-        Ok(o) => Some(o),
-        Err(e) => {
-            ui.warn(&format!(
-                "the Kubernetes API was not read ({e}): the add-ons' objects are compared with \
-                 the state only"
-            ));
-            None
-        }
-    }
+    outcome.map(Some)
 }
