@@ -77,25 +77,37 @@ const DEVICE_PLUGINS_DIR: &str = "/var/lib/kubelet/device-plugins";
 const NVIDIA_MODULES: [&str; 4] = ["nvidia", "nvidia_uvm", "nvidia_drm", "nvidia_modeset"];
 
 /// Apply `cfg`'s inline manifests to its cluster and start serving its API, unless it
-/// already is. Failures (the address cannot be bound, a certificate cannot be made)
-/// are logged: the Talos side goes on, as a real node's would with a broken API server.
-pub(crate) async fn start(shared: Arc<Shared>, cfg: NodeConfig) {
+/// already is. A fresh cluster starts from an empty store; a `recovered` one keeps the
+/// store the etcd snapshot restored and only gets the inline-manifest objects it lacks.
+/// Failures (the address cannot be bound, a certificate cannot be made) are logged:
+/// the Talos side goes on, as a real node's would with a broken API server.
+pub(crate) async fn start(shared: Arc<Shared>, cfg: NodeConfig, recovered: bool) {
     let key = cluster_key(&cfg);
-    {
+    let epoch = {
         let mut clusters = shared.clusters();
         let cluster = clusters.entry(key.clone()).or_default();
         if cluster.api_started {
             return;
         }
         cluster.api_started = true;
-        cluster.store = Store::new();
+        if !recovered {
+            cluster.store = Store::new();
+        }
         for manifest in inline_manifests(&cfg.raw) {
-            for error in cluster.store.apply_manifests(&manifest, "talos") {
+            let errors = if recovered {
+                cluster
+                    .store
+                    .create_missing_from_manifests(&manifest, "talos")
+            } else {
+                cluster.store.apply_manifests(&manifest, "talos")
+            };
+            for error in errors {
                 tracing::warn!(target: "talos_sim", cluster = %key, %error, "an inline manifest is not applied");
             }
         }
-    }
-    if let Err(e) = serve(shared, &cfg, key).await {
+        cluster.epoch
+    };
+    if let Err(e) = serve(shared, &cfg, key, epoch).await {
         tracing::warn!(target: "talos_sim", error = %e, "the Kubernetes API does not start");
     }
 }
@@ -117,7 +129,15 @@ fn yaml_documents(raw: &[u8]) -> Vec<serde_yaml_ng::Value> {
         .collect()
 }
 
-async fn serve(shared: Arc<Shared>, cfg: &NodeConfig, key: String) -> Result<(), String> {
+/// Binds the API's address (waiting a little for an earlier API of the cluster, just
+/// aborted, to close its listener) and serves it in a task kept as the cluster's
+/// `api_task`, unless etcd was gone meanwhile (another `epoch`).
+async fn serve(
+    shared: Arc<Shared>,
+    cfg: &NodeConfig,
+    key: String,
+    epoch: u64,
+) -> Result<(), String> {
     let endpoint = url::Url::parse(&cfg.endpoint).map_err(|e| e.to_string())?;
     let host: IpAddr = endpoint
         .host_str()
@@ -134,18 +154,20 @@ async fn serve(shared: Arc<Shared>, cfg: &NodeConfig, key: String) -> Result<(),
         acceptor: None,
     };
     current.refresh(cfg)?;
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let listener = bind(addr).await?;
     tracing::info!(target: "talos_sim", %addr, cluster = %key, "Kubernetes API serving");
     let mut shutdown = shared.shutdown.subscribe();
     let keeper = shared.clone();
+    let task_key = key.clone();
     let task = tokio::spawn(async move {
+        // The connections' tasks, aborted with this one when the API stops.
+        let mut connections = tokio::task::JoinSet::new();
         loop {
             let accepted = tokio::select! {
                 a = listener.accept() => a,
                 _ = shutdown.changed() => return,
             };
+            while connections.try_join_next().is_some() {}
             let Ok((tcp, peer)) = accepted else { continue };
             if let Some(cfg) = control_plane_config(&shared, &key)
                 && let Err(e) = current.refresh(&cfg)
@@ -157,7 +179,7 @@ async fn serve(shared: Arc<Shared>, cfg: &NodeConfig, key: String) -> Result<(),
             };
             let shared = shared.clone();
             let key = key.clone();
-            tokio::spawn(async move {
+            connections.spawn(async move {
                 let Ok(stream) = acceptor.accept(tcp).await else {
                     tracing::info!(target: "talos_sim", %peer, "Kubernetes API: TLS handshake refused");
                     return;
@@ -173,8 +195,32 @@ async fn serve(shared: Arc<Shared>, cfg: &NodeConfig, key: String) -> Result<(),
             });
         }
     });
-    keeper.keep_task(task);
+    let mut clusters = keeper.clusters();
+    let cluster = clusters.entry(task_key).or_default();
+    if cluster.epoch == epoch && cluster.api_started {
+        if let Some(earlier) = cluster.api_task.replace(task) {
+            earlier.abort();
+        }
+    } else {
+        task.abort();
+    }
     Ok(())
+}
+
+/// Binds `addr`; while it is in use, retries for up to two seconds (an aborted API
+/// task drops its listener when the runtime next polls it).
+async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
+    let mut tries = 0;
+    loop {
+        match TcpListener::bind(addr).await {
+            Ok(listener) => return Ok(listener),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && tries < 100 => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(format!("cannot listen on {addr}: {e}")),
+        }
+    }
 }
 
 /// The API server's TLS: a serving certificate from the issuing Kubernetes CA

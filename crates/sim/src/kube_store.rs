@@ -25,6 +25,10 @@
 //!
 //! Errors are [`StoreError`]s, which carry the `Status` a kube-apiserver answers with.
 
+mod snapshot;
+
+pub use snapshot::{SNAPSHOT_HASH_BYTES, SNAPSHOT_MAGIC, SnapshotChunks, check_snapshot_hash};
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
@@ -778,6 +782,22 @@ impl Store {
     /// later in the stream, a kind a later CRD defines) are retried while others
     /// succeed; the errors left are returned, one line each.
     pub fn apply_manifests(&mut self, manifests: &str, manager: &str) -> Vec<String> {
+        self.apply_manifest_objects(manifests, manager, false)
+    }
+
+    /// As [`Store::apply_manifests`], but only for the objects of `manifests` this
+    /// store does not hold: those it holds are left as they are (what a cluster
+    /// recovered from an etcd snapshot keeps of Talos's inline manifests).
+    pub fn create_missing_from_manifests(&mut self, manifests: &str, manager: &str) -> Vec<String> {
+        self.apply_manifest_objects(manifests, manager, true)
+    }
+
+    fn apply_manifest_objects(
+        &mut self,
+        manifests: &str,
+        manager: &str,
+        only_missing: bool,
+    ) -> Vec<String> {
         let mut pending: Vec<Value> = Vec::new();
         for doc in serde_yaml_ng::Deserializer::from_str(manifests) {
             match <Value as serde::Deserialize>::deserialize(doc) {
@@ -796,7 +816,7 @@ impl Store {
             let mut errors = Vec::new();
             let mut left = Vec::new();
             for o in std::mem::take(&mut pending) {
-                if let Err(e) = self.apply_object(&o, opts) {
+                if let Err(e) = self.apply_object(&o, opts, only_missing) {
                     errors.push(e);
                     left.push(o);
                 }
@@ -808,7 +828,12 @@ impl Store {
         }
     }
 
-    fn apply_object(&mut self, o: &Value, opts: ApplyOptions<'_>) -> Result<(), String> {
+    fn apply_object(
+        &mut self,
+        o: &Value,
+        opts: ApplyOptions<'_>,
+        only_missing: bool,
+    ) -> Result<(), String> {
         let api_version = o["apiVersion"].as_str().unwrap_or_default();
         let kind = o["kind"].as_str().unwrap_or_default();
         let name = o["metadata"]["name"].as_str().unwrap_or_default();
@@ -823,6 +848,9 @@ impl Store {
         } else {
             ""
         };
+        if only_missing && self.objects.contains_key(&key(&rt, ns, name)) {
+            return Ok(());
+        }
         let mut o = o.clone();
         if rt.namespaced {
             o["metadata"]["namespace"] = json!(ns);

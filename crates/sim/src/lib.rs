@@ -1,8 +1,10 @@
 //! A simulated Talos node serving the Talos API on `<ip>:50000`, for tests and for
 //! trying talosprov without hardware. It follows the Talos sources: maintenance mode,
 //! config validation, install and reboot, staged configs taken at the next boot, secure
-//! mode with roles, etcd bootstrap and membership, kubeconfig, upgrade and reset; plus
-//! fault switches for tests. Also the Image Factory stand-in's schematic IDs
+//! mode with roles, etcd bootstrap and membership, etcd snapshots of the cluster's
+//! Kubernetes objects and recovery from them (EtcdRecover, Bootstrap with
+//! `recover_etcd`), kubeconfig, upgrade and reset; plus fault switches for tests,
+//! losing a node entirely ([`SimNode::wipe`]) among them. Also the Image Factory stand-in's schematic IDs
 //! (`schematic`, served by the `factory-stub` binary).
 
 #![warn(missing_docs)]
@@ -288,6 +290,99 @@ impl SimNode {
         } else {
             state.faults.lose_etcd_on_join = true;
         }
+    }
+
+    /// The node is reinstalled from scratch, as when its VM is deleted and created
+    /// again: its running, persisted and staged configs, its installed state and
+    /// image, its etcd data and any uploaded recovery snapshot are gone; it drops out
+    /// of its cluster's etcd members without leaving gracefully; and it boots into
+    /// maintenance mode after the reboot delay (as a Reset with reboot, from any
+    /// phase, a halted one included). Its Talos tag, RPC history and fault switches
+    /// stay. When no node of its cluster holds etcd data any more, that cluster's
+    /// etcd is gone: not bootstrapped, no members, an empty Kubernetes store, and its
+    /// Kubernetes API closed (connections refused) until the next bootstrap.
+    pub fn wipe(&self) {
+        let key = self.cluster_key();
+        if let Some(key) = &key
+            && let Some(cluster) = self.shared.clusters().get_mut(key)
+        {
+            cluster.leave(self.node.ip);
+        }
+        {
+            let mut state = self.node.lock();
+            state.config = None;
+            state.persisted = None;
+            state.installed = false;
+            state.installed_image = None;
+            state.staged_image = None;
+            state.etcd_data = false;
+            state.etcd_lost = false;
+            state.etcd_upload = None;
+            state.registered_at = None;
+            let delay = self.shared.options.reboot_delay;
+            self.node.reboot(&mut state, delay);
+        }
+        self.node.bump();
+        self.shared.notify_changed();
+        if let Some(key) = key {
+            self.shared.forget_etcd_if_gone(&key);
+        }
+    }
+
+    /// Makes every etcd snapshot of the node's cluster (by its running or persisted
+    /// config) carry `bytes` extra bytes of padding, inside the hashed part and
+    /// ignored when recovering: a large database without as many objects. The
+    /// padding is generated chunk by chunk as the snapshot streams. Does nothing on a
+    /// node without a config. The setting outlives the cluster's etcd.
+    pub fn pad_etcd_snapshot(&self, bytes: u64) {
+        if let Some(key) = self.cluster_key() {
+            self.shared
+                .clusters()
+                .entry(key)
+                .or_default()
+                .snapshot_padding = bytes;
+        }
+    }
+
+    /// Runs `f` on the Kubernetes objects of the node's cluster (what its etcd holds
+    /// and its snapshots carry), e.g. to create or read an object without the API.
+    /// `None` when the node has no config or its cluster was never seen.
+    pub fn with_kube_store<R>(&self, f: impl FnOnce(&mut kube_store::Store) -> R) -> Option<R> {
+        let key = self.cluster_key()?;
+        self.shared
+            .clusters()
+            .get_mut(&key)
+            .map(|c| f(&mut c.store))
+    }
+
+    /// Whether etcd of the node's cluster is bootstrapped (false without a config).
+    pub fn etcd_bootstrapped(&self) -> bool {
+        self.cluster_key().is_some_and(|key| {
+            self.shared
+                .clusters()
+                .get(&key)
+                .is_some_and(|c| c.bootstrapped)
+        })
+    }
+
+    /// The size in bytes of the etcd snapshot uploaded to the node with EtcdRecover and
+    /// not consumed by a recovering Bootstrap yet; `None` without one.
+    pub fn uploaded_etcd_snapshot(&self) -> Option<u64> {
+        self.node
+            .lock()
+            .etcd_upload
+            .as_ref()
+            .map(|b| b.len() as u64)
+    }
+
+    /// The key of the node's cluster, by its running config, else the persisted one.
+    fn cluster_key(&self) -> Option<String> {
+        let state = self.node.lock();
+        state
+            .config
+            .as_ref()
+            .or(state.persisted.as_ref())
+            .map(state::cluster_key)
     }
 
     /// Powers a halted node on (after a Reset without reboot): it boots into

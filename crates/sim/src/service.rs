@@ -84,6 +84,42 @@ impl Api {
     }
 }
 
+/// The largest chunk of an EtcdSnapshot stream, in bytes (1 MiB, as Talos's chunker).
+const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
+
+/// The largest etcd snapshot EtcdRecover keeps, in bytes (256 MiB); beyond,
+/// ResourceExhausted.
+const MAX_RECOVER_BYTES: usize = 256 << 20;
+
+impl Api {
+    /// Reads an EtcdRecover upload and keeps it on the node, replacing an earlier one.
+    /// As Talos truncates `/var/lib/etcd.snapshot` when the upload starts and removes it
+    /// when the upload fails, a failed upload leaves no snapshot.
+    ///
+    /// Errors: the stream's status; ResourceExhausted beyond [`MAX_RECOVER_BYTES`].
+    async fn receive_snapshot(
+        &self,
+        mut stream: tonic::Streaming<Data>,
+    ) -> Result<pb::EtcdRecoverResponse, Status> {
+        self.node.lock().etcd_upload = None;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = stream.message().await? {
+            if bytes.len() + chunk.bytes.len() > MAX_RECOVER_BYTES {
+                return Err(Status::resource_exhausted(format!(
+                    "error writing snapshot: the etcd snapshot is larger than {} MiB",
+                    MAX_RECOVER_BYTES >> 20
+                )));
+            }
+            bytes.extend_from_slice(&chunk.bytes);
+        }
+        tracing::info!(target: "talos_sim", node = %self.node.ip, bytes = bytes.len(), "etcd snapshot uploaded for recovery");
+        self.node.lock().etcd_upload = Some(Arc::new(bytes));
+        Ok(pb::EtcdRecoverResponse {
+            messages: vec![pb::EtcdRecover { metadata: None }],
+        })
+    }
+}
+
 fn data_stream(chunks: Vec<Vec<u8>>) -> BoxStream<'static, Result<Data, Status>> {
     futures::stream::iter(chunks.into_iter().map(|bytes| {
         Ok(Data {
@@ -114,7 +150,7 @@ impl pb::machine_service_server::MachineService for Api {
         const RPC: &str = "Bootstrap";
         let result = self
             .authorize(&request, MACHINE, RPC)
-            .and_then(|_| self.bootstrap_etcd());
+            .and_then(|_| self.bootstrap_etcd(request.get_ref()));
         self.done(RPC, result)
     }
 
@@ -187,13 +223,40 @@ impl pb::machine_service_server::MachineService for Api {
         const RPC: &str = "EtcdSnapshot";
         let result = self.authorize(&request, MACHINE, RPC).and_then(|_| {
             let cfg = self.control_plane_member()?;
-            // A recognisable, deterministic payload in two chunks; not a real bbolt file.
-            let body =
-                format!("talos-sim etcd snapshot of cluster {}\n", cfg.cluster_name).repeat(512);
-            let bytes = body.into_bytes();
-            let (a, b) = bytes.split_at(bytes.len() / 2);
-            Ok(data_stream(vec![a.to_vec(), b.to_vec()]))
+            // The cluster's store as a snapshot (see `kube_store`'s snapshot layout),
+            // its padding generated chunk by chunk as the stream is read.
+            let chunks = {
+                let clusters = self.shared.clusters();
+                let cluster = clusters.get(&cluster_key(&cfg)).ok_or_else(|| {
+                    Status::failed_precondition("etcd is not running on this node")
+                })?;
+                cluster
+                    .store
+                    .snapshot_chunks(cluster.snapshot_padding, SNAPSHOT_CHUNK_BYTES)
+            };
+            let stream = futures::stream::iter(chunks.map(|bytes| {
+                Ok(Data {
+                    metadata: None,
+                    bytes,
+                })
+            }));
+            Ok(stream.boxed())
         });
+        self.done(RPC, result)
+    }
+
+    async fn etcd_recover(
+        &self,
+        request: Request<tonic::Streaming<Data>>,
+    ) -> Reply<pb::EtcdRecoverResponse> {
+        const RPC: &str = "EtcdRecover";
+        let result = match self
+            .authorize(&request, MACHINE, RPC)
+            .and_then(|_| self.check_recover())
+        {
+            Ok(()) => self.receive_snapshot(request.into_inner()).await,
+            Err(status) => Err(status),
+        };
         self.done(RPC, result)
     }
 
@@ -235,6 +298,7 @@ impl pb::machine_service_server::MachineService for Api {
         const RPC: &str = "Reset";
         let result = self.authorize(&request, MACHINE, RPC).map(|_| {
             let request = request.into_inner();
+            let key = self.node.lock().config.as_ref().map(cluster_key);
             if let Ok(cfg) = self.config()
                 && request.graceful
             {
@@ -251,6 +315,7 @@ impl pb::machine_service_server::MachineService for Api {
                 state.installed = false;
                 state.etcd_data = false;
                 state.etcd_lost = false;
+                state.etcd_upload = None;
                 state.staged_image = None;
                 state.registered_at = None;
                 if request.reboot {
@@ -262,6 +327,10 @@ impl pb::machine_service_server::MachineService for Api {
             }
             self.node.bump();
             self.shared.notify_changed();
+            // Resetting the last control plane holding etcd data loses etcd.
+            if let Some(key) = key {
+                self.shared.forget_etcd_if_gone(&key);
+            }
             pb::ResetResponse {
                 messages: vec![pb::Reset {
                     metadata: None,

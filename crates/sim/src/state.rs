@@ -113,6 +113,9 @@ pub(crate) struct NodeState {
     pub upgrades: Vec<String>,
     pub etcd_data: bool,
     pub etcd_lost: bool,
+    /// The etcd snapshot uploaded with EtcdRecover for a Bootstrap with `recover_etcd`
+    /// (Talos's `/var/lib/etcd.snapshot`); a later upload replaces it.
+    pub etcd_upload: Option<Arc<Vec<u8>>>,
     pub services_ready_at: Instant,
     pub faults: Faults,
     pub served: Vec<ServedRpc>,
@@ -152,6 +155,7 @@ impl Node {
                 upgrades: Vec::new(),
                 etcd_data: false,
                 etcd_lost: false,
+                etcd_upload: None,
                 services_ready_at: Instant::now(),
                 faults: Faults::default(),
                 served: Vec::new(),
@@ -211,9 +215,18 @@ pub(crate) struct Cluster {
     next_id: u64,
     /// Whether its Kubernetes API was started (at bootstrap).
     pub api_started: bool,
-    /// Its Kubernetes objects: the bootstrapping control plane's inline manifests, then
-    /// whatever clients write through the API.
+    /// Its Kubernetes objects: the bootstrapping control plane's inline manifests (or
+    /// a recovered snapshot's objects), then whatever clients write through the API.
+    /// This is what etcd holds, and what its snapshots carry.
     pub store: super::kube_store::Store,
+    /// The task serving its Kubernetes API, aborted (its listener closed) when etcd
+    /// is gone.
+    pub api_task: Option<tokio::task::JoinHandle<()>>,
+    /// Bumped each time etcd is gone: an API that was starting for an earlier etcd
+    /// stops instead of serving.
+    pub epoch: u64,
+    /// Extra bytes of padding each snapshot carries (`SimNode::pad_etcd_snapshot`).
+    pub snapshot_padding: u64,
 }
 
 impl Cluster {
@@ -232,6 +245,20 @@ impl Cluster {
     pub fn leave(&mut self, ip: IpAddr) {
         self.members.retain(|m| m.ip != ip);
     }
+
+    /// etcd is gone (no member holds its data): not bootstrapped, no members, an empty
+    /// store, the Kubernetes API stopped. Snapshot padding is a simulator setting and
+    /// stays.
+    pub fn forget_etcd(&mut self) {
+        self.bootstrapped = false;
+        self.members.clear();
+        self.api_started = false;
+        self.store = super::kube_store::Store::new();
+        self.epoch += 1;
+        if let Some(task) = self.api_task.take() {
+            task.abort();
+        }
+    }
 }
 
 /// Everything the nodes of one simulator share.
@@ -248,8 +275,6 @@ pub(crate) struct Shared {
     log: Mutex<Vec<LoggedRpc>>,
     /// Every upgrade accepted by any node, in order.
     upgrade_log: Mutex<Vec<UpgradeRecord>>,
-    /// Tasks that serve beside the nodes (the Kubernetes API), stopped with them.
-    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Every reboot a node started, in order.
     reboot_log: Mutex<Vec<RebootRecord>>,
 }
@@ -265,27 +290,15 @@ impl Shared {
             log: Mutex::new(Vec::new()),
             upgrade_log: Mutex::new(Vec::new()),
             reboot_log: Mutex::new(Vec::new()),
-            tasks: Mutex::new(Vec::new()),
         }
     }
 
-    /// Keep `task` until the simulator stops (then it is aborted).
-    pub fn keep_task(&self, task: tokio::task::JoinHandle<()>) {
-        self.tasks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(task);
-    }
-
-    /// Abort the tasks kept with [`Shared::keep_task`].
+    /// Abort the tasks that serve beside the nodes: every cluster's Kubernetes API.
     pub fn abort_tasks(&self) {
-        for task in self
-            .tasks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain(..)
-        {
-            task.abort();
+        for cluster in self.clusters().values_mut() {
+            if let Some(task) = cluster.api_task.take() {
+                task.abort();
+            }
         }
     }
 
@@ -418,6 +431,35 @@ impl Shared {
         }
         tracing::info!(target: "talos_sim", node = %node.ip, phase = ?node.lock().phase, "booted");
         self.notify_changed();
+    }
+
+    /// After a node lost its etcd data (reset, wipe): when no node of cluster `key`
+    /// holds etcd data any more, and every member is a node of this simulator, that
+    /// etcd is gone ([`Cluster::forget_etcd`]). Locks each node in turn, then the
+    /// clusters.
+    pub fn forget_etcd_if_gone(&self, key: &str) {
+        let held = self.nodes.iter().any(|n| {
+            let state = n.lock();
+            let cfg = state.config.as_ref().or(state.persisted.as_ref());
+            state.etcd_data && cfg.is_some_and(|c| cluster_key(c) == key)
+        });
+        if held {
+            return;
+        }
+        let mut clusters = self.clusters();
+        let Some(cluster) = clusters.get_mut(key) else {
+            return;
+        };
+        let elsewhere = cluster
+            .members
+            .iter()
+            .any(|m| self.nodes.iter().all(|n| n.ip != m.ip));
+        if elsewhere || !(cluster.bootstrapped || cluster.api_started) {
+            return;
+        }
+        cluster.forget_etcd();
+        drop(clusters);
+        tracing::info!(target: "talos_sim", cluster = %key, "etcd is gone: no member holds its data");
     }
 
     /// Marks the node's etcd as holding data, and applies the lose-on-join fault.

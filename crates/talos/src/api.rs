@@ -114,6 +114,24 @@ mod tests {
     }
 
     #[test]
+    fn bootstrap_recovery_fields_and_etcd_recover_reply_match_talos() {
+        let request = BootstrapRequest {
+            recover_etcd: true,
+            recover_skip_hash_check: true,
+        };
+        assert_eq!(request.encode_to_vec(), [0x08, 1, 0x10, 1]);
+        let reply = EtcdRecoverResponse {
+            messages: vec![EtcdRecover {
+                metadata: Some(super::common::Metadata {
+                    hostname: "h".into(),
+                    ..Default::default()
+                }),
+            }],
+        };
+        assert_eq!(reply.encode_to_vec(), [0x0a, 5, 0x0a, 3, 0x0a, 1, b'h']);
+    }
+
+    #[test]
     fn grpc_paths_are_talos_paths() {
         let generated = include_str!(concat!(env!("OUT_DIR"), "/machine.rs"));
         for path in [
@@ -125,6 +143,7 @@ mod tests {
             "/machine.MachineService/EtcdLeaveCluster",
             "/machine.MachineService/EtcdRemoveMemberByID",
             "/machine.MachineService/EtcdSnapshot",
+            "/machine.MachineService/EtcdRecover",
             "/machine.MachineService/ServiceList",
             "/machine.MachineService/Reboot",
             "/machine.MachineService/Reset",

@@ -1,7 +1,10 @@
 //! Typed methods for each Talos RPC talosprov uses, on [`TalosClient`].
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use futures::StreamExt as _;
-use tokio::io::{AsyncWrite, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 
 use super::api::common::{ContainerDriver, ContainerdInstance, ContainerdNamespace, Metadata};
 use super::api::machine::image_service_client::ImageServiceClient;
@@ -25,6 +28,10 @@ pub const CONFIG_NAMESPACE: &str = "config";
 pub const ACTIVE_CONFIG_ID: &str = "v1alpha1";
 const IMAGE: &str = "machine.ImageService";
 const LIFECYCLE: &str = "machine.LifecycleService";
+
+/// The largest `common.Data` chunk [`TalosClient::etcd_recover`] sends, in bytes
+/// (1 MiB, as talosctl's chunker reads).
+pub const ETCD_RECOVER_CHUNK_BYTES: usize = 1 << 20;
 
 impl TalosClient {
     fn machine(&self) -> MachineServiceClient<tonic::transport::Channel> {
@@ -304,6 +311,105 @@ impl TalosClient {
         Ok(written)
     }
 
+    /// Uploads an etcd snapshot for recovery (`talosctl etcd recover` / MachineService
+    /// EtcdRecover): `snapshot` is read one chunk of at most
+    /// [`ETCD_RECOVER_CHUNK_BYTES`] at a time and sent as a client stream of
+    /// `common.Data`, so memory stays bounded whatever the snapshot's size. The node
+    /// keeps the upload (Talos: `/var/lib/etcd.snapshot`) for a later
+    /// [`TalosClient::bootstrap_recover`]; a later upload replaces it. Returns the number
+    /// of bytes sent.
+    ///
+    /// Talos accepts it on a control plane whose etcd is waiting for bootstrap.
+    /// Errors: the RPC's ([`TalosError::NotReady`] when etcd is already running or not
+    /// ready for recovery, Unimplemented on a worker as [`TalosError::Rpc`]); an I/O
+    /// error reading `snapshot` is a [`TalosError::Rpc`] (code Internal) whose message
+    /// starts with "reading the snapshot", and cancels the upload so the node does
+    /// not keep a truncated snapshot.
+    pub async fn etcd_recover<R>(&self, snapshot: R) -> Result<u64, TalosError>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+    {
+        const RPC: &str = "EtcdRecover";
+        let (failed_tx, failed_rx) = tokio::sync::oneshot::channel::<std::io::Error>();
+        let sent = Arc::new(AtomicU64::new(0));
+        let counter = sent.clone();
+        let chunks = futures::stream::unfold(
+            (snapshot, Some(failed_tx)),
+            move |(mut reader, mut failed_tx)| {
+                let counter = counter.clone();
+                async move {
+                    match read_chunk(&mut reader).await {
+                        Ok(bytes) if bytes.is_empty() => None,
+                        Ok(bytes) => {
+                            counter.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                            let chunk = super::api::common::Data {
+                                metadata: None,
+                                bytes,
+                            };
+                            Some((chunk, (reader, failed_tx)))
+                        }
+                        Err(e) => {
+                            if let Some(tx) = failed_tx.take() {
+                                let _ = tx.send(e);
+                            }
+                            // Never end the stream: the call is dropped (and the
+                            // upload cancelled) rather than completed truncated.
+                            futures::future::pending::<()>().await;
+                            None
+                        }
+                    }
+                }
+            },
+        );
+        let mut machine = self.machine();
+        let reply = tokio::select! {
+            biased;
+            Ok(e) = failed_rx => {
+                return Err(TalosError::Rpc {
+                    node: self.node.clone(),
+                    rpc: RPC,
+                    code: tonic::Code::Internal,
+                    message: format!("reading the snapshot: {e}"),
+                });
+            }
+            reply = machine.etcd_recover(chunks) => reply,
+        };
+        let reply = reply.map_err(|s| self.err(RPC, s))?.into_inner();
+        if let Some(m) = reply.messages.first() {
+            self.check_metadata(RPC, m.metadata.as_ref())?;
+        }
+        Ok(sent.load(Ordering::Relaxed))
+    }
+
+    /// Bootstraps etcd on this control-plane node from the snapshot uploaded with
+    /// [`TalosClient::etcd_recover`] (Bootstrap with `recover_etcd: true`, as
+    /// `talosctl bootstrap --recover-from`): etcd starts as a one-member cluster holding
+    /// the snapshot's data; the other control planes join it. `skip_hash_check` sets
+    /// `recover_skip_hash_check`, needed for a snapshot without etcd's trailing SHA-256
+    /// (one copied from an etcd data directory rather than saved by a snapshot).
+    ///
+    /// Unlike [`TalosClient::bootstrap`], AlreadyExists ("etcd data directory is not
+    /// empty") is an error here: etcd already has data, and recovering would lose it.
+    /// Errors: the RPC's; FailedPrecondition (no uploaded snapshot, bootstrap not
+    /// available yet) is [`TalosError::NotReady`].
+    pub async fn bootstrap_recover(&self, skip_hash_check: bool) -> Result<(), TalosError> {
+        const RPC: &str = "Bootstrap";
+        let request = pb::BootstrapRequest {
+            recover_etcd: true,
+            recover_skip_hash_check: skip_hash_check,
+        };
+        let reply = self
+            .machine()
+            .bootstrap(request)
+            .await
+            .map_err(|s| self.err(RPC, s))?
+            .into_inner();
+        if let Some(m) = reply.messages.first() {
+            self.check_metadata(RPC, m.metadata.as_ref())?;
+        }
+        Ok(())
+    }
+
     /// The node's services and their states.
     pub async fn service_list(&self) -> Result<Vec<ServiceStatus>, TalosError> {
         const RPC: &str = "ServiceList";
@@ -479,6 +585,23 @@ impl TalosClient {
     }
 }
 
+/// Reads the next chunk of `reader`: up to [`ETCD_RECOVER_CHUNK_BYTES`], fewer only at
+/// the end of the input; empty at its end.
+async fn read_chunk(reader: &mut (impl AsyncRead + Unpin)) -> std::io::Result<Vec<u8>> {
+    let mut chunk = vec![0u8; ETCD_RECOVER_CHUNK_BYTES];
+    let mut filled = 0;
+    while filled < chunk.len() {
+        match reader.read(&mut chunk[filled..]).await {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    chunk.truncate(filled);
+    Ok(chunk)
+}
+
 /// The containerd instance Talos uses for system images: `{driver: CRI, namespace: NS_SYSTEM}`.
 fn system_containerd() -> ContainerdInstance {
     ContainerdInstance {
@@ -527,6 +650,30 @@ fn mode_from_proto(mode: i32) -> ApplyMode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn snapshot_chunks_are_full_mebibytes_whatever_the_reads() {
+        use tokio::io::AsyncReadExt as _;
+        let data: Vec<u8> = (0..(5 * ETCD_RECOVER_CHUNK_BYTES / 2))
+            .map(|i| i as u8)
+            .collect();
+        let (a, rest) = data.split_at(1000);
+        let (b, c) = rest.split_at(ETCD_RECOVER_CHUNK_BYTES);
+        let mut reader = a.chain(b).chain(c);
+        let mut sizes = Vec::new();
+        let mut joined = Vec::new();
+        loop {
+            let chunk = read_chunk(&mut reader).await.unwrap();
+            if chunk.is_empty() {
+                break;
+            }
+            sizes.push(chunk.len());
+            joined.extend_from_slice(&chunk);
+        }
+        let mib = ETCD_RECOVER_CHUNK_BYTES;
+        assert_eq!(sizes, [mib, mib, mib / 2]);
+        assert_eq!(joined, data);
+    }
 
     #[test]
     fn hostname_comes_from_the_v1alpha1_document_or_hostname_config() {

@@ -15,7 +15,9 @@ pub mod tls;
 mod types;
 mod wait;
 
-pub use calls::{ACTIVE_CONFIG_ID, CONFIG_NAMESPACE, MACHINE_CONFIG_TYPE};
+pub use calls::{
+    ACTIVE_CONFIG_ID, CONFIG_NAMESPACE, ETCD_RECOVER_CHUNK_BYTES, MACHINE_CONFIG_TYPE,
+};
 pub use client::{ConnectionMode, TALOS_API_PORT, TalosClient};
 pub use credentials::{ClientCredentials, relabel_ed25519};
 pub use error::{Explained, NodeName, TalosError};
