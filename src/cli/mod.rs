@@ -10,6 +10,7 @@ mod argv;
 mod completion;
 mod destroy;
 pub mod error;
+mod etcd;
 mod force_unlock;
 mod frontend;
 mod health;
@@ -182,6 +183,17 @@ pub enum Command {
     ///
     /// Example: talosprov health -f cluster.yaml --wait 5m
     Health(health::HealthArgs),
+    /// Save etcd snapshots, encrypted, to a folder or an S3 bucket.
+    ///
+    /// `etcd snapshot` streams a snapshot from a healthy control plane, seals
+    /// it with age as it streams (to --recipient, the state's keys, or the
+    /// cluster's own key derived from its secrets), and writes it beside a
+    /// JSON manifest to --to, the topology's `backup.destination`, or
+    /// etcd-snapshots/ beside the state; then applies the `backup:` section's
+    /// retention.
+    ///
+    /// Example: talosprov etcd snapshot -f cluster.yaml --to s3://backups/lab
+    Etcd(etcd::EtcdArgs),
     /// Rotate the Talos API CA (--os) or the Kubernetes CA (--kubernetes).
     ///
     /// As `talosctl rotate-ca`, in three stages: every node accepts the new
@@ -275,6 +287,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CommandError> {
         Command::ForceUnlock(args) => force_unlock::run(args).await,
         Command::Health(args) => health::run(args).await,
         Command::RotateCa(args) => rotate_ca::run(args).await,
+        Command::Etcd(args) => etcd::run(args).await,
         Command::Machineconfig(args) => machineconfig::run(args),
         Command::Patches(args) => patches::run(args),
         Command::Secrets(args) => secrets::run(args).await,

@@ -1033,6 +1033,7 @@ fn each_crate_depends_only_on_the_layers_below_it() {
             &["talosprov-core", "talosprov-retry"][..],
         ),
         ("talosprov-kube", &["talosprov-core", "talosprov-retry"][..]),
+        ("talosprov-backup", &["talosprov-core"][..]),
         (
             "talosprov-engine",
             &[
@@ -1045,6 +1046,7 @@ fn each_crate_depends_only_on_the_layers_below_it() {
                 "talosprov-kube",
                 "talosprov-files",
                 "talosprov-sources",
+                "talosprov-backup",
             ][..],
         ),
         ("talosprov-sim", &["talosprov-core", "talosprov-talos"][..]),

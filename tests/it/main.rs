@@ -13,6 +13,7 @@ mod apply_gate;
 mod apply_json;
 mod apply_settings;
 mod architecture;
+mod backup_lab;
 mod broken_lab;
 mod ca_rotation_lab;
 mod certificates_lab;

@@ -295,6 +295,11 @@ fn covered(field: &str, r: &Received) -> Option<Result<(), &'static str>> {
                 "Kubernetes objects: control planes' inline manifests, and the Kubernetes API",
             ));
         }
+        "backup" => {
+            return Some(Err(
+                "etcd snapshots: a folder or an S3 bucket, never Proxmox",
+            ));
+        }
         _ => return None,
     }
     checked

@@ -265,6 +265,48 @@ fn each_validation_reports_its_code_and_field() {
             Code::InvalidValue,
             "pci_mappings.gpu.node",
         ),
+        (
+            "default_schematic: base\n",
+            "default_schematic: base\nbackup:\n  keep_last: 3\n",
+            Code::MissingField,
+            "backup.destination",
+        ),
+        (
+            "default_schematic: base\n",
+            "default_schematic: base\nbackup:\n  destination: ftp://host/x\n",
+            Code::InvalidValue,
+            "backup.destination",
+        ),
+        (
+            "default_schematic: base\n",
+            "default_schematic: base\nbackup:\n  destination: s3://\n",
+            Code::InvalidValue,
+            "backup.destination",
+        ),
+        (
+            "default_schematic: base\n",
+            "default_schematic: base\nbackup:\n  destination: b\n  keep_last: 10001\n",
+            Code::OutOfRange,
+            "backup.keep_last",
+        ),
+        (
+            "default_schematic: base\n",
+            "default_schematic: base\nbackup:\n  destination: b\n  keep_daily: 3651\n",
+            Code::OutOfRange,
+            "backup.keep_daily",
+        ),
+        (
+            "default_schematic: base\n",
+            "default_schematic: base\nbackup:\n  destination: b\n  max_age: soon\n",
+            Code::InvalidValue,
+            "backup.max_age",
+        ),
+        (
+            "default_schematic: base\n",
+            "default_schematic: base\nbackup:\n  destination: b\n  max_age: 0\n",
+            Code::InvalidValue,
+            "backup.max_age",
+        ),
     ];
     for (from, to, code, field) in cases {
         let got = problems(from, to);
@@ -344,4 +386,46 @@ fn a_section_of_the_wrong_type_does_not_also_report_its_fields_missing() {
         !fields.iter().any(|(c, _)| *c == Code::MissingField),
         "{fields:?}"
     );
+}
+
+#[test]
+fn a_backup_section_reads_its_destination_retention_and_age() {
+    use talosprov_core::backup::Location;
+    let parsed = |extra: &str| {
+        let text = BASE.replacen(
+            "default_schematic: base\n",
+            &format!("default_schematic: base\n{extra}"),
+            1,
+        );
+        let loaded = parse(&text, Path::new("/repo/lab/cluster.yaml"), &env());
+        assert!(loaded.diagnostics.is_empty(), "{:?}", loaded.diagnostics);
+        loaded.topology.expect("valid").backup
+    };
+    assert_eq!(parsed(""), None);
+    let folder = parsed("backup:\n  destination: snaps\n").expect("a section");
+    assert_eq!(
+        folder.destination,
+        Location::Folder("/repo/lab/snaps".into()),
+        "a folder is relative to the topology's folder"
+    );
+    assert_eq!(
+        (folder.keep_last, folder.keep_daily, folder.max_age),
+        (7, 14, None)
+    );
+    let s3 = parsed(
+        "backup:\n  destination: s3://bucket/lab/etcd/\n  keep_last: 0\n  keep_daily: 30\n  max_age: 26h\n",
+    )
+    .expect("a section");
+    assert_eq!(
+        s3.destination,
+        Location::S3 {
+            bucket: "bucket".into(),
+            prefix: "lab/etcd".into()
+        }
+    );
+    assert_eq!(s3.destination.to_string(), "s3://bucket/lab/etcd");
+    assert_eq!((s3.keep_last, s3.keep_daily), (0, 30));
+    assert_eq!(s3.max_age, Some(std::time::Duration::from_secs(26 * 3600)));
+    let seconds = parsed("backup:\n  destination: s3://b\n  max_age: 3600\n").expect("a section");
+    assert_eq!(seconds.max_age, Some(std::time::Duration::from_secs(3600)));
 }

@@ -15,6 +15,7 @@
 
 pub mod addon;
 pub mod adopt;
+pub mod backup;
 pub mod budgets;
 pub mod diagnostics;
 pub mod duration;

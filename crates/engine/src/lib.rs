@@ -12,5 +12,6 @@
 #![deny(clippy::wildcard_enum_match_arm)]
 
 pub mod apply;
+pub mod backups;
 pub mod command;
 pub mod health;

@@ -53,6 +53,27 @@ impl KubeClient {
             .map_err(|e| KubeError::Api(e.to_string()))?;
         Ok(list.items.iter().map(node).collect())
     }
+
+    /// The etcd revision the API server reports: a list's
+    /// `metadata.resourceVersion` (one Namespace asked for), which
+    /// kube-apiserver sets to etcd's store revision.
+    ///
+    /// # Errors
+    /// [`KubeError::Api`] when the API does not answer, refuses, or reports a
+    /// resourceVersion that is not a number.
+    pub async fn revision(&self) -> Result<u64, KubeError> {
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        let list = api
+            .list(&ListParams::default().limit(1))
+            .await
+            .map_err(|e| KubeError::Api(e.to_string()))?;
+        let version = list.metadata.resource_version.unwrap_or_default();
+        version.parse().map_err(|_| {
+            KubeError::Api(format!(
+                "the list's resourceVersion {version:?} is not a revision"
+            ))
+        })
+    }
 }
 
 fn node(n: &Node) -> KubeNode {

@@ -25,9 +25,7 @@
 //!
 //! Errors are [`StoreError`]s, which carry the `Status` a kube-apiserver answers with.
 
-mod snapshot;
-
-pub use snapshot::{SNAPSHOT_HASH_BYTES, SNAPSHOT_MAGIC, SnapshotChunks, check_snapshot_hash};
+pub mod snapshot;
 
 use std::collections::{BTreeMap, BTreeSet};
 

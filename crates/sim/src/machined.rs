@@ -272,7 +272,7 @@ impl Api {
         let failed =
             |e: String| Status::internal(format!("failed to recover etcd from snapshot: {e}"));
         if !request.recover_skip_hash_check {
-            kube_store::check_snapshot_hash(&upload).map_err(failed)?;
+            kube_store::snapshot::check_snapshot_hash(&upload).map_err(failed)?;
         }
         kube_store::Store::from_snapshot(&upload)
             .map(Some)

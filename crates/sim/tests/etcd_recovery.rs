@@ -18,7 +18,9 @@ use rcgen::{
 };
 use serde_json::json;
 use talosprov_core::sensitive::Sensitive;
-use talosprov_sim::kube_store::{self, SNAPSHOT_HASH_BYTES, SNAPSHOT_MAGIC};
+use talosprov_sim::kube_store::snapshot::{
+    SNAPSHOT_HASH_BYTES, SNAPSHOT_MAGIC, check_snapshot_hash,
+};
 use talosprov_sim::{SimNode, SimOptions, Simulator};
 use talosprov_talos::{
     ApplyOptions, Backoff, ClientCredentials, TalosClient, TalosError, wait_maintenance,
@@ -217,7 +219,7 @@ async fn every_control_plane_lost_then_recovered_from_a_snapshot() {
     create_configmap(&n1, "kept", "before the snapshot");
     let saved = snapshot(&clients[1]).await;
     assert!(saved.starts_with(SNAPSHOT_MAGIC));
-    kube_store::check_snapshot_hash(&saved).unwrap();
+    check_snapshot_hash(&saved).unwrap();
     create_configmap(&n1, "lost", "after the snapshot");
 
     // A healthy, bootstrapped control plane refuses an upload.

@@ -7,6 +7,7 @@
 //! - [`fakepve`], [`examples`]: the Proxmox VE fake and the example VMs;
 //! - [`factory`]: a loopback Image Factory stand-in;
 //! - [`gitlab_state`]: GitLab's Terraform state API;
+//! - [`moto`]: moto's S3 server, with faults on demand;
 //! - [`lab`]: all of them together, with the lab topology, for end-to-end runs.
 //!
 //! `fakepve.rs`, `factory.rs` and `wait.rs` use nothing else from here: the
@@ -21,6 +22,7 @@ pub mod fixtures;
 pub mod gitlab_state;
 pub mod kubectl;
 pub mod lab;
+pub mod moto;
 pub mod talos;
 pub mod talos_pki;
 pub mod wait;

@@ -45,6 +45,8 @@ pub struct Topology {
     pub state: StateSettings,
     /// `addons:` by name, in file order.
     pub addons: IndexMap<String, Addon>,
+    /// `backup:`, when given.
+    pub backup: Option<crate::backup::BackupSettings>,
 }
 
 impl Topology {

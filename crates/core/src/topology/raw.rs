@@ -85,6 +85,46 @@ pub struct RawTopology {
     /// Node pools by name: `replicas` alike nodes whose IP, vmid and Proxmox host
     /// talosprov allocates, each member keeping them for its whole life.
     pub pools: Option<Spanned<Vec<Entry<RawPool>>>>,
+    /// Where etcd snapshots go and how many are kept: `talosprov etcd
+    /// snapshot` and apply's automatic snapshots write there, age-encrypted,
+    /// and `talosprov etcd restore --from latest` reads the newest. Optional:
+    /// without it, apply's snapshots stay in a local folder beside the state.
+    pub backup: Option<Spanned<RawBackup>>,
+}
+
+/// Where etcd snapshots go, and which are kept (the newest `keep_last`, and
+/// the newest of each of the last `keep_daily` days; the newest is never
+/// deleted).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RawBackup {
+    /// A folder, relative to this file's folder, or an S3-compatible bucket
+    /// and prefix, `s3://bucket/prefix`, with the endpoint, region and
+    /// credentials from the usual `AWS_*` variables. Required.
+    pub destination: Option<Spanned<String>>,
+    /// Keep the newest N snapshots, 0 to 10000.
+    #[schemars(range(max = 10000), extend("default" = 7))]
+    pub keep_last: Option<Spanned<u64>>,
+    /// Also keep the newest snapshot of each of the last D days (UTC), 0 to
+    /// 3650.
+    #[schemars(range(max = 3650), extend("default" = 14))]
+    pub keep_daily: Option<Spanned<u64>>,
+    /// `plan` warns when the newest snapshot in `destination` is older than
+    /// this: a duration such as `26h` or `2d`, or a whole number of seconds.
+    /// Default: no warning.
+    #[schemars(with = "Option<DurationText>")]
+    pub max_age: Option<Spanned<String>>,
+}
+
+/// A duration as the topology takes it: text such as `26h`, or seconds.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum DurationText {
+    /// A duration such as `90s`, `26h` or `2d`.
+    Text(String),
+    /// Whole seconds.
+    Seconds(u64),
 }
 
 /// One folder, or a list of folders read in the order given.

@@ -3,9 +3,9 @@
 //! type is reported, not only the first; unknown keys get a "did you mean".
 
 use super::raw::{
-    Entry, Label, RawAddon, RawCluster, RawDisk, RawHa, RawHelm, RawHostPci, RawImageFactory,
-    RawNetwork, RawNode, RawPciHost, RawPciMapping, RawPool, RawProxmox, RawSchematic, RawState,
-    RawTopology, Spanned,
+    Entry, Label, RawAddon, RawBackup, RawCluster, RawDisk, RawHa, RawHelm, RawHostPci,
+    RawImageFactory, RawNetwork, RawNode, RawPciHost, RawPciMapping, RawPool, RawProxmox,
+    RawSchematic, RawState, RawTopology, Spanned,
 };
 use crate::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
@@ -276,6 +276,30 @@ impl Reader<'_> {
         Some(Spanned::new(s, pos))
     }
 
+    /// A duration as text: a string as written, or a whole number of seconds
+    /// as its digits (parsed later by `duration::parse`).
+    fn duration_text(
+        &mut self,
+        f: &mut Fields<'_, '_>,
+        key: &'static str,
+    ) -> Option<Spanned<String>> {
+        let (pos, node, field) = self.take(f, key)?;
+        match &unwrap_tag(node).data {
+            YamlData::Value(Scalar::String(s)) => Some(Spanned::new(s.to_string(), pos)),
+            YamlData::Value(Scalar::Integer(i)) => Some(Spanned::new(i.to_string(), pos)),
+            YamlData::Representation(..)
+            | YamlData::Value(_)
+            | YamlData::Sequence(_)
+            | YamlData::Mapping(_)
+            | YamlData::Tagged(..)
+            | YamlData::Alias(_)
+            | YamlData::BadValue => {
+                self.wrong_type(pos, &field, "a duration such as 26h, or seconds", node);
+                None
+            }
+        }
+    }
+
     fn uint(&mut self, f: &mut Fields<'_, '_>, key: &'static str) -> Option<Spanned<u64>> {
         let (pos, node, field) = self.take(f, key)?;
         match &unwrap_tag(node).data {
@@ -409,6 +433,12 @@ impl Reader<'_> {
             state: self.section(&mut f, "state", Self::state),
             addons: self.named(&mut f, "addons", Self::addon),
             pools: self.named(&mut f, "pools", Self::pool),
+            backup: self.section(&mut f, "backup", |r, f| RawBackup {
+                destination: r.string(f, "destination"),
+                keep_last: r.uint(f, "keep_last"),
+                keep_daily: r.uint(f, "keep_daily"),
+                max_age: r.duration_text(f, "max_age"),
+            }),
         };
         self.finish(f);
         Some(raw)

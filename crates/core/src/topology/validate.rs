@@ -82,6 +82,7 @@ pub fn validate(
     });
     let state = cx.state(raw.state.as_ref(), base);
     let addons = cx.addons(raw, base);
+    let backup = cx.backup(raw.backup.as_ref(), base);
     let patches_dirs: Vec<PathBuf> = match &raw.patches_dir {
         Some(list) if !list.value.is_empty() => list
             .value
@@ -126,6 +127,7 @@ pub fn validate(
             pools,
             state: state?,
             addons,
+            backup: backup?,
         })
     })();
     if let Some(t) = &topology {

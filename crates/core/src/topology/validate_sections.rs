@@ -3,7 +3,7 @@
 //! applied. Called by `validate::validate`.
 
 use super::check::{Cx, resolve};
-use super::raw::{RawCluster, RawProxmox, RawState, RawTopology, Spanned};
+use super::raw::{RawBackup, RawCluster, RawProxmox, RawState, RawTopology, Spanned};
 use super::syntax::{self, Ipv4Net, Version};
 use super::{
     Environment, PROXMOX_ENDPOINT_ENV, PciMapping, ProxmoxSettings, SchematicSpec, StateSettings,
@@ -731,6 +731,80 @@ impl Cx<'_> {
             iommu_group: group?,
             subsystem_id: sub_id?,
         })
+    }
+
+    /// `backup:`: `Some(None)` without it, `None` when it is wrong (the
+    /// diagnostics say why).
+    pub(super) fn backup(
+        &mut self,
+        raw: Option<&Spanned<RawBackup>>,
+        base: &Path,
+    ) -> Option<Option<crate::backup::BackupSettings>> {
+        use crate::backup::{
+            BackupSettings, DEFAULT_KEEP_DAILY, DEFAULT_KEEP_LAST, Location, MAX_KEEP_DAILY,
+            MAX_KEEP_LAST,
+        };
+        let Some(raw) = raw else {
+            return Some(None);
+        };
+        let b = &raw.value;
+        let destination = match &b.destination {
+            None => {
+                let msg = "backup.destination is required: a folder or s3://bucket/prefix";
+                self.error(
+                    Code::MissingField,
+                    raw.pos,
+                    "backup.destination",
+                    msg.to_owned(),
+                );
+                None
+            }
+            Some(d) => match Location::parse(&d.value, base) {
+                Ok(l) => Some(l),
+                Err(why) => {
+                    let msg = format!("backup.destination {:?}: {why}", d.value);
+                    self.error(Code::InvalidValue, d.pos, "backup.destination", msg);
+                    None
+                }
+            },
+        };
+        let mut count = |v: &Option<Spanned<u64>>, key: &str, max: u64, default: u32| match v {
+            None => Some(default),
+            Some(n) if n.value <= max => Some(n.value as u32),
+            Some(n) => {
+                let msg = format!("backup.{key} is {}, above the most, {max}", n.value);
+                self.error(Code::OutOfRange, n.pos, &format!("backup.{key}"), msg);
+                None
+            }
+        };
+        let keep_last = count(&b.keep_last, "keep_last", MAX_KEEP_LAST, DEFAULT_KEEP_LAST);
+        let keep_daily = count(
+            &b.keep_daily,
+            "keep_daily",
+            MAX_KEEP_DAILY,
+            DEFAULT_KEEP_DAILY,
+        );
+        let max_age = match &b.max_age {
+            None => Some(None),
+            Some(a) => match crate::duration::parse(&a.value) {
+                Ok(d) if !d.is_zero() => Some(Some(d)),
+                Ok(_) | Err(_) => {
+                    let msg = format!(
+                        "backup.max_age {:?} is {}",
+                        a.value,
+                        crate::duration::EXPECTED.replace("not a number", "not a positive number")
+                    );
+                    self.error(Code::InvalidValue, a.pos, "backup.max_age", msg);
+                    None
+                }
+            },
+        };
+        Some(Some(BackupSettings {
+            destination: destination?,
+            keep_last: keep_last?,
+            keep_daily: keep_daily?,
+            max_age: max_age?,
+        }))
     }
 
     pub(super) fn state(

@@ -39,7 +39,7 @@ pub struct HealthRun {
 /// `crt` and `key`), or, when its certificate has expired or is about to, of one issued for
 /// the run from the OS CA in the state's secrets (see
 /// [`super::prepare::connection_credentials`]).
-fn credentials(topology: &Topology, state: &State) -> anyhow::Result<ClientCredentials> {
+pub(super) fn credentials(topology: &Topology, state: &State) -> anyhow::Result<ClientCredentials> {
     let output =
         state.outputs.talosconfig.as_ref().ok_or_else(|| {
             anyhow!("the state has no talosconfig yet: run `talosprov apply` first")

@@ -31,6 +31,7 @@ pub mod adopt;
 mod adopt_talos;
 pub mod apply;
 pub mod destroy;
+pub mod etcd;
 mod gate;
 mod guard;
 pub mod health;

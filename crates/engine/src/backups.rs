@@ -1,0 +1,280 @@
+//! etcd snapshot archives as the engine takes them: where they go (`--to`,
+//! else `backup.destination`, else [`DEFAULT_FOLDER`] beside the state), which
+//! key seals them, and [`Archiver::take`], which streams a snapshot from a
+//! control plane through `talosprov_backup` into the destination, writes its
+//! manifest and then applies the `backup:` section's retention.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context as _, anyhow};
+use sha2::{Digest as _, Sha256};
+use time::OffsetDateTime;
+
+use talosprov_backup::retention::{self, Retention};
+use talosprov_backup::{
+    ArchiveName, ArchiveWriter, Destination, KeyKind, Keys, Location, Manifest,
+};
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::state::State;
+use talosprov_core::topology::Topology;
+use talosprov_state::encrypt::{self, KeySource, StateKeys};
+use talosprov_talos::TalosClient;
+
+/// The folder, beside the local state file (else the topology file), that
+/// holds the archives when the topology has no `backup:` section.
+pub const DEFAULT_FOLDER: &str = "etcd-snapshots";
+
+/// The variables the S3 client reads (`AWS_*`), and no others.
+pub fn backup_env() -> BTreeMap<String, String> {
+    std::env::vars()
+        .filter(|(k, _)| k.starts_with("AWS_"))
+        .collect()
+}
+
+/// Where a run's archives go: `to` (relative to the current folder), else
+/// the topology's `backup.destination`, else [`DEFAULT_FOLDER`] in
+/// `beside` (the local state's folder, else the topology's). The flag says
+/// whether it is the `backup:` section's (its retention applies).
+///
+/// # Errors
+/// A `to` that is not a destination.
+pub fn target(
+    to: Option<&str>,
+    topology: &Topology,
+    beside: &Path,
+) -> anyhow::Result<(Location, bool)> {
+    let configured = topology.backup.as_ref().map(|b| &b.destination);
+    if let Some(text) = to {
+        let location = talosprov_backup::parse_location(text, Path::new(""))?;
+        let same = configured == Some(&location);
+        return Ok((location, same));
+    }
+    Ok(match configured {
+        Some(l) => (l.clone(), true),
+        None => (Location::Folder(beside.join(DEFAULT_FOLDER)), false),
+    })
+}
+
+/// The keys new archives are sealed with: `recipients` (`--recipient`), else
+/// the state's keys (`state`: `TALOSPROV_STATE_PASSPHRASE`, or its age
+/// recipients), else the cluster's own key, derived from its secrets-at-rest
+/// key.
+///
+/// # Errors
+/// A recipient that is not one.
+pub fn seal_keys(
+    recipients: &[String],
+    state: Option<StateKeys>,
+    secrets: &SecretsBundle,
+) -> anyhow::Result<Keys> {
+    if !recipients.is_empty() {
+        return Ok(Keys::recipients(recipients)?);
+    }
+    Ok(match state {
+        Some(StateKeys::Passphrase(p)) => Keys::passphrase(p),
+        Some(StateKeys::Age {
+            recipients,
+            identities,
+        }) => Keys::age(recipients, identities),
+        None => Keys::cluster(secrets.encryption.value()),
+    })
+}
+
+/// The keys that open an archive sealed with `kind`: `identity` (an age
+/// identity file, as `age -d -i` takes) or the state's identities (`state`)
+/// for recipients; the state's passphrase; the cluster's own key.
+///
+/// # Errors
+/// No key of that kind, or a key file that cannot be read.
+pub fn open_keys(
+    kind: KeyKind,
+    identity: Option<&Path>,
+    state: Option<StateKeys>,
+    secrets: &SecretsBundle,
+) -> anyhow::Result<Keys> {
+    let from_file = |path: &Path| -> anyhow::Result<Keys> {
+        let source = KeySource::Files {
+            recipients: None,
+            identities: Some(path.to_path_buf()),
+        };
+        match StateKeys::load(&source)? {
+            Some(StateKeys::Age { identities, .. }) => Ok(Keys::age(Vec::new(), identities)),
+            Some(StateKeys::Passphrase(_)) | None => {
+                Err(anyhow!("{} holds no age identity", path.display()))
+            }
+        }
+    };
+    match (kind, identity, state) {
+        (KeyKind::Cluster, _, _) => Ok(Keys::cluster(secrets.encryption.value())),
+        (KeyKind::Recipients, Some(path), _) => from_file(path),
+        (KeyKind::Recipients, None, Some(StateKeys::Age { identities, .. }))
+            if !identities.is_empty() =>
+        {
+            Ok(Keys::age(Vec::new(), identities))
+        }
+        (KeyKind::Recipients, None, _) => Err(anyhow!(
+            "the snapshot is encrypted to age recipients: give the identity file with --identity FILE"
+        )),
+        (KeyKind::Passphrase, _, Some(StateKeys::Passphrase(p))) => Ok(Keys::passphrase(p)),
+        (KeyKind::Passphrase, _, _) => Err(anyhow!(
+            "the snapshot is encrypted with a passphrase: set {}",
+            encrypt::PASSPHRASE_VAR
+        )),
+    }
+}
+
+/// SHA-256 (hex) of the etcd CA certificate's PEM, as manifests record it.
+pub fn etcd_ca_sha256(secrets: &SecretsBundle) -> String {
+    hex::encode(Sha256::digest(secrets.certs.etcd.crt.trim().as_bytes()))
+}
+
+/// A snapshot saved.
+#[derive(Debug, Clone)]
+pub struct Taken {
+    /// Its name.
+    pub name: ArchiveName,
+    /// Its manifest, as written.
+    pub manifest: Manifest,
+    /// Where it went.
+    pub location: String,
+    /// Archives retention deleted, newest first.
+    pub pruned: Vec<ArchiveName>,
+    /// Why retention could not finish (the snapshot itself is saved).
+    pub prune_error: Option<String>,
+}
+
+/// Takes snapshots of one cluster into one destination.
+#[derive(Debug)]
+pub struct Archiver {
+    destination: Destination,
+    keys: Keys,
+    retention: Option<Retention>,
+    cluster: String,
+    lineage: uuid::Uuid,
+    etcd_ca_sha256: String,
+    kubernetes_version: String,
+}
+
+impl Archiver {
+    /// An archiver for `topology`'s cluster into `location` (created when a
+    /// folder), with the `backup:` section's retention when `retained`.
+    ///
+    /// # Errors
+    /// A destination that cannot be opened.
+    pub fn new(
+        location: Location,
+        retained: bool,
+        keys: Keys,
+        topology: &Topology,
+        state: &State,
+        secrets: &SecretsBundle,
+    ) -> anyhow::Result<Archiver> {
+        let retention = retained
+            .then_some(topology.backup.as_ref())
+            .flatten()
+            .map(|b| Retention {
+                keep_last: b.keep_last,
+                keep_daily: b.keep_daily,
+            });
+        Ok(Archiver {
+            destination: Destination::open(location, &backup_env(), true)?,
+            keys,
+            retention,
+            cluster: topology.cluster.name.clone(),
+            lineage: state.lineage,
+            etcd_ca_sha256: etcd_ca_sha256(secrets),
+            kubernetes_version: talosprov_core::addon::manifests::kubernetes_version(topology),
+        })
+    }
+
+    /// Where the archives go.
+    pub fn location(&self) -> &Location {
+        self.destination.location()
+    }
+
+    /// The kind of key that seals the archives.
+    pub fn key_kind(&self) -> KeyKind {
+        self.keys.kind()
+    }
+
+    /// Stream a snapshot from `client` (the control plane `node`, running
+    /// `talos_version`) into the destination, then its manifest, then apply
+    /// retention. `revision` is etcd's at the snapshot (0 when unknown);
+    /// `reason` goes into the manifest.
+    ///
+    /// # Errors
+    /// The node's stream failing (nothing is left in the destination), the
+    /// destination refusing the archive or its manifest.
+    pub async fn take(
+        &self,
+        client: &TalosClient,
+        node: &str,
+        talos_version: &str,
+        revision: u64,
+        reason: &str,
+    ) -> anyhow::Result<Taken> {
+        let now = OffsetDateTime::now_utc();
+        let name = ArchiveName::new(now, &self.cluster, revision);
+        let mut writer = ArchiveWriter::start(&self.destination, &name, &self.keys).await?;
+        match client.etcd_snapshot(&mut writer).await {
+            Ok(0) => {
+                let _ = writer.abort().await;
+                return Err(anyhow!("{node} sent an empty etcd snapshot"));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return Err(match writer.abort().await {
+                    Some(cause) => anyhow::Error::new(cause),
+                    None => anyhow::Error::new(e),
+                })
+                .with_context(|| format!("cannot save the etcd snapshot of {node}"));
+            }
+        }
+        let sealed = writer.finish().await?;
+        let manifest = Manifest {
+            format: talosprov_backup::manifest::MANIFEST_FORMAT,
+            cluster: self.cluster.clone(),
+            lineage: self.lineage,
+            etcd_ca_sha256: self.etcd_ca_sha256.clone(),
+            time: name
+                .time
+                .format(&time::format_description::well_known::Rfc3339)
+                .expect("a UTC time formats"),
+            revision,
+            node: node.to_owned(),
+            reason: reason.to_owned(),
+            plaintext_sha256: sealed.plaintext_sha256,
+            plaintext_bytes: sealed.plaintext_bytes,
+            encrypted_bytes: sealed.encrypted_bytes,
+            key: self.keys.kind(),
+            talos_version: talos_version.to_owned(),
+            kubernetes_version: self.kubernetes_version.clone(),
+        };
+        self.destination.write_manifest(&name, &manifest).await?;
+        let (pruned, prune_error) = match self.prune(now).await {
+            Ok(p) => (p, None),
+            Err(e) => (Vec::new(), Some(format!("{e:#}"))),
+        };
+        Ok(Taken {
+            name,
+            manifest,
+            location: self.destination.location().to_string(),
+            pruned,
+            prune_error,
+        })
+    }
+
+    /// Apply retention: delete what [`retention::decide`] does not keep.
+    async fn prune(&self, now: OffsetDateTime) -> anyhow::Result<Vec<ArchiveName>> {
+        let Some(retention) = self.retention else {
+            return Ok(Vec::new());
+        };
+        let listed = self.destination.list(&self.cluster).await?;
+        let verdict = retention::decide(&listed.complete, retention, now);
+        for name in &verdict.delete {
+            self.destination.delete(name).await?;
+        }
+        Ok(verdict.delete)
+    }
+}

@@ -1,0 +1,273 @@
+//! `talosprov etcd snapshot` on the lab: the snapshot is streamed from a
+//! control plane, age-encrypted before it leaves the process, named so names
+//! sort by time, described by a manifest, and pruned by the `backup:`
+//! section's retention.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sha2::{Digest as _, Sha256};
+
+use crate::support::cli::{stderr, stdout};
+use crate::support::kubectl::{kubectl, lab_kubeconfig};
+use crate::support::lab::Lab;
+use crate::support::moto::Moto;
+use talosprov_sim::kube_store::snapshot::{SNAPSHOT_MAGIC, check_snapshot_hash};
+
+/// The archives (`*.snapshot.age`) of a folder, sorted by name.
+pub fn archives(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| e.expect("entry").path())
+                .filter(|p| p.to_string_lossy().ends_with(".snapshot.age"))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// The manifest beside an archive.
+pub fn manifest_of(archive: &Path) -> serde_json::Value {
+    let path = PathBuf::from(archive.to_string_lossy().replace(".snapshot.age", ".json"));
+    let text = std::fs::read_to_string(&path).expect("a manifest beside the archive");
+    serde_json::from_str(&text).expect("the manifest is JSON")
+}
+
+/// An archive opened with an age identity.
+pub fn decrypt(archive: &Path, identity: &age::x25519::Identity) -> Vec<u8> {
+    let bytes = std::fs::read(archive).expect("read the archive");
+    let decryptor = age::Decryptor::new(&bytes[..]).expect("an age file");
+    let mut reader = decryptor
+        .decrypt(std::iter::once(identity as &dyn age::Identity))
+        .expect("the identity opens it");
+    let mut out = Vec::new();
+    reader.read_to_end(&mut out).expect("decrypt");
+    out
+}
+
+/// Create the ConfigMap `default/marker` (`colour: ultramarine-0451`) with
+/// kubectl, as a user would.
+pub fn put_marker(lab: &Lab, kubeconfig: &Path) {
+    let file = lab.dir.path().join("marker.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: marker\n  namespace: default\ndata:\n  colour: ultramarine-0451\n",
+    )
+    .expect("write marker.yaml");
+    kubectl(
+        kubeconfig,
+        &[
+            "apply",
+            "--server-side",
+            "-f",
+            file.to_str().expect("UTF-8"),
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_is_encrypted_named_described_and_pruned_as_the_backup_section_says() {
+    let lab = Lab::start("20.10", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    lab.apply_text().await;
+    let kubeconfig = lab_kubeconfig(&lab).await;
+    put_marker(&lab, &kubeconfig);
+
+    // No backup: section: beside the state, sealed with the cluster's own key.
+    let out = lab.run(&["etcd", "snapshot"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let default = lab.dir.path().join("etcd-snapshots");
+    let saved = archives(&default);
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    let text = stdout(&out);
+    assert!(text.starts_with("Saved etcd snapshot etcd-"), "{text}");
+    assert!(text.contains("from talos-controlplane-01"), "{text}");
+    assert!(
+        text.contains("encrypted with the cluster's own key"),
+        "{text}"
+    );
+    let name = saved[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.contains("-lab-r"), "{name}");
+    let manifest = manifest_of(&saved[0]);
+    assert_eq!(manifest["cluster"], "lab");
+    assert_eq!(manifest["lineage"], lab.state().lineage.to_string());
+    assert_eq!(manifest["node"], "talos-controlplane-01");
+    assert_eq!(manifest["key"], "cluster");
+    assert!(
+        manifest["talos_version"]
+            .as_str()
+            .unwrap()
+            .starts_with("v1.")
+    );
+    assert!(
+        manifest["kubernetes_version"]
+            .as_str()
+            .unwrap()
+            .starts_with("v1.")
+    );
+    assert!(manifest["revision"].as_u64().unwrap() > 0, "{manifest}");
+    assert!(
+        name.contains(&format!("-r{}.", manifest["revision"])),
+        "{name}"
+    );
+    let sealed = std::fs::read(&saved[0]).unwrap();
+    assert_eq!(manifest["encrypted_bytes"], sealed.len() as u64);
+    assert!(sealed.starts_with(b"age-encryption.org/v1\n"));
+    for plain in [&b"ultramarine-0451"[..], b"kube-system", SNAPSHOT_MAGIC] {
+        assert!(
+            !sealed.windows(plain.len()).any(|w| w == plain),
+            "{:?} is in the archive unencrypted",
+            String::from_utf8_lossy(plain)
+        );
+    }
+
+    // --recipient: sealed to that key alone, which opens it to the snapshot
+    // the node sent, whole.
+    let identity = age::x25519::Identity::generate();
+    let recipient = identity.to_public().to_string();
+    let to = lab.dir.path().join("mine");
+    let out = lab
+        .run(&[
+            "etcd",
+            "snapshot",
+            "--to",
+            to.to_str().unwrap(),
+            "--recipient",
+            &recipient,
+        ])
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mine = archives(&to);
+    assert_eq!(mine.len(), 1);
+    let manifest = manifest_of(&mine[0]);
+    assert_eq!(manifest["key"], "recipients");
+    let plain = decrypt(&mine[0], &identity);
+    assert!(plain.starts_with(SNAPSHOT_MAGIC));
+    check_snapshot_hash(&plain).expect("the snapshot arrives whole");
+    assert_eq!(manifest["plaintext_bytes"], plain.len() as u64);
+    assert_eq!(
+        manifest["plaintext_sha256"],
+        hex::encode(Sha256::digest(&plain))
+    );
+    assert!(plain.windows(16).any(|w| w == b"ultramarine-0451"));
+
+    // backup: keep_last 2 and no daily copies: the third snapshot deletes the
+    // first, and an unrelated file in the folder is never touched.
+    lab.write_topology(|t| {
+        format!("{t}\nbackup:\n  destination: kept\n  keep_last: 2\n  keep_daily: 0\n")
+    });
+    let kept = lab.dir.path().join("kept");
+    std::fs::create_dir_all(&kept).unwrap();
+    std::fs::write(kept.join("notes.txt"), "mine").unwrap();
+    let mut names = Vec::new();
+    for _ in 0..3 {
+        let out = lab.run(&["etcd", "snapshot"]).await;
+        assert!(out.status.success(), "{}", stderr(&out));
+        names.push(archives(&kept).last().cloned().expect("an archive"));
+    }
+    let left = archives(&kept);
+    assert_eq!(left, names[1..].to_vec(), "the newest two are kept");
+    assert!(!Path::new(&names[0].to_string_lossy().replace(".snapshot.age", ".json")).exists());
+    assert!(kept.join("notes.txt").exists());
+    assert_eq!(
+        archives(&default).len(),
+        1,
+        "the default folder is left alone"
+    );
+
+    // keep_last 0 still keeps the only one left: the newest.
+    lab.write_topology(|t| {
+        format!("{t}\nbackup:\n  destination: kept\n  keep_last: 0\n  keep_daily: 0\n")
+    });
+    let out = lab.run(&["etcd", "snapshot"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.matches("(retention)").count(), 2, "{text}");
+    assert_eq!(archives(&kept).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_go_to_s3_encrypted_and_a_failing_store_leaves_nothing() {
+    let moto = Moto::start(&["backups"]).await;
+    let mut lab = Lab::start("20.11", Duration::from_millis(100)).await;
+    lab.env.extend(moto.env());
+    lab.import_secrets().await;
+    lab.apply_text().await;
+    let kubeconfig = lab_kubeconfig(&lab).await;
+    put_marker(&lab, &kubeconfig);
+    lab.write_topology(|t| {
+        format!(
+            "{t}\nbackup:\n  destination: s3://backups/lab/etcd\n  keep_last: 1\n  keep_daily: 0\n"
+        )
+    });
+
+    let out = lab.run(&["etcd", "snapshot"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("to s3://backups/lab/etcd ("),
+        "{}",
+        stdout(&out)
+    );
+    let objects = moto.objects("backups").await;
+    assert_eq!(objects.len(), 2, "{objects:?}");
+    let (archive, size) = objects
+        .iter()
+        .find(|(k, _)| k.ends_with(".snapshot.age"))
+        .expect("the archive");
+    assert!(archive.starts_with("lab/etcd/etcd-"), "{archive}");
+    let manifest_key = archive.replace(".snapshot.age", ".json");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&moto.get("backups", &manifest_key).await).expect("JSON");
+    assert_eq!(manifest["encrypted_bytes"], *size);
+    assert_eq!(manifest["key"], "cluster");
+    let sealed = moto.get("backups", archive).await;
+    assert!(sealed.starts_with(b"age-encryption.org/v1\n"));
+    assert!(!sealed.windows(16).any(|w| w == b"ultramarine-0451"));
+
+    // Retention in S3: keep_last 1 leaves the newest alone.
+    let out = lab.run(&["etcd", "snapshot"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("(retention)"), "{}", stdout(&out));
+    let after = moto.objects("backups").await;
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert!(!after.contains_key(archive.as_str()), "{after:?}");
+
+    // 403 and 500: refused with S3's answer named, and nothing written.
+    for (status, code) in [(403, "AccessDenied"), (500, "InternalError")] {
+        let before = moto.requests().await.len();
+        moto.fail_with(status, code).await;
+        let out = lab.run(&["etcd", "snapshot"]).await;
+        assert_eq!(out.status.code(), Some(1), "{status}: {}", stdout(&out));
+        let err = stderr(&out);
+        assert!(err.contains("s3://backups/lab/etcd"), "{status}: {err}");
+        assert!(
+            err.contains(code) || err.contains(&format!("{status} Internal Server Error")),
+            "{status}: {err}"
+        );
+        assert!(!err.contains("talosprov-test-secret"), "{err}");
+        moto.heal().await;
+        assert_eq!(moto.objects("backups").await, after, "{status}");
+        let requests = moto.requests().await.split_off(before);
+        assert!(
+            !requests
+                .iter()
+                .any(|r| r.starts_with("DELETE /backups/lab/etcd/etcd-")),
+            "a failed snapshot deletes no archive: {requests:?}"
+        );
+    }
+
+    // An endpoint that does not answer.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let mut cmd = lab.command(&["etcd", "snapshot"]);
+    cmd.env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"));
+    let out = Lab::finished(cmd, &["etcd", "snapshot"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("s3://backups/lab/etcd"), "{err}");
+    assert!(err.contains("connect") || err.contains("Connect"), "{err}");
+    assert_eq!(moto.objects("backups").await, after);
+}
