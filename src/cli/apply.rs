@@ -83,6 +83,14 @@ pub struct ApplyArgs {
     #[arg(long = "allow-data-loss", value_name = "ADDR")]
     pub allow_data_loss: Vec<Address>,
 
+    /// Where etcd is gone on every control plane (no VM, maintenance mode,
+    /// or an etcd that waits for a bootstrap), bootstrap a new, empty etcd:
+    /// the cluster's Kubernetes objects are lost. Without it such a plan is
+    /// broken, and names `talosprov etcd restore`, which recovers them from a
+    /// snapshot.
+    #[arg(long = "allow-new-etcd")]
+    pub allow_new_etcd: bool,
+
     /// Print the run as JSON lines on stdout (format_version 1.0: the plan,
     /// each step's events, the final gate, warnings, errors and the summary;
     /// see "Machine-readable output" in talosprov's README.md). Needs
@@ -107,6 +115,7 @@ impl ApplyArgs {
             refresh_only: self.refresh_only,
             refresh: self.refresh,
             allow_data_loss: self.allow_data_loss.clone(),
+            allow_new_etcd: self.allow_new_etcd,
         }
     }
 }
@@ -130,7 +139,18 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
         )
         .into());
     }
-    match apply(&args.request(), &Console::ui()).await? {
+    report(apply(&args.request(), &Console::ui()).await?)?;
+    Ok(Outcome::Success)
+}
+
+/// Say how an apply ended (also `etcd restore`'s, which is one): what was
+/// recorded or applied, the node table after the final gate.
+///
+/// # Errors
+/// Conflicts left untouched; a cluster not Ready at the end of the final
+/// gate; stdout closed.
+pub(super) fn report(outcome: Applied) -> Result<(), CommandError> {
+    match outcome {
         Applied::Refreshed { recorded: 0 } => {
             crate::ui::write_stdout("\nThe state matches what was observed: nothing to record.\n")?;
         }
@@ -162,7 +182,7 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
             warn_targeted(targeted);
         }
     }
-    Ok(Outcome::Success)
+    Ok(())
 }
 
 /// After the final gate: the node table, as `kubectl get nodes` shows it;

@@ -183,7 +183,7 @@ pub enum Command {
     ///
     /// Example: talosprov health -f cluster.yaml --wait 5m
     Health(health::HealthArgs),
-    /// Save etcd snapshots, encrypted, to a folder or an S3 bucket.
+    /// Save etcd snapshots, encrypted, to a folder or an S3 bucket, and restore one.
     ///
     /// `etcd snapshot` streams a snapshot from a healthy control plane, seals
     /// it with age as it streams (to --recipient, the state's keys, or the

@@ -69,6 +69,14 @@ pub struct PlanArgs {
     #[arg(long)]
     pub staged: bool,
 
+    /// Where etcd is gone on every control plane (no VM, maintenance mode,
+    /// or an etcd that waits for a bootstrap), plan a new, empty etcd:
+    /// the cluster's Kubernetes objects are lost. Without it the plan is
+    /// broken, and names `talosprov etcd restore`, which recovers them from a
+    /// snapshot. A plan saved with it is applied with it.
+    #[arg(long = "allow-new-etcd")]
+    pub allow_new_etcd: bool,
+
     /// How many changes apply runs at once (accepted here for symmetry with apply).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub parallelism: usize,
@@ -89,6 +97,7 @@ pub async fn run(args: PlanArgs) -> Result<Outcome, CommandError> {
         targets: args.target.clone(),
         refresh_only: args.refresh_only,
         staged: args.staged,
+        allow_new_etcd: args.allow_new_etcd,
     };
     let planned = plan(&request, &Console::for_plan(args.json)).await?;
     if let Some(out) = &args.out
@@ -99,6 +108,13 @@ pub async fn run(args: PlanArgs) -> Result<Outcome, CommandError> {
             out.display(),
             apply_command(&args.state, out)
         ))?;
+    }
+    if args.detailed_exitcode && !planned.plan.broken.is_empty() {
+        // Never "no changes": the cluster needs a choice only its user can make.
+        return Err(CommandError::Failed(anyhow::anyhow!(
+            "the cluster is broken (see Broken above): with -detailed-exitcode that is an \
+             error, not \"no changes\""
+        )));
     }
     if args.detailed_exitcode && !planned.plan.unknown.is_empty() {
         // OpenTofu's -detailed-exitcode: 1 is an error, never "no changes".

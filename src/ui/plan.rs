@@ -39,7 +39,12 @@ pub fn render(plan: &Plan) -> String {
         }
         out.push('\n');
     }
-    if plan.changes.is_empty() && !plan.unknown.is_empty() {
+    if !plan.broken.is_empty() {
+        out.push_str(
+            "The cluster is broken in a way apply does not mend on its own (below): apply \
+             refuses this plan until you choose how.\n\n",
+        );
+    } else if plan.changes.is_empty() && !plan.unknown.is_empty() {
         out.push_str(
             "No changes talosprov can see, but part of the cluster could not be read: its \
              state is unknown (below), so this is not a clean plan.\n\n",
@@ -72,6 +77,7 @@ pub fn render(plan: &Plan) -> String {
     }
     notices(&mut out, "Warning", &plan.warnings);
     notices(&mut out, "Unknown", &plan.unknown);
+    notices(&mut out, "Broken", &plan.broken);
     for p in &plan.pools {
         let _ = writeln!(out, "{p}");
     }

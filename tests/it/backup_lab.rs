@@ -7,6 +7,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use age::secrecy::ExposeSecret as _;
 use sha2::{Digest as _, Sha256};
 
 use crate::support::cli::{stderr, stdout};
@@ -270,4 +271,235 @@ async fn snapshots_go_to_s3_encrypted_and_a_failing_store_leaves_nothing() {
     assert!(err.contains("s3://backups/lab/etcd"), "{err}");
     assert!(err.contains("connect") || err.contains("Connect"), "{err}");
     assert_eq!(moto.objects("backups").await, after);
+}
+
+/// Delete every control plane's VM in fakepve, as a lost host does, and
+/// reinstall its simulated node from scratch: etcd is gone.
+async fn lose_the_control_planes(lab: &Lab) {
+    let sim = lab.sim.as_ref().expect("simulator");
+    for (host, vm) in lab.state().resources.vms.clone() {
+        if !host.contains("controlplane") {
+            continue;
+        }
+        talosprov_proxmox::lifecycle::destroy_vm(&lab.pve.client(), &vm.node, vm.vmid, 5)
+            .await
+            .expect("delete the VM by hand");
+    }
+    sim.node(lab.ips[0].parse().expect("ip"))
+        .expect("the control plane's node")
+        .wipe();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_that_lost_every_control_plane_is_restored_from_s3() {
+    let moto = Moto::start(&["backups"]).await;
+    let mut lab = Lab::start("20.12", Duration::from_millis(100)).await;
+    lab.env.extend(moto.env());
+    lab.write_topology(|t| format!("{t}\nbackup:\n  destination: s3://backups/lab\n"));
+    lab.import_secrets().await;
+    lab.apply_text().await;
+    let kubeconfig = lab_kubeconfig(&lab).await;
+    put_marker(&lab, &kubeconfig);
+    let out = lab.run(&["etcd", "snapshot"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    lose_the_control_planes(&lab).await;
+    let node = lab
+        .sim
+        .as_ref()
+        .unwrap()
+        .node(lab.ips[0].parse().unwrap())
+        .unwrap();
+    assert!(!node.etcd_bootstrapped());
+
+    // The plan says what is broken and how out; -detailed-exitcode fails.
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "Broken: bootstrap: etcd is gone on every control plane (talos-controlplane-01: no VM)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("talosprov etcd restore --from latest"),
+        "{text}"
+    );
+    assert!(text.contains("-allow-new-etcd"), "{text}");
+    assert!(!text.contains("No changes."), "{text}");
+    // apply refuses it, and changes nothing.
+    let before = lab.vms().await.len();
+    let out = lab.run(&["apply", "-auto-approve"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("etcd is gone on every control plane"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(lab.vms().await.len(), before);
+
+    // The restore: the plan (the control plane's VM and config, the
+    // recovering bootstrap), then the cluster back with its objects.
+    let out = lab
+        .run(&["etcd", "restore", "--from", "latest", "-auto-approve"])
+        .await;
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("+ vm/talos-controlplane-01"), "{text}");
+    assert!(text.contains("+ bootstrap"), "{text}");
+    assert!(
+        text.contains("recover it on talos-controlplane-01 from the snapshot"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("vm/talos-worker-01"),
+        "workers are left alone: {text}"
+    );
+    assert!(
+        stderr(&out).contains("Checking the etcd snapshot etcd-"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(node.etcd_bootstrapped());
+    let colour = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "configmap",
+            "marker",
+            "-o",
+            "jsonpath={.data.colour}",
+        ],
+    );
+    assert_eq!(colour, "ultramarine-0451");
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+/// Run `etcd restore` with `args` and check it is refused with `expected` in
+/// its error, and that nothing changed: the VMs, the state's serial.
+async fn refused(lab: &Lab, args: &[&str], expected: &str) {
+    let vms = lab.vms().await.len();
+    let serial = lab.state().serial;
+    let mut all = vec!["etcd", "restore", "-auto-approve"];
+    all.extend_from_slice(args);
+    let out = lab.run(&all).await;
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains(expected), "{args:?}: {err}");
+    assert!(!stdout(&out).contains("will perform"), "{args:?}: no plan");
+    assert_eq!(lab.vms().await.len(), vms, "{args:?}");
+    assert_eq!(lab.state().serial, serial, "{args:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_refuses_what_it_cannot_trust_and_changes_nothing() {
+    let moto = Moto::start(&["backups"]).await;
+    let mut lab = Lab::start("20.13", Duration::from_millis(100)).await;
+    lab.env.extend(moto.env());
+    lab.import_secrets().await;
+    lab.apply_text().await;
+    let identity = age::x25519::Identity::generate();
+    let recipient = identity.to_public().to_string();
+    let out = lab.run(&["etcd", "snapshot"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = lab
+        .run(&[
+            "etcd",
+            "snapshot",
+            "--to",
+            "s3://backups/lab",
+            "--recipient",
+            &recipient,
+        ])
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let folder = lab.dir.path().join("etcd-snapshots");
+    let archive = archives(&folder).pop().expect("an archive");
+    let archive_text = archive.to_str().unwrap().to_owned();
+
+    // etcd is healthy: refused, saying how to take it down first.
+    refused(
+        &lab,
+        &["--from", "latest"],
+        "etcd is running and healthy on talos-controlplane-01",
+    )
+    .await;
+    refused(
+        &lab,
+        &["--from", "latest"],
+        "talosctl reset --graceful=false",
+    )
+    .await;
+
+    lose_the_control_planes(&lab).await;
+
+    // Sealed to a recipient: without the identity, and with another one.
+    refused(
+        &lab,
+        &["--from", "s3://backups/lab"],
+        "give the identity file with --identity FILE",
+    )
+    .await;
+    let other = lab.dir.path().join("other.key");
+    std::fs::write(
+        &other,
+        age::x25519::Identity::generate()
+            .to_string()
+            .expose_secret(),
+    )
+    .unwrap();
+    refused(
+        &lab,
+        &[
+            "--from",
+            "s3://backups/lab",
+            "--identity",
+            other.to_str().unwrap(),
+        ],
+        "wrong passphrase or age identity",
+    )
+    .await;
+    // S3 answering 403 and 500.
+    for (status, code) in [(403, "AccessDenied"), (500, "Internal Server Error")] {
+        moto.fail_with(status, code).await;
+        refused(&lab, &["--from", "s3://backups/lab"], code).await;
+        moto.heal().await;
+    }
+    // No archive there.
+    refused(
+        &lab,
+        &["--from", "s3://backups/elsewhere"],
+        "there is no etcd snapshot of cluster lab",
+    )
+    .await;
+
+    // Another cluster's snapshot: its manifest names another lineage, or
+    // another etcd CA.
+    let manifest_path = PathBuf::from(archive_text.replace(".snapshot.age", ".json"));
+    let original = std::fs::read_to_string(&manifest_path).unwrap();
+    let mut other_cluster: serde_json::Value = serde_json::from_str(&original).unwrap();
+    other_cluster["lineage"] = "0b7d5b5e-8f7a-4c1e-9d55-3d2b1f7e6a10".into();
+    std::fs::write(&manifest_path, other_cluster.to_string()).unwrap();
+    refused(&lab, &["--from", &archive_text], "is of another cluster").await;
+    let mut other_ca: serde_json::Value = serde_json::from_str(&original).unwrap();
+    other_ca["etcd_ca_sha256"] = "00".repeat(32).into();
+    std::fs::write(&manifest_path, other_ca.to_string()).unwrap();
+    refused(&lab, &["--from", &archive_text], "another etcd CA").await;
+    // A checksum that fails.
+    let mut wrong_sum: serde_json::Value = serde_json::from_str(&original).unwrap();
+    wrong_sum["plaintext_sha256"] = "11".repeat(32).into();
+    std::fs::write(&manifest_path, wrong_sum.to_string()).unwrap();
+    refused(&lab, &["--from", &archive_text], "fails its checksum").await;
+    // A corrupt archive.
+    std::fs::write(&manifest_path, &original).unwrap();
+    let mut sealed = std::fs::read(&archive).unwrap();
+    let at = sealed.len() - 40;
+    sealed[at] ^= 0x55;
+    std::fs::write(&archive, &sealed).unwrap();
+    refused(&lab, &["--from", &archive_text], "cannot be decrypted").await;
+    // A manifest that is not one.
+    std::fs::write(&manifest_path, "{\"format\": 1").unwrap();
+    refused(&lab, &["--from", &archive_text], "is not valid").await;
 }

@@ -169,6 +169,7 @@ fn run(d: &plan::Desired, state: Option<&State>, obs: &Observed) -> Plan {
         observed: obs,
         // A fixed clock: the plans do not depend on the day they run.
         renewal: plan::renewal::Renewal::at(time::macros::datetime!(2026-06-01 00:00 UTC)),
+        etcd: plan::EtcdRecovery::Refuse,
     })
     .expect("plan")
 }

@@ -156,6 +156,7 @@ fn run(
         observed: obs,
         // A fixed clock: the plans do not depend on the day they run.
         renewal: plan::renewal::Renewal::at(time::macros::datetime!(2026-06-01 00:00 UTC)),
+        etcd: plan::EtcdRecovery::Refuse,
     })
 }
 

@@ -278,3 +278,53 @@ impl Archiver {
         Ok(verdict.delete)
     }
 }
+
+/// The snapshot `etcd restore` recovers etcd from, checked (its manifest
+/// matches the cluster, its key opens it and its checksum holds) before the
+/// apply that uses it starts.
+pub struct Recovery {
+    /// Where the archive is.
+    pub destination: Destination,
+    /// The archive.
+    pub name: ArchiveName,
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// The keys that open it.
+    pub keys: Keys,
+    /// Bootstrap with `recover_skip_hash_check` (`--skip-hash-check`): for a
+    /// database copied from a data directory, which has no hash.
+    pub skip_hash_check: bool,
+}
+
+impl std::fmt::Debug for Recovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recovery")
+            .field("location", &self.destination.location().to_string())
+            .field("name", &self.name.archive())
+            .field("skip_hash_check", &self.skip_hash_check)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recovery {
+    /// Upload the snapshot to `client` (Talos `EtcdRecover`), decrypting as
+    /// it streams, then check what went up against the manifest. Returns the
+    /// bytes sent.
+    ///
+    /// # Errors
+    /// The archive cannot be read or decrypted, the node refuses the upload,
+    /// or what was sent fails the manifest's checksum (the node must then
+    /// not be bootstrapped from it).
+    pub async fn upload(&self, client: &TalosClient) -> anyhow::Result<u64> {
+        let reader =
+            talosprov_backup::ArchiveReader::open(&self.destination, &self.name, &self.keys)
+                .await?;
+        let tally = reader.tally();
+        let sent = client
+            .etcd_recover(reader)
+            .await
+            .with_context(|| format!("cannot upload the snapshot {}", self.name.archive()))?;
+        tally.check(&self.manifest, &self.name.archive())?;
+        Ok(sent)
+    }
+}

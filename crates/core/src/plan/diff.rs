@@ -7,6 +7,7 @@ use crate::state::format::State;
 
 use super::desired::Desired;
 use super::field::{ConfigField, Field};
+use super::kind::EtcdRecovery;
 use super::kind::{
     Bootstrap, Config, Destroying, HaRule, Image, Kubeconfig, Mapping, Object, Planning, Pool,
     ResourceKind, Talosconfig, Vm,
@@ -29,6 +30,8 @@ pub struct PlanInput<'a> {
     /// The plan's clock and certificate renewal window (the talosconfig's and the
     /// kubeconfig's client certificates due within it are renewed).
     pub renewal: Renewal,
+    /// What to plan when etcd is gone on every control plane.
+    pub etcd: EtcdRecovery,
 }
 
 /// What a plan shows for a value computed only during the apply, as OpenTofu
@@ -85,6 +88,7 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     let empty = State::new(uuid::Uuid::nil());
     let state = input.state.unwrap_or(&empty);
     let mut p = Planning::new(input.desired, state, input.observed, input.renewal);
+    p.etcd = input.etcd;
     Pool::plan(&mut p);
     Mapping::plan(&mut p);
     Vm::plan(&mut p);
@@ -134,6 +138,7 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         addons: Vec::new(),
         pools: Vec::new(),
         unknown: unknown(input.observed),
+        broken: p.broken,
     };
     ownership::order_holding_back(&mut plan, input.desired);
     let losses: Vec<super::PlanWarning> = plan
@@ -195,6 +200,7 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
         addons: Vec::new(),
         pools: Vec::new(),
         unknown: Vec::new(),
+        broken: Vec::new(),
     };
     super::order::order_destroy(&mut plan);
     plan
@@ -262,6 +268,7 @@ mod tests {
             addons: Vec::new(),
             pools: Vec::new(),
             unknown: Vec::new(),
+            broken: Vec::new(),
         };
         digests_known_after_apply(&mut p);
         let fields = &p.changes[0].fields;

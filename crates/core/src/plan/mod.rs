@@ -34,6 +34,7 @@ pub use desired::{
 pub use diff::{KNOWN_AFTER_APPLY, PlanInput, destroy_plan, digests_known_after_apply, plan};
 pub use field::{ConfigField, Field, MappingField, VmField};
 pub use gitlab_report::GitlabReport;
+pub use kind::EtcdRecovery;
 pub use kind::object::DesiredObject;
 pub use kind::{Phase, ResourceKind, recorded_role, same_mapping};
 pub use model::{

@@ -66,6 +66,13 @@ pub struct Plan {
     /// -detailed-exitcode` exits 1. Absent when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unknown: Vec<PlanWarning>,
+    /// What is broken beyond what a change can mend without an explicit
+    /// choice: etcd gone on every control plane (recover it with `etcd
+    /// restore`, or bootstrap a new one with `-allow-new-etcd`). `apply`
+    /// refuses a plan with any, and `plan -detailed-exitcode` exits 1.
+    /// Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub broken: Vec<PlanWarning>,
 }
 
 /// A pool scaled up or down, as the plan says it.
@@ -196,6 +203,7 @@ impl Plan {
             addons: Vec::new(),
             pools: Vec::new(),
             unknown: Vec::new(),
+            broken: Vec::new(),
         }
     }
 

@@ -90,6 +90,12 @@ pub struct Observed {
     /// (the add-ons' objects); `None` when it was read or not needed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_unread: Option<String>,
+    /// Control planes in secure mode whose etcd waits for a bootstrap:
+    /// Talos's etcd service `Preparing`, "etcd is waiting to join the
+    /// cluster, if this node is the first node in the cluster, please run
+    /// `talosctl bootstrap`". Such a node holds no etcd data.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub etcd_waiting: BTreeSet<String>,
 }
 
 /// One VM as observed: listing values, and config values where read. Where

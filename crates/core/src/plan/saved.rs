@@ -100,6 +100,9 @@ pub struct SavedPlan {
     /// changes in staged mode).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub staged: bool,
+    /// Whether the plan was made with `-allow-new-etcd` (apply plans with it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_new_etcd: bool,
     /// The digests of the files the plan was made from.
     pub inputs: InputDigests,
     /// The Helm add-ons' renderings the plan was made with, by add-on name:
@@ -509,6 +512,7 @@ mod tests {
             addons: Vec::new(),
             pools: Vec::new(),
             unknown: Vec::new(),
+            broken: Vec::new(),
         }
     }
 
@@ -534,6 +538,7 @@ mod tests {
             secrets: Some(Sensitive::new("cluster: secret")),
             targets: vec!["vm/cp-01".into()],
             staged: false,
+            allow_new_etcd: false,
             inputs: InputDigests::default(),
             renderings: BTreeMap::from([(
                 "cilium".to_owned(),
@@ -596,6 +601,7 @@ mod tests {
             secrets: None,
             targets: Vec::new(),
             staged: false,
+            allow_new_etcd: false,
             inputs,
             renderings: BTreeMap::new(),
             renewal: None,

@@ -207,6 +207,7 @@ mod tests {
             addons: Vec::new(),
             pools: Vec::new(),
             unknown: Vec::new(),
+            broken: Vec::new(),
         };
         stage_config_changes(&mut plan);
         assert_eq!(plan.changes[0].reboot, Some(false));

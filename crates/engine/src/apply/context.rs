@@ -119,6 +119,9 @@ pub struct Context {
     /// How Talos upgrades run: the etcd snapshot policy, health and reboot
     /// deadlines.
     pub rollout: RolloutOptions,
+    /// The snapshot the bootstrap step recovers etcd from (`etcd restore`):
+    /// it uploads it (`EtcdRecover`) and bootstraps with `recover_etcd`.
+    pub recovery: Option<std::sync::Arc<crate::backups::Recovery>>,
 }
 
 /// What the state said talosprov owned when the run started: the recorded

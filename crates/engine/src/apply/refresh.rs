@@ -15,6 +15,7 @@ use anyhow::Context as _;
 
 use talosprov_core::machine::Sensitive;
 use talosprov_core::plan::{Observed, ObservedVm};
+use talosprov_core::topology::Role;
 use talosprov_proxmox::{self as proxmox, mapping, observe, pending, pool, storage};
 use talosprov_state::format::{NodeConfig, State};
 use talosprov_talos::{ApplyMode, ApplyOptions, ClientCredentials, TalosClient};
@@ -333,6 +334,8 @@ struct NodeAnswer {
     boot_time: Option<u64>,
     /// The machine config it runs, when it is not the one recorded as applied.
     running: Option<talosprov_core::plan::RunningConfig>,
+    /// A control plane whose etcd waits for a bootstrap (no etcd data).
+    etcd_waiting: bool,
 }
 
 /// Ask every node configured in secure mode, all at once, for its version
@@ -369,6 +372,9 @@ async fn probe_nodes(
         if let Some(r) = answer.running {
             out.running_configs.insert(host.clone(), r);
         }
+        if answer.etcd_waiting {
+            out.etcd_waiting.insert(host.clone());
+        }
         match answer.tag {
             Some(tag) => {
                 out.talos_versions.insert(host, tag);
@@ -402,6 +408,20 @@ async fn running_drift(
     })
 }
 
+/// Whether the node's etcd service waits for a bootstrap: `Preparing`,
+/// "etcd is waiting to join the cluster, if this node is the first node in
+/// the cluster, please run `talosctl bootstrap`" (Talos's etcd service). A
+/// node that does not list its services is not taken for one.
+async fn etcd_waits(c: &TalosClient) -> bool {
+    c.service_list().await.is_ok_and(|services| {
+        services.iter().any(|s| {
+            s.id == "etcd"
+                && s.state == "Preparing"
+                && s.last_message.contains("talosctl bootstrap")
+        })
+    })
+}
+
 /// Probe one node at `ip` in secure mode, else in maintenance mode; its
 /// hostname and what the secure attempt said when it answers neither within
 /// the probe.
@@ -432,16 +452,18 @@ async fn probe_node(
         } else {
             None
         };
-        Ok::<_, talosprov_talos::TalosError>((version, reboot, boot_time, running))
+        let etcd_waiting = recorded.role == Some(Role::Controlplane) && etcd_waits(&c).await;
+        Ok::<_, talosprov_talos::TalosError>((version, reboot, boot_time, running, etcd_waiting))
     })
     .await;
     match answer {
-        Ok(Ok((v, reboot, boot_time, running))) => Ok(NodeAnswer {
+        Ok(Ok((v, reboot, boot_time, running, etcd_waiting))) => Ok(NodeAnswer {
             host,
             tag: Some(v.tag),
             reboot,
             boot_time,
             running,
+            etcd_waiting,
         }),
         secure => {
             let why = match secure {
@@ -463,6 +485,7 @@ async fn probe_node(
                     reboot: None,
                     boot_time: None,
                     running: None,
+                    etcd_waiting: false,
                 })
             } else {
                 Err((host, why))

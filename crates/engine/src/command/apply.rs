@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use tokio::sync::{mpsc, watch};
 
 use talosprov_core::machine::SecretsBundle;
-use talosprov_core::plan::{Desired, Plan, SavedPlan};
+use talosprov_core::plan::{Desired, EtcdRecovery, Plan, SavedPlan};
 use talosprov_core::state::{Address, Sensitive, State};
 use talosprov_core::topology::Topology;
 
@@ -23,6 +23,7 @@ use super::{CommandError, Question, Shown, Ui, approve, duration_var, guard};
 use crate::apply::session::{self, Edges, Planned, Report};
 use crate::apply::upgrade::{RolloutOptions, SnapshotPolicy};
 use crate::apply::{Context, Owned, RunOutcome, Update, Waits};
+use crate::backups::Recovery;
 use crate::health::{self, GateOutcome};
 
 /// The variable that bounds the wait for Proxmox work in flight after an
@@ -142,6 +143,7 @@ pub fn context(
             backoff: Waits::default().backoff,
             ..RolloutOptions::new(SnapshotPolicy::Skip)
         },
+        recovery: None,
     })
 }
 
@@ -202,6 +204,9 @@ pub struct ApplyRequest {
     /// `-allow-data-loss=ADDR`s: the VMs whose data disks the plan may
     /// delete with their volumes (a disk that left the topology's `disks`).
     pub allow_data_loss: Vec<Address>,
+    /// `-allow-new-etcd`: where etcd is gone on every control plane,
+    /// bootstrap a new, empty one (the Kubernetes objects are lost).
+    pub allow_new_etcd: bool,
 }
 
 /// `apply`'s settings, resolved once from the request, the saved plan, the
@@ -239,6 +244,10 @@ pub(super) struct ApplySettings {
     pub(super) own_targets: bool,
     /// The VMs whose data disks the plan may delete (`-allow-data-loss`).
     pub(super) allow_data_loss: Vec<Address>,
+    /// What to plan when etcd is gone on every control plane.
+    pub(super) etcd: EtcdRecovery,
+    /// The snapshot the bootstrap recovers etcd from (`etcd restore`).
+    pub(super) recovery: Option<Arc<Recovery>>,
 }
 
 impl ApplySettings {
@@ -308,6 +317,12 @@ impl ApplySettings {
             ready_wait,
             own_targets: false,
             allow_data_loss: request.allow_data_loss.clone(),
+            etcd: if request.allow_new_etcd || saved.as_ref().is_some_and(|s| s.allow_new_etcd) {
+                EtcdRecovery::NewEtcd
+            } else {
+                EtcdRecovery::Refuse
+            },
+            recovery: None,
             topology,
             saved,
         })
@@ -395,7 +410,9 @@ pub(super) async fn apply_locked(
             run_result(&plan, outcome, ui)?;
             // The final gate is a step of the apply: the view's
             // `Apply complete!` comes after it.
-            let gate = if targeted || !plan.conflicts.is_empty() {
+            // A restore targets the control planes, and still waits for
+            // the Kubernetes API and every node.
+            let gate = if (targeted && settings.recovery.is_none()) || !plan.conflicts.is_empty() {
                 None
             } else {
                 final_gate(settings, store, ui).await?
@@ -464,6 +481,7 @@ impl Edges for Engine<'_> {
             targets: &settings.targets,
             staged: settings.staged,
             warn_targets: !settings.own_targets,
+            etcd: settings.etcd,
         };
         let planned = tokio::select! {
             planned = make_plan(topology, state, settings.saved.as_ref(), &request, self.ui) => planned?,
@@ -473,6 +491,7 @@ impl Edges for Engine<'_> {
             }
         };
         if !settings.refresh_only {
+            refuse_broken(&planned.plan)?;
             refuse_data_loss(&planned.plan, &settings.allow_data_loss, self.ui)?;
         }
         Ok(planned)
@@ -526,6 +545,7 @@ impl Edges for Engine<'_> {
         )
         .context("cannot prepare the apply")?;
         ctx.rollout.etcd_snapshot = self.settings.snapshots.clone();
+        ctx.recovery = self.settings.recovery.clone();
         Ok(ctx)
     }
 
@@ -533,6 +553,30 @@ impl Edges for Engine<'_> {
         self.viewing = true;
         self.ui.updates()
     }
+}
+
+/// Refuse, before anything is changed, a plan with something broken that
+/// only an explicit choice mends (`Plan::broken`: etcd gone on every control
+/// plane).
+///
+/// # Errors
+/// The refusal, with each problem and its ways out.
+fn refuse_broken(plan: &Plan) -> Result<(), CommandError> {
+    if plan.broken.is_empty() {
+        return Ok(());
+    }
+    Err(anyhow::anyhow!(
+        "the plan cannot be applied as it is; nothing was changed:\n  {}",
+        plan.broken
+            .iter()
+            .map(|b| match &b.address {
+                Some(a) => format!("{a}: {}", b.message),
+                None => b.message.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n  ")
+    )
+    .into())
 }
 
 /// Refuse, before anything is changed, a plan that deletes data disks of a

@@ -1,22 +1,37 @@
+//! The etcd commands.
+//!
 //! `etcd snapshot`: an etcd snapshot streamed from a healthy control plane
 //! (Talos's `EtcdSnapshot`), age-encrypted as it streams, into `--to`, the
 //! `backup:` destination or the local default folder, with its manifest; then
 //! the `backup:` section's retention. Reads the state without locking it and
 //! never writes it.
+//!
+//! `etcd restore`: a cluster whose etcd is gone on every control plane brought
+//! back from a snapshot, as Talos documents disaster recovery: the snapshot
+//! checked first, then an apply of the control planes whose bootstrap uploads
+//! it (`EtcdRecover`) and bootstraps with `recover_etcd`.
 
 use std::net::IpAddr;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 
+use talosprov_backup::{ArchiveName, Destination, Manifest};
 use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::plan::EtcdRecovery;
+use talosprov_core::state::Address;
 use talosprov_core::state::State;
 use talosprov_core::topology::Topology;
 use talosprov_talos::{ClientCredentials, TalosClient};
 
-use super::store::{StateSettings, no_state};
+use super::apply::{Applied, ApplySettings};
+use super::store::{StateSettings, locked, no_state};
 use super::{CommandError, Ui};
-use crate::backups::{self, Archiver, Taken};
+use crate::apply::upgrade::SnapshotPolicy;
+use crate::backups::{self, Archiver, Recovery, Taken};
 
 /// What `etcd snapshot` was asked.
 #[derive(Debug, Clone)]
@@ -167,4 +182,219 @@ pub async fn snapshot(request: &SnapshotRequest, ui: &Ui) -> Result<Taken, Comma
         ));
     }
     Ok(taken)
+}
+
+/// What `etcd restore` was asked.
+#[derive(Debug, Clone)]
+pub struct RestoreRequest {
+    /// Where the state and topology are.
+    pub state: StateSettings,
+    /// `-lock-timeout`.
+    pub lock_timeout: Duration,
+    /// `--from`: `latest`, a folder or `s3://` destination (its newest
+    /// archive of this cluster), or one archive's path or URL.
+    pub from: String,
+    /// `--identity FILE`: the age identity for an archive sealed to
+    /// recipients.
+    pub identity: Option<PathBuf>,
+    /// `--skip-hash-check`: Talos's `recover_skip_hash_check`.
+    pub skip_hash_check: bool,
+    /// `-auto-approve`.
+    pub auto_approve: bool,
+    /// `-parallelism`.
+    pub parallelism: usize,
+}
+
+/// The archive `from` names, in its opened destination: `latest` is the
+/// newest of this cluster in the `backup:` destination (else the default
+/// folder beside the state); an archive's path or URL (or its manifest's)
+/// is that archive; any other folder or `s3://` URL is a destination, whose
+/// newest archive of this cluster is taken.
+///
+/// # Errors
+/// A destination that is not one or cannot be listed; no archive of this
+/// cluster in it.
+async fn source(
+    from: &str,
+    topology: &Topology,
+    beside: &Path,
+) -> anyhow::Result<(Destination, ArchiveName)> {
+    let env = backups::backup_env();
+    let trimmed = from.trim().trim_end_matches('/');
+    let (location, named) = if trimmed == "latest" {
+        (backups::target(None, topology, beside)?.0, None)
+    } else {
+        let (parent, last) = trimmed.rsplit_once('/').unwrap_or((".", trimmed));
+        // An archive's or a manifest's name, not a bare stem (a folder may
+        // be named like one) nor an s3:// bucket.
+        let named = ArchiveName::parse(last).filter(|n| last != n.stem() && parent != "s3:/");
+        match named {
+            Some(name) => {
+                let parent = if parent.is_empty() { "/" } else { parent };
+                (
+                    talosprov_backup::parse_location(parent, Path::new(""))?,
+                    Some(name),
+                )
+            }
+            None => (
+                talosprov_backup::parse_location(trimmed, Path::new(""))?,
+                None,
+            ),
+        }
+    };
+    let destination = Destination::open(location, &env, false)?;
+    if let Some(name) = named {
+        return Ok((destination, name));
+    }
+    let cluster = &topology.cluster.name;
+    let newest = destination.list(cluster).await?.newest().cloned();
+    let name = newest.ok_or_else(|| talosprov_backup::BackupError::NoArchive {
+        cluster: cluster.clone(),
+        location: destination.location().to_string(),
+    })?;
+    Ok((destination, name))
+}
+
+/// Refuse a snapshot of another cluster: its manifest's lineage or etcd CA
+/// differs from the state's.
+///
+/// # Errors
+/// The refusal, naming both values.
+fn same_cluster(manifest: &Manifest, name: &ArchiveName, loaded: &Loaded) -> anyhow::Result<()> {
+    if manifest.lineage != loaded.state.lineage {
+        return Err(anyhow!(
+            "the snapshot {} is of another cluster ({}): its lineage is {}, the state's is {}; \
+             nothing was changed",
+            name.archive(),
+            manifest.cluster,
+            manifest.lineage,
+            loaded.state.lineage
+        ));
+    }
+    let ca = backups::etcd_ca_sha256(&loaded.secrets);
+    if manifest.etcd_ca_sha256 != ca {
+        return Err(anyhow!(
+            "the snapshot {} was taken under another etcd CA (SHA-256 {}; the cluster's is {}): \
+             it is of another cluster, or of this one before its secrets were replaced; nothing \
+             was changed",
+            name.archive(),
+            manifest.etcd_ca_sha256,
+            ca
+        ));
+    }
+    Ok(())
+}
+
+/// Read, check and open the snapshot `request.from` names: its manifest,
+/// the cluster it is of, its key, and its checksum (the whole archive is
+/// decrypted once, to nowhere, before anything is changed).
+///
+/// # Errors
+/// Each refusal, before anything is changed.
+async fn checked_recovery(
+    request: &RestoreRequest,
+    loaded: &Loaded,
+    ui: &Ui,
+) -> anyhow::Result<Recovery> {
+    let beside = request.state.snapshot_folder();
+    let (destination, name) = source(&request.from, &loaded.topology, &beside).await?;
+    let manifest = destination.read_manifest(&name).await?;
+    same_cluster(&manifest, &name, loaded)?;
+    let keys = backups::open_keys(
+        manifest.key,
+        request.identity.as_deref(),
+        super::prepare::state_keys()?,
+        &loaded.secrets,
+    )?;
+    ui.note(&format!(
+        "Checking the etcd snapshot {} in {} (revision {}, taken {} from {}, {} bytes)",
+        name.archive(),
+        destination.location(),
+        manifest.revision,
+        manifest.time,
+        manifest.node,
+        manifest.plaintext_bytes
+    ));
+    talosprov_backup::archive::verify(&destination, &name, &manifest, &keys).await?;
+    Ok(Recovery {
+        destination,
+        name,
+        manifest,
+        keys,
+        skip_hash_check: request.skip_hash_check,
+    })
+}
+
+/// `etcd restore`: check the snapshot, refuse a cluster whose etcd is
+/// healthy, then apply the control planes alone (their VMs created again
+/// where missing, their configs applied) with a bootstrap that uploads the
+/// snapshot and recovers etcd from it; the plan is shown and must be
+/// approved. Workers are left alone: they rejoin. The final gate waits for
+/// the Kubernetes API and the nodes.
+///
+/// # Errors
+/// A snapshot that cannot be used (another cluster's, a failed checksum, a
+/// key that does not open it), a healthy etcd (with how to take it down
+/// first), and whatever the apply fails with.
+pub async fn restore(request: &RestoreRequest, ui: &Ui) -> Result<Applied, CommandError> {
+    if request.parallelism == 0 {
+        return Err(anyhow!("-parallelism must be at least 1").into());
+    }
+    let loaded = load(&request.state, ui).await?;
+    let recovery = checked_recovery(request, &loaded, ui).await?;
+    let credentials = super::health::credentials(&loaded.topology, &loaded.state)
+        .context("cannot connect to the nodes")?;
+    if let Ok((_, node, _)) = healthy_member(&loaded.topology, &loaded.state, &credentials).await {
+        let ips: Vec<String> = loaded
+            .topology
+            .controlplanes()
+            .map(|n| n.ip.to_string())
+            .collect();
+        return Err(anyhow!(
+            "etcd is running and healthy on {node}: a restore replaces the cluster's Kubernetes \
+             objects with the snapshot's, so it runs only where etcd is gone; nothing was \
+             changed. To restore anyway, take etcd down on every control plane first (`talosctl \
+             reset --graceful=false --reboot -n {}`), then run this again",
+            ips.join(",")
+        )
+        .into());
+    }
+    let targets: Vec<Address> = loaded
+        .topology
+        .controlplanes()
+        .flat_map(|n| {
+            [
+                Address::Vm(n.hostname.clone()),
+                Address::Config(n.hostname.clone()),
+            ]
+        })
+        .chain([Address::Bootstrap])
+        .collect();
+    let settings = ApplySettings {
+        topology: loaded.topology,
+        saved: None,
+        targets,
+        staged: false,
+        offline: false,
+        refresh_only: false,
+        approved: request.auto_approve,
+        parallelism: request.parallelism,
+        max_parallel_upgrades: NonZeroUsize::MIN,
+        snapshots: SnapshotPolicy::Skip,
+        interrupt_grace: super::apply::interrupt_grace()?,
+        ready_wait: super::apply::ready_wait()?,
+        own_targets: true,
+        allow_data_loss: Vec::new(),
+        etcd: EtcdRecovery::Restore,
+        recovery: Some(Arc::new(recovery)),
+    };
+    let store = request.state.open(ui)?;
+    locked(
+        &store,
+        request.lock_timeout,
+        "etcd restore",
+        ui,
+        async |cancel| super::apply::apply_locked(&settings, &store, ui, cancel).await,
+    )
+    .await
 }

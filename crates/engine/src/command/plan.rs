@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::{GitlabReport, Plan, SavedPlan};
+use talosprov_core::plan::{EtcdRecovery, GitlabReport, Plan, SavedPlan};
 use talosprov_core::state::Address;
 use talosprov_core::topology::Topology;
 
@@ -36,6 +36,9 @@ pub struct PlanRequest {
     pub refresh_only: bool,
     /// `--staged`.
     pub staged: bool,
+    /// `-allow-new-etcd`: where etcd is gone on every control plane, plan a
+    /// new, empty etcd (the Kubernetes objects are lost).
+    pub allow_new_etcd: bool,
 }
 
 /// What `plan` made, beside what it showed.
@@ -103,6 +106,11 @@ async fn plan_locked(
         targets: &request.targets,
         staged: request.staged,
         warn_targets: true,
+        etcd: if request.allow_new_etcd {
+            EtcdRecovery::NewEtcd
+        } else {
+            EtcdRecovery::Refuse
+        },
     };
     let planned = make_plan(topology, state, None, &how, ui).await?;
     let plan = if request.refresh_only {
@@ -127,6 +135,7 @@ async fn plan_locked(
                 secrets: planned.generated.clone(),
                 targets: request.targets.iter().map(ToString::to_string).collect(),
                 staged: request.staged,
+                allow_new_etcd: request.allow_new_etcd,
                 inputs: planned.inputs.clone(),
                 renderings: planned.renderings.clone(),
                 renewal: Some(planned.renewal),

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use super::prepare as cluster;
 use super::{CommandError, Ui, addons};
 use talosprov_core::machine::parse_secrets_yaml;
-use talosprov_core::plan::{self, PlanInput, SavedPlan};
+use talosprov_core::plan::{self, EtcdRecovery, PlanInput, SavedPlan};
 use talosprov_core::topology::Topology;
 use talosprov_state::Address;
 use talosprov_state::format::State;
@@ -26,6 +26,8 @@ pub struct PlanRequest<'a> {
     /// Warn that targeting is in effect, as OpenTofu does for `-target`; off when
     /// the targets are a command's own (`rotate-ca` targets every node's config).
     pub warn_targets: bool,
+    /// What to plan when etcd is gone on every control plane.
+    pub etcd: EtcdRecovery,
 }
 
 /// Make the plan.
@@ -49,6 +51,7 @@ pub async fn make_plan(
         targets,
         staged,
         warn_targets,
+        etcd,
     } = *request;
     if state.is_some_and(|s| s.secrets.is_none() && s.has_applied()) {
         // Callers refuse this first, naming the state; never generate here.
@@ -104,6 +107,7 @@ pub async fn make_plan(
         state,
         observed: &observed,
         renewal,
+        etcd,
     })
     .map_err(|errors| {
         anyhow::anyhow!(

@@ -83,6 +83,8 @@ pub async fn rotate_ca(request: &RotateRequest, ui: &Ui) -> Result<Rotated, Comm
         ready_wait: ready_wait()?,
         own_targets: true,
         allow_data_loss: Vec::new(),
+        etcd: talosprov_core::plan::EtcdRecovery::Refuse,
+        recovery: None,
     };
     let store = request.state.open(ui)?;
     locked(
@@ -224,6 +226,7 @@ async fn refuse_pending_changes(
         targets: &[],
         staged: false,
         warn_targets: false,
+        etcd: talosprov_core::plan::EtcdRecovery::Refuse,
     };
     let planned = make_plan(&settings.topology, Some(state), None, &request, ui).await?;
     if planned.plan.is_empty() {

@@ -46,6 +46,7 @@ pub async fn check_online(settings: &StateSettings, ui: &Ui) -> Result<OnlineChe
         targets: &[],
         staged: false,
         warn_targets: false,
+        etcd: talosprov_core::plan::EtcdRecovery::Refuse,
     };
     let planned = make_plan(&topology, state, None, &how, ui).await?;
     let client = cluster::proxmox_client_again(&topology)?;

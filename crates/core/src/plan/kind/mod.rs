@@ -36,4 +36,4 @@ pub use pool::Pool;
 pub use talosconfig::Talosconfig;
 pub use vm::Vm;
 
-pub use resource::{Destroying, Phase, Planning, ResourceKind};
+pub use resource::{Destroying, EtcdRecovery, Phase, Planning, ResourceKind};

@@ -66,6 +66,10 @@ pub struct Planning<'a> {
     /// The first Kubernetes version change seen (from, to), for one
     /// plan-wide warning about the bootstrap manifests.
     pub(crate) kubernetes_change: Option<(String, String)>,
+    /// What to plan when etcd is gone on every control plane.
+    pub(crate) etcd: EtcdRecovery,
+    /// What is broken beyond a change (see `Plan::broken`).
+    pub(crate) broken: Vec<PlanWarning>,
 }
 
 impl<'a> Planning<'a> {
@@ -88,6 +92,8 @@ impl<'a> Planning<'a> {
             errors: Vec::new(),
             fresh_vms: BTreeSet::new(),
             kubernetes_change: None,
+            etcd: EtcdRecovery::default(),
+            broken: Vec::new(),
         }
     }
 
@@ -142,4 +148,21 @@ pub trait ResourceKind {
     /// The kind's deletes when the cluster is destroyed: what the state
     /// records, and what an interrupted apply was making.
     fn destroy(d: &Destroying<'_>, changes: &mut Vec<Change>);
+}
+
+/// What a plan does when etcd is gone on every control plane (each one has
+/// no VM, is in maintenance mode, or has an etcd that waits for a
+/// bootstrap) although the state records the cluster bootstrapped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EtcdRecovery {
+    /// Plan nothing for etcd: the plan is broken ([`crate::plan::Plan::broken`])
+    /// and names both ways out.
+    #[default]
+    Refuse,
+    /// `-allow-new-etcd`: bootstrap a new, empty etcd (the Kubernetes objects
+    /// are lost).
+    NewEtcd,
+    /// `etcd restore`: bootstrap recovering etcd from a snapshot, which the
+    /// apply uploads first.
+    Restore,
 }

@@ -1,5 +1,7 @@
 //! The bootstrap step (`bootstrap`): once the first control plane is in
-//! secure mode and its etcd ready to start, Talos `Bootstrap` on it.
+//! secure mode and its etcd ready to start, Talos `Bootstrap` on it; for
+//! `etcd restore`, the snapshot uploaded first (`EtcdRecover`) and `Bootstrap`
+//! with `recover_etcd`.
 
 use anyhow::Context as _;
 
@@ -38,9 +40,38 @@ pub(in crate::apply) async fn run(ctx: &Context, r: &Reporter) -> anyhow::Result
         &on_cause,
     ))
     .await?;
-    r.progress(format!("bootstrapping etcd on {host}"));
-    let on_cause = |cause: &str| r.progress(format!("bootstrapping etcd on {host}: {cause}"));
-    talos::bootstrap_when_ready_explained(&client, w.bootstrap, w.backoff, &on_cause).await?;
+    match &ctx.recovery {
+        Some(recovery) => {
+            r.progress(format!(
+                "uploading the etcd snapshot {} to {host}",
+                recovery.name.archive()
+            ));
+            let sent = r.waiting(recovery.upload(&client)).await?;
+            r.progress(format!(
+                "bootstrapping etcd on {host} from the snapshot ({sent} bytes, revision {})",
+                recovery.manifest.revision
+            ));
+            client
+                .bootstrap_recover(recovery.skip_hash_check)
+                .await
+                .with_context(|| {
+                    let hint = if recovery.skip_hash_check {
+                        ""
+                    } else {
+                        " (a database copied from a data directory has no hash: \
+                         --skip-hash-check)"
+                    };
+                    format!("etcd could not be recovered on {host}{hint}")
+                })?;
+        }
+        None => {
+            r.progress(format!("bootstrapping etcd on {host}"));
+            let on_cause =
+                |cause: &str| r.progress(format!("bootstrapping etcd on {host}: {cause}"));
+            talos::bootstrap_when_ready_explained(&client, w.bootstrap, w.backoff, &on_cause)
+                .await?;
+        }
+    }
     r.record(Record::Bootstrap(format::Bootstrap {
         done: true,
         node: host.to_owned(),
