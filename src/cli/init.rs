@@ -518,9 +518,10 @@ talosconfig
 secrets.yaml
 rendered/
 
-# The etcd snapshots apply saves before a control plane's upgrade or removal
-# (`etcd-<node>-before-<action>.snapshot`): they hold every Kubernetes secret.
-etcd-*.snapshot
+# The etcd snapshots `talosprov etcd snapshot` and apply (before a control
+# plane's upgrade or removal) save beside the state when the topology has no
+# backup: section: encrypted, but they hold every Kubernetes secret.
+etcd-snapshots/
 ";
 
 /// Write `files` under `dir`, refusing (before writing anything) when any

@@ -187,6 +187,38 @@ async fn a_snapshot_is_encrypted_named_described_and_pruned_as_the_backup_sectio
     let text = stdout(&out);
     assert_eq!(text.matches("(retention)").count(), 2, "{text}");
     assert_eq!(archives(&kept).len(), 1);
+
+    // backup.max_age: the plan warns when the newest snapshot is older, or
+    // when there is none.
+    lab.write_topology(|t| format!("{t}\nbackup:\n  destination: kept\n  max_age: 26h\n"));
+    let text = lab.plan_text().await;
+    assert!(!text.contains("backup.max_age"), "a fresh snapshot: {text}");
+    let newest = archives(&kept).pop().unwrap();
+    let old = kept.join("etcd-20251101T000000.000Z-lab-r3.snapshot.age");
+    std::fs::rename(&newest, &old).unwrap();
+    std::fs::rename(
+        newest.to_string_lossy().replace(".snapshot.age", ".json"),
+        kept.join("etcd-20251101T000000.000Z-lab-r3.json"),
+    )
+    .unwrap();
+    let text = lab.plan_text().await;
+    assert!(
+        text.contains(&format!(
+            "Warning: the newest etcd snapshot in {}, etcd-20251101T000000.000Z-lab-r3.snapshot.age, is ",
+            kept.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("older than backup.max_age (1day 2h)"),
+        "{text}"
+    );
+    std::fs::remove_file(&old).unwrap();
+    let text = lab.plan_text().await;
+    assert!(
+        text.contains("there is no etcd snapshot of cluster lab in"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,3 +55,73 @@ async fn an_unreachable_node_makes_the_plan_unknown_and_detailed_exitcode_fail()
         stdout(&out)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_plane_wiped_to_maintenance_is_broken_until_a_new_etcd_is_allowed() {
+    let lab = Lab::start("20.14", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    lab.apply_text().await;
+    let kubeconfig = crate::support::kubectl::lab_kubeconfig(&lab).await;
+    crate::backup_lab::put_marker(&lab, &kubeconfig);
+    let ip: std::net::IpAddr = lab.ips[0].parse().expect("ip");
+    let node = lab.sim.as_ref().expect("sim").node(ip).expect("node");
+    // Reset by hand: its VM stays, it boots into maintenance mode, etcd is gone.
+    node.wipe();
+    assert!(
+        node.wait_for_phase(
+            |p| p == talosprov_sim::Phase::Maintenance,
+            Duration::from_secs(30)
+        )
+        .await
+    );
+
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "Broken: bootstrap: etcd is gone on every control plane (talos-controlplane-01: \
+             maintenance mode)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("config/talos-controlplane-01"), "{text}");
+    let out = lab.run(&["apply", "-auto-approve"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("the plan cannot be applied as it is; nothing was changed"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(node.phase(), talosprov_sim::Phase::Maintenance);
+
+    // A saved plan made with -allow-new-etcd shows the new bootstrap, and
+    // applies it: a new, empty etcd; the old objects are gone.
+    let planfile = lab.dir.path().join("new-etcd.plan");
+    let out = lab
+        .run(&[
+            "plan",
+            "-allow-new-etcd",
+            "-out",
+            planfile.to_str().unwrap(),
+        ])
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("a new, empty etcd on talos-controlplane-01 (-allow-new-etcd)"),
+        "{text}"
+    );
+    assert!(!text.contains("Broken:"), "{text}");
+    let out = lab.run(&["apply", planfile.to_str().unwrap()]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(node.etcd_bootstrapped());
+    let gone =
+        crate::support::kubectl::kubectl_output(&kubeconfig, &["get", "configmap", "marker"]);
+    assert!(
+        !gone.status.success(),
+        "a new etcd has none of the old objects"
+    );
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}

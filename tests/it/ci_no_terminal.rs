@@ -62,6 +62,12 @@ async fn topology_state_section_selects_the_gitlab_state_and_backend_config_over
     assert!(out.status.success(), "plan from the state: section failed");
     assert_plain(&out);
     assert!(stderr(&out).contains("State lock ID: "), "{}", stderr(&out));
+    // A remote state and no backup: section: the snapshots would stay on the runner.
+    assert!(
+        stdout(&out).contains("snapshots would be lost with the CI job"),
+        "{}",
+        stdout(&out)
+    );
 
     let before = server.requests().len();
     let out = lab
@@ -81,6 +87,10 @@ async fn topology_state_section_selects_the_gitlab_state_and_backend_config_over
     assert!(
         !stderr(&out).contains("State lock ID: "),
         "no ID for a local lock"
+    );
+    assert!(
+        !stdout(&out).contains("snapshots would be lost"),
+        "a local state keeps its snapshots beside it"
     );
 }
 

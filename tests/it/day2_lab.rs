@@ -54,12 +54,14 @@ async fn talos_version_change_upgrades_nodes_in_place_control_planes_first() {
 
     let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(out.status.success(), "the upgrade apply failed");
-    let snapshot = lab
-        .dir
-        .path()
-        .join("etcd-talos-controlplane-01-before-talos-v1.13.8.snapshot");
-    let meta = std::fs::metadata(&snapshot).expect("etcd snapshot next to the state");
-    assert!(meta.len() > 0);
+    // The etcd snapshot, encrypted, in the folder beside the state.
+    let archived = crate::support::day2_cluster::archived(&lab.dir.path().join("etcd-snapshots"));
+    assert_eq!(archived.len(), 1, "{archived:?}");
+    assert_eq!(
+        archived[0].1["reason"],
+        "before talos v1.13.8 on talos-controlplane-01"
+    );
+    assert_eq!(archived[0].1["key"], "cluster");
 
     let sim = lab.sim.as_ref().expect("sim");
     let log = sim.upgrade_log();
@@ -232,12 +234,12 @@ async fn removed_control_plane_leaves_etcd_and_the_last_one_is_refused_at_plan_t
         lab.ips[..2],
         "etcd has exactly the control planes left"
     );
+    let archived = crate::support::day2_cluster::archived(&lab.dir.path().join("etcd-snapshots"));
     assert!(
-        lab.dir
-            .path()
-            .join("etcd-talos-cp-03-before-removal.snapshot")
-            .exists(),
-        "an etcd snapshot is saved before the removal"
+        archived
+            .iter()
+            .any(|(_, m)| m["reason"] == "before removal on talos-cp-03"),
+        "an etcd snapshot is saved before the removal: {archived:?}"
     );
     assert_eq!(lab.vms().await.len(), 4);
 

@@ -59,7 +59,7 @@ async fn a_reachable_control_plane_is_reset_gracefully_and_leaves_etcd() {
         &cluster.nodes,
         cluster.node("cp-3"),
         &cluster.pki.admin,
-        &options(SnapshotPolicy::SaveIn(dir.path().to_path_buf())),
+        &options(day2_cluster::archive_into(dir.path()).0),
     )
     .await
     .unwrap();
@@ -69,11 +69,12 @@ async fn a_reachable_control_plane_is_reset_gracefully_and_leaves_etcd() {
         [RemovalWarning::EvenControlPlanes { remaining: 2 }]
     );
     let snapshot = removal.snapshot.unwrap();
-    assert_eq!(
-        snapshot.path,
-        dir.path().join("etcd-cp-3-before-removal.snapshot")
-    );
-    assert!(std::fs::metadata(&snapshot.path).unwrap().len() == snapshot.bytes);
+    let archived = day2_cluster::archived(dir.path());
+    assert_eq!(archived.len(), 1, "{archived:?}");
+    let (name, manifest) = &archived[0];
+    assert_eq!(snapshot.archive, format!("{}/{name}", dir.path().display()));
+    assert_eq!(manifest["reason"], "before removal on cp-3");
+    assert_eq!(manifest["plaintext_bytes"], snapshot.bytes);
 
     assert_eq!(members_seen_by(&cluster, "cp-1").await, ["cp-1", "cp-2"]);
     assert_eq!(members_seen_by(&cluster, "cp-2").await, ["cp-1", "cp-2"]);
@@ -116,7 +117,7 @@ async fn the_last_control_plane_is_refused_and_left_alone() {
         &cluster.nodes,
         cluster.node("cp-1"),
         &cluster.pki.admin,
-        &options(SnapshotPolicy::SaveIn(dir.path().to_path_buf())),
+        &options(day2_cluster::archive_into(dir.path()).0),
     )
     .await
     .unwrap_err();
@@ -141,7 +142,7 @@ async fn the_last_control_plane_is_refused_and_left_alone() {
         &cluster.nodes,
         cluster.node("w-1"),
         &cluster.pki.admin,
-        &options(SnapshotPolicy::SaveIn(dir.path().to_path_buf())),
+        &options(day2_cluster::archive_into(dir.path()).0),
     )
     .await
     .unwrap();

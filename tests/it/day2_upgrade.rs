@@ -115,7 +115,7 @@ async fn control_planes_upgrade_one_at_a_time_behind_the_etcd_gate_then_workers(
         &every_node(&cluster, "v1.13.7"),
         &target,
         &cluster.pki.admin,
-        &options(SnapshotPolicy::SaveIn(dir.path().to_path_buf())),
+        &options(day2_cluster::archive_into(dir.path()).0),
         &|e| recorder.record(e),
     ))
     .await
@@ -167,19 +167,15 @@ async fn control_planes_upgrade_one_at_a_time_behind_the_etcd_gate_then_workers(
         .collect();
     assert_eq!(paths, [UpgradePath::Lifecycle; 5]);
 
-    // One snapshot per control plane, private.
-    for cp in ["cp-1", "cp-2", "cp-3"] {
-        let path = dir
-            .path()
-            .join(format!("etcd-{cp}-before-talos-v1.13.8.snapshot"));
-        let meta = std::fs::metadata(&path).unwrap();
-        assert!(meta.len() > 0);
-        #[cfg(unix)]
-        assert_eq!(
-            std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
-            0o600
-        );
-    }
+    // One snapshot per control plane, encrypted, each with its manifest.
+    let reasons: Vec<String> = day2_cluster::archived(dir.path())
+        .into_iter()
+        .map(|(_, m)| m["reason"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        reasons,
+        ["cp-1", "cp-2", "cp-3"].map(|cp| format!("before talos v1.13.8 on {cp}"))
+    );
     let expect = Expectations {
         talos_version: "v1.13.8".into(),
         cni: Some(Cni::None),
@@ -391,7 +387,7 @@ async fn kubernetes_roll_applies_components_then_kubelets_without_reboots_contro
         &roll,
         "v1.13.8",
         &cluster.pki.admin,
-        &options(SnapshotPolicy::SaveIn(dir.path().to_path_buf())),
+        &options(day2_cluster::archive_into(dir.path()).0),
         &|e| recorder.record(e),
     ))
     .await
@@ -431,11 +427,9 @@ async fn kubernetes_roll_applies_components_then_kubelets_without_reboots_contro
         assert_eq!(cluster.sim.node(n.ip).unwrap().phase(), Phase::Secure);
     }
     // One snapshot, before the first control plane.
-    let files: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert_eq!(files, ["etcd-cp-3-before-kubernetes-upgrade.snapshot"]);
+    let archived = day2_cluster::archived(dir.path());
+    assert_eq!(archived.len(), 1, "{archived:?}");
+    assert_eq!(archived[0].1["reason"], "before kubernetes-upgrade on cp-3");
     let debug = format!("{:?}", roll.kubelet[0]);
     assert!(
         !debug.contains("kubelet") && debug.contains("(sensitive"),

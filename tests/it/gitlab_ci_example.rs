@@ -25,13 +25,14 @@ fn pipeline() -> Value {
 }
 
 /// The jobs of one include of the component, before their `job_suffix`.
-pub(crate) const COMPONENT_JOBS: [&str; 6] = [
+pub(crate) const COMPONENT_JOBS: [&str; 7] = [
     "validate",
     "plan",
     "apply",
     "unlock-plan",
     "unlock-apply",
     "drift",
+    "backup",
 ];
 
 /// The CI/CD component: its `spec:inputs` and its jobs document, not yet
@@ -418,12 +419,71 @@ fn the_component_runs_the_published_image_of_its_version() {
     let drift = &jobs["drift"];
     assert_eq!(
         drift["rules"][0]["if"].as_str(),
-        Some("$CI_PIPELINE_SOURCE == \"schedule\"")
+        Some("$CI_PIPELINE_SOURCE == \"schedule\" && $TALOSPROV_SCHEDULED_JOB != \"backup\"")
     );
     let script = joined(&drift["script"]);
     assert!(script.contains("-detailed-exitcode"), "{script}");
     assert!(script.contains("2) "), "{script}");
     assert_eq!(drift["artifacts"]["paths"][0].as_str(), Some("drift.log"));
+}
+
+#[test]
+fn the_component_backs_up_etcd_in_backup_schedules_only() {
+    let jobs = component_jobs(&no_inputs());
+    let backup = &jobs["backup"];
+    let script = joined(&backup["script"]);
+    assert!(
+        script.contains("talosprov etcd snapshot -f \"${TALOSPROV_TOPOLOGY}\""),
+        "{script}"
+    );
+    // A snapshot left in the job's folder is lost with it.
+    assert!(script.contains("to s3://"), "{script}");
+    assert!(script.contains("exit 1"), "{script}");
+    // The secrets are masked CI/CD variables, never in the script.
+    for secret in [
+        "TALOSPROV_STATE_PASSPHRASE",
+        "PROXMOX_VE_API_TOKEN",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "CI_JOB_TOKEN",
+        "set -x",
+    ] {
+        assert!(!script.contains(secret), "{secret} in {script}");
+    }
+    assert!(backup.get("variables").is_none(), "{backup:?}");
+
+    let rules = backup["rules"].as_sequence().expect("backup rules");
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(
+        rules[0]["if"].as_str(),
+        Some("$CI_PIPELINE_SOURCE == \"schedule\" && $TALOSPROV_SCHEDULED_JOB == \"backup\"")
+    );
+    for rule in rules {
+        let text = serde_yaml_ng::to_string(rule).expect("rule");
+        assert!(!text.contains("merge_request"), "{text}");
+        assert!(rule.get("changes").is_none(), "{text}");
+        assert!(rule.get("when").is_none(), "{text}");
+    }
+    assert_eq!(backup["stage"].as_str(), Some("plan"));
+    assert_eq!(backup["needs"].as_sequence().map(Vec::len), Some(0));
+    assert_eq!(backup["resource_group"].as_str(), Some("talosprov-cluster"));
+
+    // A backup schedule runs backup alone: drift steps aside, and every
+    // other job never runs in a scheduled pipeline.
+    let drift = serde_yaml_ng::to_string(&jobs["drift"]["rules"]).expect("rules");
+    assert!(
+        drift.contains("$TALOSPROV_SCHEDULED_JOB != \"backup\""),
+        "{drift}"
+    );
+    for job in ["validate", "plan", "apply", "unlock-plan", "unlock-apply"] {
+        let first = &jobs[job]["rules"][0];
+        assert_eq!(
+            first["if"].as_str(),
+            Some("$CI_PIPELINE_SOURCE == \"schedule\""),
+            "{job}"
+        );
+        assert_eq!(first["when"].as_str(), Some("never"), "{job}");
+    }
 }
 
 /// A script's lines, one string.
@@ -462,6 +522,7 @@ fn every_talosprov_command_line_is_accepted() {
         "version",
         "version --json",
         "plan -f \"${TALOSPROV_TOPOLOGY}\" -detailed-exitcode",
+        "etcd snapshot -f \"${TALOSPROV_TOPOLOGY}\"",
     ] {
         assert!(
             commands

@@ -408,11 +408,9 @@ fn init_gitignore_covers_the_state_and_outputs_talosprov_writes() {
         assert!(ignored(&gitignore, name), "{name} is not ignored");
     }
     // The etcd snapshots apply writes next to the state hold every
-    // Kubernetes secret.
-    for action in ["talos-v1.13.8", "removal"] {
-        let name = talosprov_engine::apply::upgrade::snapshot_file_name("lab-cp-01", action);
-        assert!(ignored(&gitignore, &name), "{name} is not ignored");
-    }
+    // Kubernetes secret, encrypted.
+    let folder = talosprov_engine::backups::DEFAULT_FOLDER;
+    assert!(ignored(&gitignore, folder), "{folder} is not ignored");
     for kept in [
         "cluster.yaml",
         ".gitlab-ci.yml",

@@ -32,10 +32,12 @@ pub fn backup_env() -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Where a run's archives go: `to` (relative to the current folder), else
-/// the topology's `backup.destination`, else [`DEFAULT_FOLDER`] in
-/// `beside` (the local state's folder, else the topology's). The flag says
-/// whether it is the `backup:` section's (its retention applies).
+/// Where a run's archives go, and the retention applied there: `to`
+/// (relative to the current folder; the `backup:` section's retention only
+/// when it is that section's destination), else the topology's
+/// `backup.destination` with its retention, else [`DEFAULT_FOLDER`] in
+/// `beside` (the local state's folder, else the topology's) with the
+/// default retention (the newest 7, and one a day for 14 days).
 ///
 /// # Errors
 /// A `to` that is not a destination.
@@ -43,16 +45,30 @@ pub fn target(
     to: Option<&str>,
     topology: &Topology,
     beside: &Path,
-) -> anyhow::Result<(Location, bool)> {
-    let configured = topology.backup.as_ref().map(|b| &b.destination);
+) -> anyhow::Result<(Location, Option<Retention>)> {
+    let configured = topology.backup.as_ref().map(|b| {
+        (
+            b.destination.clone(),
+            Retention {
+                keep_last: b.keep_last,
+                keep_daily: b.keep_daily,
+            },
+        )
+    });
     if let Some(text) = to {
         let location = talosprov_backup::parse_location(text, Path::new(""))?;
-        let same = configured == Some(&location);
-        return Ok((location, same));
+        let retention = configured.filter(|(l, _)| *l == location).map(|(_, r)| r);
+        return Ok((location, retention));
     }
     Ok(match configured {
-        Some(l) => (l.clone(), true),
-        None => (Location::Folder(beside.join(DEFAULT_FOLDER)), false),
+        Some((l, r)) => (l, Some(r)),
+        None => (
+            Location::Folder(beside.join(DEFAULT_FOLDER)),
+            Some(Retention {
+                keep_last: talosprov_core::backup::DEFAULT_KEEP_LAST,
+                keep_daily: talosprov_core::backup::DEFAULT_KEEP_DAILY,
+            }),
+        ),
     })
 }
 
@@ -129,6 +145,24 @@ pub fn etcd_ca_sha256(secrets: &SecretsBundle) -> String {
     hex::encode(Sha256::digest(secrets.certs.etcd.crt.trim().as_bytes()))
 }
 
+/// The archiver of apply's automatic snapshots: into the `backup:`
+/// destination (else [`DEFAULT_FOLDER`] in `beside`), sealed with the
+/// state's keys (`state_keys`) or the cluster's own key.
+///
+/// # Errors
+/// A destination that cannot be opened.
+pub fn for_apply(
+    topology: &Topology,
+    state: &State,
+    secrets: &SecretsBundle,
+    beside: &Path,
+    state_keys: Option<StateKeys>,
+) -> anyhow::Result<Archiver> {
+    let (location, retention) = target(None, topology, beside)?;
+    let keys = seal_keys(&[], state_keys, secrets)?;
+    Archiver::new(location, retention, keys, topology, state, secrets)
+}
+
 /// A snapshot saved.
 #[derive(Debug, Clone)]
 pub struct Taken {
@@ -142,6 +176,19 @@ pub struct Taken {
     pub pruned: Vec<ArchiveName>,
     /// Why retention could not finish (the snapshot itself is saved).
     pub prune_error: Option<String>,
+}
+
+/// What a manifest says of the cluster its snapshot is of.
+#[derive(Debug, Clone)]
+pub struct ArchivedCluster {
+    /// `cluster.name`.
+    pub name: String,
+    /// The state's lineage.
+    pub lineage: uuid::Uuid,
+    /// [`etcd_ca_sha256`] of its secrets.
+    pub etcd_ca_sha256: String,
+    /// Its Kubernetes version (`v1.36.2`).
+    pub kubernetes_version: String,
 }
 
 /// Takes snapshots of one cluster into one destination.
@@ -158,33 +205,49 @@ pub struct Archiver {
 
 impl Archiver {
     /// An archiver for `topology`'s cluster into `location` (created when a
-    /// folder), with the `backup:` section's retention when `retained`.
+    /// folder), applying `retention` after each snapshot.
     ///
     /// # Errors
     /// A destination that cannot be opened.
     pub fn new(
         location: Location,
-        retained: bool,
+        retention: Option<Retention>,
         keys: Keys,
         topology: &Topology,
         state: &State,
         secrets: &SecretsBundle,
     ) -> anyhow::Result<Archiver> {
-        let retention = retained
-            .then_some(topology.backup.as_ref())
-            .flatten()
-            .map(|b| Retention {
-                keep_last: b.keep_last,
-                keep_daily: b.keep_daily,
-            });
+        Archiver::from_parts(
+            location,
+            retention,
+            keys,
+            ArchivedCluster {
+                name: topology.cluster.name.clone(),
+                lineage: state.lineage,
+                etcd_ca_sha256: etcd_ca_sha256(secrets),
+                kubernetes_version: talosprov_core::addon::manifests::kubernetes_version(topology),
+            },
+        )
+    }
+
+    /// An archiver for `cluster` into `location` (created when a folder).
+    ///
+    /// # Errors
+    /// A destination that cannot be opened.
+    pub fn from_parts(
+        location: Location,
+        retention: Option<Retention>,
+        keys: Keys,
+        cluster: ArchivedCluster,
+    ) -> anyhow::Result<Archiver> {
         Ok(Archiver {
             destination: Destination::open(location, &backup_env(), true)?,
             keys,
             retention,
-            cluster: topology.cluster.name.clone(),
-            lineage: state.lineage,
-            etcd_ca_sha256: etcd_ca_sha256(secrets),
-            kubernetes_version: talosprov_core::addon::manifests::kubernetes_version(topology),
+            cluster: cluster.name,
+            lineage: cluster.lineage,
+            etcd_ca_sha256: cluster.etcd_ca_sha256,
+            kubernetes_version: cluster.kubernetes_version,
         })
     }
 
@@ -326,5 +389,81 @@ impl Recovery {
             .with_context(|| format!("cannot upload the snapshot {}", self.name.archive()))?;
         tally.check(&self.manifest, &self.name.archive())?;
         Ok(sent)
+    }
+}
+
+/// How long listing the destination may take for [`plan_warnings`].
+const LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a plan warns about the cluster's backups, at `now`:
+/// - a remote state (`remote`) with no `backup:` section: apply's snapshots
+///   would go to the machine it runs on, and be lost with a CI job;
+/// - with `backup.max_age` (and `online`): the newest snapshot in the
+///   destination older than that, none there, or a destination that cannot
+///   be listed.
+pub async fn plan_warnings(
+    topology: &Topology,
+    remote: bool,
+    beside: &Path,
+    online: bool,
+    now: OffsetDateTime,
+) -> Vec<String> {
+    let Some(section) = &topology.backup else {
+        return if remote {
+            vec![format!(
+                "the state is remote, but the topology has no backup: section: apply's etcd \
+                 snapshots go to {} on the machine that runs it, so snapshots would be lost with \
+                 the CI job; set backup.destination to an S3 bucket (s3://bucket/prefix)",
+                beside.join(DEFAULT_FOLDER).display()
+            )]
+        } else {
+            Vec::new()
+        };
+    };
+    let (Some(max_age), true) = (section.max_age, online) else {
+        return Vec::new();
+    };
+    let location = section.destination.to_string();
+    let age_text = humantime::format_duration(max_age).to_string();
+    let listed = async {
+        let destination = Destination::open(section.destination.clone(), &backup_env(), false)?;
+        destination.list(&topology.cluster.name).await
+    };
+    let newest = match tokio::time::timeout(LIST_WAIT, listed).await {
+        Ok(Ok(listed)) => listed.newest().cloned(),
+        Ok(Err(e)) => {
+            return vec![format!(
+                "cannot list {location} to check backup.max_age ({age_text}): {e}"
+            )];
+        }
+        Err(_) => {
+            return vec![format!(
+                "{location} did not answer in {} s: backup.max_age ({age_text}) is not checked",
+                LIST_WAIT.as_secs()
+            )];
+        }
+    };
+    match newest {
+        None => vec![format!(
+            "there is no etcd snapshot of cluster {} in {location} (backup.max_age is \
+             {age_text}): take one with `talosprov etcd snapshot`",
+            topology.cluster.name
+        )],
+        Some(name) => {
+            let age = now - name.time;
+            let age = std::time::Duration::try_from(age).unwrap_or_default();
+            (age > max_age)
+                .then(|| {
+                    format!(
+                        "the newest etcd snapshot in {location}, {}, is {} old: older than \
+                         backup.max_age ({age_text}); take one with `talosprov etcd snapshot` \
+                         (the GitLab component's scheduled backup job does)",
+                        name.archive(),
+                        humantime::format_duration(std::time::Duration::from_secs(age.as_secs()))
+                    )
+                })
+                .into_iter()
+                .collect()
+        }
     }
 }

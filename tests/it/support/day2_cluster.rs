@@ -101,3 +101,55 @@ impl TestCluster {
             .unwrap()
     }
 }
+
+/// A snapshot policy that archives into `dir`, sealed to a new age identity
+/// (returned, to open the archives), for cluster `lab`.
+pub fn archive_into(
+    dir: &std::path::Path,
+) -> (
+    talosprov_engine::apply::upgrade::SnapshotPolicy,
+    age::x25519::Identity,
+) {
+    let identity = age::x25519::Identity::generate();
+    let archiver = talosprov_engine::backups::Archiver::from_parts(
+        talosprov_backup::Location::Folder(dir.to_path_buf()),
+        None,
+        talosprov_backup::Keys::age(vec![identity.to_public()], Vec::new()),
+        talosprov_engine::backups::ArchivedCluster {
+            name: "lab".to_owned(),
+            lineage: uuid::Uuid::nil(),
+            etcd_ca_sha256: "00".repeat(32),
+            kubernetes_version: "v1.36.2".to_owned(),
+        },
+    )
+    .expect("an archiver into the folder");
+    (
+        talosprov_engine::apply::upgrade::SnapshotPolicy::Archive(std::sync::Arc::new(archiver)),
+        identity,
+    )
+}
+
+/// The manifests of the archives in `dir` (each archive present beside its
+/// manifest), by archive name.
+pub fn archived(dir: &std::path::Path) -> Vec<(String, serde_json::Value)> {
+    let mut out: Vec<(String, serde_json::Value)> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| e.expect("entry").path())
+                .filter(|p| p.to_string_lossy().ends_with(".json"))
+                .map(|p| {
+                    let archive = p.to_string_lossy().replace(".json", ".snapshot.age");
+                    assert!(std::path::Path::new(&archive).exists(), "{archive}");
+                    let text = std::fs::read_to_string(&p).expect("read the manifest");
+                    let name = std::path::Path::new(&archive)
+                        .file_name()
+                        .expect("name")
+                        .to_string_lossy()
+                        .into_owned();
+                    (name, serde_json::from_str(&text).expect("JSON"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}

@@ -26,9 +26,8 @@ pub(super) fn describe(event: &UpgradeEvent) -> String {
     match event {
         UpgradeEvent::WaitingForEtcd { .. } => "waiting for etcd to be healthy".into(),
         UpgradeEvent::SnapshotSaved { file, .. } => format!(
-            "etcd snapshot saved to {} ({} bytes)",
-            file.path.display(),
-            file.bytes
+            "etcd snapshot saved, encrypted, to {} ({} bytes)",
+            file.archive, file.bytes
         ),
         UpgradeEvent::Rebooting { .. } => "upgrading: rebooting into the new version".into(),
         UpgradeEvent::Upgraded { version, .. } => format!("upgraded to {version}, healthy"),

@@ -3,12 +3,12 @@
 //! member is removed from another control plane (EtcdRemoveMemberByID). An etcd
 //! snapshot comes first unless skipped. The last control plane is never removed.
 
-use std::path::Path;
 use std::time::Duration;
 
 use crate::apply::upgrade::{
-    SnapshotError, SnapshotFile, SnapshotPolicy, save_snapshot, snapshot_file_name,
+    SnapshotError, SnapshotFile, SnapshotPolicy, save_snapshot, snapshot_reason,
 };
+use crate::backups::Archiver;
 use crate::health::{ClusterNode, HealthError, wait_etcd_healthy};
 pub use talosprov_core::plan::removal::{RemovalRefused, RemovalWarning, check_removal};
 use talosprov_talos::{
@@ -17,7 +17,7 @@ use talosprov_talos::{
 };
 
 /// How a removal runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct RemovalOptions {
     /// The etcd snapshot before removing a control plane (`--skip-etcd-snapshot`).
     pub etcd_snapshot: SnapshotPolicy,
@@ -207,12 +207,15 @@ pub async fn remove_node(
 
     let snapshot = match &options.etcd_snapshot {
         SnapshotPolicy::Skip => None,
-        SnapshotPolicy::SaveIn(dir) => {
-            let mut sources: Vec<&TalosClient> = others.iter().map(|(_, c)| c).collect();
+        SnapshotPolicy::Archive(archiver) => {
+            let mut sources: Vec<(&str, &TalosClient)> = others
+                .iter()
+                .map(|(n, c)| (n.hostname.as_str(), c))
+                .collect();
             if let Ok(c) = &target {
-                sources.push(c);
+                sources.push((hostname.as_str(), c));
             }
-            Some(save_removal_snapshot(&hostname, dir, sources).await?)
+            Some(save_removal_snapshot(&hostname, archiver, sources).await?)
         }
     };
 
@@ -270,18 +273,18 @@ async fn remove_worker(
     })
 }
 
-/// Save the etcd snapshot taken before removing `hostname` in `dir`, from
-/// the first of `sources` (the other control planes, then the node itself)
-/// that gives one.
+/// Save the etcd snapshot taken before removing `hostname` with
+/// `archiver`, from the first of `sources` (the other control planes, then
+/// the node itself, by hostname) that gives one.
 async fn save_removal_snapshot(
     hostname: &str,
-    dir: &Path,
-    sources: Vec<&TalosClient>,
+    archiver: &Archiver,
+    sources: Vec<(&str, &TalosClient)>,
 ) -> Result<SnapshotFile, RemoveError> {
-    let name = snapshot_file_name(hostname, "removal");
-    let mut failure = SnapshotError::Empty;
-    for client in sources {
-        match save_snapshot(client, dir, &name).await {
+    let reason = snapshot_reason(hostname, "removal");
+    let mut failure = SnapshotError("no control plane answered".to_owned());
+    for (node, client) in sources {
+        match save_snapshot(client, archiver, node, &reason).await {
             Ok(file) => return Ok(file),
             Err(e) => failure = e,
         }

@@ -72,7 +72,10 @@ pub(super) async fn remove(
         .await
         .with_context(|| format!("cannot remove {host} from the cluster"))?;
     if let Some(file) = &removal.snapshot {
-        r.progress(format!("etcd snapshot saved to {}", file.path.display()));
+        r.progress(format!(
+            "etcd snapshot saved, encrypted, to {} ({} bytes)",
+            file.archive, file.bytes
+        ));
     }
     match removal.outcome {
         RemovalOutcome::Reset => r.progress("reset through the Talos API"),

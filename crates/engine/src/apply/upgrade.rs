@@ -14,6 +14,4 @@ pub use kubernetes::{
 };
 pub use rolling::{RolloutOptions, UpgradeNode, UpgradeTarget, rolling_upgrade, rollout_waves};
 pub(crate) use rolling::{after_change, before_control_plane, connect};
-pub use snapshot::{
-    SnapshotError, SnapshotFile, SnapshotPolicy, save_snapshot, snapshot_file_name,
-};
+pub use snapshot::{SnapshotError, SnapshotFile, SnapshotPolicy, save_snapshot, snapshot_reason};

@@ -233,8 +233,13 @@ pub(super) struct ApplySettings {
     pub(super) parallelism: usize,
     /// Workers upgraded at once.
     pub(super) max_parallel_upgrades: NonZeroUsize,
-    /// Where etcd snapshots go.
-    pub(super) snapshots: SnapshotPolicy,
+    /// Take etcd snapshots before touching a control plane (`None`:
+    /// `--skip-etcd-snapshot`), with the default folder in this one when
+    /// the topology has no `backup:` section.
+    pub(super) snapshots: Option<PathBuf>,
+    /// The local state's folder, else the topology's: where the default
+    /// snapshot folder is.
+    pub(super) snapshot_folder: PathBuf,
     /// The bound of the wait for Proxmox work after an interruption.
     pub(super) interrupt_grace: Duration,
     /// The bound of the final wait for the Kubernetes nodes.
@@ -299,11 +304,8 @@ impl ApplySettings {
                 .context("the saved plan names an invalid target")?,
             None => request.targets.clone(),
         };
-        let snapshots = if request.skip_etcd_snapshot {
-            SnapshotPolicy::Skip
-        } else {
-            SnapshotPolicy::SaveIn(request.state.snapshot_folder())
-        };
+        let snapshot_folder = request.state.snapshot_folder();
+        let snapshots = (!request.skip_etcd_snapshot).then(|| snapshot_folder.clone());
         Ok(ApplySettings {
             offline: !request.refresh || saved.as_ref().is_some_and(|s| !s.plan.refreshed),
             staged: saved.as_ref().map_or(request.staged, |s| s.staged),
@@ -313,6 +315,7 @@ impl ApplySettings {
             parallelism: request.parallelism,
             max_parallel_upgrades: request.max_parallel_upgrades,
             snapshots,
+            snapshot_folder,
             interrupt_grace,
             ready_wait,
             own_targets: false,
@@ -490,6 +493,15 @@ impl Edges for Engine<'_> {
                 return Err(CommandError::Interrupted);
             }
         };
+        let mut planned = planned;
+        super::plan::backup_warnings(
+            &mut planned.plan,
+            topology,
+            self.store,
+            &settings.snapshot_folder,
+            !settings.offline,
+        )
+        .await;
         if !settings.refresh_only {
             refuse_broken(&planned.plan)?;
             refuse_data_loss(&planned.plan, &settings.allow_data_loss, self.ui)?;
@@ -544,7 +556,16 @@ impl Edges for Engine<'_> {
             self.ui,
         )
         .context("cannot prepare the apply")?;
-        ctx.rollout.etcd_snapshot = self.settings.snapshots.clone();
+        ctx.rollout.etcd_snapshot = match &self.settings.snapshots {
+            None => SnapshotPolicy::Skip,
+            Some(beside) => SnapshotPolicy::Archive(Arc::new(crate::backups::for_apply(
+                topology,
+                state,
+                secrets,
+                beside,
+                cluster::state_keys()?,
+            )?)),
+        };
         ctx.recovery = self.settings.recovery.clone();
         Ok(ctx)
     }

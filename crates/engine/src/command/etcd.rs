@@ -30,7 +30,6 @@ use talosprov_talos::{ClientCredentials, TalosClient};
 use super::apply::{Applied, ApplySettings};
 use super::store::{StateSettings, locked, no_state};
 use super::{CommandError, Ui};
-use crate::apply::upgrade::SnapshotPolicy;
 use crate::backups::{self, Archiver, Recovery, Taken};
 
 /// What `etcd snapshot` was asked.
@@ -161,9 +160,9 @@ pub async fn snapshot(request: &SnapshotRequest, ui: &Ui) -> Result<Taken, Comma
         secrets,
     } = load(&request.state, ui).await?;
     let beside = request.state.snapshot_folder();
-    let (location, retained) = backups::target(request.to.as_deref(), &topology, &beside)?;
+    let (location, retention) = backups::target(request.to.as_deref(), &topology, &beside)?;
     let keys = backups::seal_keys(&request.recipients, super::prepare::state_keys()?, &secrets)?;
-    let archiver = Archiver::new(location, retained, keys, &topology, &state, &secrets)?;
+    let archiver = Archiver::new(location, retention, keys, &topology, &state, &secrets)?;
     let credentials =
         super::health::credentials(&topology, &state).context("cannot connect to the nodes")?;
     let (client, node, version) = healthy_member(&topology, &state, &credentials).await?;
@@ -380,7 +379,8 @@ pub async fn restore(request: &RestoreRequest, ui: &Ui) -> Result<Applied, Comma
         approved: request.auto_approve,
         parallelism: request.parallelism,
         max_parallel_upgrades: NonZeroUsize::MIN,
-        snapshots: SnapshotPolicy::Skip,
+        snapshots: None,
+        snapshot_folder: request.state.snapshot_folder(),
         interrupt_grace: super::apply::interrupt_grace()?,
         ready_wait: super::apply::ready_wait()?,
         own_targets: true,

@@ -88,6 +88,26 @@ pub async fn plan(request: &PlanRequest, ui: &Ui) -> Result<Planned, CommandErro
     .await
 }
 
+/// Add what the plan warns about the cluster's backups
+/// ([`crate::backups::plan_warnings`]): `store` says whether the state is
+/// remote; `beside` is where the default folder is.
+pub(super) async fn backup_warnings(
+    plan: &mut Plan,
+    topology: &Topology,
+    store: &Store,
+    beside: &std::path::Path,
+    online: bool,
+) {
+    let remote = matches!(store.backend(), talosprov_state::StateBackend::Http(_));
+    let now = time::OffsetDateTime::now_utc();
+    for message in crate::backups::plan_warnings(topology, remote, beside, online, now).await {
+        plan.warnings.push(talosprov_core::plan::PlanWarning {
+            address: None,
+            message,
+        });
+    }
+}
+
 /// `plan` with the state locked.
 async fn plan_locked(
     request: &PlanRequest,
@@ -112,7 +132,15 @@ async fn plan_locked(
             EtcdRecovery::Refuse
         },
     };
-    let planned = make_plan(topology, state, None, &how, ui).await?;
+    let mut planned = make_plan(topology, state, None, &how, ui).await?;
+    backup_warnings(
+        &mut planned.plan,
+        topology,
+        store,
+        &request.state.snapshot_folder(),
+        !request.offline,
+    )
+    .await;
     let plan = if request.refresh_only {
         planned.plan.drift_only()
     } else {

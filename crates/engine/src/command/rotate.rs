@@ -27,7 +27,6 @@ use super::planning::{PlanRequest, make_plan};
 use super::prepare as cluster;
 use super::store::{StateSettings, Store, locked};
 use super::{CommandError, Question, Shown, Ui, approve};
-use crate::apply::upgrade::SnapshotPolicy;
 
 /// How long the check after a stage waits for every node to answer with the next client
 /// config: apid and the API server reload their certificates a moment after the config.
@@ -78,7 +77,8 @@ pub async fn rotate_ca(request: &RotateRequest, ui: &Ui) -> Result<Rotated, Comm
         approved: true,
         parallelism: request.parallelism,
         max_parallel_upgrades: NonZeroUsize::MIN,
-        snapshots: SnapshotPolicy::Skip,
+        snapshots: None,
+        snapshot_folder: request.state.snapshot_folder(),
         interrupt_grace: interrupt_grace()?,
         ready_wait: ready_wait()?,
         own_targets: true,

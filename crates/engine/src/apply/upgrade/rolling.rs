@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::future::join_all;
 
 use super::events::{UpgradeError, UpgradeEvent};
-use super::snapshot::{SnapshotPolicy, save_snapshot, snapshot_file_name};
+use super::snapshot::{SnapshotPolicy, save_snapshot, snapshot_reason};
 use crate::health::{ClusterNode, wait_etcd_healthy, wait_node_healthy};
 use talosprov_core::machine::TalosVersion;
 use talosprov_factory::{SchematicId, installer_image};
@@ -53,7 +53,7 @@ pub struct UpgradeNode {
 }
 
 /// How a rollout runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct RolloutOptions {
     /// Workers upgraded at once (`--max-parallel-upgrades`, default 1).
     pub max_parallel: NonZeroUsize,
@@ -154,15 +154,14 @@ pub(crate) async fn before_control_plane(
         node: node.hostname.clone(),
         source,
     })?;
-    if let (SnapshotPolicy::SaveIn(dir), Some(action)) = (&options.etcd_snapshot, snapshot) {
-        let name = snapshot_file_name(&node.hostname, action);
-        let file =
-            save_snapshot(client, dir, &name)
-                .await
-                .map_err(|source| UpgradeError::Snapshot {
-                    node: node.hostname.clone(),
-                    source,
-                })?;
+    if let (SnapshotPolicy::Archive(archiver), Some(action)) = (&options.etcd_snapshot, snapshot) {
+        let reason = snapshot_reason(&node.hostname, action);
+        let file = save_snapshot(client, archiver, &node.hostname, &reason)
+            .await
+            .map_err(|source| UpgradeError::Snapshot {
+                node: node.hostname.clone(),
+                source,
+            })?;
         on_event(UpgradeEvent::SnapshotSaved {
             node: node.hostname.clone(),
             file,

@@ -1,114 +1,71 @@
-//! Saving an etcd snapshot to a local file through the Talos API (EtcdSnapshot),
-//! before a control-plane upgrade or removal. The file holds every Kubernetes
-//! secret, so it is written with mode 0600, to a temporary name first.
+//! The etcd snapshot apply takes before touching a control plane (an
+//! upgrade, a removal): streamed through the cluster's [`Archiver`],
+//! age-encrypted before it leaves the process, into the `backup:`
+//! destination (else the local default folder), with its manifest. The
+//! snapshot holds every Kubernetes Secret: it is never written in clear.
 
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use tokio::io::AsyncWriteExt as _;
+use talosprov_talos::TalosClient;
 
-use talosprov_talos::{TalosClient, TalosError};
+use crate::backups::Archiver;
 
 /// Whether to save an etcd snapshot before touching a control plane.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum SnapshotPolicy {
     /// `--skip-etcd-snapshot`.
     Skip,
-    /// Save into this folder (created when missing).
-    SaveIn(PathBuf),
+    /// Archive it with this archiver.
+    Archive(Arc<Archiver>),
 }
 
-/// A snapshot written to disk.
+/// A snapshot saved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotFile {
-    /// Where it is.
-    pub path: PathBuf,
-    /// Its size, bytes.
+    /// Where it is: the destination and the archive's name
+    /// (`s3://backups/lab/etcd-20261205T191500.123Z-lab-r0.snapshot.age`).
+    pub archive: String,
+    /// The snapshot's size before encryption, bytes.
     pub bytes: u64,
 }
 
-/// Saving the snapshot failed.
+/// Saving the snapshot failed (nothing is left in the destination); the
+/// message carries the node's or the destination's reason.
 #[derive(Debug, thiserror::Error)]
-pub enum SnapshotError {
-    /// The file could not be written.
-    #[error("cannot write {}", path.display())]
-    Write {
-        /// The snapshot file being written.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The node did not stream the snapshot.
-    #[error(transparent)]
-    Talos(#[from] TalosError),
-    /// The node streamed nothing.
-    #[error("the node sent an empty snapshot")]
-    Empty,
+#[error("{0}")]
+pub struct SnapshotError(pub String);
+
+/// The reason a snapshot before `action` carries in its manifest:
+/// `before talos v1.13.8 on cp-1`. Pure.
+pub fn snapshot_reason(hostname: &str, action: &str) -> String {
+    format!("before {action} on {hostname}")
 }
 
-/// The snapshot file name for `hostname` before `action`, e.g.
-/// `etcd-cp-1-before-talos-v1.13.8.snapshot`. Pure.
-pub fn snapshot_file_name(hostname: &str, action: &str) -> String {
-    let action: String = action
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    format!("etcd-{hostname}-before-{action}.snapshot")
-}
-
-fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> SnapshotError + '_ {
-    move |source| SnapshotError::Write {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-/// Streams an etcd snapshot from `client` (a control plane that is an etcd member)
-/// into `dir/name`: written to `name.part` with mode 0600, flushed, then renamed.
+/// Streams an etcd snapshot from `client` (a control plane that is an etcd
+/// member, `node`) into `archiver`'s destination, with `reason` and the
+/// node's Talos version in its manifest.
 ///
-/// Errors: [`SnapshotError`]; a partial file is removed.
+/// # Errors
+/// [`SnapshotError`]: the node's stream or the destination failed.
 pub async fn save_snapshot(
     client: &TalosClient,
-    dir: &Path,
-    name: &str,
+    archiver: &Archiver,
+    node: &str,
+    reason: &str,
 ) -> Result<SnapshotFile, SnapshotError> {
-    let path = dir.join(name);
-    let part = dir.join(format!("{name}.part"));
-    tokio::fs::create_dir_all(dir)
+    let talos_version = client.version().await.map(|v| v.tag).unwrap_or_default();
+    let taken = archiver
+        .take(client, node, &talos_version, 0, reason)
         .await
-        .map_err(write_err(dir))?;
-    let mut options = tokio::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    options.mode(0o600);
-    let mut file = options.open(&part).await.map_err(write_err(&part))?;
-    let streamed = client.etcd_snapshot(&mut file).await;
-    let finished = match streamed {
-        Ok(0) => Err(SnapshotError::Empty),
-        Ok(bytes) => match file.flush().await.and(file.sync_all().await) {
-            Ok(()) => Ok(bytes),
-            Err(e) => Err(write_err(&part)(e)),
-        },
-        Err(e) => Err(e.into()),
-    };
-    drop(file);
-    let bytes = match finished {
-        Ok(b) => b,
-        Err(e) => {
-            let _ = tokio::fs::remove_file(&part).await;
-            return Err(e);
-        }
-    };
-    tokio::fs::rename(&part, &path)
-        .await
-        .map_err(write_err(&path))?;
-    Ok(SnapshotFile { path, bytes })
+        .map_err(|e| SnapshotError(format!("{e:#}")))?;
+    if let Some(why) = &taken.prune_error {
+        tracing::warn!(error = %why, "the snapshot is saved, but retention could not finish");
+    }
+    let location = taken.location.trim_end_matches('/');
+    Ok(SnapshotFile {
+        archive: format!("{location}/{}", taken.name.archive()),
+        bytes: taken.manifest.plaintext_bytes,
+    })
 }
 
 #[cfg(test)]
@@ -116,14 +73,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn snapshot_names_say_which_node_and_before_what() {
+    fn snapshot_reasons_say_which_node_and_before_what() {
         assert_eq!(
-            snapshot_file_name("cp-1", "talos v1.13.8"),
-            "etcd-cp-1-before-talos-v1.13.8.snapshot"
+            snapshot_reason("cp-1", "talos v1.13.8"),
+            "before talos v1.13.8 on cp-1"
         );
-        assert_eq!(
-            snapshot_file_name("cp-2", "removal"),
-            "etcd-cp-2-before-removal.snapshot"
-        );
+        assert_eq!(snapshot_reason("cp-2", "removal"), "before removal on cp-2");
     }
 }
