@@ -232,6 +232,8 @@ async fn main() -> anyhow::Result<()> {
         "{} is missing: cargo build --release --bin talosprov",
         binary.display()
     );
+    // The children run in the cluster's folder.
+    let binary = binary.canonicalize()?;
     let mut rows = Vec::new();
     for (net, padding) in [(201u8, 0u64), (202, LARGE)] {
         rows.extend(run(&binary, net, padding).await?);

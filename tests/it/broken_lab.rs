@@ -2,6 +2,9 @@
 //! node that answers neither in secure nor in maintenance mode is shown as
 //! unknown, naming the node and the error, and `plan -detailed-exitcode`
 //! (and `-refresh-only`, as a scheduled drift job runs it) exits 1, not 0.
+//! A control plane whose etcd is gone (back in maintenance mode, or configured
+//! again with an etcd that waits for a bootstrap) is Broken: apply refuses
+//! the plan, until `-allow-new-etcd` bootstraps a new, empty etcd.
 
 use std::time::Duration;
 
@@ -94,6 +97,37 @@ async fn a_control_plane_wiped_to_maintenance_is_broken_until_a_new_etcd_is_allo
         stderr(&out)
     );
     assert_eq!(node.phase(), talosprov_sim::Phase::Maintenance);
+
+    // Configured again by hand (as talosctl apply-config would): secure mode,
+    // with an etcd that waits for a bootstrap. Still broken, and said so.
+    let config = lab.state().outputs.machineconfigs["talos-controlplane-01"]
+        .value
+        .expose()
+        .clone();
+    let client = talosprov_talos::TalosClient::connect_maintenance(ip)
+        .await
+        .expect("maintenance mode");
+    client
+        .apply_configuration(config.as_bytes(), &talosprov_talos::ApplyOptions::default())
+        .await
+        .expect("apply the config by hand");
+    assert!(
+        node.wait_for_phase(
+            |p| p == talosprov_sim::Phase::Secure,
+            Duration::from_secs(30)
+        )
+        .await
+    );
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(
+            "etcd is gone on every control plane (talos-controlplane-01: etcd waits for a \
+             bootstrap)"
+        ),
+        "{}",
+        stdout(&out)
+    );
 
     // A saved plan made with -allow-new-etcd shows the new bootstrap, and
     // applies it: a new, empty etcd; the old objects are gone.

@@ -219,27 +219,41 @@ pub async fn template(
     String::from_utf8(out).map_err(|_| HelmError::NotUtf8 { command })
 }
 
-/// Read `reader` to its end or to `limit` bytes, whichever comes first, never holding
-/// more than `limit` bytes of buffer (a `Vec` grown by doubling would reserve twice the
-/// limit just past it).
+/// The pieces [`read_bounded`] reads into, bytes.
+const READ_PIECE_BYTES: usize = 1024 * 1024;
+
+/// Read `reader` to its end or to `limit` bytes, whichever comes first, into
+/// pieces of at most [`READ_PIECE_BYTES`] joined once at the end into a buffer
+/// of the exact size: at most twice what was read is ever held, and no buffer
+/// larger than a piece is made before the size is known (a `Vec` grown by
+/// doubling would reallocate tens of MiB at each step, and hold the old and
+/// the new buffer at once).
 async fn read_bounded(
     reader: &mut (impl tokio::io::AsyncRead + Unpin),
     limit: u64,
 ) -> std::io::Result<Vec<u8>> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let mut out: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    while out.len() < limit {
-        let want = chunk.len().min(limit - out.len());
-        let n = reader.read(&mut chunk[..want]).await?;
-        if n == 0 {
-            break;
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    let mut total = 0usize;
+    let mut ended = false;
+    while total < limit && !ended {
+        let mut piece = vec![0u8; READ_PIECE_BYTES.min(limit - total)];
+        let mut filled = 0;
+        while filled < piece.len() {
+            let n = reader.read(&mut piece[filled..]).await?;
+            if n == 0 {
+                ended = true;
+                break;
+            }
+            filled += n;
         }
-        if out.capacity() < out.len() + n {
-            let grown = (out.capacity() * 2).max(out.len() + n).min(limit);
-            out.reserve_exact(grown - out.len());
-        }
-        out.extend_from_slice(&chunk[..n]);
+        piece.truncate(filled);
+        total += filled;
+        pieces.push(piece);
+    }
+    let mut out = Vec::with_capacity(total);
+    for piece in pieces {
+        out.extend_from_slice(&piece);
     }
     Ok(out)
 }
