@@ -50,10 +50,11 @@ pub struct ApplyArgs {
     pub max_parallel_upgrades: NonZeroUsize,
 
     /// Do not save an etcd snapshot before each control-plane upgrade or
-    /// removal. Without this flag the snapshot is written to
-    /// `etcd-<node>-before-<action>.snapshot` next to the state file (the
-    /// topology's folder for a remote state), mode 0600: it holds every
-    /// Kubernetes secret.
+    /// removal. Without this flag the snapshot is archived as `etcd
+    /// snapshot` archives it: age-encrypted, with its manifest, in the
+    /// topology's backup.destination, else in etcd-snapshots/ beside the
+    /// local state file (the topology's folder for a remote state). A
+    /// snapshot that fails stops the rollout or removal.
     #[arg(long = "skip-etcd-snapshot")]
     pub skip_etcd_snapshot: bool,
 

@@ -59,9 +59,10 @@ pub struct EtcdRestoreArgs {
     pub from: String,
 
     /// The age identity file that opens a snapshot sealed to recipients
-    /// (as `age -d -i` takes). A snapshot sealed with the state's passphrase
-    /// is opened with TALOSPROV_STATE_PASSPHRASE, one sealed with the
-    /// cluster's own key with the state's secrets.
+    /// (as `age -d -i` takes; default: the state's
+    /// TALOSPROV_STATE_AGE_IDENTITY_FILE). A snapshot sealed with a
+    /// passphrase is opened with TALOSPROV_STATE_PASSPHRASE, one sealed with
+    /// the cluster's own key with the state's secrets.
     #[arg(long, value_name = "FILE")]
     pub identity: Option<PathBuf>,
 
@@ -89,10 +90,13 @@ pub struct EtcdRestoreArgs {
 /// Arguments of `talosprov etcd snapshot`.
 #[derive(Debug, Args)]
 pub struct EtcdSnapshotArgs {
-    /// Where to write: a folder, or s3://bucket/prefix (endpoint, region and
-    /// credentials from AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID and
-    /// AWS_SECRET_ACCESS_KEY). Default: the topology's backup.destination,
-    /// else etcd-snapshots/ beside the state.
+    /// Where to write: a folder (relative to the current folder), or
+    /// s3://bucket/prefix (endpoint, region and credentials from
+    /// AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN). Default: the topology's
+    /// backup.destination, else etcd-snapshots/ beside the local state file
+    /// (the topology's folder for a remote state). Retention runs only in
+    /// those two.
     #[arg(long, value_name = "DEST")]
     pub to: Option<String>,
 

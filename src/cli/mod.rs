@@ -189,10 +189,13 @@ pub enum Command {
     /// it with age as it streams (to --recipient, the state's keys, or the
     /// cluster's own key derived from its secrets), and writes it beside a
     /// JSON manifest to --to, the topology's `backup.destination`, or
-    /// etcd-snapshots/ beside the state; then applies the `backup:` section's
-    /// retention.
+    /// etcd-snapshots/ beside the state; then applies retention there (the
+    /// `backup:` section's, or the defaults in etcd-snapshots/). `etcd
+    /// restore` brings back a cluster whose etcd is gone on every control
+    /// plane from one of them.
     ///
     /// Example: talosprov etcd snapshot -f cluster.yaml --to s3://backups/lab
+    /// Example: talosprov etcd restore -f cluster.yaml --from latest
     Etcd(etcd::EtcdArgs),
     /// Rotate the Talos API CA (--os) or the Kubernetes CA (--kubernetes).
     ///

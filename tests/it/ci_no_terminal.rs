@@ -92,6 +92,22 @@ async fn topology_state_section_selects_the_gitlab_state_and_backend_config_over
         !stdout(&out).contains("snapshots would be lost"),
         "a local state keeps its snapshots beside it"
     );
+
+    // A remote state whose backup.destination is a folder: lost just the same.
+    lab.write_topology(|t| {
+        format!(
+            "{t}\nstate:\n  backend: http\n  address: {address}\n  lock_address: {lock}\n  \
+             unlock_address: {lock}\n  lock_method: POST\n  unlock_method: DELETE\n\
+             backup:\n  destination: snaps\n"
+        )
+    });
+    let out = lab.run(&["plan", "-refresh=false"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("backup.destination is a folder"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

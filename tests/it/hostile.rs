@@ -35,11 +35,6 @@ fn run(case: &corpus::Case) -> Result<(i32, String, f64), String> {
         .env_remove("PROXMOX_VE_ENDPOINT")
         .env_remove("TF_HTTP_ADDRESS")
         .env("NO_COLOR", "1")
-        // glibc reserves 64 MiB of address space for each thread's malloc
-        // arena: reservations, not memory, that the limit would count. Two
-        // arenas keep the limit about what the run uses (the static musl
-        // build has none).
-        .env("MALLOC_ARENA_MAX", "2")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());

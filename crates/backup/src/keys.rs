@@ -182,8 +182,14 @@ impl Keys {
                 | age::DecryptError::NoMatchingKeys
                 | age::DecryptError::KeyDecryptionFailed
                 | age::DecryptError::InvalidMac => BackupError::Key(format!(
-                    "cannot decrypt {name}: wrong passphrase or age identity ({})",
-                    self.kind
+                    "cannot decrypt {name}: {}",
+                    match self.kind {
+                        KeyKind::Recipients => "the age identity given does not open it",
+                        KeyKind::Passphrase => "the passphrase is not the one it was sealed with",
+                        KeyKind::Cluster =>
+                            "the cluster's own key does not open it (the state's secrets are not \
+                             the ones it was sealed with)",
+                    }
                 )),
                 other => BackupError::Damaged {
                     name: name.to_owned(),

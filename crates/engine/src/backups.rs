@@ -130,11 +130,13 @@ pub fn open_keys(
             Ok(Keys::age(Vec::new(), identities))
         }
         (KeyKind::Recipients, None, _) => Err(anyhow!(
-            "the snapshot is encrypted to age recipients: give the identity file with --identity FILE"
+            "the snapshot is encrypted to age recipients: give the identity file with --identity \
+             FILE (or set TALOSPROV_STATE_AGE_IDENTITY_FILE)"
         )),
         (KeyKind::Passphrase, _, Some(StateKeys::Passphrase(p))) => Ok(Keys::passphrase(p)),
         (KeyKind::Passphrase, _, _) => Err(anyhow!(
-            "the snapshot is encrypted with a passphrase: set {}",
+            "the snapshot is encrypted with a passphrase: set {} to the passphrase in use when \
+             it was taken",
             encrypt::PASSPHRASE_VAR
         )),
     }
@@ -335,10 +337,20 @@ impl Archiver {
         };
         let listed = self.destination.list(&self.cluster).await?;
         let verdict = retention::decide(&listed.complete, retention, now);
-        for name in &verdict.delete {
+        // An archive without its manifest, older than the newest complete
+        // one: an upload that stopped before its manifest. Never restored.
+        let interrupted: Vec<ArchiveName> = listed
+            .incomplete
+            .iter()
+            .filter(|n| listed.newest().is_some_and(|newest| *n < newest))
+            .cloned()
+            .collect();
+        for name in verdict.delete.iter().chain(&interrupted) {
             self.destination.delete(name).await?;
         }
-        Ok(verdict.delete)
+        let mut deleted = verdict.delete;
+        deleted.extend(interrupted);
+        Ok(deleted)
     }
 }
 
@@ -408,6 +420,16 @@ pub async fn plan_warnings(
     online: bool,
     now: OffsetDateTime,
 ) -> Vec<String> {
+    if let Some(section) = &topology.backup
+        && remote
+        && let Location::Folder(dir) = &section.destination
+    {
+        return vec![format!(
+            "the state is remote, but backup.destination is a folder ({}): the snapshots \
+             would be lost with the CI job; set it to an S3 bucket (s3://bucket/prefix)",
+            dir.display()
+        )];
+    }
     let Some(section) = &topology.backup else {
         return if remote {
             vec![format!(

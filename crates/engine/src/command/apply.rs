@@ -502,6 +502,20 @@ impl Edges for Engine<'_> {
             !settings.offline,
         )
         .await;
+        if settings.recovery.is_some()
+            && !planned
+                .plan
+                .changes
+                .iter()
+                .any(|c| *c.address() == Address::Bootstrap)
+        {
+            return Err(anyhow::anyhow!(
+                "etcd is not gone on every control plane as far as talosprov can read (a control \
+                 plane that does not answer may still hold it: see `talosprov plan`), so there is \
+                 nothing to restore; nothing was changed"
+            )
+            .into());
+        }
         if !settings.refresh_only {
             refuse_broken(&planned.plan)?;
             refuse_data_loss(&planned.plan, &settings.allow_data_loss, self.ui)?;
