@@ -326,17 +326,24 @@ async fn snapshots_go_to_s3_encrypted_and_a_failing_store_leaves_nothing() {
 /// reinstall its simulated node from scratch: etcd is gone.
 async fn lose_the_control_planes(lab: &Lab) {
     let sim = lab.sim.as_ref().expect("simulator");
-    for (host, vm) in lab.state().resources.vms.clone() {
-        if !host.contains("controlplane") {
+    let state = lab.state();
+    for (host, vm) in &state.resources.vms {
+        let config = &state.resources.configs[host];
+        if config.role != Some(talosprov_core::topology::Role::Controlplane) {
             continue;
         }
         talosprov_proxmox::lifecycle::destroy_vm(&lab.pve.client(), &vm.node, vm.vmid, 5)
             .await
             .expect("delete the VM by hand");
+        // Each simulated node is named after its VM.
+        let node = lab
+            .ips
+            .iter()
+            .filter_map(|ip| sim.node(ip.parse().expect("ip")))
+            .find(|n| &n.hostname() == host)
+            .expect("the control plane's node");
+        node.wipe();
     }
-    sim.node(lab.ips[0].parse().expect("ip"))
-        .expect("the control plane's node")
-        .wipe();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -551,4 +558,144 @@ async fn a_restore_refuses_what_it_cannot_trust_and_changes_nothing() {
     // A manifest that is not one.
     std::fs::write(&manifest_path, "{\"format\": 1").unwrap();
     refused(&lab, &["--from", &archive_text], "is not valid").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_lost_control_planes_are_restored_and_join_one_etcd() {
+    let mut lab = Lab::start_ha("20.15", Duration::from_millis(100), "v1.13.8").await;
+    lab.env.push(("TALOSPROV_READY_WAIT".into(), "120s".into()));
+    lab.import_secrets().await;
+    lab.apply_text().await;
+    let kubeconfig = lab_kubeconfig(&lab).await;
+    put_marker(&lab, &kubeconfig);
+    let out = lab.run(&["etcd", "snapshot"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    lose_the_control_planes(&lab).await;
+    let text = stdout(&lab.run(&["plan"]).await);
+    assert!(
+        text.contains(
+            "etcd is gone on every control plane (talos-cp-01: no VM, talos-cp-02: no VM, \
+             talos-cp-03: no VM)"
+        ),
+        "{text}"
+    );
+
+    let out = lab
+        .run(&["etcd", "restore", "--from", "latest", "-auto-approve"])
+        .await;
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    for cp in ["talos-cp-01", "talos-cp-02", "talos-cp-03"] {
+        assert!(text.contains(&format!("+ vm/{cp}")), "{text}");
+    }
+    assert!(!text.contains("vm/talos-worker"), "{text}");
+    // One etcd of the three control planes, with the objects of the snapshot.
+    assert_eq!(lab.etcd_members(&lab.ips[0]).await, lab.ips[..3]);
+    let colour = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "configmap",
+            "marker",
+            "-o",
+            "jsonpath={.data.colour}",
+        ],
+    );
+    assert_eq!(colour, "ultramarine-0451");
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_without_etcds_hash_is_recovered_only_with_skip_hash_check() {
+    let lab = Lab::start("20.16", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    lab.apply_text().await;
+    let kubeconfig = lab_kubeconfig(&lab).await;
+    put_marker(&lab, &kubeconfig);
+    let out = lab.run(&["etcd", "snapshot"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let folder = lab.dir.path().join("etcd-snapshots");
+    let taken = archives(&folder).pop().expect("an archive");
+    let manifest = manifest_of(&taken);
+
+    // A database copied from etcd's data directory, archived by hand: the
+    // body without the hash etcd appends to a snapshot it saves.
+    let cp: std::net::IpAddr = lab.ips[0].parse().unwrap();
+    let node = lab.sim.as_ref().unwrap().node(cp).unwrap();
+    let body = node
+        .with_kube_store(|s| s.snapshot_body())
+        .expect("a store");
+    assert!(check_snapshot_hash(&body).is_err());
+    let identity = age::x25519::Identity::generate();
+    let encryptor =
+        age::Encryptor::with_recipients(std::iter::once(&identity.to_public() as _)).unwrap();
+    let mut sealed = Vec::new();
+    let mut writer = encryptor.wrap_output(&mut sealed).unwrap();
+    std::io::Write::write_all(&mut writer, &body).unwrap();
+    writer.finish().unwrap();
+    let copied = lab.dir.path().join("copied");
+    std::fs::create_dir_all(&copied).unwrap();
+    let stem = "etcd-20261201T000000.000Z-lab-r9";
+    std::fs::write(copied.join(format!("{stem}.snapshot.age")), &sealed).unwrap();
+    let mut by_hand = manifest.clone();
+    by_hand["plaintext_sha256"] = hex::encode(Sha256::digest(&body)).into();
+    by_hand["plaintext_bytes"] = (body.len() as u64).into();
+    by_hand["encrypted_bytes"] = (sealed.len() as u64).into();
+    by_hand["key"] = "recipients".into();
+    by_hand["revision"] = 9.into();
+    std::fs::write(copied.join(format!("{stem}.json")), by_hand.to_string()).unwrap();
+    let key = lab.dir.path().join("key.txt");
+    std::fs::write(&key, identity.to_string().expose_secret()).unwrap();
+
+    lose_the_control_planes(&lab).await;
+    let from = copied.join(format!("{stem}.snapshot.age"));
+    let args = [
+        "etcd",
+        "restore",
+        "--from",
+        from.to_str().unwrap(),
+        "--identity",
+        key.to_str().unwrap(),
+        "-auto-approve",
+    ];
+    // Talos refuses it without the flag; the flag says so.
+    let out = lab.run(&args).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("etcd could not be recovered on talos-controlplane-01"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("--skip-hash-check"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!node.etcd_bootstrapped());
+
+    // With it: the control plane is configured already (its etcd waits for a
+    // bootstrap), and the bootstrap recovers from the copy.
+    let text = stdout(&lab.run(&["plan"]).await);
+    assert!(
+        text.contains("(talos-controlplane-01: etcd waits for a bootstrap)"),
+        "{text}"
+    );
+    let mut with_flag = args.to_vec();
+    with_flag.push("--skip-hash-check");
+    let out = lab.run(&with_flag).await;
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    assert!(node.etcd_bootstrapped());
+    let colour = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "configmap",
+            "marker",
+            "-o",
+            "jsonpath={.data.colour}",
+        ],
+    );
+    assert_eq!(colour, "ultramarine-0451");
 }
