@@ -159,7 +159,7 @@ pub async fn template(
     // task, so that stdout past its bound ends the run at once.
     let errors = tokio::spawn(async move {
         let mut stderr = stderr;
-        let kept = read_bounded(&mut stderr, MAX_STDERR_BYTES).await?;
+        let kept = read_bounded(&mut stderr, MAX_STDERR_BYTES).await?.join();
         // The rest is drained, not kept: a full pipe would stop the program.
         tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await?;
         Ok::<_, std::io::Error>(kept)
@@ -185,12 +185,15 @@ pub async fn template(
             return Err(e);
         }
     };
-    if out.len() as u64 > MAX_OUTPUT_BYTES {
-        // Still writing: stopped now, not at the deadline.
+    if out.1 as u64 > MAX_OUTPUT_BYTES {
+        // Still writing: stopped now, not at the deadline. What was read is
+        // dropped without being joined.
+        drop(out);
         group.kill();
         let _ = child.wait().await;
         return Err(HelmError::TooLarge { command });
     }
+    let out = out.join();
     let mut err = match tokio::time::timeout_at(start + deadline, errors).await {
         Ok(Ok(read)) => read.map_err(io)?,
         Ok(Err(_)) => Vec::new(),
@@ -222,16 +225,32 @@ pub async fn template(
 /// The pieces [`read_bounded`] reads into, bytes.
 const READ_PIECE_BYTES: usize = 1024 * 1024;
 
+/// What [`read_bounded`] read: pieces of at most [`READ_PIECE_BYTES`], and
+/// their total length.
+struct Pieces(Vec<Vec<u8>>, usize);
+
+impl Pieces {
+    /// The bytes read, joined into one buffer of the exact size (the
+    /// pieces are freed as they are copied).
+    fn join(self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.1);
+        for piece in self.0 {
+            out.extend_from_slice(&piece);
+        }
+        out
+    }
+}
+
 /// Read `reader` to its end or to `limit` bytes, whichever comes first, into
-/// pieces of at most [`READ_PIECE_BYTES`] joined once at the end into a buffer
-/// of the exact size: at most twice what was read is ever held, and no buffer
-/// larger than a piece is made before the size is known (a `Vec` grown by
-/// doubling would reallocate tens of MiB at each step, and hold the old and
-/// the new buffer at once).
+/// pieces of at most [`READ_PIECE_BYTES`]: no buffer larger than a piece is
+/// made before the size is known, and a caller that finds the output too
+/// large drops it without ever joining it (a `Vec` grown by doubling would
+/// reallocate tens of MiB at each step, holding the old and the new buffer
+/// at once).
 async fn read_bounded(
     reader: &mut (impl tokio::io::AsyncRead + Unpin),
     limit: u64,
-) -> std::io::Result<Vec<u8>> {
+) -> std::io::Result<Pieces> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let mut pieces: Vec<Vec<u8>> = Vec::new();
     let mut total = 0usize;
@@ -251,11 +270,7 @@ async fn read_bounded(
         total += filled;
         pieces.push(piece);
     }
-    let mut out = Vec::with_capacity(total);
-    for piece in pieces {
-        out.extend_from_slice(&piece);
-    }
-    Ok(out)
+    Ok(Pieces(pieces, total))
 }
 
 /// A `helm` run's process group, killed with SIGKILL when dropped while the
@@ -292,6 +307,19 @@ impl Drop for Group {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt as _;
+
+    #[tokio::test]
+    async fn reads_are_bounded_in_pieces_and_joined_only_when_asked() {
+        let input: Vec<u8> = (0..3 * READ_PIECE_BYTES + 5).map(|i| i as u8).collect();
+        let read = read_bounded(&mut &input[..], 2 * READ_PIECE_BYTES as u64 + 1)
+            .await
+            .unwrap();
+        assert_eq!(read.1, 2 * READ_PIECE_BYTES + 1, "stops at the limit");
+        assert!(read.0.iter().all(|p| p.len() <= READ_PIECE_BYTES));
+        assert_eq!(read.join(), input[..2 * READ_PIECE_BYTES + 1]);
+        let short = read_bounded(&mut &input[..10], 100).await.unwrap();
+        assert_eq!((short.1, short.join()), (10, input[..10].to_vec()));
+    }
 
     /// A stand-in program in `dir` running `script` with `sh`.
     fn program(dir: &Path, script: &str) -> PathBuf {
