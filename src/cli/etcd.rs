@@ -72,9 +72,16 @@ pub struct EtcdRestoreArgs {
     #[arg(long = "skip-hash-check")]
     pub skip_hash_check: bool,
 
-    /// Skip the interactive approval of the plan.
+    /// Skip the interactive approval of the plan (and, with --force, of the
+    /// resets).
     #[arg(long = "auto-approve")]
     pub auto_approve: bool,
+
+    /// Restore over a healthy etcd: every control plane is reset first
+    /// (etcd data and machine config wiped, back in maintenance mode), after
+    /// its own approval, then the restore runs as for a lost cluster.
+    #[arg(long)]
+    pub force: bool,
 
     /// How many changes run at once.
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -129,6 +136,7 @@ async fn run_restore(args: EtcdRestoreArgs) -> Result<Outcome, CommandError> {
         skip_hash_check: args.skip_hash_check,
         auto_approve: args.auto_approve,
         parallelism: args.parallelism,
+        force: args.force,
     };
     let applied = restore(&request, &Console::ui()).await?;
     // The restore's targets are its own (the control planes): no -target warning.

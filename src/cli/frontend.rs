@@ -67,6 +67,19 @@ fn wording(question: &Question) -> String {
             "Do you want to rotate the {}?\n  talosprov will run the stages described above.",
             authority.title()
         ),
+        Question::ResetControlPlanes(nodes) => {
+            let list: Vec<String> = nodes
+                .iter()
+                .map(|(host, ip)| format!("  {host} ({ip})"))
+                .collect();
+            format!(
+                "etcd is running and healthy. talosprov will reset these control planes (their \
+                 etcd data and machine config wiped; they come back in maintenance mode), then \
+                 show the restore's plan:\n{}\n\nDo you really want to replace the cluster's \
+                 Kubernetes objects with the snapshot's? There is no undo.",
+                list.join("\n")
+            )
+        }
         Question::ForceUnlock { id, location } => format!(
             "Do you really want to force-unlock the state in {location}?\n  talosprov will remove \
              lock {id}; a run still holding it would then race with the next one."

@@ -699,3 +699,74 @@ async fn a_snapshot_without_etcds_hash_is_recovered_only_with_skip_hash_check() 
     );
     assert_eq!(colour, "ultramarine-0451");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_restores_over_a_healthy_etcd_after_resetting_the_control_planes() {
+    let lab = Lab::start("20.17", Duration::from_millis(100)).await;
+    lab.import_secrets().await;
+    lab.apply_text().await;
+    let kubeconfig = lab_kubeconfig(&lab).await;
+    put_marker(&lab, &kubeconfig);
+    let out = lab.run(&["etcd", "snapshot"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The object changes after the snapshot.
+    let file = lab.dir.path().join("marker.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.replace("ultramarine-0451", "vermilion")).unwrap();
+    kubectl(
+        &kubeconfig,
+        &["apply", "--server-side", "-f", file.to_str().unwrap()],
+    );
+
+    let out = lab.run(&["etcd", "restore", "--from", "latest"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("add --force"), "{}", stderr(&out));
+    // Without a terminal, the resets need -auto-approve too.
+    let out = lab
+        .run(&["etcd", "restore", "--from", "latest", "--force"])
+        .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no terminal to confirm on: add -auto-approve"),
+        "{}",
+        stderr(&out)
+    );
+    let cp: std::net::IpAddr = lab.ips[0].parse().unwrap();
+    let node = lab.sim.as_ref().unwrap().node(cp).unwrap();
+    assert_eq!(
+        node.phase(),
+        talosprov_sim::Phase::Secure,
+        "nothing was reset"
+    );
+
+    let out = lab
+        .run(&[
+            "etcd",
+            "restore",
+            "--from",
+            "latest",
+            "--force",
+            "-auto-approve",
+        ])
+        .await;
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    assert!(
+        stderr(&out).contains("Resetting talos-controlplane-01"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("recover it on talos-controlplane-01"));
+    let colour = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "configmap",
+            "marker",
+            "-o",
+            "jsonpath={.data.colour}",
+        ],
+    );
+    assert_eq!(colour, "ultramarine-0451", "the snapshot's value is back");
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}

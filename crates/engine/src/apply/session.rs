@@ -82,6 +82,9 @@ pub enum Question {
     /// `rotate-ca`: run the rotation shown (a new one, or the rest of one
     /// in progress).
     RotateCa(talosprov_core::machine::rotation::Authority),
+    /// `etcd restore --force`: reset these control planes (hostname and
+    /// address), whose etcd is healthy, before restoring over it.
+    ResetControlPlanes(Vec<(String, String)>),
 }
 
 /// What a command shows before it asks or returns.

@@ -534,7 +534,8 @@ impl Edges for Engine<'_> {
             | Question::Destroy
             | Question::Forget(_)
             | Question::ForceUnlock { .. }
-            | Question::RotateCa(_) => "-auto-approve",
+            | Question::RotateCa(_)
+            | Question::ResetControlPlanes(_) => "-auto-approve",
         };
         approve(
             self.ui,

@@ -202,6 +202,9 @@ pub struct RestoreRequest {
     pub auto_approve: bool,
     /// `-parallelism`.
     pub parallelism: usize,
+    /// `--force`: restore over a healthy etcd, resetting every control plane
+    /// first (after its own approval).
+    pub force: bool,
 }
 
 /// The archive `from` names, in its opened destination: `latest` is the
@@ -343,7 +346,11 @@ pub async fn restore(request: &RestoreRequest, ui: &Ui) -> Result<Applied, Comma
     let recovery = checked_recovery(request, &loaded, ui).await?;
     let credentials = super::health::credentials(&loaded.topology, &loaded.state)
         .context("cannot connect to the nodes")?;
-    if let Ok((_, node, _)) = healthy_member(&loaded.topology, &loaded.state, &credentials).await {
+    let healthy = healthy_member(&loaded.topology, &loaded.state, &credentials)
+        .await
+        .ok()
+        .map(|(_, node, _)| node);
+    if let Some(node) = healthy.as_ref().filter(|_| !request.force) {
         let ips: Vec<String> = loaded
             .topology
             .controlplanes()
@@ -352,8 +359,9 @@ pub async fn restore(request: &RestoreRequest, ui: &Ui) -> Result<Applied, Comma
         return Err(anyhow!(
             "etcd is running and healthy on {node}: a restore replaces the cluster's Kubernetes \
              objects with the snapshot's, so it runs only where etcd is gone; nothing was \
-             changed. To restore anyway, take etcd down on every control plane first (`talosctl \
-             reset --graceful=false --reboot -n {}`), then run this again",
+             changed. To restore anyway, add --force (every control plane is reset first, after \
+             its own approval), or take etcd down yourself (`talosctl reset --graceful=false \
+             --reboot -n {}`) and run this again",
             ips.join(",")
         )
         .into());
@@ -394,7 +402,83 @@ pub async fn restore(request: &RestoreRequest, ui: &Ui) -> Result<Applied, Comma
         request.lock_timeout,
         "etcd restore",
         ui,
-        async |cancel| super::apply::apply_locked(&settings, &store, ui, cancel).await,
+        async |cancel| {
+            if healthy.is_some() {
+                reset_control_planes(&settings, &credentials, ui, cancel.clone()).await?;
+            }
+            super::apply::apply_locked(&settings, &store, ui, cancel).await
+        },
     )
     .await
+}
+
+/// How long a reset control plane may take to answer in maintenance mode.
+const RESET_WAIT: Duration = Duration::from_secs(600);
+
+/// `--force` over a healthy etcd: once approved, reset every control plane
+/// (not gracefully: etcd is replaced, not left; every partition wiped; a
+/// reboot) and wait for each in maintenance mode, so that the restore's plan
+/// finds etcd gone.
+///
+/// # Errors
+/// Refused or unanswered approval; a reset or wait that fails (the
+/// control planes reset so far stay reset: run the restore again).
+async fn reset_control_planes(
+    settings: &ApplySettings,
+    credentials: &ClientCredentials,
+    ui: &Ui,
+    cancel: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), CommandError> {
+    let nodes: Vec<(String, IpAddr)> = settings
+        .topology
+        .controlplanes()
+        .map(|n| (n.hostname.clone(), IpAddr::V4(n.ip)))
+        .collect();
+    let question = super::Question::ResetControlPlanes(
+        nodes
+            .iter()
+            .map(|(h, ip)| (h.clone(), ip.to_string()))
+            .collect(),
+    );
+    super::approve(
+        ui,
+        settings.approved,
+        &question,
+        "-auto-approve",
+        "cancelled: nothing was changed",
+        cancel,
+    )
+    .await?;
+    let reset = talosprov_talos::ResetOptions {
+        graceful: false,
+        reboot: true,
+        system_partitions: Vec::new(),
+    };
+    for (host, ip) in &nodes {
+        ui.note(&format!(
+            "Resetting {host} ({ip}): its etcd is replaced by the snapshot's"
+        ));
+        let client = TalosClient::connect_secure(*ip, credentials)
+            .await
+            .with_context(|| format!("cannot reach {host} to reset it"))?;
+        client
+            .reset(&reset)
+            .await
+            .with_context(|| format!("cannot reset {host}"))?;
+    }
+    for (host, ip) in &nodes {
+        ui.note(&format!(
+            "Waiting for {host} ({ip}) in maintenance mode (up to {} s)",
+            RESET_WAIT.as_secs()
+        ));
+        talosprov_talos::wait_maintenance(
+            *ip,
+            Some(host),
+            RESET_WAIT,
+            talosprov_talos::Backoff::default(),
+        )
+        .await
+        .with_context(|| format!("{host} did not come back in maintenance mode after its reset"))?;
+    }
+    Ok(())
 }
