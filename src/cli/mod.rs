@@ -195,6 +195,7 @@ pub enum Command {
     /// plane from one of them.
     ///
     /// Example: talosprov etcd snapshot -f cluster.yaml --to s3://backups/lab
+    ///
     /// Example: talosprov etcd restore -f cluster.yaml --from latest
     Etcd(etcd::EtcdArgs),
     /// Rotate the Talos API CA (--os) or the Kubernetes CA (--kubernetes).

@@ -62,6 +62,15 @@ async fn talos_version_change_upgrades_nodes_in_place_control_planes_first() {
         "before talos v1.13.8 on talos-controlplane-01"
     );
     assert_eq!(archived[0].1["key"], "cluster");
+    // Named after etcd's revision, read from the Kubernetes API first.
+    let revision = archived[0].1["revision"].as_u64().expect("a revision");
+    assert!(revision > 0, "{archived:?}");
+    assert!(
+        archived[0]
+            .0
+            .ends_with(&format!("-r{revision}.snapshot.age")),
+        "{archived:?}"
+    );
 
     let sim = lab.sim.as_ref().expect("sim");
     let log = sim.upgrade_log();
@@ -522,15 +531,22 @@ async fn kubernetes_version_change_rolls_control_planes_first_without_reboots() 
     assert!(cp < gpu, "control planes first:\n{text}");
 
     let logged = sim.rpc_log().len();
-    let out = lab
-        .run(&["apply", "-auto-approve", "--skip-etcd-snapshot"])
-        .await;
+    let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(
         out.status.success(),
         "the Kubernetes roll failed: {}",
         stderr(&out)
     );
     assert_eq!(reboots(sim), before, "no node rebooted");
+    // The snapshot before the roll says what it holds: the version the API
+    // server ran then, not the topology's new one.
+    let archived = crate::support::day2_cluster::archived(&lab.dir.path().join("etcd-snapshots"));
+    assert_eq!(archived.len(), 1, "{archived:?}");
+    assert_eq!(
+        archived[0].1["kubernetes_version"], "v1.36.2",
+        "{archived:?}"
+    );
+    assert!(archived[0].1["revision"].as_u64() > Some(0), "{archived:?}");
     let applies: Vec<std::net::IpAddr> = sim.rpc_log()[logged..]
         .iter()
         .filter(|l| l.rpc.ends_with("ApplyConfiguration") && l.code == tonic::Code::Ok)

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 use sha2::{Digest as _, Sha256};
@@ -16,6 +17,7 @@ use talosprov_backup::{
     ArchiveName, ArchiveWriter, Destination, KeyKind, Keys, Location, Manifest,
 };
 use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::sensitive::Sensitive;
 use talosprov_core::state::State;
 use talosprov_core::topology::Topology;
 use talosprov_state::encrypt::{self, KeySource, StateKeys};
@@ -191,6 +193,9 @@ pub struct ArchivedCluster {
     pub etcd_ca_sha256: String,
     /// Its Kubernetes version (`v1.36.2`).
     pub kubernetes_version: String,
+    /// The state's admin kubeconfig (YAML), to read etcd's revision from the
+    /// Kubernetes API ([`Archiver::live`]); `None` names snapshots `r0`.
+    pub kubeconfig: Option<Sensitive>,
 }
 
 /// Takes snapshots of one cluster into one destination.
@@ -203,11 +208,26 @@ pub struct Archiver {
     lineage: uuid::Uuid,
     etcd_ca_sha256: String,
     kubernetes_version: String,
+    kubeconfig: Option<Sensitive>,
 }
 
+/// What the Kubernetes API says of the cluster at a snapshot
+/// ([`Archiver::live`]). The default is "not known": revision 0, no version.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Live {
+    /// etcd's revision; 0 when not known (the archive is named `r0`).
+    pub revision: u64,
+    /// The API server's `gitVersion` (`v1.36.2`); `None` when not known,
+    /// and the manifest carries the topology's.
+    pub kubernetes_version: Option<String>,
+}
+
+/// How long etcd's revision may take to read from the Kubernetes API.
+const REVISION_WAIT: Duration = Duration::from_secs(10);
+
 impl Archiver {
-    /// An archiver for `topology`'s cluster into `location` (created when a
-    /// folder), applying `retention` after each snapshot.
+    /// An archiver for `topology`'s cluster into `location` (a folder is
+    /// created by the first snapshot), applying `retention` after each one.
     ///
     /// # Errors
     /// A destination that cannot be opened.
@@ -228,11 +248,13 @@ impl Archiver {
                 lineage: state.lineage,
                 etcd_ca_sha256: etcd_ca_sha256(secrets),
                 kubernetes_version: talosprov_core::addon::manifests::kubernetes_version(topology),
+                kubeconfig: state.outputs.kubeconfig.as_ref().map(|k| k.value.clone()),
             },
         )
     }
 
-    /// An archiver for `cluster` into `location` (created when a folder).
+    /// An archiver for `cluster` into `location` (a folder is created by the
+    /// first snapshot, not here).
     ///
     /// # Errors
     /// A destination that cannot be opened.
@@ -242,15 +264,52 @@ impl Archiver {
         keys: Keys,
         cluster: ArchivedCluster,
     ) -> anyhow::Result<Archiver> {
+        // A folder is created by the first snapshot ([`Archiver::take`]),
+        // not by every run that might take one.
         Ok(Archiver {
-            destination: Destination::open(location, &backup_env(), true)?,
+            destination: Destination::open(location, &backup_env(), false)?,
             keys,
             retention,
             cluster: cluster.name,
             lineage: cluster.lineage,
             etcd_ca_sha256: cluster.etcd_ca_sha256,
             kubernetes_version: cluster.kubernetes_version,
+            kubeconfig: cluster.kubeconfig,
         })
+    }
+
+    /// What the Kubernetes API says of the cluster now: etcd's revision
+    /// (the resourceVersion of a list, which kube-apiserver takes from etcd's
+    /// store) and the API server's `gitVersion`, read with the cluster's
+    /// kubeconfig within 10 s.
+    ///
+    /// # Errors
+    /// Why it is not known: no kubeconfig, an API that does not answer in
+    /// time or refuses.
+    pub async fn live(&self) -> Result<Live, String> {
+        let kubeconfig = self
+            .kubeconfig
+            .as_ref()
+            .ok_or("the state has no kubeconfig")?;
+        let read = async {
+            let client = talosprov_kube::KubeClient::from_kubeconfig(kubeconfig.expose())
+                .await
+                .map_err(|e| e.to_string())?;
+            let revision = client.revision().await.map_err(|e| e.to_string())?;
+            let version = client.server_version().await.ok();
+            Ok(Live {
+                revision,
+                kubernetes_version: version,
+            })
+        };
+        tokio::time::timeout(REVISION_WAIT, read)
+            .await
+            .map_err(|_| {
+                format!(
+                    "the Kubernetes API did not answer in {}s",
+                    REVISION_WAIT.as_secs()
+                )
+            })?
     }
 
     /// Where the archives go.
@@ -265,8 +324,9 @@ impl Archiver {
 
     /// Stream a snapshot from `client` (the control plane `node`, running
     /// `talos_version`) into the destination, then its manifest, then apply
-    /// retention. `revision` is etcd's at the snapshot (0 when unknown);
-    /// `reason` goes into the manifest.
+    /// retention. `live` is what the Kubernetes API said just before
+    /// ([`Archiver::live`]; its default when unknown: revision 0, the
+    /// topology's Kubernetes version); `reason` goes into the manifest.
     ///
     /// # Errors
     /// The node's stream failing (nothing is left in the destination), the
@@ -276,12 +336,19 @@ impl Archiver {
         client: &TalosClient,
         node: &str,
         talos_version: &str,
-        revision: u64,
+        live: &Live,
         reason: &str,
     ) -> anyhow::Result<Taken> {
+        let revision = live.revision;
         let now = OffsetDateTime::now_utc();
         let name = ArchiveName::new(now, &self.cluster, revision);
-        let mut writer = ArchiveWriter::start(&self.destination, &name, &self.keys).await?;
+        let destination = match self.destination.location() {
+            Location::Folder(dir) if !dir.is_dir() => {
+                Destination::open(self.destination.location().clone(), &backup_env(), true)?
+            }
+            Location::Folder(_) | Location::S3 { .. } => self.destination.clone(),
+        };
+        let mut writer = ArchiveWriter::start(&destination, &name, &self.keys).await?;
         match client.etcd_snapshot(&mut writer).await {
             Ok(0) => {
                 let _ = writer.abort().await;
@@ -314,28 +381,35 @@ impl Archiver {
             encrypted_bytes: sealed.encrypted_bytes,
             key: self.keys.kind(),
             talos_version: talos_version.to_owned(),
-            kubernetes_version: self.kubernetes_version.clone(),
+            kubernetes_version: live
+                .kubernetes_version
+                .clone()
+                .unwrap_or_else(|| self.kubernetes_version.clone()),
         };
-        self.destination.write_manifest(&name, &manifest).await?;
-        let (pruned, prune_error) = match self.prune(now).await {
+        destination.write_manifest(&name, &manifest).await?;
+        let (pruned, prune_error) = match self.prune(&destination, now).await {
             Ok(p) => (p, None),
             Err(e) => (Vec::new(), Some(format!("{e:#}"))),
         };
         Ok(Taken {
             name,
             manifest,
-            location: self.destination.location().to_string(),
+            location: destination.location().to_string(),
             pruned,
             prune_error,
         })
     }
 
     /// Apply retention: delete what [`retention::decide`] does not keep.
-    async fn prune(&self, now: OffsetDateTime) -> anyhow::Result<Vec<ArchiveName>> {
+    async fn prune(
+        &self,
+        destination: &Destination,
+        now: OffsetDateTime,
+    ) -> anyhow::Result<Vec<ArchiveName>> {
         let Some(retention) = self.retention else {
             return Ok(Vec::new());
         };
-        let listed = self.destination.list(&self.cluster).await?;
+        let listed = destination.list(&self.cluster).await?;
         let verdict = retention::decide(&listed.complete, retention, now);
         // An archive without its manifest, older than the newest complete
         // one: an upload that stopped before its manifest. Never restored.
@@ -346,7 +420,7 @@ impl Archiver {
             .cloned()
             .collect();
         for name in verdict.delete.iter().chain(&interrupted) {
-            self.destination.delete(name).await?;
+            destination.delete(name).await?;
         }
         let mut deleted = verdict.delete;
         deleted.extend(interrupted);

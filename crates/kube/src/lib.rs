@@ -54,6 +54,20 @@ impl KubeClient {
         Ok(list.items.iter().map(node).collect())
     }
 
+    /// The API server's version, `/version`'s `gitVersion` (`v1.36.2`), as
+    /// `kubectl version` shows it for the server.
+    ///
+    /// # Errors
+    /// [`KubeError::Api`] when the API does not answer or refuses.
+    pub async fn server_version(&self) -> Result<String, KubeError> {
+        let info = self
+            .client
+            .apiserver_version()
+            .await
+            .map_err(|e| KubeError::Api(e.to_string()))?;
+        Ok(info.git_version)
+    }
+
     /// The etcd revision the API server reports: a list's
     /// `metadata.resourceVersion` (one Namespace asked for), which
     /// kube-apiserver sets to etcd's store revision.

@@ -120,6 +120,7 @@ pub fn archive_into(
             lineage: uuid::Uuid::nil(),
             etcd_ca_sha256: "00".repeat(32),
             kubernetes_version: "v1.36.2".to_owned(),
+            kubeconfig: None,
         },
     )
     .expect("an archiver into the folder");

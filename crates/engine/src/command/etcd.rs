@@ -30,7 +30,7 @@ use talosprov_talos::{ClientCredentials, TalosClient};
 use super::apply::{Applied, ApplySettings};
 use super::store::{StateSettings, locked, no_state};
 use super::{CommandError, Ui};
-use crate::backups::{self, Archiver, Recovery, Taken};
+use crate::backups::{self, Archiver, Live, Recovery, Taken};
 
 /// What `etcd snapshot` was asked.
 #[derive(Debug, Clone)]
@@ -43,9 +43,6 @@ pub struct SnapshotRequest {
     /// keys or the cluster's own key.
     pub recipients: Vec<String>,
 }
-
-/// How long the etcd revision may take to read from the Kubernetes API.
-const REVISION_WAIT: Duration = Duration::from_secs(10);
 
 /// The topology, the state and its secrets, for the etcd commands.
 pub(crate) struct Loaded {
@@ -123,30 +120,6 @@ pub(crate) async fn healthy_member(
     ))
 }
 
-/// etcd's revision as the Kubernetes API reports it, or `None` (with the
-/// reason) when the state has no kubeconfig or the API does not answer soon.
-pub(crate) async fn revision(state: &State) -> Result<u64, String> {
-    let kubeconfig = state
-        .outputs
-        .kubeconfig
-        .as_ref()
-        .ok_or("the state has no kubeconfig")?;
-    let read = async {
-        let client = talosprov_kube::KubeClient::from_kubeconfig(kubeconfig.value.expose())
-            .await
-            .map_err(|e| e.to_string())?;
-        client.revision().await.map_err(|e| e.to_string())
-    };
-    tokio::time::timeout(REVISION_WAIT, read)
-        .await
-        .map_err(|_| {
-            format!(
-                "the Kubernetes API did not answer in {}s",
-                REVISION_WAIT.as_secs()
-            )
-        })?
-}
-
 /// Take a snapshot (see the module's docs). A revision that cannot be read
 /// and a retention that cannot finish are warnings; the snapshot is saved.
 ///
@@ -166,14 +139,14 @@ pub async fn snapshot(request: &SnapshotRequest, ui: &Ui) -> Result<Taken, Comma
     let credentials =
         super::health::credentials(&topology, &state).context("cannot connect to the nodes")?;
     let (client, node, version) = healthy_member(&topology, &state, &credentials).await?;
-    let revision = revision(&state).await.unwrap_or_else(|why| {
+    let live = archiver.live().await.unwrap_or_else(|why| {
         ui.warn(&format!(
             "the etcd revision is not known ({why}): the snapshot is named r0"
         ));
-        0
+        Live::default()
     });
     let taken = archiver
-        .take(&client, &node, &version, revision, "etcd snapshot")
+        .take(&client, &node, &version, &live, "etcd snapshot")
         .await?;
     if let Some(e) = &taken.prune_error {
         ui.warn(&format!(

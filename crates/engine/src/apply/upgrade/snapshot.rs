@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use talosprov_talos::TalosClient;
 
-use crate::backups::Archiver;
+use crate::backups::{Archiver, Live};
 
 /// Whether to save an etcd snapshot before touching a control plane.
 #[derive(Debug, Clone)]
@@ -23,7 +23,7 @@ pub enum SnapshotPolicy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotFile {
     /// Where it is: the destination and the archive's name
-    /// (`s3://backups/lab/etcd-20261205T191500.123Z-lab-r0.snapshot.age`).
+    /// (`s3://backups/lab/etcd-20261205T191500.123Z-lab-r1234.snapshot.age`).
     pub archive: String,
     /// The snapshot's size before encryption, bytes.
     pub bytes: u64,
@@ -54,8 +54,12 @@ pub async fn save_snapshot(
     reason: &str,
 ) -> Result<SnapshotFile, SnapshotError> {
     let talos_version = client.version().await.map(|v| v.tag).unwrap_or_default();
+    let live = archiver.live().await.unwrap_or_else(|why| {
+        tracing::warn!(error = %why, "the etcd revision is not known: the snapshot is named r0");
+        Live::default()
+    });
     let taken = archiver
-        .take(client, node, &talos_version, 0, reason)
+        .take(client, node, &talos_version, &live, reason)
         .await
         .map_err(|e| SnapshotError(format!("{e:#}")))?;
     if let Some(why) = &taken.prune_error {
