@@ -129,9 +129,36 @@ async fn a_control_plane_wiped_to_maintenance_is_broken_until_a_new_etcd_is_allo
         stdout(&out)
     );
 
+    // A broken plan is not saved (apply would refuse it), and the plan fails:
+    // a merge request's plan job goes red, not its apply job after review.
+    let planfile = lab.dir.path().join("new-etcd.plan");
+    let report = lab.dir.path().join("plan.json");
+    let out = lab
+        .run(&[
+            "plan",
+            "-out",
+            planfile.to_str().unwrap(),
+            "--report-gitlab",
+            report.to_str().unwrap(),
+        ])
+        .await;
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("Broken: bootstrap"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out).contains("the plan is not saved to")
+            && stderr(&out).contains("apply refuses a broken plan"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!planfile.exists(), "no saved plan");
+    assert!(!stdout(&out).contains("Saved the plan"), "{}", stdout(&out));
+
     // A saved plan made with -allow-new-etcd shows the new bootstrap, and
     // applies it: a new, empty etcd; the old objects are gone.
-    let planfile = lab.dir.path().join("new-etcd.plan");
     let out = lab
         .run(&[
             "plan",

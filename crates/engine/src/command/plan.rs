@@ -66,7 +66,8 @@ pub(crate) fn warn_planning_interrupted(ui: &Ui, command: &str) {
 /// # Errors
 /// Topology diagnostics, a held lock, refusals (lost secrets, another
 /// cluster's nodes, changes talosprov refuses to make), refresh errors, a
-/// report or plan file that cannot be written; [`CommandError::Interrupted`].
+/// report or plan file that cannot be written, a broken plan asked to be
+/// saved (`-out`; apply would refuse it); [`CommandError::Interrupted`].
 pub async fn plan(request: &PlanRequest, ui: &Ui) -> Result<Planned, CommandError> {
     let topology = cluster::load_topology(&request.state.file, ui)?;
     let store = request.state.open(ui)?;
@@ -154,6 +155,18 @@ async fn plan_locked(
     if let Some(report) = &request.report_gitlab {
         std::fs::write(report, GitlabReport::of(&plan).to_json() + "\n")
             .with_context(|| format!("cannot write {}", report.display()))?;
+    }
+    if let Some(out) = &request.out
+        && !plan.broken.is_empty()
+    {
+        // apply refuses a broken plan: saving it would only move the failure
+        // to the apply job, after the review.
+        return Err(CommandError::Failed(anyhow::anyhow!(
+            "the plan is not saved to {}: the cluster is broken (see Broken above), and apply \
+             refuses a broken plan. Recover with `talosprov etcd restore`, or plan again with \
+             -allow-new-etcd",
+            out.display()
+        )));
     }
     if let Some(out) = &request.out {
         cluster::write_saved_plan(
