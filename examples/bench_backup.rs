@@ -1,15 +1,15 @@
 //! Benchmark: an etcd snapshot of 64 MiB streamed through `talosprov etcd
-//! snapshot` (age-encrypted on the way, into a folder), then restored with
-//! `talosprov etcd restore --from latest` after the control plane is lost;
-//! and the same with an etcd of a few KiB, for comparison. For each run it
+//! snapshot` (age-encrypted on the way, into a folder, then into S3), then
+//! restored with `talosprov etcd restore --from latest` after the control
+//! plane is lost; and the same with an etcd of a few KiB, for comparison. For each run it
 //! prints the wall time, the snapshot's size, the archive's size and the
 //! child's peak resident set (`wait4`'s `ru_maxrss`): memory stays bounded
 //! when it does not grow with the snapshot.
 //!
 //! The cluster is a control plane and a worker on fakepve and the Talos
 //! simulator (whose snapshot is padded to the size, chunk by chunk), applied
-//! in-process first. Needs fakepve (tests/run.sh installs it into
-//! target/venv). Not a test: nothing is asserted; the figures go to README.md.
+//! in-process first. The S3 runs go to moto's server on loopback. Needs
+//! fakepve and moto[server] (tests/run.sh installs both into target/venv). Not a test: nothing is asserted; the figures go to README.md.
 //!
 //!     cargo build --release --bin talosprov
 //!     cargo run --release --example bench_backup [-- PATH/TO/talosprov]
@@ -20,6 +20,9 @@ mod factory;
 #[allow(dead_code)]
 #[path = "../tests/it/support/fakepve.rs"]
 mod fakepve;
+#[allow(dead_code)]
+#[path = "../tests/it/support/moto.rs"]
+mod moto;
 #[allow(dead_code)]
 #[path = "../tests/it/support/wait.rs"]
 mod wait;
@@ -35,17 +38,62 @@ use clap::Parser;
 use talosprov::cli::{Cli, Outcome};
 use talosprov_sim::{SimOptions, Simulator};
 
-/// The snapshot size measured against the small one.
+/// The snapshot size measured against the small one; three times it shows
+/// whether the peak grows with the snapshot (the simulator keeps at most
+/// 256 MiB).
 const LARGE: u64 = 64 * 1024 * 1024;
 
-fn topology(net: u8, factory: &str, ca_file: &str) -> String {
+/// Where the snapshots go: the folder `snapshots` beside the topology, or
+/// moto's bucket.
+enum Dest<'a> {
+    Folder,
+    S3(&'a moto::Moto),
+}
+
+impl Dest<'_> {
+    fn topology_value(&self) -> &'static str {
+        match self {
+            Dest::Folder => "snapshots",
+            Dest::S3(_) => "s3://bench/etcd",
+        }
+    }
+
+    fn label(&self) -> &'static str {
+        match self {
+            Dest::Folder => "folder",
+            Dest::S3(_) => "S3",
+        }
+    }
+
+    /// The newest archive's manifest `plaintext_bytes` and its own size.
+    async fn newest(&self, dir: &Path) -> anyhow::Result<(u64, u64)> {
+        match self {
+            Dest::Folder => newest_archive(&dir.join("snapshots")),
+            Dest::S3(moto) => {
+                let objects = moto.objects("bench").await;
+                let (key, size) = objects
+                    .iter()
+                    .filter(|(k, _)| k.ends_with(".snapshot.age"))
+                    .max_by(|a, b| a.0.cmp(b.0))
+                    .ok_or_else(|| anyhow::anyhow!("no archive in the bucket"))?;
+                let manifest = moto
+                    .get("bench", &key.replace(".snapshot.age", ".json"))
+                    .await;
+                let manifest: serde_json::Value = serde_json::from_slice(&manifest)?;
+                Ok((manifest["plaintext_bytes"].as_u64().unwrap_or(0), *size))
+            }
+        }
+    }
+}
+
+fn topology(net: u8, factory: &str, ca_file: &str, destination: &str) -> String {
     format!(
         "cluster:\n  name: bench\n  talos_version: v1.13.8\n  kubernetes_version: v1.36.2\n  \
          vip: 127.4.{net}.99\n  gateway: 127.0.0.1\n  prefix_length: 8\n  nameservers: [127.0.0.1]\n\
          proxmox:\n  node: pve1\n  datastore: local-lvm\n  image_storage: local\n  bridge: vmbr0\n  \
          pool: BENCH\n  ca_file: {ca_file}\nimage_factory:\n  url: {factory}\n\
          schematics:\n  base: {{ extensions: [siderolabs/qemu-guest-agent] }}\n\
-         default_schematic: base\nbackup:\n  destination: snapshots\n  keep_last: 2\n  keep_daily: 0\n\
+         default_schematic: base\nbackup:\n  destination: {destination}\n  keep_last: 2\n  keep_daily: 0\n\
          nodes:\n\
          \x20 - {{ hostname: cp-01, ip: 127.4.{net}.100, role: controlplane, cores: 2, memory: 4096, disk_size: 20 }}\n\
          \x20 - {{ hostname: wk-01, ip: 127.4.{net}.101, role: worker, cores: 2, memory: 4096, disk_size: 20 }}\n"
@@ -142,7 +190,12 @@ fn newest_archive(dir: &Path) -> anyhow::Result<(u64, u64)> {
 /// Apply a two-node cluster, pad its snapshot to `padding` bytes, then time
 /// a snapshot and a restore; rows of (what, snapshot bytes, archive bytes,
 /// run).
-async fn run(binary: &Path, net: u8, padding: u64) -> anyhow::Result<Vec<(String, u64, u64, Run)>> {
+async fn run(
+    binary: &Path,
+    net: u8,
+    padding: u64,
+    dest: &Dest<'_>,
+) -> anyhow::Result<Vec<(String, u64, u64, Run)>> {
     let pve = fakepve::FakePve::start(fakepve::FakeOptions::default()).await;
     let factory = factory::Factory::start().await;
     let ips: Vec<IpAddr> = [100, 101]
@@ -163,7 +216,12 @@ async fn run(binary: &Path, net: u8, padding: u64) -> anyhow::Result<Vec<(String
     std::fs::create_dir_all(dir.path().join("patches"))?;
     std::fs::write(
         &file,
-        topology(net, &factory.url, &pve.ca_file.display().to_string()),
+        topology(
+            net,
+            &factory.url,
+            &pve.ca_file.display().to_string(),
+            dest.topology_value(),
+        ),
     )?;
     let file = file.display().to_string();
     let secrets = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/secrets.yaml");
@@ -183,8 +241,13 @@ async fn run(binary: &Path, net: u8, padding: u64) -> anyhow::Result<Vec<(String
 
     let mut rows = Vec::new();
     let snapshot = measure(binary, dir.path(), &["etcd", "snapshot", "-f", &file]).await?;
-    let (plain, sealed) = newest_archive(&dir.path().join("snapshots"))?;
-    rows.push(("etcd snapshot".to_owned(), plain, sealed, snapshot));
+    let (plain, sealed) = dest.newest(dir.path()).await?;
+    rows.push((
+        format!("etcd snapshot, {}", dest.label()),
+        plain,
+        sealed,
+        snapshot,
+    ));
 
     // The control plane is lost: its VM deleted, its node reinstalled.
     let client = pve.client();
@@ -211,7 +274,12 @@ async fn run(binary: &Path, net: u8, padding: u64) -> anyhow::Result<Vec<(String
         ],
     )
     .await?;
-    rows.push(("etcd restore".to_owned(), plain, sealed, restore));
+    rows.push((
+        format!("etcd restore, {}", dest.label()),
+        plain,
+        sealed,
+        restore,
+    ));
     sim.shutdown().await;
     Ok(rows)
 }
@@ -235,18 +303,26 @@ async fn main() -> anyhow::Result<()> {
     // The children run in the cluster's folder.
     let binary = binary.canonicalize()?;
     let mut rows = Vec::new();
-    for (net, padding) in [(201u8, 0u64), (202, LARGE)] {
-        rows.extend(run(&binary, net, padding).await?);
+    for (net, padding) in [(201u8, 0u64), (202, LARGE), (206, 3 * LARGE)] {
+        rows.extend(run(&binary, net, padding, &Dest::Folder).await?);
+    }
+    let s3 = moto::Moto::start(&["bench"]).await;
+    // SAFETY: set before the S3 runs; the children inherit them.
+    for (key, value) in s3.env() {
+        unsafe { std::env::set_var(key, value) };
+    }
+    for (net, padding) in [(203u8, 0u64), (204, LARGE), (205, 3 * LARGE)] {
+        rows.extend(run(&binary, net, padding, &Dest::S3(&s3)).await?);
     }
     println!();
     println!("binary: {}", binary.display());
     println!(
-        "{:<14} {:>14} {:>14} {:>8} {:>12} {:>5}  last line",
+        "{:<22} {:>14} {:>14} {:>8} {:>12} {:>5}  last line",
         "command", "snapshot B", "archive B", "wall s", "peak RSS MiB", "exit"
     );
     for (what, plain, sealed, r) in rows {
         println!(
-            "{what:<14} {plain:>14} {sealed:>14} {:>8.2} {:>12.1} {:>5}  {}",
+            "{what:<22} {plain:>14} {sealed:>14} {:>8.2} {:>12.1} {:>5}  {}",
             r.wall.as_secs_f64(),
             r.max_rss_kib as f64 / 1024.0,
             r.exit,
