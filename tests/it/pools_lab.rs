@@ -198,6 +198,61 @@ async fn a_control_plane_pool_scales_down_through_etcd_leave() {
     assert!(change_lines(&lab.plan_text().await).is_empty());
 }
 
+/// Two control planes removed by one apply, one of which fails to reset: the
+/// other's removal does not wait for it (its etcd member stays, and is in no
+/// list of the other's): the apply fails at once, naming the node, with the
+/// other removed; the next apply removes the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_control_plane_removal_does_not_hold_up_the_one_beside_it() {
+    let lab = Lab::start_for_pools("16.7", 3).await;
+    let cp_pool = |replicas: u32| {
+        format!(
+            "pools:\n  cp:\n    role: controlplane\n    replicas: {replicas}\n    ip_range: \
+             127.16.7.124-127.16.7.126\n    proxmox_nodes: [pve1, pve2, pve3]\n    cores: 2\n    \
+             memory: 4096\n    disk_size: 10\n"
+        )
+    };
+    lab.write_topology(|t| format!("{t}{}", cp_pool(3)));
+    lab.import_secrets().await;
+    lab.apply_text().await;
+    let first = &lab.ips[0];
+    let sim = lab.sim.as_ref().expect("sim");
+    sim.node("127.16.7.125".parse().expect("ip"))
+        .expect("lab-cp-2")
+        .fail_next_reset("reset sequence is already running");
+
+    lab.write_topology(|t| format!("{t}{}", cp_pool(1)));
+    let started = std::time::Instant::now();
+    let out = lab.run(&["apply", "-auto-approve"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "the apply waited {:?} for the failed removal",
+        started.elapsed()
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot remove lab-cp-2 from the cluster")
+            && err.contains("reset sequence is already running"),
+        "{err}"
+    );
+    assert_eq!(
+        lab.etcd_members(first).await,
+        ["127.16.7.121", "127.16.7.124", "127.16.7.125"],
+        "lab-cp-3 left etcd; lab-cp-2 is still a member"
+    );
+    let names: Vec<String> = vms(&lab).await.into_iter().map(|v| v.0).collect();
+    assert!(names.contains(&"lab-cp-2".to_owned()), "{names:?}");
+    assert!(!names.contains(&"lab-cp-3".to_owned()), "{names:?}");
+
+    lab.apply_text().await;
+    assert_eq!(
+        lab.etcd_members(first).await,
+        ["127.16.7.121", "127.16.7.124"]
+    );
+    assert!(change_lines(&lab.plan_text().await).is_empty());
+}
+
 /// The lab topology with `talos-worker-01`'s entry edited by `edit` (given the
 /// entry's text; an empty result removes the node).
 fn worker_entry(t: &str, edit: impl Fn(&str) -> String) -> String {

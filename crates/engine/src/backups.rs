@@ -342,11 +342,14 @@ impl Archiver {
         let revision = live.revision;
         let now = OffsetDateTime::now_utc();
         let name = ArchiveName::new(now, &self.cluster, revision);
+        // A folder is (re)opened with create: two snapshots of one apply may
+        // run at once (two control planes removed), and the first to create
+        // it must not leave the other with the destination opened before.
         let destination = match self.destination.location() {
-            Location::Folder(dir) if !dir.is_dir() => {
+            Location::Folder(_) => {
                 Destination::open(self.destination.location().clone(), &backup_env(), true)?
             }
-            Location::Folder(_) | Location::S3 { .. } => self.destination.clone(),
+            Location::S3 { .. } => self.destination.clone(),
         };
         let mut writer = ArchiveWriter::start(&destination, &name, &self.keys).await?;
         match client.etcd_snapshot(&mut writer).await {

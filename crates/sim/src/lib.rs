@@ -272,6 +272,12 @@ impl SimNode {
         self.node.lock().faults.fail_next_upgrade = Some(message.into());
     }
 
+    /// Fault: the next Reset fails with an Internal status and `message`; the
+    /// node keeps its config, its etcd member and its phase.
+    pub fn fail_next_reset(&self, message: impl Into<String>) {
+        self.node.lock().faults.fail_next_reset = Some(message.into());
+    }
+
     /// Fault: the node's etcd member is lost (removed from the cluster, etcd Failed).
     /// If it is not a member yet, this happens as soon as it joins.
     pub fn lose_etcd_member(&self) {

@@ -296,7 +296,14 @@ impl pb::machine_service_server::MachineService for Api {
 
     async fn reset(&self, request: Request<pb::ResetRequest>) -> Reply<pb::ResetResponse> {
         const RPC: &str = "Reset";
-        let result = self.authorize(&request, MACHINE, RPC).map(|_| {
+        let fault = self.node.lock().faults.fail_next_reset.take();
+        let result = self
+            .authorize(&request, MACHINE, RPC)
+            .and_then(|peer| match fault {
+                Some(message) => Err(Status::internal(message)),
+                None => Ok(peer),
+            });
+        let result = result.map(|_| {
             let request = request.into_inner();
             let key = self.node.lock().config.as_ref().map(cluster_key);
             if let Ok(cfg) = self.config()

@@ -47,6 +47,10 @@ pub(crate) struct Faults {
     /// code 1 in the progress stream; legacy Upgrade: an Internal status) and the
     /// node stays on its version.
     pub fail_next_upgrade: Option<String>,
+    /// The next Reset fails with this message (an Internal status, as
+    /// machined answers when its reset sequence cannot start) and the node
+    /// is left as it was.
+    pub fail_next_reset: Option<String>,
 }
 
 /// One RPC any node of the simulator served, in the order they were answered.

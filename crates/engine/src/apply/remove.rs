@@ -9,7 +9,7 @@ use crate::apply::upgrade::{
     SnapshotError, SnapshotFile, SnapshotPolicy, save_snapshot, snapshot_reason,
 };
 use crate::backups::Archiver;
-use crate::health::{ClusterNode, HealthError, wait_etcd_healthy};
+use crate::health::{ClusterNode, HealthError, wait_etcd_settled};
 pub use talosprov_core::plan::removal::{RemovalRefused, RemovalWarning, check_removal};
 use talosprov_talos::{
     Backoff, ClientCredentials, EtcdMember, NodeName, ResetOptions, TalosClient, TalosError,
@@ -372,7 +372,10 @@ async fn settle(
         .await
         .map_err(|e| settle_err(EtcdSettle::StillMember(e)))?;
     }
-    wait_etcd_healthy(
+    // Not wait_etcd_healthy: another control plane removed in the same
+    // apply is still a member until its removal ends (or for good, when it
+    // fails), and is in no list of ours.
+    wait_etcd_settled(
         remaining,
         credentials,
         options.etcd_timeout,

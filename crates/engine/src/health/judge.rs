@@ -68,6 +68,25 @@ pub fn judge_node(answer: &NodeAnswers, talos_version: &str) -> HealthReport {
     }
 }
 
+/// The etcd checks after one control plane left, while others of the same
+/// apply may still be leaving: etcd Running and healthy on each control plane
+/// of `answers`, and their member lists agreeing. Not "every member is a
+/// control plane": a node removed beside this one is still a member until
+/// its own removal ends, or for good when that removal fails. Workers in
+/// `answers` are ignored.
+pub fn judge_etcd_after_removal(answers: &[NodeAnswers]) -> HealthReport {
+    let control_planes: Vec<&NodeAnswers> = answers
+        .iter()
+        .filter(|a| a.node.is_control_plane())
+        .collect();
+    HealthReport {
+        checks: vec![
+            etcd_healthy(&control_planes),
+            etcd_consistent(&control_planes),
+        ],
+    }
+}
+
 /// The three etcd checks only: the gate before and after a control-plane upgrade
 /// or removal. Workers in `answers` are ignored.
 pub fn judge_etcd(answers: &[NodeAnswers]) -> HealthReport {

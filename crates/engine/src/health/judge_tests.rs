@@ -148,6 +148,25 @@ fn a_member_outside_the_control_planes_fails_the_membership_check() {
 }
 
 #[test]
+fn after_a_removal_a_node_still_leaving_beside_it_is_no_failure() {
+    // cp-1 and cp-2 remain; cp-3, removed in the same apply, is still a
+    // member (its removal is under way, or failed).
+    let mut answers = healthy_cluster();
+    let mut list = members();
+    list.push(member(3, "cp-3", 3));
+    for a in answers.iter_mut().filter(|a| a.etcd_members.is_some()) {
+        a.etcd_members = Some(Ok(list.clone()));
+    }
+    assert!(!judge_etcd(&answers).is_healthy());
+    let settled = judge_etcd_after_removal(&answers);
+    assert!(settled.is_healthy(), "{settled:?}");
+    // It still waits for etcd itself: not running on a remaining control plane.
+    answers[0].services = Ok(vec![service("etcd", "Preparing", None)]);
+    let settled = judge_etcd_after_removal(&answers);
+    assert_eq!(settled.failing_names(), "etcd to be healthy");
+}
+
+#[test]
 fn an_unreachable_node_fails_apid_and_version_and_services() {
     let mut answers = healthy_cluster();
     let gone = "unreachable: Connection refused".to_string();

@@ -15,10 +15,13 @@ pub use gate::{
     GateEvent, GateOutcome, KUBE_REQUEST_TIMEOUT, KubernetesGate, PROGRESS_EVERY, missing,
     wait_for_kubernetes,
 };
-pub use judge::{Expectations, NodeAnswers, is_member, judge, judge_etcd, judge_node};
+pub use judge::{
+    Expectations, NodeAnswers, is_member, judge, judge_etcd, judge_etcd_after_removal, judge_node,
+};
 pub use kubernetes::judge_kubernetes;
 pub use probe::{
-    HealthError, observe, run_checks, wait_etcd_healthy, wait_healthy, wait_node_healthy,
+    HealthError, observe, run_checks, wait_etcd_healthy, wait_etcd_settled, wait_healthy,
+    wait_node_healthy,
 };
 pub use report::{Check, CheckName, CheckStatus, HealthReport};
 

@@ -8,7 +8,9 @@ use futures::future::join_all;
 use tokio::time::{Instant, timeout};
 
 use super::cluster::ClusterNode;
-use super::judge::{Expectations, NodeAnswers, judge, judge_etcd, judge_node};
+use super::judge::{
+    Expectations, NodeAnswers, judge, judge_etcd, judge_etcd_after_removal, judge_node,
+};
 use super::report::HealthReport;
 use talosprov_talos::{Backoff, ClientCredentials, TalosClient, TalosError};
 
@@ -203,6 +205,30 @@ pub async fn wait_etcd_healthy(
     let control_planes = &control_planes;
     poll("etcd was", wait, backoff, || async move {
         judge_etcd(&observe(control_planes, credentials).await)
+    })
+    .await
+}
+
+/// The etcd gate after a control-plane removal ([`judge_etcd_after_removal`]):
+/// asks the control planes among `nodes` until etcd is Running and healthy on
+/// each and their member lists agree, or `wait` passes. Another node removed
+/// in the same apply may still be a member: it is not waited for.
+///
+/// Errors: [`HealthError::Unhealthy`] ("etcd was not healthy within N s").
+pub async fn wait_etcd_settled(
+    nodes: &[ClusterNode],
+    credentials: &ClientCredentials,
+    wait: Duration,
+    backoff: Backoff,
+) -> Result<HealthReport, HealthError> {
+    let control_planes: Vec<ClusterNode> = nodes
+        .iter()
+        .filter(|n| n.is_control_plane())
+        .cloned()
+        .collect();
+    let control_planes = &control_planes;
+    poll("etcd was", wait, backoff, || async move {
+        judge_etcd_after_removal(&observe(control_planes, credentials).await)
     })
     .await
 }
