@@ -395,6 +395,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_passphrase_archive_opens_with_its_passphrase_and_names_a_wrong_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = BTreeMap::new();
+        let dest = Destination::open(Location::Folder(dir.path().to_owned()), &env, true).unwrap();
+        let name = ArchiveName::new(datetime!(2026-12-05 19:00 UTC), "lab", 3);
+        let sealing = Keys::passphrase(Sensitive::new("correct horse".to_owned()));
+        let m = seal(&dest, &name, &sealing, b"etcd data").await;
+        assert_eq!(m.key, KeyKind::Passphrase);
+        let wrong = Keys::passphrase(Sensitive::new("battery staple".to_owned()));
+        let e = verify(&dest, &name, &m, &wrong).await.unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("the passphrase is not the one it was sealed with"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("battery") && !text.contains("correct"),
+            "{text}"
+        );
+        // Nor does the cluster's own key open it: it names the variable.
+        let cluster = Keys::cluster(&Sensitive::new("k".to_owned()));
+        let e = verify(&dest, &name, &m, &cluster).await.unwrap_err();
+        assert!(e.to_string().contains("TALOSPROV_STATE_PASSPHRASE"), "{e}");
+        verify(&dest, &name, &m, &sealing).await.unwrap();
+    }
+
+    #[tokio::test]
     async fn an_abandoned_archive_leaves_nothing_and_keys_of_each_kind_work() {
         let dir = tempfile::tempdir().unwrap();
         let env = BTreeMap::new();
