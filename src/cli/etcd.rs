@@ -182,5 +182,10 @@ async fn run_snapshot(args: EtcdSnapshotArgs) -> Result<Outcome, CommandError> {
     for old in &taken.pruned {
         crate::ui::print_line(&format!("Deleted {} (retention).", old.archive()));
     }
+    for left in &taken.abandoned {
+        crate::ui::print_line(&format!(
+            "Deleted {left} (left by an interrupted snapshot)."
+        ));
+    }
     Ok(Outcome::Success)
 }

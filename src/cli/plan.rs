@@ -9,7 +9,7 @@ use super::state_options::{LockOptions, StateOptions};
 use super::{CommandError, Outcome};
 use talosprov_core::state::Address;
 use talosprov_engine::command::plan::{PlanRequest, plan};
-use talosprov_engine::command::store::DEFAULT_TOPOLOGY;
+use talosprov_engine::command::store::command_line;
 
 /// Arguments of `talosprov plan`.
 #[derive(Debug, Args)]
@@ -133,6 +133,13 @@ pub async fn run(args: PlanArgs) -> Result<Outcome, CommandError> {
                 .join(", ")
         )));
     }
+    if args.detailed_exitcode && !planned.plan.unfinished.is_empty() {
+        // The cluster is between two stages of an operation: not converged.
+        return Err(CommandError::Failed(anyhow::anyhow!(
+            "an operation is unfinished (see Unfinished above): with -detailed-exitcode that is \
+             an error, not \"no changes\""
+        )));
+    }
     if args.detailed_exitcode && planned.pending {
         Ok(Outcome::Changes)
     } else {
@@ -141,88 +148,8 @@ pub async fn run(args: PlanArgs) -> Result<Outcome, CommandError> {
 }
 
 /// The command that applies the plan saved to `out`: `talosprov apply`, with
-/// the flags this plan was given to find the topology and the state (`-f`
-/// unless it is the default `cluster.yaml`, `--state`, each
-/// `--backend-config`), so that it runs from the same folder; each argument
-/// quoted for a POSIX shell where it needs it.
+/// the flags this plan was given to find the topology and the state, so that
+/// it runs from the same folder.
 fn apply_command(state: &StateOptions, out: &Path) -> String {
-    let mut args: Vec<String> = vec!["talosprov".into(), "apply".into()];
-    if state.file != Path::new(DEFAULT_TOPOLOGY) {
-        args.extend(["-f".into(), state.file.display().to_string()]);
-    }
-    if let Some(path) = &state.state {
-        args.extend(["--state".into(), path.display().to_string()]);
-    }
-    for setting in &state.backend_config {
-        args.extend(["--backend-config".into(), setting.clone()]);
-    }
-    args.push(out.display().to_string());
-    args.iter()
-        .map(|a| shell_quoted(a))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// `text` as one word of a POSIX shell: as it is when it holds only
-/// characters no shell reads specially, else in single quotes.
-fn shell_quoted(text: &str) -> String {
-    let plain = !text.is_empty()
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-./:=@%+,~".contains(c))
-        && !text.starts_with('~');
-    if plain {
-        text.to_owned()
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn options(file: &str, state: Option<&str>, backend_config: &[&str]) -> StateOptions {
-        StateOptions {
-            file: file.into(),
-            state: state.map(PathBuf::from),
-            backend_config: backend_config.iter().map(|s| (*s).to_owned()).collect(),
-        }
-    }
-
-    #[test]
-    fn the_apply_hint_repeats_the_flags_that_find_the_topology_and_the_state() {
-        let out = Path::new("/tmp/x.plan");
-        assert_eq!(
-            apply_command(&options("cluster.yaml", None, &[]), out),
-            "talosprov apply /tmp/x.plan"
-        );
-        assert_eq!(
-            apply_command(&options("examples/lab/cluster.yaml", None, &[]), out),
-            "talosprov apply -f examples/lab/cluster.yaml /tmp/x.plan"
-        );
-        assert_eq!(
-            apply_command(
-                &options(
-                    "my lab/cluster.yaml",
-                    Some("/var/lib/it's.tfstate"),
-                    &["address=https://gitlab.example/state", "retry_max=3"]
-                ),
-                Path::new("lab.plan")
-            ),
-            "talosprov apply -f 'my lab/cluster.yaml' --state '/var/lib/it'\\''s.tfstate' \
-             --backend-config address=https://gitlab.example/state \
-             --backend-config retry_max=3 lab.plan"
-        );
-    }
-
-    #[test]
-    fn shell_words_are_quoted_only_when_a_shell_would_read_them_otherwise() {
-        assert_eq!(shell_quoted("a/b-c_d.yaml"), "a/b-c_d.yaml");
-        assert_eq!(shell_quoted("a b"), "'a b'");
-        assert_eq!(shell_quoted("$HOME"), "'$HOME'");
-        assert_eq!(shell_quoted("~/x"), "'~/x'");
-        assert_eq!(shell_quoted(""), "''");
-        assert_eq!(shell_quoted("it's"), r"'it'\''s'");
-    }
+    command_line(&state.settings(), &["apply", &out.display().to_string()])
 }

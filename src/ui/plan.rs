@@ -44,6 +44,11 @@ pub fn render(plan: &Plan) -> String {
             "The cluster is broken in a way apply does not mend on its own (below): apply \
              refuses this plan until you choose how.\n\n",
         );
+    } else if plan.changes.is_empty() && !plan.unfinished.is_empty() {
+        out.push_str(
+            "No changes apply would make now, but an operation is unfinished (below): the \
+             command it names finishes it, so this is not a clean plan.\n\n",
+        );
     } else if plan.changes.is_empty() && !plan.unknown.is_empty() {
         out.push_str(
             "No changes talosprov can see, but part of the cluster could not be read: its \
@@ -78,6 +83,7 @@ pub fn render(plan: &Plan) -> String {
     notices(&mut out, "Warning", &plan.warnings);
     notices(&mut out, "Unknown", &plan.unknown);
     notices(&mut out, "Broken", &plan.broken);
+    notices(&mut out, "Unfinished", &plan.unfinished);
     for p in &plan.pools {
         let _ = writeln!(out, "{p}");
     }

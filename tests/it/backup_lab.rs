@@ -324,7 +324,7 @@ async fn snapshots_go_to_s3_encrypted_and_a_failing_store_leaves_nothing() {
 
 /// Delete every control plane's VM in fakepve, as a lost host does, and
 /// reinstall its simulated node from scratch: etcd is gone.
-async fn lose_the_control_planes(lab: &Lab) {
+pub async fn lose_the_control_planes(lab: &Lab) {
     let sim = lab.sim.as_ref().expect("simulator");
     let state = lab.state();
     for (host, vm) in &state.resources.vms {

@@ -4,98 +4,12 @@
 //! 143 or 130; a second signal exits at once; the bound is kept; a re-run
 //! converges to a clean plan.
 
-use std::process::ExitStatus;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::support::cli::{signal, stdout};
+use crate::support::cli::stdout;
 use crate::support::lab::Lab;
+use crate::support::running::Running;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Child;
-
-/// A running talosprov whose stderr is collected as it comes.
-struct Running {
-    child: Child,
-    stderr: Arc<Mutex<String>>,
-    lines: tokio::sync::watch::Receiver<usize>,
-}
-
-impl Running {
-    fn start(lab: &Lab, args: &[&str]) -> Running {
-        let mut child = lab
-            .command(args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start talosprov");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (tx, lines) = tokio::sync::watch::channel(0usize);
-        let pipe = child.stderr.take().expect("stderr");
-        let sink = stderr.clone();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(pipe).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                eprintln!("talosprov: {line}");
-                {
-                    let mut text = sink.lock().expect("lock");
-                    text.push_str(&line);
-                    text.push('\n');
-                }
-                // Not under the text's lock: `wait_for` takes that lock while it
-                // holds the channel's, so holding both here would deadlock.
-                tx.send_modify(|n| *n += 1);
-            }
-        });
-        Running {
-            child,
-            stderr,
-            lines,
-        }
-    }
-
-    fn signal(&self, name: &str) {
-        signal(self.child.id().expect("pid"), name);
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().expect("lock").clone()
-    }
-
-    /// Wait (at most `secs`) until stderr has a line containing `text`.
-    async fn wait_for(&mut self, text: &str, secs: u64) {
-        let stderr = self.stderr.clone();
-        let found = tokio::time::timeout(
-            Duration::from_secs(secs),
-            self.lines
-                .wait_for(|_| stderr.lock().expect("lock").contains(text)),
-        )
-        .await;
-        let ok = found.is_ok_and(|r| r.is_ok());
-        assert!(
-            ok,
-            "no {text:?} on stderr within {secs} s:\n{}",
-            self.stderr()
-        );
-    }
-
-    /// Wait (at most `secs`) for the process to exit.
-    async fn exit(&mut self, secs: u64) -> ExitStatus {
-        let status = tokio::time::timeout(Duration::from_secs(secs), self.child.wait())
-            .await
-            .unwrap_or_else(|_| panic!("talosprov did not exit within {secs} s"))
-            .expect("wait");
-        // Let the reader take the last lines.
-        let _ = tokio::time::timeout(Duration::from_secs(5), async {
-            let mut out = String::new();
-            if let Some(mut pipe) = self.child.stdout.take() {
-                let _ = tokio::io::AsyncReadExt::read_to_string(&mut pipe, &mut out).await;
-            }
-        })
-        .await;
-        status
-    }
-}
 
 fn lock_file(lab: &Lab) -> std::path::PathBuf {
     lab.dir.path().join(".talosprov.tfstate.lock.info")
@@ -281,7 +195,11 @@ async fn sigterm_during_destroy_finishes_the_deletes_in_flight_and_records_them(
         err.contains("Interrupt received: finishing 3 step(s) in flight (at most 60 s)"),
         "{err}"
     );
-    assert!(err.contains("run destroy again to continue"), "{err}");
+    let again = format!(
+        "run `talosprov destroy -f {}` to continue",
+        lab.topology().display()
+    );
+    assert!(err.contains(&again), "{err}");
     assert!(lab.vms().await.is_empty(), "the deletes ran to their end");
     let state = lab.state();
     assert!(state.resources.vms.is_empty(), "and are recorded");
@@ -328,7 +246,8 @@ async fn sigterm_while_the_plan_is_made_says_what_it_stopped_and_exits_143() {
         assert!(
             err.contains(&format!(
                 "SIGTERM received while making the plan: stopped before any change; nothing was \
-                 changed and no plan was saved; run `talosprov {command}` again to start over"
+                 changed and no plan was saved; run `talosprov {command} -f {}` to start over",
+                lab.topology().display()
             )),
             "{command}: {err}"
         );

@@ -63,6 +63,7 @@ mod proxmox_readback;
 mod proxmox_retries;
 mod proxmox_tls;
 mod render_homelab;
+mod resume_lab;
 mod saved_plan;
 mod schema;
 mod sources_deadline;

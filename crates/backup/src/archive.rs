@@ -12,7 +12,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 
-use futures::TryStreamExt as _;
+use futures::stream::BoxStream;
+use futures::{StreamExt as _, TryStreamExt as _};
 use sha2::{Digest as _, Sha256};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, DuplexStream, ReadBuf};
 use tokio::sync::oneshot;
@@ -41,6 +42,12 @@ impl Tally {
         let mut t = self.0.lock().unwrap_or_else(|p| p.into_inner());
         t.0.update(bytes);
         t.1 += bytes.len() as u64;
+    }
+
+    /// The size of what went through so far, bytes (without finishing the
+    /// digest).
+    fn len(&self) -> u64 {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).1
     }
 
     /// The SHA-256 (hex) and size of what went through so far.
@@ -123,7 +130,7 @@ impl ArchiveWriter {
                 // A failed completion cleans up after itself (a single PUT
                 // leaves nothing; object_store aborts a multipart upload whose
                 // completion fails), and the writer may not be aborted after it.
-                (Ok(n), Ok(())) => return upload.shutdown().await.map(|()| n),
+                (Ok(n), Ok(())) => return upload.finish().await.map(|()| n),
                 (Ok(_), Err(_)) => std::io::Error::other("the snapshot was not finished"),
                 (Err(e), _) => e,
             };
@@ -234,10 +241,24 @@ type Download = futures::stream::IntoAsyncRead<
     futures::stream::BoxStream<'static, std::io::Result<bytes::Bytes>>,
 >;
 
+/// The most an archive may hold, bytes: more than etcd's largest database
+/// (its quota is at most 8 GiB) sealed by age. A manifest that says more is
+/// refused before anything is read.
+pub const MAX_ARCHIVE_BYTES: u64 = 16 << 30;
+
+/// The most of an archive read to find its age header, bytes: a header is
+/// its version line, a stanza of about 150 bytes per key, and its MAC line.
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+/// age's version line, which every binary age file starts with.
+const AGE_MAGIC: &[u8] = b"age-encryption.org/v1\n";
+
 /// Downloads and decrypts an archive as plaintext (see the module's docs).
 pub struct ArchiveReader {
     inner: Compat<age::stream::StreamReader<Download>>,
     tally: Tally,
+    /// The plaintext the manifest allows; more is refused as it comes.
+    budget: u64,
 }
 
 impl std::fmt::Debug for ArchiveReader {
@@ -247,29 +268,50 @@ impl std::fmt::Debug for ArchiveReader {
 }
 
 impl ArchiveReader {
-    /// Open the archive `name` in `destination` with `keys`.
+    /// Open the archive `name` in `destination` with `keys`, bounded by its
+    /// `manifest`: the archive must be as large as the manifest says (at
+    /// most [`MAX_ARCHIVE_BYTES`]), start with an age header found within
+    /// [`MAX_HEADER_BYTES`], and decrypt to no more than the manifest's
+    /// plaintext; nothing past those bounds is read or held.
     ///
     /// # Errors
-    /// [`BackupError::Store`] when it cannot be read, [`BackupError::Damaged`]
-    /// when it is not an age file, [`BackupError::Key`] for keys that do not
-    /// open it.
+    /// [`BackupError::Store`] when it cannot be read, [`BackupError::NotAFile`]
+    /// for a folder's archive that is not a regular file,
+    /// [`BackupError::Damaged`] when it is not an age file of the manifest's
+    /// size, [`BackupError::Key`] for keys that do not open it.
     pub async fn open(
         destination: &Destination,
         name: &ArchiveName,
+        manifest: &Manifest,
         keys: &Keys,
     ) -> Result<ArchiveReader, BackupError> {
         let object = name.archive();
-        let download = destination.download(&object).await?.into_async_read();
-        let decryptor = age::Decryptor::new_async_buffered(download)
+        let damaged = |reason: String| BackupError::Damaged {
+            name: object.clone(),
+            reason,
+        };
+        if manifest.encrypted_bytes > MAX_ARCHIVE_BYTES {
+            return Err(damaged(format!(
+                "its manifest says {} bytes, more than an etcd snapshot archive can be ({} bytes)",
+                manifest.encrypted_bytes, MAX_ARCHIVE_BYTES
+            )));
+        }
+        let (size, stream) = destination.download(&object).await?;
+        if size != manifest.encrypted_bytes {
+            return Err(damaged(format!(
+                "it is {size} bytes, and its manifest says {}",
+                manifest.encrypted_bytes
+            )));
+        }
+        let stream = with_header(stream).await.map_err(damaged)?;
+        let decryptor = age::Decryptor::new_async_buffered(stream.into_async_read())
             .await
-            .map_err(|e| BackupError::Damaged {
-                name: object.clone(),
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| damaged(e.to_string()))?;
         let reader = keys.open(decryptor, &object)?;
         Ok(ArchiveReader {
             inner: reader.compat(),
             tally: Tally::default(),
+            budget: manifest.plaintext_bytes,
         })
     }
 
@@ -278,6 +320,46 @@ impl ArchiveReader {
     pub fn tally(&self) -> Tally {
         self.tally.clone()
     }
+}
+
+/// `stream` again, once its start is seen to be an age header: age's version
+/// line, and the header's end (its `---` MAC line) within
+/// [`MAX_HEADER_BYTES`]. What was read to see it is put back in front.
+///
+/// # Errors
+/// Why it is not an age file (the stream's own error included).
+async fn with_header(
+    mut stream: BoxStream<'static, std::io::Result<bytes::Bytes>>,
+) -> Result<BoxStream<'static, std::io::Result<bytes::Bytes>>, String> {
+    let mut head = Vec::new();
+    loop {
+        if head.len() >= AGE_MAGIC.len() && !head.starts_with(AGE_MAGIC) {
+            return Err("it is not an age file (no age-encryption.org/v1 header)".to_owned());
+        }
+        if header_ends(&head) {
+            break;
+        }
+        if head.len() > MAX_HEADER_BYTES {
+            return Err(format!(
+                "no end of an age header in its first {MAX_HEADER_BYTES} bytes"
+            ));
+        }
+        match stream.try_next().await.map_err(|e| e.to_string())? {
+            Some(chunk) => head.extend_from_slice(&chunk),
+            None if head.is_empty() => return Err("it is empty".to_owned()),
+            None => break,
+        }
+    }
+    let first = futures::stream::iter([Ok(bytes::Bytes::from(head))]);
+    Ok(Box::pin(first.chain(stream)))
+}
+
+/// Whether `head` holds the end of an age header: a line that starts with
+/// `---`, ended by a newline.
+fn header_ends(head: &[u8]) -> bool {
+    head.windows(4)
+        .position(|w| w == b"\n---")
+        .is_some_and(|at| head[at + 1..].contains(&b'\n'))
 }
 
 impl AsyncRead for ArchiveReader {
@@ -289,7 +371,14 @@ impl AsyncRead for ArchiveReader {
         let before = buf.filled().len();
         let this = &mut *self;
         ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
-        this.tally.update(&buf.filled()[before..]);
+        let read = &buf.filled()[before..];
+        this.tally.update(read);
+        if this.tally.len() > this.budget {
+            return Poll::Ready(Err(std::io::Error::other(format!(
+                "it decrypts to more than the {} bytes its manifest says",
+                this.budget
+            ))));
+        }
         Poll::Ready(Ok(()))
     }
 }
@@ -306,7 +395,7 @@ pub async fn verify(
     manifest: &Manifest,
     keys: &Keys,
 ) -> Result<(), BackupError> {
-    let mut reader = ArchiveReader::open(destination, name, keys).await?;
+    let mut reader = ArchiveReader::open(destination, name, manifest, keys).await?;
     let tally = reader.tally();
     tokio::io::copy(&mut reader, &mut tokio::io::sink())
         .await
@@ -319,10 +408,8 @@ pub async fn verify(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
-    use crate::destination::Location;
+    use crate::destination::{Location, S3Access};
     use crate::keys::KeyKind;
     use talosprov_core::sensitive::Sensitive;
     use time::macros::datetime;
@@ -350,7 +437,7 @@ mod tests {
     #[tokio::test]
     async fn an_archive_round_trips_encrypted_at_rest_and_checks_its_manifest() {
         let dir = tempfile::tempdir().unwrap();
-        let env = BTreeMap::new();
+        let env = S3Access::default();
         let dest = Destination::open(Location::Folder(dir.path().join("b")), &env, true).unwrap();
         let keys = Keys::cluster(&Sensitive::new("secret-at-rest".to_owned()));
         let name = ArchiveName::new(datetime!(2026-12-05 19:00 UTC), "lab", 7);
@@ -368,7 +455,9 @@ mod tests {
         assert!(!stored.windows(64).any(|w| w == &data[1000..1064]));
         assert_eq!(dest.read_manifest(&name).await.unwrap(), manifest);
         verify(&dest, &name, &manifest, &keys).await.unwrap();
-        let mut r = ArchiveReader::open(&dest, &name, &keys).await.unwrap();
+        let mut r = ArchiveReader::open(&dest, &name, &manifest, &keys)
+            .await
+            .unwrap();
         let mut back = Vec::new();
         tokio::io::AsyncReadExt::read_to_end(&mut r, &mut back)
             .await
@@ -397,7 +486,7 @@ mod tests {
     #[tokio::test]
     async fn a_passphrase_archive_opens_with_its_passphrase_and_names_a_wrong_one() {
         let dir = tempfile::tempdir().unwrap();
-        let env = BTreeMap::new();
+        let env = S3Access::default();
         let dest = Destination::open(Location::Folder(dir.path().to_owned()), &env, true).unwrap();
         let name = ArchiveName::new(datetime!(2026-12-05 19:00 UTC), "lab", 3);
         let sealing = Keys::passphrase(Sensitive::new("correct horse".to_owned()));
@@ -424,7 +513,7 @@ mod tests {
     #[tokio::test]
     async fn an_abandoned_archive_leaves_nothing_and_keys_of_each_kind_work() {
         let dir = tempfile::tempdir().unwrap();
-        let env = BTreeMap::new();
+        let env = S3Access::default();
         let dest = Destination::open(Location::Folder(dir.path().to_owned()), &env, true).unwrap();
         let name = ArchiveName::new(datetime!(2026-12-05 19:00 UTC), "lab", 1);
         let keys = Keys::cluster(&Sensitive::new("k".to_owned()));
@@ -463,6 +552,96 @@ mod tests {
         assert_eq!(
             dest.list("lab").await.unwrap(),
             crate::destination::Listed::default()
+        );
+    }
+
+    fn mkfifo(path: &std::path::Path) {
+        let made = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+    }
+
+    #[tokio::test]
+    async fn a_restore_reads_only_regular_files_within_the_manifests_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = S3Access::default();
+        let dest = Destination::open(Location::Folder(dir.path().to_owned()), &env, true).unwrap();
+        let keys = Keys::cluster(&Sensitive::new("k".to_owned()));
+        let name = ArchiveName::new(datetime!(2026-12-05 19:00 UTC), "lab", 1);
+        let manifest = seal(&dest, &name, &keys, &plaintext()).await;
+        let archive = dir.path().join(name.archive());
+        let sealed = std::fs::read(&archive).unwrap();
+        let five = std::time::Duration::from_secs(5);
+
+        // A FIFO as the manifest or the archive is named, never opened.
+        let fifo_name = ArchiveName::new(datetime!(2026-12-05 20:00 UTC), "lab", 2);
+        mkfifo(&dir.path().join(fifo_name.manifest()));
+        let e = tokio::time::timeout(five, dest.read_manifest(&fifo_name))
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("it is a FIFO, not a regular file"),
+            "{e}"
+        );
+        std::fs::remove_file(&archive).unwrap();
+        mkfifo(&archive);
+        let e = tokio::time::timeout(five, verify(&dest, &name, &manifest, &keys))
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("it is a FIFO, not a regular file"),
+            "{e}"
+        );
+        std::fs::remove_file(&archive).unwrap();
+
+        // 1 GiB of zero bytes (sparse): refused by its size, or, when the
+        // manifest agrees, by its first bytes; nothing near it is read.
+        let zeros = std::fs::File::create(&archive).unwrap();
+        zeros.set_len(1 << 30).unwrap();
+        let e = tokio::time::timeout(five, verify(&dest, &name, &manifest, &keys))
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(e.to_string().contains("and its manifest says"), "{e}");
+        let mut lying = manifest.clone();
+        lying.encrypted_bytes = 1 << 30;
+        let e = tokio::time::timeout(five, verify(&dest, &name, &lying, &keys))
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(e.to_string().contains("not an age file"), "{e}");
+        // An age version line, then no end of its header.
+        let mut endless = b"age-encryption.org/v1\n-> X25519 ".to_vec();
+        endless.resize(1 << 20, b'a');
+        std::fs::write(&archive, &endless).unwrap();
+        lying.encrypted_bytes = endless.len() as u64;
+        let e = tokio::time::timeout(five, verify(&dest, &name, &lying, &keys))
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(e.to_string().contains("no end of an age header"), "{e}");
+        lying.encrypted_bytes = MAX_ARCHIVE_BYTES + 1;
+        let e = verify(&dest, &name, &lying, &keys).await.unwrap_err();
+        assert!(
+            e.to_string().contains("more than an etcd snapshot archive"),
+            "{e}"
+        );
+
+        // The real archive again, under a manifest that says less plaintext:
+        // the reader stops past it.
+        std::fs::write(&archive, &sealed).unwrap();
+        verify(&dest, &name, &manifest, &keys).await.unwrap();
+        let mut short = manifest.clone();
+        short.plaintext_bytes = 1000;
+        let e = verify(&dest, &name, &short, &keys).await.unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("decrypts to more than the 1000 bytes"),
+            "{e}"
         );
     }
 }

@@ -26,6 +26,7 @@ pub use talosprov_core::backup::Location;
 use crate::error::BackupError;
 use crate::manifest::{MAX_MANIFEST_BYTES, Manifest};
 use crate::name::{ARCHIVE_SUFFIX, ArchiveName, MANIFEST_SUFFIX};
+use crate::upload::{FolderUpload, Upload};
 
 /// The size of one multipart part, bytes (S3's minimum part size).
 pub const PART_BYTES: usize = 5 * 1024 * 1024;
@@ -36,10 +37,40 @@ pub const UPLOAD_CONCURRENCY: usize = 2;
 #[derive(Debug, Clone)]
 pub struct Destination {
     location: Location,
-    /// `None` for a folder that does not exist (it lists as empty).
-    store: Option<Arc<dyn ObjectStore>>,
+    /// The store, or why there is none: a folder that does not exist (it
+    /// lists as empty), or an S3 destination without credentials.
+    store: Result<Arc<dyn ObjectStore>, Unavailable>,
     prefix: ObjectPath,
 }
+
+/// Why a destination has no store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unavailable {
+    /// A folder that does not exist.
+    NoFolder,
+    /// S3 without `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, and
+    /// without leave to ask the instance metadata service.
+    NoCredentials,
+}
+
+/// How an S3 destination is reached: the `AWS_*` variables (and no others)
+/// and whether the cloud instance's metadata service may give the
+/// credentials when they give none (`backup.s3.instance_credentials`).
+#[derive(Debug, Clone, Default)]
+pub struct S3Access {
+    /// The `AWS_*` variables.
+    pub env: BTreeMap<String, String>,
+    /// Ask the instance metadata service (169.254.169.254) for credentials
+    /// when the variables hold none. Off by default: without it, no request
+    /// is made without credentials, and none goes to that address.
+    pub instance_credentials: bool,
+}
+
+/// The refusal of an S3 destination without credentials.
+pub const NO_CREDENTIALS: &str = "no S3 credentials: set AWS_ACCESS_KEY_ID and \
+    AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones); talosprov asks the \
+    cloud's instance metadata service for the instance's role only with \
+    backup.s3.instance_credentials: true";
 
 /// One cluster's archives in a destination.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -63,10 +94,19 @@ fn env_first<'a>(env: &'a BTreeMap<String, String>, names: &[&str]) -> Option<&'
         .find_map(|n| env.get(*n).map(String::as_str).filter(|v| !v.is_empty()))
 }
 
+/// The S3 client for `bucket`, or `None` when `access` gives no
+/// credentials and no leave to ask the instance metadata service
+/// (object_store would ask it: its credential chain ends there).
 fn s3_store(
     bucket: &str,
-    env: &BTreeMap<String, String>,
-) -> Result<Arc<dyn ObjectStore>, object_store::Error> {
+    access: &S3Access,
+) -> Result<Option<Arc<dyn ObjectStore>>, object_store::Error> {
+    let env = &access.env;
+    let key = env_first(env, &["AWS_ACCESS_KEY_ID"]);
+    let secret = env_first(env, &["AWS_SECRET_ACCESS_KEY"]);
+    if key.is_none() && secret.is_none() && !access.instance_credentials {
+        return Ok(None);
+    }
     let mut builder = object_store::aws::AmazonS3Builder::new()
         .with_bucket_name(bucket)
         .with_region(env_first(env, &["AWS_REGION", "AWS_DEFAULT_REGION"]).unwrap_or("us-east-1"))
@@ -88,10 +128,10 @@ fn s3_store(
             .with_allow_http(endpoint.starts_with("http://"))
             .with_endpoint(endpoint);
     }
-    if let Some(v) = env_first(env, &["AWS_ACCESS_KEY_ID"]) {
+    if let Some(v) = key {
         builder = builder.with_access_key_id(v);
     }
-    if let Some(v) = env_first(env, &["AWS_SECRET_ACCESS_KEY"]) {
+    if let Some(v) = secret {
         builder = builder.with_secret_access_key(v);
     }
     if let Some(v) = env_first(env, &["AWS_SESSION_TOKEN"]) {
@@ -100,7 +140,7 @@ fn s3_store(
     let virtual_hosted = env_first(env, &["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"])
         .is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
     builder = builder.with_virtual_hosted_style_request(virtual_hosted);
-    Ok(Arc::new(builder.build()?))
+    Ok(Some(Arc::new(builder.build()?)))
 }
 
 impl Destination {
@@ -112,7 +152,7 @@ impl Destination {
     /// S3 settings object_store refuses (a malformed endpoint).
     pub fn open(
         location: Location,
-        env: &BTreeMap<String, String>,
+        access: &S3Access,
         create: bool,
     ) -> Result<Destination, BackupError> {
         let failed = |action: &str, location: &Location| {
@@ -124,7 +164,7 @@ impl Destination {
                 cause,
             }
         };
-        let (store, prefix): (Option<Arc<dyn ObjectStore>>, ObjectPath) = match &location {
+        let (store, prefix) = match &location {
             Location::Folder(dir) => {
                 if create && !dir.is_dir() {
                     create_private_dir(dir).map_err(|e| BackupError::Store {
@@ -139,14 +179,16 @@ impl Destination {
                 let store = if dir.is_dir() {
                     let fs = object_store::local::LocalFileSystem::new_with_prefix(dir)
                         .map_err(failed("cannot open", &location))?;
-                    Some(Arc::new(fs) as Arc<dyn ObjectStore>)
+                    Ok(Arc::new(fs) as Arc<dyn ObjectStore>)
                 } else {
-                    None
+                    Err(Unavailable::NoFolder)
                 };
                 (store, ObjectPath::default())
             }
             Location::S3 { bucket, prefix } => (
-                Some(s3_store(bucket, env).map_err(failed("cannot use", &location))?),
+                s3_store(bucket, access)
+                    .map_err(failed("cannot use", &location))?
+                    .ok_or(Unavailable::NoCredentials),
                 ObjectPath::from(prefix.as_str()),
             ),
         };
@@ -175,13 +217,14 @@ impl Destination {
     }
 
     pub(crate) fn store(&self) -> Result<&Arc<dyn ObjectStore>, BackupError> {
-        self.store.as_ref().ok_or_else(|| BackupError::Store {
-            action: "cannot use".to_owned(),
+        let reason = match &self.store {
+            Ok(store) => return Ok(store),
+            Err(Unavailable::NoFolder) => "the folder does not exist",
+            Err(Unavailable::NoCredentials) => NO_CREDENTIALS,
+        };
+        Err(BackupError::Unusable {
             location: self.location.to_string(),
-            cause: object_store::Error::NotFound {
-                path: self.location.to_string(),
-                source: "the folder does not exist".into(),
-            },
+            reason,
         })
     }
 
@@ -192,8 +235,9 @@ impl Destination {
     /// [`BackupError::Store`] when the listing fails (S3 403 or 500 after its
     /// retries, an unreachable endpoint).
     pub async fn list(&self, cluster: &str) -> Result<Listed, BackupError> {
-        let Some(store) = &self.store else {
-            return Ok(Listed::default());
+        let store = match &self.store {
+            Err(Unavailable::NoFolder) => return Ok(Listed::default()),
+            _ => self.store()?,
         };
         let listing = store
             .list_with_delimiter(Some(&self.prefix))
@@ -225,13 +269,38 @@ impl Destination {
         Ok(listed)
     }
 
+    /// Refuse, before it is opened, an `object` of a folder that is not a
+    /// regular file (a FIFO would block the read, a device such as
+    /// `/dev/zero` never end); an object that does not exist is left to the
+    /// read that follows.
+    ///
+    /// # Errors
+    /// [`BackupError::NotAFile`].
+    fn regular(&self, object: &str) -> Result<(), BackupError> {
+        let Location::Folder(dir) = &self.location else {
+            return Ok(());
+        };
+        let path = dir.join(object);
+        let what = match talosprov_files::special_kind(&path) {
+            Some(what) => what,
+            None if path.is_dir() => "a folder",
+            None => return Ok(()),
+        };
+        Err(BackupError::NotAFile {
+            path: path.display().to_string(),
+            what,
+        })
+    }
+
     /// The manifest of `name`.
     ///
     /// # Errors
-    /// [`BackupError::Store`] when it cannot be read, [`BackupError::Manifest`]
-    /// when it is larger than [`MAX_MANIFEST_BYTES`] or not a manifest.
+    /// [`BackupError::Store`] when it cannot be read, [`BackupError::NotAFile`]
+    /// when it is not a regular file, [`BackupError::Manifest`] when it is
+    /// larger than [`MAX_MANIFEST_BYTES`] or not a manifest.
     pub async fn read_manifest(&self, name: &ArchiveName) -> Result<Manifest, BackupError> {
         let object = name.manifest();
+        self.regular(&object)?;
         let bad = |reason: String| BackupError::Manifest {
             name: object.clone(),
             location: self.location.to_string(),
@@ -269,30 +338,90 @@ impl Destination {
         Ok(())
     }
 
-    /// A writer uploading `object` (multipart past [`PART_BYTES`]).
-    pub(crate) fn upload(
-        &self,
-        object: &str,
-    ) -> Result<object_store::buffered::BufWriter, BackupError> {
-        Ok(object_store::buffered::BufWriter::with_capacity(
-            self.store()?.clone(),
-            self.path(object),
-            PART_BYTES,
-        )
-        .with_max_concurrency(UPLOAD_CONCURRENCY))
+    /// A writer uploading `object`: multipart past [`PART_BYTES`] to S3; to
+    /// a folder, `<object>.partial` under its lock, renamed once complete
+    /// ([`crate::upload`]).
+    pub(crate) fn upload(&self, object: &str) -> Result<Upload, BackupError> {
+        let store = self.store()?;
+        if let Location::Folder(dir) = &self.location {
+            return FolderUpload::start(dir, object)
+                .map(Upload::Folder)
+                .map_err(|e| BackupError::Store {
+                    action: format!("cannot write {object} to"),
+                    location: self.location.to_string(),
+                    cause: object_store::Error::Generic {
+                        store: "LocalFileSystem",
+                        source: Box::new(e),
+                    },
+                });
+        }
+        Ok(Upload::Store(
+            object_store::buffered::BufWriter::with_capacity(
+                store.clone(),
+                self.path(object),
+                PART_BYTES,
+            )
+            .with_max_concurrency(UPLOAD_CONCURRENCY),
+        ))
     }
 
-    /// The bytes of `object`, as a stream of chunks.
+    /// Remove what killed runs left of `cluster`'s archives: in a folder,
+    /// partial files no run holds and object_store's staging files
+    /// ([`crate::upload::abandoned_in`]); returns their names. An S3
+    /// multipart upload a killed run left is invisible to listing and is
+    /// not here: SIGINT and SIGTERM abort it, and a bucket lifecycle rule
+    /// (`AbortIncompleteMultipartUpload`) removes one left by `kill -9`.
+    ///
+    /// # Errors
+    /// [`BackupError::Store`] naming a file that cannot be removed.
+    pub fn remove_abandoned(&self, cluster: &str) -> Result<Vec<String>, BackupError> {
+        let Location::Folder(dir) = &self.location else {
+            return Ok(Vec::new());
+        };
+        let mut removed = Vec::new();
+        for path in crate::upload::abandoned_in(dir, cluster) {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            match std::fs::remove_file(&path) {
+                Ok(()) => removed.push(name),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(BackupError::Store {
+                        action: format!("cannot remove the interrupted upload {name} from"),
+                        location: self.location.to_string(),
+                        cause: object_store::Error::Generic {
+                            store: "LocalFileSystem",
+                            source: Box::new(e),
+                        },
+                    });
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The size of `object` and its bytes, as a stream of chunks.
+    ///
+    /// # Errors
+    /// [`BackupError::NotAFile`] for a folder's object that is not a
+    /// regular file; [`BackupError::Store`] when it cannot be read.
     pub(crate) async fn download(
         &self,
         object: &str,
-    ) -> Result<BoxStream<'static, std::io::Result<bytes::Bytes>>, BackupError> {
+    ) -> Result<(u64, BoxStream<'static, std::io::Result<bytes::Bytes>>), BackupError> {
+        self.regular(object)?;
         let got = self
             .store()?
             .get(&self.path(object))
             .await
             .map_err(self.err(format!("cannot read {object} from")))?;
-        Ok(Box::pin(got.into_stream().map_err(std::io::Error::other)))
+        let size = got.meta.size;
+        Ok((
+            size,
+            Box::pin(got.into_stream().map_err(std::io::Error::other)),
+        ))
     }
 
     /// Delete the archive `name`: its manifest first, so a half-deleted

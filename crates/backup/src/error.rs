@@ -24,6 +24,23 @@ pub enum BackupError {
         /// also a `source()`: a report of the chain would repeat it).
         cause: object_store::Error,
     },
+    /// The destination cannot be used at all: a folder that does not exist,
+    /// or S3 without credentials.
+    #[error("cannot use {location}: {reason}")]
+    Unusable {
+        /// The destination.
+        location: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A folder's archive or manifest that is not a regular file.
+    #[error("cannot read {path}: it is {what}, not a regular file")]
+    NotAFile {
+        /// The file.
+        path: String,
+        /// What it is ("a FIFO", "a device file", "a folder").
+        what: &'static str,
+    },
     /// No archive of this cluster in the destination.
     #[error("there is no etcd snapshot of cluster {cluster} in {location}")]
     NoArchive {

@@ -25,6 +25,7 @@ pub mod keys;
 pub mod manifest;
 pub mod name;
 pub mod retention;
+pub mod upload;
 
 pub use archive::{ArchiveReader, ArchiveWriter, Sealed, Tally};
 pub use destination::{Destination, Listed, Location, parse_location};

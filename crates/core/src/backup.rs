@@ -90,6 +90,10 @@ pub struct BackupSettings {
     pub keep_daily: u32,
     /// `max_age`: plan warns when the newest archive is older. `None`: never.
     pub max_age: Option<Duration>,
+    /// `s3.instance_credentials`: an `s3://` destination may take its
+    /// credentials from the cloud instance's metadata service when the
+    /// `AWS_*` variables give none. Default false: it is never asked.
+    pub instance_credentials: bool,
 }
 
 #[cfg(test)]

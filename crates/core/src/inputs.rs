@@ -66,6 +66,16 @@ pub trait Inputs {
     /// # Errors
     /// An I/O error listing a folder that exists (permissions, say).
     fn list(&self, dir: &Path) -> io::Result<Vec<Listed>>;
+
+    /// What `path` is when it exists and is not a folder, following
+    /// symlinks: `Some("a regular file")`, `Some("a FIFO")`, `Some("a device
+    /// file")`, `Some("a dangling symlink")`, ...; `None` for a folder or a
+    /// path that does not exist. Nothing is opened. The default knows no
+    /// path (every one reads as absent).
+    fn kind(&self, path: &Path) -> Option<&'static str> {
+        let _ = path;
+        None
+    }
 }
 
 /// Check read bytes against the input limits and decode them: over

@@ -12,6 +12,7 @@ use anyhow::{Context as _, anyhow};
 use sha2::{Digest as _, Sha256};
 use time::OffsetDateTime;
 
+use talosprov_backup::destination::S3Access;
 use talosprov_backup::retention::{self, Retention};
 use talosprov_backup::{
     ArchiveName, ArchiveWriter, Destination, KeyKind, Keys, Location, Manifest,
@@ -27,11 +28,19 @@ use talosprov_talos::TalosClient;
 /// holds the archives when the topology has no `backup:` section.
 pub const DEFAULT_FOLDER: &str = "etcd-snapshots";
 
-/// The variables the S3 client reads (`AWS_*`), and no others.
-pub fn backup_env() -> BTreeMap<String, String> {
-    std::env::vars()
-        .filter(|(k, _)| k.starts_with("AWS_"))
-        .collect()
+/// How the S3 client reaches a destination: the `AWS_*` variables and no
+/// others, and the instance metadata service only when the topology's
+/// `backup.s3.instance_credentials` says so (`topology`: `None` when there is
+/// none to say).
+pub fn s3_access(topology: Option<&Topology>) -> S3Access {
+    S3Access {
+        env: std::env::vars()
+            .filter(|(k, _)| k.starts_with("AWS_"))
+            .collect::<BTreeMap<String, String>>(),
+        instance_credentials: topology
+            .and_then(|t| t.backup.as_ref())
+            .is_some_and(|b| b.instance_credentials),
+    }
 }
 
 /// Where a run's archives go, and the retention applied there: `to`
@@ -178,6 +187,9 @@ pub struct Taken {
     pub location: String,
     /// Archives retention deleted, newest first.
     pub pruned: Vec<ArchiveName>,
+    /// The partial and staging files of interrupted snapshots that
+    /// retention removed (file names).
+    pub abandoned: Vec<String>,
     /// Why retention could not finish (the snapshot itself is saved).
     pub prune_error: Option<String>,
 }
@@ -196,6 +208,8 @@ pub struct ArchivedCluster {
     /// The state's admin kubeconfig (YAML), to read etcd's revision from the
     /// Kubernetes API ([`Archiver::live`]); `None` names snapshots `r0`.
     pub kubeconfig: Option<Sensitive>,
+    /// How an S3 destination is reached ([`s3_access`]).
+    pub access: S3Access,
 }
 
 /// Takes snapshots of one cluster into one destination.
@@ -209,6 +223,7 @@ pub struct Archiver {
     etcd_ca_sha256: String,
     kubernetes_version: String,
     kubeconfig: Option<Sensitive>,
+    access: S3Access,
 }
 
 /// What the Kubernetes API says of the cluster at a snapshot
@@ -249,6 +264,7 @@ impl Archiver {
                 etcd_ca_sha256: etcd_ca_sha256(secrets),
                 kubernetes_version: talosprov_core::addon::manifests::kubernetes_version(topology),
                 kubeconfig: state.outputs.kubeconfig.as_ref().map(|k| k.value.clone()),
+                access: s3_access(Some(topology)),
             },
         )
     }
@@ -267,7 +283,7 @@ impl Archiver {
         // A folder is created by the first snapshot ([`Archiver::take`]),
         // not by every run that might take one.
         Ok(Archiver {
-            destination: Destination::open(location, &backup_env(), false)?,
+            destination: Destination::open(location, &cluster.access, false)?,
             keys,
             retention,
             cluster: cluster.name,
@@ -275,6 +291,7 @@ impl Archiver {
             etcd_ca_sha256: cluster.etcd_ca_sha256,
             kubernetes_version: cluster.kubernetes_version,
             kubeconfig: cluster.kubeconfig,
+            access: cluster.access,
         })
     }
 
@@ -339,20 +356,56 @@ impl Archiver {
         live: &Live,
         reason: &str,
     ) -> anyhow::Result<Taken> {
-        let revision = live.revision;
+        let source = Source {
+            client,
+            node,
+            talos_version,
+        };
+        match self
+            .take_until(&source, live, reason, std::future::pending())
+            .await?
+        {
+            Some(taken) => Ok(taken),
+            None => Err(anyhow!("the snapshot of {node} was stopped")),
+        }
+    }
+
+    /// [`Archiver::take`], stopped when `stop` resolves first: the upload is
+    /// then aborted (nothing is left in the destination: no archive, no
+    /// partial file, no multipart upload) and the result is `None`.
+    ///
+    /// # Errors
+    /// As [`Archiver::take`].
+    pub async fn take_until(
+        &self,
+        source: &Source<'_>,
+        live: &Live,
+        reason: &str,
+        stop: impl Future<Output = ()>,
+    ) -> anyhow::Result<Option<Taken>> {
         let now = OffsetDateTime::now_utc();
-        let name = ArchiveName::new(now, &self.cluster, revision);
+        let name = ArchiveName::new(now, &self.cluster, live.revision);
         // A folder is (re)opened with create: two snapshots of one apply may
         // run at once (two control planes removed), and the first to create
         // it must not leave the other with the destination opened before.
         let destination = match self.destination.location() {
             Location::Folder(_) => {
-                Destination::open(self.destination.location().clone(), &backup_env(), true)?
+                Destination::open(self.destination.location().clone(), &self.access, true)?
             }
             Location::S3 { .. } => self.destination.clone(),
         };
+        let node = source.node;
         let mut writer = ArchiveWriter::start(&destination, &name, &self.keys).await?;
-        match client.etcd_snapshot(&mut writer).await {
+        let streamed = tokio::select! {
+            streamed = source.client.etcd_snapshot(&mut writer) => streamed,
+            () = stop => {
+                if let Some(cause) = writer.abort().await {
+                    tracing::debug!("aborting the stopped upload: {cause}");
+                }
+                return Ok(None);
+            }
+        };
+        match streamed {
             Ok(0) => {
                 let _ = writer.abort().await;
                 return Err(anyhow!("{node} sent an empty etcd snapshot"));
@@ -367,7 +420,32 @@ impl Archiver {
             }
         }
         let sealed = writer.finish().await?;
-        let manifest = Manifest {
+        let manifest = self.manifest(&name, source, live, reason, sealed);
+        destination.write_manifest(&name, &manifest).await?;
+        let (pruned, prune_error) = match self.prune(&destination, now).await {
+            Ok(p) => (p, None),
+            Err(e) => (Pruned::default(), Some(format!("{e:#}"))),
+        };
+        Ok(Some(Taken {
+            name,
+            manifest,
+            location: destination.location().to_string(),
+            pruned: pruned.archives,
+            abandoned: pruned.abandoned,
+            prune_error,
+        }))
+    }
+
+    /// The manifest of the archive `name` just sealed.
+    fn manifest(
+        &self,
+        name: &ArchiveName,
+        source: &Source<'_>,
+        live: &Live,
+        reason: &str,
+        sealed: talosprov_backup::Sealed,
+    ) -> Manifest {
+        Manifest {
             format: talosprov_backup::manifest::MANIFEST_FORMAT,
             cluster: self.cluster.clone(),
             lineage: self.lineage,
@@ -376,41 +454,30 @@ impl Archiver {
                 .time
                 .format(&time::format_description::well_known::Rfc3339)
                 .expect("a UTC time formats"),
-            revision,
-            node: node.to_owned(),
+            revision: live.revision,
+            node: source.node.to_owned(),
             reason: reason.to_owned(),
             plaintext_sha256: sealed.plaintext_sha256,
             plaintext_bytes: sealed.plaintext_bytes,
             encrypted_bytes: sealed.encrypted_bytes,
             key: self.keys.kind(),
-            talos_version: talos_version.to_owned(),
+            talos_version: source.talos_version.to_owned(),
             kubernetes_version: live
                 .kubernetes_version
                 .clone()
                 .unwrap_or_else(|| self.kubernetes_version.clone()),
-        };
-        destination.write_manifest(&name, &manifest).await?;
-        let (pruned, prune_error) = match self.prune(&destination, now).await {
-            Ok(p) => (p, None),
-            Err(e) => (Vec::new(), Some(format!("{e:#}"))),
-        };
-        Ok(Taken {
-            name,
-            manifest,
-            location: destination.location().to_string(),
-            pruned,
-            prune_error,
-        })
+        }
     }
 
-    /// Apply retention: delete what [`retention::decide`] does not keep.
+    /// Apply retention: delete what [`retention::decide`] does not keep,
+    /// then what killed runs left ([`Destination::remove_abandoned`]).
     async fn prune(
         &self,
         destination: &Destination,
         now: OffsetDateTime,
-    ) -> anyhow::Result<Vec<ArchiveName>> {
+    ) -> anyhow::Result<Pruned> {
         let Some(retention) = self.retention else {
-            return Ok(Vec::new());
+            return Ok(Pruned::default());
         };
         let listed = destination.list(&self.cluster).await?;
         let verdict = retention::decide(&listed.complete, retention, now);
@@ -425,10 +492,34 @@ impl Archiver {
         for name in verdict.delete.iter().chain(&interrupted) {
             destination.delete(name).await?;
         }
-        let mut deleted = verdict.delete;
-        deleted.extend(interrupted);
-        Ok(deleted)
+        let mut archives = verdict.delete;
+        archives.extend(interrupted);
+        let abandoned = destination.remove_abandoned(&self.cluster)?;
+        Ok(Pruned {
+            archives,
+            abandoned,
+        })
     }
+}
+
+/// What a snapshot's retention removed.
+#[derive(Debug, Default)]
+struct Pruned {
+    /// Archives, newest first.
+    archives: Vec<ArchiveName>,
+    /// Partial and staging files killed runs left (file names).
+    abandoned: Vec<String>,
+}
+
+/// The control plane a snapshot is streamed from.
+#[derive(Debug)]
+pub struct Source<'a> {
+    /// Connected to it.
+    pub client: &'a TalosClient,
+    /// Its hostname.
+    pub node: &'a str,
+    /// The Talos version it runs (`v1.13.8`), for the manifest.
+    pub talos_version: &'a str,
 }
 
 /// The snapshot `etcd restore` recovers etcd from, checked (its manifest
@@ -468,9 +559,13 @@ impl Recovery {
     /// or what was sent fails the manifest's checksum (the node must then
     /// not be bootstrapped from it).
     pub async fn upload(&self, client: &TalosClient) -> anyhow::Result<u64> {
-        let reader =
-            talosprov_backup::ArchiveReader::open(&self.destination, &self.name, &self.keys)
-                .await?;
+        let reader = talosprov_backup::ArchiveReader::open(
+            &self.destination,
+            &self.name,
+            &self.manifest,
+            &self.keys,
+        )
+        .await?;
         let tally = reader.tally();
         let sent = client
             .etcd_recover(reader)
@@ -525,7 +620,11 @@ pub async fn plan_warnings(
     let location = section.destination.to_string();
     let age_text = humantime::format_duration(max_age).to_string();
     let listed = async {
-        let destination = Destination::open(section.destination.clone(), &backup_env(), false)?;
+        let destination = Destination::open(
+            section.destination.clone(),
+            &s3_access(Some(topology)),
+            false,
+        )?;
         destination.list(&topology.cluster.name).await
     };
     let newest = match tokio::time::timeout(LIST_WAIT, listed).await {

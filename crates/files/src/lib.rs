@@ -107,6 +107,16 @@ impl Inputs for Disk {
         decode_input(bytes)
     }
 
+    fn kind(&self, path: &Path) -> Option<&'static str> {
+        if let Some(what) = special_kind(path) {
+            return Some(what);
+        }
+        std::fs::metadata(path)
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .map(|_| "a regular file")
+    }
+
     fn list(&self, dir: &Path) -> io::Result<Vec<Listed>> {
         let entries = match std::fs::read_dir(dir) {
             Ok(e) => e,

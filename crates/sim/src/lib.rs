@@ -335,6 +335,13 @@ impl SimNode {
         }
     }
 
+    /// Fault: each chunk (1 MiB) of an etcd snapshot this node streams waits
+    /// `delay` before it is sent, so a snapshot of a padded database
+    /// ([`SimNode::pad_etcd_snapshot`]) takes long enough to be stopped midway.
+    pub fn slow_etcd_snapshot(&self, delay: Duration) {
+        self.node.lock().faults.snapshot_chunk_delay = delay;
+    }
+
     /// Makes every etcd snapshot of the node's cluster (by its running or persisted
     /// config) carry `bytes` extra bytes of padding, inside the hashed part and
     /// ignored when recovering: a large database without as many objects. The

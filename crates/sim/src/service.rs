@@ -234,12 +234,16 @@ impl pb::machine_service_server::MachineService for Api {
                     .store
                     .snapshot_chunks(cluster.snapshot_padding, SNAPSHOT_CHUNK_BYTES)
             };
-            let stream = futures::stream::iter(chunks.map(|bytes| {
+            let delay = self.node.lock().faults.snapshot_chunk_delay;
+            let stream = futures::stream::iter(chunks).then(move |bytes| async move {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
                 Ok(Data {
                     metadata: None,
                     bytes,
                 })
-            }));
+            });
             Ok(stream.boxed())
         });
         self.done(RPC, result)

@@ -51,6 +51,10 @@ pub(crate) struct Faults {
     /// machined answers when its reset sequence cannot start) and the node
     /// is left as it was.
     pub fail_next_reset: Option<String>,
+    /// Each chunk of an EtcdSnapshot stream from this node waits this long
+    /// before it is sent (a slow disk or link), so a test can stop a client
+    /// mid-stream.
+    pub snapshot_chunk_delay: Duration,
 }
 
 /// One RPC any node of the simulator served, in the order they were answered.

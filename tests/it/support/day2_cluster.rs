@@ -121,6 +121,7 @@ pub fn archive_into(
             etcd_ca_sha256: "00".repeat(32),
             kubernetes_version: "v1.36.2".to_owned(),
             kubeconfig: None,
+            access: talosprov_backup::destination::S3Access::default(),
         },
     )
     .expect("an archiver into the folder");

@@ -8,7 +8,8 @@
 //! - [`factory`]: a loopback Image Factory stand-in;
 //! - [`gitlab_state`]: GitLab's Terraform state API;
 //! - [`moto`]: moto's S3 server, with faults on demand;
-//! - [`lab`]: all of them together, with the lab topology, for end-to-end runs.
+//! - [`lab`]: all of them together, with the lab topology, for end-to-end runs;
+//! - [`running`]: a talosprov run in the background, to stop with a signal.
 //!
 //! `fakepve.rs`, `factory.rs` and `wait.rs` use nothing else from here: the
 //! `bench_apply` example includes them too.
@@ -23,6 +24,7 @@ pub mod gitlab_state;
 pub mod kubectl;
 pub mod lab;
 pub mod moto;
+pub mod running;
 pub mod talos;
 pub mod talos_pki;
 pub mod wait;

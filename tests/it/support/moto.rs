@@ -113,6 +113,13 @@ impl Moto {
             .expect("base64")
     }
 
+    /// The keys of `bucket`'s multipart uploads in progress (neither
+    /// completed nor aborted).
+    pub async fn uploads(&self, bucket: &str) -> Vec<String> {
+        let r = self.cmd(json!({"uploads": bucket})).await;
+        serde_json::from_value(r["uploads"].clone()).expect("uploads")
+    }
+
     /// Every request so far, `METHOD /path`.
     pub async fn requests(&self) -> Vec<String> {
         let r = self.cmd(json!({"requests": true})).await;

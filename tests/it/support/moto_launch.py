@@ -11,7 +11,8 @@ Commands (answered {"ok": true, "result": ...}, or {"ok": false, "error": ...}):
   answered with that S3 error until {"fault": null};
 - {"objects": "bucket"}: {"objects": {"key": size, ...}} as moto's backend holds them;
 - {"get": ["bucket", "key"]}: {"body": "<base64>"};
-- {"requests": true}: {"requests": ["PUT /bucket/key", ...]}, every request so far.
+- {"requests": true}: {"requests": ["PUT /bucket/key", ...]}, every request so far;
+- {"uploads": "bucket"}: {"uploads": ["key", ...]}, the multipart uploads in progress.
 """
 
 import base64
@@ -81,6 +82,8 @@ def answer(command):
     if "get" in command:
         name, key = command["get"]
         return {"body": base64.b64encode(bucket(name).keys[key].value).decode()}
+    if "uploads" in command:
+        return {"uploads": sorted(m.key_name for m in bucket(command["uploads"]).multiparts.values())}
     if "requests" in command:
         with LOCK:
             return {"requests": list(SEEN)}

@@ -100,19 +100,6 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     Talosconfig::plan(&mut p);
     Object::plan(&mut p);
 
-    if let Some(r) = &state.ca_rotation {
-        p.warnings.push(super::PlanWarning {
-            address: None,
-            message: format!(
-                "a rotation of the {} is in progress (stage {} of 3: {}): the configs carry \
-                 that stage's CAs; run `talosprov rotate-ca --{}` to finish it",
-                r.authority.title(),
-                r.stage.number(),
-                r.stage.describe(r.authority),
-                r.authority.flag()
-            ),
-        });
-    }
     p.warnings.extend(
         super::renewal::ca_warnings(state, input.renewal.now)
             .into_iter()
@@ -139,6 +126,7 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         pools: Vec::new(),
         unknown: unknown(input.observed),
         broken: p.broken,
+        unfinished: unfinished(state),
     };
     ownership::order_holding_back(&mut plan, input.desired);
     let losses: Vec<super::PlanWarning> = plan
@@ -164,6 +152,38 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         .collect();
     plan.warnings.extend(losses);
     Ok(plan)
+}
+
+/// What the state records as under way that only its own command finishes:
+/// a CA rotation, an etcd restore.
+fn unfinished(state: &State) -> Vec<super::PlanWarning> {
+    let mut out = Vec::new();
+    if let Some(r) = &state.ca_rotation {
+        out.push(super::PlanWarning {
+            address: None,
+            message: format!(
+                "a rotation of the {} is in progress (stage {} of 3: {}): the configs carry \
+                 that stage's CAs; run `talosprov rotate-ca --{}` to finish it",
+                r.authority.title(),
+                r.stage.number(),
+                r.stage.describe(r.authority),
+                r.authority.flag()
+            ),
+        });
+    }
+    if let Some(r) = &state.etcd_restore {
+        out.push(super::PlanWarning {
+            address: Some(crate::state::Address::Bootstrap),
+            message: format!(
+                "an etcd restore from {} (begun {}) has not recovered etcd yet: run `talosprov \
+                 {}` to finish it",
+                r.from,
+                r.started,
+                r.command_words().join(" ")
+            ),
+        });
+    }
+    out
 }
 
 /// Plan a destroy: every recorded VM, the pool and the PCI mappings are
@@ -201,6 +221,7 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
         pools: Vec::new(),
         unknown: Vec::new(),
         broken: Vec::new(),
+        unfinished: Vec::new(),
     };
     super::order::order_destroy(&mut plan);
     plan
@@ -269,6 +290,7 @@ mod tests {
             pools: Vec::new(),
             unknown: Vec::new(),
             broken: Vec::new(),
+            unfinished: Vec::new(),
         };
         digests_known_after_apply(&mut p);
         let fields = &p.changes[0].fields;

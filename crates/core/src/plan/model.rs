@@ -73,6 +73,12 @@ pub struct Plan {
     /// Absent when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub broken: Vec<PlanWarning>,
+    /// An operation the state records as under way and that only its own
+    /// command finishes: a CA rotation (`rotate-ca`), an etcd restore
+    /// (`etcd restore`). Each names the command. A plan with any is not
+    /// "no changes": `plan -detailed-exitcode` exits 1. Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unfinished: Vec<PlanWarning>,
 }
 
 /// A pool scaled up or down, as the plan says it.
@@ -204,6 +210,7 @@ impl Plan {
             pools: Vec::new(),
             unknown: Vec::new(),
             broken: Vec::new(),
+            unfinished: Vec::new(),
         }
     }
 

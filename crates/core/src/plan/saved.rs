@@ -513,6 +513,7 @@ mod tests {
             pools: Vec::new(),
             unknown: Vec::new(),
             broken: Vec::new(),
+            unfinished: Vec::new(),
         }
     }
 

@@ -208,6 +208,7 @@ mod tests {
             pools: Vec::new(),
             unknown: Vec::new(),
             broken: Vec::new(),
+            unfinished: Vec::new(),
         };
         stage_config_changes(&mut plan);
         assert_eq!(plan.changes[0].reboot, Some(false));

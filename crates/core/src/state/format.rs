@@ -56,6 +56,52 @@ pub struct State {
     /// absent when none is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_rotation: Option<crate::machine::rotation::CaRotation>,
+    /// An `etcd restore` that began changing the cluster and has not
+    /// recovered etcd yet; absent when none is. The bootstrap that recovers
+    /// etcd (or bootstraps a new one) clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_restore: Option<EtcdRestore>,
+}
+
+/// An unfinished `etcd restore`, as the state records it, with what the
+/// command that finishes it needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdRestore {
+    /// The snapshot, as `--from` takes it: the archive's path or `s3://` URL.
+    pub from: String,
+    /// When the restore began changing the cluster, RFC 3339 UTC.
+    pub started: String,
+    /// `--identity FILE`, when given: the age identity that opens it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    /// `--skip-hash-check`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_hash_check: bool,
+    /// `--force`, while the control planes are being reset: they may still
+    /// hold the etcd the snapshot replaces. False once every one is reset.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resetting: bool,
+}
+
+impl EtcdRestore {
+    /// The words after `talosprov` of the command that finishes it (without
+    /// the flags that find the topology and the state).
+    pub fn command_words(&self) -> Vec<String> {
+        let mut words: Vec<String> = ["etcd", "restore", "--from", &self.from]
+            .map(str::to_owned)
+            .to_vec();
+        if let Some(identity) = &self.identity {
+            words.extend(["--identity".to_owned(), identity.clone()]);
+        }
+        if self.skip_hash_check {
+            words.push("--skip-hash-check".to_owned());
+        }
+        if self.resetting {
+            words.push("--force".to_owned());
+        }
+        words
+    }
 }
 
 /// One add-on's rendered manifests and what they were rendered from.
@@ -435,6 +481,7 @@ impl State {
             renderings: BTreeMap::new(),
             pools: BTreeMap::new(),
             ca_rotation: None,
+            etcd_restore: None,
         }
     }
 

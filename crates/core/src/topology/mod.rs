@@ -4,6 +4,7 @@
 
 mod check;
 pub mod model;
+mod on_disk;
 pub mod pools;
 pub mod raw;
 pub mod read;
@@ -56,10 +57,20 @@ pub enum LoadError {
 /// `file` labels diagnostics and anchors relative paths (`patches_dir`,
 /// `ca_file`, `state.path`).
 pub fn parse(text: &str, file: &Path, env: &Environment) -> Loaded {
+    parse_keeping_raw(text, file, env).1
+}
+
+/// [`parse`], with the raw topology it read (for the checks that look at
+/// the files it names).
+fn parse_keeping_raw(
+    text: &str,
+    file: &Path,
+    env: &Environment,
+) -> (Option<raw::RawTopology>, Loaded) {
     let (raw, mut diagnostics) = read::read(text, file);
-    let topology = match raw {
+    let topology = match &raw {
         Some(raw) => {
-            let (topology, mut more) = validate::validate(&raw, file, env);
+            let (topology, mut more) = validate::validate(raw, file, env);
             // A field with a value of the wrong type reads as absent; neither it
             // nor anything inside it is also "missing" (a `sha256` that is not a
             // string is not also a download without its digest).
@@ -87,10 +98,13 @@ pub fn parse(text: &str, file: &Path, env: &Environment) -> Loaded {
         None => None,
     };
     crate::diagnostics::sort(&mut diagnostics);
-    Loaded {
-        topology,
-        diagnostics,
-    }
+    (
+        raw,
+        Loaded {
+            topology,
+            diagnostics,
+        },
+    )
 }
 
 /// Read the topology file through `inputs`, then [`parse`] it with `env`.
@@ -107,5 +121,12 @@ pub fn load(
         path: file.to_path_buf(),
         source,
     })?;
-    Ok(parse(&text, file, env))
+    let (raw, mut loaded) = parse_keeping_raw(&text, file, env);
+    let found = raw.map_or_else(Vec::new, |raw| on_disk::check(&raw, file, inputs));
+    if !found.is_empty() {
+        loaded.diagnostics.extend(found);
+        crate::diagnostics::sort(&mut loaded.diagnostics);
+        loaded.topology = None;
+    }
+    Ok(loaded)
 }

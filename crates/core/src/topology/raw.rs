@@ -114,6 +114,20 @@ pub struct RawBackup {
     /// Default: no warning.
     #[schemars(with = "Option<DurationText>")]
     pub max_age: Option<Spanned<String>>,
+    /// How an `s3://` destination is reached beyond the `AWS_*` variables.
+    pub s3: Option<Spanned<RawBackupS3>>,
+}
+
+/// `backup.s3`: where S3 credentials may come from.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RawBackupS3 {
+    /// Take the credentials from the cloud instance's metadata service
+    /// (169.254.169.254: the instance's role) when `AWS_ACCESS_KEY_ID` and
+    /// `AWS_SECRET_ACCESS_KEY` are not set. Default: false, so a job that
+    /// meant the `AWS_*` variables never uses the runner's role by accident.
+    #[schemars(extend("default" = false))]
+    pub instance_credentials: Option<Spanned<bool>>,
 }
 
 /// A duration as the topology takes it: text such as `26h`, or seconds.

@@ -3,9 +3,9 @@
 //! type is reported, not only the first; unknown keys get a "did you mean".
 
 use super::raw::{
-    Entry, Label, RawAddon, RawBackup, RawCluster, RawDisk, RawHa, RawHelm, RawHostPci,
-    RawImageFactory, RawNetwork, RawNode, RawPciHost, RawPciMapping, RawPool, RawProxmox,
-    RawSchematic, RawState, RawTopology, Spanned,
+    Entry, Label, RawAddon, RawBackup, RawBackupS3, RawCluster, RawDisk, RawHa, RawHelm,
+    RawHostPci, RawImageFactory, RawNetwork, RawNode, RawPciHost, RawPciMapping, RawPool,
+    RawProxmox, RawSchematic, RawState, RawTopology, Spanned,
 };
 use crate::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
@@ -438,6 +438,9 @@ impl Reader<'_> {
                 keep_last: r.uint(f, "keep_last"),
                 keep_daily: r.uint(f, "keep_daily"),
                 max_age: r.duration_text(f, "max_age"),
+                s3: r.section(f, "s3", |r, f| RawBackupS3 {
+                    instance_credentials: r.boolean(f, "instance_credentials"),
+                }),
             }),
         };
         self.finish(f);

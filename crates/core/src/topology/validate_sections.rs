@@ -804,6 +804,11 @@ impl Cx<'_> {
             keep_last: keep_last?,
             keep_daily: keep_daily?,
             max_age: max_age?,
+            instance_credentials: b
+                .s3
+                .as_ref()
+                .and_then(|s| s.value.instance_credentials.as_ref())
+                .is_some_and(|v| v.value),
         }))
     }
 

@@ -166,7 +166,11 @@ pub fn apply(state: &mut State, record: Record) {
             c.installer_image = installer_image;
             c.staged = None;
         }),
-        Record::Bootstrap(b) => r.bootstrap = Some(b),
+        Record::Bootstrap(b) => {
+            // etcd runs again: a restore that was under way is over.
+            r.bootstrap = Some(b);
+            state.etcd_restore = None;
+        }
         Record::Kubeconfig(k) => {
             state.outputs.kubeconfig = Some(Output {
                 value: k,

@@ -158,6 +158,10 @@ pub struct Settings {
     pub parallelism: usize,
     /// Workers upgraded at once in a Talos rollout.
     pub max_parallel_upgrades: NonZeroUsize,
+    /// The `etcd restore` this apply is part of: recorded in the state
+    /// before the first change, so that a run stopped before etcd is
+    /// recovered is known as unfinished (the recovering bootstrap clears it).
+    pub restore: Option<talosprov_state::format::EtcdRestore>,
 }
 
 /// How an apply ended, for the views to word.
@@ -267,6 +271,7 @@ async fn run_approved<B: Backend, E: Edges>(
     before.renderings =
         workflow::renderings_to_record(saver.state, had_state, &plan, planned.renderings);
     before.pools = workflow::pools_to_record(saver.state, had_state, &plan, planned.pools);
+    before.etcd_restore = settings.restore.clone().filter(|_| !plan.is_empty());
     workflow::save_before_changes(&mut saver, before, || edges.talosconfig(&planned.secrets))
         .await?;
     if plan.is_empty() {

@@ -154,6 +154,7 @@ fn settings(saved: Option<SavedPlan>, refresh_only: bool) -> Settings {
         refresh_only,
         parallelism: 10,
         max_parallel_upgrades: NonZeroUsize::MIN,
+        restore: None,
     }
 }
 

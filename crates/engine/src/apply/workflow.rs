@@ -42,6 +42,9 @@ pub struct BeforeChanges {
     /// each member keeps it for life, so it is saved before any member's VM
     /// is made.
     pub pools: Option<BTreeMap<String, Vec<RecordedMember>>>,
+    /// The `etcd restore` the run is part of, recorded before its first
+    /// change.
+    pub etcd_restore: Option<talosprov_state::format::EtcdRestore>,
 }
 
 /// The pools' allocation a run records: `planned` when it differs from the
@@ -107,6 +110,7 @@ pub fn before_changes(
         talosconfig: state.outputs.talosconfig.is_none() && !plan.is_empty(),
         renderings: None,
         pools: None,
+        etcd_restore: None,
     }
 }
 
@@ -138,6 +142,10 @@ pub async fn save_before_changes<B: Backend>(
         for r in before.taken {
             record::apply(saver.state, r);
         }
+        saver.save().await?;
+    }
+    if let Some(restore) = before.etcd_restore {
+        saver.state.etcd_restore = Some(restore);
         saver.save().await?;
     }
     if before.talosconfig {

@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, watch};
 
 use talosprov_core::machine::SecretsBundle;
 use talosprov_core::plan::{Desired, EtcdRecovery, Plan, SavedPlan};
+use talosprov_core::state::format::EtcdRestore;
 use talosprov_core::state::{Address, Sensitive, State};
 use talosprov_core::topology::Topology;
 
@@ -148,23 +149,24 @@ pub fn context(
 }
 
 /// The command's result for how a plan's changes ended: an interruption
-/// warns how to continue and is [`CommandError::Interrupted`], failures are
-/// listed.
+/// warns that the finished steps are saved and that `again` (the command
+/// line that resumes the run) continues it, and is
+/// [`CommandError::Interrupted`]; failures are listed.
 ///
 /// # Errors
 /// As above.
-pub(crate) fn run_result(plan: &Plan, outcome: RunOutcome, ui: &Ui) -> Result<(), CommandError> {
+pub(crate) fn run_result(outcome: RunOutcome, again: &str, ui: &Ui) -> Result<(), CommandError> {
     match outcome {
         RunOutcome::Done => Ok(()),
         RunOutcome::Interrupted => {
-            let again = if plan.destroy { "destroy" } else { "apply" };
             ui.warn(&format!(
-                "interrupted: the finished steps are saved in the state; run {again} again to continue"
+                "interrupted: the finished steps are saved in the state; run `{again}` to continue"
             ));
             Err(CommandError::Interrupted)
         }
         RunOutcome::Failed(failures) => Err(anyhow::anyhow!(
-            "{} change(s) failed; the finished steps are saved, and apply continues from them when run again:\n  {}",
+            "{} change(s) failed; the finished steps are saved, and `{again}` continues from \
+             them:\n  {}",
             failures.len(),
             failures
                 .iter()
@@ -173,6 +175,32 @@ pub(crate) fn run_result(plan: &Plan, outcome: RunOutcome, ui: &Ui) -> Result<()
                 .join("\n  ")
         )
         .into()),
+    }
+}
+
+/// The commands that take up an apply where a signal stopped it, each with
+/// the flags that find the topology and the state.
+#[derive(Debug, Clone)]
+pub(super) struct Resume {
+    /// Stopped while planning (nothing changed): the command as it was
+    /// given (`talosprov apply plan.tfplan`, `talosprov rotate-ca --os`).
+    pub(super) planning: String,
+    /// Stopped while changing: the command that continues from the saved
+    /// steps (a saved plan is stale by then: `talosprov apply`).
+    pub(super) running: String,
+    /// For `etcd restore`, once etcd is recovered (the state no longer
+    /// records the restore): what makes the rest, `talosprov apply`.
+    pub(super) recovered: String,
+}
+
+impl Resume {
+    /// The same command for every case.
+    pub(super) fn same(command: String) -> Resume {
+        Resume {
+            planning: command.clone(),
+            running: command.clone(),
+            recovered: command,
+        }
     }
 }
 
@@ -207,6 +235,34 @@ pub struct ApplyRequest {
     /// `-allow-new-etcd`: where etcd is gone on every control plane,
     /// bootstrap a new, empty one (the Kubernetes objects are lost).
     pub allow_new_etcd: bool,
+}
+
+impl ApplyRequest {
+    /// The commands that resume this apply: as given while it plans; then
+    /// `talosprov apply` with its `-target`s (a saved plan is stale once a
+    /// step is saved).
+    fn resume(&self) -> Resume {
+        let targets: Vec<String> = self
+            .targets
+            .iter()
+            .flat_map(|t| ["-target".to_owned(), t.to_string()])
+            .collect();
+        let mut words: Vec<&str> = vec!["apply"];
+        words.extend(targets.iter().map(String::as_str));
+        let running = super::store::command_line(&self.state, &words);
+        let planning = match &self.planfile {
+            Some(file) => {
+                let file = file.display().to_string();
+                super::store::command_line(&self.state, &["apply", &file])
+            }
+            None => running.clone(),
+        };
+        Resume {
+            planning,
+            recovered: running.clone(),
+            running,
+        }
+    }
 }
 
 /// `apply`'s settings, resolved once from the request, the saved plan, the
@@ -253,6 +309,11 @@ pub(super) struct ApplySettings {
     pub(super) etcd: EtcdRecovery,
     /// The snapshot the bootstrap recovers etcd from (`etcd restore`).
     pub(super) recovery: Option<Arc<Recovery>>,
+    /// The restore this apply is part of (`etcd restore`), recorded in the
+    /// state before the first change; the recovering bootstrap clears it.
+    pub(super) restore: Option<EtcdRestore>,
+    /// The commands that resume the run where a signal stops it.
+    pub(super) resume: Resume,
 }
 
 impl ApplySettings {
@@ -306,6 +367,7 @@ impl ApplySettings {
         };
         let snapshot_folder = request.state.snapshot_folder();
         let snapshots = (!request.skip_etcd_snapshot).then(|| snapshot_folder.clone());
+        let resume = request.resume();
         Ok(ApplySettings {
             offline: !request.refresh || saved.as_ref().is_some_and(|s| !s.plan.refreshed),
             staged: saved.as_ref().map_or(request.staged, |s| s.staged),
@@ -326,6 +388,8 @@ impl ApplySettings {
                 EtcdRecovery::Refuse
             },
             recovery: None,
+            restore: None,
+            resume,
             topology,
             saved,
         })
@@ -387,6 +451,7 @@ pub(super) async fn apply_locked(
         refresh_only: settings.refresh_only,
         parallelism: settings.parallelism,
         max_parallel_upgrades: settings.max_parallel_upgrades,
+        restore: settings.restore.clone(),
     };
     let mut edges = Engine {
         settings,
@@ -395,7 +460,7 @@ pub(super) async fn apply_locked(
         cancel: cancel.clone(),
         viewing: false,
     };
-    let report = session::apply(&session, store, &mut edges, cancel).await;
+    let report = session::apply(&session, store, &mut edges, cancel.clone()).await;
     if edges.viewing {
         ui.updates_done().await;
     }
@@ -410,7 +475,7 @@ pub(super) async fn apply_locked(
         Report::Refreshed { recorded } => Ok(Applied::Refreshed { recorded }),
         Report::Unchanged(plan) => Ok(done(plan, None)),
         Report::Ran(plan, outcome) => {
-            run_result(&plan, outcome, ui)?;
+            run_result(outcome, &again(settings, store).await, ui)?;
             // The final gate is a step of the apply: the view's
             // `Apply complete!` comes after it.
             // A restore targets the control planes, and still waits for
@@ -418,10 +483,28 @@ pub(super) async fn apply_locked(
             let gate = if (targeted && settings.recovery.is_none()) || !plan.conflicts.is_empty() {
                 None
             } else {
-                final_gate(settings, store, ui).await?
+                final_gate(settings, store, ui, cancel).await?
             };
             Ok(done(plan, gate))
         }
+    }
+}
+
+/// The command that continues a run stopped while changing: a restore's own
+/// until its bootstrap recovered etcd (the state then no longer records
+/// it), then the one that makes the rest.
+async fn again(settings: &ApplySettings, store: &Store) -> String {
+    if settings.restore.is_none() {
+        return settings.resume.running.clone();
+    }
+    let unfinished = match store.load().await {
+        Ok(Some(l)) => l.state.etcd_restore.is_some(),
+        Ok(None) | Err(_) => true,
+    };
+    if unfinished {
+        settings.resume.running.clone()
+    } else {
+        settings.resume.recovered.clone()
     }
 }
 
@@ -429,14 +512,16 @@ pub(super) async fn apply_locked(
 /// every node registered and Ready, GPUs allocatable where a GPU add-on is
 /// declared, waiting up to `settings.ready_wait` and telling the frontend
 /// what it waits for (every [`health::PROGRESS_EVERY`] while something is
-/// missing), then how it ended.
+/// missing), then how it ended. A signal stops the wait: every change is
+/// made by then, and the warning says so.
 ///
 /// # Errors
-/// The state cannot be read back.
+/// The state cannot be read back; [`CommandError::Interrupted`].
 async fn final_gate(
     settings: &ApplySettings,
     store: &Store,
     ui: &Ui,
+    mut cancel: watch::Receiver<bool>,
 ) -> Result<Option<GateOutcome>, CommandError> {
     let Some(loaded) = store.load().await? else {
         return Ok(None);
@@ -447,7 +532,17 @@ async fn final_gate(
     else {
         return Ok(None);
     };
-    let outcome = health::wait_for_kubernetes(&gate, |event| ui.gate(&event)).await;
+    let outcome = tokio::select! {
+        outcome = health::wait_for_kubernetes(&gate, |event| ui.gate(&event)) => outcome,
+        _ = cancel.wait_for(|c| *c) => {
+            ui.warn(&format!(
+                "{} received while waiting for the Kubernetes nodes to be Ready: every change \
+                 is applied and saved; `talosprov health` checks the cluster again",
+                ui.interrupted_by()
+            ));
+            return Err(CommandError::Interrupted);
+        }
+    };
     ui.gate_outcome(&outcome, settings.ready_wait);
     Ok(Some(outcome))
 }
@@ -489,7 +584,7 @@ impl Edges for Engine<'_> {
         let planned = tokio::select! {
             planned = make_plan(topology, state, settings.saved.as_ref(), &request, self.ui) => planned?,
             _ = interrupt.wait_for(|c| *c) => {
-                super::plan::warn_planning_interrupted(self.ui, "apply");
+                super::plan::warn_planning_interrupted(self.ui, &settings.resume.planning);
                 return Err(CommandError::Interrupted);
             }
         };
@@ -509,10 +604,20 @@ impl Edges for Engine<'_> {
                 .iter()
                 .any(|c| *c.address() == Address::Bootstrap)
         {
+            let unfinished =
+                state
+                    .and_then(|s| s.etcd_restore.as_ref())
+                    .map_or_else(String::new, |r| {
+                        format!(
+                            ". The restore from {} stays unfinished: run `{}` again once every \
+                         control plane answers",
+                            r.from, settings.resume.running
+                        )
+                    });
             return Err(anyhow::anyhow!(
                 "etcd is not gone on every control plane as far as talosprov can read (a control \
                  plane that does not answer may still hold it: see `talosprov plan`), so there is \
-                 nothing to restore; nothing was changed"
+                 nothing to restore; nothing was changed{unfinished}"
             )
             .into());
         }
@@ -652,7 +757,8 @@ fn refuse_data_loss(plan: &Plan, allowed: &[Address], ui: &Ui) -> Result<(), Com
     .into())
 }
 
-/// Run `plan`'s changes with the frontend's progress view (for `destroy`).
+/// Run `plan`'s changes with the frontend's progress view (for `destroy`);
+/// `again` is the command that continues it after a signal.
 ///
 /// # Errors
 /// As [`run_result`]; a state that cannot be saved.
@@ -661,6 +767,7 @@ pub(crate) async fn run_plan(
     plan: &Plan,
     saver: &mut crate::apply::Saver<'_, talosprov_state::StateBackend>,
     parallelism: usize,
+    again: &str,
     ui: &Ui,
     cancel: watch::Receiver<bool>,
 ) -> Result<(), CommandError> {
@@ -668,5 +775,5 @@ pub(crate) async fn run_plan(
     let outcome = crate::apply::execute(Arc::new(ctx), plan, saver, parallelism, &tx, cancel).await;
     drop(tx);
     ui.updates_done().await;
-    run_result(plan, outcome?, ui)
+    run_result(outcome?, again, ui)
 }

@@ -90,7 +90,17 @@ pub async fn destroy(request: &DestroyRequest, ui: &Ui) -> Result<Destroyed, Com
                 encrypted,
                 state: &mut state,
             };
-            run_plan(ctx, &plan, &mut saver, request.parallelism, ui, cancel).await?;
+            let again = super::store::command_line(&request.state, &["destroy"]);
+            run_plan(
+                ctx,
+                &plan,
+                &mut saver,
+                request.parallelism,
+                &again,
+                ui,
+                cancel,
+            )
+            .await?;
             Ok(Destroyed::Done(Box::new(plan)))
         },
     )

@@ -24,11 +24,12 @@ use talosprov_core::machine::secrets::SecretsBundle;
 use talosprov_core::plan::EtcdRecovery;
 use talosprov_core::state::Address;
 use talosprov_core::state::State;
+use talosprov_core::state::format::EtcdRestore;
 use talosprov_core::topology::Topology;
 use talosprov_talos::{ClientCredentials, TalosClient};
 
-use super::apply::{Applied, ApplySettings};
-use super::store::{StateSettings, locked, no_state};
+use super::apply::{Applied, ApplySettings, Resume};
+use super::store::{StateSettings, Store, locked, no_state};
 use super::{CommandError, Ui};
 use crate::backups::{self, Archiver, Live, Recovery, Taken};
 
@@ -122,11 +123,85 @@ pub(crate) async fn healthy_member(
 
 /// Take a snapshot (see the module's docs). A revision that cannot be read
 /// and a retention that cannot finish are warnings; the snapshot is saved.
+/// The first Ctrl-C or SIGTERM stops it: the upload is aborted (no archive,
+/// no partial file, no multipart upload is left), the warning says what it
+/// was doing and the command that takes one again; a second signal exits at
+/// once.
 ///
 /// # Errors
 /// No healthy control plane, a destination or key that cannot be used, the
-/// stream or the upload failing (nothing is left in the destination).
+/// stream or the upload failing (nothing is left in the destination);
+/// [`CommandError::Interrupted`].
 pub async fn snapshot(request: &SnapshotRequest, ui: &Ui) -> Result<Taken, CommandError> {
+    let mut words = vec!["etcd", "snapshot"];
+    if let Some(to) = &request.to {
+        words.extend(["--to", to]);
+    }
+    for r in &request.recipients {
+        words.extend(["--recipient", r]);
+    }
+    let again = super::store::command_line(&request.state, &words);
+    let (result, _) = super::store::interruptible(
+        ui,
+        async |mut cancel| {
+            let stopped = async |cancel: &mut tokio::sync::watch::Receiver<bool>| {
+                let _ = cancel.wait_for(|c| *c).await;
+            };
+            let prepared = tokio::select! {
+                p = prepare_snapshot(request, ui) => p?,
+                () = stopped(&mut cancel) => {
+                    ui.warn(&format!(
+                        "{} received while connecting to the control planes: stopped before \
+                         the snapshot began; nothing was written; run `{again}` to take one",
+                        ui.interrupted_by()
+                    ));
+                    return Err(CommandError::Interrupted);
+                }
+            };
+            let (archiver, client, node, version, live) = prepared;
+            let source = backups::Source {
+                client: &client,
+                node: &node,
+                talos_version: &version,
+            };
+            let taken = archiver
+                .take_until(&source, &live, "etcd snapshot", stopped(&mut cancel))
+                .await?;
+            let Some(taken) = taken else {
+                ui.warn(&format!(
+                    "{} received while streaming the etcd snapshot from {node} to {}: stopped; \
+                     the partial archive was removed and nothing was saved; run `{again}` to \
+                     take one",
+                    ui.interrupted_by(),
+                    archiver.location()
+                ));
+                return Err(CommandError::Interrupted);
+            };
+            if let Some(e) = &taken.prune_error {
+                ui.warn(&format!(
+                    "the snapshot is saved, but retention could not finish: {e}"
+                ));
+            }
+            Ok(taken)
+        },
+        |signal| {
+            ui.warn(&format!(
+                "{signal} received again: exiting at once; a partial archive in a folder is \
+                 removed, one in S3 is left to the bucket's lifecycle rule"
+            ));
+        },
+    )
+    .await;
+    result
+}
+
+/// What a snapshot needs before it streams: the archiver, a healthy
+/// control plane (connected, with its hostname and Talos version), and
+/// what the Kubernetes API says of the cluster.
+async fn prepare_snapshot(
+    request: &SnapshotRequest,
+    ui: &Ui,
+) -> Result<(Archiver, TalosClient, String, String, Live), CommandError> {
     let Loaded {
         topology,
         state,
@@ -145,15 +220,7 @@ pub async fn snapshot(request: &SnapshotRequest, ui: &Ui) -> Result<Taken, Comma
         ));
         Live::default()
     });
-    let taken = archiver
-        .take(&client, &node, &version, &live, "etcd snapshot")
-        .await?;
-    if let Some(e) = &taken.prune_error {
-        ui.warn(&format!(
-            "the snapshot is saved, but retention could not finish: {e}"
-        ));
-    }
-    Ok(taken)
+    Ok((archiver, client, node, version, live))
 }
 
 /// What `etcd restore` was asked.
@@ -194,7 +261,7 @@ async fn source(
     topology: &Topology,
     beside: &Path,
 ) -> anyhow::Result<(Destination, ArchiveName)> {
-    let env = backups::backup_env();
+    let access = backups::s3_access(Some(topology));
     let trimmed = from.trim().trim_end_matches('/');
     let (location, named) = if trimmed == "latest" {
         (backups::target(None, topology, beside)?.0, None)
@@ -217,7 +284,7 @@ async fn source(
             ),
         }
     };
-    let destination = Destination::open(location, &env, false)?;
+    let destination = Destination::open(location, &access, false)?;
     if let Some(name) = named {
         return Ok((destination, name));
     }
@@ -307,6 +374,14 @@ async fn checked_recovery(
 /// approved. Workers are left alone: they rejoin. The final gate waits for
 /// the Kubernetes API and the nodes.
 ///
+/// The state records the restore before its first change (the control
+/// planes' resets with `--force`, else the apply's first step) until the
+/// bootstrap that recovers etcd: a run stopped in between is resumed by the
+/// same command, which the warning gives with the exact snapshot. It first
+/// waits for the control planes the stopped run was installing, then plans
+/// as the first run did; one that had recovered etcd before it was stopped
+/// is finished.
+///
 /// # Errors
 /// A snapshot that cannot be used (another cluster's, a failed checksum, a
 /// key that does not open it), a healthy etcd (with how to take it down
@@ -316,6 +391,17 @@ pub async fn restore(request: &RestoreRequest, ui: &Ui) -> Result<Applied, Comma
         return Err(anyhow!("-parallelism must be at least 1").into());
     }
     let loaded = load(&request.state, ui).await?;
+    let unfinished = loaded.state.etcd_restore.clone();
+    let mut installed = Vec::new();
+    if let Some(u) = &unfinished {
+        ui.note(&format!(
+            "An etcd restore from {} (begun {}) is unfinished: this run continues it",
+            u.from, u.started
+        ));
+        if !u.resetting {
+            installed = wait_installing(&loaded, ui).await;
+        }
+    }
     let recovery = checked_recovery(request, &loaded, ui).await?;
     let credentials = super::health::credentials(&loaded.topology, &loaded.state)
         .context("cannot connect to the nodes")?;
@@ -323,24 +409,86 @@ pub async fn restore(request: &RestoreRequest, ui: &Ui) -> Result<Applied, Comma
         .await
         .ok()
         .map(|(_, node, _)| node);
-    if let Some(node) = healthy.as_ref().filter(|_| !request.force) {
-        let ips: Vec<String> = loaded
-            .topology
-            .controlplanes()
-            .map(|n| n.ip.to_string())
-            .collect();
-        return Err(anyhow!(
-            "etcd is running and healthy on {node}: a restore replaces the cluster's Kubernetes \
-             objects with the snapshot's, so it runs only where etcd is gone; nothing was \
-             changed. To restore anyway, add --force (every control plane is reset first, after \
-             its own approval), or take etcd down yourself (`talosctl reset --graceful=false \
-             --reboot -n {}`) and run this again",
-            ips.join(",")
-        )
-        .into());
-    }
-    let targets: Vec<Address> = loaded
-        .topology
+    let resetting = request.force || unfinished.as_ref().is_some_and(|u| u.resetting);
+    let mark = EtcdRestore {
+        from: format!(
+            "{}/{}",
+            recovery
+                .destination
+                .location()
+                .to_string()
+                .trim_end_matches('/'),
+            recovery.name.archive()
+        ),
+        started: unfinished
+            .as_ref()
+            .map_or_else(now_rfc3339, |u| u.started.clone()),
+        identity: request.identity.as_ref().map(|p| p.display().to_string()),
+        skip_hash_check: request.skip_hash_check,
+        resetting: false,
+    };
+    let recovered = match healthy.as_ref() {
+        Some(node) if !resetting && unfinished.is_some() => {
+            ui.note(&format!(
+                "etcd is running and healthy on {node}: the restore recovered it before it was \
+                 stopped; finishing"
+            ));
+            true
+        }
+        Some(node) if !resetting => return Err(refuse_healthy(node, &loaded.topology).into()),
+        _ => false,
+    };
+    let settings = restore_settings(request, loaded.topology, recovery, &mark, recovered);
+    let store = request.state.open(ui)?;
+    locked(
+        &store,
+        request.lock_timeout,
+        "etcd restore",
+        ui,
+        async |cancel| {
+            record_secure(&store, &installed).await?;
+            if recovered {
+                record_restore(&store, None).await?;
+            } else if healthy.is_some() {
+                let resets = Resets {
+                    settings: &settings,
+                    credentials: &credentials,
+                    store: &store,
+                    mark: &mark,
+                };
+                reset_control_planes(&resets, ui, cancel.clone()).await?;
+            }
+            super::apply::apply_locked(&settings, &store, ui, cancel).await
+        },
+    )
+    .await
+}
+
+/// The refusal of a restore over a healthy etcd, naming the ways to go on.
+fn refuse_healthy(node: &str, topology: &Topology) -> anyhow::Error {
+    let ips: Vec<String> = topology.controlplanes().map(|n| n.ip.to_string()).collect();
+    anyhow!(
+        "etcd is running and healthy on {node}: a restore replaces the cluster's Kubernetes \
+         objects with the snapshot's, so it runs only where etcd is gone; nothing was changed. \
+         To restore anyway, add --force (every control plane is reset first, after its own \
+         approval), or take etcd down yourself (`talosctl reset --graceful=false --reboot -n {}`) \
+         and run this again",
+        ips.join(",")
+    )
+}
+
+/// The apply a restore runs: the control planes and the bootstrap,
+/// recovering from `recovery` (none once etcd was `recovered`: the apply then
+/// makes what is left of the control planes), recording `mark` before its
+/// first change, and resumed by the command `mark` gives.
+fn restore_settings(
+    request: &RestoreRequest,
+    topology: Topology,
+    recovery: Recovery,
+    mark: &EtcdRestore,
+    recovered: bool,
+) -> ApplySettings {
+    let targets: Vec<Address> = topology
         .controlplanes()
         .flat_map(|n| {
             [
@@ -350,8 +498,11 @@ pub async fn restore(request: &RestoreRequest, ui: &Ui) -> Result<Applied, Comma
         })
         .chain([Address::Bootstrap])
         .collect();
-    let settings = ApplySettings {
-        topology: loaded.topology,
+    let words = mark.command_words();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let again = super::store::command_line(&request.state, &words);
+    ApplySettings {
+        topology,
         saved: None,
         targets,
         staged: false,
@@ -362,46 +513,181 @@ pub async fn restore(request: &RestoreRequest, ui: &Ui) -> Result<Applied, Comma
         max_parallel_upgrades: NonZeroUsize::MIN,
         snapshots: None,
         snapshot_folder: request.state.snapshot_folder(),
-        interrupt_grace: super::apply::interrupt_grace()?,
-        ready_wait: super::apply::ready_wait()?,
+        interrupt_grace: super::apply::interrupt_grace().unwrap_or(Duration::from_secs(60)),
+        ready_wait: super::apply::ready_wait().unwrap_or(super::apply::KUBERNETES_READY_WAIT),
         own_targets: true,
         allow_data_loss: Vec::new(),
-        etcd: EtcdRecovery::Restore,
-        recovery: Some(Arc::new(recovery)),
-    };
-    let store = request.state.open(ui)?;
-    locked(
-        &store,
-        request.lock_timeout,
-        "etcd restore",
-        ui,
-        async |cancel| {
-            if healthy.is_some() {
-                reset_control_planes(&settings, &credentials, ui, cancel.clone()).await?;
-            }
-            super::apply::apply_locked(&settings, &store, ui, cancel).await
+        etcd: if recovered {
+            EtcdRecovery::Refuse
+        } else {
+            EtcdRecovery::Restore
         },
-    )
-    .await
+        recovery: (!recovered).then(|| Arc::new(recovery)),
+        restore: (!recovered).then(|| mark.clone()),
+        resume: Resume {
+            planning: again.clone(),
+            running: again,
+            recovered: super::store::command_line(&request.state, &["apply"]),
+        },
+    }
+}
+
+/// Save `mark` as the state's unfinished restore (`None`: none is).
+///
+/// # Errors
+/// The state cannot be loaded or saved.
+async fn record_restore(store: &Store, mark: Option<EtcdRestore>) -> Result<(), CommandError> {
+    let loaded = store.load().await?.ok_or_else(|| no_state(store))?;
+    let (mut state, encrypted) = (loaded.state, loaded.encrypted);
+    if state.etcd_restore == mark {
+        return Ok(());
+    }
+    state.etcd_restore = mark;
+    store
+        .save(&mut state, encrypted)
+        .await
+        .context("cannot record the restore in the state")?;
+    Ok(())
+}
+
+/// How long a resumed restore waits for a control plane the stopped run was
+/// installing.
+const INSTALL_WAIT: Duration = Duration::from_secs(600);
+
+/// Before a resumed restore plans: wait (up to [`INSTALL_WAIT`], saying for
+/// whom) until each control plane the state records as given its config but
+/// not yet up in secure mode is up in secure mode, so that the plan sees it
+/// as it is, not as unreachable mid-install. Returns those that came up in
+/// secure mode with the cluster's certificate: what the stopped run's wait
+/// would have recorded. One that keeps answering in maintenance mode past
+/// Talos's grace did not keep its config (the plan applies it again); one
+/// still silent at the deadline is left to the plan, which says what it
+/// makes of it.
+async fn wait_installing(loaded: &Loaded, ui: &Ui) -> Vec<String> {
+    let ca = loaded.secrets.certs.os.crt.clone();
+    let mut up = Vec::new();
+    for node in loaded.topology.controlplanes() {
+        let installing = loaded
+            .state
+            .resources
+            .configs
+            .get(&node.hostname)
+            .is_some_and(|c| !c.secure_mode);
+        if !installing {
+            continue;
+        }
+        let ip = IpAddr::V4(node.ip);
+        ui.note(&format!(
+            "Waiting up to {} s for {} ({ip}) in secure mode: the stopped restore gave it its \
+             machine config, and it was installing",
+            INSTALL_WAIT.as_secs(),
+            node.hostname
+        ));
+        match settled(ip, &ca).await {
+            Some(talosprov_talos::NodeAnswer::Secure {
+                issued_by_ours: true,
+            }) => up.push(node.hostname.clone()),
+            Some(_) => {}
+            None => ui.warn(&format!(
+                "{} ({ip}) is not up in secure mode after {} s",
+                node.hostname,
+                INSTALL_WAIT.as_secs()
+            )),
+        }
+    }
+    up
+}
+
+/// What the node at `ip` answers once it settles within [`INSTALL_WAIT`]:
+/// secure mode, or maintenance mode past Talos's grace; `None` while it
+/// stays silent.
+async fn settled(ip: IpAddr, ca: &str) -> Option<talosprov_talos::NodeAnswer> {
+    use talosprov_talos::NodeAnswer;
+    let started = tokio::time::Instant::now();
+    let mut maintenance_since = None;
+    let backoff = talosprov_talos::Backoff::default();
+    for attempt in 0u32.. {
+        let now = tokio::time::Instant::now();
+        match talosprov_talos::probe_node(ip, Some(ca), Duration::from_secs(3)).await {
+            secure @ NodeAnswer::Secure { .. } => return Some(secure),
+            NodeAnswer::Maintenance => {
+                let since = *maintenance_since.get_or_insert(now);
+                if now.duration_since(since) > talosprov_talos::MAINTENANCE_GRACE {
+                    return Some(NodeAnswer::Maintenance);
+                }
+            }
+            NodeAnswer::Silent => maintenance_since = None,
+        }
+        if now.duration_since(started) >= INSTALL_WAIT {
+            break;
+        }
+        tokio::time::sleep(backoff.delay(attempt)).await;
+    }
+    None
+}
+
+/// Record that `hosts` were seen up in secure mode with the cluster's
+/// certificate ([`wait_installing`]), as their config step would have.
+///
+/// # Errors
+/// The state cannot be loaded or saved.
+async fn record_secure(store: &Store, hosts: &[String]) -> Result<(), CommandError> {
+    if hosts.is_empty() {
+        return Ok(());
+    }
+    let loaded = store.load().await?.ok_or_else(|| no_state(store))?;
+    let (mut state, encrypted) = (loaded.state, loaded.encrypted);
+    for host in hosts {
+        if let Some(c) = state.resources.configs.get_mut(host) {
+            c.secure_mode = true;
+        }
+    }
+    store
+        .save(&mut state, encrypted)
+        .await
+        .context("cannot record the control planes up in secure mode")?;
+    Ok(())
+}
+
+fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
 }
 
 /// How long a reset control plane may take to answer in maintenance mode.
 const RESET_WAIT: Duration = Duration::from_secs(600);
 
-/// `--force` over a healthy etcd: once approved, reset every control plane
-/// (not gracefully: etcd is replaced, not left; every partition wiped; a
-/// reboot) and wait for each in maintenance mode, so that the restore's plan
-/// finds etcd gone.
+/// What [`reset_control_planes`] works with.
+struct Resets<'a> {
+    settings: &'a ApplySettings,
+    credentials: &'a ClientCredentials,
+    store: &'a Store,
+    /// The restore, recorded (as resetting) before the first reset.
+    mark: &'a EtcdRestore,
+}
+
+/// `--force` over a healthy etcd: once approved, record the restore as
+/// resetting, reset every control plane (not gracefully: etcd is replaced,
+/// not left; every partition wiped; a reboot), wait for each in maintenance
+/// mode, so that the restore's plan finds etcd gone, and record that the
+/// resets are done.
 ///
 /// # Errors
 /// Refused or unanswered approval; a reset or wait that fails (the
-/// control planes reset so far stay reset: run the restore again).
+/// control planes reset so far stay reset, and the state says the restore
+/// is unfinished: run the restore again).
 async fn reset_control_planes(
-    settings: &ApplySettings,
-    credentials: &ClientCredentials,
+    resets: &Resets<'_>,
     ui: &Ui,
     cancel: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), CommandError> {
+    let settings = resets.settings;
     let nodes: Vec<(String, IpAddr)> = settings
         .topology
         .controlplanes()
@@ -419,19 +705,25 @@ async fn reset_control_planes(
         &question,
         "-auto-approve",
         "cancelled: nothing was changed",
-        cancel,
+        cancel.clone(),
     )
     .await?;
+    let resetting = EtcdRestore {
+        resetting: true,
+        ..resets.mark.clone()
+    };
+    record_restore(resets.store, Some(resetting)).await?;
     let reset = talosprov_talos::ResetOptions {
         graceful: false,
         reboot: true,
         system_partitions: Vec::new(),
     };
     for (host, ip) in &nodes {
+        stopped(&cancel, settings, ui, "resetting the control planes")?;
         ui.note(&format!(
             "Resetting {host} ({ip}): its etcd is replaced by the snapshot's"
         ));
-        let client = TalosClient::connect_secure(*ip, credentials)
+        let client = TalosClient::connect_secure(*ip, resets.credentials)
             .await
             .with_context(|| format!("cannot reach {host} to reset it"))?;
         client
@@ -440,18 +732,53 @@ async fn reset_control_planes(
             .with_context(|| format!("cannot reset {host}"))?;
     }
     for (host, ip) in &nodes {
+        stopped(
+            &cancel,
+            settings,
+            ui,
+            "waiting for the reset control planes",
+        )?;
         ui.note(&format!(
             "Waiting for {host} ({ip}) in maintenance mode (up to {} s)",
             RESET_WAIT.as_secs()
         ));
-        talosprov_talos::wait_maintenance(
+        let wait = talosprov_talos::wait_maintenance(
             *ip,
             Some(host),
             RESET_WAIT,
             talosprov_talos::Backoff::default(),
-        )
-        .await
-        .with_context(|| format!("{host} did not come back in maintenance mode after its reset"))?;
+        );
+        let mut c = cancel.clone();
+        tokio::select! {
+            waited = wait => {
+                waited.with_context(|| {
+                    format!("{host} did not come back in maintenance mode after its reset")
+                })?;
+            }
+            _ = c.wait_for(|c| *c) => {
+                stopped(&cancel, settings, ui, "waiting for the reset control planes")?;
+            }
+        }
     }
-    Ok(())
+    record_restore(resets.store, Some(resets.mark.clone())).await
+}
+
+/// [`CommandError::Interrupted`], with the warning that says what the
+/// restore was `doing` and the command that continues it, once a signal came.
+fn stopped(
+    cancel: &tokio::sync::watch::Receiver<bool>,
+    settings: &ApplySettings,
+    ui: &Ui,
+    doing: &str,
+) -> Result<(), CommandError> {
+    if !*cancel.borrow() {
+        return Ok(());
+    }
+    ui.warn(&format!(
+        "{} received while {doing}: the state records the restore as unfinished; run `{}` to \
+         continue it",
+        ui.interrupted_by(),
+        settings.resume.running
+    ));
+    Err(CommandError::Interrupted)
 }

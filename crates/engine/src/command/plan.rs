@@ -52,11 +52,11 @@ pub struct Planned {
 }
 
 /// Say that a signal stopped the run while it was making its plan, before
-/// anything was changed.
-pub(crate) fn warn_planning_interrupted(ui: &Ui, command: &str) {
+/// anything was changed; `again` is the command line that starts it over.
+pub(crate) fn warn_planning_interrupted(ui: &Ui, again: &str) {
     ui.warn(&format!(
         "{} received while making the plan: stopped before any change; nothing was \
-         changed and no plan was saved; run `talosprov {command}` again to start over",
+         changed and no plan was saved; run `{again}` to start over",
         ui.interrupted_by()
     ));
 }
@@ -80,13 +80,40 @@ pub async fn plan(request: &PlanRequest, ui: &Ui) -> Result<Planned, CommandErro
             tokio::select! {
                 r = plan_locked(request, &topology, &store, ui) => r,
                 _ = cancel.wait_for(|c| *c) => {
-                    warn_planning_interrupted(ui, "plan");
+                    warn_planning_interrupted(ui, &plan_command(request));
                     Err(CommandError::Interrupted)
                 }
             }
         },
     )
     .await
+}
+
+/// `talosprov plan` as `request` was given: its flags that find the
+/// topology and the state, `-out`, `-target`s, `--staged`, `-refresh-only`,
+/// `-refresh=false` and `-allow-new-etcd`.
+fn plan_command(request: &PlanRequest) -> String {
+    let mut words: Vec<String> = vec!["plan".into()];
+    if let Some(out) = &request.out {
+        words.extend(["-out".into(), out.display().to_string()]);
+    }
+    for t in &request.targets {
+        words.extend(["-target".into(), t.to_string()]);
+    }
+    let flags = [
+        (request.staged, "--staged"),
+        (request.refresh_only, "-refresh-only"),
+        (request.offline, "-refresh=false"),
+        (request.allow_new_etcd, "-allow-new-etcd"),
+    ];
+    words.extend(
+        flags
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, f)| (*f).to_owned()),
+    );
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    super::store::command_line(&request.state, &words)
 }
 
 /// Add what the plan warns about the cluster's backups

@@ -85,6 +85,11 @@ pub async fn rotate_ca(request: &RotateRequest, ui: &Ui) -> Result<Rotated, Comm
         allow_data_loss: Vec::new(),
         etcd: talosprov_core::plan::EtcdRecovery::Refuse,
         recovery: None,
+        restore: None,
+        resume: super::apply::Resume::same(super::store::command_line(
+            &request.state,
+            &["rotate-ca", &format!("--{}", request.authority.flag())],
+        )),
     };
     let store = request.state.open(ui)?;
     locked(

@@ -260,6 +260,88 @@ pub fn no_state(store: &Store) -> anyhow::Error {
 /// How long a run stopped by a second signal may take to release its lock.
 const UNLOCK_AFTER_SECOND_SIGNAL: Duration = Duration::from_secs(5);
 
+/// Run `body` with a receiver that turns true on the first Ctrl-C or
+/// SIGTERM the frontend delivers; the body decides how to stop. A second
+/// signal ends the body at once (`again` says so, with the signal's name):
+/// the result is then [`CommandError::Interrupted`] and `true`.
+pub(crate) async fn interruptible<T>(
+    ui: &Ui,
+    body: impl AsyncFnOnce(watch::Receiver<bool>) -> Result<T, CommandError>,
+    again: impl FnOnce(&str),
+) -> (Result<T, CommandError>, bool) {
+    let (tx, rx) = watch::channel(false);
+    let mut interrupts = ui.interrupts();
+    let next_signal = async |interrupts: &mut Option<super::Interrupts>| match interrupts {
+        Some(i) => i.next().await,
+        None => std::future::pending().await,
+    };
+    let body = body(rx);
+    tokio::pin!(body);
+    loop {
+        tokio::select! {
+            result = &mut body => return (result, false),
+            signal = next_signal(&mut interrupts) => {
+                if !*tx.borrow() {
+                    let _ = tx.send(true);
+                    continue;
+                }
+                again(signal);
+                return (Err(CommandError::Interrupted), true);
+            }
+        }
+    }
+}
+
+/// `talosprov <words>` with the flags that find the topology and the state
+/// as these settings give them (`-f` unless it is the default
+/// `cluster.yaml`, `--state`, each `--backend-config`), so that the command
+/// runs from the same folder; each word quoted for a POSIX shell where it
+/// needs it. What a message gives as the command to run next.
+pub fn command_line(settings: &StateSettings, words: &[&str]) -> String {
+    let mut args: Vec<String> = vec!["talosprov".into()];
+    let (verb, rest) = words.split_at(words.len().min(verb_words(words)));
+    args.extend(verb.iter().map(|w| (*w).to_owned()));
+    if settings.file != Path::new(DEFAULT_TOPOLOGY) {
+        args.extend(["-f".into(), settings.file.display().to_string()]);
+    }
+    if let Some(path) = &settings.state {
+        args.extend(["--state".into(), path.display().to_string()]);
+    }
+    for setting in &settings.backend_config {
+        args.extend(["--backend-config".into(), setting.clone()]);
+    }
+    args.extend(rest.iter().map(|w| (*w).to_owned()));
+    args.iter()
+        .map(|a| shell_quoted(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// How many of `words` name the command (`etcd restore` is two), before
+/// its flags and arguments.
+fn verb_words(words: &[&str]) -> usize {
+    match words.first() {
+        Some(&("etcd" | "state" | "secrets" | "output")) => 2,
+        Some(_) => 1,
+        None => 0,
+    }
+}
+
+/// `text` as one word of a POSIX shell: as it is when it holds only
+/// characters no shell reads specially, else in single quotes.
+pub fn shell_quoted(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:=@%+,~".contains(c))
+        && !text.starts_with('~');
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
 /// Take the lock on `store` (waiting for it up to `timeout`), and run `body`
 /// with a receiver that turns true on the first Ctrl-C or SIGTERM the
 /// frontend delivers. The body decides how to stop (the executor finishes the
@@ -280,35 +362,13 @@ pub async fn locked<T>(
     body: impl AsyncFnOnce(watch::Receiver<bool>) -> Result<T, CommandError>,
 ) -> Result<T, CommandError> {
     let info = acquire(store, timeout, operation, ui).await?;
-    let (tx, rx) = watch::channel(false);
-    let mut interrupts = ui.interrupts();
-    let next_signal = async |interrupts: &mut Option<super::Interrupts>| match interrupts {
-        Some(i) => i.next().await,
-        None => std::future::pending().await,
-    };
-    let mut at_once = false;
-    let result = {
-        let body = body(rx);
-        tokio::pin!(body);
-        loop {
-            tokio::select! {
-                result = &mut body => break result,
-                signal = next_signal(&mut interrupts) => {
-                    if !*tx.borrow() {
-                        let _ = tx.send(true);
-                        continue;
-                    }
-                    ui.warn(&format!(
-                        "{signal} received again: exiting at once. Steps in flight were abandoned; \
-                         Proxmox may still be running their tasks, and the next run reads back \
-                         what they did"
-                    ));
-                    at_once = true;
-                    break Err(CommandError::Interrupted);
-                }
-            }
-        }
-    };
+    let (result, at_once) = interruptible(ui, body, |signal| {
+        ui.warn(&format!(
+            "{signal} received again: exiting at once. Steps in flight were abandoned; \
+             Proxmox may still be running their tasks, and the next run reads back what they did"
+        ));
+    })
+    .await;
     report_kept_backup(store, ui);
     let unlocked = if at_once {
         match tokio::time::timeout(UNLOCK_AFTER_SECOND_SIGNAL, store.unlock(&info.id)).await {
@@ -364,6 +424,55 @@ pub async fn with_lock<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn settings(file: &str, state: Option<&str>, backend_config: &[&str]) -> StateSettings {
+        StateSettings {
+            file: file.into(),
+            state: state.map(PathBuf::from),
+            backend_config: backend_config.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_command_line_repeats_the_flags_that_find_the_topology_and_the_state() {
+        assert_eq!(
+            command_line(
+                &settings("cluster.yaml", None, &[]),
+                &["apply", "/tmp/x.plan"]
+            ),
+            "talosprov apply /tmp/x.plan"
+        );
+        assert_eq!(
+            command_line(
+                &settings("examples/lab/cluster.yaml", None, &[]),
+                &["etcd", "restore", "--from", "/b/etcd-x.snapshot.age"]
+            ),
+            "talosprov etcd restore -f examples/lab/cluster.yaml --from /b/etcd-x.snapshot.age"
+        );
+        assert_eq!(
+            command_line(
+                &settings(
+                    "my lab/cluster.yaml",
+                    Some("/var/lib/it's.tfstate"),
+                    &["address=https://gitlab.example/state", "retry_max=3"]
+                ),
+                &["rotate-ca", "--kubernetes"]
+            ),
+            "talosprov rotate-ca -f 'my lab/cluster.yaml' --state '/var/lib/it'\\''s.tfstate' \
+             --backend-config address=https://gitlab.example/state \
+             --backend-config retry_max=3 --kubernetes"
+        );
+    }
+
+    #[test]
+    fn shell_words_are_quoted_only_when_a_shell_would_read_them_otherwise() {
+        assert_eq!(shell_quoted("a/b-c_d.yaml"), "a/b-c_d.yaml");
+        assert_eq!(shell_quoted("a b"), "'a b'");
+        assert_eq!(shell_quoted("$HOME"), "'$HOME'");
+        assert_eq!(shell_quoted("~/x"), "'~/x'");
+        assert_eq!(shell_quoted(""), "''");
+        assert_eq!(shell_quoted("it's"), r"'it'\''s'");
+    }
 
     #[test]
     fn state_section_is_read_from_the_topology_and_other_keys_are_ignored() {

@@ -83,23 +83,52 @@ impl GateOutcome {
     }
 }
 
-/// The entries of the failing checks: their per-node lines (after the `failed on N
-/// of M` head line), or the whole reason when it has no such lines.
+/// The entries of the failing checks, one per node or one for the API: each
+/// check's per-node lines (after its `failed on N of M` head line), or its
+/// whole reason when it has none. A node that fails several checks (a GPU
+/// node neither registered nor with its GPU) is named once, with each of its
+/// reasons once, in the checks' order.
 pub fn missing(checks: &[Check]) -> Vec<String> {
-    let mut out = Vec::new();
+    // (who, reasons) in the order first seen; `who` is the text before the
+    // first ": " (`gpu-1 (10.0.0.2)`), or the whole entry when it has none.
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    let mut add = |entry: &str| {
+        let (who, reason) = match entry.split_once(": ") {
+            Some((who, reason)) => (who, Some(reason)),
+            None => (entry, None),
+        };
+        let at = match out.iter().position(|(w, _)| w == who) {
+            Some(i) => i,
+            None => {
+                out.push((who.to_owned(), Vec::new()));
+                out.len() - 1
+            }
+        };
+        if let Some(reason) = reason
+            && !out[at].1.iter().any(|r| r == reason)
+        {
+            out[at].1.push(reason.to_owned());
+        }
+    };
     for c in checks.iter().filter(|c| c.status == CheckStatus::Fail) {
         let mut lines = c.reason.lines();
         let head = lines.next().unwrap_or_default();
         let rest: Vec<&str> = lines.collect();
         if rest.is_empty() {
-            if !out.iter().any(|o| o == head) {
-                out.push(head.to_owned());
-            }
+            add(head);
         } else {
-            out.extend(rest.into_iter().map(str::to_owned));
+            rest.into_iter().for_each(&mut add);
         }
     }
-    out
+    out.into_iter()
+        .map(|(who, reasons)| {
+            if reasons.is_empty() {
+                who
+            } else {
+                format!("{who}: {}", reasons.join("; "))
+            }
+        })
+        .collect()
 }
 
 /// Ask the Kubernetes API (a new client each attempt, each bounded by
@@ -266,6 +295,47 @@ mod tests {
             assert!(*elapsed >= last + PROGRESS_EVERY, "{events:?}");
             last = *elapsed;
         }
+    }
+
+    #[test]
+    fn a_node_failing_several_checks_is_named_once_with_each_reason() {
+        let nodes = gate(Duration::from_secs(1)).nodes;
+        let gpus = [IpAddr::from([10, 0, 0, 2])];
+        // The GPU node is not registered: both checks name it, for the same reason.
+        let checks = judge_kubernetes(
+            &nodes,
+            &gpus,
+            &Ok(vec![kube("cp-1", [10, 0, 0, 1], false, 0)]),
+        );
+        assert_eq!(
+            missing(&checks),
+            vec![
+                "cp-1 (10.0.0.1): NotReady: KubeletNotReady".to_owned(),
+                "gpu-1 (10.0.0.2): not registered".to_owned(),
+            ]
+        );
+        // Registered but NotReady and without its GPU: one entry, both reasons.
+        let checks = judge_kubernetes(
+            &nodes,
+            &gpus,
+            &Ok(vec![
+                kube("cp-1", [10, 0, 0, 1], true, 0),
+                kube("gpu-1", [10, 0, 0, 2], false, 0),
+            ]),
+        );
+        assert_eq!(
+            missing(&checks),
+            vec![
+                "gpu-1 (10.0.0.2): NotReady: KubeletNotReady; no nvidia.com/gpu allocatable"
+                    .to_owned()
+            ]
+        );
+        // The API down: one entry, though both checks fail with it.
+        let checks = judge_kubernetes(&nodes, &gpus, &Err("connection refused".to_owned()));
+        assert_eq!(
+            missing(&checks),
+            vec!["the Kubernetes API: connection refused".to_owned()]
+        );
     }
 
     #[tokio::test(start_paused = true)]

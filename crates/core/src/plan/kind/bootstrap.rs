@@ -41,15 +41,26 @@ impl ResourceKind for Bootstrap {
             return;
         };
         match p.etcd {
-            EtcdRecovery::Refuse => p.broken.push(PlanWarning {
-                address: Some(Address::Bootstrap),
-                message: format!(
-                    "etcd is gone on every control plane ({lost}): the cluster's Kubernetes \
-                     objects are only in its backups. Recover them with `talosprov etcd restore \
-                     --from latest` (or --from SNAPSHOT), or bootstrap a new, empty etcd with \
-                     `talosprov apply -allow-new-etcd`, which loses them"
-                ),
-            }),
+            EtcdRecovery::Refuse => {
+                let recover = match &p.state.etcd_restore {
+                    Some(r) => format!(
+                        "Finish the restore from {} with `talosprov {}`",
+                        r.from,
+                        r.command_words().join(" ")
+                    ),
+                    None => "Recover them with `talosprov etcd restore --from latest` (or \
+                             --from SNAPSHOT)"
+                        .to_owned(),
+                };
+                p.broken.push(PlanWarning {
+                    address: Some(Address::Bootstrap),
+                    message: format!(
+                        "etcd is gone on every control plane ({lost}): the cluster's Kubernetes \
+                         objects are only in its backups. {recover}, or bootstrap a new, empty \
+                         etcd with `talosprov apply -allow-new-etcd`, which loses them"
+                    ),
+                });
+            }
             EtcdRecovery::NewEtcd => p.changes.push(Change::bootstrap(format!(
                 "etcd is gone on every control plane ({lost}): a new, empty etcd on {node} \
                  (-allow-new-etcd); the Kubernetes objects are lost"
