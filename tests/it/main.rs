@@ -46,6 +46,7 @@ mod machine_pki;
 mod machine_secrets_file;
 mod machine_strict;
 mod machineconfig_patch;
+mod network_confined;
 mod own_fields;
 mod own_kill;
 mod own_lab;

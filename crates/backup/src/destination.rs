@@ -5,7 +5,9 @@
 //! (default `us-east-1`); `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
 //! `AWS_SESSION_TOKEN`; `AWS_VIRTUAL_HOSTED_STYLE_REQUEST=true` for
 //! virtual-hosted addressing (path style otherwise, as MinIO and Garage
-//! serve). An `http://` endpoint is allowed as given.
+//! serve). An `http://` endpoint is allowed as given. Without the key
+//! variables no request is made at all, unless [`S3Access`] allows the cloud
+//! instance's metadata service (`backup.s3.instance_credentials`).
 //!
 //! Uploads are multipart in parts of [`PART_BYTES`] with at most
 //! [`UPLOAD_CONCURRENCY`] parts in flight, so an upload holds at most about
@@ -60,9 +62,10 @@ enum Unavailable {
 pub struct S3Access {
     /// The `AWS_*` variables.
     pub env: BTreeMap<String, String>,
-    /// Ask the instance metadata service (169.254.169.254) for credentials
-    /// when the variables hold none. Off by default: without it, no request
-    /// is made without credentials, and none goes to that address.
+    /// Ask the instance metadata service (169.254.169.254, or
+    /// `AWS_EC2_METADATA_SERVICE_ENDPOINT`) for credentials when the
+    /// variables hold none. Off by default: without it, no request is made
+    /// without credentials, and none goes to that address.
     pub instance_credentials: bool,
 }
 
@@ -127,6 +130,12 @@ fn s3_store(
         builder = builder
             .with_allow_http(endpoint.starts_with("http://"))
             .with_endpoint(endpoint);
+    }
+    if access.instance_credentials
+        && let Some(endpoint) = env_first(env, &["AWS_EC2_METADATA_SERVICE_ENDPOINT"])
+    {
+        // The AWS SDKs' variable for where the metadata service answers.
+        builder = builder.with_metadata_endpoint(endpoint);
     }
     if let Some(v) = key {
         builder = builder.with_access_key_id(v);
