@@ -237,7 +237,7 @@ fn each_validation_reports_its_code_and_field() {
         ),
         (
             "datastore: local-lvm",
-            "datastore: Local-LVM",
+            "datastore: local_lvm-",
             Code::InvalidValue,
             "proxmox.datastore",
         ),

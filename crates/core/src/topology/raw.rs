@@ -284,8 +284,9 @@ pub struct RawProxmox {
     #[schemars(extend("default" = "local"))]
     pub image_storage: Option<Spanned<String>>,
     /// The Proxmox network bridge each VM's one network device (`net0`, virtio)
-    /// is attached to, and the default `bridge` of `networks` entries.
-    #[schemars(extend("default" = "vmbr0"))]
+    /// is attached to, and the default `bridge` of `networks` entries: 1 to 15
+    /// letters, digits, '-', '_' and '.' (a Linux interface name).
+    #[schemars(extend("default" = "vmbr0"), length(min = 1, max = 15), regex(pattern = r"^[-_.A-Za-z0-9]+$"))]
     pub bridge: Option<Spanned<String>>,
     /// The NICs of every node and pool member that sets no `networks`, as a
     /// node's `networks`.
@@ -490,8 +491,10 @@ pub struct RawHa {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct RawNetwork {
-    /// The Proxmox bridge, such as `vmbr0`; it must exist on the VM's host
+    /// The Proxmox bridge, such as `vmbr0`: 1 to 15 letters, digits, '-', '_'
+    /// and '.' (a Linux interface name); it must exist on the VM's host
     /// (checked at plan time). Default `proxmox.bridge`.
+    #[schemars(length(min = 1, max = 15), regex(pattern = r"^[-_.A-Za-z0-9]+$"))]
     pub bridge: Option<Spanned<String>>,
     /// The VLAN tag, 1 to 4094 (Proxmox's `tag`): the bridge tags the NIC's
     /// traffic, and the node sees an untagged link. Default: untagged.

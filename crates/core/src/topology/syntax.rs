@@ -163,34 +163,64 @@ pub fn is_pve_node_name(s: &str) -> bool {
 }
 
 /// Whether `s` is a Proxmox storage ID (PVE's `pve-storage-id` format,
-/// `[a-z][a-z0-9\-_.]*[a-z0-9]`), such as `local-lvm`.
+/// `[a-z][a-z0-9\-_.]*[a-z0-9]` without regard to case, as
+/// `PVE::JSONSchema::pve_verify_storage_id` matches it), such as `local-lvm`.
 pub fn is_pve_storage_id(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() >= 2
-        && b[0].is_ascii_lowercase()
-        && (b[b.len() - 1].is_ascii_lowercase() || b[b.len() - 1].is_ascii_digit())
-        && b.iter().all(|c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'-' | b'_' | b'.')
-        })
+        && b[0].is_ascii_alphabetic()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
-/// Whether `s` is a Proxmox bridge name (PVE's `pve-bridge-id` format,
-/// `[-_.\w\d]+`), such as `vmbr0`.
+/// What [`is_pve_storage_id`] takes, in words.
+pub const STORAGE_ID_FORM: &str = "a Proxmox storage ID: letters, digits, '-', '_' and '.', \
+    starting with a letter and ending with a letter or digit, such as local-lvm";
+
+/// The longest bridge name: a bridge is a Linux network interface, whose
+/// name the kernel holds in `IFNAMSIZ` (16) bytes with its terminating NUL.
+pub const MAX_BRIDGE_CHARS: usize = 15;
+
+/// Whether `s` is a Proxmox bridge name: PVE's `pve-bridge-id` format
+/// (`[-_.\w\d]+`, `PVE::JSONSchema::pve_verify_bridge_id`) and at most
+/// [`MAX_BRIDGE_CHARS`], such as `vmbr0`.
 pub fn is_pve_bridge(s: &str) -> bool {
     !s.is_empty()
+        && s.len() <= MAX_BRIDGE_CHARS
         && s.bytes()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
+/// What [`is_pve_bridge`] takes, in words.
+pub const BRIDGE_FORM: &str = "a Proxmox bridge name: 1 to 15 letters, digits, '-', '_' and \
+    '.' (a Linux interface name), such as vmbr0";
+
+/// The most levels a nested pool may have (PVE 8.1+: `a/b/c`).
+pub const MAX_POOL_LEVELS: usize = 3;
+
 /// Whether `s` is a Proxmox pool ID (PVE's `pve-poolid` format,
-/// `[A-Za-z0-9.\-_]+`, with `/` between levels of nested pools, PVE 8.1+).
+/// `[A-Za-z0-9.\-_]+`, with `/` between the levels of a nested pool, at
+/// most [`MAX_POOL_LEVELS`]; `PVE::AccessControl::pve_verify_poolname`).
 pub fn is_pve_pool_id(s: &str) -> bool {
-    s.split('/').all(|part| {
-        !part.is_empty()
-            && part
-                .bytes()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_'))
-    })
+    s.split('/').count() <= MAX_POOL_LEVELS
+        && s.split('/').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_'))
+        })
+}
+
+/// Whether `s` is a Proxmox configuration ID, as a PCI mapping is named
+/// (PVE's `pve-configid` format, `[a-z][a-z0-9_-]+` without regard to case:
+/// two characters at least).
+pub fn is_pve_config_id(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() >= 2
+        && b[0].is_ascii_alphabetic()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-'))
 }
 
 /// An IPv4 network: the address with the host bits cleared, and the prefix.
@@ -345,15 +375,29 @@ mod tests {
         assert!(!is_pve_node_name("pve.lan"));
         assert!(is_pve_storage_id("local-lvm"));
         assert!(is_pve_storage_id("nfs.iso_1"));
-        assert!(!is_pve_storage_id("Local"));
+        // PVE matches storage IDs without regard to case.
+        assert!(is_pve_storage_id("Local-LVM"));
         assert!(!is_pve_storage_id("local-"));
         assert!(!is_pve_storage_id("1local"));
+        assert!(!is_pve_storage_id("l"));
         assert!(is_pve_bridge("vmbr0"));
+        assert!(is_pve_bridge("vmbr0.20"));
+        assert!(is_pve_bridge(&"b".repeat(15)));
+        assert!(!is_pve_bridge(&"b".repeat(16)), "a Linux interface name");
+        assert!(!is_pve_bridge(&"b".repeat(10_000)));
         assert!(!is_pve_bridge("vmbr 0"));
+        assert!(!is_pve_bridge(""));
         assert!(is_pve_pool_id("TALOS"));
         assert!(is_pve_pool_id("lab/talos"));
+        assert!(is_pve_pool_id("a/b/c"));
+        assert!(!is_pve_pool_id("a/b/c/d"), "three levels at most");
         assert!(!is_pve_pool_id("lab//talos"));
         assert!(!is_pve_pool_id("a b"));
+        assert!(is_pve_config_id("gpu"));
+        assert!(is_pve_config_id("GPU_a-1"));
+        assert!(!is_pve_config_id("g"));
+        assert!(!is_pve_config_id("1gpu"));
+        assert!(!is_pve_config_id("gpu.0"));
     }
 
     #[test]

@@ -142,8 +142,8 @@ fn network(
         Some(b) if syntax::is_pve_bridge(&b.value) => b.value.clone(),
         Some(b) => {
             let msg = format!(
-                "bridge must be a Proxmox bridge name (letters, digits, '-', '_' and '.', such \
-                 as vmbr0), found {:?}",
+                "bridge must be {}, found {:?}",
+                syntax::BRIDGE_FORM,
                 b.value
             );
             at.err(cx, Code::InvalidValue, b.pos, field("bridge"), msg);
@@ -287,8 +287,8 @@ fn disk(
         Some(s) if syntax::is_pve_storage_id(&s.value) => s.value.clone(),
         Some(s) => {
             let msg = format!(
-                "datastore must be a Proxmox storage ID (lowercase letters, digits, '-', '_' \
-                 and '.', starting with a letter), found {:?}",
+                "datastore must be {}, found {:?}",
+                syntax::STORAGE_ID_FORM,
                 s.value
             );
             at.err(cx, Code::InvalidValue, s.pos, field("datastore"), msg);

@@ -79,14 +79,11 @@ impl PveName {
     fn form(self) -> &'static str {
         match self {
             PveName::Node => "a Proxmox node name: letters, digits and '-', such as pve",
-            PveName::Storage => {
-                "a Proxmox storage ID: lowercase letters, digits, '-', '_' and '.', starting with a letter, such as local-lvm"
-            }
-            PveName::Bridge => {
-                "a Proxmox bridge name: letters, digits, '-', '_' and '.', such as vmbr0"
-            }
+            PveName::Storage => syntax::STORAGE_ID_FORM,
+            PveName::Bridge => syntax::BRIDGE_FORM,
             PveName::Pool => {
-                "a Proxmox pool ID: letters, digits, '.', '-' and '_', with '/' between nested pools"
+                "a Proxmox pool ID: letters, digits, '.', '-' and '_', with '/' between nested \
+                 pools (3 levels at most)"
             }
         }
     }
@@ -474,6 +471,13 @@ impl Cx<'_> {
             let name = &entry.name.value;
             let m = &entry.value;
             let base = format!("pci_mappings.{name}");
+            if !syntax::is_pve_config_id(name) {
+                let msg = format!(
+                    "the PCI mapping name {name:?} must be a Proxmox configuration ID: a letter, \
+                     then letters, digits, '-' and '_' (2 characters at least), such as gpu"
+                );
+                self.error(Code::InvalidPciMapping, entry.name.pos, &base, msg);
+            }
             if let Some(map) = &m.map {
                 if let Some(mapping) = self.pci_mapping_map(&base, m, map) {
                     out.insert(name.clone(), mapping);
