@@ -59,8 +59,11 @@ openssl x509 -req -in "$run/server.csr" -CA "$run/ca.pem" -CAkey "$run/ca.key" -
   -days 2 -extfile "$run/server.ext" -out "$run/server.pem" 2>/dev/null
 
 echo "== starting fakepve"
-config=$(printf '{"host":"%s","port":0,"cert":"%s","key":"%s","password":"lab","tokens":{"%s":"%s"},"grants":[],"nodes":["pve1"],"storages":{"local":{"content":"iso,vztmpl,backup,import"}},"time_scale":0,"fetch_downloads":true}' \
-  "$pve_host" "$PWD/$run/server.pem" "$PWD/$run/server.key" "$token_id" "$token_secret")
+# The datastores' content types and capacity (10 TiB on local-lvm, room for every VM and
+# pool the README's examples make), as the tests' fakepve has them.
+storages=$(tr -d '\n' < "$lab/fakepve-storages.json")
+config=$(printf '{"host":"%s","port":0,"cert":"%s","key":"%s","password":"lab","tokens":{"%s":"%s"},"grants":[],"nodes":["pve1"],"storages":%s,"time_scale":0,"fetch_downloads":true}' \
+  "$pve_host" "$PWD/$run/server.pem" "$PWD/$run/server.key" "$token_id" "$token_secret" "$storages")
 mkfifo "$run/fakepve.in"
 "$venv/bin/python" tests/it/support/fakepve_launch.py "$config" < "$run/fakepve.in" > "$run/fakepve.out" 2> "$run/fakepve.log" &
 pids+=($!)

@@ -495,3 +495,64 @@ async fn a_gpu_pool_spreads_over_the_hosts_of_one_mapping() {
         "{err}"
     );
 }
+
+/// The `pools:` example README.md gives to try on the running lab, as it
+/// is written there.
+fn readme_pool_example() -> String {
+    let readme = std::fs::read_to_string(crate::support::fixtures::repo().join("README.md"))
+        .expect("README.md");
+    let at = readme
+        .find("pool can be tried on the running lab")
+        .expect("the README's pool walk-through");
+    let block = &readme[at..];
+    let start = block.find("```yaml\n").expect("its yaml block") + "```yaml\n".len();
+    let end = block[start..].find("```").expect("the block's end");
+    block[start..start + end].to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_pool_walk_through_plans_and_applies_on_the_lab_as_run_sh_starts_it() {
+    let lab = Lab::start_like_run_sh("16.9").await;
+    lab.import_secrets().await;
+    lab.apply_text().await;
+    let example = readme_pool_example();
+    assert!(
+        example.contains("ip_range: 127.0.0.130-127.0.0.133"),
+        "{example}"
+    );
+    let pool = example.replace("127.0.0.", "127.16.9.");
+    lab.write_topology(|t| format!("{t}\n{pool}"));
+
+    // As the README says: plan shows the pool growing, apply makes it.
+    let plan = lab.run(&["plan"]).await;
+    let text = crate::support::cli::stdout(&plan);
+    assert!(plan.status.success(), "{text}{}", stderr(&plan));
+    assert!(
+        text.contains("pool workers: 0 -> 2 (adds lab-workers-1, lab-workers-2)"),
+        "{text}"
+    );
+    let text = lab.apply_text().await;
+    assert!(text.contains("Apply complete!"), "{text}");
+    let names: Vec<String> = vms(&lab).await.into_iter().map(|v| v.0).collect();
+    assert!(
+        names.contains(&"lab-workers-1".to_owned()) && names.contains(&"lab-workers-2".to_owned()),
+        "{names:?}"
+    );
+
+    // "change `replicas` to scale it".
+    lab.write_topology(|t| format!("{t}\n{}", pool.replace("replicas: 2", "replicas: 1")));
+    let plan = lab.run(&["plan"]).await;
+    let text = crate::support::cli::stdout(&plan);
+    assert!(
+        text.contains("pool workers: 2 -> 1 (removes lab-workers-2)"),
+        "{text}"
+    );
+    lab.apply_text().await;
+    let out = lab.run(&["plan", "-detailed-exitcode"]).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::cli::stdout(&out)
+    );
+}

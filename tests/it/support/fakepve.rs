@@ -50,9 +50,8 @@ impl Default for FakeOptions {
         FakeOptions {
             nodes: Vec::new(),
             // fakepve counts each allocation against `avail` as a thick storage
-            // does: room for every VM the tests make.
-            storages: json!({"local": {"content": "iso,vztmpl,backup,import"},
-                             "local-lvm": {"avail": 10u64 << 40}}),
+            // does: room for every VM the tests make, as the lab has it.
+            storages: lab_storages(),
             tokens: Vec::new(),
             grants: Vec::new(),
             time_scale: 0.0,
@@ -61,6 +60,16 @@ impl Default for FakeOptions {
             self_signed_is_ca: false,
         }
     }
+}
+
+/// The storages `examples/lab/run.sh` gives fakepve
+/// (`examples/lab/fakepve-storages.json`): `local` for images, `local-lvm`
+/// with 10 TiB for the VMs.
+pub fn lab_storages() -> Value {
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/lab/fakepve-storages.json");
+    let text = std::fs::read_to_string(&file).expect("examples/lab/fakepve-storages.json");
+    serde_json::from_str(&text).expect("the lab's storages are JSON")
 }
 
 /// A running fakepve.

@@ -104,6 +104,22 @@ impl Lab {
         .await
     }
 
+    /// The lab as `examples/lab/run.sh` starts it: one Proxmox host with the
+    /// lab's storages, and simulated nodes on `127.<net>.121` to `.133`
+    /// (the reference cluster's three, then spares waiting in maintenance
+    /// mode where the README's pool example puts its members).
+    pub async fn start_like_run_sh(net: &str) -> Lab {
+        Lab::start_full(
+            net,
+            Duration::from_millis(100),
+            "v1.13.8",
+            false,
+            10,
+            FakeOptions::default(),
+        )
+        .await
+    }
+
     async fn start_with(net: &str, reboot: Duration, talos_version: &str, ha: bool) -> Lab {
         Lab::start_full(net, reboot, talos_version, ha, 0, FakeOptions::default()).await
     }
