@@ -14,7 +14,7 @@ use super::state_options::LockOptions;
 use super::{CommandError, Outcome};
 use talosprov_core::adopt::Settings;
 use talosprov_engine::command::adopt::{AdoptFrom, AdoptOutcome, AdoptRequest, adopt};
-use talosprov_engine::command::store::{DEFAULT_TOPOLOGY, StateSettings};
+use talosprov_engine::command::store::{DEFAULT_TOPOLOGY, StateSettings, shell_quoted};
 
 /// Arguments of `talosprov adopt`.
 #[derive(Debug, Args)]
@@ -157,6 +157,11 @@ pub async fn run(args: AdoptArgs) -> Result<Outcome, CommandError> {
         dry_run: args.dry_run,
         merge: args.merge,
         probe: Duration::from_secs(10),
+        command: std::iter::once("talosprov".to_owned())
+            .chain(std::env::args().skip(1))
+            .map(|a| shell_quoted(&a))
+            .collect::<Vec<_>>()
+            .join(" "),
     };
     let outcome = adopt(&request, &Console::ui()).await?;
     crate::ui::write_stdout(&report(&args.out, &outcome))?;

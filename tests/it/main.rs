@@ -9,6 +9,7 @@ mod addons_helm;
 mod addons_kubectl;
 mod addons_render;
 mod adopt_lab;
+mod adopt_resume;
 mod apply_gate;
 mod apply_json;
 mod apply_settings;

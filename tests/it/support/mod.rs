@@ -9,7 +9,8 @@
 //! - [`gitlab_state`]: GitLab's Terraform state API;
 //! - [`moto`]: moto's S3 server, with faults on demand;
 //! - [`lab`]: all of them together, with the lab topology, for end-to-end runs;
-//! - [`running`]: a talosprov run in the background, to stop with a signal.
+//! - [`running`]: a talosprov run in the background, to stop with a signal;
+//! - [`tfstate`]: an OpenTofu state of a cluster, for `adopt`.
 //!
 //! `fakepve.rs`, `factory.rs` and `wait.rs` use nothing else from here: the
 //! `bench_apply` example includes them too.
@@ -27,4 +28,5 @@ pub mod moto;
 pub mod running;
 pub mod talos;
 pub mod talos_pki;
+pub mod tfstate;
 pub mod wait;

@@ -88,7 +88,9 @@ pub struct Adopted {
 fn tree_files(tree: &PatchTree, labels: &BTreeMap<String, String>) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
     let mut folder = |dir: PathBuf, list: &[Sensitive<String>]| {
-        let width = if list.len() > 100 { 3 } else { 2 };
+        // Every number as wide as the last one, so byte-wise order is merge
+        // order (`0999-…` before `1000-…`).
+        let width = list.len().saturating_sub(1).to_string().len().max(2);
         for (i, p) in list.iter().enumerate() {
             let label = labels
                 .get(p.expose().trim())

@@ -281,3 +281,69 @@ fn merge_takes_what_the_state_lacks_and_refuses_what_it_holds_otherwise() {
     assert!(err.problems[1].starts_with("pool/TALOS:"), "{err}");
     assert_eq!(target, before);
 }
+
+#[test]
+fn a_node_with_over_a_thousand_patches_keeps_their_merge_order_in_its_file_names() {
+    let secrets = bundle();
+    let secrets_text = secrets_yaml(&secrets);
+    // Each patch sets `order` anew: only the last one's value may survive.
+    let texts: Vec<String> = (0..1005)
+        .map(|i| format!("machine:\n  nodeLabels:\n    order: \"{i}\"\n    label-{i}: x\n"))
+        .collect();
+    let input = provider_input(&secrets, Role::Controlplane);
+    let running = patched(
+        &input,
+        &texts.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let source = NodeSource {
+        source: "talos_machine_configuration_apply.node[\"cp-1\"]".into(),
+        node: "10.5.0.11".into(),
+        running: Sensitive::new(machine_config_yaml(&running.documents)),
+        input: Some(Sensitive::new(machine_config_yaml(&input.documents))),
+        patches: texts.iter().map(|t| Sensitive::new(t.clone())).collect(),
+    };
+    let side = ProxmoxSide {
+        vms: vec![vm("cp-1", 101, "10.5.0.11", 4)],
+        ..ProxmoxSide::default()
+    };
+    let facts = ClusterFacts {
+        name: Some("prod".into()),
+        endpoint: Some("https://10.5.0.10:6443".into()),
+        talos_version: Some("v1.13.8".into()),
+        kubernetes_version: Some("1.36.2".into()),
+        ..ClusterFacts::default()
+    };
+    let adopted = adopt(Source {
+        nodes: vec![source],
+        facts: &facts,
+        proxmox: &side,
+        settings: &Settings::default(),
+        secrets: &secrets,
+        secrets_yaml: &secrets_text,
+        bootstrapped: true,
+        now: "2026-12-05T00:00:00Z".into(),
+        dir: Path::new("/adopted"),
+        proxmox_endpoint_env: Some("https://pve.example:8006".into()),
+        image_storage_shared: false,
+    })
+    .expect("adopts");
+    let ours = MachineConfig::parse(adopted.machineconfigs["cp-1"].expose()).expect("parses");
+    assert_eq!(first_difference(&ours, &running), None);
+    let own: Vec<&String> = adopted
+        .files
+        .iter()
+        .filter(|(p, _)| p.starts_with("patches/nodes/cp-1"))
+        .map(|(_, t)| t)
+        .collect();
+    let mut names: Vec<String> = adopted
+        .files
+        .iter()
+        .filter(|(p, _)| p.starts_with("patches/nodes/cp-1"))
+        .map(|(p, _)| p.display().to_string())
+        .collect();
+    assert!(own.len() >= texts.len(), "{}", own.len());
+    let written = names.clone();
+    names.sort();
+    assert_eq!(names, written, "byte-wise order is merge order");
+    assert!(names[0].contains("/0000-"), "{}", names[0]);
+}

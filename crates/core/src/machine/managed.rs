@@ -9,8 +9,9 @@
 
 use serde_yaml_ng::Value;
 
+use crate::patch::apply::apply_in_place;
 use crate::patch::document::scalar_text;
-use crate::patch::{DocumentId, MachineConfig, Patch, apply_patch};
+use crate::patch::{DocumentId, MachineConfig, Patch};
 
 /// A value of the v1alpha1 document that talosprov sets itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,19 +106,30 @@ pub fn overrides(
     if changed.is_empty() {
         return Vec::new();
     }
-    // Only now is it worth replaying the patches one by one.
+    // Only now is it worth replaying the patches one by one, in place: each
+    // costs what it merges, whatever the config's size.
     let mut setters: Vec<Option<&str>> = vec![None; changed.len()];
     let mut current = base.clone();
+    let values = |c: &MachineConfig| -> Vec<Option<String>> {
+        changed
+            .iter()
+            .map(|(field, _, _)| value_at(c, *field))
+            .collect()
+    };
+    let mut before = values(&current);
     for patch in patches {
-        let Ok(next) = apply_patch(&current, patch) else {
-            continue;
-        };
-        for (i, (field, _, _)) in changed.iter().enumerate() {
-            if value_at(&current, *field) != value_at(&next, *field) {
+        if apply_in_place(&mut current, patch).is_err() {
+            // Every patch applied when `rendered` was made: this one cannot
+            // fail; if it did, what it half-merged leaves nothing to name.
+            break;
+        }
+        let after = values(&current);
+        for (i, (was, now)) in before.iter().zip(&after).enumerate() {
+            if was != now {
                 setters[i] = Some(&patch.source);
             }
         }
-        current = next;
+        before = after;
     }
     changed
         .into_iter()

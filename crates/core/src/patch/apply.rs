@@ -2,13 +2,11 @@
 //! Talos's `configpatcher.Apply`, and remembering which patch last set each
 //! value so a later check can name the file to fix.
 
-use serde_yaml_ng::Value;
-use std::collections::BTreeMap;
-
-use super::document::{DocumentId, MachineConfig};
+use super::document::MachineConfig;
 use super::json6902::{Json6902Error, apply_json6902};
 use super::load::{Patch, PatchBody};
 use super::merge::{MergeError, apply_strategic};
+use super::provenance::{Provenance, Watch};
 
 /// A patch that failed, named by its source.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +31,7 @@ pub enum ApplyCause {
 }
 
 /// Apply one patch in place; on error `config` may be partly patched.
-fn apply_in_place(config: &mut MachineConfig, patch: &Patch) -> Result<(), ApplyError> {
+pub(crate) fn apply_in_place(config: &mut MachineConfig, patch: &Patch) -> Result<(), ApplyError> {
     let result = match &patch.body {
         PatchBody::Strategic(steps) => apply_strategic(config, steps).map_err(ApplyCause::from),
         PatchBody::Json6902(ops) => apply_json6902(config, ops).map_err(ApplyCause::from),
@@ -96,20 +94,14 @@ pub fn apply_patches_all_traced(config: &MachineConfig, patches: &[Patch]) -> Ap
 fn apply_all(config: &MachineConfig, patches: &[Patch], trace: bool) -> Applied {
     let mut current = config.clone();
     let mut provenance = Provenance::default();
-    let mut before = if trace {
-        leaves(&current)
-    } else {
-        Leaves::new()
-    };
     let mut errors = Vec::new();
     let mut failed = Vec::new();
     for (i, patch) in patches.iter().enumerate() {
+        let watch = trace.then(|| Watch::before(&current, patch));
         match apply_in_place(&mut current, patch) {
             Ok(()) => {
-                if trace {
-                    let after = leaves(&current);
-                    provenance.record(&before, &after, &patch.source);
-                    before = after;
+                if let Some(watch) = watch {
+                    provenance.record(watch, &current, &patch.source);
                 }
             }
             Err(e) => {
@@ -133,54 +125,6 @@ fn apply_all(config: &MachineConfig, patches: &[Patch], trace: bool) -> Applied 
     }
 }
 
-/// Which patch last changed each value of a patched config.
-///
-/// Values are leaves (scalars, empty lists and mappings) addressed by their
-/// document and a dotted path such as `machine.network.interfaces[0].vip.ip`.
-/// A value no patch changed comes from the base config. A patch that shifts a
-/// list (a delete, say) counts as changing every element it moved.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Provenance {
-    /// Patch sources, in the order they were applied.
-    sources: Vec<String>,
-    /// For each leaf, the index in `sources` of the last patch that changed it.
-    setters: BTreeMap<(DocumentId, String), usize>,
-}
-
-impl Provenance {
-    /// The source of the patch that last changed the value at `path` in the
-    /// document `doc`, or, for a list or mapping, the latest patch that changed
-    /// anything under it; `None` when the base config set it.
-    pub fn source_of(&self, doc: &DocumentId, path: &str) -> Option<&str> {
-        let exact = self.setters.get(&(doc.clone(), path.to_string())).copied();
-        let under = self
-            .setters
-            .iter()
-            .filter(|((d, p), _)| {
-                d == doc
-                    && p.len() > path.len()
-                    && p.starts_with(path)
-                    && (path.is_empty() || matches!(p.as_bytes()[path.len()], b'.' | b'['))
-            })
-            .map(|(_, i)| *i)
-            .max();
-        exact.or(under).map(|i| self.sources[i].as_str())
-    }
-
-    /// Record `source` as the setter of every leaf that differs between
-    /// `old` (the leaves before the patch) and `new` (after it).
-    fn record(&mut self, old: &Leaves, new: &Leaves, source: &str) {
-        let index = self.sources.len();
-        self.sources.push(source.to_string());
-        self.setters.retain(|k, _| new.contains_key(k));
-        for (k, v) in new {
-            if old.get(k) != Some(v) {
-                self.setters.insert(k.clone(), index);
-            }
-        }
-    }
-}
-
 /// Apply patches in order and record which patch last changed each value.
 ///
 /// # Errors
@@ -191,60 +135,12 @@ pub fn apply_patches_traced(
 ) -> Result<(MachineConfig, Provenance), ApplyError> {
     let mut current = config.clone();
     let mut provenance = Provenance::default();
-    let mut before = leaves(&current);
     for patch in patches {
+        let watch = Watch::before(&current, patch);
         apply_in_place(&mut current, patch)?;
-        let after = leaves(&current);
-        provenance.record(&before, &after, &patch.source);
-        before = after;
+        provenance.record(watch, &current, &patch.source);
     }
     Ok((current, provenance))
-}
-
-/// Every leaf value of a config, by document and dotted path.
-type Leaves = BTreeMap<(DocumentId, String), Value>;
-
-fn leaves(config: &MachineConfig) -> Leaves {
-    let mut out = BTreeMap::new();
-    for (doc, id) in config.documents.iter().zip(config.ids()) {
-        let Some(id) = id else { continue };
-        let mut path = String::new();
-        walk(doc, &mut path, &mut |p, v| {
-            out.insert((id.clone(), p.to_string()), v.clone());
-        });
-    }
-    out
-}
-
-fn walk(v: &Value, path: &mut String, f: &mut impl FnMut(&str, &Value)) {
-    match v {
-        Value::Mapping(m) if !m.is_empty() => {
-            for (k, child) in m {
-                let len = path.len();
-                if !path.is_empty() {
-                    path.push('.');
-                }
-                path.push_str(&super::document::scalar_text(k).unwrap_or_default());
-                walk(child, path, f);
-                path.truncate(len);
-            }
-        }
-        Value::Sequence(items) if !items.is_empty() => {
-            for (i, child) in items.iter().enumerate() {
-                let len = path.len();
-                path.push_str(&format!("[{i}]"));
-                walk(child, path, f);
-                path.truncate(len);
-            }
-        }
-        Value::Tagged(t) => walk(&t.value, path, f),
-        leaf @ Value::Null
-        | leaf @ Value::Bool(_)
-        | leaf @ Value::Number(_)
-        | leaf @ Value::String(_)
-        | leaf @ Value::Sequence(_)
-        | leaf @ Value::Mapping(_) => f(path, leaf),
-    }
 }
 
 #[cfg(test)]
@@ -255,6 +151,8 @@ mod tests {
     fn patch(source: &str, text: &str) -> Patch {
         load_patch(source, text).unwrap()
     }
+
+    use crate::patch::document::DocumentId;
 
     #[test]
     fn every_failing_patch_is_collected_and_the_others_still_apply() {

@@ -14,6 +14,7 @@ pub mod load;
 pub mod locate;
 pub mod merge;
 pub mod origin;
+pub mod provenance;
 pub mod render;
 pub mod rules;
 pub mod set;
@@ -21,8 +22,8 @@ pub mod shape;
 pub mod tftpl;
 
 pub use apply::{
-    Applied, ApplyError, Provenance, apply_patch, apply_patches, apply_patches_all,
-    apply_patches_all_traced, apply_patches_traced,
+    Applied, ApplyError, apply_patch, apply_patches, apply_patches_all, apply_patches_all_traced,
+    apply_patches_traced,
 };
 pub use document::{DocumentId, MachineConfig};
 pub use load::{LoadError, Patch, PatchBody, load_documents, load_patch};

@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow};
 use sha2::Digest as _;
 
-use super::store::{StateSettings, state_env, with_lock};
+use super::store::{StateSettings, locked, state_env};
 use super::{CommandError, Ui};
 use talosprov_core::adopt::{
     self, AppliedConfig, NodeConfig, NodeSource, Settings, TfState, machine_secrets, proxmox_side,
@@ -73,6 +73,9 @@ pub struct AdoptRequest {
     pub merge: bool,
     /// How long each node may take to answer when its config is read.
     pub probe: Duration,
+    /// The command line that ran adopt (`talosprov adopt …`, each word
+    /// quoted for a shell), for saying how to run it again.
+    pub command: String,
 }
 
 /// What `adopt` did (or, with `--dry-run`, would do).
@@ -280,53 +283,30 @@ fn bundle(request: &AdoptRequest, state: &TfState) -> anyhow::Result<(SecretsBun
 pub async fn adopt(request: &AdoptRequest, ui: &Ui) -> Result<AdoptOutcome, CommandError> {
     let out_dir = std::path::absolute(&request.out)
         .with_context(|| format!("cannot resolve {}", request.out.display()))?;
-    let g = gather(request, &out_dir, ui).await?;
-    let adopted = adopt::adopt(adopt::Source {
-        nodes: g.nodes,
-        facts: &g.facts,
-        proxmox: &g.proxmox,
-        settings: &request.settings,
-        secrets: &g.secrets,
-        secrets_yaml: &g.secrets_text,
-        bootstrapped: g.bootstrapped,
-        now: now_rfc3339(),
-        dir: &out_dir,
-        proxmox_endpoint_env: std::env::var("PROXMOX_VE_ENDPOINT")
-            .ok()
-            .filter(|s| !s.trim().is_empty()),
-        image_storage_shared: false,
-    })
-    .map_err(|e| anyhow!("cannot adopt from {}:\n{e}", g.place))?;
-    let (place, secrets, secrets_text) = (g.place, g.secrets, g.secrets_text);
-    check_files(&out_dir, &adopted.files, request.merge)?;
+    // Reading the source and the nodes changes nothing: a signal stops it
+    // at once.
     let store = request.state.open(ui)?;
     let location = store.backend().describe();
-    if location == place {
-        return Err(anyhow!(
-            "the target state is the source state ({place}): adopt never writes the source; \
-             give a local target with --backend-config backend=local --state PATH, or \
-             another with --backend-config address=..."
-        )
-        .into());
-    }
-    let mut state = State::new(uuid::Uuid::new_v4());
-    state.secrets = Some(Sensitive::new(secrets_text.clone()));
-    state.resources = adopted.resources.clone();
-    let talosconfig = super::prepare::new_talosconfig(&adopted.topology, &secrets)?;
-    state.outputs.talosconfig = Some(Output::sensitive(talosconfig.to_yaml()));
-    let kubeconfig = match &g.kubeconfig {
-        Some(k) => k.expose().clone(),
-        None => super::prepare::offline_kubeconfig(&adopted.topology, &secrets)?
-            .expose()
-            .clone(),
-    };
-    state.outputs.kubeconfig = Some(Output::sensitive(kubeconfig));
-    for (host, yaml) in &adopted.machineconfigs {
-        state
-            .outputs
-            .machineconfigs
-            .insert(host.clone(), Output::sensitive(yaml.expose().clone()));
-    }
+    let (prepared, _) = super::store::interruptible(
+        ui,
+        async |mut cancel| {
+            tokio::select! {
+                p = prepare(request, &out_dir, &location, ui) => p,
+                _ = cancel.wait_for(|c| *c) => {
+                    ui.warn(&format!(
+                        "{} received while reading the cluster to adopt: nothing was written; \
+                         run `{}` to start over",
+                        ui.interrupted_by(),
+                        request.command
+                    ));
+                    Err(CommandError::Interrupted)
+                }
+            }
+        },
+        |_| {},
+    )
+    .await;
+    let (adopted, mut state) = prepared?;
     let outcome = AdoptOutcome {
         files: adopted.files.clone(),
         adopted: adopted.adopted.clone(),
@@ -335,26 +315,23 @@ pub async fn adopt(request: &AdoptRequest, ui: &Ui) -> Result<AdoptOutcome, Comm
         dry_run: request.dry_run,
     };
     if request.dry_run {
+        check_files(&out_dir, &adopted.files, request.merge, false)?;
         return Ok(outcome);
     }
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
-    with_lock(&store, request.lock_timeout, "adopt", ui, async || {
+    locked(&store, request.lock_timeout, "adopt", ui, async |cancel| {
         let mut encrypted = store.has_keys();
-        if let Some(loaded) = store.load().await? {
+        let loaded = store.load().await?;
+        // Files adopt wrote before it was stopped, with no state saved yet,
+        // are its own: the same command goes on from them.
+        let unsaved = loaded.as_ref().is_none_or(|l| holds_nothing(&l.state));
+        check_files(&out_dir, &adopted.files, request.merge, unsaved)?;
+        if let Some(loaded) = loaded {
             encrypted = loaded.encrypted;
             state = merged(loaded.state, state, request.merge, &location)?;
         }
-        for (path, text) in &adopted.files {
-            let full = out_dir.join(path);
-            if full.exists() {
-                continue;
-            }
-            std::fs::create_dir_all(talosprov_core::paths::folder_of(&full))
-                .with_context(|| format!("cannot create the folder of {}", full.display()))?;
-            std::fs::write(&full, text)
-                .with_context(|| format!("cannot write {}", full.display()))?;
-        }
+        write_files(&out_dir, &adopted.files, &cancel, request, ui)?;
         store
             .save(&mut state, encrypted)
             .await
@@ -365,14 +342,146 @@ pub async fn adopt(request: &AdoptRequest, ui: &Ui) -> Result<AdoptOutcome, Comm
     Ok(outcome)
 }
 
-/// Refuse files the folder already holds: any without `--merge`, one with
-/// other content with it.
-fn check_files(dir: &Path, files: &[(PathBuf, String)], merge: bool) -> anyhow::Result<()> {
+/// Read the source and put the adoption together: the files and the state
+/// to write (into `location`, which must not be the source).
+async fn prepare(
+    request: &AdoptRequest,
+    out_dir: &Path,
+    location: &str,
+    ui: &Ui,
+) -> Result<(adopt::Adopted, State), CommandError> {
+    let g = gather(request, out_dir, ui).await?;
+    let adopted = adopt::adopt(adopt::Source {
+        nodes: g.nodes,
+        facts: &g.facts,
+        proxmox: &g.proxmox,
+        settings: &request.settings,
+        secrets: &g.secrets,
+        secrets_yaml: &g.secrets_text,
+        bootstrapped: g.bootstrapped,
+        now: now_rfc3339(),
+        dir: out_dir,
+        proxmox_endpoint_env: std::env::var("PROXMOX_VE_ENDPOINT")
+            .ok()
+            .filter(|s| !s.trim().is_empty()),
+        image_storage_shared: false,
+    })
+    .map_err(|e| anyhow!("cannot adopt from {}:\n{e}", g.place))?;
+    if location == g.place {
+        return Err(anyhow!(
+            "the target state is the source state ({}): adopt never writes the source; \
+             give a local target with --backend-config backend=local --state PATH, or \
+             another with --backend-config address=...",
+            g.place
+        )
+        .into());
+    }
+    let mut state = State::new(uuid::Uuid::new_v4());
+    state.secrets = Some(Sensitive::new(g.secrets_text.clone()));
+    state.resources = adopted.resources.clone();
+    let talosconfig = super::prepare::new_talosconfig(&adopted.topology, &g.secrets)?;
+    state.outputs.talosconfig = Some(Output::sensitive(talosconfig.to_yaml()));
+    let kubeconfig = match &g.kubeconfig {
+        Some(k) => k.expose().clone(),
+        None => super::prepare::offline_kubeconfig(&adopted.topology, &g.secrets)?
+            .expose()
+            .clone(),
+    };
+    state.outputs.kubeconfig = Some(Output::sensitive(kubeconfig));
+    for (host, yaml) in &adopted.machineconfigs {
+        state
+            .outputs
+            .machineconfigs
+            .insert(host.clone(), Output::sensitive(yaml.expose().clone()));
+    }
+    Ok((adopted, state))
+}
+
+/// Write `files` into `dir` (each to a temporary name, then renamed, so no
+/// file is ever half-written), skipping those already there. A signal
+/// before the last stops it: the files this run wrote are removed, and the
+/// warning names the command to run again.
+///
+/// # Errors
+/// A file that cannot be written; [`CommandError::Interrupted`].
+fn write_files(
+    dir: &Path,
+    files: &[(PathBuf, String)],
+    cancel: &tokio::sync::watch::Receiver<bool>,
+    request: &AdoptRequest,
+    ui: &Ui,
+) -> Result<(), CommandError> {
+    let mut written: Vec<PathBuf> = Vec::new();
+    for (path, text) in files {
+        if *cancel.borrow() {
+            for f in written.iter().rev() {
+                let _ = std::fs::remove_file(f);
+            }
+            ui.warn(&format!(
+                "{} received while writing the adoption into {}: the {} file(s) this run wrote \
+                 were removed and no state was saved; run `{}` to start over",
+                ui.interrupted_by(),
+                dir.display(),
+                written.len(),
+                request.command
+            ));
+            return Err(CommandError::Interrupted);
+        }
+        let full = dir.join(path);
+        if full.exists() {
+            continue;
+        }
+        let folder = talosprov_core::paths::folder_of(&full);
+        std::fs::create_dir_all(folder)
+            .with_context(|| format!("cannot create the folder of {}", full.display()))?;
+        let partial = folder.join(format!(
+            ".{}.adopting",
+            full.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default()
+        ));
+        std::fs::write(&partial, text)
+            .and_then(|()| std::fs::rename(&partial, &full))
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(&partial);
+            })
+            .with_context(|| format!("cannot write {}", full.display()))?;
+        written.push(full);
+    }
+    Ok(())
+}
+
+/// Whether `state` holds no cluster: no secrets and no records.
+fn holds_nothing(s: &State) -> bool {
+    s.secrets.is_none()
+        && s.resources.vms.is_empty()
+        && s.resources.configs.is_empty()
+        && s.resources.images.is_empty()
+        && s.resources.pools.is_empty()
+        && s.resources.pci_mappings.is_empty()
+}
+
+/// Refuse files the folder already holds: any without `--merge` (unless
+/// `unsaved`: they are the same as adopt writes, and no state was saved, as
+/// an adopt stopped while writing leaves them), one with other content with
+/// it.
+fn check_files(
+    dir: &Path,
+    files: &[(PathBuf, String)],
+    merge: bool,
+    unsaved: bool,
+) -> anyhow::Result<()> {
+    let same = |full: &Path, text: &str| {
+        talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, full)
+            .ok()
+            .as_deref()
+            == Some(text)
+    };
     let clash: Vec<String> = files
         .iter()
         .filter(|(p, text)| {
             let full = dir.join(p);
-            full.exists() && (!merge || std::fs::read_to_string(&full).ok().as_ref() != Some(text))
+            full.exists() && (!(merge || unsaved) || !same(&full, text))
         })
         .map(|(p, _)| dir.join(p).display().to_string())
         .collect();
@@ -384,11 +493,12 @@ fn check_files(dir: &Path, files: &[(PathBuf, String)], merge: bool) -> anyhow::
     } else {
         "adopt writes a new topology; give an empty --out folder"
     };
-    Err(anyhow!(
-        "{} already holds {}: {why}",
-        dir.display(),
-        clash.join(", ")
-    ))
+    // The first few, and how many more: the folder may hold thousands.
+    let shown = match clash.len() {
+        0..=5 => clash.join(", "),
+        n => format!("{} and {} more", clash[..5].join(", "), n - 5),
+    };
+    Err(anyhow!("{} already holds {shown}: {why}", dir.display()))
 }
 
 /// The state to save: the adoption alone into an empty state; with
@@ -400,13 +510,7 @@ fn merged(
     location: &str,
 ) -> Result<State, CommandError> {
     let s = &existing;
-    let empty = s.secrets.is_none()
-        && s.resources.vms.is_empty()
-        && s.resources.configs.is_empty()
-        && s.resources.images.is_empty()
-        && s.resources.pools.is_empty()
-        && s.resources.pci_mappings.is_empty();
-    if empty {
+    if holds_nothing(s) {
         let mut state = adopted;
         state.lineage = existing.lineage;
         state.serial = existing.serial;
