@@ -297,4 +297,55 @@ mod tests {
         assert_eq!(fields[0].after.as_deref(), Some(KNOWN_AFTER_APPLY));
         assert_eq!(fields[1].after.as_deref(), Some("v1.13.8"));
     }
+
+    #[test]
+    fn an_operation_the_state_records_under_way_is_unfinished_even_with_no_change() {
+        use crate::machine::rotation::{Authority, CaRotation, Stage};
+        let mut state = State::new(uuid::Uuid::nil());
+        let (desired, observed) = (Desired::default(), Observed::default());
+        let planned = |state: &State| {
+            plan(PlanInput {
+                desired: &desired,
+                state: Some(state),
+                observed: &observed,
+                renewal: Renewal {
+                    now: time::OffsetDateTime::UNIX_EPOCH,
+                    within: time::Duration::days(30),
+                },
+                etcd: EtcdRecovery::Refuse,
+            })
+            .expect("plan")
+        };
+        assert!(planned(&state).unfinished.is_empty());
+        // Between the last stage's configs and its record: nothing to apply.
+        state.ca_rotation = Some(CaRotation {
+            authority: Authority::Kubernetes,
+            stage: Stage::Drop,
+            new_crt: String::new(),
+            new_key: crate::sensitive::Sensitive::new(String::new()),
+            old_crt: String::new(),
+            started_at: "2026-12-07T00:00:00Z".into(),
+        });
+        state.etcd_restore = Some(crate::state::format::EtcdRestore {
+            from: "s3://b/etcd-x.snapshot.age".into(),
+            started: "2026-12-07T00:00:00Z".into(),
+            identity: None,
+            skip_hash_check: true,
+            resetting: false,
+        });
+        let p = planned(&state);
+        assert!(p.changes.is_empty());
+        let said: Vec<&str> = p.unfinished.iter().map(|u| u.message.as_str()).collect();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(
+            said[0].contains("run `talosprov rotate-ca --kubernetes` to finish it"),
+            "{said:?}"
+        );
+        assert!(
+            said[1].contains(
+                "run `talosprov etcd restore --from s3://b/etcd-x.snapshot.age --skip-hash-check`"
+            ),
+            "{said:?}"
+        );
+    }
 }
