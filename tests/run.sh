@@ -46,7 +46,8 @@ if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 # Debian's packages: musl-tools, a musl C compiler for ring in the static build;
 # busybox-static, the shell and wget of the image's install stage, for
 # tests/image/check_image.sh (which says `skipped:` for that check without it);
-# faketime, which moves the clock of the glibc build for the certificate renewal test.
+# faketime, which moves the clock of the glibc build for the certificate renewal test;
+# strace, which traces where a run connects.
 debs=()
 if [ "${TALOSPROV_SKIP_DIST:-0}" != 1 ] && ! command -v x86_64-linux-musl-gcc >/dev/null \
   && ! command -v musl-gcc >/dev/null; then
@@ -55,6 +56,8 @@ fi
 command -v busybox >/dev/null || debs+=(busybox-static)
 # faketime: the certificate renewal test runs plan with the clock a year ahead.
 command -v faketime >/dev/null || debs+=(faketime)
+# strace: the network test traces every connect() a run makes (loopback only).
+command -v strace >/dev/null || debs+=(strace)
 if [ "${#debs[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "== installing ${debs[*]} (apt-get)"

@@ -396,15 +396,47 @@ pub(crate) fn write_atomically(
     write: impl FnOnce(&mut File, &[u8]) -> io::Result<()>,
 ) -> io::Result<()> {
     let dir = folder_of(path);
+    remove_stale_temporaries(dir);
     let mut tmp = tempfile::Builder::new()
-        .prefix(".talosprov-")
-        .suffix(".tmp")
+        .prefix(TEMP_PREFIX)
+        .suffix(TEMP_SUFFIX)
         .tempfile_in(dir)?;
+    // Held while it is written: a temporary file whose lock is free was
+    // left by a killed run (the kernel drops the lock with the process).
+    let _ = tmp.as_file().try_lock();
     set_private(tmp.as_file())?;
     write(tmp.as_file_mut(), bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     sync_dir(dir)
+}
+
+/// The name of a temporary file [`write_atomically`] makes: `.talosprov-`,
+/// random letters, `.tmp`.
+const TEMP_PREFIX: &str = ".talosprov-";
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// Remove from `dir` the temporary files of writes a killed run left: those
+/// whose lock nobody holds (a write in flight holds its own). Best effort: a
+/// file that cannot be read or removed stays.
+fn remove_stale_temporaries(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !name.starts_with(TEMP_PREFIX)
+            || !name.ends_with(TEMP_SUFFIX)
+            || !entry.file_type().is_ok_and(|t| t.is_file())
+        {
+            continue;
+        }
+        let free = File::open(entry.path()).is_ok_and(|f| f.try_lock().is_ok());
+        if free {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Write a file with mode 0600, atomically (for `output --out-file`).
@@ -478,6 +510,27 @@ mod tests {
 
     fn backend(dir: &tempfile::TempDir) -> LocalBackend {
         LocalBackend::new(dir.path().join(DEFAULT_STATE_FILE))
+    }
+
+    #[test]
+    fn a_write_removes_the_temporary_files_killed_runs_left_and_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let stale = dir.path().join(".talosprov-AbC123.tmp");
+        std::fs::write(&stale, b"half a state").unwrap();
+        let live = dir.path().join(".talosprov-XyZ789.tmp");
+        std::fs::write(&live, b"being written").unwrap();
+        let held = File::open(&live).unwrap();
+        held.try_lock().unwrap();
+        let other = dir.path().join("notes.tmp");
+        std::fs::write(&other, b"mine").unwrap();
+        let path = dir.path().join("talosprov.tfstate");
+        write_atomically(&path, b"{}", |f, b| f.write_all(b)).unwrap();
+        assert!(!stale.exists(), "left by a killed run");
+        assert!(live.exists(), "another write in flight");
+        assert!(other.exists());
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 3, "no temporary file of its own left");
     }
 
     #[tokio::test]
