@@ -33,12 +33,7 @@ fn adopt(bin: &Path, file: &Path, out: &Path) -> std::io::Result<(f64, f64)> {
         .arg(file)
         .arg("--out")
         .arg(out)
-        .args([
-            "--proxmox-endpoint",
-            "https://127.0.0.1:8006",
-            "--proxmox-node",
-            "pve1",
-        ])
+        .args(tfstate::ADOPT_SETTINGS)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(err);

@@ -15,10 +15,7 @@ use serde_json::{Value, json};
 use crate::config_drift_lab::{apply_out_of_band, client_files, running_config};
 use crate::support::cli::stdout;
 use crate::support::lab::{Lab, change_lines};
-use talosprov_core::machine::rotation::AcceptedCas;
-use talosprov_core::machine::{
-    BaseConfigInput, SecretsBundle, base_config, machine_config_yaml, parse_secrets_yaml,
-};
+use talosprov_core::machine::{SecretsBundle, machine_config_yaml, parse_secrets_yaml};
 use talosprov_core::patch::document::MachineConfig;
 use talosprov_core::patch::{apply_patches, load_patch};
 use talosprov_core::role::Role;
@@ -46,23 +43,7 @@ struct Variant {
 /// `talosctl gen config`'s config for `role`, as the talos provider's data
 /// source makes it: the default installer and disk.
 fn provider_input(secrets: &SecretsBundle, role: Role, endpoint: &str) -> MachineConfig {
-    let none = AcceptedCas::default();
-    let input = BaseConfigInput {
-        cluster_name: "lab".into(),
-        endpoint: endpoint.into(),
-        kubernetes_version: Some("1.36.2".into()),
-        talos_version: "v1.13.8".parse().expect("version"),
-        role,
-        secrets,
-        install_disk: Some("/dev/sda".into()),
-        install_image: Some("ghcr.io/siderolabs/installer:v1.13.8".into()),
-        additional_sans: Vec::new(),
-        hostname_config: true,
-        accepted_cas: &none,
-    };
-    MachineConfig {
-        documents: base_config(&input).expect("base").documents,
-    }
+    crate::support::tfstate::provider_input(secrets, role, "lab", endpoint)
 }
 
 fn patched(input: &MachineConfig, patches: &[String]) -> String {

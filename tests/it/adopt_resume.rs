@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::support::cli::{BIN, signal, stderr, stdout};
 use crate::support::fixtures::SECRETS_FILE;
-use crate::support::tfstate::provider_state;
+use crate::support::tfstate::{ADOPT_SETTINGS, provider_state};
 
 /// `talosprov adopt --from-tfstate FILE --out OUT` with a Proxmox endpoint
 /// given (nothing is asked of it), in `dir`.
@@ -20,12 +20,7 @@ fn adopt(dir: &Path, file: &Path, out: &Path) -> std::process::Output {
         .arg(file)
         .arg("--out")
         .arg(out)
-        .args([
-            "--proxmox-endpoint",
-            "https://127.0.0.1:8006",
-            "--proxmox-node",
-            "pve1",
-        ])
+        .args(ADOPT_SETTINGS)
         .env_remove("PROXMOX_VE_ENDPOINT")
         .stdin(std::process::Stdio::null())
         .output()

@@ -48,6 +48,20 @@ pub fn decrypt(archive: &Path, identity: &age::x25519::Identity) -> Vec<u8> {
     out
 }
 
+/// The marker ConfigMap's `colour`, read with kubectl.
+pub fn marker_colour(kubeconfig: &Path) -> String {
+    kubectl(
+        kubeconfig,
+        &[
+            "get",
+            "configmap",
+            "marker",
+            "-o",
+            "jsonpath={.data.colour}",
+        ],
+    )
+}
+
 /// Create the ConfigMap `default/marker` (`colour: ultramarine-0451`) with
 /// kubectl, as a user would.
 pub fn put_marker(lab: &Lab, kubeconfig: &Path) {
@@ -418,16 +432,7 @@ async fn a_cluster_that_lost_every_control_plane_is_restored_from_s3() {
         stderr(&out)
     );
     assert!(node.etcd_bootstrapped());
-    let colour = kubectl(
-        &kubeconfig,
-        &[
-            "get",
-            "configmap",
-            "marker",
-            "-o",
-            "jsonpath={.data.colour}",
-        ],
-    );
+    let colour = marker_colour(&kubeconfig);
     assert_eq!(colour, "ultramarine-0451");
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
@@ -592,16 +597,7 @@ async fn three_lost_control_planes_are_restored_and_join_one_etcd() {
     assert!(!text.contains("vm/talos-worker"), "{text}");
     // One etcd of the three control planes, with the objects of the snapshot.
     assert_eq!(lab.etcd_members(&lab.ips[0]).await, lab.ips[..3]);
-    let colour = kubectl(
-        &kubeconfig,
-        &[
-            "get",
-            "configmap",
-            "marker",
-            "-o",
-            "jsonpath={.data.colour}",
-        ],
-    );
+    let colour = marker_colour(&kubeconfig);
     assert_eq!(colour, "ultramarine-0451");
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
@@ -687,16 +683,7 @@ async fn a_snapshot_without_etcds_hash_is_recovered_only_with_skip_hash_check() 
     let out = lab.run(&with_flag).await;
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     assert!(node.etcd_bootstrapped());
-    let colour = kubectl(
-        &kubeconfig,
-        &[
-            "get",
-            "configmap",
-            "marker",
-            "-o",
-            "jsonpath={.data.colour}",
-        ],
-    );
+    let colour = marker_colour(&kubeconfig);
     assert_eq!(colour, "ultramarine-0451");
 }
 
@@ -756,16 +743,7 @@ async fn force_restores_over_a_healthy_etcd_after_resetting_the_control_planes()
         stderr(&out)
     );
     assert!(stdout(&out).contains("recover it on talos-controlplane-01"));
-    let colour = kubectl(
-        &kubeconfig,
-        &[
-            "get",
-            "configmap",
-            "marker",
-            "-o",
-            "jsonpath={.data.colour}",
-        ],
-    );
+    let colour = marker_colour(&kubeconfig);
     assert_eq!(colour, "ultramarine-0451", "the snapshot's value is back");
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));

@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::backup_lab::{lose_the_control_planes, put_marker};
+use crate::backup_lab::{lose_the_control_planes, marker_colour, put_marker};
 use crate::support::cli::{stderr, stdout};
-use crate::support::kubectl::{kubectl, lab_kubeconfig};
+use crate::support::kubectl::lab_kubeconfig;
 use crate::support::lab::Lab;
 use crate::support::moto::Moto;
 use crate::support::running::Running;
@@ -229,16 +229,7 @@ async fn stop_and_resume_a_restore(lab: &Lab, kubeconfig: &Path, point: &str) {
         "{}",
         stderr(&out)
     );
-    let colour = kubectl(
-        kubeconfig,
-        &[
-            "get",
-            "configmap",
-            "marker",
-            "-o",
-            "jsonpath={.data.colour}",
-        ],
-    );
+    let colour = marker_colour(kubeconfig);
     assert_eq!(colour, "ultramarine-0451");
     assert!(lab.state().etcd_restore.is_none());
     let out = lab.run(&["plan", "-detailed-exitcode"]).await;

@@ -9,8 +9,46 @@ use talosprov_core::machine::rotation::AcceptedCas;
 use talosprov_core::machine::{
     BaseConfigInput, SecretsBundle, base_config, machine_config_yaml, parse_secrets_yaml,
 };
+use talosprov_core::patch::document::MachineConfig;
 use talosprov_core::patch::{apply_patches, load_patch};
 use talosprov_core::role::Role;
+
+/// The flags `adopt` needs beside the state for these clusters: the Proxmox
+/// endpoint and host the state does not name (nothing is asked of them).
+pub const ADOPT_SETTINGS: [&str; 4] = [
+    "--proxmox-endpoint",
+    "https://127.0.0.1:8006",
+    "--proxmox-node",
+    "pve1",
+];
+
+/// `talosctl gen config`'s config for `role` of `cluster` at `endpoint`, as
+/// the talos provider's data source makes it: its default installer and disk.
+pub fn provider_input(
+    secrets: &SecretsBundle,
+    role: Role,
+    cluster: &str,
+    endpoint: &str,
+) -> MachineConfig {
+    let none = AcceptedCas::default();
+    let input = base_config(&BaseConfigInput {
+        cluster_name: cluster.into(),
+        endpoint: endpoint.into(),
+        kubernetes_version: Some("1.36.2".into()),
+        talos_version: "v1.13.8".parse().expect("version"),
+        role,
+        secrets,
+        install_disk: Some("/dev/sda".into()),
+        install_image: Some("ghcr.io/siderolabs/installer:v1.13.8".into()),
+        additional_sans: Vec::new(),
+        hostname_config: true,
+        accepted_cas: &none,
+    })
+    .expect("base config");
+    MachineConfig {
+        documents: input.documents,
+    }
+}
 
 /// The nodes of the state: `(hostname, IP, role)`.
 pub const NODES: [(&str, &str, Role); 3] = [
@@ -27,30 +65,13 @@ fn label_patch(n: usize) -> String {
 /// `talosctl gen config`'s config for `role`, as the talos provider's data
 /// source makes it, and the same with `patches` applied (what the node runs).
 fn configs(secrets: &SecretsBundle, role: Role, patches: usize) -> (String, String) {
-    let none = AcceptedCas::default();
-    let input = base_config(&BaseConfigInput {
-        cluster_name: "bench".into(),
-        endpoint: "https://10.20.0.120:6443".into(),
-        kubernetes_version: Some("1.36.2".into()),
-        talos_version: "v1.13.8".parse().expect("version"),
-        role,
-        secrets,
-        install_disk: Some("/dev/sda".into()),
-        install_image: Some("ghcr.io/siderolabs/installer:v1.13.8".into()),
-        additional_sans: Vec::new(),
-        hostname_config: true,
-        accepted_cas: &none,
-    })
-    .expect("base config");
+    let input = provider_input(secrets, role, "bench", "https://10.20.0.120:6443");
     // One patch with every label merges as the N patches do, in linear time.
     let all: String = std::iter::once("machine:\n  nodeLabels:\n".to_owned())
         .chain((0..patches).map(|n| format!("    bench.example/label-{n}: \"v{n}\"\n")))
         .collect();
     let patch = load_patch("all", &all).expect("patch");
-    let input_doc = talosprov_core::patch::document::MachineConfig {
-        documents: input.documents.clone(),
-    };
-    let running = apply_patches(&input_doc, &[patch]).expect("applies");
+    let running = apply_patches(&input, &[patch]).expect("applies");
     (
         machine_config_yaml(&input.documents),
         machine_config_yaml(&running.documents),

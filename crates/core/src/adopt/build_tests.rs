@@ -110,12 +110,41 @@ fn vm(name: &str, vmid: u32, ip: &str, cores: u32) -> StateVm {
     }
 }
 
+/// Adopt `sources` on `side` as the bootstrapped cluster `prod` (Talos
+/// v1.13.8, Kubernetes 1.36.2, behind 10.5.0.10).
+fn adopt_prod(
+    sources: Vec<NodeSource>,
+    side: &ProxmoxSide,
+    secrets: &SecretsBundle,
+) -> super::build::Adopted {
+    let facts = ClusterFacts {
+        name: Some("prod".into()),
+        endpoint: Some("https://10.5.0.10:6443".into()),
+        talos_version: Some("v1.13.8".into()),
+        kubernetes_version: Some("1.36.2".into()),
+        ..ClusterFacts::default()
+    };
+    adopt(Source {
+        nodes: sources,
+        facts: &facts,
+        proxmox: side,
+        settings: &Settings::default(),
+        secrets,
+        secrets_yaml: &secrets_yaml(secrets),
+        bootstrapped: true,
+        now: "2026-12-05T00:00:00Z".into(),
+        dir: Path::new("/adopted"),
+        proxmox_endpoint_env: Some("https://pve.example:8006".into()),
+        image_storage_shared: false,
+    })
+    .expect("adopts")
+}
+
 /// Adopt three nodes whose configs the provider made (`with_sources`: the
 /// input and patches kept, as in a state; else only the running config, as
 /// from talosctl); the files' names.
 fn adopt_three(with_sources: bool) -> Vec<String> {
     let secrets = bundle();
-    let secrets_text = secrets_yaml(&secrets);
     let common =
         "machine:\n  kubelet:\n    extraArgs:\n      rotate-server-certificates: \"true\"\n";
     let cp_patch = "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        addresses: [10.5.0.11/24]\n        routes:\n          - network: 0.0.0.0/0\n            gateway: 10.5.0.1\n        vip:\n          ip: 10.5.0.10\n";
@@ -150,28 +179,7 @@ fn adopt_three(with_sources: bool) -> Vec<String> {
                 .collect(),
         });
     }
-    let facts = ClusterFacts {
-        name: Some("prod".into()),
-        endpoint: Some("https://10.5.0.10:6443".into()),
-        talos_version: Some("v1.13.8".into()),
-        kubernetes_version: Some("1.36.2".into()),
-        ..ClusterFacts::default()
-    };
-    let settings = Settings::default();
-    let adopted = adopt(Source {
-        nodes: sources,
-        facts: &facts,
-        proxmox: &side,
-        settings: &settings,
-        secrets: &secrets,
-        secrets_yaml: &secrets_text,
-        bootstrapped: true,
-        now: "2026-12-05T00:00:00Z".into(),
-        dir: Path::new("/adopted"),
-        proxmox_endpoint_env: Some("https://pve.example:8006".into()),
-        image_storage_shared: false,
-    })
-    .expect("adopts");
+    let adopted = adopt_prod(sources, &side, &secrets);
 
     // What each node runs is what talosprov renders, in meaning.
     for (i, (name, ..)) in nodes.iter().enumerate() {
@@ -285,7 +293,6 @@ fn merge_takes_what_the_state_lacks_and_refuses_what_it_holds_otherwise() {
 #[test]
 fn a_node_with_over_a_thousand_patches_keeps_their_merge_order_in_its_file_names() {
     let secrets = bundle();
-    let secrets_text = secrets_yaml(&secrets);
     // Each patch sets `order` anew: only the last one's value may survive.
     let texts: Vec<String> = (0..1005)
         .map(|i| format!("machine:\n  nodeLabels:\n    order: \"{i}\"\n    label-{i}: x\n"))
@@ -306,27 +313,7 @@ fn a_node_with_over_a_thousand_patches_keeps_their_merge_order_in_its_file_names
         vms: vec![vm("cp-1", 101, "10.5.0.11", 4)],
         ..ProxmoxSide::default()
     };
-    let facts = ClusterFacts {
-        name: Some("prod".into()),
-        endpoint: Some("https://10.5.0.10:6443".into()),
-        talos_version: Some("v1.13.8".into()),
-        kubernetes_version: Some("1.36.2".into()),
-        ..ClusterFacts::default()
-    };
-    let adopted = adopt(Source {
-        nodes: vec![source],
-        facts: &facts,
-        proxmox: &side,
-        settings: &Settings::default(),
-        secrets: &secrets,
-        secrets_yaml: &secrets_text,
-        bootstrapped: true,
-        now: "2026-12-05T00:00:00Z".into(),
-        dir: Path::new("/adopted"),
-        proxmox_endpoint_env: Some("https://pve.example:8006".into()),
-        image_storage_shared: false,
-    })
-    .expect("adopts");
+    let adopted = adopt_prod(vec![source], &side, &secrets);
     let ours = MachineConfig::parse(adopted.machineconfigs["cp-1"].expose()).expect("parses");
     assert_eq!(first_difference(&ours, &running), None);
     let own: Vec<&String> = adopted

@@ -359,7 +359,7 @@ async fn prepare(
         secrets: &g.secrets,
         secrets_yaml: &g.secrets_text,
         bootstrapped: g.bootstrapped,
-        now: now_rfc3339(),
+        now: super::now_rfc3339(),
         dir: out_dir,
         proxmox_endpoint_env: std::env::var("PROXMOX_VE_ENDPOINT")
             .ok()
@@ -528,15 +528,4 @@ fn merged(
     adopt::merge_state(&mut state, &adopted)
         .map_err(|e| anyhow!("cannot merge into the state {location}:\n{e}"))?;
     Ok(state)
-}
-
-fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .replace_nanosecond(0)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
 }

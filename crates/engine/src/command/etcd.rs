@@ -390,6 +390,91 @@ pub async fn restore(request: &RestoreRequest, ui: &Ui) -> Result<Applied, Comma
     if request.parallelism == 0 {
         return Err(anyhow!("-parallelism must be at least 1").into());
     }
+    // Checking changes nothing: a signal stops it at once.
+    let (checked, _) = super::store::interruptible(
+        ui,
+        async |mut cancel| {
+            tokio::select! {
+                c = check_restore(request, ui) => c,
+                _ = cancel.wait_for(|c| *c) => {
+                    ui.warn(&format!(
+                        "{} received while checking the snapshot and the control planes: \
+                         nothing was changed; run `{}` to start over",
+                        ui.interrupted_by(),
+                        restore_command(request)
+                    ));
+                    Err(CommandError::Interrupted)
+                }
+            }
+        },
+        |_| {},
+    )
+    .await;
+    let c = checked?;
+    let settings = restore_settings(request, c.topology, c.recovery, &c.mark, c.recovered);
+    let store = request.state.open(ui)?;
+    locked(
+        &store,
+        request.lock_timeout,
+        "etcd restore",
+        ui,
+        async |cancel| {
+            record_secure(&store, &c.installed).await?;
+            if c.recovered {
+                record_restore(&store, None).await?;
+            } else if c.healthy {
+                let resets = Resets {
+                    settings: &settings,
+                    credentials: &c.credentials,
+                    store: &store,
+                    mark: &c.mark,
+                };
+                reset_control_planes(&resets, ui, cancel.clone()).await?;
+            }
+            super::apply::apply_locked(&settings, &store, ui, cancel).await
+        },
+    )
+    .await
+}
+
+/// `etcd restore` as it was given, with the flags that find the topology
+/// and the state.
+fn restore_command(request: &RestoreRequest) -> String {
+    let identity = request.identity.as_ref().map(|p| p.display().to_string());
+    let mut words = vec!["etcd", "restore", "--from", request.from.as_str()];
+    if let Some(identity) = &identity {
+        words.extend(["--identity", identity]);
+    }
+    if request.skip_hash_check {
+        words.push("--skip-hash-check");
+    }
+    if request.force {
+        words.push("--force");
+    }
+    super::store::command_line(&request.state, &words)
+}
+
+/// What a restore found before it changes anything.
+struct Checked {
+    topology: Topology,
+    recovery: Recovery,
+    credentials: ClientCredentials,
+    /// The restore as the state records it from its first change.
+    mark: EtcdRestore,
+    /// Control planes seen up in secure mode since a stopped restore.
+    installed: Vec<String>,
+    /// etcd runs and is healthy (to reset with `--force`).
+    healthy: bool,
+    /// A stopped restore had recovered etcd: what is left is to finish.
+    recovered: bool,
+}
+
+/// Load, wait for the control planes a stopped restore was installing,
+/// check the snapshot and whether etcd is healthy.
+///
+/// # Errors
+/// A snapshot that cannot be used; a healthy etcd without `--force`.
+async fn check_restore(request: &RestoreRequest, ui: &Ui) -> Result<Checked, CommandError> {
     let loaded = load(&request.state, ui).await?;
     let unfinished = loaded.state.etcd_restore.clone();
     let mut installed = Vec::new();
@@ -410,19 +495,16 @@ pub async fn restore(request: &RestoreRequest, ui: &Ui) -> Result<Applied, Comma
         .ok()
         .map(|(_, node, _)| node);
     let resetting = request.force || unfinished.as_ref().is_some_and(|u| u.resetting);
+    let location = recovery.destination.location().to_string();
     let mark = EtcdRestore {
         from: format!(
             "{}/{}",
-            recovery
-                .destination
-                .location()
-                .to_string()
-                .trim_end_matches('/'),
+            location.trim_end_matches('/'),
             recovery.name.archive()
         ),
         started: unfinished
             .as_ref()
-            .map_or_else(now_rfc3339, |u| u.started.clone()),
+            .map_or_else(super::now_rfc3339, |u| u.started.clone()),
         identity: request.identity.as_ref().map(|p| p.display().to_string()),
         skip_hash_check: request.skip_hash_check,
         resetting: false,
@@ -438,30 +520,15 @@ pub async fn restore(request: &RestoreRequest, ui: &Ui) -> Result<Applied, Comma
         Some(node) if !resetting => return Err(refuse_healthy(node, &loaded.topology).into()),
         _ => false,
     };
-    let settings = restore_settings(request, loaded.topology, recovery, &mark, recovered);
-    let store = request.state.open(ui)?;
-    locked(
-        &store,
-        request.lock_timeout,
-        "etcd restore",
-        ui,
-        async |cancel| {
-            record_secure(&store, &installed).await?;
-            if recovered {
-                record_restore(&store, None).await?;
-            } else if healthy.is_some() {
-                let resets = Resets {
-                    settings: &settings,
-                    credentials: &credentials,
-                    store: &store,
-                    mark: &mark,
-                };
-                reset_control_planes(&resets, ui, cancel.clone()).await?;
-            }
-            super::apply::apply_locked(&settings, &store, ui, cancel).await
-        },
-    )
-    .await
+    Ok(Checked {
+        topology: loaded.topology,
+        recovery,
+        credentials,
+        mark,
+        installed,
+        healthy: healthy.is_some(),
+        recovered,
+    })
 }
 
 /// The refusal of a restore over a healthy etcd, naming the ways to go on.
@@ -537,16 +604,33 @@ fn restore_settings(
 /// # Errors
 /// The state cannot be loaded or saved.
 async fn record_restore(store: &Store, mark: Option<EtcdRestore>) -> Result<(), CommandError> {
+    edit_state(store, "the restore", |state| {
+        let changed = state.etcd_restore != mark;
+        state.etcd_restore = mark;
+        changed
+    })
+    .await
+}
+
+/// Load the state, let `edit` change it (it says whether it did), and save
+/// it when it did; `what` names what was recorded, for the error.
+///
+/// # Errors
+/// The state cannot be loaded or saved.
+async fn edit_state(
+    store: &Store,
+    what: &str,
+    edit: impl FnOnce(&mut State) -> bool,
+) -> Result<(), CommandError> {
     let loaded = store.load().await?.ok_or_else(|| no_state(store))?;
     let (mut state, encrypted) = (loaded.state, loaded.encrypted);
-    if state.etcd_restore == mark {
+    if !edit(&mut state) {
         return Ok(());
     }
-    state.etcd_restore = mark;
     store
         .save(&mut state, encrypted)
         .await
-        .context("cannot record the restore in the state")?;
+        .with_context(|| format!("cannot record {what} in the state"))?;
     Ok(())
 }
 
@@ -635,29 +719,15 @@ async fn record_secure(store: &Store, hosts: &[String]) -> Result<(), CommandErr
     if hosts.is_empty() {
         return Ok(());
     }
-    let loaded = store.load().await?.ok_or_else(|| no_state(store))?;
-    let (mut state, encrypted) = (loaded.state, loaded.encrypted);
-    for host in hosts {
-        if let Some(c) = state.resources.configs.get_mut(host) {
-            c.secure_mode = true;
+    edit_state(store, "the control planes up in secure mode", |state| {
+        for host in hosts {
+            if let Some(c) = state.resources.configs.get_mut(host) {
+                c.secure_mode = true;
+            }
         }
-    }
-    store
-        .save(&mut state, encrypted)
-        .await
-        .context("cannot record the control planes up in secure mode")?;
-    Ok(())
-}
-
-fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .replace_nanosecond(0)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
+        true
+    })
+    .await
 }
 
 /// How long a reset control plane may take to answer in maintenance mode.

@@ -201,6 +201,19 @@ pub fn duration_var(name: &str, default: Duration) -> anyhow::Result<Duration> {
         .map_err(|expected| anyhow::anyhow!("{name}={text:?} is {expected}"))
 }
 
+/// Now, UTC, to the second, as RFC 3339 (`2026-12-07T23:45:00Z`): when a
+/// record was made.
+pub(crate) fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
 /// The variable that sets how long before a certificate in the state expires a plan renews
 /// it (a duration: `30days`, `720h`; default 30 days).
 pub const RENEW_WITHIN_VAR: &str = "TALOSPROV_RENEW_WITHIN";
