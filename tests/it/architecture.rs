@@ -1033,7 +1033,7 @@ fn each_crate_depends_only_on_the_layers_below_it() {
             &["talosprov-core", "talosprov-retry"][..],
         ),
         ("talosprov-kube", &["talosprov-core", "talosprov-retry"][..]),
-        ("talosprov-backup", &["talosprov-core"][..]),
+        ("talosprov-backup", &["talosprov-core", "talosprov-files"][..]),
         (
             "talosprov-engine",
             &[

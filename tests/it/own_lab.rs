@@ -282,7 +282,8 @@ async fn apply_without_refresh_refuses_a_pool_talosprov_did_not_create() {
     // looks first and refuses it.
     let out = lab.run(&["apply", "-refresh=false", "-auto-approve"]).await;
     assert_eq!(out.status.code(), Some(1));
-    insta::assert_snapshot!(from_line(&stderr(&out), "Error"));
+    let topology = lab.topology().display().to_string();
+    insta::assert_snapshot!(from_line(&stderr(&out), "Error").replace(&topology, "cluster.yaml"));
     let after = foreign_objects(&lab).await;
     assert_eq!(after["pool"], before["pool"]);
     assert_eq!(after["pool_members"], before["pool_members"]);
