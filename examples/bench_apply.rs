@@ -25,8 +25,10 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use talosprov::cli::{Cli, Outcome};
-use talosprov_sim::{SimOptions, Simulator};
+use talosprov::cli::Cli;
+use talosprov::cli::error::Outcome;
+use talosprov_sim::Simulator;
+use talosprov_sim::state::SimOptions;
 
 /// The install reboot each node takes before it serves secure mode.
 const REBOOT: Duration = Duration::from_secs(2);

@@ -35,8 +35,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use talosprov::cli::{Cli, Outcome};
-use talosprov_sim::{SimOptions, Simulator};
+use talosprov::cli::Cli;
+use talosprov::cli::error::Outcome;
+use talosprov_sim::Simulator;
+use talosprov_sim::state::SimOptions;
 
 /// The snapshot size measured against the small one; three times it shows
 /// whether the peak grows with the snapshot (the simulator keeps at most

@@ -8,9 +8,11 @@
 
 use std::path::PathBuf;
 use std::time::Instant;
-use talosprov_core::patch::{
-    MachineConfig, PatchKind, Renderer, TemplateVars, apply_patches, load_documents,
-};
+use talosprov_core::patch::apply::apply_patches;
+use talosprov_core::patch::discover::PatchKind;
+use talosprov_core::patch::document::MachineConfig;
+use talosprov_core::patch::load::load_documents;
+use talosprov_core::patch::render::{Renderer, TemplateVars};
 
 const NODES: usize = 1000;
 const PER_LEVEL: usize = 10;

@@ -11,8 +11,9 @@ use clap::Args;
 
 use super::frontend::Console;
 use super::state_options::LockOptions;
-use super::{CommandError, Outcome};
-use talosprov_core::adopt::Settings;
+use crate::cli::error::Outcome;
+use talosprov_core::adopt::topology::Settings;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::adopt::{AdoptFrom, AdoptOutcome, AdoptRequest, adopt};
 use talosprov_engine::command::store::{DEFAULT_TOPOLOGY, StateSettings, shell_quoted};
 
@@ -164,7 +165,7 @@ pub async fn run(args: AdoptArgs) -> Result<Outcome, CommandError> {
             .join(" "),
     };
     let outcome = adopt(&request, &Console::ui()).await?;
-    crate::ui::write_stdout(&report(&args.out, &outcome))?;
+    crate::ui::out::write_stdout(&report(&args.out, &outcome))?;
     Ok(Outcome::Success)
 }
 

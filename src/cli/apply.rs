@@ -10,11 +10,12 @@ use clap::Args;
 
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
-use super::{CommandError, Outcome};
-use talosprov_core::plan::Plan;
-use talosprov_core::state::Address;
+use crate::cli::error::Outcome;
+use talosprov_core::plan::model::Plan;
+use talosprov_core::state::address::Address;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::apply::{Applied, ApplyRequest, apply};
-use talosprov_engine::health::GateOutcome;
+use talosprov_engine::health::gate::GateOutcome;
 
 /// Arguments of `talosprov apply`.
 #[derive(Debug, Args)]
@@ -153,9 +154,11 @@ pub async fn run(args: ApplyArgs) -> Result<Outcome, CommandError> {
 pub(super) fn report(outcome: Applied) -> Result<(), CommandError> {
     match outcome {
         Applied::Refreshed { recorded: 0 } => {
-            crate::ui::write_stdout("\nThe state matches what was observed: nothing to record.\n")?;
+            crate::ui::out::write_stdout(
+                "\nThe state matches what was observed: nothing to record.\n",
+            )?;
         }
-        Applied::Refreshed { recorded } => crate::ui::write_stdout(&format!(
+        Applied::Refreshed { recorded } => crate::ui::out::write_stdout(&format!(
             "\nApply complete! Recorded {recorded} observed change(s) in the state; nothing else was changed.\n"
         ))?,
         Applied::Done {
@@ -198,7 +201,7 @@ fn not_ready(
     ready_wait: std::time::Duration,
 ) -> Result<(), CommandError> {
     if !outcome.nodes.is_empty() && !crate::ui::json::enabled() {
-        crate::ui::write_stdout(&format!(
+        crate::ui::out::write_stdout(&format!(
             "\nKubernetes nodes:\n{}",
             crate::ui::lines::node_table(&outcome.nodes)
         ))?;
@@ -248,7 +251,7 @@ fn applied(plan: &Plan, summary: &str) -> Result<(), CommandError> {
         crate::ui::json::summary("apply", &plan.summary(), summary);
         return Ok(());
     }
-    crate::ui::write_stdout(&format!("\n{summary}\n"))?;
+    crate::ui::out::write_stdout(&format!("\n{summary}\n"))?;
     Ok(())
 }
 
@@ -256,7 +259,7 @@ fn applied(plan: &Plan, summary: &str) -> Result<(), CommandError> {
 /// OpenTofu's reminder: the changes applied may be incomplete.
 fn warn_targeted(targeted: bool) {
     if targeted {
-        crate::ui::warn(
+        crate::ui::out::warn(
             "Applied changes may be incomplete: the plan was made with -target, so some \
              changes the topology asks for may have been left out. Run `talosprov plan` to \
              check that no other changes are pending.",

@@ -5,7 +5,8 @@
 use clap::Args;
 use clap_complete::Shell;
 
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 
 /// Arguments of `talosprov completion`.
 #[derive(Debug, Args)]
@@ -29,6 +30,6 @@ pub fn run(args: CompletionArgs, mut command: clap::Command) -> Result<Outcome, 
     };
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut command, "talosprov", &mut script);
-    crate::ui::write_stdout(&String::from_utf8_lossy(&script))?;
+    crate::ui::out::write_stdout(&String::from_utf8_lossy(&script))?;
     Ok(Outcome::Success)
 }

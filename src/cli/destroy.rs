@@ -6,7 +6,8 @@ use clap::Args;
 
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::destroy::{DestroyRequest, Destroyed, destroy};
 
 /// Arguments of `talosprov destroy`.
@@ -60,7 +61,7 @@ pub async fn run(args: DestroyArgs) -> Result<Outcome, CommandError> {
         parallelism: args.parallelism,
     };
     match destroy(&request, &Console::ui()).await? {
-        Destroyed::NoState => crate::ui::write_stdout("No state: nothing to destroy.\n")?,
+        Destroyed::NoState => crate::ui::out::write_stdout("No state: nothing to destroy.\n")?,
         Destroyed::Done(plan) if plan.is_empty() => {}
         Destroyed::Done(plan) => {
             let summary = format!(
@@ -70,7 +71,7 @@ pub async fn run(args: DestroyArgs) -> Result<Outcome, CommandError> {
             if crate::ui::json::enabled() {
                 crate::ui::json::summary("destroy", &plan.summary(), &summary);
             } else {
-                crate::ui::write_stdout(&format!("\n{summary}\n"))?;
+                crate::ui::out::write_stdout(&format!("\n{summary}\n"))?;
             }
         }
     }

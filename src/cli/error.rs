@@ -15,7 +15,7 @@ pub enum Outcome {
     Changes,
 }
 
-pub use talosprov_engine::command::CommandError;
+use talosprov_engine::command::CommandError;
 
 /// The process exit code for a failed command: 1, 3 when the state is
 /// locked, or when interrupted 130 (SIGINT) or 143 (SIGTERM), the first

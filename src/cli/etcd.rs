@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::apply::Applied;
 use talosprov_engine::command::etcd::{RestoreRequest, SnapshotRequest, restore, snapshot};
 
@@ -155,7 +156,7 @@ async fn run_restore(args: EtcdRestoreArgs) -> Result<Outcome, CommandError> {
         other @ Applied::Refreshed { .. } => other,
     };
     super::apply::report(applied)?;
-    crate::ui::print_line(
+    crate::ui::out::print_line(
         "etcd is restored. Workers were left alone (they rejoin); run `talosprov plan` for \
          anything else the topology asks for.",
     );
@@ -170,7 +171,7 @@ async fn run_snapshot(args: EtcdSnapshotArgs) -> Result<Outcome, CommandError> {
     };
     let taken = snapshot(&request, &Console::ui()).await?;
     let m = &taken.manifest;
-    crate::ui::print_line(&format!(
+    crate::ui::out::print_line(&format!(
         "Saved etcd snapshot {} from {} to {} ({} bytes, revision {}, encrypted with {}).",
         taken.name.archive(),
         m.node,
@@ -180,10 +181,10 @@ async fn run_snapshot(args: EtcdSnapshotArgs) -> Result<Outcome, CommandError> {
         m.key
     ));
     for old in &taken.pruned {
-        crate::ui::print_line(&format!("Deleted {} (retention).", old.archive()));
+        crate::ui::out::print_line(&format!("Deleted {} (retention).", old.archive()));
     }
     for left in &taken.abandoned {
-        crate::ui::print_line(&format!(
+        crate::ui::out::print_line(&format!(
             "Deleted {left} (left by an interrupted snapshot)."
         ));
     }

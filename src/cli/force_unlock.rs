@@ -6,7 +6,8 @@ use clap::Args;
 
 use super::frontend::Console;
 use super::state_options::StateOptions;
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::state::force_unlock;
 
 /// Arguments of `talosprov force-unlock`.
@@ -42,7 +43,7 @@ pub async fn run(args: ForceUnlockArgs) -> Result<Outcome, CommandError> {
         &Console::ui(),
     )
     .await?;
-    crate::ui::print_line(&format!(
+    crate::ui::out::print_line(&format!(
         "Released lock {} on the state in {location}.",
         args.lock_id
     ));

@@ -8,12 +8,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use talosprov_core::topology::Diagnostic;
-use talosprov_engine::apply::Update;
-use talosprov_engine::command::{
-    Answer, Frontend, Interrupts, Notice, Pending, Question, Shown, Ui,
-};
-use talosprov_engine::health::{GateEvent, GateOutcome};
+use talosprov_core::diagnostics::Diagnostic;
+use talosprov_engine::apply::event::Update;
+use talosprov_engine::apply::session::{Question, Shown};
+use talosprov_engine::command::{Answer, Frontend, Interrupts, Pending, Ui};
+use talosprov_engine::health::gate::{GateEvent, GateOutcome};
+use talosprov_retry::Notice;
 
 use super::signals::{Signal, Signals, received};
 
@@ -23,7 +23,7 @@ pub struct Console {
     /// `plan -json`: a plan is shown as one JSON document on stdout.
     plan_json: bool,
     /// The progress view, once the changes start.
-    view: Mutex<Option<JoinHandle<crate::ui::progress::Tally>>>,
+    view: Mutex<Option<JoinHandle<crate::ui::lines::Tally>>>,
 }
 
 impl Console {
@@ -89,7 +89,7 @@ fn wording(question: &Question) -> String {
 
 impl Frontend for Console {
     fn warn(&self, text: &str) {
-        crate::ui::warn(text);
+        crate::ui::out::warn(text);
     }
 
     fn note(&self, text: &str) {
@@ -111,7 +111,7 @@ impl Frontend for Console {
                 if crate::ui::json::enabled() {
                     crate::ui::json::rotation(r);
                 } else {
-                    crate::ui::write_stdout(&(r.render() + "\n"))?;
+                    crate::ui::out::write_stdout(&(r.render() + "\n"))?;
                 }
                 return Ok(());
             }
@@ -122,11 +122,11 @@ impl Frontend for Console {
             }
         };
         if self.plan_json {
-            crate::ui::write_stdout(&(plan.to_json() + "\n"))?;
+            crate::ui::out::write_stdout(&(plan.to_json() + "\n"))?;
         } else if crate::ui::json::enabled() {
             crate::ui::json::plan(plan);
         } else {
-            crate::ui::write_stdout(&crate::ui::plan::render(plan))?;
+            crate::ui::out::write_stdout(&crate::ui::plan::render(plan))?;
         }
         Ok(())
     }

@@ -9,7 +9,8 @@ use clap::Args;
 
 use super::frontend::Console;
 use super::state_options::StateOptions;
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::health::prepare;
 
 /// Arguments of `talosprov health`.
@@ -37,7 +38,7 @@ pub async fn run(args: HealthArgs) -> Result<Outcome, CommandError> {
             format!("{n} {word}s")
         }
     };
-    crate::ui::print_line(&format!(
+    crate::ui::out::print_line(&format!(
         "Checking cluster {} ({}, {}, Talos {}):",
         run.cluster,
         count(run.control_planes, "control plane"),
@@ -51,10 +52,7 @@ pub async fn run(args: HealthArgs) -> Result<Outcome, CommandError> {
         let waited = if args.wait.is_zero() {
             String::new()
         } else {
-            format!(
-                " after waiting {}",
-                talosprov_engine::command::seconds(args.wait)
-            )
+            format!(" after waiting {}", talosprov_retry::seconds(args.wait))
         };
         return Err(anyhow!(
             "the cluster is not healthy{waited}: {failing} of {} checks failed: {}",
@@ -63,6 +61,6 @@ pub async fn run(args: HealthArgs) -> Result<Outcome, CommandError> {
         )
         .into());
     }
-    crate::ui::print_line("The cluster is healthy.");
+    crate::ui::out::print_line("The cluster is healthy.");
     Ok(Outcome::Success)
 }

@@ -8,8 +8,9 @@ use clap::Args;
 
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
-use super::{CommandError, Outcome};
-use talosprov_core::state::Address;
+use crate::cli::error::Outcome;
+use talosprov_core::state::address::Address;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::import::{ImportRequest, Imported, import};
 
 /// Arguments of `talosprov import`.
@@ -51,7 +52,7 @@ pub async fn run(args: ImportArgs) -> Result<Outcome, CommandError> {
         address,
         description,
     } = import(&request, &Console::ui()).await?;
-    crate::ui::write_stdout(&format!(
+    crate::ui::out::write_stdout(&format!(
         "{address}: imported {description}\n\nImport successful! {address} is now in the state and \
          managed by talosprov: `talosprov plan` shows what apply changes on it to match the \
          topology, and `talosprov destroy` deletes it.\n"

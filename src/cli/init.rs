@@ -12,9 +12,10 @@ use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use super::{CommandError, Outcome};
-use talosprov_core::topology::Vmid;
+use crate::cli::error::Outcome;
+use talosprov_core::topology::syntax::Vmid;
 use talosprov_core::topology::syntax::is_dns_label;
+use talosprov_engine::command::CommandError;
 
 /// The Talos release the scaffold pins, as the reference cluster does.
 const TALOS_VERSION: &str = "v1.13.8";
@@ -605,7 +606,7 @@ pub fn run(args: InitArgs) -> Result<Outcome, CommandError> {
         dir = args.dir.display(),
         name = scaffold.name,
     );
-    crate::ui::write_stdout(&text).context("cannot print the files written")?;
+    crate::ui::out::write_stdout(&text).context("cannot print the files written")?;
     Ok(Outcome::Success)
 }
 

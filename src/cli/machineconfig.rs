@@ -9,8 +9,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::machineconfig_gen::{self, GenArgs};
-use super::{CommandError, Outcome};
-use talosprov_core::patch::{MachineConfig, Patch, apply_patches, load_patch};
+use crate::cli::error::Outcome;
+use talosprov_core::patch::apply::apply_patches;
+use talosprov_core::patch::document::MachineConfig;
+use talosprov_core::patch::load::{Patch, load_patch};
+use talosprov_engine::command::CommandError;
 
 /// Arguments of `talosprov machineconfig`.
 #[derive(Debug, Args)]
@@ -73,7 +76,7 @@ fn run_patch(args: PatchArgs) -> Result<Outcome, CommandError> {
     }
     let patched = apply_patches(&config, &patches)?;
     // The same Talos-style writer as `machineconfig gen` and `render`.
-    let yaml = talosprov_core::machine::machine_config_yaml(&patched.documents);
+    let yaml = talosprov_core::machine::config::machine_config_yaml(&patched.documents);
     match &args.output {
         Some(path) => talosprov_files::write_private(path, yaml.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?,

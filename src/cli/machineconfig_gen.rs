@@ -7,10 +7,13 @@ use clap::builder::TypedValueParser as _;
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use super::{CommandError, Outcome};
-use talosprov_core::machine::{
-    BaseConfigInput, Role, TalosVersion, base_config, parse_secrets_yaml,
-};
+use crate::cli::error::Outcome;
+use talosprov_core::machine::config::base_config;
+use talosprov_core::machine::config_parts::BaseConfigInput;
+use talosprov_core::machine::secrets_file::parse_secrets_yaml;
+use talosprov_core::role::Role;
+use talosprov_core::version::TalosVersion;
+use talosprov_engine::command::CommandError;
 
 /// Arguments of `talosprov machineconfig gen`.
 #[derive(Debug, Args)]
@@ -90,7 +93,7 @@ pub fn run(args: GenArgs) -> Result<Outcome, CommandError> {
     };
     let config = base_config(&input)?;
     for warning in &config.warnings {
-        crate::ui::warn(warning);
+        crate::ui::out::warn(warning);
     }
     let yaml = config.to_yaml();
     if let Some(path) = &args.output {

@@ -40,7 +40,8 @@ mod state_show;
 mod validate;
 mod version;
 
-pub use error::{CommandError, Outcome};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 
 /// talosprov turns a topology file into a running Talos Linux Kubernetes cluster
 /// on Proxmox VE, and keeps it converged.
@@ -240,7 +241,7 @@ pub fn main() -> ExitCode {
     match talosprov_core::budgets::PatchBudgets::from_env(|n| std::env::var(n).ok()) {
         Ok(budgets) => budgets.install(),
         Err(e) => {
-            crate::ui::print_error(&anyhow::anyhow!("{e}"));
+            crate::ui::out::print_error(&anyhow::anyhow!("{e}"));
             return ExitCode::from(1);
         }
     }
@@ -250,7 +251,7 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            crate::ui::print_error(
+            crate::ui::out::print_error(
                 &anyhow::Error::new(e).context("cannot start the async runtime"),
             );
             return ExitCode::from(1);
@@ -261,7 +262,7 @@ pub fn main() -> ExitCode {
         Err(CommandError::Failed(e)) if error::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(err) => {
             if let CommandError::Failed(e) | CommandError::Locked(e) = &err {
-                crate::ui::print_error(e);
+                crate::ui::out::print_error(e);
             }
             error::exit_code(&err)
         }

@@ -9,8 +9,9 @@ use clap::Args;
 
 use super::frontend::Console;
 use super::state_options::StateOptions;
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
 use talosprov_core::state::format::{Output, Outputs};
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::state::{ClientConfig, outputs, short_lived};
 
 /// Arguments of `talosprov output`.
@@ -111,7 +112,7 @@ pub async fn run(args: OutputArgs) -> Result<Outcome, CommandError> {
         }
         let all = outputs.named();
         if all.is_empty() {
-            crate::ui::warn("no outputs in the state yet: run `talosprov apply` first");
+            crate::ui::out::warn("no outputs in the state yet: run `talosprov apply` first");
         }
         if args.json {
             let map: serde_json::Map<String, serde_json::Value> = all
@@ -154,7 +155,7 @@ pub async fn run(args: OutputArgs) -> Result<Outcome, CommandError> {
         talosprov_files::write_private(path, value.as_bytes()).map_err(|e| {
             anyhow::Error::new(e).context(format!("cannot write {}", path.display()))
         })?;
-        crate::ui::print_line(&format!("Wrote {key} to {} (mode 0600).", path.display()));
+        crate::ui::out::print_line(&format!("Wrote {key} to {} (mode 0600).", path.display()));
     } else if args.raw {
         crate::ui::console::print_raw(value)?;
     } else if args.json {
@@ -162,7 +163,7 @@ pub async fn run(args: OutputArgs) -> Result<Outcome, CommandError> {
     } else {
         crate::ui::console::print_lines(&[human_line(&key, output)])?;
         if output.sensitive {
-            crate::ui::warn(&format!(
+            crate::ui::out::warn(&format!(
                 "{key} is sensitive: use -raw, -json or --out-file PATH to get it"
             ));
         }

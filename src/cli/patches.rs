@@ -6,8 +6,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
 use talosprov_core::plan::config_diff::unified_diff_headed;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::migrate::{FileMigration, PatchMigration, migrate_patches};
 
 /// Arguments of `talosprov patches`.
@@ -78,14 +79,14 @@ fn run_migrate(args: MigrateArgs) -> Result<Outcome, CommandError> {
     let MigrateTarget::V1_14 = args.to;
     match migrate_patches(&args.file, args.write)? {
         PatchMigration::Invalid(diagnostics) => {
-            crate::ui::write_stderr(&crate::ui::diagnostics::render_all(
+            crate::ui::out::write_stderr(&crate::ui::diagnostics::render_all(
                 &diagnostics,
                 crate::ui::diagnostics::stderr_colour(),
             ));
             Err(CommandError::Reported)
         }
         PatchMigration::Done { files, written } => {
-            crate::ui::write_stdout(&report(&files, written))?;
+            crate::ui::out::write_stdout(&report(&files, written))?;
             Ok(Outcome::Success)
         }
     }

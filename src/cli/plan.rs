@@ -6,8 +6,9 @@ use clap::Args;
 
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
-use super::{CommandError, Outcome};
-use talosprov_core::state::Address;
+use crate::cli::error::Outcome;
+use talosprov_core::state::address::Address;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::plan::{PlanRequest, plan};
 use talosprov_engine::command::store::command_line;
 
@@ -103,7 +104,7 @@ pub async fn run(args: PlanArgs) -> Result<Outcome, CommandError> {
     if let Some(out) = &args.out
         && !args.json
     {
-        crate::ui::write_stdout(&format!(
+        crate::ui::out::write_stdout(&format!(
             "\nSaved the plan to: {}\n\nTo perform exactly these actions, run:\n    {}\n",
             out.display(),
             apply_command(&args.state, out)

@@ -8,8 +8,9 @@ use std::path::PathBuf;
 
 use super::frontend::Console;
 use super::state_options::StateOptions;
-use super::{CommandError, Outcome};
-use talosprov_core::machine::NodeConfig;
+use crate::cli::error::Outcome;
+use talosprov_core::machine::node::NodeConfig;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::render::{RenderRequest, render};
 
 /// Arguments of `talosprov render` (its help text is on `Command::Render`).
@@ -74,7 +75,7 @@ fn print(configs: &[&NodeConfig], show_sensitive: bool) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join("---\n"),
     };
-    crate::ui::write_stdout(&out)?;
+    crate::ui::out::write_stdout(&out)?;
     Ok(())
 }
 
@@ -85,7 +86,7 @@ fn write_files(dir: &std::path::Path, configs: &[&NodeConfig]) -> anyhow::Result
         let path = dir.join(format!("{}.yaml", c.hostname));
         talosprov_files::write_private(&path, c.yaml.expose().as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
-        crate::ui::print_line(&format!(
+        crate::ui::out::print_line(&format!(
             "wrote {} (mode 0600, sha256 {})",
             path.display(),
             c.sha256

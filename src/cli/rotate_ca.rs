@@ -7,8 +7,9 @@ use clap::Args;
 
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
 use talosprov_core::machine::rotation::Authority;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::rotate::{RotateRequest, rotate_ca};
 
 /// Arguments of `talosprov rotate-ca`.
@@ -69,7 +70,7 @@ pub async fn run(args: RotateCaArgs) -> Result<Outcome, CommandError> {
              with `talosprov output kubeconfig`"
         }
     };
-    crate::ui::write_stdout(&format!(
+    crate::ui::out::write_stdout(&format!(
         "\nRotation complete! The {} is replaced; {next}.\n",
         rotated.authority.title()
     ))?;

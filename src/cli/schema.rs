@@ -5,7 +5,8 @@
 use anyhow::Context;
 use clap::Args;
 
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 
 /// Arguments of `talosprov schema` (none).
 #[derive(Debug, Args)]
@@ -20,6 +21,6 @@ pub fn run(_args: SchemaArgs) -> Result<Outcome, CommandError> {
     let schema = talosprov_core::topology::schema::cluster_schema();
     let mut text = serde_json::to_string_pretty(&schema).context("serialising the schema")?;
     text.push('\n');
-    crate::ui::write_stdout(&text)?;
+    crate::ui::out::write_stdout(&text)?;
     Ok(Outcome::Success)
 }

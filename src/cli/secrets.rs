@@ -6,7 +6,8 @@ use clap::{Args, Subcommand};
 use super::secrets_export::{self, SecretsExportArgs};
 use super::secrets_gen::{self, SecretsGenArgs};
 use super::secrets_import::{self, SecretsImportArgs};
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 
 /// Arguments of `talosprov secrets`.
 #[derive(Debug, Args)]

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 
 use super::frontend::Console;
 use super::state_options::StateOptions;
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::secrets::export;
 
 /// Arguments of `talosprov secrets export`.
@@ -51,7 +52,7 @@ pub async fn run(args: SecretsExportArgs) -> Result<Outcome, CommandError> {
             }
             talosprov_files::write_private(path, secrets.expose().as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))?;
-            crate::ui::print_line(&format!(
+            crate::ui::out::print_line(&format!(
                 "Wrote the secrets bundle to {} (mode 0600).",
                 path.display()
             ));

@@ -6,8 +6,10 @@ use clap::Args;
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use super::{CommandError, Outcome};
-use talosprov_core::machine::{SecretsBundle, secrets_yaml};
+use crate::cli::error::Outcome;
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::machine::secrets_file::secrets_yaml;
+use talosprov_engine::command::CommandError;
 
 /// Arguments of `talosprov secrets gen`.
 #[derive(Debug, Args)]
@@ -57,7 +59,7 @@ pub fn run(args: SecretsGenArgs) -> Result<Outcome, CommandError> {
     })?;
     file.write_all(text.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
-    crate::ui::print_line(&format!(
+    crate::ui::out::print_line(&format!(
         "wrote the secrets bundle to {} (mode 0600)",
         path.display()
     ));

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::secrets::{SecretsImported, import};
 
 /// Arguments of `talosprov secrets import`.
@@ -44,7 +45,7 @@ pub async fn run(args: SecretsImportArgs) -> Result<Outcome, CommandError> {
         &Console::ui(),
     )
     .await?;
-    crate::ui::print_line(&format!(
+    crate::ui::out::print_line(&format!(
         "Imported the secrets bundle {} into the state {location} (lineage {lineage}, serial {serial}).",
         args.bundle.display()
     ));

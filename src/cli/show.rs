@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::prepare::read_saved_plan;
 
 /// Arguments of `talosprov show`.
@@ -30,11 +31,11 @@ pub struct ShowArgs {
 pub async fn run(args: ShowArgs) -> Result<Outcome, CommandError> {
     let saved = read_saved_plan(&args.planfile)?;
     if args.json {
-        crate::ui::write_stdout(&(saved.plan.to_json() + "\n"))?;
+        crate::ui::out::write_stdout(&(saved.plan.to_json() + "\n"))?;
     } else {
-        crate::ui::write_stdout(&crate::ui::plan::render(&saved.plan))?;
+        crate::ui::out::write_stdout(&crate::ui::plan::render(&saved.plan))?;
         if !saved.targets.is_empty() {
-            crate::ui::write_stdout(&format!(
+            crate::ui::out::write_stdout(&format!(
                 "\nThe plan was made with -target {}.\n",
                 saved.targets.join(" -target ")
             ))?;

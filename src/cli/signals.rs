@@ -38,7 +38,7 @@ impl Signal {
 /// running it again starts over. The lock is released after this is said.
 pub fn warn_planning_interrupted(command: &str) {
     let signal = received().map_or("Interrupt", Signal::name);
-    crate::ui::warn(&format!(
+    crate::ui::out::warn(&format!(
         "{signal} received while making the plan: stopped before any change; nothing was \
          changed and no plan was saved; run `talosprov {command}` again to start over"
     ));

@@ -3,8 +3,9 @@
 
 use clap::{Args, Subcommand};
 
-use super::{CommandError, Outcome};
 use super::{state_decrypt, state_encrypt, state_list, state_rm, state_show};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 
 /// Arguments of `talosprov state`.
 #[derive(Debug, Args)]

@@ -5,7 +5,8 @@ use clap::Args;
 
 use super::state_encrypt::switch;
 use super::state_options::{LockOptions, StateOptions};
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 
 /// Arguments of `talosprov state decrypt`.
 #[derive(Debug, Args)]

@@ -6,7 +6,8 @@ use clap::Args;
 
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::state::{Switched, set_encryption};
 
 /// Arguments of `talosprov state encrypt`.
@@ -42,7 +43,7 @@ pub async fn switch(
         (Some(serial), true) => format!("Encrypted the state in {location} (serial {serial})."),
         (Some(serial), false) => format!("Decrypted the state in {location} (serial {serial})."),
     };
-    crate::ui::print_line(&line);
+    crate::ui::out::print_line(&line);
     Ok(Outcome::Success)
 }
 

@@ -4,7 +4,8 @@ use clap::Args;
 
 use super::frontend::Console;
 use super::state_options::StateOptions;
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::state::list;
 
 /// Arguments of `talosprov state list`.

@@ -5,8 +5,9 @@ use clap::Args;
 
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
-use super::{CommandError, Outcome};
-use talosprov_core::state::Address;
+use crate::cli::error::Outcome;
+use talosprov_core::state::address::Address;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::state::remove;
 
 /// Arguments of `talosprov state rm`.

@@ -7,9 +7,10 @@ use clap::Args;
 
 use super::frontend::Console;
 use super::state_options::StateOptions;
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
 use crate::ui::summary::ValidateReport;
 use talosprov_core::diagnostics;
+use talosprov_engine::command::CommandError;
 use talosprov_engine::command::validate::check;
 use talosprov_engine::command::validate_online::{OnlineCheck, check_online};
 
@@ -52,14 +53,14 @@ pub async fn run(args: ValidateArgs) -> Result<Outcome, CommandError> {
     };
     let failed = diagnostics::has_errors(&v.diagnostics) || v.topology.is_none();
     if args.json {
-        crate::ui::write_stdout(&(crate::ui::summary::json(&report) + "\n"))?;
+        crate::ui::out::write_stdout(&(crate::ui::summary::json(&report) + "\n"))?;
     } else {
-        crate::ui::write_stderr(&crate::ui::diagnostics::render_all(
+        crate::ui::out::write_stderr(&crate::ui::diagnostics::render_all(
             &v.diagnostics,
             crate::ui::diagnostics::stderr_colour(),
         ));
         if !failed {
-            crate::ui::write_stdout(&crate::ui::summary::summary_text(&report))?;
+            crate::ui::out::write_stdout(&crate::ui::summary::summary_text(&report))?;
         }
     }
     if failed {
@@ -67,7 +68,7 @@ pub async fn run(args: ValidateArgs) -> Result<Outcome, CommandError> {
     }
     if args.online {
         let found = check_online(&args.state.settings(), &Console::ui()).await?;
-        crate::ui::write_stdout(&online_text(&found))?;
+        crate::ui::out::write_stdout(&online_text(&found))?;
     }
     Ok(Outcome::Success)
 }

@@ -5,8 +5,9 @@
 use clap::Args;
 use serde::Serialize;
 
-use super::{CommandError, Outcome};
+use crate::cli::error::Outcome;
 use talosprov_core::version::Contract;
+use talosprov_engine::command::CommandError;
 
 /// Arguments of `talosprov version`.
 #[derive(Debug, Args)]
@@ -58,7 +59,7 @@ pub fn run(args: VersionArgs) -> Result<Outcome, CommandError> {
     let build = Build::this();
     if args.json {
         let json = serde_json::to_string(&build).expect("plain strings serialise");
-        crate::ui::write_stdout(&(json + "\n"))?;
+        crate::ui::out::write_stdout(&(json + "\n"))?;
         return Ok(Outcome::Success);
     }
     crate::ui::console::print_lines(&[

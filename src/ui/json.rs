@@ -16,9 +16,9 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use talosprov_core::plan::{Plan, Summary};
-use talosprov_engine::apply::{EventKind, Update};
-use talosprov_engine::health::{GateEvent, GateOutcome};
+use talosprov_core::plan::model::{Plan, Summary};
+use talosprov_engine::apply::event::{EventKind, Update};
+use talosprov_engine::health::gate::{GateEvent, GateOutcome};
 
 use super::lines::{Tally, count, gate_text, line, run_line};
 
@@ -353,9 +353,9 @@ pub fn gate_outcome(outcome: &GateOutcome, message: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talosprov_core::plan::Action;
-    use talosprov_core::state::Address;
-    use talosprov_engine::apply::Event;
+    use talosprov_core::plan::change::Action;
+    use talosprov_core::state::address::Address;
+    use talosprov_engine::apply::event::Event;
 
     #[test]
     fn every_object_carries_the_common_keys() {

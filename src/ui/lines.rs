@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use talosprov_core::plan::Action;
-use talosprov_core::state::Address;
-use talosprov_engine::apply::{Event, EventKind, Update};
+use talosprov_core::plan::change::Action;
+use talosprov_core::state::address::Address;
+use talosprov_engine::apply::event::{Event, EventKind, Update};
 
 /// What the view counted, for the closing line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -107,8 +107,8 @@ pub fn still_line(address: &Address, what: &str, elapsed: Duration) -> String {
 /// The final gate's event as a line (without the timestamp): what it waits for
 /// when it starts, then `still waiting: … [Ns elapsed]` naming each node that is
 /// not there yet.
-pub fn gate_text(event: &talosprov_engine::health::GateEvent) -> String {
-    use talosprov_engine::health::GateEvent;
+pub fn gate_text(event: &talosprov_engine::health::gate::GateEvent) -> String {
+    use talosprov_engine::health::gate::GateEvent;
     match event {
         GateEvent::Started {
             nodes,
@@ -144,7 +144,7 @@ pub fn gate_text(event: &talosprov_engine::health::GateEvent) -> String {
 /// The final gate's outcome as a line (without the timestamp): the checks
 /// passed and how long it took, or what is still missing at the deadline.
 pub fn gate_outcome_text(
-    outcome: &talosprov_engine::health::GateOutcome,
+    outcome: &talosprov_engine::health::gate::GateOutcome,
     wait: Duration,
 ) -> String {
     if outcome.passed() {
@@ -169,7 +169,7 @@ pub fn gate_outcome_text(
 
 /// The cluster's nodes as `kubectl get nodes` shows them: NAME, STATUS, ROLES,
 /// VERSION, INTERNAL-IP, and GPU when any node has one.
-pub fn node_table(nodes: &[talosprov_engine::health::KubeNode]) -> String {
+pub fn node_table(nodes: &[talosprov_core::kube_node::KubeNode]) -> String {
     let gpus = nodes.iter().any(|n| n.gpus > 0);
     let mut rows = vec![
         vec!["NAME", "STATUS", "ROLES", "VERSION", "INTERNAL-IP"]

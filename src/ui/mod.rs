@@ -12,8 +12,6 @@ pub mod progress;
 pub mod summary;
 pub mod view;
 
-pub use out::{print_error, print_line, warn, write_stderr, write_stdout};
-
 /// Set up developer logs on stderr. By default only talosprov's own warnings:
 /// a library's log lines (kube-rs retrying a connection, say) never reach the
 /// console, since talosprov says itself what it waits for. `-v` adds the

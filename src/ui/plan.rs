@@ -6,9 +6,9 @@ use std::fmt::Write;
 
 use super::cell;
 
-use talosprov_core::plan::{
-    Action, Change, ConfigField, Conflict, DriftKind, Field, FieldChange, Plan, Summary, VmField,
-};
+use talosprov_core::plan::change::{Action, Change, FieldChange};
+use talosprov_core::plan::field::{ConfigField, Field, VmField};
+use talosprov_core::plan::model::{Conflict, DriftKind, Plan, Summary};
 
 /// The whole plan as text, ending with the summary line. Its values
 /// (addresses, reasons, field values, diff lines, messages) are shown with
@@ -191,7 +191,7 @@ fn change_block(out: &mut String, c: &Change) {
             out.push_str("      (the node reboots)\n");
         }
         (Action::ApplyConfig, Some(false))
-            if c.apply_mode() == Some(talosprov_core::plan::ApplyMode::Staged) =>
+            if c.apply_mode() == Some(talosprov_core::plan::planned::ApplyMode::Staged) =>
         {
             out.push_str("      (staged: no reboot now; the node takes it at its next reboot)\n");
         }
@@ -308,7 +308,7 @@ pub fn apply_summary_line(s: &Summary) -> String {
 
 /// `<label>: <address>: <message>` for each notice, then a blank line when
 /// there was any.
-fn notices(out: &mut String, label: &str, list: &[talosprov_core::plan::PlanWarning]) {
+fn notices(out: &mut String, label: &str, list: &[talosprov_core::plan::model::PlanWarning]) {
     for n in list {
         let _ = match &n.address {
             Some(a) => writeln!(out, "{label}: {a}: {}", n.message),
@@ -323,9 +323,9 @@ fn notices(out: &mut String, label: &str, list: &[talosprov_core::plan::PlanWarn
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talosprov_core::plan::VmField;
-    use talosprov_core::plan::{Drift, PlanWarning};
-    use talosprov_core::state::Address;
+    use talosprov_core::plan::field::VmField;
+    use talosprov_core::plan::model::{Drift, PlanWarning};
+    use talosprov_core::state::address::Address;
 
     /// A change with stand-in payloads and these display values.
     fn change(

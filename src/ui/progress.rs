@@ -10,18 +10,18 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use talosprov_core::state::Address;
-use talosprov_engine::apply::{EventKind, Update};
+use talosprov_core::state::address::Address;
+use talosprov_engine::apply::event::{EventKind, Update};
 
 use super::cell;
 use super::lines::verb;
-pub use super::lines::{
+use crate::ui::lines::{
     STILL_EVERY, Tally, count, gate_outcome_text, gate_text, line, run_line, still_line,
 };
 
 /// Print a retry made outside an apply's steps (a plan's refresh) as one
 /// line on stderr: `Retrying Proxmox: … in 0.25 s (attempt 2): …`.
-pub fn retry_line(notice: &talosprov_engine::command::Notice) {
+pub fn retry_line(notice: &talosprov_retry::Notice) {
     let text = notice.to_string();
     let mut chars = text.chars();
     let text = chars.next().map_or_else(String::new, |c| {
@@ -45,13 +45,13 @@ fn stamped(out: &mut impl Write, text: &str) {
 }
 
 /// Print the final gate's event on stderr, timestamped as the plain view's lines.
-pub fn gate_line(event: &talosprov_engine::health::GateEvent) {
+pub fn gate_line(event: &talosprov_engine::health::gate::GateEvent) {
     stamped(&mut std::io::stderr().lock(), &gate_text(event));
 }
 
 /// Print the final gate's outcome on stderr: the nodes Ready and how long it took,
 /// or what is still missing at the deadline.
-pub fn gate_outcome(outcome: &talosprov_engine::health::GateOutcome, wait: Duration) {
+pub fn gate_outcome(outcome: &talosprov_engine::health::gate::GateOutcome, wait: Duration) {
     stamped(
         &mut std::io::stderr().lock(),
         &gate_outcome_text(outcome, wait),
@@ -191,12 +191,12 @@ pub fn stderr_is_terminal() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talosprov_core::plan::Action;
-    use talosprov_engine::apply::Event;
+    use talosprov_core::plan::change::Action;
+    use talosprov_engine::apply::event::Event;
 
     #[test]
     fn the_gate_says_what_it_waits_for_and_what_is_still_missing() {
-        use talosprov_engine::health::GateEvent;
+        use talosprov_engine::health::gate::GateEvent;
         let started = GateEvent::Started {
             nodes: 3,
             gpu_nodes: vec!["gpu-1".to_owned()],

@@ -7,8 +7,10 @@ use super::diagnostics::{JsonDiagnostic, count_line};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use talosprov_core::diagnostics::Diagnostic;
 use talosprov_core::patch::discover::PatchFile;
-use talosprov_core::topology::{AddonSource, Diagnostic, Role, SchematicSpec, Topology};
+use talosprov_core::role::Role;
+use talosprov_core::topology::model::{AddonSource, SchematicSpec, Topology};
 
 /// Everything `validate` found, ready to show.
 #[derive(Debug, Clone, Copy)]
@@ -237,7 +239,7 @@ fn write_addons(out: &mut String, t: &Topology) {
         .map(String::from)
         .to_vec(),
     ];
-    for a in talosprov_core::addon::apply_order(&t.addons) {
+    for a in talosprov_core::addon::order::apply_order(&t.addons) {
         let source = match &a.source {
             AddonSource::Helm {
                 repo,

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use talosprov_engine::apply::Update;
-use talosprov_engine::health::{GateEvent, GateOutcome};
+use talosprov_engine::apply::event::Update;
+use talosprov_engine::health::gate::{GateEvent, GateOutcome};
 
 use super::{json, progress};
 
 /// Show the executor's updates until it drops its sender; what was counted.
-pub async fn show(rx: UnboundedReceiver<Update>) -> progress::Tally {
+pub async fn show(rx: UnboundedReceiver<Update>) -> crate::ui::lines::Tally {
     if json::enabled() {
         json::show(rx).await
     } else {

@@ -15,9 +15,12 @@ use serde_json::{Value, json};
 use crate::config_drift_lab::{apply_out_of_band, client_files, running_config};
 use crate::support::cli::stdout;
 use crate::support::lab::{Lab, change_lines};
-use talosprov_core::machine::{SecretsBundle, machine_config_yaml, parse_secrets_yaml};
+use talosprov_core::machine::config::machine_config_yaml;
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::machine::secrets_file::parse_secrets_yaml;
+use talosprov_core::patch::apply::apply_patches;
 use talosprov_core::patch::document::MachineConfig;
-use talosprov_core::patch::{apply_patches, load_patch};
+use talosprov_core::patch::load::load_patch;
 use talosprov_core::role::Role;
 
 const HOSTS: [&str; 3] = ["talos-controlplane-01", "talos-worker-01", "talos-gpu-01"];
@@ -477,10 +480,11 @@ async fn each_provider_state_adopts_validates_and_plans_with_no_change() {
         }
         let topology = out_dir.join("cluster.yaml");
         let topo = topology.to_str().expect("utf-8");
-        let adopted: talosprov_state::State = talosprov_state::State::from_json(
-            &std::fs::read(out_dir.join("talosprov.tfstate")).expect("adopted state"),
-        )
-        .expect("state");
+        let adopted: talosprov_core::state::format::State =
+            talosprov_core::state::format::State::from_json(
+                &std::fs::read(out_dir.join("talosprov.tfstate")).expect("adopted state"),
+            )
+            .expect("state");
         // The secrets are the state's, certificates and all.
         let theirs = parse_secrets_yaml(&secrets_yaml).expect("bundle");
         let ours = parse_secrets_yaml(adopted.secrets.as_ref().expect("secrets").expose())
@@ -664,12 +668,13 @@ async fn each_provider_state_adopts_validates_and_plans_with_no_change() {
         out.status.success(),
         "adopt --merge of the same source failed"
     );
-    let state_after: talosprov_state::State = talosprov_state::State::from_json(
-        &std::fs::read(lab.dir.path().join("adopted-0/talosprov.tfstate")).expect("state"),
-    )
-    .expect("state");
-    let before: talosprov_state::State =
-        talosprov_state::State::from_json(&state_before).expect("state");
+    let state_after: talosprov_core::state::format::State =
+        talosprov_core::state::format::State::from_json(
+            &std::fs::read(lab.dir.path().join("adopted-0/talosprov.tfstate")).expect("state"),
+        )
+        .expect("state");
+    let before: talosprov_core::state::format::State =
+        talosprov_core::state::format::State::from_json(&state_before).expect("state");
     assert_eq!(state_after.resources, before.resources);
     assert_eq!(state_after.lineage, before.lineage);
     let mut clash = merge.clone();

@@ -343,7 +343,7 @@ pub async fn lose_the_control_planes(lab: &Lab) {
     let state = lab.state();
     for (host, vm) in &state.resources.vms {
         let config = &state.resources.configs[host];
-        if config.role != Some(talosprov_core::topology::Role::Controlplane) {
+        if config.role != Some(talosprov_core::role::Role::Controlplane) {
             continue;
         }
         talosprov_proxmox::lifecycle::destroy_vm(&lab.pve.client(), &vm.node, vm.vmid, 5)
@@ -722,7 +722,7 @@ async fn force_restores_over_a_healthy_etcd_after_resetting_the_control_planes()
     let node = lab.sim.as_ref().unwrap().node(cp).unwrap();
     assert_eq!(
         node.phase(),
-        talosprov_sim::Phase::Secure,
+        talosprov_sim::state::Phase::Secure,
         "nothing was reset"
     );
 

@@ -72,7 +72,7 @@ async fn a_control_plane_wiped_to_maintenance_is_broken_until_a_new_etcd_is_allo
     node.wipe();
     assert!(
         node.wait_for_phase(
-            |p| p == talosprov_sim::Phase::Maintenance,
+            |p| p == talosprov_sim::state::Phase::Maintenance,
             Duration::from_secs(30)
         )
         .await
@@ -96,7 +96,7 @@ async fn a_control_plane_wiped_to_maintenance_is_broken_until_a_new_etcd_is_allo
         "{}",
         stderr(&out)
     );
-    assert_eq!(node.phase(), talosprov_sim::Phase::Maintenance);
+    assert_eq!(node.phase(), talosprov_sim::state::Phase::Maintenance);
 
     // Configured again by hand (as talosctl apply-config would): secure mode,
     // with an etcd that waits for a bootstrap. Still broken, and said so.
@@ -104,16 +104,19 @@ async fn a_control_plane_wiped_to_maintenance_is_broken_until_a_new_etcd_is_allo
         .value
         .expose()
         .clone();
-    let client = talosprov_talos::TalosClient::connect_maintenance(ip)
+    let client = talosprov_talos::client::TalosClient::connect_maintenance(ip)
         .await
         .expect("maintenance mode");
     client
-        .apply_configuration(config.as_bytes(), &talosprov_talos::ApplyOptions::default())
+        .apply_configuration(
+            config.as_bytes(),
+            &talosprov_talos::types::ApplyOptions::default(),
+        )
         .await
         .expect("apply the config by hand");
     assert!(
         node.wait_for_phase(
-            |p| p == talosprov_sim::Phase::Secure,
+            |p| p == talosprov_sim::state::Phase::Secure,
             Duration::from_secs(30)
         )
         .await

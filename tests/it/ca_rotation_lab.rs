@@ -25,14 +25,16 @@ fn boot_times(lab: &Lab) -> Vec<u64> {
 }
 
 /// Talos client credentials from a talosconfig's text.
-fn credentials(text: &str) -> talosprov_talos::ClientCredentials {
+fn credentials(text: &str) -> talosprov_talos::credentials::ClientCredentials {
     let tc = talosprov_core::machine::talosconfig::Talosconfig::parse(text).expect("talosconfig");
-    talosprov_talos::ClientCredentials::from_talosconfig(&tc)
+    talosprov_talos::credentials::ClientCredentials::from_talosconfig(&tc)
 }
 
 /// Whether `ip` answers a Version call with `credentials`.
-async fn answers(ip: &str, credentials: &talosprov_talos::ClientCredentials) -> bool {
-    match talosprov_talos::TalosClient::connect_secure(ip.parse().expect("ip"), credentials).await {
+async fn answers(ip: &str, credentials: &talosprov_talos::credentials::ClientCredentials) -> bool {
+    match talosprov_talos::client::TalosClient::connect_secure(ip.parse().expect("ip"), credentials)
+        .await
+    {
         Ok(client) => client.version().await.is_ok(),
         Err(_) => false,
     }
@@ -173,11 +175,14 @@ async fn rotating_the_os_ca_is_staged_resumable_and_reboots_nothing() {
     assert!(stdout(&out).contains("Rotation complete!"));
     assert_eq!(stage(&lab), None);
     let after = lab.state();
-    let bundle = talosprov_core::machine::parse_secrets_yaml(after.secrets.expect("s").expose())
-        .expect("bundle");
+    let bundle = talosprov_core::machine::secrets_file::parse_secrets_yaml(
+        after.secrets.expect("s").expose(),
+    )
+    .expect("bundle");
     assert_eq!(bundle.certs.os.crt, new_crt);
     let old_bundle =
-        talosprov_core::machine::parse_secrets_yaml(old_secrets.expose()).expect("old bundle");
+        talosprov_core::machine::secrets_file::parse_secrets_yaml(old_secrets.expose())
+            .expect("old bundle");
     assert_eq!(
         bundle.certs.k8s.crt, old_bundle.certs.k8s.crt,
         "only the OS CA"

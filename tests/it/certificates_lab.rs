@@ -11,10 +11,10 @@ use talosprov_core::machine::expiry::{
     kubeconfig_cluster, kubeconfig_not_after, talosconfig_not_after,
 };
 use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
-use talosprov_core::machine::parse_secrets_yaml;
+use talosprov_core::machine::secrets_file::parse_secrets_yaml;
 use talosprov_core::machine::talosconfig::{Talosconfig, TalosconfigInput};
 use talosprov_core::plan::renewal::Renewal;
-use talosprov_state::format::Output;
+use talosprov_core::state::format::Output;
 use time::OffsetDateTime;
 
 use crate::support::cli::{finish, stdout};
@@ -102,7 +102,7 @@ async fn an_expired_talosconfig_and_a_kubeconfig_due_are_planned_renewed_and_use
     assert!(kube_reason.contains("(in 12 days)"), "{kube_reason}");
 
     // The simulator, as apid, refuses a client certificate past its NotAfter.
-    let expired = talosprov_talos::ClientCredentials::from_talosconfig(
+    let expired = talosprov_talos::credentials::ClientCredentials::from_talosconfig(
         &Talosconfig::parse(
             lab.state()
                 .outputs
@@ -116,7 +116,7 @@ async fn an_expired_talosconfig_and_a_kubeconfig_due_are_planned_renewed_and_use
     );
     let ip: std::net::IpAddr = lab.ips[0].parse().expect("ip");
     let refused = async {
-        let client = talosprov_talos::TalosClient::connect_secure(ip, &expired).await?;
+        let client = talosprov_talos::client::TalosClient::connect_secure(ip, &expired).await?;
         client.etcd_member_list().await?;
         Ok::<_, anyhow::Error>(())
     }
@@ -201,7 +201,7 @@ async fn an_expired_talosconfig_and_a_kubeconfig_due_are_planned_renewed_and_use
         1,
         "the renewed talosconfig reaches etcd"
     );
-    let client = talosprov_talos::TalosClient::connect_secure(ip, &old_talos)
+    let client = talosprov_talos::client::TalosClient::connect_secure(ip, &old_talos)
         .await
         .expect("connect");
     assert!(client.etcd_member_list().await.is_ok());
@@ -218,10 +218,10 @@ async fn an_expired_talosconfig_and_a_kubeconfig_due_are_planned_renewed_and_use
     let text = stdout(&out);
     let expiry = talosconfig_not_after(&text).expect("a certificate");
     assert!((expiry - (now + time::Duration::hours(24))).abs() < time::Duration::minutes(30));
-    let short = talosprov_talos::ClientCredentials::from_talosconfig(
+    let short = talosprov_talos::credentials::ClientCredentials::from_talosconfig(
         &Talosconfig::parse(&text).expect("a talosconfig"),
     );
-    let client = talosprov_talos::TalosClient::connect_secure(ip, &short)
+    let client = talosprov_talos::client::TalosClient::connect_secure(ip, &short)
         .await
         .expect("connect");
     assert!(client.etcd_member_list().await.is_ok());

@@ -186,7 +186,7 @@ async fn sigterm_mid_apply_on_the_gitlab_state_saves_and_releases_the_lock() {
         .expect("start apply");
     let recorded_vms = || {
         server.state().map_or(0, |bytes| {
-            talosprov_state::State::from_json(&bytes)
+            talosprov_core::state::format::State::from_json(&bytes)
                 .map(|s| s.resources.vms.len())
                 .unwrap_or(0)
         })

@@ -34,7 +34,7 @@ pub(crate) fn client_files(lab: &Lab) -> tempfile::TempDir {
     std::fs::write(dir.path().join("crt.pem"), &tc.client.crt).expect("crt");
     // Talos labels its Ed25519 keys `ED25519 PRIVATE KEY`; OpenSSL and BoringSSL read the
     // same PKCS#8 under the standard label.
-    let key = talosprov_talos::relabel_ed25519(tc.client.key.expose());
+    let key = talosprov_talos::credentials::relabel_ed25519(tc.client.key.expose());
     std::fs::write(dir.path().join("key.pem"), key).expect("key");
     dir
 }

@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use crate::support::cli::stdout;
 use crate::support::lab::Lab;
-use talosprov_sim::{Phase, SimNode, Simulator};
-use talosprov_talos::{RebootMode, TalosClient};
+use talosprov_sim::state::Phase;
+use talosprov_sim::{SimNode, Simulator};
+use talosprov_talos::client::TalosClient;
+use talosprov_talos::types::RebootMode;
 
 /// The patch added to talos-worker-01: `machine.env` is not a setting Talos
 /// applies at once (CanApplyImmediate), so the node reboots for it.

@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use day2_cluster::TestCluster;
-use talosprov_state::format::Output as StateOutput;
+use talosprov_core::state::format::Output as StateOutput;
+use talosprov_core::state::format::State;
 use talosprov_state::local::LocalBackend;
-use talosprov_state::{State, StateStore};
+use talosprov_state::store::StateStore;
 
 /// A topology naming `cp-1` at `<prefix>.121` and `w-1` at `<prefix>.122`.
 fn topology(prefix: &str, talos_version: &str) -> String {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use crate::support::cli::{stderr, stdout};
 use crate::support::lab::Lab;
-use talosprov_sim::Phase;
-use talosprov_talos::TalosClient;
+use talosprov_sim::state::Phase;
+use talosprov_talos::client::TalosClient;
 
 fn at_version(version: &'static str) -> impl Fn(String) -> String {
     move |t| {
@@ -387,7 +387,7 @@ async fn reset_to_maintenance(lab: &Lab, ip: std::net::IpAddr) -> talosprov_sim:
         .await
         .expect("connect");
     client
-        .reset(&talosprov_talos::ResetOptions {
+        .reset(&talosprov_talos::types::ResetOptions {
             graceful: false,
             reboot: false,
             system_partitions: Vec::new(),
@@ -435,7 +435,7 @@ async fn node_reset_by_hand_is_drift_and_apply_configures_it_again() {
 
 /// Delete `host`'s VM in Proxmox as an operator would, behind talosprov's
 /// back; its state record, as it was.
-async fn delete_vm_by_hand(lab: &Lab, host: &str) -> talosprov_state::format::Vm {
+async fn delete_vm_by_hand(lab: &Lab, host: &str) -> talosprov_core::state::format::Vm {
     let vm = lab.state().resources.vms[host].clone();
     talosprov_proxmox::lifecycle::destroy_vm(&lab.pve.client(), &vm.node, vm.vmid, 5)
         .await

@@ -11,14 +11,20 @@ use std::sync::Mutex;
 
 use crate::support::talos::{FAST, WAIT};
 use day2_cluster::TestCluster;
-use talosprov_engine::apply::upgrade::{
-    ConfigUpdate, KubernetesPhase, KubernetesRoll, RolloutOptions, SnapshotPolicy, UpgradeError,
-    UpgradeEvent, UpgradeNode, UpgradeTarget, rolling_upgrade, upgrade_kubernetes,
+use talosprov_core::schematic::SchematicId;
+use talosprov_engine::apply::upgrade::events::{KubernetesPhase, UpgradeError, UpgradeEvent};
+use talosprov_engine::apply::upgrade::kubernetes::{
+    ConfigUpdate, KubernetesRoll, upgrade_kubernetes,
 };
-use talosprov_engine::health::{ClusterNode, Cni, Expectations, run_checks};
-use talosprov_factory::SchematicId;
-use talosprov_sim::{LoggedRpc, Phase};
-use talosprov_talos::UpgradePath;
+use talosprov_engine::apply::upgrade::rolling::{
+    RolloutOptions, UpgradeNode, UpgradeTarget, rolling_upgrade,
+};
+use talosprov_engine::apply::upgrade::snapshot::SnapshotPolicy;
+use talosprov_engine::health::cluster::{ClusterNode, Cni};
+use talosprov_engine::health::judge::Expectations;
+use talosprov_engine::health::probe::run_checks;
+use talosprov_sim::state::{LoggedRpc, Phase};
+use talosprov_talos::types::UpgradePath;
 
 const SCHEMATIC: &str = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba";
 

@@ -11,14 +11,17 @@ use std::time::Duration;
 use proptest::prelude::*;
 use talosprov::ui::cell::{MAX_CELL_CHARS, MAX_LINE_CHARS};
 use talosprov::ui::{diagnostics, lines, plan, progress, summary};
+use talosprov_core::diagnostics::{Code, Diagnostic, Pos};
+use talosprov_core::kube_node::KubeNode;
 use talosprov_core::patch::discover::{PatchFile, PatchKind, PatchLevel};
-use talosprov_core::plan::{
-    Action, Drift, DriftKind, FieldChange, Plan, PlanWarning, VmField, example,
-};
-use talosprov_core::state::Address;
-use talosprov_core::topology::{AddonSource, Code, Diagnostic, Environment, Pos, Topology, parse};
-use talosprov_engine::apply::{Event, EventKind, Update};
-use talosprov_engine::health::KubeNode;
+use talosprov_core::plan::change::{Action, FieldChange};
+use talosprov_core::plan::example;
+use talosprov_core::plan::field::VmField;
+use talosprov_core::plan::model::{Drift, DriftKind, Plan, PlanWarning};
+use talosprov_core::state::address::Address;
+use talosprov_core::topology::model::{AddonSource, Environment, Topology};
+use talosprov_core::topology::parse;
+use talosprov_engine::apply::event::{Event, EventKind, Update};
 
 use crate::support::cli::{stderr, stdout, talosprov};
 

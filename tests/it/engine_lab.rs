@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::support::cli::{signal, stderr, stdout};
 use crate::support::lab::Lab;
 use crate::support::wait::until;
-use talosprov_core::machine::parse_secrets_yaml;
+use talosprov_core::machine::secrets_file::parse_secrets_yaml;
 
 /// The base64 PEM of `field` in the current context of a talosconfig, decoded.
 fn talosconfig_field(text: &str, field: &str) -> String {

@@ -6,10 +6,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rand::SeedableRng;
 use serde_yaml_ng::Value;
-use talosprov_core::machine::{
-    AdminKubeconfig, KubeconfigInput, SecretsBundle, Talosconfig, TalosconfigInput,
-    parse_secrets_yaml,
-};
+use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::machine::secrets_file::parse_secrets_yaml;
+use talosprov_core::machine::talosconfig::{Talosconfig, TalosconfigInput};
 use time::Duration;
 use time::macros::datetime;
 

@@ -3,10 +3,14 @@
 
 use crate::support::fixtures::SECRETS;
 use serde_yaml_ng::Value;
-use talosprov_core::machine::{
-    BaseConfigInput, Contract, Role, SecretsBundle, Severity, base_config, check_config,
-    machine_config_yaml, parse_secrets_yaml, redact_secrets,
-};
+use talosprov_core::machine::config::{base_config, machine_config_yaml};
+use talosprov_core::machine::config_parts::BaseConfigInput;
+use talosprov_core::machine::redact::redact_secrets;
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::machine::secrets_file::parse_secrets_yaml;
+use talosprov_core::machine::validate::{Severity, check_config};
+use talosprov_core::role::Role;
+use talosprov_core::version::Contract;
 
 const VIP: &str = "192.168.1.120";
 
@@ -439,7 +443,7 @@ fn talos_1_14_gets_the_documents_gen_config_writes_in_its_order() {
 
 #[test]
 fn v1_14_configs_decode_in_their_contract_and_hide_their_secrets() {
-    use talosprov_core::machine::decode_config;
+    use talosprov_core::machine::decode::decode_config;
     let b = bundle();
     for role in [Role::Controlplane, Role::Worker] {
         let mut cfg = base_config(&input(&b, role, "v1.14.0")).unwrap();
@@ -464,8 +468,10 @@ fn v1_14_configs_decode_in_their_contract_and_hide_their_secrets() {
         }
         if role == Role::Controlplane {
             let secretbox = match &b.encryption {
-                talosprov_core::machine::EncryptionSecret::Secretbox(v)
-                | talosprov_core::machine::EncryptionSecret::AesCbc(v) => v.expose().clone(),
+                talosprov_core::machine::secrets::EncryptionSecret::Secretbox(v)
+                | talosprov_core::machine::secrets::EncryptionSecret::AesCbc(v) => {
+                    v.expose().clone()
+                }
             };
             assert!(!text.contains(&secretbox), "the etcd encryption key shown");
             assert!(text.contains("secret: (sensitive)"), "{text}");

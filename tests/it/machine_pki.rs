@@ -7,10 +7,11 @@ use ::time::{Duration, OffsetDateTime};
 use p256::ecdsa::signature::Verifier as _;
 use rand::SeedableRng;
 use std::sync::OnceLock;
-use talosprov_core::machine::{
-    AdminKubeconfig, CertAndKey, KubeconfigInput, SecretsBundle, Talosconfig, TalosconfigInput,
-    secrets_yaml,
-};
+use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
+use talosprov_core::machine::pki::CertAndKey;
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::machine::secrets_file::secrets_yaml;
+use talosprov_core::machine::talosconfig::{Talosconfig, TalosconfigInput};
 use x509_parser::prelude::*;
 
 const NOW: OffsetDateTime = datetime!(2026-01-02 03:04:05 UTC);

@@ -2,7 +2,9 @@
 //! the format's description), byte-identical export, and the errors for broken bundles.
 
 use crate::support::fixtures::SECRETS;
-use talosprov_core::machine::{EncryptionSecret, KeyAlgorithm, parse_secrets_yaml, secrets_yaml};
+use talosprov_core::machine::keys::KeyAlgorithm;
+use talosprov_core::machine::secrets::EncryptionSecret;
+use talosprov_core::machine::secrets_file::{parse_secrets_yaml, secrets_yaml};
 
 #[test]
 fn importing_then_exporting_a_talosctl_bundle_is_byte_identical() {

@@ -7,11 +7,14 @@ use crate::support::cli::{run_clean, stderr};
 use crate::support::fixtures::{SECRETS, SECRETS_FILE, repo};
 use serde_yaml_ng::Value;
 use std::path::{Path, PathBuf};
-use talosprov_core::machine::{
-    BaseConfigInput, Contract, NodeConfig, Role, base_config, contract_for, decode_config,
-    node_configs, parse_secrets_yaml,
-};
-use talosprov_core::topology::{Code, Diagnostic, Severity};
+use talosprov_core::diagnostics::{Code, Diagnostic, Severity};
+use talosprov_core::machine::config::base_config;
+use talosprov_core::machine::config_parts::BaseConfigInput;
+use talosprov_core::machine::decode::decode_config;
+use talosprov_core::machine::node::{NodeConfig, node_configs};
+use talosprov_core::machine::secrets_file::parse_secrets_yaml;
+use talosprov_core::role::Role;
+use talosprov_core::version::{Contract, contract_for};
 
 /// A cluster of one control plane (10.0.0.101) and one worker (10.0.0.102) on Talos
 /// `talos`, with the given patch files, written into `dir`; returns the topology file.

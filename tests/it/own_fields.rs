@@ -87,7 +87,7 @@ fn covered(field: &str, r: &Received) -> Option<Result<(), &'static str>> {
             // The node's schematic, not the default one, names the image.
             let (path, download) = &r.download;
             assert!(path.contains("/nodes/pve2/"), "{path}");
-            let id = talosprov_factory::Schematic {
+            let id = talosprov_core::schematic::Schematic {
                 extensions: vec![
                     "siderolabs/qemu-guest-agent".into(),
                     "siderolabs/nvidia-container-toolkit-production".into(),
@@ -447,7 +447,7 @@ nodes:
     let loaded = talosprov_core::topology::parse(
         &text,
         &lab.topology(),
-        &talosprov_core::topology::Environment {
+        &talosprov_core::topology::model::Environment {
             proxmox_endpoint: Some(lab.pve.url.clone()),
             ..Default::default()
         },

@@ -9,8 +9,8 @@ use std::time::Duration;
 use crate::support::cli::{stderr, stdout};
 use crate::support::lab::Lab;
 use serde_json::{Value, json};
-use talosprov_proxmox::Request;
 use talosprov_proxmox::mapping::{PciMapEntry, PciMappingSpec};
+use talosprov_proxmox::request::Request;
 
 /// The foreign VM at the worker's vmid.
 const VMID: u32 = 122;
@@ -62,7 +62,7 @@ async fn make_foreign_objects(lab: &Lab, mapping: bool, pool: bool, vm: bool) {
 async fn read(lab: &Lab, path: &str) -> Option<Value> {
     let req = Request::get(
         &path.trim_start_matches('/').split('/').collect::<Vec<_>>(),
-        talosprov_proxmox::Operation::new(format!("test GET {path}")),
+        talosprov_proxmox::request::Operation::new(format!("test GET {path}")),
     );
     match lab.pve.client().send(&req).await {
         Ok(v) => Some(v),

@@ -7,13 +7,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use talosprov_core::machine::Sensitive;
-use talosprov_core::plan::{
-    self, Action, DriftKind, Observed, ObservedVm, Plan, PlanInput, RenderedConfig,
-};
-use talosprov_core::topology::{self, Environment, Topology};
-use talosprov_state::format::{Bootstrap, Output, PciMapEntry, PciMapping, Pool, State};
-use talosprov_state::{Address, CreateIntent};
+use talosprov_core::plan;
+use talosprov_core::plan::change::Action;
+use talosprov_core::plan::desired::RenderedConfig;
+use talosprov_core::plan::diff::PlanInput;
+use talosprov_core::plan::model::{DriftKind, Plan};
+use talosprov_core::plan::observed::{Observed, ObservedVm};
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::address::Address;
+use talosprov_core::state::format::{Bootstrap, Output, PciMapEntry, PciMapping, Pool, State};
+use talosprov_core::state::intent::CreateIntent;
+use talosprov_core::topology;
+use talosprov_core::topology::model::{Environment, Topology};
 
 const TOPOLOGY: &str = "
 cluster: { name: lab, talos_version: v1.13.8, gateway: 10.0.0.1 }
@@ -38,7 +43,7 @@ fn topology() -> Topology {
         .unwrap_or_else(|| panic!("valid topology: {:#?}", loaded.diagnostics))
 }
 
-fn desired() -> plan::Desired {
+fn desired() -> plan::desired::Desired {
     let t = topology();
     let configs: Vec<RenderedConfig> = t
         .nodes
@@ -60,11 +65,11 @@ fn desired() -> plan::Desired {
             }
         })
         .collect();
-    plan::desired(&t, &configs, true).expect("desired")
+    plan::desired::desired(&t, &configs, true).expect("desired")
 }
 
 /// The state a finished apply leaves.
-fn applied(d: &plan::Desired) -> State {
+fn applied(d: &plan::desired::Desired) -> State {
     let mut s = State::new(uuid::Uuid::from_u128(7));
     s.serial = 4;
     let r = &mut s.resources;
@@ -162,14 +167,14 @@ fn other_host_gpu() -> PciMapping {
     }
 }
 
-fn run(d: &plan::Desired, state: Option<&State>, obs: &Observed) -> Plan {
-    plan::plan(PlanInput {
+fn run(d: &plan::desired::Desired, state: Option<&State>, obs: &Observed) -> Plan {
+    plan::diff::plan(PlanInput {
         desired: d,
         state,
         observed: obs,
         // A fixed clock: the plans do not depend on the day they run.
         renewal: plan::renewal::Renewal::at(time::macros::datetime!(2026-06-01 00:00 UTC)),
-        etcd: plan::EtcdRecovery::Refuse,
+        etcd: plan::kind::resource::EtcdRecovery::Refuse,
     })
     .expect("plan")
 }
@@ -291,7 +296,7 @@ fn what_an_interrupted_apply_was_creating_for_a_removed_node_is_deleted() {
     let p = run(&d, Some(&s), &obs);
     assert!(p.change(&old).unwrap().reason.contains("was not created"));
     // Destroy deletes it too.
-    let p = plan::destroy_plan(Some(&s), &Observed::default(), false);
+    let p = plan::diff::destroy_plan(Some(&s), &Observed::default(), false);
     assert_eq!(p.change(&old).map(|c| c.action()), Some(Action::Delete));
 }
 
@@ -335,14 +340,14 @@ fn imported_mapping_is_updated_to_the_topology_and_the_same_mapping_spelled_othe
     s.resources
         .pci_mappings
         .insert("gpu".into(), other_host_gpu());
-    let p = run(&d, Some(&s), &plan::Observed::default());
+    let p = run(&d, Some(&s), &plan::observed::Observed::default());
     let m = p.change(&Address::PciMapping("gpu".into())).unwrap();
     assert_eq!(m.action(), Action::Update);
     // As Proxmox returns it: lower case, an empty description read as none.
     let mut same = d.pci_mappings["gpu"].clone();
     same.map[0].id = same.map[0].id.to_uppercase();
     s.resources.pci_mappings.insert("gpu".into(), same);
-    let p = run(&d, Some(&s), &plan::Observed::default());
+    let p = run(&d, Some(&s), &plan::observed::Observed::default());
     assert!(p.change(&Address::PciMapping("gpu".into())).is_none());
 }
 
@@ -356,10 +361,10 @@ fn a_target_keeps_only_the_conflicts_it_waits_for() {
         .insert("gpu".into(), other_host_gpu());
     obs.vms.insert(122, seen_vm(122, "legacy-db", 32));
     let mut p = run(&d, None, &obs);
-    plan::target(&mut p, &[Address::Config("gpu-01".into())], &d);
+    plan::order::target(&mut p, &[Address::Config("gpu-01".into())], &d);
     let conflicts: Vec<String> = p.conflicts.iter().map(|c| c.address.to_string()).collect();
     assert_eq!(conflicts, ["pci_mapping/gpu"]);
     let mut p = run(&d, None, &obs);
-    plan::target(&mut p, &[Address::Vm("cp-01".into())], &d);
+    plan::order::target(&mut p, &[Address::Vm("cp-01".into())], &d);
     assert!(p.conflicts.is_empty());
 }

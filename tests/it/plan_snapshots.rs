@@ -3,15 +3,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use talosprov_core::plan::{ConfigField, VmField};
+use talosprov_core::plan::field::{ConfigField, VmField};
 
-use talosprov_core::machine::Sensitive;
-use talosprov_core::plan::{
-    self, Action, Observed, ObservedVm, Plan, PlanError, PlanInput, RenderedConfig,
-};
-use talosprov_core::topology::{self, Environment, Topology};
-use talosprov_state::Address;
-use talosprov_state::format::{Bootstrap, Output, Pool, State};
+use talosprov_core::plan;
+use talosprov_core::plan::change::Action;
+use talosprov_core::plan::desired::RenderedConfig;
+use talosprov_core::plan::diff::PlanInput;
+use talosprov_core::plan::model::{Plan, PlanError};
+use talosprov_core::plan::observed::{Observed, ObservedVm};
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::address::Address;
+use talosprov_core::state::format::{Bootstrap, Output, Pool, State};
+use talosprov_core::topology;
+use talosprov_core::topology::model::{Environment, Topology};
 
 const TOPOLOGY: &str = "
 cluster:
@@ -85,7 +89,7 @@ fn rendered(t: &Topology, extra: &BTreeMap<&str, &str>) -> Vec<RenderedConfig> {
 
 /// The state an apply of `t` with `configs` leaves.
 fn applied(t: &Topology, configs: &[RenderedConfig]) -> State {
-    let d = plan::desired(t, configs, true).expect("desired");
+    let d = plan::desired::desired(t, configs, true).expect("desired");
     let mut s = State::new(uuid::Uuid::from_u128(7));
     s.serial = 4;
     let r = &mut s.resources;
@@ -149,14 +153,15 @@ fn run(
     state: Option<&State>,
     obs: &Observed,
 ) -> Result<Plan, Vec<PlanError>> {
-    let d = plan::desired(t, configs, obs.image_storage_shared.unwrap_or(true)).expect("desired");
-    plan::plan(PlanInput {
+    let d = plan::desired::desired(t, configs, obs.image_storage_shared.unwrap_or(true))
+        .expect("desired");
+    plan::diff::plan(PlanInput {
         desired: &d,
         state,
         observed: obs,
         // A fixed clock: the plans do not depend on the day they run.
         renewal: plan::renewal::Renewal::at(time::macros::datetime!(2026-06-01 00:00 UTC)),
-        etcd: plan::EtcdRecovery::Refuse,
+        etcd: plan::kind::resource::EtcdRecovery::Refuse,
     })
 }
 
@@ -350,8 +355,8 @@ fn target_keeps_the_change_and_its_dependencies() {
     let t = topology(TOPOLOGY);
     let c = rendered(&t, &BTreeMap::new());
     let mut p = run(&t, &c, None, &Observed::default()).expect("plan");
-    let d = plan::desired(&t, &c, true).expect("desired");
-    plan::target(&mut p, &[Address::Config("worker-01".into())], &d);
+    let d = plan::desired::desired(&t, &c, true).expect("desired");
+    plan::order::target(&mut p, &[Address::Config("worker-01".into())], &d);
     let kept: Vec<String> = p.changes.iter().map(|c| c.address().to_string()).collect();
     assert_eq!(kept.len(), 4, "{kept:?}");
     assert!(kept.contains(&"vm/worker-01".to_owned()));
@@ -367,7 +372,7 @@ fn unshared_image_storage_downloads_per_host() {
     );
     let t = topology(&text);
     let c = rendered(&t, &BTreeMap::new());
-    let d = plan::desired(&t, &c, false).expect("desired");
+    let d = plan::desired::desired(&t, &c, false).expect("desired");
     let names: Vec<&String> = d.images.keys().collect();
     assert_eq!(names.len(), 2, "{names:?}");
     assert!(
@@ -375,7 +380,7 @@ fn unshared_image_storage_downloads_per_host() {
             .iter()
             .all(|n| n.ends_with("-pve") || n.ends_with("-pve2"))
     );
-    let shared = plan::desired(&t, &c, true).expect("desired");
+    let shared = plan::desired::desired(&t, &c, true).expect("desired");
     assert_eq!(shared.images.len(), 1);
 }
 
@@ -384,7 +389,7 @@ fn destroy_plan_deletes_vms_before_pool_and_keeps_images() {
     let t = topology(TOPOLOGY);
     let c = rendered(&t, &BTreeMap::new());
     let s = applied(&t, &c);
-    let p = plan::destroy_plan(Some(&s), &Observed::default(), false);
+    let p = plan::diff::destroy_plan(Some(&s), &Observed::default(), false);
     let order: Vec<String> = p.changes.iter().map(|c| c.address().to_string()).collect();
     assert_eq!(
         order,
@@ -396,7 +401,7 @@ fn destroy_plan_deletes_vms_before_pool_and_keeps_images() {
             "pool/TALOS"
         ]
     );
-    let purge = plan::destroy_plan(Some(&s), &Observed::default(), true);
+    let purge = plan::diff::destroy_plan(Some(&s), &Observed::default(), true);
     assert_eq!(purge.summary().destroy, 6);
 }
 
@@ -411,7 +416,7 @@ fn plan_json_round_trips_and_other_versions_are_refused() {
         p.to_json().replace(
             &format!(
                 "\"format_version\": {}",
-                talosprov_core::plan::PLAN_FORMAT_VERSION
+                talosprov_core::plan::model::PLAN_FORMAT_VERSION
             ),
             &format!("\"format_version\": {v}"),
         )
@@ -466,7 +471,7 @@ fn staged_config_warns_until_the_node_reboots_then_is_drift() {
         .configs
         .get_mut("worker-01")
         .expect("config")
-        .staged = Some(talosprov_state::format::Staged {
+        .staged = Some(talosprov_core::state::format::Staged {
         boot_time: Some(1_764_400_000),
     });
     let mut o = observed_from(&s);
@@ -529,7 +534,7 @@ fn kubernetes_change_rolls_without_a_reboot_unless_the_node_says_it_needs_one() 
 fn a_new_disk_smaller_than_its_image_on_shared_storage_is_refused() {
     let t = topology(TOPOLOGY);
     let c = rendered(&t, &BTreeMap::new());
-    let d = plan::desired(&t, &c, true).expect("desired");
+    let d = plan::desired::desired(&t, &c, true).expect("desired");
     let volid = d.vms["cp-01"].spec.image_volid.clone();
     // Shared storage, listed on another host than the VMs'.
     let mut o = Observed {

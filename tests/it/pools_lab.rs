@@ -282,7 +282,7 @@ async fn a_node_renamed_or_moved_into_a_pool_takes_its_vmid_once_its_old_vm_is_g
         loop {
             if node
                 .wait_for_phase(
-                    |p| p == talosprov_sim::Phase::Halted,
+                    |p| p == talosprov_sim::state::Phase::Halted,
                     std::time::Duration::from_secs(3600),
                 )
                 .await

@@ -3,8 +3,11 @@
 
 use crate::support::fakepve::{FakeOptions, FakePve, ROOT_PASSWORD};
 use talosprov_core::sensitive::Sensitive;
-use talosprov_proxmox::{Auth, Client};
-use talosprov_proxmox::{Fingerprint, ProxmoxError, TlsMode, pool, storage};
+use talosprov_proxmox::client::Client;
+use talosprov_proxmox::error::ProxmoxError;
+use talosprov_proxmox::settings::Auth;
+use talosprov_proxmox::tls::{Fingerprint, TlsMode};
+use talosprov_proxmox::{pool, storage};
 
 fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();

@@ -6,8 +6,9 @@ use crate::support::fakepve::{FakeOptions, FakePve};
 use serde_json::json;
 use std::error::Error as _;
 use talosprov_proxmox::access::{self, Needs};
+use talosprov_proxmox::error::ProxmoxError;
 use talosprov_proxmox::lifecycle::{self, VmUpdate};
-use talosprov_proxmox::{ProxmoxError, task, vm};
+use talosprov_proxmox::{task, vm};
 
 /// The error and its causes, one per line.
 fn chain(e: &ProxmoxError) -> String {
@@ -21,10 +22,10 @@ fn chain(e: &ProxmoxError) -> String {
 }
 
 /// A client whose retry deadline outlasts the test's own steps on a busy machine.
-fn patient_client(fake: &FakePve) -> talosprov_proxmox::Client {
+fn patient_client(fake: &FakePve) -> talosprov_proxmox::client::Client {
     let mut settings = fake.settings();
     settings.timeouts.retry_deadline = std::time::Duration::from_secs(30);
-    talosprov_proxmox::Client::new(settings).expect("client")
+    talosprov_proxmox::client::Client::new(settings).expect("client")
 }
 
 async fn fake_with_vm(vmid: u32, node: &str) -> FakePve {

@@ -7,8 +7,11 @@ use crate::support::examples;
 use crate::support::factory::Factory;
 use crate::support::fakepve::{FakeOptions, FakePve};
 use serde_json::json;
-use talosprov_proxmox::storage::{self, Image};
-use talosprov_proxmox::{ProxmoxError, VmSpec, pool, task, vm};
+use talosprov_core::vm::Image;
+use talosprov_core::vm::VmSpec;
+use talosprov_proxmox::error::ProxmoxError;
+use talosprov_proxmox::storage;
+use talosprov_proxmox::{pool, task, vm};
 
 fn three_hosts(storages: serde_json::Value) -> FakeOptions {
     FakeOptions {
@@ -222,7 +225,7 @@ async fn image_already_in_storage_is_not_downloaded() {
 
 /// The lab's image of the `base` schematic (qemu-guest-agent) on Talos v1.13.8.
 fn lab_base_image() -> Image {
-    let base = talosprov_factory::Schematic {
+    let base = talosprov_core::schematic::Schematic {
         extensions: vec!["siderolabs/qemu-guest-agent".into()],
         kernel_args: Vec::new(),
     };

@@ -6,8 +6,10 @@ use crate::support::examples;
 use crate::support::factory::Factory;
 use crate::support::fakepve::{FakeOptions, FakePve};
 use serde_json::json;
+use talosprov_core::vm::HostPci;
+use talosprov_proxmox::error::ProxmoxError;
 use talosprov_proxmox::lifecycle::{self, DestroyOutcome, VmUpdate};
-use talosprov_proxmox::{HostPci, ProxmoxError, mapping, pool, storage, vm};
+use talosprov_proxmox::{mapping, pool, storage, vm};
 
 /// A fake with the example controlplane and worker created and running.
 async fn cluster() -> (FakePve, Factory) {

@@ -37,7 +37,7 @@ fn expected(i: u32) -> ExpectedVm {
         cores: Some(4),
         memory_mib: Some(8192),
         disk_gib: Some(100),
-        tags: Some(observe::tag_set("talos;worker")),
+        tags: Some(talosprov_proxmox::vm_config::tag_set("talos;worker")),
         pool: Some("TALOS".into()),
         want_config: false,
     }

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::support::fakepve::{FakeOptions, FakePve};
 use serde_json::json;
-use talosprov_proxmox::{ProxmoxError, pool, storage, vm};
+use talosprov_proxmox::error::ProxmoxError;
+use talosprov_proxmox::{pool, storage, vm};
 use talosprov_retry::{Notice, Watcher};
 
 /// A watcher that keeps every notice.

@@ -5,7 +5,10 @@
 //! what to set.
 
 use crate::support::fakepve::{FakeOptions, FakePve};
-use talosprov_proxmox::{Client, Fingerprint, ProxmoxError, TlsMode, storage};
+use talosprov_proxmox::client::Client;
+use talosprov_proxmox::error::ProxmoxError;
+use talosprov_proxmox::storage;
+use talosprov_proxmox::tls::{Fingerprint, TlsMode};
 
 /// A PEM file with a CA that issued nothing fakepve serves.
 fn stranger_ca(dir: &std::path::Path) -> std::path::PathBuf {

@@ -9,9 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::support::cli::{BIN, run_clean, signal};
-use talosprov_state::format::{Output as StateOutput, Vm};
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::format::State;
+use talosprov_core::state::format::{Output as StateOutput, Vm};
+use talosprov_core::state::lock::LockInfo;
+use talosprov_state::backend::Backend;
 use talosprov_state::local::LocalBackend;
-use talosprov_state::{Backend, LockInfo, Sensitive, State, StateStore};
+use talosprov_state::store::StateStore;
 
 const KUBECONFIG: &str =
     "apiVersion: v1\nkind: Config\nusers:\n- user:\n    client-key-data: S3CRETKEYDATA\n";
@@ -255,9 +259,15 @@ async fn second_command_reports_the_holder_and_force_unlock_frees_a_killed_run()
     {
         // A run that took the lock and was killed.
         let map = env.iter().cloned().collect();
-        let talosprov_state::BackendConfig::Http(config) =
-            talosprov_state::config::resolve(&Default::default(), &map, &[], Path::new("."), None)
-                .unwrap()
+        let talosprov_core::state::config::BackendConfig::Http(config) =
+            talosprov_core::state::config::resolve(
+                &Default::default(),
+                &map,
+                &[],
+                Path::new("."),
+                None,
+            )
+            .unwrap()
         else {
             panic!("http backend expected")
         };

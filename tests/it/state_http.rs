@@ -9,10 +9,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use gitlab_state::GitlabState;
-use talosprov_state::config::{self, BackendConfig, StateSection};
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::config::{self, BackendConfig, StateSection};
+use talosprov_core::state::format::State;
+use talosprov_core::state::lock::LockInfo;
+use talosprov_state::backend::{Backend, BackendError};
 use talosprov_state::encrypt::StateKeys;
 use talosprov_state::http::HttpBackend;
-use talosprov_state::{Backend, BackendError, LockInfo, Sensitive, State, StateStore};
+use talosprov_state::store::StateStore;
 
 fn http_backend(server: &GitlabState) -> HttpBackend {
     let env: BTreeMap<String, String> = server.env().into_iter().collect();
@@ -110,7 +114,7 @@ async fn dead_holder_of_this_host_is_taken_over_and_a_live_one_is_not_force_unlo
         .unwrap_err();
     assert_eq!(
         err.lock_held().unwrap().process,
-        talosprov_state::HolderProcess::Running
+        talosprov_core::state::lock::HolderProcess::Running
     );
     let err = within(http_backend(&server).unlock("next-run"))
         .await
@@ -138,7 +142,7 @@ async fn second_writer_sees_the_lock_holder_and_cannot_save() {
         .await
         .unwrap_err();
     let text = err.to_string();
-    let talosprov_state::StoreError::Backend(BackendError::Locked(held)) = err else {
+    let talosprov_state::store::StoreError::Backend(BackendError::Locked(held)) = err else {
         panic!("expected a lock conflict, got {text}");
     };
     assert_eq!(held.holder.id, "lock-a");
@@ -212,7 +216,7 @@ async fn lost_connection_during_save_is_retried_without_corruption() {
         .store(1, std::sync::atomic::Ordering::SeqCst);
     s.resources.pools.insert(
         "TALOS".to_owned(),
-        talosprov_state::format::Pool { comment: None },
+        talosprov_core::state::format::Pool { comment: None },
     );
     within(store.save(&mut s, false)).await.unwrap();
 

@@ -9,11 +9,12 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
-use talosprov_sim::{Phase, SimOptions, Simulator};
-use talosprov_talos::{
-    ApplyOptions, BootstrapOutcome, TalosClient, TalosError, bootstrap_when_ready, wait_etcd_ready,
-    wait_maintenance, wait_secure,
-};
+use talosprov_sim::Simulator;
+use talosprov_sim::state::{Phase, SimOptions};
+use talosprov_talos::client::TalosClient;
+use talosprov_talos::error::TalosError;
+use talosprov_talos::types::{ApplyOptions, BootstrapOutcome};
+use talosprov_talos::wait::{bootstrap_when_ready, wait_etcd_ready, wait_maintenance, wait_secure};
 
 fn options() -> SimOptions {
     sim_options(Duration::from_millis(100))

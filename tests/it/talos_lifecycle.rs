@@ -10,12 +10,14 @@ use base64::Engine as _;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
-use talosprov_sim::{Phase, SimOptions, Simulator};
-use talosprov_talos::{
-    ApplyMode, ApplyOptions, BootstrapOutcome, ResetOptions, TalosClient, TalosError,
-    UpgradeOptions, UpgradePath, bootstrap_when_ready, wait_etcd_ready, wait_maintenance,
-    wait_secure,
+use talosprov_sim::Simulator;
+use talosprov_sim::state::{Phase, SimOptions};
+use talosprov_talos::client::TalosClient;
+use talosprov_talos::error::TalosError;
+use talosprov_talos::types::{
+    ApplyMode, ApplyOptions, BootstrapOutcome, ResetOptions, UpgradeOptions, UpgradePath,
 };
+use talosprov_talos::wait::{bootstrap_when_ready, wait_etcd_ready, wait_maintenance, wait_secure};
 
 #[tokio::test]
 async fn three_node_cluster_from_maintenance_mode_to_reset() {

@@ -12,10 +12,13 @@ use std::time::Duration;
 
 use talos_pki::ClusterPki;
 use talosprov_core::sensitive::Sensitive;
-use talosprov_sim::{SimOptions, Simulator};
-use talosprov_talos::{
-    ApplyOptions, ClientCredentials, TalosClient, TalosError, wait_maintenance, wait_secure,
-};
+use talosprov_sim::Simulator;
+use talosprov_sim::state::SimOptions;
+use talosprov_talos::client::TalosClient;
+use talosprov_talos::credentials::ClientCredentials;
+use talosprov_talos::error::TalosError;
+use talosprov_talos::types::ApplyOptions;
+use talosprov_talos::wait::{wait_maintenance, wait_secure};
 
 /// Starts one control-plane node and brings it to secure mode.
 async fn secure_node(addr: IpAddr, pki: &ClusterPki) -> Simulator {

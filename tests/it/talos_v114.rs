@@ -573,7 +573,7 @@ async fn a_1_13_cluster_upgrades_to_1_14_with_its_migrated_patches() {
     let out = lab.run(&["apply", "-auto-approve"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     // A 1.13 node refuses a 1.14 document, as Talos 1.13 would.
-    let client = talosprov_talos::TalosClient::connect_secure(
+    let client = talosprov_talos::client::TalosClient::connect_secure(
         lab.ips[1].parse().expect("ip"),
         &lab.talos_credentials().await,
     )
@@ -582,9 +582,9 @@ async fn a_1_13_cluster_upgrades_to_1_14_with_its_migrated_patches() {
     let refused = client
         .apply_configuration(
             b"version: v1alpha1\nmachine: {type: worker}\n---\napiVersion: v1alpha1\nkind: KubeletConfig\nimage: k\n",
-            &talosprov_talos::ApplyOptions {
+            &talosprov_talos::types::ApplyOptions {
                 dry_run: true,
-                ..talosprov_talos::ApplyOptions::default()
+                ..talosprov_talos::types::ApplyOptions::default()
             },
         )
         .await
@@ -621,7 +621,7 @@ async fn a_1_13_cluster_upgrades_to_1_14_with_its_migrated_patches() {
     let log = lab.sim.as_ref().expect("simulator").rpc_log()[before..].to_vec();
     for ip in &lab.ips {
         let ip: std::net::IpAddr = ip.parse().expect("ip");
-        let ok = |e: &talosprov_sim::LoggedRpc, rpc: &str| {
+        let ok = |e: &talosprov_sim::state::LoggedRpc, rpc: &str| {
             e.node == ip && e.rpc == rpc && e.code == tonic::Code::Ok
         };
         let upgrade = log

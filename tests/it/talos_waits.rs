@@ -10,10 +10,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
-use talosprov_sim::{SimOptions, Simulator};
-use talosprov_talos::{
-    ApplyOptions, InMaintenance, SecureWait, TalosError, wait_maintenance, wait_secure,
-    wait_secure_with,
+use talosprov_sim::Simulator;
+use talosprov_sim::state::SimOptions;
+use talosprov_talos::error::TalosError;
+use talosprov_talos::types::ApplyOptions;
+use talosprov_talos::wait::{
+    InMaintenance, SecureWait, wait_maintenance, wait_secure, wait_secure_with,
 };
 
 fn options() -> SimOptions {

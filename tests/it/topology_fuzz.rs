@@ -5,7 +5,8 @@
 use proptest::prelude::*;
 use serde_yaml_ng::{Mapping, Value};
 use std::path::Path;
-use talosprov_core::topology::{Environment, parse};
+use talosprov_core::topology::model::Environment;
+use talosprov_core::topology::parse;
 
 const KEYS: &[&str] = &[
     "cluster",
@@ -207,7 +208,7 @@ fn refused_as_unbounded(text: &str) -> bool {
     // located syntax error before the bounds are checked.
     loaded.diagnostics.iter().any(|d| {
         d.pos.is_some()
-            && (d.code == talosprov_core::topology::Code::InputLimit
+            && (d.code == talosprov_core::diagnostics::Code::InputLimit
                 || d.message.contains("recursion limit exceeded"))
     })
 }

@@ -3,7 +3,9 @@
 //! leave the topology valid.
 
 use std::path::Path;
-use talosprov_core::topology::{Code, Environment, Severity, parse};
+use talosprov_core::diagnostics::{Code, Severity};
+use talosprov_core::topology::model::Environment;
+use talosprov_core::topology::parse;
 
 /// A valid topology with every kind of section; each row changes one thing.
 const BASE: &str = include_str!("../fixtures/valid/base.yaml");

@@ -5,7 +5,7 @@
 use crate::support::cli::{stderr, stdout, talosprov};
 use crate::support::fixtures::fixture;
 use std::path::PathBuf;
-use talosprov_core::topology::Code;
+use talosprov_core::diagnostics::Code;
 
 fn fixtures_dir() -> PathBuf {
     fixture("invalid")

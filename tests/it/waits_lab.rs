@@ -11,8 +11,8 @@ use crate::support::cli::{signal, stderr, stdout};
 use crate::support::lab::Lab;
 use crate::support::wait::until;
 use serde_json::json;
-use talosprov_sim::Phase;
-use talosprov_talos::TalosClient;
+use talosprov_sim::state::Phase;
+use talosprov_talos::client::TalosClient;
 
 /// Lines of `text` containing `needle`, with what changes from run to run
 /// (the clock, elapsed seconds) taken out.
@@ -186,7 +186,7 @@ async fn a_wait_names_its_cause_and_a_reset_node_is_recognised_by_a_wait_for_a_c
         .await
         .expect("connect");
     client
-        .reset(&talosprov_talos::ResetOptions {
+        .reset(&talosprov_talos::types::ResetOptions {
             graceful: false,
             reboot: false,
             system_partitions: Vec::new(),

@@ -409,8 +409,9 @@ pub async fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::destination::{Location, S3Access};
+    use crate::destination::S3Access;
     use crate::keys::KeyKind;
+    use talosprov_core::backup::Location;
     use talosprov_core::sensitive::Sensitive;
     use time::macros::datetime;
 

@@ -26,10 +26,3 @@ pub mod manifest;
 pub mod name;
 pub mod retention;
 pub mod upload;
-
-pub use archive::{ArchiveReader, ArchiveWriter, Sealed, Tally};
-pub use destination::{Destination, Listed, Location, parse_location};
-pub use error::BackupError;
-pub use keys::{KeyKind, Keys};
-pub use manifest::Manifest;
-pub use name::ArchiveName;

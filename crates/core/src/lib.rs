@@ -20,6 +20,7 @@ pub mod budgets;
 pub mod diagnostics;
 pub mod duration;
 pub mod inputs;
+pub mod kube_node;
 pub mod limits;
 pub mod load;
 pub mod machine;

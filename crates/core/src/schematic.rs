@@ -7,7 +7,7 @@ use serde_yaml_ng::{Mapping, Value};
 use sha2::{Digest, Sha256};
 use std::fmt;
 
-use crate::machine::TalosVersion;
+use crate::version::TalosVersion;
 use crate::yaml::{Flavour, to_string};
 
 /// What a node's boot image is built from. Order matters: the factory hashes extensions in the

@@ -12,17 +12,20 @@ use anyhow::{Context as _, anyhow};
 use sha2::{Digest as _, Sha256};
 use time::OffsetDateTime;
 
+use talosprov_backup::archive::ArchiveWriter;
+use talosprov_backup::destination::Destination;
 use talosprov_backup::destination::S3Access;
+use talosprov_backup::keys::{KeyKind, Keys};
+use talosprov_backup::manifest::Manifest;
+use talosprov_backup::name::ArchiveName;
 use talosprov_backup::retention::{self, Retention};
-use talosprov_backup::{
-    ArchiveName, ArchiveWriter, Destination, KeyKind, Keys, Location, Manifest,
-};
+use talosprov_core::backup::Location;
 use talosprov_core::machine::secrets::SecretsBundle;
 use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::State;
-use talosprov_core::topology::Topology;
+use talosprov_core::state::format::State;
+use talosprov_core::topology::model::Topology;
 use talosprov_state::encrypt::{self, KeySource, StateKeys};
-use talosprov_talos::TalosClient;
+use talosprov_talos::client::TalosClient;
 
 /// The folder, beside the local state file (else the topology file), that
 /// holds the archives when the topology has no `backup:` section.
@@ -67,7 +70,7 @@ pub fn target(
         )
     });
     if let Some(text) = to {
-        let location = talosprov_backup::parse_location(text, Path::new(""))?;
+        let location = talosprov_backup::destination::parse_location(text, Path::new(""))?;
         let retention = configured.filter(|(l, _)| *l == location).map(|(_, r)| r);
         return Ok((location, retention));
     }
@@ -309,7 +312,7 @@ impl Archiver {
             .as_ref()
             .ok_or("the state has no kubeconfig")?;
         let read = async {
-            let client = talosprov_kube::KubeClient::from_kubeconfig(kubeconfig.expose())
+            let client = talosprov_kube::client::KubeClient::from_kubeconfig(kubeconfig.expose())
                 .await
                 .map_err(|e| e.to_string())?;
             let revision = client.revision().await.map_err(|e| e.to_string())?;
@@ -443,7 +446,7 @@ impl Archiver {
         source: &Source<'_>,
         live: &Live,
         reason: &str,
-        sealed: talosprov_backup::Sealed,
+        sealed: talosprov_backup::archive::Sealed,
     ) -> Manifest {
         Manifest {
             format: talosprov_backup::manifest::MANIFEST_FORMAT,
@@ -559,7 +562,7 @@ impl Recovery {
     /// or what was sent fails the manifest's checksum (the node must then
     /// not be bootstrapped from it).
     pub async fn upload(&self, client: &TalosClient) -> anyhow::Result<u64> {
-        let reader = talosprov_backup::ArchiveReader::open(
+        let reader = talosprov_backup::archive::ArchiveReader::open(
             &self.destination,
             &self.name,
             &self.manifest,

@@ -6,7 +6,3 @@
 #![warn(missing_docs)]
 
 pub mod client;
-
-pub use client::{FactoryClient, FactoryError};
-pub use talosprov_core::schematic;
-pub use talosprov_core::schematic::{Schematic, SchematicId, image_url, installer_image};

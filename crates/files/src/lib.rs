@@ -10,12 +10,12 @@
 use std::io::{self, Read as _};
 use std::path::Path;
 
+use talosprov_core::diagnostics::Diagnostic;
 use talosprov_core::inputs::{Inputs, Listed, decode_input};
 use talosprov_core::limits::{MAX_INPUT_BYTES, ReadError};
 use talosprov_core::patch::set::PatchSet;
-use talosprov_core::topology::{
-    self, Diagnostic, Environment, LoadError, Loaded, PROXMOX_ENDPOINT_ENV, Topology,
-};
+use talosprov_core::topology::model::{Environment, PROXMOX_ENDPOINT_ENV, Topology};
+use talosprov_core::topology::{self, LoadError, Loaded};
 
 /// The local file system as the core's [`Inputs`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -286,9 +286,12 @@ pub fn replace_file(path: &Path, contents: &[u8]) -> io::Result<()> {
 /// and every problem.
 pub fn render_addons(
     topology: &Topology,
-) -> (Vec<talosprov_core::addon::RenderedAddon>, Vec<Diagnostic>) {
+) -> (
+    Vec<talosprov_core::addon::manifests::RenderedAddon>,
+    Vec<Diagnostic>,
+) {
     let kubernetes = talosprov_core::addon::manifests::kubernetes_version(topology);
-    talosprov_core::addon::render_manifests(topology, &Disk, &kubernetes)
+    talosprov_core::addon::manifests::render_manifests(topology, &Disk, &kubernetes)
 }
 
 #[cfg(test)]

@@ -6,39 +6,17 @@
 
 #![warn(missing_docs)]
 
-use std::net::IpAddr;
-
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 
-mod client;
+pub mod client;
 pub mod objects;
-pub use client::{FIELD_MANAGER, KubeClient, KubeError};
-pub use objects::{ApplyError, Kind, Rollout, rollout};
+use crate::client::{KubeClient, KubeError};
+use talosprov_core::kube_node::KubeNode;
 
 /// The extended resource a GPU device plugin advertises (NVIDIA's device plugin and
 /// the GPU operator's).
 pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
-
-/// One Kubernetes node, as `kubectl get nodes` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KubeNode {
-    /// `metadata.name`.
-    pub name: String,
-    /// The first `InternalIP` address, which is how a node is matched to the
-    /// topology's.
-    pub internal_ip: Option<IpAddr>,
-    /// The `Ready` condition is `True`.
-    pub ready: bool,
-    /// The `Ready` condition's message when not ready.
-    pub reason: String,
-    /// Whether it has the `node-role.kubernetes.io/control-plane` label.
-    pub control_plane: bool,
-    /// `status.nodeInfo.kubeletVersion`, such as `v1.36.2`.
-    pub kubelet_version: String,
-    /// `status.allocatable["nvidia.com/gpu"]`, 0 when absent.
-    pub gpus: u64,
-}
 
 impl KubeClient {
     /// Every node, in the API's order.

@@ -5,7 +5,7 @@
 
 use crate::client::Client;
 use crate::error::ProxmoxError;
-pub use crate::error::{MissingPrivilege, Requirement};
+use crate::error::{MissingPrivilege, Requirement};
 use crate::request::{Operation, Request};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -117,8 +117,6 @@ pub fn role_privileges() -> BTreeSet<&'static str> {
     ]);
     out
 }
-
-pub use crate::error::ROLE;
 
 /// What the run will do, as far as permissions go. Plain values.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -24,11 +24,3 @@ pub mod task;
 pub mod tls;
 pub mod vm;
 pub mod vm_config;
-
-pub use client::Client;
-pub use error::ProxmoxError;
-pub use request::{Operation, Request};
-pub use settings::{ApiToken, Auth, Settings, Timeouts};
-pub use task::Upid;
-pub use tls::{Fingerprint, TlsMode};
-pub use vm::{HostPci, VmSpec};

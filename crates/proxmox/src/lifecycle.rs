@@ -6,13 +6,13 @@
 
 use crate::client::Client;
 use crate::error::ProxmoxError;
-use crate::observe;
 use crate::pending;
 use crate::request::{Operation, Request};
 use crate::task;
-use crate::vm::{self, DataDisk, HostPci, Nic};
+use crate::vm;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use talosprov_core::vm::{DataDisk, HostPci, Nic};
 
 /// The in-place changes wanted; `None` leaves a setting alone.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,7 +55,7 @@ pub struct UpdateOutcome {
     /// The config the VM gets at its next start, read back after the change
     /// (with `scsi0` at its new size when it was grown): what Proxmox
     /// confirmed.
-    pub config: observe::VmConfig,
+    pub config: crate::vm_config::VmConfig,
 }
 
 impl UpdateOutcome {
@@ -69,7 +69,7 @@ impl UpdateOutcome {
 /// The config changes (`key=value` to set, keys to delete) from the config
 /// the VM gets at its next start. Pure.
 pub fn config_changes(
-    current: &observe::VmConfig,
+    current: &crate::vm_config::VmConfig,
     want: &VmUpdate,
 ) -> (BTreeMap<String, String>, Vec<String>) {
     let mut set = BTreeMap::new();
@@ -90,7 +90,7 @@ pub fn config_changes(
         set.insert("memory".to_string(), mem.to_string());
     }
     if let Some(tags) = &want.tags {
-        let wanted = observe::tag_set(&tags.join(";"));
+        let wanted = crate::vm_config::tag_set(&tags.join(";"));
         if wanted != current.tags {
             if wanted.is_empty() {
                 delete.push("tags".to_string());
@@ -104,7 +104,10 @@ pub fn config_changes(
         for (i, nic) in nics.iter().enumerate() {
             let key = format!("net{i}");
             let value = nic.property_string();
-            if !vm::nic_equivalent(current.net.get(&key).map(String::as_str), Some(&value)) {
+            if !talosprov_core::vm::nic_equivalent(
+                current.net.get(&key).map(String::as_str),
+                Some(&value),
+            ) {
                 set.insert(key, value);
             }
         }
@@ -141,7 +144,7 @@ pub fn config_changes(
             .collect();
         for (key, value) in &wanted {
             let have = current.hostpci.get(key).map(String::as_str);
-            if !vm::hostpci_equivalent(have, Some(value)) {
+            if !talosprov_core::vm::hostpci_equivalent(have, Some(value)) {
                 set.insert(key.clone(), value.clone());
             }
         }
@@ -256,7 +259,7 @@ pub async fn update_vm(
 /// Whether the `scsiN` value Proxmox shows has `want`'s options and serial
 /// (its size and storage are compared by the plan, not here).
 fn same_disk_options(have: &str, want: &DataDisk) -> bool {
-    let shown = vm::DataDisk {
+    let shown = talosprov_core::vm::DataDisk {
         size_gib: want.size_gib,
         datastore: want.datastore.clone(),
         ..want.clone()
@@ -269,7 +272,7 @@ fn same_disk_options(have: &str, want: &DataDisk) -> bool {
             .and_then(|v| v.rsplit_once(':'))
             .map(|(_, s)| s.to_owned())
             .unwrap_or_default();
-        h == vm::DataDisk {
+        h == talosprov_core::vm::DataDisk {
             datastore: storage,
             size_gib: talosprov_core::vm::size_gib(&size).unwrap_or(0),
             ..shown
@@ -455,8 +458,8 @@ pub async fn destroy_vm(
 mod tests {
     use super::*;
 
-    fn current() -> observe::VmConfig {
-        observe::parse_config(&serde_json::json!({
+    fn current() -> crate::vm_config::VmConfig {
+        crate::vm_config::parse_config(&serde_json::json!({
             "cores": 4, "memory": "8192", "hostpci0": "mapping=gpu,pcie=1", "hostpci1": "mapping=nic,pcie=1",
             "scsi0": "local-lvm:vm-123-disk-2,size=100G", "digest": "d1"
         }))
@@ -492,7 +495,7 @@ mod tests {
     #[test]
     fn tags_compare_as_sets() {
         let mut cfg = current();
-        cfg.tags = observe::tag_set("talos;worker");
+        cfg.tags = crate::vm_config::tag_set("talos;worker");
         let same = VmUpdate {
             tags: Some(vec!["Worker".into(), "talos".into()]),
             ..VmUpdate::default()

@@ -9,7 +9,7 @@ use crate::error::ProxmoxError;
 use crate::lenient;
 use crate::pending::vm_pending;
 use crate::request::{Operation, Request};
-pub use crate::vm_config::{VmConfig, drive_size, parse_config, size_bytes, tag_set};
+use crate::vm_config::{VmConfig, parse_config, tag_set};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -297,7 +297,9 @@ pub async fn observe(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vm_config::drive_size;
     use serde_json::json;
+    use talosprov_core::vm::size_bytes;
 
     fn listed() -> ClusterVm {
         serde_json::from_value(json!({

@@ -14,7 +14,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use time::{Duration, OffsetDateTime};
 
 use super::config::NodeConfig;
-use talosprov_talos::relabel_ed25519;
+use talosprov_talos::credentials::relabel_ed25519;
 
 /// A server certificate chain and its key, ready for rustls.
 pub(crate) struct Identity {

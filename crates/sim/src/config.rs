@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use serde::Deserialize as _;
 use serde_yaml_ng::Value;
 use talosprov_core::machine::effective;
-pub use talosprov_core::role::Role;
+use talosprov_core::role::Role;
 
 /// What the simulator keeps from an accepted config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -259,10 +259,10 @@ fn check_conflicts(doc: &Value, others: &[&Value], errors: &mut Vec<String>) {
 /// sent to a 1.13 node, say), as Talos's decoder does (`registry.go`: `not registered`).
 /// A release newer than talosprov's newest contract knows every kind.
 pub fn check_kinds(raw: &[u8], running: &str) -> Result<(), String> {
-    let Ok(version) = running.parse::<talosprov_core::machine::TalosVersion>() else {
+    let Ok(version) = running.parse::<talosprov_core::version::TalosVersion>() else {
         return Ok(());
     };
-    let contract = talosprov_core::machine::contract_for(&version).contract;
+    let contract = talosprov_core::version::contract_for(&version).contract;
     let set = talosprov_core::machine::fields::field_set(contract);
     for document in serde_yaml_ng::Deserializer::from_slice(raw) {
         let Ok(doc) = Value::deserialize(document) else {

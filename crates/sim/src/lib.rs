@@ -19,7 +19,7 @@ mod peer;
 pub mod schematic;
 mod server;
 mod service;
-mod state;
+pub mod state;
 mod verify;
 
 use std::net::{IpAddr, SocketAddr};
@@ -30,11 +30,10 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-pub use config::{NodeConfig, load as load_config};
-pub use state::{LoggedRpc, Phase, RebootRecord, ServedRpc, SimOptions, UpgradeRecord};
+use crate::state::{LoggedRpc, Phase, RebootRecord, ServedRpc, SimOptions, UpgradeRecord};
 
 use state::{Node, Shared};
-use talosprov_talos::TALOS_API_PORT;
+use talosprov_talos::client::TALOS_API_PORT;
 
 /// Errors starting the simulator.
 #[derive(Debug, thiserror::Error)]

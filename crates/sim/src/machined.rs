@@ -5,12 +5,13 @@
 use tokio::time::Instant;
 use tonic::Status;
 
-use super::config::{self, Role};
 use super::immediate::can_apply_immediate;
 use super::kube_store;
 use super::peer::{Peer, ServeMode};
 use super::service::Api;
 use super::state::{Phase, RebootRecord, UpgradeRecord, cluster_key};
+use crate::config;
+use talosprov_core::role::Role;
 use talosprov_talos::api::machine::{self as pb, apply_configuration_request::Mode};
 
 impl Api {

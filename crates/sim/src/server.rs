@@ -24,11 +24,11 @@ use super::peer::{Peer, ServeMode};
 use super::service::Api;
 use super::state::{Node, Phase, Shared};
 use super::verify::ApidClientVerifier;
-use talosprov_talos::TALOS_API_PORT;
 use talosprov_talos::api::cosi::resource::state_server::StateServer;
 use talosprov_talos::api::machine::image_service_server::ImageServiceServer;
 use talosprov_talos::api::machine::lifecycle_service_server::LifecycleServiceServer;
 use talosprov_talos::api::machine::machine_service_server::MachineServiceServer;
+use talosprov_talos::client::TALOS_API_PORT;
 use talosprov_talos::roles::Role;
 
 /// A TLS connection plus its caller's identity, for tonic's `serve_with_incoming`.

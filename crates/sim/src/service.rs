@@ -9,9 +9,9 @@ use futures::stream::BoxStream;
 use tonic::{Request, Response, Status};
 
 use super::certs;
-use super::config::Role;
 use super::peer::{Peer, ServeMode};
 use super::state::{LoggedRpc, Node, Phase, ServedRpc, Shared, cluster_key, minor_version};
+use talosprov_core::role::Role;
 use talosprov_talos::api::common::{Data, Metadata};
 use talosprov_talos::api::machine as pb;
 use talosprov_talos::roles;
@@ -277,8 +277,9 @@ impl pb::machine_service_server::MachineService for Api {
             }
             let yaml = certs::admin_kubeconfig(&cfg)
                 .map_err(|e| Status::internal(format!("failed to generate kubeconfig: {e}")))?;
-            let tarball = talosprov_talos::talos_style_tarball("kubeconfig", yaml.as_bytes())
-                .map_err(|e| Status::internal(e.to_string()))?;
+            let tarball =
+                talosprov_talos::kubeconfig::talos_style_tarball("kubeconfig", yaml.as_bytes())
+                    .map_err(|e| Status::internal(e.to_string()))?;
             Ok(data_stream(vec![tarball]))
         });
         self.done(RPC, result)
@@ -518,8 +519,8 @@ impl talosprov_talos::api::cosi::resource::state_server::State for Api {
         const RPC: &str = "Get";
         let result = self.authorize(&request, COSI_STATE, RPC).and_then(|_| {
             let r = request.get_ref();
-            if r.namespace != talosprov_talos::CONFIG_NAMESPACE
-                || r.r#type != talosprov_talos::MACHINE_CONFIG_TYPE
+            if r.namespace != talosprov_talos::calls::CONFIG_NAMESPACE
+                || r.r#type != talosprov_talos::calls::MACHINE_CONFIG_TYPE
             {
                 return Err(Status::not_found(format!(
                     "resource {}({}/{}) doesn't exist",
@@ -528,7 +529,7 @@ impl talosprov_talos::api::cosi::resource::state_server::State for Api {
             }
             let state = self.node.lock();
             let config = match r.id.as_str() {
-                talosprov_talos::ACTIVE_CONFIG_ID => state.config.as_ref(),
+                talosprov_talos::calls::ACTIVE_CONFIG_ID => state.config.as_ref(),
                 "persistent" => state.persisted.as_ref(),
                 _ => None,
             };

@@ -9,7 +9,8 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::config::{NodeConfig, Role};
+use crate::config::NodeConfig;
+use talosprov_core::role::Role;
 
 /// Where a simulated node is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

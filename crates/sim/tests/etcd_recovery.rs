@@ -18,14 +18,17 @@ use rcgen::{
 };
 use serde_json::json;
 use talosprov_core::sensitive::Sensitive;
+use talosprov_retry::Backoff;
 use talosprov_sim::kube_store::snapshot::{
     SNAPSHOT_HASH_BYTES, SNAPSHOT_MAGIC, check_snapshot_hash,
 };
-use talosprov_sim::{SimNode, SimOptions, Simulator};
-use talosprov_talos::{
-    ApplyOptions, Backoff, ClientCredentials, TalosClient, TalosError, wait_maintenance,
-    wait_secure,
-};
+use talosprov_sim::state::SimOptions;
+use talosprov_sim::{SimNode, Simulator};
+use talosprov_talos::client::TalosClient;
+use talosprov_talos::credentials::ClientCredentials;
+use talosprov_talos::error::TalosError;
+use talosprov_talos::types::ApplyOptions;
+use talosprov_talos::wait::{wait_maintenance, wait_secure};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -288,7 +291,7 @@ async fn tampered_garbage_and_hashless_snapshots() {
 
     // Reset (not wipe) of the last control plane loses etcd too.
     clients[0]
-        .reset(&talosprov_talos::ResetOptions {
+        .reset(&talosprov_talos::types::ResetOptions {
             graceful: false,
             reboot: true,
             system_partitions: Vec::new(),

@@ -8,7 +8,3 @@
 pub mod fetch;
 pub mod helm;
 pub mod limits;
-
-pub use fetch::{FetchError, Fetcher, MAX_MANIFEST_BYTES};
-pub use helm::{HELM_ENV, HelmError, find_helm, template};
-pub use limits::{SOURCE_TIMEOUT_ENV, SourceLimits};

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use reqwest::StatusCode;
 
-use talosprov_core::state::{LockHeld, LockInfo, TakenOver};
+use talosprov_core::state::lock::{LockHeld, LockInfo, TakenOver};
 
 /// Where state documents are kept: get, put, lock and unlock raw bytes (plain
 /// JSON or an encrypted envelope, both with top-level `serial` and `lineage`).

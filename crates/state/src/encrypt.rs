@@ -12,7 +12,8 @@ use age::secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::format::{FormatError, Sensitive, State, check_version};
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::format::{FormatError, State, check_version};
 
 /// The passphrase variable.
 pub const PASSPHRASE_VAR: &str = "TALOSPROV_STATE_PASSPHRASE";
@@ -385,7 +386,7 @@ pub fn open(envelope: &Envelope, keys: &StateKeys) -> Result<State, EncryptError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::sample;
+    use talosprov_core::state::format::sample;
 
     fn age_keys() -> StateKeys {
         let id = age::x25519::Identity::generate();

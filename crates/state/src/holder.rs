@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::lock::{HolderProcess, LockInfo};
+use talosprov_core::state::lock::{HolderProcess, LockInfo};
 
 /// The name of the user running talosprov, for a lock's `Who`: `$USER` when
 /// set, else the system's name for the effective user (getpwuid_r, as

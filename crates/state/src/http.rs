@@ -11,11 +11,12 @@ use md5::{Digest, Md5};
 use reqwest::{Method, StatusCode, header};
 use url::Url;
 
-pub use super::backend::HttpError;
 use super::backend::{Backend, BackendError};
 use super::bounded::MAX_STATE_BYTES;
 use super::holder::liveness;
-use super::{HolderProcess, HttpBackendConfig, LockHeld, LockInfo, TakenOver};
+use crate::backend::HttpError;
+use talosprov_core::state::config::HttpBackendConfig;
+use talosprov_core::state::lock::{HolderProcess, LockHeld, LockInfo, TakenOver};
 
 /// The state behind a Terraform http endpoint (GitLab-managed state).
 #[derive(Debug)]

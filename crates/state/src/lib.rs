@@ -15,14 +15,10 @@ pub mod http;
 pub mod local;
 pub mod store;
 
-pub use backend::{Backend, BackendError};
-pub use bounded::{FileError, MAX_STATE_BYTES};
-pub use store::{Loaded, StateStore, StoreError};
-pub use talosprov_core::state::{
-    Address, BackendConfig, CreateIntent, FORMAT_VERSION, HolderProcess, HttpBackendConfig,
-    LockHeld, LockInfo, ObjectAddress, Sensitive, State, StateSection, TakenOver,
-};
-pub use talosprov_core::state::{address, config, format, intent, lock, summary};
+use crate::backend::{Backend, BackendError};
+
+use talosprov_core::state::config::BackendConfig;
+use talosprov_core::state::lock::{LockInfo, TakenOver};
 
 /// The backend chosen by [`BackendConfig`]: local file or http.
 #[derive(Debug)]

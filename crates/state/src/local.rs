@@ -12,18 +12,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use fs4::fs_std::FileExt;
 
-pub use super::backend::LocalError;
 use super::backend::{Backend, BackendError};
 use super::bounded::{
     FileError, MAX_LOCK_INFO_BYTES, MAX_STATE_BYTES, check_regular, nonblocking, read_file,
     read_open,
 };
 use super::holder::{host_name, liveness};
-use super::summary::{KeepReason, Summary, keep_backup};
-use super::{HolderProcess, LockHeld, LockInfo, TakenOver};
+use crate::backend::LocalError;
 use talosprov_core::paths::folder_of;
+use talosprov_core::state::lock::{HolderProcess, LockHeld, LockInfo, TakenOver};
+use talosprov_core::state::summary::{KeepReason, Summary, keep_backup};
 
-pub use talosprov_core::state::config::DEFAULT_STATE_FILE;
+use talosprov_core::state::config::DEFAULT_STATE_FILE;
 
 /// The state file's role in messages.
 const STATE: &str = "the state file";
@@ -670,10 +670,10 @@ mod tests {
 
     /// A plain state document of `lineage` at `serial`, with or without secrets.
     fn doc(lineage: u128, serial: u64, secrets: bool) -> Vec<u8> {
-        let mut s = crate::State::new(uuid::Uuid::from_u128(lineage));
+        let mut s = talosprov_core::state::format::State::new(uuid::Uuid::from_u128(lineage));
         s.serial = serial;
         if secrets {
-            s.secrets = Some(crate::Sensitive::new("cluster: {}\n"));
+            s.secrets = Some(talosprov_core::sensitive::Sensitive::new("cluster: {}\n"));
         }
         s.to_json()
     }

@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use super::backend::{Backend, BackendError};
 use super::encrypt::{self, Document, EncryptError, StateKeys};
-use super::format::{FormatError, State};
-use super::{LockHeld, LockInfo, TakenOver};
+use talosprov_core::state::format::{FormatError, State};
+use talosprov_core::state::lock::{LockHeld, LockInfo, TakenOver};
 
 /// Pacing of the wait for a held state lock: 250 ms doubling up to 8 s
 /// (OpenTofu's `statemgr.LockWithContext` waits 1 s to 16 s).
@@ -259,8 +259,8 @@ impl<B: Backend> StateStore<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::sample;
     use crate::local::LocalBackend;
+    use talosprov_core::state::format::sample;
 
     fn age_keys() -> StateKeys {
         let id = age::x25519::Identity::generate();

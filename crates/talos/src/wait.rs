@@ -16,7 +16,7 @@ use super::credentials::ClientCredentials;
 use super::error::{NodeName, TalosError};
 use super::types::BootstrapOutcome;
 
-pub use talosprov_retry::Backoff;
+use talosprov_retry::Backoff;
 
 /// How many failures in a row with the same cause make it worth naming.
 pub const SAME_CAUSE_AFTER: u32 = 3;

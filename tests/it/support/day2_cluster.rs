@@ -5,11 +5,12 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use talosprov_engine::health::{ClusterNode, Role};
-use talosprov_sim::{SimOptions, Simulator};
-use talosprov_talos::{
-    ApplyOptions, bootstrap_when_ready, wait_etcd_ready, wait_maintenance, wait_secure,
-};
+use talosprov_core::role::Role;
+use talosprov_engine::health::cluster::ClusterNode;
+use talosprov_sim::Simulator;
+use talosprov_sim::state::SimOptions;
+use talosprov_talos::types::ApplyOptions;
+use talosprov_talos::wait::{bootstrap_when_ready, wait_etcd_ready, wait_maintenance, wait_secure};
 
 use super::talos::{FAST, WAIT};
 use super::talos_pki::ClusterPki;
@@ -107,14 +108,14 @@ impl TestCluster {
 pub fn archive_into(
     dir: &std::path::Path,
 ) -> (
-    talosprov_engine::apply::upgrade::SnapshotPolicy,
+    talosprov_engine::apply::upgrade::snapshot::SnapshotPolicy,
     age::x25519::Identity,
 ) {
     let identity = age::x25519::Identity::generate();
     let archiver = talosprov_engine::backups::Archiver::from_parts(
-        talosprov_backup::Location::Folder(dir.to_path_buf()),
+        talosprov_core::backup::Location::Folder(dir.to_path_buf()),
         None,
-        talosprov_backup::Keys::age(vec![identity.to_public()], Vec::new()),
+        talosprov_backup::keys::Keys::age(vec![identity.to_public()], Vec::new()),
         talosprov_engine::backups::ArchivedCluster {
             name: "lab".to_owned(),
             lineage: uuid::Uuid::nil(),
@@ -126,7 +127,9 @@ pub fn archive_into(
     )
     .expect("an archiver into the folder");
     (
-        talosprov_engine::apply::upgrade::SnapshotPolicy::Archive(std::sync::Arc::new(archiver)),
+        talosprov_engine::apply::upgrade::snapshot::SnapshotPolicy::Archive(std::sync::Arc::new(
+            archiver,
+        )),
         identity,
     )
 }

@@ -1,8 +1,8 @@
 //! The three example nodes of the design's topology, as plain client values.
 
+use talosprov_core::vm::Image;
+use talosprov_core::vm::{HostPci, VmSpec};
 use talosprov_proxmox::mapping::{PciMapEntry, PciMappingSpec};
-use talosprov_proxmox::storage::Image;
-use talosprov_proxmox::{HostPci, VmSpec};
 
 /// Base schematic (qemu-guest-agent).
 pub const BASE: &str = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba";

@@ -8,7 +8,8 @@ use std::process::Output;
 use std::time::Duration;
 
 use serde_json::Value;
-use talosprov_sim::{SimOptions, Simulator};
+use talosprov_sim::Simulator;
+use talosprov_sim::state::SimOptions;
 
 use super::cli::{BIN, finish, stdout};
 use super::factory::Factory;
@@ -280,15 +281,15 @@ impl Lab {
     }
 
     /// The state, parsed.
-    pub fn state(&self) -> talosprov_state::State {
+    pub fn state(&self) -> talosprov_core::state::format::State {
         let bytes = std::fs::read(self.state_file()).expect("state file");
-        talosprov_state::State::from_json(&bytes).expect("state JSON")
+        talosprov_core::state::format::State::from_json(&bytes).expect("state JSON")
     }
 
     /// The etcd members control plane `ip` lists, by peer address (sorted),
     /// through the Talos API with the state's talosconfig.
     pub async fn etcd_members(&self, ip: &str) -> Vec<String> {
-        let client = talosprov_talos::TalosClient::connect_secure(
+        let client = talosprov_talos::client::TalosClient::connect_secure(
             ip.parse().expect("ip"),
             &self.talos_credentials().await,
         )
@@ -308,11 +309,11 @@ impl Lab {
 
     /// The Talos client credentials of the state's talosconfig (`os:admin`), as
     /// an operator's talosctl would use them.
-    pub async fn talos_credentials(&self) -> talosprov_talos::ClientCredentials {
+    pub async fn talos_credentials(&self) -> talosprov_talos::credentials::ClientCredentials {
         let text = stdout(&self.run(&["output", "talosconfig", "-raw"]).await);
         let tc = talosprov_core::machine::talosconfig::Talosconfig::parse(&text)
             .expect("the state's talosconfig");
-        talosprov_talos::ClientCredentials::from_talosconfig(&tc)
+        talosprov_talos::credentials::ClientCredentials::from_talosconfig(&tc)
     }
 }
 

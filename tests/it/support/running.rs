@@ -17,6 +17,8 @@ pub struct Running {
     child: Child,
     stderr: Arc<Mutex<String>>,
     lines: tokio::sync::watch::Receiver<usize>,
+    /// The task that collects stderr: done once the pipe is closed.
+    reader: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
@@ -32,7 +34,7 @@ impl Running {
         let (tx, lines) = tokio::sync::watch::channel(0usize);
         let pipe = child.stderr.take().expect("stderr");
         let sink = stderr.clone();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             let mut reader = BufReader::new(pipe).lines();
             while let Ok(Some(line)) = reader.next_line().await {
                 eprintln!("talosprov: {line}");
@@ -50,6 +52,7 @@ impl Running {
             child,
             stderr,
             lines,
+            reader: Some(reader),
         }
     }
 
@@ -86,11 +89,17 @@ impl Running {
             .await
             .unwrap_or_else(|_| panic!("talosprov did not exit within {secs} s"))
             .expect("wait");
-        // Let the reader take the last lines.
+        // Let the reader take the last lines: stdout to its end, and stderr's
+        // reader until the pipe closed (a child the process left may hold it:
+        // at most 5 s).
+        let reader = self.reader.take();
         let _ = tokio::time::timeout(Duration::from_secs(5), async {
             let mut out = String::new();
             if let Some(mut pipe) = self.child.stdout.take() {
                 let _ = tokio::io::AsyncReadExt::read_to_string(&mut pipe, &mut out).await;
+            }
+            if let Some(reader) = reader {
+                let _ = reader.await;
             }
         })
         .await;

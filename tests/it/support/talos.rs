@@ -5,8 +5,8 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use talosprov_sim::SimOptions;
-use talosprov_talos::Backoff;
+use talosprov_retry::Backoff;
+use talosprov_sim::state::SimOptions;
 
 /// The bound on any wait for a simulated node (a test that passes waits far less).
 pub const WAIT: Duration = Duration::from_secs(60);

@@ -11,7 +11,7 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 use talosprov_core::sensitive::Sensitive;
-use talosprov_talos::ClientCredentials;
+use talosprov_talos::credentials::ClientCredentials;
 
 /// A CA certificate (PEM) and its key pair.
 pub struct Ca {

@@ -5,12 +5,14 @@
 //! benchmark (`examples/bench_adopt.rs` includes this file).
 
 use serde_json::{Value, json};
+use talosprov_core::machine::config::{base_config, machine_config_yaml};
+use talosprov_core::machine::config_parts::BaseConfigInput;
 use talosprov_core::machine::rotation::AcceptedCas;
-use talosprov_core::machine::{
-    BaseConfigInput, SecretsBundle, base_config, machine_config_yaml, parse_secrets_yaml,
-};
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::machine::secrets_file::parse_secrets_yaml;
+use talosprov_core::patch::apply::apply_patches;
 use talosprov_core::patch::document::MachineConfig;
-use talosprov_core::patch::{apply_patches, load_patch};
+use talosprov_core::patch::load::load_patch;
 use talosprov_core::role::Role;
 
 /// The flags `adopt` needs beside the state for these clusters: the Proxmox

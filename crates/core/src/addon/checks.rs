@@ -3,9 +3,12 @@
 //! operator preset needs, kubelets without the external cloud provider the
 //! Talos CCM needs.
 
-use super::facts::{ClusterFacts, NodeFacts};
+use crate::addon::facts::NodeFacts;
+use crate::diagnostics::{Code, Diagnostic};
 use crate::machine::node::NodeConfig;
-use crate::topology::{Addon, Code, Diagnostic, Node, Preset, SchematicSpec, Topology};
+use crate::preset::Preset;
+use crate::preset::spec::ClusterFacts;
+use crate::topology::model::{Addon, Node, SchematicSpec, Topology};
 
 /// The PCI vendor ID of NVIDIA (PCI-SIG: `10de`).
 pub const NVIDIA_VENDOR: &str = "10de";

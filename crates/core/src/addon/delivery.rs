@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use super::object::DesiredObject;
-use crate::state::ObjectAddress;
-use crate::topology::Topology;
+use crate::state::address::ObjectAddress;
+use crate::topology::model::Topology;
 
-use super::RenderedAddon;
+use crate::addon::manifests::RenderedAddon;
 
 /// Every object of `rendered`, by address. An object that is not a JSON
 /// object once converted (YAML with non-string keys, which validation

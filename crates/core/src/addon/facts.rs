@@ -8,13 +8,13 @@ use serde_yaml_ng::Value;
 use crate::machine::effective;
 
 use crate::machine::node::NodeConfig;
-use crate::patch::MachineConfig;
-use crate::topology::Role;
+use crate::patch::document::MachineConfig;
+use crate::role::Role;
 
 /// Talos's CNI when the config names none (v1alpha1 `CNIConfig`: "flannel" by default).
 pub const DEFAULT_CNI: &str = effective::DEFAULT_CNI;
 
-pub use crate::preset::ClusterFacts;
+use crate::preset::spec::ClusterFacts;
 
 impl ClusterFacts {
     /// The facts of `configs`, read from the first control plane's config (in either

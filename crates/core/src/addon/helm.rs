@@ -5,9 +5,10 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::diagnostics::{Code, Diagnostic, Pos};
 use crate::inputs::Inputs;
 use crate::load::Budget;
-use crate::topology::{Addon, AddonSource, Code, Diagnostic, Pos, Topology};
+use crate::topology::model::{Addon, AddonSource, Topology};
 
 /// The `helm template` arguments for `addon` (without `--values`, which the
 /// runner adds with the file it writes), as Helm 3 takes them:
@@ -132,7 +133,7 @@ pub fn values_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::Phase;
+    use crate::preset::spec::Phase;
     use serde_json::json;
 
     fn addon(repo: &str, chart: &str) -> Addon {

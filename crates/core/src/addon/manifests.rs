@@ -9,12 +9,14 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_yaml_ng::Value;
 
-use super::facts::ClusterFacts;
+use crate::diagnostics::{Code, Diagnostic, Pos};
 use crate::inputs::Inputs;
 use crate::machine::inline::InlineManifest;
 use crate::patch::discover::PatchKind;
-use crate::patch::{RenderError, Renderer};
-use crate::topology::{Addon, AddonSource, Code, Diagnostic, Phase, Pos, Topology};
+use crate::patch::render::{RenderError, Renderer};
+use crate::preset::spec::ClusterFacts;
+use crate::preset::spec::Phase;
+use crate::topology::model::{Addon, AddonSource, Topology};
 
 /// The host folder every CNI writes its config into (the CNI specification's
 /// conventional `/etc/cni/net.d`, which the kubelet reads): a DaemonSet
@@ -582,7 +584,7 @@ fn with_namespace(addon: &Addon, objects: Vec<Object>) -> Vec<Object> {
 /// The inline manifests of the bootstrap add-ons among `rendered`, in
 /// `topology`'s add-on order.
 pub fn inline_manifests(topology: &Topology, rendered: &[RenderedAddon]) -> Vec<InlineManifest> {
-    crate::addon::apply_order(&topology.addons)
+    crate::addon::order::apply_order(&topology.addons)
         .into_iter()
         .filter(|a| a.phase == Phase::Bootstrap)
         .filter_map(|a| rendered.iter().find(|r| r.name == a.name))
@@ -669,7 +671,8 @@ pub fn kubernetes_version(topology: &Topology) -> String {
 mod tests {
     use super::*;
     use crate::inputs::MemoryInputs;
-    use crate::topology::{Environment, parse};
+    use crate::topology::model::Environment;
+    use crate::topology::parse;
 
     const HEAD: &str = "cluster:\n  name: lab\n  talos_version: v1.13.8\n  kubernetes_version: v1.36.2\n  gateway: 10.0.0.1\n\
         proxmox:\n  endpoint: https://pve.test:8006\n  node: pve\n  datastore: local-lvm\n\

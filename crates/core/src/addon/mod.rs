@@ -12,10 +12,3 @@ pub mod manifests;
 pub mod object;
 pub mod order;
 pub mod values;
-
-pub use checks::check;
-pub use delivery::desired_objects;
-pub use facts::{ClusterFacts, NodeFacts};
-pub use manifests::{RenderedAddon, inline_manifests, object_checks, render_manifests};
-pub use order::apply_order;
-pub use values::{effective_values, merge_values, redact_values};

@@ -4,7 +4,7 @@
 
 use indexmap::IndexMap;
 
-use crate::topology::Addon;
+use crate::topology::model::Addon;
 
 /// `addons` in apply order. Add-ons caught in a `depends_on` cycle (which
 /// validation refuses) come last, in file order, so that the result always
@@ -50,7 +50,8 @@ pub fn apply_order(addons: &IndexMap<String, Addon>) -> Vec<&Addon> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::{AddonSource, Phase};
+    use crate::preset::spec::Phase;
+    use crate::topology::model::AddonSource;
 
     fn addons(list: &[(&str, &[&str])]) -> IndexMap<String, Addon> {
         list.iter()

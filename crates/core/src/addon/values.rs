@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use super::facts::ClusterFacts;
-use crate::topology::{Addon, AddonSource};
+use crate::preset::spec::ClusterFacts;
+use crate::topology::model::{Addon, AddonSource};
 
 /// Merge `over` into `base` as Helm merges values: mappings key by key
 /// (recursively), any other value replaced, and a `null` in `over` removing
@@ -94,7 +94,7 @@ fn names_a_secret(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::Preset;
+    use crate::preset::Preset;
 
     fn facts(kube_proxy_disabled: bool) -> ClusterFacts {
         ClusterFacts {
@@ -166,7 +166,7 @@ mod tests {
             },
             namespace: "kube-system".into(),
             namespace_labels: Default::default(),
-            phase: crate::topology::Phase::Bootstrap,
+            phase: crate::preset::spec::Phase::Bootstrap,
             depends_on: Vec::new(),
         };
         let files = [json!({"operator": {"replicas": 3, "prometheus": {"enabled": true}}})];

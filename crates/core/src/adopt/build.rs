@@ -28,13 +28,15 @@ use super::topology::{
     AdoptError, AdoptedNode, NodeSource, Settings, Sides, match_nodes, system_disk, write,
 };
 use crate::inputs::MemoryInputs;
-use crate::machine::SecretsBundle;
+use crate::machine::secrets::SecretsBundle;
+use crate::patch::apply::apply_patches;
 use crate::patch::document::MachineConfig;
-use crate::patch::{PatchSet, apply_patches, load_patch};
-use crate::plan::RenderedConfig;
+use crate::patch::load::load_patch;
+use crate::patch::set::PatchSet;
+use crate::plan::desired::RenderedConfig;
 use crate::sensitive::Sensitive;
 use crate::state::format;
-use crate::topology::{Environment, Topology};
+use crate::topology::model::{Environment, Topology};
 
 /// Everything an adoption is made from.
 pub struct Source<'a> {
@@ -117,7 +119,7 @@ fn render(
     files: &[(PathBuf, String)],
     secrets: &SecretsBundle,
     env: &Environment,
-) -> Result<(Topology, Vec<crate::machine::NodeConfig>), AdoptError> {
+) -> Result<(Topology, Vec<crate::machine::node::NodeConfig>), AdoptError> {
     let mut inputs = MemoryInputs::new();
     for (path, text) in files {
         inputs = inputs.with(dir.join(path), text.as_bytes().to_vec());
@@ -148,8 +150,8 @@ fn render(
         _ => return Err(lines(&loaded.diagnostics)),
     };
     let patches = PatchSet::load(&topology, &inputs).map_err(|d| lines(&d))?;
-    let configs =
-        crate::machine::node_configs(&topology, secrets, &patches, &[]).map_err(|d| lines(&d))?;
+    let configs = crate::machine::node::node_configs(&topology, secrets, &patches, &[])
+        .map_err(|d| lines(&d))?;
     Ok((topology, configs))
 }
 
@@ -295,7 +297,7 @@ fn check_secrets(files: &[(PathBuf, String)], secrets_yaml: &str) -> Result<(), 
         }
         if let Ok(config) = MachineConfig::parse(text) {
             let mut redacted = config.documents.clone();
-            crate::machine::redact_secrets(&mut redacted);
+            crate::machine::redact::redact_secrets(&mut redacted);
             if redacted != config.documents {
                 problems.push(format!(
                     "{}: would hold a field Talos keeps secret (a key, token or credential); \
@@ -317,7 +319,7 @@ fn check_secrets(files: &[(PathBuf, String)], secrets_yaml: &str) -> Result<(), 
 /// text.
 fn patch_lists(
     nodes: &[AdoptedNode],
-    bases: &[crate::machine::NodeConfig],
+    bases: &[crate::machine::node::NodeConfig],
     report: &mut Vec<String>,
 ) -> Result<(Vec<NodePatches>, BTreeMap<String, String>), AdoptError> {
     let mut lists = Vec::new();
@@ -461,7 +463,7 @@ pub fn adopt(mut source: Source<'_>) -> Result<Adopted, AdoptError> {
 fn node_records(
     n: &AdoptedNode,
     desired: &crate::plan::desired::Desired,
-    configs: &[crate::machine::NodeConfig],
+    configs: &[crate::machine::node::NodeConfig],
     resources: &mut format::Resources,
     adopted: &mut Vec<String>,
     report: &mut Vec<String>,

@@ -9,11 +9,14 @@ use super::diff::{first_difference, patches_between};
 use super::proxmox::{ProxmoxSide, StateVm, VmDisk, VmNic};
 use super::talos::ClusterFacts;
 use super::topology::{NodeSource, Settings};
+use crate::machine::config::{base_config, machine_config_yaml};
+use crate::machine::config_parts::BaseConfigInput;
 use crate::machine::rotation::AcceptedCas;
 use crate::machine::secrets::SecretsBundle;
-use crate::machine::{BaseConfigInput, base_config, machine_config_yaml, secrets_yaml};
+use crate::machine::secrets_file::secrets_yaml;
+use crate::patch::apply::apply_patches;
 use crate::patch::document::MachineConfig;
-use crate::patch::{apply_patches, load_patch};
+use crate::patch::load::load_patch;
 use crate::role::Role;
 use crate::sensitive::Sensitive;
 

@@ -16,15 +16,6 @@ pub mod talos;
 pub mod tfstate;
 pub mod topology;
 
-pub use build::{Adopted, Source, adopt};
-pub use merge::merge_state;
-pub use patches::{NodePatches, PatchTree, factor};
-pub use proxmox::{ProxmoxSide, StateImage, StateMapping, StateVm, proxmox_side};
-pub use secrets::{SecretsError, StateSecrets, machine_secrets};
-pub use talos::{AppliedConfig, ClusterFacts, NodeConfig, TalosSide, talos_side};
-pub use tfstate::{Instance, Mode, TfState, TfStateError};
-pub use topology::{AdoptError, NodeSource, Settings};
-
 #[cfg(test)]
 mod build_tests;
 #[cfg(test)]

@@ -5,7 +5,6 @@
 
 use serde_yaml_ng::{Mapping, Value};
 
-pub use super::config_parts::BaseConfigInput;
 use super::config_parts::{
     APISERVER_IMAGE, CONTROLLER_MANAGER_IMAGE, DNS_DOMAIN, KUBELET_IMAGE, KUBEPRISM_PORT,
     LABEL_EXCLUDE_FROM_EXTERNAL_LB, POD_SUBNET, PROXY_IMAGE, SCHEDULER_IMAGE, SERVICE_SUBNET, b64,
@@ -13,10 +12,11 @@ use super::config_parts::{
     put_accepted, sans,
 };
 use super::secrets::EncryptionSecret;
+use crate::machine::config_parts::BaseConfigInput;
 use crate::version::{Contract, VersionError, contract_for, default_kubernetes_version};
 use crate::yaml::{Flavour, documents_to_string};
 
-pub use crate::role::Role;
+use crate::role::Role;
 
 /// Errors generating a base config.
 #[derive(Debug, thiserror::Error)]

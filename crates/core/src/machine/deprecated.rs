@@ -7,8 +7,8 @@
 
 use serde_yaml_ng::Value;
 
+use crate::patch::load::{Patch, PatchBody};
 use crate::patch::merge::StrategicStep;
-use crate::patch::{Patch, PatchBody};
 use crate::version::TalosVersion;
 
 /// A deprecated v1alpha1 field and what replaces it.
@@ -239,7 +239,7 @@ fn walk(value: &Value, prefix: &str, out: &mut Vec<(String, &'static Deprecation
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patch::load_patch;
+    use crate::patch::load::load_patch;
 
     fn fields(text: &str) -> Vec<String> {
         let patch = load_patch("p.yaml", text).expect("patch");

@@ -22,7 +22,7 @@
 use serde_yaml_ng::{Mapping, Value};
 use std::net::Ipv4Addr;
 
-use crate::topology::{Node, Topology};
+use crate::topology::model::{Node, Topology};
 use crate::version::Contract;
 
 /// The filesystem talosprov formats a data disk with (Talos's default for

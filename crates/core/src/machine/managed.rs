@@ -11,7 +11,8 @@ use serde_yaml_ng::Value;
 
 use crate::patch::apply::apply_in_place;
 use crate::patch::document::scalar_text;
-use crate::patch::{DocumentId, MachineConfig, Patch};
+use crate::patch::document::{DocumentId, MachineConfig};
+use crate::patch::load::Patch;
 
 /// A value of the v1alpha1 document that talosprov sets itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,7 +149,7 @@ pub fn overrides(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patch::load_patch;
+    use crate::patch::load::load_patch;
 
     const IMAGE: &str = "factory.talos.dev/nocloud-installer/abc:v1.13.8";
 
@@ -164,7 +165,7 @@ mod tests {
             .iter()
             .map(|(s, t)| load_patch(*s, t).unwrap())
             .collect();
-        let rendered = crate::patch::apply_patches(&base(), &patches).unwrap();
+        let rendered = crate::patch::apply::apply_patches(&base(), &patches).unwrap();
         overrides(
             &base(),
             &patches,

@@ -197,7 +197,7 @@ fn a_templated_address_list_becomes_a_loop_that_renders_to_the_same_addresses() 
         m.text,
         "apiVersion: v1alpha1\nkind: ResolverConfig\nnameservers:\n%{ for address in nameservers }    - address: ${address}\n%{ endfor }\n"
     );
-    let vars = crate::patch::TemplateVars {
+    let vars = crate::patch::render::TemplateVars {
         hostname: "cp-01".into(),
         node_ip: "10.0.0.101".into(),
         role: "controlplane".into(),
@@ -212,9 +212,9 @@ fn a_templated_address_list_becomes_a_loop_that_renders_to_the_same_addresses() 
         pool: None,
         index: None,
     };
-    let d = crate::patch::render_patch(
+    let d = crate::patch::render::render_patch(
         std::path::Path::new("p.yaml.tftpl"),
-        crate::patch::PatchKind::Templatefile,
+        crate::patch::discover::PatchKind::Templatefile,
         &m.text,
         &vars,
     )

@@ -6,7 +6,6 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-use super::config::{BaseConfigInput, base_config_for, machine_config_yaml};
 use super::decode::decode_config;
 use super::inline::{InlineManifest, merge_inline_manifests};
 use super::link::{NodeLink, check_node_link};
@@ -15,16 +14,21 @@ use super::redact::redact_secrets;
 use super::rotation::AcceptedCas;
 use super::secrets::SecretsBundle;
 use super::validate::{self, ConfigProblem, ProblemKind, check_config};
+use crate::diagnostics::{Code, Diagnostic, Severity};
 use crate::limits::quoted;
+use crate::machine::config::{base_config_for, machine_config_yaml};
+use crate::machine::config_parts::BaseConfigInput;
 use crate::patch::apply::{ApplyCause, ApplyError};
+use crate::patch::apply::{apply_patches_all, apply_patches_all_traced};
+use crate::patch::document::{DocumentId, MachineConfig};
+use crate::patch::load::Patch;
 use crate::patch::merge::MergeError;
-use crate::patch::{
-    DocumentId, MachineConfig, Patch, PatchSet, TemplateVars, apply_patches_all,
-    apply_patches_all_traced,
-};
+use crate::patch::render::TemplateVars;
+use crate::patch::set::PatchSet;
+use crate::role::Role;
 use crate::schematic::{Schematic, SchematicId, installer_image};
 use crate::sensitive::Sensitive;
-use crate::topology::{Code, Diagnostic, Node, Role, SchematicSpec, Severity, Topology};
+use crate::topology::model::{Node, SchematicSpec, Topology};
 use crate::version::{Contract, TalosVersion, contract_for, default_kubernetes_version};
 use rayon::prelude::*;
 

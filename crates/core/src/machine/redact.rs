@@ -204,7 +204,7 @@ mod tests {
             serde_yaml_ng::from_str::<Value>("apiVersion: v1alpha1\nkind: RegistryAuthConfig\nname: r\npassword: pw\n").unwrap(),
         ];
         redact_secrets(&mut docs);
-        let text = crate::machine::machine_config_yaml(&docs);
+        let text = crate::machine::config::machine_config_yaml(&docs);
         assert!(
             !text.contains("abc") && !text.contains("pw") && !text.contains(": K"),
             "{text}"
@@ -224,7 +224,7 @@ mod tests {
         doc["cluster"]["inlineManifests"][0]["contents"] = Value::String(contents.into());
         let mut docs = vec![doc];
         redact_secrets(&mut docs);
-        let text = crate::machine::machine_config_yaml(&docs);
+        let text = crate::machine::config::machine_config_yaml(&docs);
         assert!(
             !text.contains("MARKER") && !text.contains("TUFSS0VS"),
             "{text}"
@@ -238,7 +238,7 @@ mod tests {
         doc["cluster"]["inlineManifests"][0]["contents"] = Value::String(listed.into());
         let mut docs = vec![doc];
         redact_secrets(&mut docs);
-        let text = crate::machine::machine_config_yaml(&docs);
+        let text = crate::machine::config::machine_config_yaml(&docs);
         assert!(!text.contains("MARKER"), "{text}");
         // Not YAML, yet naming a Secret: hidden whole.
         let mut broken: Value =
@@ -247,7 +247,7 @@ mod tests {
             Value::String("kind: Secret\nstringData: {password: MARKER\n  : [".into());
         let mut docs = vec![broken];
         redact_secrets(&mut docs);
-        let text = crate::machine::machine_config_yaml(&docs);
+        let text = crate::machine::config::machine_config_yaml(&docs);
         assert!(!text.contains("MARKER"), "{text}");
     }
 }

@@ -228,9 +228,15 @@ mod tests {
         let now = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
         let bundle = SecretsBundle::generate_for_checks(&mut rng, now).unwrap();
         let key = PrivateKey::from_pem(bundle.certs.k8s_service_account.expose()).unwrap();
-        assert_eq!(key.algorithm(), super::super::KeyAlgorithm::EcdsaP256);
-        let text = super::super::secrets_yaml(&bundle);
-        assert_eq!(super::super::parse_secrets_yaml(&text).unwrap(), bundle);
+        assert_eq!(
+            key.algorithm(),
+            crate::machine::keys::KeyAlgorithm::EcdsaP256
+        );
+        let text = crate::machine::secrets_file::secrets_yaml(&bundle);
+        assert_eq!(
+            crate::machine::secrets_file::parse_secrets_yaml(&text).unwrap(),
+            bundle
+        );
     }
 
     #[test]

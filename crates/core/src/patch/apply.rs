@@ -146,7 +146,7 @@ pub fn apply_patches_traced(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patch::load_patch;
+    use crate::patch::load::load_patch;
 
     fn patch(source: &str, text: &str) -> Patch {
         load_patch(source, text).unwrap()

@@ -6,9 +6,10 @@
 //! classifying are pure.
 
 use crate::diagnostics::did_you_mean;
+use crate::diagnostics::{Code, Diagnostic};
 use crate::inputs::Inputs;
-pub use crate::inputs::Listed;
-use crate::topology::{Code, Diagnostic, Role};
+use crate::inputs::Listed;
+use crate::role::Role;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@
 use serde_yaml_ng::Value;
 
 use super::document::scalar_text;
-use crate::topology::Pos;
+use crate::diagnostics::Pos;
 
 /// One step of a dotted path.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,12 +20,3 @@ pub mod rules;
 pub mod set;
 pub mod shape;
 pub mod tftpl;
-
-pub use apply::{
-    Applied, ApplyError, apply_patch, apply_patches, apply_patches_all, apply_patches_all_traced,
-    apply_patches_traced,
-};
-pub use document::{DocumentId, MachineConfig};
-pub use load::{LoadError, Patch, PatchBody, load_documents, load_patch};
-pub use render::{PatchKind, RenderError, Renderer, Reuse, TemplateVars, render_patch};
-pub use set::PatchSet;

@@ -263,7 +263,7 @@ fn walk(v: &Value, path: &mut String, f: &mut impl FnMut(&str, &Value)) {
 mod tests {
     use super::*;
     use crate::patch::apply::apply_patches_traced;
-    use crate::patch::load_patch;
+    use crate::patch::load::load_patch;
 
     fn traced(base: &str, patches: &[(&str, &str)]) -> Provenance {
         let base = MachineConfig::parse(base).unwrap();

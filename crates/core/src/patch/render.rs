@@ -9,9 +9,9 @@ use minijinja::{AutoEscape, Environment, Error, ErrorKind, UndefinedBehavior};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-pub use super::discover::PatchKind;
 use super::document::{DocumentError, parse_documents};
 use super::tftpl::{self, Translated};
+use crate::patch::discover::PatchKind;
 
 /// The variables a patch template sees. Filled from the topology for each node.
 #[derive(Debug, Clone, PartialEq, Serialize)]

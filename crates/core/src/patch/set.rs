@@ -16,8 +16,9 @@ use super::merge::StrategicStep;
 use super::render::{Prepared, RenderError, Renderer, Reuse, TemplateVars, rendered_documents};
 use crate::budgets::{COMMAND_ENV, NODE_ENV, PatchBudgets, human};
 use crate::diagnostics;
+use crate::diagnostics::{Code, Diagnostic, Pos};
 use crate::inputs::Inputs;
-use crate::topology::{Code, Diagnostic, Pos, Topology};
+use crate::topology::model::Topology;
 use rayon::prelude::*;
 
 /// Every patch file of a topology, read once, templates compiled once.
@@ -367,7 +368,7 @@ fn over_budget(
     let mut total = 0u64;
     for (node, (_, files)) in topology.nodes.iter().zip(nodes) {
         let mut bytes: u64 = files.iter().map(|f| f.len).sum();
-        if node.role == crate::topology::Role::Controlplane {
+        if node.role == crate::role::Role::Controlplane {
             bytes += manifests;
         }
         if bytes > budgets.per_node {
@@ -378,7 +379,7 @@ fn over_budget(
                 node.hostname,
                 human(bytes),
                 files.len(),
-                if node.role == crate::topology::Role::Controlplane && manifests > 0 {
+                if node.role == crate::role::Role::Controlplane && manifests > 0 {
                     format!(" and {} of bootstrap add-on manifests", human(manifests))
                 } else {
                     String::new()
@@ -644,8 +645,8 @@ cluster:
 #[cfg(test)]
 mod build_tests {
     use super::*;
-    use crate::patch::discover::Listed;
-    use crate::topology::Environment;
+    use crate::inputs::Listed;
+    use crate::topology::model::Environment;
 
     fn topology(nodes: usize) -> Topology {
         let mut text = String::from(

@@ -3,7 +3,7 @@
 
 /// Serde for an address as its text (`vm/talos-worker-01`).
 pub(super) mod text {
-    use crate::state::Address;
+    use crate::state::address::Address;
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(a: &Address, s: S) -> Result<S::Ok, S::Error> {
@@ -18,7 +18,7 @@ pub(super) mod text {
 
 /// Serde for a list of addresses as text.
 pub(super) mod list {
-    use crate::state::Address;
+    use crate::state::address::Address;
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(list: &[Address], s: S) -> Result<S::Ok, S::Error> {
@@ -36,7 +36,7 @@ pub(super) mod list {
 
 /// Serde for an optional address as text.
 pub(super) mod option {
-    use crate::state::Address;
+    use crate::state::address::Address;
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(a: &Option<Address>, s: S) -> Result<S::Ok, S::Error> {

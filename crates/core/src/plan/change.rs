@@ -14,9 +14,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::role::Role;
+use crate::state::address::{Address, ObjectAddress};
 use crate::state::format::{HaRule, PciMapping};
-use crate::state::{Address, ObjectAddress};
-use crate::topology::Role;
 
 use super::field::Field;
 use super::planned::{

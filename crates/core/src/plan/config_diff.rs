@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
-use crate::machine::{effective, machine_config_yaml, redact_secrets};
+use crate::machine::config::machine_config_yaml;
+use crate::machine::effective;
+use crate::machine::redact::redact_secrets;
 
 /// Settings Talos acts on only when the cluster is bootstrapped (the
 /// bootstrap manifests): changing them later has no effect on the cluster.

@@ -7,10 +7,11 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use crate::machine::Sensitive;
+use crate::role::Role;
 use crate::schematic::Schematic;
+use crate::sensitive::Sensitive;
 use crate::state::format;
-use crate::topology::{Node, ProxmoxSettings, Role, SchematicSpec, Topology};
+use crate::topology::model::{Node, ProxmoxSettings, SchematicSpec, Topology};
 use crate::vm;
 use crate::vm::{HostPci, VmSpec};
 
@@ -87,7 +88,8 @@ pub struct Desired {
     pub factory_url: String,
     /// The add-ons' Kubernetes objects, by address: what server-side apply
     /// sends after the bootstrap.
-    pub objects: BTreeMap<crate::state::ObjectAddress, super::kind::object::DesiredObject>,
+    pub objects:
+        BTreeMap<crate::state::address::ObjectAddress, crate::addon::object::DesiredObject>,
 }
 
 impl Desired {
@@ -95,8 +97,8 @@ impl Desired {
     /// VMs and configs, the bootstrap and the kubeconfig (when there is a
     /// control plane to bootstrap) and the add-ons' objects; whether or not
     /// a change is planned at it.
-    pub fn addresses(&self) -> Vec<crate::state::Address> {
-        use crate::state::Address;
+    pub fn addresses(&self) -> Vec<crate::state::address::Address> {
+        use crate::state::address::Address;
         let mut all: Vec<Address> = Vec::new();
         all.extend(self.images.keys().cloned().map(Address::Image));
         all.extend(self.pool.iter().cloned().map(Address::Pool));

@@ -7,16 +7,23 @@ use crate::state::format::State;
 
 use super::desired::Desired;
 use super::field::{ConfigField, Field};
-use super::kind::EtcdRecovery;
-use super::kind::{
-    Bootstrap, Config, Destroying, HaRule, Image, Kubeconfig, Mapping, Object, Planning, Pool,
-    ResourceKind, Talosconfig, Vm,
-};
 use super::model::PlanError;
 use super::observed::Observed;
 use super::ownership;
 use super::renewal::Renewal;
-use super::{PLAN_FORMAT_VERSION, Plan};
+use crate::plan::kind::bootstrap::Bootstrap;
+use crate::plan::kind::config::Config;
+use crate::plan::kind::ha_rule::HaRule;
+use crate::plan::kind::image::Image;
+use crate::plan::kind::kubeconfig::Kubeconfig;
+use crate::plan::kind::mapping::Mapping;
+use crate::plan::kind::object::Object;
+use crate::plan::kind::pool::Pool;
+use crate::plan::kind::resource::EtcdRecovery;
+use crate::plan::kind::resource::{Destroying, Planning, ResourceKind};
+use crate::plan::kind::talosconfig::Talosconfig;
+use crate::plan::kind::vm::Vm;
+use crate::plan::model::{PLAN_FORMAT_VERSION, Plan};
 
 /// What planning reads: all plain data.
 #[derive(Debug, Clone, Copy)]
@@ -53,12 +60,12 @@ pub fn digests_known_after_apply(plan: &mut Plan) {
 }
 
 /// What refresh could not read (see [`Plan::unknown`]).
-fn unknown(observed: &super::Observed) -> Vec<super::PlanWarning> {
-    let mut out: Vec<super::PlanWarning> = observed
+fn unknown(observed: &crate::plan::observed::Observed) -> Vec<crate::plan::model::PlanWarning> {
+    let mut out: Vec<crate::plan::model::PlanWarning> = observed
         .unreachable
         .iter()
-        .map(|(host, why)| super::PlanWarning {
-            address: Some(crate::state::Address::Config(host.clone())),
+        .map(|(host, why)| crate::plan::model::PlanWarning {
+            address: Some(crate::state::address::Address::Config(host.clone())),
             message: format!(
                 "the node answers neither in secure mode nor in maintenance mode ({why}): its \
                  config, version and etcd are unknown; it is down, unreachable, or lost (see \
@@ -67,7 +74,7 @@ fn unknown(observed: &super::Observed) -> Vec<super::PlanWarning> {
         })
         .collect();
     if let Some(why) = &observed.kubernetes_unread {
-        out.push(super::PlanWarning {
+        out.push(crate::plan::model::PlanWarning {
             address: None,
             message: format!(
                 "the Kubernetes API was not read ({why}): the add-ons' objects are unknown, and \
@@ -103,7 +110,7 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
     p.warnings.extend(
         super::renewal::ca_warnings(state, input.renewal.now)
             .into_iter()
-            .map(|message| super::PlanWarning {
+            .map(|message| crate::plan::model::PlanWarning {
                 address: None,
                 message,
             }),
@@ -129,12 +136,12 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         unfinished: unfinished(state),
     };
     ownership::order_holding_back(&mut plan, input.desired);
-    let losses: Vec<super::PlanWarning> = plan
+    let losses: Vec<crate::plan::model::PlanWarning> = plan
         .data_losses()
         .into_iter()
         .map(|(address, disks)| {
             let named: Vec<String> = disks.iter().map(|(k, v)| format!("{k} ({v})")).collect();
-            super::PlanWarning {
+            crate::plan::model::PlanWarning {
                 address: Some(address.clone()),
                 message: format!(
                     "{} left the topology's disks: apply deletes {} and the data on {}, and \
@@ -156,10 +163,10 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
 
 /// What the state records as under way that only its own command finishes:
 /// a CA rotation, an etcd restore.
-fn unfinished(state: &State) -> Vec<super::PlanWarning> {
+fn unfinished(state: &State) -> Vec<crate::plan::model::PlanWarning> {
     let mut out = Vec::new();
     if let Some(r) = &state.ca_rotation {
-        out.push(super::PlanWarning {
+        out.push(crate::plan::model::PlanWarning {
             address: None,
             message: format!(
                 "a rotation of the {} is in progress (stage {} of 3: {}): the configs carry \
@@ -172,8 +179,8 @@ fn unfinished(state: &State) -> Vec<super::PlanWarning> {
         });
     }
     if let Some(r) = &state.etcd_restore {
-        out.push(super::PlanWarning {
-            address: Some(crate::state::Address::Bootstrap),
+        out.push(crate::plan::model::PlanWarning {
+            address: Some(crate::state::address::Address::Bootstrap),
             message: format!(
                 "an etcd restore from {} (begun {}) has not recovered etcd yet: run `talosprov \
                  {}` to finish it",
@@ -230,10 +237,10 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::change::{Change, ConfigOp};
     use crate::plan::model::field;
     use crate::plan::planned::{ApplyMode, PlannedConfig};
-    use crate::plan::{Change, ConfigOp};
-    use crate::topology::Role;
+    use crate::role::Role;
 
     #[test]
     fn what_refresh_could_not_read_is_unknown_in_the_plan() {
@@ -247,7 +254,7 @@ mod tests {
         assert_eq!(found.len(), 2);
         assert_eq!(
             found[0].address,
-            Some(crate::state::Address::Config("w-1".into()))
+            Some(crate::state::address::Address::Config("w-1".into()))
         );
         assert!(found[0].message.contains("(connection refused)"));
         assert_eq!(found[1].address, None);

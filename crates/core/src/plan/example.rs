@@ -5,15 +5,16 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use crate::state::Address;
+use crate::role::Role;
+use crate::state::address::Address;
 use crate::state::format::{Image, PciMapEntry, PciMapping};
-use crate::topology::Role;
 use crate::vm::VmSpec;
 
-use super::{
-    Action, ApplyMode, Change, ConfigOp, HaRuleOp, ImageOp, KubeconfigOp, MappingOp, ObjectOp,
-    PlannedConfig, PlannedImage, PlannedObject, PlannedVm, PoolOp, StepError, VmOp,
+use crate::plan::change::{
+    Action, Change, ConfigOp, HaRuleOp, ImageOp, KubeconfigOp, MappingOp, ObjectOp, PoolOp,
+    StepError, VmOp,
 };
+use crate::plan::planned::{ApplyMode, PlannedConfig, PlannedImage, PlannedObject, PlannedVm};
 
 /// A VM spec for `host`: vmid 100 on `pve1`, 2 cores, 4096 MiB, 20 GiB on
 /// `local-lvm`, 10.0.0.10/24 on `vmbr0`.

@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::state::Address;
+use crate::state::address::Address;
 
 /// A field of one resource kind.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -366,7 +366,8 @@ mod tests {
 
     #[test]
     fn a_plan_read_back_gives_each_field_the_kind_of_its_address() {
-        use crate::plan::{Action, Drift, DriftKind, FieldChange, Plan};
+        use crate::plan::change::{Action, FieldChange};
+        use crate::plan::model::{Drift, DriftKind, Plan};
         let object: Address = "addon/app/ConfigMap/default/settings"
             .parse()
             .expect("an object address");

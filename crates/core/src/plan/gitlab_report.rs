@@ -5,7 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Action, Plan};
+use crate::plan::change::Action;
+use crate::plan::model::Plan;
 
 /// The report GitLab reads through `artifacts:reports:terraform`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::state::Address;
+use crate::state::address::Address;
 
 use super::change::{Action, Change, FieldChange};
 use super::field::Field;
@@ -118,7 +118,7 @@ impl std::fmt::Display for PoolChange {
 /// The pools whose members change between `state`'s allocation and
 /// `pools` (pure).
 pub fn pool_changes(
-    state: Option<&crate::state::State>,
+    state: Option<&crate::state::format::State>,
     pools: &[crate::topology::pools::Pool],
 ) -> Vec<PoolChange> {
     let empty = std::collections::BTreeMap::new();

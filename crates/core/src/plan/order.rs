@@ -8,10 +8,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
 
-use crate::state::{Address, ObjectAddress};
+use crate::state::address::{Address, ObjectAddress};
 
 use super::desired::Desired;
-use super::{Action, Change, Plan};
+use crate::plan::change::{Action, Change};
+use crate::plan::model::Plan;
 
 /// An object's tier: namespaces, then CRDs, then the rest; a prune runs the
 /// tiers the other way round.
@@ -61,7 +62,7 @@ fn is_control_plane(desired: &Desired, host: &str) -> bool {
     desired
         .configs
         .get(host)
-        .is_some_and(|c| c.role == crate::topology::Role::Controlplane)
+        .is_some_and(|c| c.role == crate::role::Role::Controlplane)
 }
 
 fn sort(plan: &mut Plan, desired: &Desired) {
@@ -197,7 +198,7 @@ fn object_deps(
 ) -> Vec<Address> {
     let mut deps = vec![Address::Bootstrap, Address::Kubeconfig];
     for (host, cfg) in &desired.configs {
-        if cfg.role == crate::topology::Role::Controlplane {
+        if cfg.role == crate::role::Role::Controlplane {
             deps.push(Address::Config(host.clone()));
         }
     }
@@ -297,7 +298,7 @@ pub fn order(plan: &mut Plan, desired: &Desired) {
                 deps.push(Address::Bootstrap);
                 // The kubeconfig is fetched once the control planes are up.
                 for (host, cfg) in &desired.configs {
-                    if cfg.role == crate::topology::Role::Controlplane {
+                    if cfg.role == crate::role::Role::Controlplane {
                         deps.push(Address::Config(host.clone()));
                     }
                 }
@@ -383,7 +384,7 @@ pub fn target(plan: &mut Plan, targets: &[Address], desired: &Desired) {
         return;
     }
     for worker in kubernetes_changes(plan, desired, false) {
-        plan.warnings.push(super::PlanWarning {
+        plan.warnings.push(crate::plan::model::PlanWarning {
             address: Some(worker),
             message: format!(
                 "the targets leave out the Kubernetes version change of {}: this node's \
@@ -438,8 +439,11 @@ mod tests {
         c
     }
 
-    fn config(host: &str, mode: crate::plan::ApplyMode) -> crate::plan::PlannedConfig {
-        crate::plan::PlannedConfig {
+    fn config(
+        host: &str,
+        mode: crate::plan::planned::ApplyMode,
+    ) -> crate::plan::planned::PlannedConfig {
+        crate::plan::planned::PlannedConfig {
             ip: "10.0.0.1".parse().expect("ip"),
             config_sha256: "ab".repeat(32),
             talos_version: "v1.13.8".into(),
@@ -469,7 +473,7 @@ mod tests {
         )
     }
 
-    fn desired(nodes: &[(&str, crate::topology::Role)]) -> Desired {
+    fn desired(nodes: &[(&str, crate::role::Role)]) -> Desired {
         let mut d = Desired::default();
         for (host, role) in nodes {
             d.configs.insert(
@@ -486,7 +490,7 @@ mod tests {
                         role: Some(*role),
                         running_sha256: None,
                     },
-                    yaml: crate::machine::Sensitive::new(String::new()),
+                    yaml: crate::sensitive::Sensitive::new(String::new()),
                 },
             );
         }
@@ -495,7 +499,7 @@ mod tests {
 
     #[test]
     fn upgrades_roll_control_planes_alone_first_then_workers_in_waves() {
-        use crate::topology::Role::{Controlplane, Worker};
+        use crate::role::Role::{Controlplane, Worker};
         let d = desired(&[
             ("cp-1", Controlplane),
             ("cp-2", Controlplane),
@@ -532,7 +536,7 @@ mod tests {
 
     #[test]
     fn targeting_a_worker_kubelet_without_the_control_planes_warns_of_version_skew() {
-        use crate::topology::Role::{Controlplane, Worker};
+        use crate::role::Role::{Controlplane, Worker};
         let d = desired(&[("cp-1", Controlplane), ("w-1", Worker)]);
         let kubernetes = |host: &str| {
             let mut c = crate::plan::example::change(
@@ -542,8 +546,8 @@ mod tests {
             )
             .expect("a change of that kind");
             c.reboot = Some(false);
-            let mut p = config(host, crate::plan::ApplyMode::NoReboot);
-            p.kubernetes = Some(crate::plan::KubernetesChange {
+            let mut p = config(host, crate::plan::planned::ApplyMode::NoReboot);
+            p.kubernetes = Some(crate::plan::planned::KubernetesChange {
                 from: "v1.36.2".into(),
                 to: "v1.37.0".into(),
                 rolled: true,
@@ -579,7 +583,7 @@ mod tests {
 
     #[test]
     fn a_target_matching_nothing_in_the_topology_or_the_state_is_unmatched() {
-        use crate::topology::Role::{Controlplane, Worker};
+        use crate::role::Role::{Controlplane, Worker};
         let mut d = desired(&[("cp-1", Controlplane), ("w-1", Worker)]);
         d.bootstrap_node = Some("cp-1".into());
         let mut state = crate::state::format::State::new(uuid::Uuid::nil());
@@ -611,7 +615,7 @@ mod tests {
 
     #[test]
     fn first_control_plane_of_a_kubernetes_roll_carries_phase_one_for_all() {
-        use crate::topology::Role::{Controlplane, Worker};
+        use crate::role::Role::{Controlplane, Worker};
         let d = desired(&[
             ("cp-1", Controlplane),
             ("cp-2", Controlplane),
@@ -624,8 +628,8 @@ mod tests {
                 "Kubernetes v1.36.2 -> v1.37.0",
             )
             .expect("a change of that kind");
-            let mut p = config(host, crate::plan::ApplyMode::NoReboot);
-            p.kubernetes = Some(crate::plan::KubernetesChange {
+            let mut p = config(host, crate::plan::planned::ApplyMode::NoReboot);
+            p.kubernetes = Some(crate::plan::planned::KubernetesChange {
                 from: "v1.36.2".into(),
                 to: "v1.37.0".into(),
                 rolled,
@@ -672,7 +676,7 @@ mod tests {
 
     #[test]
     fn config_changes_that_reboot_roll_one_node_at_a_time() {
-        use crate::topology::Role::{Controlplane, Worker};
+        use crate::role::Role::{Controlplane, Worker};
         let d = desired(&[
             ("cp-1", Controlplane),
             ("cp-2", Controlplane),
@@ -691,9 +695,9 @@ mod tests {
             *c.config_payload_mut().expect("a config change") = config(
                 host,
                 match reboot {
-                    Some(true) => crate::plan::ApplyMode::Reboot,
-                    Some(false) => crate::plan::ApplyMode::NoReboot,
-                    None => crate::plan::ApplyMode::UnknownUntilApply,
+                    Some(true) => crate::plan::planned::ApplyMode::Reboot,
+                    Some(false) => crate::plan::planned::ApplyMode::NoReboot,
+                    None => crate::plan::planned::ApplyMode::UnknownUntilApply,
                 },
             );
             c
@@ -745,7 +749,7 @@ mod tests {
 
     #[test]
     fn objects_go_namespaces_then_crds_then_the_rest_each_addon_after_its_dependencies() {
-        use crate::plan::DesiredObject;
+        use crate::addon::object::DesiredObject;
         let obj = |addon: &str, api: &str, kind: &str, ns: Option<&str>, name: &str| {
             ObjectAddress::new(addon, api, kind, ns, name)
         };
@@ -761,7 +765,7 @@ mod tests {
         let gpu_policy = obj("gpu", "nvidia.com/v1", "ClusterPolicy", None, "policy");
         let old_ns = obj("old", "v1", "Namespace", None, "old");
         let old_cm = obj("old", "v1", "ConfigMap", Some("old"), "cm");
-        let mut d = desired(&[("cp-01", crate::topology::Role::Controlplane)]);
+        let mut d = desired(&[("cp-01", crate::role::Role::Controlplane)]);
         for (a, api, after) in [
             (&cni_ds, "apps/v1", vec![]),
             (&gpu_ns, "v1", vec!["cni".to_owned()]),

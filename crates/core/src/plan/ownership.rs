@@ -8,12 +8,14 @@
 
 use std::collections::BTreeSet;
 
+use crate::state::address::Address;
 use crate::state::format::State;
-use crate::state::{Address, CreateIntent};
+use crate::state::intent::CreateIntent;
 
 use super::desired::Desired;
 use super::observed::Observed;
-use super::{Action, Change, Conflict, Drift, MappingOp, Plan, PoolOp, VmOp};
+use crate::plan::change::{Action, Change, MappingOp, PoolOp, VmOp};
+use crate::plan::model::{Conflict, Drift, Plan};
 
 /// What planning collects besides the changes.
 pub(crate) struct Found<'a> {
@@ -96,7 +98,7 @@ fn stand_in(address: &Address, desired: &Desired) -> Option<Change> {
         }
         Address::Vm(host) => {
             let want = desired.vms.get(host)?;
-            let vm = super::PlannedVm {
+            let vm = crate::plan::planned::PlannedVm {
                 spec: want.spec.clone(),
                 restart: false,
             };

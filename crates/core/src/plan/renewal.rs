@@ -19,7 +19,9 @@ pub const CA_WARN_WITHIN: Duration = Duration::days(365);
 
 /// Each CA of `secrets` with its name and where the bundle keeps it, for messages:
 /// `("OS", "certs.os")`, the Kubernetes, aggregator and etcd CAs.
-pub fn cas(secrets: &crate::machine::SecretsBundle) -> [(&'static str, &'static str, &str); 4] {
+pub fn cas(
+    secrets: &crate::machine::secrets::SecretsBundle,
+) -> [(&'static str, &'static str, &str); 4] {
     let c = &secrets.certs;
     [
         ("OS (Talos API)", "certs.os", c.os.crt.as_str()),
@@ -39,7 +41,7 @@ pub fn ca_warnings(state: &crate::state::format::State, now: OffsetDateTime) -> 
     let Some(secrets) = state
         .secrets
         .as_ref()
-        .and_then(|s| crate::machine::parse_secrets_yaml(s.expose()).ok())
+        .and_then(|s| crate::machine::secrets_file::parse_secrets_yaml(s.expose()).ok())
     else {
         return Vec::new();
     };
@@ -165,16 +167,16 @@ mod tests {
     fn cas_that_expire_within_a_year_are_warned_about_by_name() {
         let issued = datetime!(2017-06-01 00:00 UTC);
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
-        let bundle =
-            crate::machine::SecretsBundle::generate_for_checks(&mut rng, issued).expect("bundle");
+        let bundle = crate::machine::secrets::SecretsBundle::generate_for_checks(&mut rng, issued)
+            .expect("bundle");
         let mut state = crate::state::format::State::new(uuid::Uuid::nil());
         assert!(
             ca_warnings(&state, issued).is_empty(),
             "no secrets, no warning"
         );
-        state.secrets = Some(crate::state::Sensitive::new(crate::machine::secrets_yaml(
-            &bundle,
-        )));
+        state.secrets = Some(crate::sensitive::Sensitive::new(
+            crate::machine::secrets_file::secrets_yaml(&bundle),
+        ));
         let expiry = issued + crate::machine::secrets::CA_VALIDITY;
         assert!(ca_warnings(&state, expiry - Duration::days(400)).is_empty());
         let found = ca_warnings(&state, expiry - Duration::days(100));

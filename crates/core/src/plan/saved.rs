@@ -11,10 +11,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::{Address, Sensitive};
+use crate::sensitive::Sensitive;
+use crate::state::address::Address;
 
 use super::field::{ConfigField, Field, VmField};
-use super::{Change, FieldChange, Plan, PlanFormatError};
+use crate::plan::change::{Change, FieldChange};
+use crate::plan::model::{Plan, PlanFormatError};
 
 /// Digests of the files a plan was made from: the topology and each patch
 /// file its nodes read (files the patch tree ignores, such as a README, are
@@ -496,7 +498,7 @@ pub fn check_fresh(plan: &Plan, current: Option<(uuid::Uuid, u64)>) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::PLAN_FORMAT_VERSION;
+    use crate::plan::model::PLAN_FORMAT_VERSION;
 
     fn plan(at: Option<(uuid::Uuid, u64)>) -> Plan {
         Plan {
@@ -565,7 +567,7 @@ mod tests {
     fn saved(memory: &str, digest: &str, files: &[(&str, &str)]) -> (SavedPlan, Plan) {
         let mut vm = crate::plan::example::change(
             Address::Vm("w".into()),
-            super::super::Action::Update,
+            crate::plan::change::Action::Update,
             "memory",
         )
         .expect("a change of that kind");
@@ -576,7 +578,7 @@ mod tests {
         ));
         let mut config = crate::plan::example::change(
             Address::Config("w".into()),
-            super::super::Action::ApplyConfig,
+            crate::plan::change::Action::ApplyConfig,
             "machine config changed",
         )
         .expect("a change of that kind");
@@ -660,7 +662,7 @@ mod tests {
         now.changes.push(
             crate::plan::example::change(
                 Address::Vm("x".into()),
-                super::super::Action::Create,
+                crate::plan::change::Action::Create,
                 "new",
             )
             .expect("a change of that kind"),

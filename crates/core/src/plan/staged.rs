@@ -5,12 +5,14 @@
 
 use std::net::IpAddr;
 
-use crate::state::Address;
+use crate::state::address::Address;
 use crate::state::format::Staged;
 
 use super::field::ConfigField;
 use super::model::field;
-use super::{Action, ApplyMode, Drift, DriftKind, Plan, PlanWarning};
+use crate::plan::change::Action;
+use crate::plan::model::{Drift, DriftKind, Plan, PlanWarning};
+use crate::plan::planned::ApplyMode;
 
 /// What the plan notes about one node's staged config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,22 +179,23 @@ mod tests {
             .expect("a change of that kind");
             c.config_diff = diff.map(str::to_owned);
             c.reboot = reboot;
-            *c.config_payload_mut().expect("a config change") = crate::plan::PlannedConfig {
-                ip: ip(),
-                config_sha256: "ab".repeat(32),
-                talos_version: "v1.13.8".into(),
-                installer_image: "factory.talos.dev/nocloud-installer/ab:v1.13.8".into(),
-                mode: if diff.is_some() {
-                    ApplyMode::Reboot
-                } else {
-                    ApplyMode::Maintenance
-                },
-                kubernetes: None,
-            };
+            *c.config_payload_mut().expect("a config change") =
+                crate::plan::planned::PlannedConfig {
+                    ip: ip(),
+                    config_sha256: "ab".repeat(32),
+                    talos_version: "v1.13.8".into(),
+                    installer_image: "factory.talos.dev/nocloud-installer/ab:v1.13.8".into(),
+                    mode: if diff.is_some() {
+                        ApplyMode::Reboot
+                    } else {
+                        ApplyMode::Maintenance
+                    },
+                    kubernetes: None,
+                };
             c
         };
         let mut plan = Plan {
-            format_version: crate::plan::PLAN_FORMAT_VERSION,
+            format_version: crate::plan::model::PLAN_FORMAT_VERSION,
             lineage: None,
             serial: None,
             refreshed: true,

@@ -3,7 +3,7 @@
 //! ([`Change::step`]). A change always carries them (it is made per kind,
 //! and reading a plan refuses one that does not: [`super::StepError`]).
 
-use crate::state::{Address, ObjectAddress};
+use crate::state::address::{Address, ObjectAddress};
 
 use super::change::{Change, ConfigOp, HaRuleOp, ImageOp, MappingOp, ObjectOp, Op, PoolOp, VmOp};
 
@@ -105,8 +105,8 @@ impl Change {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Plan, PlanFormatError};
-    use crate::topology::Role;
+    use crate::plan::model::{Plan, PlanFormatError};
+    use crate::role::Role;
 
     fn read(change: serde_json::Value) -> Result<Plan, PlanFormatError> {
         let mut plan = serde_json::to_value(Plan::of_changes(Vec::new())).unwrap();
@@ -184,8 +184,8 @@ mod tests {
                 "gone",
             ),
             Change::bootstrap("etcd"),
-            Change::kubeconfig(crate::plan::KubeconfigOp::Fetch, "admin"),
-            Change::kubeconfig(crate::plan::KubeconfigOp::Renew, "expires soon"),
+            Change::kubeconfig(crate::plan::change::KubeconfigOp::Fetch, "admin"),
+            Change::kubeconfig(crate::plan::change::KubeconfigOp::Renew, "expires soon"),
             Change::talosconfig("expires soon"),
         ];
         let plan = Plan::of_changes(changes);

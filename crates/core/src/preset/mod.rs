@@ -15,12 +15,11 @@ use serde_json::Value;
 
 mod cilium;
 mod nvidia_gpu_operator;
-mod spec;
+pub mod spec;
 mod talos_ccm;
 
-pub use cilium::KUBEPRISM_PORT;
+use crate::preset::spec::{ClusterFacts, Phase};
 use spec::Spec;
-pub use spec::{ClusterFacts, Phase};
 
 /// A set of Talos's documented values and checks for a well-known add-on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use url::Url;
 
-use super::Sensitive;
+use crate::sensitive::Sensitive;
 
 /// The local backend's state file, next to the topology file (OpenTofu's
 /// `terraform.tfstate`, under talosprov's own name).

@@ -15,7 +15,7 @@ pub const FORMAT_VERSION: u32 = 1;
 
 /// The secrets the state holds (the secrets bundle, kubeconfig, machine
 /// configs) are [`Sensitive`] text, serialised as the plain string.
-pub use crate::sensitive::Sensitive;
+use crate::sensitive::Sensitive;
 
 /// The whole state, as stored (before any encryption).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -315,7 +315,7 @@ pub struct NodeConfig {
     /// `worker`); absent in states written before it was recorded, where the
     /// applied machine config's `machine.type` tells.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role: Option<crate::topology::Role>,
+    pub role: Option<crate::role::Role>,
     /// Hex SHA-256 of the bytes the node runs, when they are not the bytes
     /// of `config_sha256` but the same config: a node adopted from OpenTofu
     /// or talosctl (`talosprov adopt`), whose config Talos's own encoder

@@ -10,9 +10,3 @@ pub mod format;
 pub mod intent;
 pub mod lock;
 pub mod summary;
-
-pub use address::{Address, ObjectAddress};
-pub use config::{BackendConfig, HttpBackendConfig, StateSection};
-pub use format::{FORMAT_VERSION, Sensitive, State};
-pub use intent::CreateIntent;
-pub use lock::{HolderProcess, LockHeld, LockInfo, TakenOver};

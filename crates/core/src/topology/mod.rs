@@ -11,19 +11,14 @@ pub mod read;
 pub mod schema;
 pub mod syntax;
 pub mod validate;
-pub use check::resolve;
+
 mod validate_addons;
 pub mod validate_devices;
 mod validate_nodes;
 mod validate_sections;
 
-pub use crate::diagnostics::{Code, Diagnostic, Pos, Severity};
-pub use model::{
-    Addon, AddonSource, Cluster, DataDisk, Environment, HostPci, MIN_DISK_GIB, Network, Node,
-    PROXMOX_ENDPOINT_ENV, PciMapping, Phase, Preset, ProxmoxSettings, Role, SchematicSpec,
-    StateSettings, Topology, Vmid,
-};
-pub use syntax::Version;
+use crate::diagnostics::{Code, Diagnostic};
+use crate::topology::model::{Environment, Topology};
 
 use std::path::{Path, PathBuf};
 

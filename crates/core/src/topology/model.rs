@@ -8,8 +8,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
 use super::syntax::Version;
-pub use crate::preset::{Phase, Preset};
-pub use crate::role::Role;
+use crate::preset::Preset;
+use crate::preset::spec::Phase;
+use crate::role::Role;
 
 /// The environment variable that gives the Proxmox API URL when the file has no
 /// `proxmox.endpoint` (the name the bpg/proxmox provider uses).
@@ -251,7 +252,7 @@ pub const GUEST_AGENT_EXTENSION: &str = "siderolabs/qemu-guest-agent";
 /// Talos's minimum system disk, GiB (Talos system requirements: 10 GiB).
 pub const MIN_DISK_GIB: u32 = 10;
 
-pub use super::syntax::Vmid;
+use crate::topology::syntax::Vmid;
 
 /// A PCI device passed through to a VM by mapping (`hostpciN: mapping=...`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -21,10 +21,10 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::Vmid;
 use super::raw::{Entry, RawNode, RawPool, Spanned};
 use super::syntax::{self, Ipv4Net};
 use crate::diagnostics::{Code, Diagnostic, Pos};
+use crate::topology::syntax::Vmid;
 
 /// Most members one pool may have (a range of a /16 is far beyond a cluster).
 pub const MAX_REPLICAS: u64 = 250;
@@ -814,7 +814,8 @@ pub(super) fn pattern_problem(pattern: &str, cluster: &str, pool: &str) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::{Environment, parse};
+    use crate::topology::model::Environment;
+    use crate::topology::parse;
     use std::path::Path;
 
     const BASE: &str = "cluster:\n  name: lab\n  talos_version: v1.13.8\n  gateway: 10.0.0.1\n  \

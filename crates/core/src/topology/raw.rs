@@ -611,7 +611,7 @@ pub struct RawAddon {
     /// Talos's documented values and checks for a well-known add-on: `cilium`,
     /// `nvidia-gpu-operator` or `talos-ccm`. Optional; it also sets the default
     /// `namespace` and `phase`.
-    #[schemars(with = "Option<super::model::Preset>")]
+    #[schemars(with = "Option<crate::preset::Preset>")]
     pub preset: Option<Spanned<String>>,
     /// A Helm chart pinned to one version, rendered with `helm template` (Helm
     /// from `TALOSPROV_HELM`, else on `PATH`).
@@ -639,7 +639,7 @@ pub struct RawAddon {
     /// manifests, applied by Talos at bootstrap, as a CNI needs) or `cluster`
     /// (through the Kubernetes API). Default `cluster`; `bootstrap` for the
     /// `cilium` preset.
-    #[schemars(with = "Option<super::model::Phase>")]
+    #[schemars(with = "Option<crate::preset::spec::Phase>")]
     pub phase: Option<Spanned<String>>,
     /// Names of other add-ons whose objects are applied first. No cycles, and a
     /// `bootstrap` add-on may depend only on `bootstrap` ones.

@@ -5,8 +5,8 @@
 use super::check::{Cx, known, resolve};
 use super::raw::{RawNode, RawTopology, Spanned};
 use super::validate_nodes::{self, NodeContext};
-use super::{Cluster, Environment, SchematicSpec, Topology};
 use crate::diagnostics::{Code, Diagnostic};
+use crate::topology::model::{Cluster, Environment, SchematicSpec, Topology};
 use indexmap::IndexMap;
 use std::path::{Path, PathBuf};
 
@@ -98,7 +98,7 @@ pub fn validate(
             nodes
                 .as_ref()?
                 .iter()
-                .find(|n| n.role == super::Role::Controlplane)
+                .find(|n| n.role == crate::role::Role::Controlplane)
                 .map(|n| n.ip)
         })?;
         Some(format!("https://{host}:6443"))
@@ -246,8 +246,8 @@ fn pool_members(
     raw: &RawTopology,
     cluster: &super::validate_sections::ClusterDraft,
     (proxmox, mappings): (
-        Option<&super::ProxmoxSettings>,
-        &IndexMap<String, super::PciMapping>,
+        Option<&crate::topology::model::ProxmoxSettings>,
+        &IndexMap<String, crate::topology::model::PciMapping>,
     ),
     env: &Environment,
 ) -> Members {
@@ -416,7 +416,10 @@ fn check_spread(cx: &mut Cx<'_>, raw: &RawTopology) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Code, Environment, Role, SchematicSpec, StateSettings, Topology, parse};
+    use crate::diagnostics::Code;
+    use crate::role::Role;
+    use crate::topology::model::{Environment, SchematicSpec, StateSettings, Topology};
+    use crate::topology::parse;
     use std::path::{Path, PathBuf};
 
     /// A valid topology with every kind of section; the tests change one thing.
@@ -605,7 +608,9 @@ mod tests {
 
     #[test]
     fn addon_presets_give_their_defaults() {
-        use super::super::{AddonSource, Phase, Preset};
+        use crate::preset::Preset;
+        use crate::preset::spec::Phase;
+        use crate::topology::model::AddonSource;
         let t = valid(
             &with_addons(
                 "  cilium:\n    preset: cilium\n    helm: {repo: https://helm.cilium.io/, chart: cilium, version: 1.19.6, values: {operator: {replicas: 1}}}\n\

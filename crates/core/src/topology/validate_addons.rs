@@ -10,10 +10,12 @@ use std::path::Path;
 use indexmap::IndexMap;
 
 use super::check::{Cx, known, resolve};
-use super::model::{Addon, AddonSource, Phase, Preset};
 use super::raw::{Entry, RawAddon, RawHelm, RawTopology, Spanned};
 use super::syntax::is_dns_label;
 use crate::diagnostics::{Code, Pos};
+use crate::preset::Preset;
+use crate::preset::spec::Phase;
+use crate::topology::model::{Addon, AddonSource};
 
 /// The longest add-on name: Helm's release-name limit (53 characters), since
 /// the name is the release's.

@@ -5,8 +5,10 @@
 use super::check::{Cx, known};
 use super::raw::{RawNode, Spanned};
 use super::syntax::{self, Ipv4Net};
-use super::{HostPci, MIN_DISK_GIB, Node, PciMapping, Role, SchematicSpec, Vmid};
 use crate::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
+use crate::role::Role;
+use crate::topology::model::{HostPci, MIN_DISK_GIB, Node, PciMapping, SchematicSpec};
+use crate::topology::syntax::Vmid;
 use indexmap::IndexMap;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
@@ -36,9 +38,9 @@ pub(super) struct NodeContext<'a> {
     /// `proxmox.datastore`, the default of a data disk's `datastore`.
     pub datastore: &'a str,
     /// `proxmox.networks`, valid.
-    pub default_networks: &'a [super::Network],
+    pub default_networks: &'a [crate::topology::model::Network],
     /// `proxmox.disks`, valid.
-    pub default_disks: &'a [super::DataDisk],
+    pub default_disks: &'a [crate::topology::model::DataDisk],
     /// `proxmox.ha`, valid.
     pub default_ha: Option<&'a super::model::Ha>,
 }
@@ -659,7 +661,7 @@ fn check_networks(
     at: At<'_>,
     n: &Spanned<RawNode>,
     ctx: &NodeContext<'_>,
-) -> Option<Vec<super::Network>> {
+) -> Option<Vec<crate::topology::model::Network>> {
     let list = match &n.value.networks {
         Some(list) => {
             let field = at.field("networks");
@@ -686,7 +688,7 @@ fn check_disks(
     at: At<'_>,
     r: &RawNode,
     ctx: &NodeContext<'_>,
-) -> Option<Vec<super::DataDisk>> {
+) -> Option<Vec<crate::topology::model::DataDisk>> {
     match &r.disks {
         Some(list) => {
             let field = at.field("disks");

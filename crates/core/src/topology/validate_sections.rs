@@ -5,10 +5,10 @@
 use super::check::{Cx, resolve};
 use super::raw::{RawBackup, RawCluster, RawProxmox, RawState, RawTopology, Spanned};
 use super::syntax::{self, Ipv4Net, Version};
-use super::{
+use crate::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
+use crate::topology::model::{
     Environment, PROXMOX_ENDPOINT_ENV, PciMapping, ProxmoxSettings, SchematicSpec, StateSettings,
 };
-use crate::diagnostics::{Code, Diagnostic, Pos, did_you_mean};
 use indexmap::IndexMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;

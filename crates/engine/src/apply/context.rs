@@ -8,14 +8,19 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::{Desired, PlannedConfig};
-use talosprov_factory::{FactoryClient, Schematic};
+use talosprov_core::plan::desired::Desired;
+use talosprov_core::plan::planned::PlannedConfig;
+use talosprov_core::schematic::Schematic;
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::address::Address;
+use talosprov_core::state::format::{self, State};
+use talosprov_core::state::intent::CreateIntent;
+use talosprov_factory::client::FactoryClient;
 use talosprov_proxmox as proxmox;
-use talosprov_state::format::{self, State};
-use talosprov_state::{Address, CreateIntent, Sensitive};
-use talosprov_talos::{Backoff, ClientCredentials};
+use talosprov_retry::Backoff;
+use talosprov_talos::credentials::ClientCredentials;
 
-use super::upgrade::RolloutOptions;
+use crate::apply::upgrade::rolling::RolloutOptions;
 
 /// Deadlines of the waits, and their backoff.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,7 +80,7 @@ impl Default for Waits {
 #[derive(Debug)]
 pub struct Context {
     /// The Proxmox client.
-    pub proxmox: proxmox::Client,
+    pub proxmox: proxmox::client::Client,
     /// The Image Factory client (schematics are registered before a download).
     pub factory: FactoryClient,
     /// What the topology asks for.
@@ -111,7 +116,7 @@ pub struct Context {
     /// fetched.
     pub kubeconfig: std::sync::Mutex<Option<Sensitive>>,
     /// The Kubernetes client, made from `kubeconfig` on first use.
-    pub kube: tokio::sync::OnceCell<talosprov_kube::KubeClient>,
+    pub kube: tokio::sync::OnceCell<talosprov_kube::client::KubeClient>,
     /// The current time as RFC 3339, for the bootstrap record.
     pub started_at: String,
     /// Deadlines.
@@ -169,7 +174,7 @@ pub(crate) struct ConfigChange<'a> {
     /// The config and how it is sent.
     pub config: &'a PlannedConfig,
     /// The node's role.
-    pub role: talosprov_core::topology::Role,
+    pub role: talosprov_core::role::Role,
 }
 
 /// The machine config bytes to send for a config change: the desired
@@ -183,7 +188,7 @@ pub(super) fn planned_config<'a>(
     change: &ConfigChange<'a>,
 ) -> anyhow::Result<(
     &'a PlannedConfig,
-    &'a talosprov_core::machine::Sensitive<String>,
+    &'a talosprov_core::sensitive::Sensitive<String>,
 )> {
     let want = change.config;
     let desired = ctx

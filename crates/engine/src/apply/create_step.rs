@@ -9,10 +9,11 @@
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::Conflict;
+use talosprov_core::plan::model::Conflict;
+use talosprov_core::state::address::Address;
+use talosprov_core::state::format;
+use talosprov_core::state::intent::CreateIntent;
 use talosprov_proxmox::{self as proxmox, ha, lifecycle, mapping, observe, pool, vm};
-use talosprov_state::format::{self};
-use talosprov_state::{Address, CreateIntent};
 
 use super::context::Context;
 use super::record::Record;
@@ -168,7 +169,11 @@ pub(super) async fn pci_mapping(
 /// The state record of VM `vmid` on `node` from its config as Proxmox
 /// reports it (the values of its next start), with PVE's defaults where a key
 /// is absent (1 core, 512 MiB).
-pub(super) fn vm_record(vmid: u32, node: &str, config: &observe::VmConfig) -> format::Vm {
+pub(super) fn vm_record(
+    vmid: u32,
+    node: &str,
+    config: &talosprov_proxmox::vm_config::VmConfig,
+) -> format::Vm {
     format::Vm {
         vmid,
         node: node.to_owned(),
@@ -192,7 +197,7 @@ pub(super) fn vm_record(vmid: u32, node: &str, config: &observe::VmConfig) -> fo
 /// The data disks of a config in the form the state records
 /// (`vm::disk_record_string`), by key.
 pub(super) fn disk_records(
-    config: &observe::VmConfig,
+    config: &talosprov_proxmox::vm_config::VmConfig,
 ) -> std::collections::BTreeMap<String, String> {
     config
         .data_disks
@@ -211,7 +216,7 @@ pub(super) fn disk_records(
 pub(super) async fn vm(
     ctx: &Context,
     host: &str,
-    spec: &vm::VmSpec,
+    spec: &talosprov_core::vm::VmSpec,
     r: &Reporter,
 ) -> anyhow::Result<()> {
     let client = &ctx.proxmox;
@@ -283,7 +288,11 @@ pub(super) async fn vm(
 /// started, resized or given its settings) to `spec`: wait for the create
 /// lock to clear, set its settings and grow its disk, then start it, or
 /// restart it through Proxmox when it runs without them.
-async fn adopt(client: &proxmox::Client, spec: &vm::VmSpec, r: &Reporter) -> anyhow::Result<()> {
+async fn adopt(
+    client: &proxmox::client::Client,
+    spec: &talosprov_core::vm::VmSpec,
+    r: &Reporter,
+) -> anyhow::Result<()> {
     let listed = vm::wait_unlocked(client, spec).await?;
     if let Some(lock) = &listed.lock {
         anyhow::bail!(

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use talosprov_core::plan::Action;
-use talosprov_state::Address;
+use talosprov_core::plan::change::Action;
+use talosprov_core::state::address::Address;
 
 /// One thing that happened during an apply.
 #[derive(Debug, Clone, PartialEq, Eq)]

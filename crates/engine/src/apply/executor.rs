@@ -17,14 +17,18 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
 
-use talosprov_core::plan::{Change, Plan};
-use talosprov_state::format::State;
-use talosprov_state::{Address, Backend, StateStore};
+use talosprov_core::plan::change::Change;
+use talosprov_core::plan::model::Plan;
+use talosprov_core::state::address::Address;
+use talosprov_core::state::format::State;
+use talosprov_state::backend::Backend;
+use talosprov_state::store::StateStore;
 
 use super::context::Context;
 use super::event::{Event, EventKind, Update};
 use super::record;
-use super::steps::{self, Interrupted, Outcomes, Reporter, StepEnd, StepMessage};
+use crate::apply::reporter::{Interrupted, Outcomes, Reporter, StepEnd, StepMessage};
+use crate::apply::steps;
 
 #[cfg(test)]
 #[path = "executor_tests.rs"]

@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 
 use super::*;
 use crate::apply::memory::{Memory, SharedMemory};
-use talosprov_core::plan::{Action, Change};
+use talosprov_core::plan::change::{Action, Change};
 
 /// How long any test may take before it fails as hung.
 const DEADLINE: Duration = Duration::from_secs(10);

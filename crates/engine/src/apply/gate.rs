@@ -3,11 +3,12 @@
 //! version. Shared by config applies that reboot, Proxmox restarts and
 //! removals.
 
-use crate::health::ClusterNode;
+use crate::health::cluster::ClusterNode;
 
 use super::context::Context;
 use super::reporter::Reporter;
-use super::upgrade::{self, UpgradeEvent};
+use crate::apply::upgrade;
+use crate::apply::upgrade::events::UpgradeEvent;
 
 /// Every node of the topology, as the health checks name them.
 pub(super) fn cluster_nodes(ctx: &Context) -> Vec<ClusterNode> {
@@ -35,10 +36,10 @@ pub(super) fn describe(event: &UpgradeEvent) -> String {
             format!("already at {version} (upgraded by an earlier run), healthy")
         }
         UpgradeEvent::ConfigApplied { node, phase } => match phase {
-            upgrade::KubernetesPhase::ControlPlaneComponents => {
+            upgrade::events::KubernetesPhase::ControlPlaneComponents => {
                 format!("new control-plane component images applied on {node}, healthy")
             }
-            upgrade::KubernetesPhase::Kubelet => {
+            upgrade::events::KubernetesPhase::Kubelet => {
                 format!("new kubelet image applied on {node}, healthy")
             }
         },
@@ -73,8 +74,8 @@ pub(super) async fn gated_restart(
         return restart.await;
     };
     if node.is_control_plane() {
-        let client = upgrade::connect(&node, credentials).await?;
-        upgrade::before_control_plane(
+        let client = upgrade::rolling::connect(&node, credentials).await?;
+        upgrade::rolling::before_control_plane(
             &cluster,
             &node,
             &client,
@@ -87,7 +88,7 @@ pub(super) async fn gated_restart(
     }
     restart.await?;
     r.progress("waiting for the node to be healthy again");
-    r.waiting(upgrade::after_change(
+    r.waiting(upgrade::rolling::after_change(
         &cluster,
         &node,
         &version,

@@ -6,10 +6,10 @@
 
 use anyhow::Context as _;
 
-use talosprov_core::topology::Topology;
+use talosprov_core::state::address::Address;
+use talosprov_core::state::format::{self, State};
+use talosprov_core::topology::model::Topology;
 use talosprov_proxmox::{self as proxmox, mapping, observe, pool, vm};
-use talosprov_state::Address;
-use talosprov_state::format::{self, State};
 
 use super::create_step::{mapping_record, vm_record};
 
@@ -277,7 +277,7 @@ impl Imported {
 /// # Errors
 /// Nothing at the ID, a VM on another Proxmox node than the topology's, and
 /// Proxmox errors.
-pub async fn read(client: &proxmox::Client, target: &Target) -> anyhow::Result<Imported> {
+pub async fn read(client: &proxmox::client::Client, target: &Target) -> anyhow::Result<Imported> {
     match target {
         Target::Vm { host, vmid, node } => {
             let listed = vm::find(client, *vmid)
@@ -334,7 +334,7 @@ nodes:
         let loaded = talosprov_core::topology::parse(
             TOPOLOGY,
             Path::new("/lab/cluster.yaml"),
-            &talosprov_core::topology::Environment::default(),
+            &talosprov_core::topology::model::Environment::default(),
         );
         loaded
             .topology
@@ -414,7 +414,7 @@ nodes:
         s.resources.vms.clear();
         s.set_intent(
             &Address::Vm("wk-1".into()),
-            talosprov_state::CreateIntent::vm(122, "pve1", "wk-1"),
+            talosprov_core::state::intent::CreateIntent::vm(122, "pve1", "wk-1"),
         );
         text.push(check_state(&s, &wk).unwrap_err().to_string());
         s.resources.creating.clear();

@@ -4,7 +4,7 @@
 //! operations on a running cluster: rolling Talos and Kubernetes upgrades and
 //! node removal.
 
-mod context;
+pub(crate) mod context;
 mod create_step;
 pub mod event;
 pub mod executor;
@@ -26,10 +26,3 @@ mod talos_steps;
 pub mod upgrade;
 mod upgrade_step;
 pub mod workflow;
-
-pub use context::{Context, Owned, Waits};
-pub use event::{Event, EventKind, Update};
-pub use executor::{RunOutcome, Saver, execute};
-pub use record::Record;
-pub use refresh::refresh;
-pub use steps::Interrupted;

@@ -2,8 +2,10 @@
 //! record is applied to the in-memory state, which the executor then saves, so
 //! a crash loses at most the step that was running.
 
-use talosprov_state::format::{self, Output, State};
-use talosprov_state::{Address, CreateIntent, Sensitive};
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::address::Address;
+use talosprov_core::state::format::{self, Output, State};
+use talosprov_core::state::intent::CreateIntent;
 
 /// One fact to record. A record of a VM, pool or PCI mapping (made or gone)
 /// replaces the create intent at its address.

@@ -9,16 +9,18 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
-use talosprov_core::plan::VmField;
+use talosprov_core::plan::field::VmField;
 
 use anyhow::Context as _;
 
-use talosprov_core::machine::Sensitive;
-use talosprov_core::plan::{Observed, ObservedVm};
-use talosprov_core::topology::Role;
+use talosprov_core::plan::observed::{Observed, ObservedVm};
+use talosprov_core::role::Role;
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::format::{NodeConfig, State};
 use talosprov_proxmox::{self as proxmox, mapping, observe, pending, pool, storage};
-use talosprov_state::format::{NodeConfig, State};
-use talosprov_talos::{ApplyMode, ApplyOptions, ClientCredentials, TalosClient};
+use talosprov_talos::client::TalosClient;
+use talosprov_talos::credentials::ClientCredentials;
+use talosprov_talos::types::{ApplyMode, ApplyOptions};
 
 /// What refresh needs to know beyond the state.
 #[derive(Debug)]
@@ -66,8 +68,8 @@ async fn dry_run_reboots(client: &TalosClient, yaml: &Sensitive<String>) -> Opti
 /// the VM field and the running value. A `hostpci` key Proxmox gives that
 /// is not `hostpciN` is no device of the plan's, and is left out.
 fn running_values(
-    current: &observe::VmConfig,
-    next: &observe::VmConfig,
+    current: &talosprov_proxmox::vm_config::VmConfig,
+    next: &talosprov_proxmox::vm_config::VmConfig,
 ) -> BTreeMap<VmField, Option<String>> {
     pending::awaiting_restart(current, next)
         .into_iter()
@@ -106,7 +108,7 @@ async fn staged_boot_time(client: &TalosClient) -> Option<u64> {
 /// Proxmox request errors (the Talos API is best effort: a node that does not
 /// answer is left out).
 pub async fn refresh(
-    client: &proxmox::Client,
+    client: &proxmox::client::Client,
     state: Option<&State>,
     input: &RefreshInput<'_>,
 ) -> anyhow::Result<Observed> {
@@ -129,7 +131,7 @@ pub async fn refresh(
 /// ones read from their config, and what a running one does not run with
 /// yet.
 async fn observe_vms(
-    client: &proxmox::Client,
+    client: &proxmox::client::Client,
     state: Option<&State>,
     out: &mut Observed,
 ) -> anyhow::Result<()> {
@@ -202,7 +204,7 @@ async fn observe_vms(
 
 /// The pool and PCI mapping listings, one request each.
 async fn observe_pools_and_mappings(
-    client: &proxmox::Client,
+    client: &proxmox::client::Client,
     out: &mut Observed,
 ) -> anyhow::Result<()> {
     let pools = pool::list(client)
@@ -213,7 +215,7 @@ async fn observe_pools_and_mappings(
             .into_iter()
             .map(|p| {
                 let comment = p.comment.filter(|c| !c.is_empty());
-                (p.poolid, talosprov_state::format::Pool { comment })
+                (p.poolid, talosprov_core::state::format::Pool { comment })
             })
             .collect(),
     );
@@ -232,14 +234,14 @@ async fn observe_pools_and_mappings(
 /// The negative resource-affinity HA rules (PVE 9), or on a Proxmox that
 /// has none (PVE 8) talosprov's HA groups gathered by rule. Best effort: a token without `Sys.Audit` on `/` leaves the
 /// records as they are.
-async fn observe_ha_rules(client: &proxmox::Client, out: &mut Observed) {
+async fn observe_ha_rules(client: &proxmox::client::Client, out: &mut Observed) {
     match talosprov_proxmox::ha::list_rules(client).await {
         Ok(Some(rules)) => {
             out.ha_rules = Some(
                 rules
                     .into_values()
                     .map(|r| {
-                        let record = talosprov_state::format::HaRule {
+                        let record = talosprov_core::state::format::HaRule {
                             rule: r.id.clone(),
                             vmids: r.vmids,
                             comment: r.comment,
@@ -258,7 +260,7 @@ async fn observe_ha_rules(client: &proxmox::Client, out: &mut Observed) {
                         grouped
                             .into_values()
                             .map(|g| {
-                                let record = talosprov_state::format::HaRule {
+                                let record = talosprov_core::state::format::HaRule {
                                     rule: g.id.clone(),
                                     vmids: g.vmids,
                                     comment: g.comment,
@@ -281,7 +283,7 @@ async fn observe_ha_rules(client: &proxmox::Client, out: &mut Observed) {
 /// shared), for the plan's disk-below-image check. Best effort: a listing
 /// not read leaves the check to the create.
 async fn observe_image_sizes(
-    client: &proxmox::Client,
+    client: &proxmox::client::Client,
     input: &RefreshInput<'_>,
     out: &mut Observed,
 ) {
@@ -310,7 +312,11 @@ async fn observe_image_sizes(
 
 /// The bridges of every host the VMs go to (a host whose list cannot be read is
 /// left out, and its NICs unchecked).
-async fn observe_bridges(client: &proxmox::Client, input: &RefreshInput<'_>, out: &mut Observed) {
+async fn observe_bridges(
+    client: &proxmox::client::Client,
+    input: &RefreshInput<'_>,
+    out: &mut Observed,
+) {
     for host in input.image_hosts {
         match observe::bridges(client, host).await {
             Ok(list) => {
@@ -333,7 +339,7 @@ struct NodeAnswer {
     /// The boot time of a node whose config is staged.
     boot_time: Option<u64>,
     /// The machine config it runs, when it is not the one recorded as applied.
-    running: Option<talosprov_core::plan::RunningConfig>,
+    running: Option<talosprov_core::plan::observed::RunningConfig>,
     /// A control plane whose etcd waits for a bootstrap (no etcd data).
     etcd_waiting: bool,
 }
@@ -393,16 +399,16 @@ async fn probe_nodes(
 async fn running_drift(
     c: &TalosClient,
     recorded: &NodeConfig,
-) -> Option<talosprov_core::plan::RunningConfig> {
+) -> Option<talosprov_core::plan::observed::RunningConfig> {
     use sha2::Digest as _;
     let running = c.running_config().await.ok().flatten()?;
     let sha256 = hex::encode(sha2::Sha256::digest(running.expose()));
     if recorded.runs(&sha256) {
         return None;
     }
-    Some(talosprov_core::plan::RunningConfig {
+    Some(talosprov_core::plan::observed::RunningConfig {
         sha256,
-        yaml: talosprov_core::state::Sensitive::new(
+        yaml: talosprov_core::sensitive::Sensitive::new(
             String::from_utf8_lossy(running.expose()).into_owned(),
         ),
     })
@@ -453,7 +459,13 @@ async fn probe_node(
             None
         };
         let etcd_waiting = recorded.role == Some(Role::Controlplane) && etcd_waits(&c).await;
-        Ok::<_, talosprov_talos::TalosError>((version, reboot, boot_time, running, etcd_waiting))
+        Ok::<_, talosprov_talos::error::TalosError>((
+            version,
+            reboot,
+            boot_time,
+            running,
+            etcd_waiting,
+        ))
     })
     .await;
     match answer {

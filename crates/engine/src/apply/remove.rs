@@ -5,16 +5,19 @@
 
 use std::time::Duration;
 
-use crate::apply::upgrade::{
+use crate::apply::upgrade::snapshot::{
     SnapshotError, SnapshotFile, SnapshotPolicy, save_snapshot, snapshot_reason,
 };
 use crate::backups::Archiver;
-use crate::health::{ClusterNode, HealthError, wait_etcd_settled};
-pub use talosprov_core::plan::removal::{RemovalRefused, RemovalWarning, check_removal};
-use talosprov_talos::{
-    Backoff, ClientCredentials, EtcdMember, NodeName, ResetOptions, TalosClient, TalosError,
-    retry_until,
-};
+use crate::health::cluster::ClusterNode;
+use crate::health::probe::{HealthError, wait_etcd_settled};
+use talosprov_core::plan::removal::{RemovalRefused, RemovalWarning, check_removal};
+use talosprov_retry::Backoff;
+use talosprov_talos::client::TalosClient;
+use talosprov_talos::credentials::ClientCredentials;
+use talosprov_talos::error::{NodeName, TalosError};
+use talosprov_talos::types::{EtcdMember, ResetOptions};
+use talosprov_talos::wait::retry_until;
 
 /// How a removal runs.
 #[derive(Debug, Clone)]
@@ -158,7 +161,9 @@ async fn reach(
 
 /// The member that is `node`: same hostname, or a peer URL on its address.
 fn member_of<'a>(members: &'a [EtcdMember], node: &ClusterNode) -> Option<&'a EtcdMember> {
-    members.iter().find(|m| crate::health::is_member(m, node))
+    members
+        .iter()
+        .find(|m| crate::health::judge::is_member(m, node))
 }
 
 /// Removes `node` from the cluster (`cluster` lists every node, the one removed
@@ -423,7 +428,7 @@ mod tests {
         let node = ClusterNode {
             hostname: "cp-3".into(),
             ip: "10.0.0.3".parse().unwrap(),
-            role: crate::health::Role::Controlplane,
+            role: talosprov_core::role::Role::Controlplane,
         };
         let member = |id, host: &str, ip: &str| EtcdMember {
             id,

@@ -22,12 +22,18 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
-use talosprov_core::machine::SecretsBundle;
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::plan::desired::Desired;
+use talosprov_core::plan::model::Plan;
+use talosprov_core::plan::observed::Observed;
 use talosprov_core::plan::order::chain_upgrades;
-use talosprov_core::plan::{Desired, InputDigests, Observed, Plan, SavedPlan};
-use talosprov_core::plan::{check_fresh, check_same};
-use talosprov_state::format::{Rendering, State};
-use talosprov_state::{Address, Backend, Sensitive, StateStore};
+use talosprov_core::plan::saved::{InputDigests, SavedPlan};
+use talosprov_core::plan::saved::{check_fresh, check_same};
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::address::Address;
+use talosprov_core::state::format::{Rendering, State};
+use talosprov_state::backend::Backend;
+use talosprov_state::store::StateStore;
 
 use super::event::Update;
 use super::executor::{Provider, RunOutcome, Saver, execute};
@@ -161,7 +167,7 @@ pub struct Settings {
     /// The `etcd restore` this apply is part of: recorded in the state
     /// before the first change, so that a run stopped before etcd is
     /// recovered is known as unfinished (the recovering bootstrap clears it).
-    pub restore: Option<talosprov_state::format::EtcdRestore>,
+    pub restore: Option<talosprov_core::state::format::EtcdRestore>,
 }
 
 /// How an apply ended, for the views to word.

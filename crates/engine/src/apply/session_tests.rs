@@ -10,8 +10,8 @@ use rand::SeedableRng;
 use super::*;
 use crate::apply::memory::{Memory, SharedMemory};
 use crate::apply::reporter::Reporter;
-use talosprov_core::plan::{Action, Change};
-use talosprov_state::Address;
+use talosprov_core::plan::change::{Action, Change};
+use talosprov_core::state::address::Address;
 
 /// How long any test may take before it fails as hung.
 const DEADLINE: Duration = Duration::from_secs(10);

@@ -6,11 +6,12 @@
 //! progress and records through their [`Reporter`]; they never touch the
 //! state. Proxmox work runs in sections an interruption lets finish.
 
-use talosprov_core::plan::{Change, Step};
+use talosprov_core::plan::change::Change;
+use talosprov_core::plan::step::Step;
 
 use super::context::Context;
 use super::kind;
-pub use super::reporter::{Interrupted, Outcomes, Reporter, StepEnd, StepMessage};
+use crate::apply::reporter::Reporter;
 
 /// Run the step for one change: its kind's step, with the kind's op
 /// ([`Change::step`]).

@@ -8,13 +8,16 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::{ApplyMode as PlanMode, PlannedConfig};
-use talosprov_core::topology::Role;
-use talosprov_state::format;
-use talosprov_state::{Address, Sensitive};
-use talosprov_talos::{
-    self as talos, ApplyMode, ApplyOptions, ClientCredentials, TalosClient, TalosError,
-};
+use talosprov_core::plan::planned::{ApplyMode as PlanMode, PlannedConfig};
+use talosprov_core::role::Role;
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::address::Address;
+use talosprov_core::state::format;
+use talosprov_talos as talos;
+use talosprov_talos::client::TalosClient;
+use talosprov_talos::credentials::ClientCredentials;
+use talosprov_talos::error::TalosError;
+use talosprov_talos::types::{ApplyMode, ApplyOptions};
 
 use super::context::{ConfigChange, Context, credentials, planned_config};
 use super::gate::gated_restart;
@@ -38,7 +41,7 @@ pub(super) async fn reset_node(ctx: &Context, host: &str, role: Option<Role>, r:
         let c = TalosClient::connect_secure(ip, credentials).await?;
         let c = c.with_hostname(host);
         c.version().await?;
-        Ok::<_, talos::TalosError>(c)
+        Ok::<_, talos::error::TalosError>(c)
     })
     .await;
     let Ok(Ok(client)) = connect else {
@@ -51,7 +54,7 @@ pub(super) async fn reset_node(ctx: &Context, host: &str, role: Option<Role>, r:
     } else {
         "resetting Talos"
     });
-    let options = talos::ResetOptions {
+    let options = talos::types::ResetOptions {
         graceful,
         reboot: false,
         system_partitions: Vec::new(),
@@ -135,7 +138,7 @@ async fn probe_maintenance(
 
 fn no_answer(ip: IpAddr, host: &str, probe: Duration) -> TalosError {
     TalosError::Unreachable {
-        node: talos::NodeName {
+        node: talos::error::NodeName {
             ip,
             hostname: Some(host.to_owned()),
         },
@@ -163,7 +166,7 @@ async fn wait_either(
     let deadline = tokio::time::Instant::now() + w.maintenance;
     let mut attempt = 0;
     let on_cause = |cause: &str| r.progress(format!("waiting for maintenance mode: {cause}"));
-    let mut causes = talos::CauseTracker::new(&on_cause);
+    let mut causes = talos::wait::CauseTracker::new(&on_cause);
     loop {
         let secure = probe_secure(ip, host, credentials, w.probe).await;
         if let Ok(c) = secure {
@@ -240,19 +243,20 @@ pub(super) async fn secure_mode(
 ) -> anyhow::Result<TalosClient> {
     let credentials = credentials(ctx)?;
     let on_cause = |cause: &str| r.progress(format!("waiting for secure mode: {cause}"));
-    let options = talos::SecureWait {
+    let options = talos::wait::SecureWait {
         timeout,
         backoff: ctx.waits.backoff,
         in_maintenance: if after_apply {
-            talos::InMaintenance::AfterApply {
-                grace: talos::MAINTENANCE_GRACE,
+            talos::wait::InMaintenance::AfterApply {
+                grace: talos::wait::MAINTENANCE_GRACE,
             }
         } else {
-            talos::InMaintenance::Fails
+            talos::wait::InMaintenance::Fails
         },
         on_cause: &on_cause,
     };
-    let wait = async { Ok(talos::wait_secure_with(ip, Some(host), credentials, &options).await?) };
+    let wait =
+        async { Ok(talos::wait::wait_secure_with(ip, Some(host), credentials, &options).await?) };
     let issuers = certificate_issuers(ctx, host);
     r.waiting(r.unless_all_fail(&issuers, &no_issuer(host), wait))
         .await
@@ -459,7 +463,7 @@ pub(super) fn config_record(
     host: &str,
     change: &ConfigChange<'_>,
     want: &PlannedConfig,
-    yaml: &talosprov_core::machine::Sensitive<String>,
+    yaml: &talosprov_core::sensitive::Sensitive<String>,
     secure_mode: bool,
 ) -> Record {
     Record::Config {

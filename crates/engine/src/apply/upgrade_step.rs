@@ -5,15 +5,17 @@
 
 use anyhow::Context as _;
 
-use crate::health::ClusterNode;
-use talosprov_core::plan::KubernetesChange;
+use crate::health::cluster::ClusterNode;
+use talosprov_core::plan::planned::KubernetesChange;
 
 use super::context::{ConfigChange, Context, credentials, planned_config};
 use super::gate::{cluster_nodes, describe};
 use super::record::Record;
 use super::reporter::Reporter;
 use super::talos_steps;
-use super::upgrade::{self, UpgradeEvent, UpgradeNode, UpgradeTarget};
+use crate::apply::upgrade;
+use crate::apply::upgrade::events::UpgradeEvent;
+use crate::apply::upgrade::rolling::{UpgradeNode, UpgradeTarget};
 
 /// Upgrade Talos on `host` to the desired version and installer image, never
 /// touching its VM: the etcd gate and snapshot first for a control plane, the
@@ -66,7 +68,7 @@ pub(super) async fn upgrade(
             });
         }
     };
-    upgrade::rolling_upgrade(
+    upgrade::rolling::rolling_upgrade(
         &cluster,
         std::slice::from_ref(&item),
         &target,
@@ -93,7 +95,7 @@ fn control_plane_components(
     ctx: &Context,
     roll: &KubernetesChange,
     cluster: &[ClusterNode],
-) -> anyhow::Result<Vec<upgrade::ConfigUpdate>> {
+) -> anyhow::Result<Vec<upgrade::kubernetes::ConfigUpdate>> {
     let mut updates = Vec::new();
     for cp in &roll.control_plane_components {
         let new = ctx
@@ -106,17 +108,17 @@ fn control_plane_components(
         let running = ctx
             .recorded_machineconfigs
             .get(cp)
-            .and_then(|m| upgrade::kubelet_image(m.expose()));
+            .and_then(|m| upgrade::kubernetes::kubelet_image(m.expose()));
         let (Some(running), Some(node)) = (running, cluster.iter().find(|n| &n.hostname == cp))
         else {
             continue;
         };
-        if upgrade::kubelet_image(new).as_deref() == Some(running.as_str()) {
+        if upgrade::kubernetes::kubelet_image(new).as_deref() == Some(running.as_str()) {
             continue;
         }
-        let config = upgrade::with_kubelet_image(new, &running)
+        let config = upgrade::kubernetes::with_kubelet_image(new, &running)
             .with_context(|| format!("cannot make the control-plane component config of {cp}"))?;
-        updates.push(upgrade::ConfigUpdate {
+        updates.push(upgrade::kubernetes::ConfigUpdate {
             node: node.clone(),
             config: config.into_bytes(),
         });
@@ -160,9 +162,9 @@ pub(super) async fn kubernetes(
         .find(|n| n.hostname == host)
         .cloned()
         .with_context(|| format!("{host} is not in the topology"))?;
-    let roll = upgrade::KubernetesRoll {
+    let roll = upgrade::kubernetes::KubernetesRoll {
         control_plane_components: control_plane_components(ctx, k8s, &cluster)?,
-        kubelet: vec![upgrade::ConfigUpdate {
+        kubelet: vec![upgrade::kubernetes::ConfigUpdate {
             node,
             config: yaml.expose().as_bytes().to_vec(),
         }],
@@ -177,7 +179,7 @@ pub(super) async fn kubernetes(
                 .join(", ")
         ));
     }
-    upgrade::upgrade_kubernetes(
+    upgrade::kubernetes::upgrade_kubernetes(
         &cluster,
         &roll,
         &recorded.talos_version,

@@ -6,13 +6,17 @@
 use std::collections::BTreeMap;
 
 use super::{CommandError, Ui};
-use talosprov_core::addon::{ClusterFacts, RenderedAddon, helm, manifests};
+use talosprov_core::addon::manifests::RenderedAddon;
+use talosprov_core::addon::{helm, manifests};
+use talosprov_core::diagnostics::{Code, Diagnostic};
 use talosprov_core::load::Budget;
-use talosprov_core::machine::SecretsBundle;
-use talosprov_core::plan::AddonValues;
-use talosprov_core::topology::{Addon, AddonSource, Code, Diagnostic, Role, Topology};
-use talosprov_state::Sensitive;
-use talosprov_state::format::Rendering;
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::plan::model::AddonValues;
+use talosprov_core::preset::spec::ClusterFacts;
+use talosprov_core::role::Role;
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::format::Rendering;
+use talosprov_core::topology::model::{Addon, AddonSource, Topology};
 
 /// Renderings already made: the state's, and a saved plan's. One whose
 /// digest is the digest of the inputs now is used as it is, so a plan does
@@ -112,7 +116,7 @@ pub async fn render(
 /// The `url` add-ons' objects, downloaded all at once.
 async fn downloads(
     topology: &Topology,
-    limits: talosprov_sources::SourceLimits,
+    limits: talosprov_sources::limits::SourceLimits,
 ) -> Result<(Vec<RenderedAddon>, Vec<Diagnostic>), CommandError> {
     let list: Vec<(&Addon, &str, &str)> = topology
         .addons
@@ -127,7 +131,7 @@ async fn downloads(
     if list.is_empty() {
         return Ok((rendered, problems));
     }
-    let fetcher = talosprov_sources::Fetcher::new(limits)?;
+    let fetcher = talosprov_sources::fetch::Fetcher::new(limits)?;
     let fetched = futures::future::join_all(
         list.iter()
             .map(|(_, url, sha256)| fetcher.manifest(url, sha256)),
@@ -142,14 +146,18 @@ async fn downloads(
             }
             Err(e) => {
                 let code = match e {
-                    talosprov_sources::FetchError::Mismatch { .. } => Code::AddonChecksum,
-                    talosprov_sources::FetchError::Client(_)
-                    | talosprov_sources::FetchError::Transport { .. }
-                    | talosprov_sources::FetchError::Status { .. }
-                    | talosprov_sources::FetchError::TooSlow { .. }
-                    | talosprov_sources::FetchError::Deadline { .. } => Code::AddonSourceFailed,
-                    talosprov_sources::FetchError::TooLarge { .. }
-                    | talosprov_sources::FetchError::NotUtf8 { .. } => Code::InvalidAddonManifest,
+                    talosprov_sources::fetch::FetchError::Mismatch { .. } => Code::AddonChecksum,
+                    talosprov_sources::fetch::FetchError::Client(_)
+                    | talosprov_sources::fetch::FetchError::Transport { .. }
+                    | talosprov_sources::fetch::FetchError::Status { .. }
+                    | talosprov_sources::fetch::FetchError::TooSlow { .. }
+                    | talosprov_sources::fetch::FetchError::Deadline { .. } => {
+                        Code::AddonSourceFailed
+                    }
+                    talosprov_sources::fetch::FetchError::TooLarge { .. }
+                    | talosprov_sources::fetch::FetchError::NotUtf8 { .. } => {
+                        Code::InvalidAddonManifest
+                    }
                 };
                 let msg = format!("add-on `{}`: {e}", addon.name);
                 problems.push(manifests::at(topology, addon, code, msg));
@@ -177,7 +185,7 @@ async fn chart(
     addon: &Addon,
     facts: Option<&ClusterFacts>,
     known: Known<'_>,
-    limits: talosprov_sources::SourceLimits,
+    limits: talosprov_sources::limits::SourceLimits,
 ) -> Result<Option<Chart>, Diagnostic> {
     let kubernetes = manifests::kubernetes_version(topology);
     let Some(args) = helm::template_args(addon, &kubernetes) else {
@@ -193,7 +201,7 @@ async fn chart(
         },
     };
     let files = values_files(topology, addon)?;
-    let values = talosprov_core::addon::effective_values(addon, &facts, &files);
+    let values = talosprov_core::addon::values::effective_values(addon, &facts, &files);
     let digest = helm::inputs_digest(&args, &values);
     let shown = |rendered: bool| AddonValues {
         name: addon.name.clone(),
@@ -205,7 +213,7 @@ async fn chart(
             AddonSource::Manifests(_) | AddonSource::Url { .. } => String::new(),
         },
         rendered,
-        values: talosprov_core::addon::redact_values(&values),
+        values: talosprov_core::addon::values::redact_values(&values),
     };
     if let Some(r) = known.get(&addon.name, &digest) {
         return Ok(Some(Chart {
@@ -215,22 +223,24 @@ async fn chart(
         }));
     }
     let fail = |msg: String| manifests::at(topology, addon, Code::HelmNotFound, msg);
-    let program = talosprov_sources::find_helm(
-        std::env::var(talosprov_sources::HELM_ENV).ok().as_deref(),
+    let program = talosprov_sources::helm::find_helm(
+        std::env::var(talosprov_sources::helm::HELM_ENV)
+            .ok()
+            .as_deref(),
         std::env::var("PATH").ok().as_deref(),
     )
     .map_err(|e| fail(format!("add-on `{}` is a Helm chart: {e}", addon.name)))?;
     let yaml = serde_yaml_ng::to_string(&values).unwrap_or_default();
-    let text = talosprov_sources::template(&program, &args, &yaml, limits.deadline)
+    let text = talosprov_sources::helm::template(&program, &args, &yaml, limits.deadline)
         .await
         .map_err(|e| {
             let code = match e {
-                talosprov_sources::HelmError::NotFound { .. } => Code::HelmNotFound,
-                talosprov_sources::HelmError::Io { .. }
-                | talosprov_sources::HelmError::Failed { .. }
-                | talosprov_sources::HelmError::Timeout { .. } => Code::AddonSourceFailed,
-                talosprov_sources::HelmError::TooLarge { .. }
-                | talosprov_sources::HelmError::NotUtf8 { .. } => Code::InvalidAddonManifest,
+                talosprov_sources::helm::HelmError::NotFound { .. } => Code::HelmNotFound,
+                talosprov_sources::helm::HelmError::Io { .. }
+                | talosprov_sources::helm::HelmError::Failed { .. }
+                | talosprov_sources::helm::HelmError::Timeout { .. } => Code::AddonSourceFailed,
+                talosprov_sources::helm::HelmError::TooLarge { .. }
+                | talosprov_sources::helm::HelmError::NotUtf8 { .. } => Code::InvalidAddonManifest,
             };
             manifests::at(
                 topology,

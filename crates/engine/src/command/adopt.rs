@@ -18,15 +18,21 @@ use sha2::Digest as _;
 
 use super::store::{StateSettings, locked, state_env};
 use super::{CommandError, Ui};
-use talosprov_core::adopt::{
-    self, AppliedConfig, NodeConfig, NodeSource, Settings, TfState, machine_secrets, proxmox_side,
-    talos_side,
-};
-use talosprov_core::machine::{SecretsBundle, parse_secrets_yaml, secrets_yaml};
-use talosprov_state::config::{self, StateSection};
-use talosprov_state::format::{Output, State};
-use talosprov_state::{Backend as _, Sensitive, StateBackend};
-use talosprov_talos::{ClientCredentials, TalosClient};
+use talosprov_core::adopt;
+use talosprov_core::adopt::proxmox::proxmox_side;
+use talosprov_core::adopt::secrets::machine_secrets;
+use talosprov_core::adopt::talos::{AppliedConfig, NodeConfig, talos_side};
+use talosprov_core::adopt::tfstate::TfState;
+use talosprov_core::adopt::topology::{NodeSource, Settings};
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::machine::secrets_file::{parse_secrets_yaml, secrets_yaml};
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::config::{self, StateSection};
+use talosprov_core::state::format::{Output, State};
+use talosprov_state::StateBackend;
+use talosprov_state::backend::Backend as _;
+use talosprov_talos::client::TalosClient;
+use talosprov_talos::credentials::ClientCredentials;
 
 /// Where the cluster is adopted from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -202,9 +208,9 @@ async fn node_sources(
 struct Gathered {
     /// Where the source is, for messages.
     place: String,
-    facts: talosprov_core::adopt::ClusterFacts,
+    facts: talosprov_core::adopt::talos::ClusterFacts,
     nodes: Vec<NodeSource>,
-    proxmox: talosprov_core::adopt::ProxmoxSide,
+    proxmox: talosprov_core::adopt::proxmox::ProxmoxSide,
     secrets: SecretsBundle,
     secrets_text: String,
     bootstrapped: bool,
@@ -349,9 +355,9 @@ async fn prepare(
     out_dir: &Path,
     location: &str,
     ui: &Ui,
-) -> Result<(adopt::Adopted, State), CommandError> {
+) -> Result<(adopt::build::Adopted, State), CommandError> {
     let g = gather(request, out_dir, ui).await?;
-    let adopted = adopt::adopt(adopt::Source {
+    let adopted = adopt::build::adopt(adopt::build::Source {
         nodes: g.nodes,
         facts: &g.facts,
         proxmox: &g.proxmox,
@@ -525,7 +531,7 @@ fn merged(
         .into());
     }
     let mut state = existing;
-    adopt::merge_state(&mut state, &adopted)
+    adopt::merge::merge_state(&mut state, &adopted)
         .map_err(|e| anyhow!("cannot merge into the state {location}:\n{e}"))?;
     Ok(state)
 }

@@ -12,15 +12,17 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow};
 
 use super::Ui;
+use talosprov_core::adopt::proxmox::{ProxmoxSide, StateMapping, StateVm};
 use talosprov_core::adopt::proxmox::{StateMapEntry, VmDisk, VmNic, VmPci};
-use talosprov_core::adopt::{
-    ClusterFacts, NodeSource, ProxmoxSide, Settings, StateMapping, StateVm,
-};
-use talosprov_core::machine::SecretsBundle;
+use talosprov_core::adopt::talos::ClusterFacts;
+use talosprov_core::adopt::topology::{NodeSource, Settings};
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::sensitive::Sensitive;
+use talosprov_proxmox::client::Client;
+use talosprov_proxmox::request::Operation;
 use talosprov_proxmox::request::Request;
-use talosprov_proxmox::{Client, Operation};
-use talosprov_state::Sensitive;
-use talosprov_talos::{ClientCredentials, TalosClient};
+use talosprov_talos::client::TalosClient;
+use talosprov_talos::credentials::ClientCredentials;
 
 /// What the nodes say.
 pub(super) struct FromNodes {
@@ -52,7 +54,7 @@ pub(super) async fn read_nodes(
             let version = c.version().await?;
             let config = c.running_config().await?;
             let members = c.etcd_member_list().await.unwrap_or_default();
-            Ok::<_, talosprov_talos::TalosError>((version, config, members))
+            Ok::<_, talosprov_talos::error::TalosError>((version, config, members))
         };
         let (version, config, members) = tokio::time::timeout(probe, read)
             .await
@@ -204,7 +206,7 @@ pub(super) async fn read_proxmox(
     nodes: &[NodeSource],
     ui: &Ui,
 ) -> anyhow::Result<ProxmoxSide> {
-    let px = talosprov_proxmox::Settings::from_env(
+    let px = talosprov_proxmox::settings::Settings::from_env(
         settings.proxmox_endpoint.as_deref(),
         settings
             .proxmox_ca_file
@@ -275,7 +277,7 @@ pub(super) fn credentials(
     secrets: &SecretsBundle,
     nodes: &[String],
 ) -> anyhow::Result<ClientCredentials> {
-    let input = talosprov_core::machine::TalosconfigInput {
+    let input = talosprov_core::machine::talosconfig::TalosconfigInput {
         context: "adopt".into(),
         endpoints: nodes.to_vec(),
         nodes: nodes.to_vec(),
@@ -283,7 +285,8 @@ pub(super) fn credentials(
         now: time::OffsetDateTime::now_utc(),
         lifetime: time::Duration::hours(1),
     };
-    let tc = talosprov_core::machine::Talosconfig::generate(&input, &mut rand::rngs::OsRng)
-        .context("cannot issue a client certificate from the adopted OS CA")?;
+    let tc =
+        talosprov_core::machine::talosconfig::Talosconfig::generate(&input, &mut rand::rngs::OsRng)
+            .context("cannot issue a client certificate from the adopted OS CA")?;
     Ok(ClientCredentials::from_talosconfig(&tc))
 }

@@ -10,22 +10,32 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::sync::{mpsc, watch};
 
-use talosprov_core::machine::SecretsBundle;
-use talosprov_core::plan::{Desired, EtcdRecovery, Plan, SavedPlan};
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::plan::desired::Desired;
+use talosprov_core::plan::kind::resource::EtcdRecovery;
+use talosprov_core::plan::model::Plan;
+use talosprov_core::plan::saved::SavedPlan;
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::address::Address;
 use talosprov_core::state::format::EtcdRestore;
-use talosprov_core::state::{Address, Sensitive, State};
-use talosprov_core::topology::Topology;
+use talosprov_core::state::format::State;
+use talosprov_core::topology::model::Topology;
 
 use super::gate::{cni, kubernetes_gate};
 use super::planning::{PlanRequest, make_plan};
 use super::prepare as cluster;
 use super::store::{StateSettings, Store, locked};
-use super::{CommandError, Question, Shown, Ui, approve, duration_var, guard};
+use crate::apply::context::{Context, Owned, Waits};
+use crate::apply::event::Update;
+use crate::apply::executor::RunOutcome;
 use crate::apply::session::{self, Edges, Planned, Report};
-use crate::apply::upgrade::{RolloutOptions, SnapshotPolicy};
-use crate::apply::{Context, Owned, RunOutcome, Update, Waits};
+use crate::apply::session::{Question, Shown};
+use crate::apply::upgrade::rolling::RolloutOptions;
+use crate::apply::upgrade::snapshot::SnapshotPolicy;
 use crate::backups::Recovery;
-use crate::health::{self, GateOutcome};
+use crate::command::{CommandError, Ui, approve, duration_var, guard};
+use crate::health;
+use crate::health::gate::GateOutcome;
 
 /// The variable that bounds the wait for Proxmox work in flight after an
 /// interruption, in seconds (or a duration such as `20s`).
@@ -533,7 +543,7 @@ async fn final_gate(
         return Ok(None);
     };
     let outcome = tokio::select! {
-        outcome = health::wait_for_kubernetes(&gate, |event| ui.gate(&event)) => outcome,
+        outcome = health::gate::wait_for_kubernetes(&gate, |event| ui.gate(&event)) => outcome,
         _ = cancel.wait_for(|c| *c) => {
             ui.warn(&format!(
                 "{} received while waiting for the Kubernetes nodes to be Ready: every change \
@@ -765,14 +775,15 @@ fn refuse_data_loss(plan: &Plan, allowed: &[Address], ui: &Ui) -> Result<(), Com
 pub(crate) async fn run_plan(
     ctx: Context,
     plan: &Plan,
-    saver: &mut crate::apply::Saver<'_, talosprov_state::StateBackend>,
+    saver: &mut crate::apply::executor::Saver<'_, talosprov_state::StateBackend>,
     parallelism: usize,
     again: &str,
     ui: &Ui,
     cancel: watch::Receiver<bool>,
 ) -> Result<(), CommandError> {
     let tx = ui.updates();
-    let outcome = crate::apply::execute(Arc::new(ctx), plan, saver, parallelism, &tx, cancel).await;
+    let outcome =
+        crate::apply::executor::execute(Arc::new(ctx), plan, saver, parallelism, &tx, cancel).await;
     drop(tx);
     ui.updates_done().await;
     run_result(outcome?, again, ui)

@@ -5,14 +5,18 @@
 
 use std::time::Duration;
 
-use talosprov_core::plan::{Desired, Observed, Plan, destroy_plan};
-use talosprov_core::state::Sensitive;
+use talosprov_core::plan::desired::Desired;
+use talosprov_core::plan::diff::destroy_plan;
+use talosprov_core::plan::model::Plan;
+use talosprov_core::plan::observed::Observed;
+use talosprov_core::sensitive::Sensitive;
 
 use super::apply::{context, interrupt_grace, run_plan};
 use super::prepare as cluster;
 use super::store::{StateSettings, locked};
-use super::{CommandError, Question, Shown, Ui, approve};
-use crate::apply::Saver;
+use crate::apply::executor::Saver;
+use crate::apply::session::{Question, Shown};
+use crate::command::{CommandError, Ui, approve};
 
 /// `destroy`'s flags, as parsed.
 #[derive(Debug, Clone)]

@@ -19,14 +19,17 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 
-use talosprov_backup::{ArchiveName, Destination, Manifest};
+use talosprov_backup::destination::Destination;
+use talosprov_backup::manifest::Manifest;
+use talosprov_backup::name::ArchiveName;
 use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::plan::EtcdRecovery;
-use talosprov_core::state::Address;
-use talosprov_core::state::State;
+use talosprov_core::plan::kind::resource::EtcdRecovery;
+use talosprov_core::state::address::Address;
 use talosprov_core::state::format::EtcdRestore;
-use talosprov_core::topology::Topology;
-use talosprov_talos::{ClientCredentials, TalosClient};
+use talosprov_core::state::format::State;
+use talosprov_core::topology::model::Topology;
+use talosprov_talos::client::TalosClient;
+use talosprov_talos::credentials::ClientCredentials;
 
 use super::apply::{Applied, ApplySettings, Resume};
 use super::store::{StateSettings, Store, locked, no_state};
@@ -274,12 +277,12 @@ async fn source(
             Some(name) => {
                 let parent = if parent.is_empty() { "/" } else { parent };
                 (
-                    talosprov_backup::parse_location(parent, Path::new(""))?,
+                    talosprov_backup::destination::parse_location(parent, Path::new(""))?,
                     Some(name),
                 )
             }
             None => (
-                talosprov_backup::parse_location(trimmed, Path::new(""))?,
+                talosprov_backup::destination::parse_location(trimmed, Path::new(""))?,
                 None,
             ),
         }
@@ -290,7 +293,7 @@ async fn source(
     }
     let cluster = &topology.cluster.name;
     let newest = destination.list(cluster).await?.newest().cloned();
-    let name = newest.ok_or_else(|| talosprov_backup::BackupError::NoArchive {
+    let name = newest.ok_or_else(|| talosprov_backup::error::BackupError::NoArchive {
         cluster: cluster.clone(),
         location: destination.location().to_string(),
     })?;
@@ -668,7 +671,7 @@ async fn wait_installing(loaded: &Loaded, ui: &Ui) -> Vec<String> {
             node.hostname
         ));
         match settled(ip, &ca).await {
-            Some(talosprov_talos::NodeAnswer::Secure {
+            Some(talosprov_talos::probe::NodeAnswer::Secure {
                 issued_by_ours: true,
             }) => up.push(node.hostname.clone()),
             Some(_) => {}
@@ -685,18 +688,18 @@ async fn wait_installing(loaded: &Loaded, ui: &Ui) -> Vec<String> {
 /// What the node at `ip` answers once it settles within [`INSTALL_WAIT`]:
 /// secure mode, or maintenance mode past Talos's grace; `None` while it
 /// stays silent.
-async fn settled(ip: IpAddr, ca: &str) -> Option<talosprov_talos::NodeAnswer> {
-    use talosprov_talos::NodeAnswer;
+async fn settled(ip: IpAddr, ca: &str) -> Option<talosprov_talos::probe::NodeAnswer> {
+    use talosprov_talos::probe::NodeAnswer;
     let started = tokio::time::Instant::now();
     let mut maintenance_since = None;
-    let backoff = talosprov_talos::Backoff::default();
+    let backoff = talosprov_retry::Backoff::default();
     for attempt in 0u32.. {
         let now = tokio::time::Instant::now();
-        match talosprov_talos::probe_node(ip, Some(ca), Duration::from_secs(3)).await {
+        match talosprov_talos::probe::probe_node(ip, Some(ca), Duration::from_secs(3)).await {
             secure @ NodeAnswer::Secure { .. } => return Some(secure),
             NodeAnswer::Maintenance => {
                 let since = *maintenance_since.get_or_insert(now);
-                if now.duration_since(since) > talosprov_talos::MAINTENANCE_GRACE {
+                if now.duration_since(since) > talosprov_talos::wait::MAINTENANCE_GRACE {
                     return Some(NodeAnswer::Maintenance);
                 }
             }
@@ -763,7 +766,7 @@ async fn reset_control_planes(
         .controlplanes()
         .map(|n| (n.hostname.clone(), IpAddr::V4(n.ip)))
         .collect();
-    let question = super::Question::ResetControlPlanes(
+    let question = crate::apply::session::Question::ResetControlPlanes(
         nodes
             .iter()
             .map(|(h, ip)| (h.clone(), ip.to_string()))
@@ -783,7 +786,7 @@ async fn reset_control_planes(
         ..resets.mark.clone()
     };
     record_restore(resets.store, Some(resetting)).await?;
-    let reset = talosprov_talos::ResetOptions {
+    let reset = talosprov_talos::types::ResetOptions {
         graceful: false,
         reboot: true,
         system_partitions: Vec::new(),
@@ -812,11 +815,11 @@ async fn reset_control_planes(
             "Waiting for {host} ({ip}) in maintenance mode (up to {} s)",
             RESET_WAIT.as_secs()
         ));
-        let wait = talosprov_talos::wait_maintenance(
+        let wait = talosprov_talos::wait::wait_maintenance(
             *ip,
             Some(host),
             RESET_WAIT,
-            talosprov_talos::Backoff::default(),
+            talosprov_retry::Backoff::default(),
         );
         let mut c = cancel.clone();
         tokio::select! {

@@ -5,10 +5,11 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use talosprov_core::state::State;
-use talosprov_core::topology::Topology;
+use talosprov_core::state::format::State;
+use talosprov_core::topology::model::Topology;
 
-use crate::health::{self, ClusterNode, Cni};
+use crate::health;
+use crate::health::cluster::{ClusterNode, Cni};
 
 /// The cluster's CNI, from the first control plane's machine config in the
 /// state.
@@ -33,7 +34,7 @@ pub fn kubernetes_gate(
     state: &State,
     cni: Option<&Cni>,
     wait: Duration,
-) -> Option<health::KubernetesGate> {
+) -> Option<health::gate::KubernetesGate> {
     let (addons, _) = talosprov_files::render_addons(topology);
     let objects = || addons.iter().flat_map(|a| &a.objects);
     let presets = || topology.addons.values().filter_map(|a| a.preset);
@@ -49,7 +50,7 @@ pub fn kubernetes_gate(
         .filter(|n| gpu_addon && talosprov_core::addon::checks::has_nvidia_device(topology, n))
         .map(|n| IpAddr::V4(n.ip))
         .collect();
-    Some(health::KubernetesGate {
+    Some(health::gate::KubernetesGate {
         kubeconfig: state
             .outputs
             .kubeconfig

@@ -7,14 +7,19 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow};
 
 use talosprov_core::machine::talosconfig::Talosconfig;
-use talosprov_core::state::State;
-use talosprov_core::topology::{Role, Topology};
-use talosprov_talos::{Backoff, ClientCredentials};
+use talosprov_core::role::Role;
+use talosprov_core::state::format::State;
+use talosprov_core::topology::model::Topology;
+use talosprov_retry::Backoff;
+use talosprov_talos::credentials::ClientCredentials;
 
 use super::gate::{cluster_nodes, cni, kubernetes_gate};
 use super::store::{StateSettings, no_state};
 use super::{CommandError, Ui};
-use crate::health::{self, ClusterNode, Expectations, HealthReport};
+use crate::health;
+use crate::health::cluster::ClusterNode;
+use crate::health::judge::Expectations;
+use crate::health::report::HealthReport;
 
 /// A health check about to run: what the view says before the checks (the
 /// cluster, its nodes by role, the Talos version), and what it needs.
@@ -60,7 +65,7 @@ pub(super) fn credentials(topology: &Topology, state: &State) -> anyhow::Result<
 /// The certificates check: each CA of the state's secrets and the client certificates of
 /// its talosconfig and kubeconfig, with their expiry dates. It fails when one has expired;
 /// a CA that expires within a year is named in the reason.
-fn certificates_check(state: &State, now: time::OffsetDateTime) -> health::Check {
+fn certificates_check(state: &State, now: time::OffsetDateTime) -> health::report::Check {
     use talosprov_core::machine::expiry::{
         certificate_not_after, kubeconfig_not_after, talosconfig_not_after,
     };
@@ -114,12 +119,12 @@ fn certificates_check(state: &State, now: time::OffsetDateTime) -> health::Check
             soon.join(", ")
         );
     }
-    health::Check {
-        name: health::CheckName::Certificates,
+    health::report::Check {
+        name: health::report::CheckName::Certificates,
         status: if expired.is_empty() {
-            health::CheckStatus::Pass
+            health::report::CheckStatus::Pass
         } else {
-            health::CheckStatus::Fail
+            health::report::CheckStatus::Fail
         },
         reason,
     }
@@ -168,9 +173,9 @@ impl HealthRun {
     /// up to `wait`); CoreDNS is not checked, and its check says so.
     pub async fn check(self, wait: Duration) -> HealthReport {
         let mut report = if wait.is_zero() {
-            health::run_checks(&self.nodes, &self.credentials, &self.expect).await
+            health::probe::run_checks(&self.nodes, &self.credentials, &self.expect).await
         } else {
-            match health::wait_healthy(
+            match health::probe::wait_healthy(
                 &self.nodes,
                 &self.credentials,
                 &self.expect,
@@ -191,20 +196,22 @@ impl HealthRun {
         let Some(gate) = gate else {
             return report;
         };
-        let checks = health::wait_for_kubernetes(&gate, |_| {}).await.checks;
+        let checks = health::gate::wait_for_kubernetes(&gate, |_| {})
+            .await
+            .checks;
         let at = report
             .checks
             .iter()
-            .position(|c| c.name == health::CheckName::KubernetesNodesReady)
+            .position(|c| c.name == health::report::CheckName::KubernetesNodesReady)
             .unwrap_or(report.checks.len());
         report
             .checks
-            .retain(|c| c.name != health::CheckName::KubernetesNodesReady);
+            .retain(|c| c.name != health::report::CheckName::KubernetesNodesReady);
         for (i, c) in checks.into_iter().enumerate() {
             report.checks.insert((at + i).min(report.checks.len()), c);
         }
         for c in &mut report.checks {
-            if c.name == health::CheckName::CorednsReady {
+            if c.name == health::report::CheckName::CorednsReady {
                 c.reason = "not checked by talosprov; use `kubectl -n kube-system get pods -l k8s-app=kube-dns`".to_owned();
             }
         }

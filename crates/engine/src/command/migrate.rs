@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
+use talosprov_core::diagnostics::Diagnostic;
 use talosprov_core::machine::migrate::{Left, Moved, Scope, migrate_to_v1_14};
-use talosprov_core::topology::{Diagnostic, Role};
+use talosprov_core::role::Role;
 
 /// One patch file's migration.
 #[derive(Debug, Clone, PartialEq, Eq)]

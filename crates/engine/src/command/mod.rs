@@ -20,11 +20,11 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use talosprov_core::topology::Diagnostic;
+use talosprov_core::diagnostics::Diagnostic;
 
-use crate::apply::Update;
-pub use crate::apply::session::{Question, Shown};
-use crate::health::{GateEvent, GateOutcome};
+use crate::apply::event::Update;
+use crate::apply::session::{Question, Shown};
+use crate::health::gate::{GateEvent, GateOutcome};
 
 mod addons;
 pub mod adopt;
@@ -49,7 +49,7 @@ pub mod store;
 pub mod validate;
 pub mod validate_online;
 
-pub use talosprov_retry::{Notice, seconds};
+use talosprov_retry::Notice;
 
 /// A failed command: what to tell the user once, and which exit code it maps
 /// to in the CLI (OpenTofu's: 1, 3 for a held lock, 130 or 143 after a
@@ -242,14 +242,14 @@ pub fn renewal() -> anyhow::Result<talosprov_core::plan::renewal::Renewal> {
 ///
 /// # Errors
 /// A value that is not a duration, or is zero, naming the variable.
-pub fn source_limits() -> anyhow::Result<talosprov_sources::SourceLimits> {
-    let name = talosprov_sources::SOURCE_TIMEOUT_ENV;
-    let default = talosprov_sources::SourceLimits::default();
+pub fn source_limits() -> anyhow::Result<talosprov_sources::limits::SourceLimits> {
+    let name = talosprov_sources::limits::SOURCE_TIMEOUT_ENV;
+    let default = talosprov_sources::limits::SourceLimits::default();
     let deadline = duration_var(name, default.deadline)?;
     if deadline.is_zero() {
         anyhow::bail!("{name} is 0: a download or a helm run needs some time; unset it for 120 s");
     }
-    Ok(talosprov_sources::SourceLimits {
+    Ok(talosprov_sources::limits::SourceLimits {
         deadline,
         ..default
     })

@@ -8,14 +8,18 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::{EtcdRecovery, GitlabReport, Plan, SavedPlan};
-use talosprov_core::state::Address;
-use talosprov_core::topology::Topology;
+use talosprov_core::plan::gitlab_report::GitlabReport;
+use talosprov_core::plan::kind::resource::EtcdRecovery;
+use talosprov_core::plan::model::Plan;
+use talosprov_core::plan::saved::SavedPlan;
+use talosprov_core::state::address::Address;
+use talosprov_core::topology::model::Topology;
 
 use super::planning::{PlanRequest as Planning, make_plan};
 use super::prepare as cluster;
 use super::store::{StateSettings, Store, locked};
-use super::{CommandError, Shown, Ui, guard};
+use crate::apply::session::Shown;
+use crate::command::{CommandError, Ui, guard};
 
 /// `plan`'s flags, as parsed.
 #[derive(Debug, Clone)]
@@ -129,10 +133,11 @@ pub(super) async fn backup_warnings(
     let remote = matches!(store.backend(), talosprov_state::StateBackend::Http(_));
     let now = time::OffsetDateTime::now_utc();
     for message in crate::backups::plan_warnings(topology, remote, beside, online, now).await {
-        plan.warnings.push(talosprov_core::plan::PlanWarning {
-            address: None,
-            message,
-        });
+        plan.warnings
+            .push(talosprov_core::plan::model::PlanWarning {
+                address: None,
+                message,
+            });
     }
 }
 

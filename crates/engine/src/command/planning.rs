@@ -6,13 +6,16 @@ use anyhow::Context as _;
 
 use super::prepare as cluster;
 use super::{CommandError, Ui, addons};
-use talosprov_core::machine::parse_secrets_yaml;
-use talosprov_core::plan::{self, EtcdRecovery, PlanInput, SavedPlan};
-use talosprov_core::topology::Topology;
-use talosprov_state::Address;
-use talosprov_state::format::State;
+use talosprov_core::machine::secrets_file::parse_secrets_yaml;
+use talosprov_core::plan;
+use talosprov_core::plan::diff::PlanInput;
+use talosprov_core::plan::kind::resource::EtcdRecovery;
+use talosprov_core::plan::saved::SavedPlan;
+use talosprov_core::state::address::Address;
+use talosprov_core::state::format::State;
+use talosprov_core::topology::model::Topology;
 
-pub use crate::apply::session::Planned;
+use crate::apply::session::Planned;
 
 /// How a plan is made, beside its inputs.
 #[derive(Debug, Clone, Copy)]
@@ -80,7 +83,7 @@ pub async fn make_plan(
     )?;
     let mut observed = cluster::observe(topology, state, &bundle, &configs, offline, ui).await?;
     let shared = cluster::storage_shared(&observed, state);
-    let mut desired = plan::desired(topology, &configs, shared).map_err(|errors| {
+    let mut desired = plan::desired::desired(topology, &configs, shared).map_err(|errors| {
         anyhow::anyhow!(
             "{}",
             errors
@@ -90,7 +93,7 @@ pub async fn make_plan(
                 .join("\n")
         )
     })?;
-    desired.objects = talosprov_core::addon::desired_objects(topology, &rendered.addons);
+    desired.objects = talosprov_core::addon::delivery::desired_objects(topology, &rendered.addons);
     if !offline {
         match observe_objects(topology, state, &bundle, &desired).await {
             Ok(o) => observed.kubernetes = o,
@@ -102,7 +105,7 @@ pub async fn make_plan(
         Some(r) => r,
         None => super::renewal()?,
     };
-    let mut p = plan::plan(PlanInput {
+    let mut p = plan::diff::plan(PlanInput {
         desired: &desired,
         state,
         observed: &observed,
@@ -120,8 +123,8 @@ pub async fn make_plan(
         )
     })?;
     p.addons = rendered.values;
-    p.pools = plan::pool_changes(state, &topology.pools);
-    plan::target(&mut p, targets, &desired);
+    p.pools = plan::model::pool_changes(state, &topology.pools);
+    plan::order::target(&mut p, targets, &desired);
     if !offline {
         // Before anything is changed: the token holds what the changes need.
         let client = cluster::proxmox_client_again(topology)?;
@@ -131,10 +134,10 @@ pub async fn make_plan(
         warn_targeting(targets, &desired, state, ui);
     }
     if staged {
-        plan::stage_config_changes(&mut p);
+        plan::staged::stage_config_changes(&mut p);
     }
     if fresh_secrets {
-        plan::digests_known_after_apply(&mut p);
+        plan::diff::digests_known_after_apply(&mut p);
     }
     Ok(Planned {
         plan: p,
@@ -190,8 +193,8 @@ fn plan_secrets(
     state: Option<&State>,
     saved: Option<&SavedPlan>,
 ) -> anyhow::Result<(
-    talosprov_core::machine::SecretsBundle,
-    Option<talosprov_core::state::Sensitive>,
+    talosprov_core::machine::secrets::SecretsBundle,
+    Option<talosprov_core::sensitive::Sensitive>,
     bool,
 )> {
     let recorded = cluster::state_secrets_opt(state)?;
@@ -213,7 +216,12 @@ fn plan_secrets(
 /// With `-target`, warn as OpenTofu does that resource targeting is in
 /// effect (the plan may be incomplete), and name each target that matches no
 /// resource in the topology or the state, with the closest address that does.
-fn warn_targeting(targets: &[Address], desired: &plan::Desired, state: Option<&State>, ui: &Ui) {
+fn warn_targeting(
+    targets: &[Address],
+    desired: &plan::desired::Desired,
+    state: Option<&State>,
+    ui: &Ui,
+) {
     if targets.is_empty() {
         return;
     }
@@ -230,7 +238,7 @@ fn warn_targeting(targets: &[Address], desired: &plan::Desired, state: Option<&S
             "they depend"
         },
     ));
-    let unmatched = plan::unmatched_targets(targets, desired, state);
+    let unmatched = plan::order::unmatched_targets(targets, desired, state);
     if unmatched.is_empty() {
         return;
     }
@@ -272,9 +280,9 @@ const KUBE_REFRESH: std::time::Duration = std::time::Duration::from_secs(30);
 async fn observe_objects(
     topology: &Topology,
     state: Option<&State>,
-    secrets: &talosprov_core::machine::SecretsBundle,
-    desired: &plan::Desired,
-) -> Result<Option<plan::ObservedObjects>, String> {
+    secrets: &talosprov_core::machine::secrets::SecretsBundle,
+    desired: &plan::desired::Desired,
+) -> Result<Option<plan::observed::ObservedObjects>, String> {
     let Some(state) = state else {
         return Ok(None);
     };
@@ -293,7 +301,7 @@ async fn observe_objects(
             cluster::offline_kubeconfig(topology, secrets).unwrap_or_else(|_| stored.value.clone())
         };
     let read = async {
-        let client = talosprov_kube::KubeClient::from_kubeconfig(kubeconfig.expose())
+        let client = talosprov_kube::client::KubeClient::from_kubeconfig(kubeconfig.expose())
             .await
             .map_err(|e| e.to_string())?;
         crate::apply::refresh_kube::observe_objects(

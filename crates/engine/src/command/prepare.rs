@@ -14,19 +14,23 @@ use sha2::Digest as _;
 use super::store::state_env;
 use super::{CommandError, Ui};
 use crate::apply::refresh::{RefreshInput, refresh};
-use talosprov_core::addon::RenderedAddon;
+use talosprov_core::addon::manifests::RenderedAddon;
+use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
 use talosprov_core::machine::rotation::CaRotation;
-use talosprov_core::machine::{
-    AdminKubeconfig, KubeconfigInput, SecretsBundle, Talosconfig, TalosconfigInput,
-    parse_secrets_yaml, secrets_yaml,
-};
-use talosprov_core::plan::{InputDigests, Observed, RenderedConfig, SavedPlan};
-use talosprov_core::topology::{self, SchematicSpec, Topology};
-use talosprov_factory::{FactoryClient, Schematic};
-use talosprov_state::Sensitive;
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::machine::secrets_file::{parse_secrets_yaml, secrets_yaml};
+use talosprov_core::machine::talosconfig::{Talosconfig, TalosconfigInput};
+use talosprov_core::plan::desired::RenderedConfig;
+use talosprov_core::plan::observed::Observed;
+use talosprov_core::plan::saved::{InputDigests, SavedPlan};
+use talosprov_core::schematic::Schematic;
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::format::State;
+use talosprov_core::topology;
+use talosprov_core::topology::model::{SchematicSpec, Topology};
+use talosprov_factory::client::FactoryClient;
 use talosprov_state::encrypt::{self, StateKeys};
-use talosprov_state::format::State;
-use talosprov_talos::ClientCredentials;
+use talosprov_talos::credentials::ClientCredentials;
 
 /// Load and validate the topology; its diagnostics go to the frontend.
 ///
@@ -181,7 +185,7 @@ pub fn render_configs(
     addons: &[RenderedAddon],
     ui: &Ui,
 ) -> Result<(Vec<RenderedConfig>, InputDigests), CommandError> {
-    let report = |d: &[topology::Diagnostic]| {
+    let report = |d: &[talosprov_core::diagnostics::Diagnostic]| {
         ui.diagnostics(d);
         CommandError::Reported
     };
@@ -189,16 +193,16 @@ pub fn render_configs(
         Ok(p) => p,
         Err(diagnostics) => return Err(report(&diagnostics)),
     };
-    let inline = talosprov_core::addon::inline_manifests(topology, addons);
+    let inline = talosprov_core::addon::manifests::inline_manifests(topology, addons);
     // A CA rotation in progress renders the stage's CAs.
     let (secrets, accepted) = talosprov_core::machine::rotation::effective(secrets, rotation);
     let configs = talosprov_core::machine::node::node_configs_with(
         topology, &secrets, &accepted, &patches, &inline,
     )
     .map_err(|d| report(&d))?;
-    let mut addon_problems = talosprov_core::addon::check(topology, &configs);
-    let facts = talosprov_core::addon::ClusterFacts::of(&configs);
-    addon_problems.extend(talosprov_core::addon::object_checks(
+    let mut addon_problems = talosprov_core::addon::checks::check(topology, &configs);
+    let facts = talosprov_core::preset::spec::ClusterFacts::of(&configs);
+    addon_problems.extend(talosprov_core::addon::manifests::object_checks(
         topology,
         addons,
         facts.as_ref(),
@@ -370,12 +374,15 @@ pub fn offline_kubeconfig(
 ///
 /// # Errors
 /// Missing endpoint or credentials, a bad fingerprint.
-pub fn proxmox_client(topology: &Topology, ui: &Ui) -> anyhow::Result<talosprov_proxmox::Client> {
+pub fn proxmox_client(
+    topology: &Topology,
+    ui: &Ui,
+) -> anyhow::Result<talosprov_proxmox::client::Client> {
     let settings = proxmox_settings(topology)?;
     if let Some(w) = settings.warning() {
         ui.warn(w);
     }
-    Ok(talosprov_proxmox::Client::new(settings)?)
+    Ok(talosprov_proxmox::client::Client::new(settings)?)
 }
 
 /// [`proxmox_client`] for a second client in the same command, which does not
@@ -383,14 +390,18 @@ pub fn proxmox_client(topology: &Topology, ui: &Ui) -> anyhow::Result<talosprov_
 ///
 /// # Errors
 /// As [`proxmox_client`].
-pub fn proxmox_client_again(topology: &Topology) -> anyhow::Result<talosprov_proxmox::Client> {
-    Ok(talosprov_proxmox::Client::new(proxmox_settings(topology)?)?)
+pub fn proxmox_client_again(
+    topology: &Topology,
+) -> anyhow::Result<talosprov_proxmox::client::Client> {
+    Ok(talosprov_proxmox::client::Client::new(proxmox_settings(
+        topology,
+    )?)?)
 }
 
-fn proxmox_settings(topology: &Topology) -> anyhow::Result<talosprov_proxmox::Settings> {
+fn proxmox_settings(topology: &Topology) -> anyhow::Result<talosprov_proxmox::settings::Settings> {
     let p = &topology.proxmox;
     let endpoint = (!p.endpoint.is_empty()).then_some(p.endpoint.as_str());
-    Ok(talosprov_proxmox::Settings::from_env(
+    Ok(talosprov_proxmox::settings::Settings::from_env(
         endpoint,
         p.ca_file.as_deref(),
         p.fingerprint.as_deref(),
@@ -418,10 +429,10 @@ pub fn factory_client(topology: &Topology) -> anyhow::Result<FactoryClient> {
 fn refresh_context(e: anyhow::Error, what: &str) -> anyhow::Error {
     let tls = e.chain().any(|c| {
         matches!(
-            c.downcast_ref::<talosprov_proxmox::ProxmoxError>(),
+            c.downcast_ref::<talosprov_proxmox::error::ProxmoxError>(),
             Some(
-                talosprov_proxmox::ProxmoxError::Tls { .. }
-                    | talosprov_proxmox::ProxmoxError::CaFile { .. }
+                talosprov_proxmox::error::ProxmoxError::Tls { .. }
+                    | talosprov_proxmox::error::ProxmoxError::CaFile { .. }
             )
         )
     });

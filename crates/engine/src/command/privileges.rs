@@ -5,10 +5,11 @@
 //! plan with Proxmox changes; a missing privilege fails the plan, naming it,
 //! its path and the `pveum` line that grants it.
 
-use talosprov_core::plan::{ImageOp, MappingOp, Op, Plan, PoolOp, VmOp};
-use talosprov_core::topology::Topology;
+use talosprov_core::plan::change::{ImageOp, MappingOp, Op, PoolOp, VmOp};
+use talosprov_core::plan::model::Plan;
+use talosprov_core::state::format::State;
+use talosprov_core::topology::model::Topology;
 use talosprov_proxmox::access::{self, Needs};
-use talosprov_state::format::State;
 
 /// What the plan's changes need from Proxmox, on PVE `pve_major`. Pure.
 pub fn needs(plan: &Plan, topology: &Topology, state: Option<&State>, pve_major: u32) -> Needs {
@@ -29,7 +30,8 @@ pub fn needs(plan: &Plan, topology: &Topology, state: Option<&State>, pve_major:
             Op::Pool(PoolOp::Create) => n.create_pool = true,
             Op::Pool(PoolOp::Delete) => {}
             Op::PciMapping(MappingOp::Create(_) | MappingOp::Update(_) | MappingOp::Delete) => {
-                if let talosprov_state::Address::PciMapping(name) = change.address() {
+                if let talosprov_core::state::address::Address::PciMapping(name) = change.address()
+                {
                     n.mappings_managed.push(name.clone());
                 }
             }
@@ -78,16 +80,19 @@ pub(crate) fn changes_proxmox(plan: &Plan) -> bool {
 }
 
 /// The vmid the state records for a `vm/<host>` address.
-fn recorded_vmid(state: Option<&State>, address: &talosprov_state::Address) -> Option<u32> {
+fn recorded_vmid(
+    state: Option<&State>,
+    address: &talosprov_core::state::address::Address,
+) -> Option<u32> {
     recorded_vm(state, address).map(|v| v.vmid)
 }
 
 /// The state's record of the VM at `address`, when it is a VM's.
 fn recorded_vm<'s>(
     state: Option<&'s State>,
-    address: &talosprov_state::Address,
-) -> Option<&'s talosprov_state::format::Vm> {
-    let talosprov_state::Address::Vm(host) = address else {
+    address: &talosprov_core::state::address::Address,
+) -> Option<&'s talosprov_core::state::format::Vm> {
+    let talosprov_core::state::address::Address::Vm(host) = address else {
         return None;
     };
     state?.resources.vms.get(host)
@@ -98,7 +103,7 @@ fn recorded_vm<'s>(
 /// # Errors
 /// The missing privileges, each with its path and `pveum` line; request errors.
 pub async fn check(
-    client: &talosprov_proxmox::Client,
+    client: &talosprov_proxmox::client::Client,
     plan: &Plan,
     topology: &Topology,
     state: Option<&State>,

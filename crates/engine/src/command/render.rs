@@ -8,13 +8,14 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 use talosprov_core::diagnostics;
+use talosprov_core::machine::node;
+use talosprov_core::machine::node::{NodeConfig, node_configs_with};
 use talosprov_core::machine::rotation::AcceptedCas;
-use talosprov_core::machine::{
-    NodeConfig, SecretsBundle, node, node_configs_with, parse_secrets_yaml,
-};
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::machine::secrets_file::parse_secrets_yaml;
 use talosprov_core::state::format::Rendering;
-use talosprov_core::topology::Topology;
-use talosprov_state::Backend as _;
+use talosprov_core::topology::model::Topology;
+use talosprov_state::backend::Backend as _;
 
 use super::addons::{self, Known};
 use super::store::StateSettings;
@@ -33,7 +34,7 @@ pub struct RenderRequest {
 
 /// Give `found` to the frontend; [`CommandError::Reported`] when any is an
 /// error.
-fn report(found: &[talosprov_core::topology::Diagnostic], ui: &Ui) -> Result<(), CommandError> {
+fn report(found: &[talosprov_core::diagnostics::Diagnostic], ui: &Ui) -> Result<(), CommandError> {
     if !found.is_empty() {
         ui.diagnostics(found);
     }
@@ -149,7 +150,7 @@ pub async fn render(request: &RenderRequest, ui: &Ui) -> Result<Vec<NodeConfig>,
         saved: None,
     };
     let rendered = addons::render(&full, &bundle, known, ui).await?;
-    let inline = talosprov_core::addon::inline_manifests(&full, &rendered.addons);
+    let inline = talosprov_core::addon::manifests::inline_manifests(&full, &rendered.addons);
     let configs = match node_configs_with(&t, &bundle, &accepted, &set, &inline) {
         Ok(c) => c,
         Err(d) => {

@@ -16,17 +16,22 @@ use tokio::sync::watch;
 use talosprov_core::machine::rotation::{
     self, Authority, CaRotation, RotationPlan, Stage, kubeconfig_trusting,
 };
-use talosprov_core::machine::{SecretsBundle, Talosconfig, secrets_yaml};
+use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_core::machine::secrets_file::secrets_yaml;
+use talosprov_core::machine::talosconfig::Talosconfig;
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::address::Address;
 use talosprov_core::state::format::Output;
-use talosprov_core::state::{Address, Sensitive, State};
-use talosprov_core::topology::Topology;
-use talosprov_state::StoreError;
+use talosprov_core::state::format::State;
+use talosprov_core::topology::model::Topology;
+use talosprov_state::store::StoreError;
 
 use super::apply::{Applied, ApplySettings, apply_locked, interrupt_grace, ready_wait};
 use super::planning::{PlanRequest, make_plan};
 use super::prepare as cluster;
 use super::store::{StateSettings, Store, locked};
-use super::{CommandError, Question, Shown, Ui, approve};
+use crate::apply::session::{Question, Shown};
+use crate::command::{CommandError, Ui, approve};
 
 /// How long the check after a stage waits for every node to answer with the next client
 /// config: apid and the API server reload their certificates a moment after the config.
@@ -83,7 +88,7 @@ pub async fn rotate_ca(request: &RotateRequest, ui: &Ui) -> Result<Rotated, Comm
         ready_wait: ready_wait()?,
         own_targets: true,
         allow_data_loss: Vec::new(),
-        etcd: talosprov_core::plan::EtcdRecovery::Refuse,
+        etcd: talosprov_core::plan::kind::resource::EtcdRecovery::Refuse,
         recovery: None,
         restore: None,
         resume: super::apply::Resume::same(super::store::command_line(
@@ -231,7 +236,7 @@ async fn refuse_pending_changes(
         targets: &[],
         staged: false,
         warn_targets: false,
-        etcd: talosprov_core::plan::EtcdRecovery::Refuse,
+        etcd: talosprov_core::plan::kind::resource::EtcdRecovery::Refuse,
     };
     let planned = make_plan(&settings.topology, Some(state), None, &request, ui).await?;
     if planned.plan.is_empty() {
@@ -455,9 +460,11 @@ impl ClientConfigs {
         };
         for node in &topology.nodes {
             let answer = async {
-                let client =
-                    talosprov_talos::TalosClient::connect_secure(node.ip.into(), &credentials)
-                        .await?;
+                let client = talosprov_talos::client::TalosClient::connect_secure(
+                    node.ip.into(),
+                    &credentials,
+                )
+                .await?;
                 client.version().await
             };
             if let Err(e) = answer.await {
@@ -475,10 +482,11 @@ impl ClientConfigs {
         let Some(kubeconfig) = &self.kubeconfig else {
             return Some("the state has no kubeconfig".to_owned());
         };
-        let client = match talosprov_kube::KubeClient::from_kubeconfig(kubeconfig.expose()).await {
-            Ok(c) => c,
-            Err(e) => return Some(e.to_string()),
-        };
+        let client =
+            match talosprov_kube::client::KubeClient::from_kubeconfig(kubeconfig.expose()).await {
+                Ok(c) => c,
+                Err(e) => return Some(e.to_string()),
+            };
         let nodes = match client.nodes().await {
             Ok(n) => n,
             Err(e) => {

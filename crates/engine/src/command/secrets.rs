@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 
-use talosprov_core::machine::{parse_secrets_yaml, secrets_yaml};
-use talosprov_core::state::{Sensitive, State};
-use talosprov_state::Backend as _;
+use talosprov_core::machine::secrets_file::{parse_secrets_yaml, secrets_yaml};
+use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::format::State;
+use talosprov_state::backend::Backend as _;
 
 use super::prepare::credentials_from_talosconfig;
 use super::store::{StateSettings, no_state, with_lock};

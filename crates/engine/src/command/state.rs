@@ -6,13 +6,15 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 
+use talosprov_core::state::address::Address;
 use talosprov_core::state::format::Outputs;
-use talosprov_core::state::{Address, State};
-use talosprov_state::Backend as _;
+use talosprov_core::state::format::State;
+use talosprov_state::backend::Backend as _;
 use talosprov_state::encrypt::{IDENTITY_FILE_VAR, PASSPHRASE_VAR, RECIPIENTS_FILE_VAR};
 
 use super::store::{StateSettings, no_state, with_lock};
-use super::{Answer, CommandError, Question, Ui};
+use crate::apply::session::Question;
+use crate::command::{Answer, CommandError, Ui};
 
 /// The state, read without the lock.
 ///
@@ -49,7 +51,7 @@ pub async fn short_lived(
     which: ClientConfig,
     ttl: Duration,
     ui: &Ui,
-) -> Result<talosprov_core::state::Sensitive, CommandError> {
+) -> Result<talosprov_core::sensitive::Sensitive, CommandError> {
     use talosprov_core::machine::expiry::kubeconfig_cluster;
     use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
     use talosprov_core::machine::talosconfig::{Talosconfig, TalosconfigInput};
@@ -105,7 +107,7 @@ pub async fn short_lived(
                 .yaml
         }
     };
-    Ok(talosprov_core::state::Sensitive::new(text))
+    Ok(talosprov_core::sensitive::Sensitive::new(text))
 }
 
 /// Every address recorded in the state, in the state's order.

@@ -12,9 +12,12 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::sync::watch;
 
-use talosprov_state::config::{self, StateSection};
+use talosprov_core::state::config::{self, StateSection};
+use talosprov_core::state::lock::LockInfo;
+use talosprov_state::StateBackend;
+use talosprov_state::backend::{Backend, BackendError};
 use talosprov_state::encrypt::{self, StateKeys};
-use talosprov_state::{Backend, BackendError, LockInfo, StateBackend, StateStore, StoreError};
+use talosprov_state::store::{StateStore, StoreError};
 
 use super::{CommandError, Ui};
 
@@ -102,14 +105,14 @@ pub fn state_section(file: &Path) -> anyhow::Result<StateSection> {
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
     };
     let (raw, diagnostics) = talosprov_core::topology::read::read(&text, file);
-    let in_state = |d: &talosprov_core::topology::Diagnostic| {
+    let in_state = |d: &talosprov_core::diagnostics::Diagnostic| {
         d.is_error()
             && (raw.is_none()
                 || d.field
                     .as_deref()
                     .is_some_and(|f| f == "state" || f.starts_with("state.")))
     };
-    let errors: Vec<talosprov_core::topology::Diagnostic> =
+    let errors: Vec<talosprov_core::diagnostics::Diagnostic> =
         diagnostics.into_iter().filter(in_state).collect();
     if !errors.is_empty() {
         let lines: Vec<String> = errors
@@ -190,7 +193,7 @@ pub async fn acquire(
     ui: &Ui,
 ) -> Result<LockInfo, CommandError> {
     let info = new_lock_info(operation, store);
-    let waiting = |held: &talosprov_state::LockHeld| {
+    let waiting = |held: &talosprov_core::state::lock::LockHeld| {
         ui.note(&format!(
             "Waiting for the state lock, held by {}; trying again for up to {}.",
             held.holder_summary(),

@@ -8,8 +8,9 @@ use tokio::sync::mpsc;
 
 use super::store::{StateSettings, acquire, locked};
 use super::*;
-use talosprov_core::state::{Address, State};
-use talosprov_state::Backend as _;
+use talosprov_core::state::address::Address;
+use talosprov_core::state::format::State;
+use talosprov_state::backend::Backend as _;
 
 /// How long any test may take before it fails as hung.
 const DEADLINE: Duration = Duration::from_secs(20);

@@ -7,9 +7,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use talosprov_core::machine::{SecretsBundle, node, node_configs};
+use talosprov_core::diagnostics::Diagnostic;
+use talosprov_core::machine::node;
+use talosprov_core::machine::node::node_configs;
+use talosprov_core::machine::secrets::SecretsBundle;
 use talosprov_core::patch::discover::PatchFile;
-use talosprov_core::topology::{Diagnostic, Topology};
+use talosprov_core::topology::model::Topology;
 
 /// Each node's patch files in merge order, by hostname, in node order.
 pub type NodePatches = Vec<(String, Vec<PatchFile>)>;
@@ -68,18 +71,19 @@ pub fn check(file: &Path) -> anyhow::Result<Validation> {
     v.diagnostics.extend(problems);
     v.diagnostics.extend(helm_problems(t));
     v.diagnostics.extend(values_file_problems(t));
-    let inline = talosprov_core::addon::inline_manifests(t, &addons);
+    let inline = talosprov_core::addon::manifests::inline_manifests(t, &addons);
     match node_configs(t, &secrets, &set, &inline) {
         Ok(configs) => {
             v.diagnostics.extend(node::warnings(&configs));
             v.diagnostics
-                .extend(talosprov_core::addon::check(t, &configs));
-            let facts = talosprov_core::addon::ClusterFacts::of(&configs);
-            v.diagnostics.extend(talosprov_core::addon::object_checks(
-                t,
-                &addons,
-                facts.as_ref(),
-            ));
+                .extend(talosprov_core::addon::checks::check(t, &configs));
+            let facts = talosprov_core::preset::spec::ClusterFacts::of(&configs);
+            v.diagnostics
+                .extend(talosprov_core::addon::manifests::object_checks(
+                    t,
+                    &addons,
+                    facts.as_ref(),
+                ));
         }
         Err(diagnostics) => v.diagnostics.extend(diagnostics),
     }
@@ -97,11 +101,12 @@ fn recorded_pools(
     if t.pools.is_empty() {
         return None;
     }
-    let talosprov_core::topology::StateSettings::Local { path } = &t.state else {
+    let talosprov_core::topology::model::StateSettings::Local { path } = &t.state else {
         return None;
     };
     let path = path.clone().unwrap_or_else(|| {
-        talosprov_core::paths::folder_of(&t.file).join(talosprov_state::config::DEFAULT_STATE_FILE)
+        talosprov_core::paths::folder_of(&t.file)
+            .join(talosprov_core::state::config::DEFAULT_STATE_FILE)
     });
     let bytes = talosprov_state::bounded::read_file(
         &path,
@@ -128,16 +133,23 @@ fn values_file_problems(t: &Topology) -> Vec<Diagnostic> {
 /// `A011` for each `helm` add-on when no `helm` program can be found
 /// (`TALOSPROV_HELM`, else `helm` on `PATH`): `plan` would need it.
 fn helm_problems(t: &Topology) -> Vec<Diagnostic> {
-    let charts: Vec<&talosprov_core::topology::Addon> = t
+    let charts: Vec<&talosprov_core::topology::model::Addon> = t
         .addons
         .values()
-        .filter(|a| matches!(a.source, talosprov_core::topology::AddonSource::Helm { .. }))
+        .filter(|a| {
+            matches!(
+                a.source,
+                talosprov_core::topology::model::AddonSource::Helm { .. }
+            )
+        })
         .collect();
     if charts.is_empty() {
         return Vec::new();
     }
-    let found = talosprov_sources::find_helm(
-        std::env::var(talosprov_sources::HELM_ENV).ok().as_deref(),
+    let found = talosprov_sources::helm::find_helm(
+        std::env::var(talosprov_sources::helm::HELM_ENV)
+            .ok()
+            .as_deref(),
         std::env::var("PATH").ok().as_deref(),
     );
     let Err(e) = found else {
@@ -150,7 +162,7 @@ fn helm_problems(t: &Topology) -> Vec<Diagnostic> {
             talosprov_core::addon::manifests::at(
                 t,
                 a,
-                talosprov_core::topology::Code::HelmNotFound,
+                talosprov_core::diagnostics::Code::HelmNotFound,
                 msg,
             )
         })
@@ -160,7 +172,7 @@ fn helm_problems(t: &Topology) -> Vec<Diagnostic> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talosprov_core::topology::{Code, Pos};
+    use talosprov_core::diagnostics::{Code, Pos};
 
     #[test]
     fn values_files_are_read_offline_and_each_problem_is_located() {

@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use talosprov_core::topology::Role;
+use talosprov_core::role::Role;
 
 /// A node as the checks see it: its hostname, Talos API address and role.
 #[derive(Debug, Clone, PartialEq, Eq)]

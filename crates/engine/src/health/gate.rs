@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use talosprov_kube::{KubeClient, KubeNode};
+use talosprov_core::kube_node::KubeNode;
+use talosprov_kube::client::KubeClient;
 use talosprov_retry::Backoff;
 
 use super::cluster::ClusterNode;
@@ -210,8 +211,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::Role;
     use std::cell::Cell;
+    use talosprov_core::role::Role;
 
     fn node(name: &str, ip: [u8; 4], role: Role) -> ClusterNode {
         ClusterNode {

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use super::cluster::{ClusterNode, Cni};
 use super::report::{Check, CheckName, CheckStatus, HealthReport};
-use talosprov_talos::{EtcdMember, NodeVersion, ServiceStatus};
+use talosprov_talos::types::{EtcdMember, NodeVersion, ServiceStatus};
 
 /// What the cluster should look like.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,10 @@ use super::judge::{
     Expectations, NodeAnswers, judge, judge_etcd, judge_etcd_after_removal, judge_node,
 };
 use super::report::HealthReport;
-use talosprov_talos::{Backoff, ClientCredentials, TalosClient, TalosError};
+use talosprov_retry::Backoff;
+use talosprov_talos::client::TalosClient;
+use talosprov_talos::credentials::ClientCredentials;
+use talosprov_talos::error::TalosError;
 
 /// How long one node may take to answer one question before it counts as not
 /// answering.

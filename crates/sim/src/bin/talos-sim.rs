@@ -5,7 +5,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use talosprov_sim::{Phase, SimNode, SimOptions, Simulator};
+use talosprov_sim::state::{Phase, SimOptions};
+use talosprov_sim::{SimNode, Simulator};
 
 /// Simulated Talos nodes: maintenance mode, install and reboot, secure mode (mTLS),
 /// bootstrap, kubeconfig, etcd members, upgrade and reset.

@@ -4,8 +4,8 @@
 
 use crate::plan::change::{Action, Change};
 use crate::plan::model::PlanWarning;
-use crate::state::Address;
-use crate::topology::Role;
+use crate::role::Role;
+use crate::state::address::Address;
 
 use super::resource::{Destroying, EtcdRecovery, Phase, Planning, ResourceKind};
 

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::state::Address;
+use crate::state::address::Address;
 use crate::state::format::{NodeConfig, State};
 
 use crate::plan::change::{Action, Change, ConfigOp};
@@ -17,7 +17,7 @@ use crate::plan::model::{Drift, DriftKind, PlanWarning, field};
 use crate::plan::observed::Observed;
 use crate::plan::planned::{ApplyMode, KubernetesChange, PlannedConfig};
 use crate::plan::staged::{Planned, StagedNote, staged_note};
-use crate::topology::Role;
+use crate::role::Role;
 
 use super::resource::{Destroying, Phase, Planning, ResourceKind};
 
@@ -388,7 +388,7 @@ fn describe_upgrade(
     current: &NodeConfig,
     want: &DesiredConfig,
 ) -> bool {
-    use crate::machine::TalosVersion;
+    use crate::version::TalosVersion;
     let downgrade = matches!(
         (running.parse::<TalosVersion>(), want.record.talos_version.parse::<TalosVersion>()),
         (Ok(from), Ok(to)) if (to.major, to.minor, to.patch) < (from.major, from.minor, from.patch)

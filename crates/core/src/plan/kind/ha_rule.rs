@@ -3,7 +3,7 @@
 //! rule with `affinity=negative` over the group's VMs (pve-ha-manager
 //! `PVE::HA::Rules::ResourceAffinity`).
 
-use crate::state::Address;
+use crate::state::address::Address;
 use crate::state::format;
 
 use crate::plan::change::{Action, Change, FieldChange, HaRuleOp};

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::state::Address;
+use crate::state::address::Address;
 use crate::state::format::State;
 
 use crate::plan::change::{Action, Change, ImageOp};

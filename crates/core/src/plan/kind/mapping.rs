@@ -1,7 +1,7 @@
 //! The cluster-wide PCI hardware mappings (`pci_mapping/<name>`) the GPU
 //! nodes' `hostpci` entries name: Proxmox's `/cluster/mapping/pci`.
 
-use crate::state::Address;
+use crate::state::address::Address;
 use crate::state::format;
 
 use crate::plan::change::{Action, Change, FieldChange, MappingOp};

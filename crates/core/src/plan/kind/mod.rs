@@ -21,19 +21,6 @@ pub mod kubeconfig;
 pub mod mapping;
 pub mod object;
 pub mod pool;
-mod resource;
+pub mod resource;
 pub mod talosconfig;
 pub mod vm;
-
-pub use bootstrap::Bootstrap;
-pub use config::{Config, recorded_role};
-pub use ha_rule::HaRule;
-pub use image::Image;
-pub use kubeconfig::Kubeconfig;
-pub use mapping::{Mapping, same_mapping};
-pub use object::Object;
-pub use pool::Pool;
-pub use talosconfig::Talosconfig;
-pub use vm::Vm;
-
-pub use resource::{Destroying, EtcdRecovery, Phase, Planning, ResourceKind};

@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::state::address::{Address, ObjectAddress};
 use crate::state::format::{KubeObject, State};
-use crate::state::{Address, ObjectAddress};
 
-pub use crate::addon::object::{DesiredObject, digest};
+use crate::addon::object::DesiredObject;
 
 use crate::plan::change::{Action, Change, FieldChange, ObjectOp};
 use crate::plan::field::Field;
@@ -375,6 +375,7 @@ fn flatten(path: &str, v: &Value, out: &mut BTreeMap<String, String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::addon::object::digest;
     use crate::plan::change::{Action, Op};
     use serde_json::json;
 

@@ -1,7 +1,7 @@
 //! The resource pool (`pool/<name>`), which the cluster's VMs join:
 //! Proxmox's `/pools`.
 
-use crate::state::Address;
+use crate::state::address::Address;
 use crate::state::format;
 
 use crate::plan::change::{Action, Change, PoolOp};

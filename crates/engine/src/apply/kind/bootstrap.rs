@@ -5,7 +5,7 @@
 
 use anyhow::Context as _;
 
-use talosprov_state::format;
+use talosprov_core::state::format;
 use talosprov_talos as talos;
 
 use crate::apply::context::Context;
@@ -33,7 +33,7 @@ pub(in crate::apply) async fn run(ctx: &Context, r: &Reporter) -> anyhow::Result
     let client = secure_mode(ctx, host, ip, w.secure, false, r).await?;
     r.progress(format!("waiting for etcd on {host}"));
     let on_cause = |cause: &str| r.progress(format!("waiting for etcd on {host}: {cause}"));
-    r.waiting(talos::wait_etcd_ready_explained(
+    r.waiting(talos::wait::wait_etcd_ready_explained(
         &client,
         w.bootstrap,
         w.backoff,
@@ -68,7 +68,7 @@ pub(in crate::apply) async fn run(ctx: &Context, r: &Reporter) -> anyhow::Result
             r.progress(format!("bootstrapping etcd on {host}"));
             let on_cause =
                 |cause: &str| r.progress(format!("bootstrapping etcd on {host}: {cause}"));
-            talos::bootstrap_when_ready_explained(&client, w.bootstrap, w.backoff, &on_cause)
+            talos::wait::bootstrap_when_ready_explained(&client, w.bootstrap, w.backoff, &on_cause)
                 .await?;
         }
     }

@@ -3,9 +3,11 @@
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::{ImageOp, PlannedImage};
+use talosprov_core::plan::change::ImageOp;
+use talosprov_core::plan::planned::PlannedImage;
+use talosprov_core::state::address::Address;
+use talosprov_core::state::intent::CreateIntent;
 use talosprov_proxmox::storage;
-use talosprov_state::{Address, CreateIntent};
 
 use crate::apply::context::Context;
 use crate::apply::record::Record;
@@ -33,7 +35,7 @@ pub(in crate::apply) async fn run(
 /// saved, then the `download-url` request sent.
 async fn image(ctx: &Context, name: &str, want: &PlannedImage, r: &Reporter) -> anyhow::Result<()> {
     let rec = &want.record;
-    let image = storage::Image {
+    let image = talosprov_core::vm::Image {
         talos_version: rec.talos_version.clone(),
         schematic: rec.schematic_id.clone(),
     };
@@ -53,7 +55,7 @@ async fn image(ctx: &Context, name: &str, want: &PlannedImage, r: &Reporter) -> 
                 "waiting for the download already running on {} (task {upid})",
                 rec.node
             ));
-            let op = talosprov_proxmox::Operation::new(format!("download image {}", image.filename()))
+            let op = talosprov_proxmox::request::Operation::new(format!("download image {}", image.filename()))
                 .node(&rec.node);
             if let Err(e) = talosprov_proxmox::task::wait(&ctx.proxmox, &op, upid).await {
                 r.warn(format!("the running download did not complete: {e}; downloading again"));
@@ -129,7 +131,8 @@ async fn delete_image(ctx: &Context, name: &str, r: &Reporter) -> anyhow::Result
                     "waiting for the download still running on {node} (task {upid})"
                 ));
                 let op =
-                    talosprov_proxmox::Operation::new(format!("download image {file}")).node(&node);
+                    talosprov_proxmox::request::Operation::new(format!("download image {file}"))
+                        .node(&node);
                 // Its outcome does not matter: the volume is deleted either way.
                 let _ = talosprov_proxmox::task::wait(&ctx.proxmox, &op, &upid).await;
             }

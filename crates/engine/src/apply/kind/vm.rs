@@ -5,9 +5,10 @@
 
 use anyhow::Context as _;
 
+use talosprov_core::plan::change::VmOp;
 use talosprov_core::plan::desired::vm_record;
-use talosprov_core::plan::{PlannedVm, VmOp};
-use talosprov_core::topology::Role;
+use talosprov_core::plan::planned::PlannedVm;
+use talosprov_core::role::Role;
 use talosprov_proxmox::{ha, lifecycle};
 
 use crate::apply::context::Context;

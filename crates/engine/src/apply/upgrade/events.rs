@@ -1,8 +1,9 @@
 //! What a rollout reports: one event per step and node, for the engine to record
 //! in the state and show; and the error that names the node a rollout stopped at.
 
-use crate::health::HealthError;
-use talosprov_talos::{TalosError, UpgradePath};
+use crate::health::probe::HealthError;
+use talosprov_talos::error::TalosError;
+use talosprov_talos::types::UpgradePath;
 
 use super::snapshot::{SnapshotError, SnapshotFile};
 

@@ -3,11 +3,12 @@
 //! first, behind the same etcd gate as a Talos upgrade. The bootstrap manifests
 //! (kube-proxy, CoreDNS) are not synced through the Kubernetes API here.
 
-use crate::health::ClusterNode;
+use crate::health::cluster::ClusterNode;
 use talosprov_core::machine::config::machine_config_yaml;
 use talosprov_core::machine::effective;
 use talosprov_core::patch::document::parse_documents;
-use talosprov_talos::{ApplyMode, ApplyOptions, ClientCredentials};
+use talosprov_talos::credentials::ClientCredentials;
+use talosprov_talos::types::{ApplyMode, ApplyOptions};
 
 use super::events::{KubernetesPhase, UpgradeError, UpgradeEvent};
 use super::rolling::{RolloutOptions, after_change, before_control_plane, connect, rollout_waves};

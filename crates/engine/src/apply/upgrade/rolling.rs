@@ -10,12 +10,16 @@ use futures::future::join_all;
 
 use super::events::{UpgradeError, UpgradeEvent};
 use super::snapshot::{SnapshotPolicy, save_snapshot, snapshot_reason};
-use crate::health::{ClusterNode, wait_etcd_healthy, wait_node_healthy};
-use talosprov_core::machine::TalosVersion;
-use talosprov_factory::{SchematicId, installer_image};
-use talosprov_talos::{
-    Backoff, ClientCredentials, TalosClient, TalosError, UpgradeOptions, retry_until,
-};
+use crate::health::cluster::ClusterNode;
+use crate::health::probe::{wait_etcd_healthy, wait_node_healthy};
+use talosprov_core::schematic::{SchematicId, installer_image};
+use talosprov_core::version::TalosVersion;
+use talosprov_retry::Backoff;
+use talosprov_talos::client::TalosClient;
+use talosprov_talos::credentials::ClientCredentials;
+use talosprov_talos::error::TalosError;
+use talosprov_talos::types::UpgradeOptions;
+use talosprov_talos::wait::retry_until;
 
 /// What nodes are upgraded to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -296,7 +300,7 @@ async fn wait_back(
     running: &str,
     options: &RolloutOptions,
 ) -> Result<(), UpgradeError> {
-    let name = talosprov_talos::NodeName {
+    let name = talosprov_talos::error::NodeName {
         ip: node.ip,
         hostname: Some(node.hostname.clone()),
     };
@@ -346,7 +350,7 @@ async fn wait_back(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::Role;
+    use talosprov_core::role::Role;
 
     fn n(hostname: &str, role: Role) -> ClusterNode {
         ClusterNode {

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use talosprov_talos::TalosClient;
+use talosprov_talos::client::TalosClient;
 
 use crate::backups::{Archiver, Live};
 

@@ -5,7 +5,7 @@
 
 mod spec;
 
-use crate::state::Address;
+use crate::state::address::Address;
 use crate::state::format::State;
 
 use crate::plan::change::{Action, Change, VmOp};
@@ -15,7 +15,7 @@ use crate::plan::model::{GIB, PlanError, PlanWarning, field};
 use crate::plan::observed::Observed;
 use crate::plan::ownership::{self, leftover, made_vm_seen};
 use crate::plan::removal::check_removal;
-use crate::topology::Role;
+use crate::role::Role;
 
 use super::config::recorded_role;
 use super::resource::{Destroying, Phase, Planning, ResourceKind};

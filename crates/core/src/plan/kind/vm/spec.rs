@@ -7,8 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 
+use crate::state::address::Address;
 use crate::state::format;
-use crate::state::{Address, CreateIntent};
+use crate::state::intent::CreateIntent;
 
 use crate::plan::change::{Action, Change, FieldChange, VmOp};
 use crate::plan::desired::DesiredVm;
