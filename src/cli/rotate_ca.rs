@@ -8,7 +8,7 @@ use clap::Args;
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
 use crate::cli::error::Outcome;
-use talosprov_core::machine::rotation::Authority;
+use talosprov_core::state::rotation::Authority;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::rotate::{RotateRequest, rotate_ca};
 

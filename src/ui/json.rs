@@ -126,7 +126,7 @@ pub fn version(command: &str) {
 
 /// A CA rotation's stages (`rotate-ca`), as one `rotation` object.
 pub fn rotation(r: &talosprov_core::machine::rotation::RotationPlan) {
-    let stages: Vec<Value> = talosprov_core::machine::rotation::Stage::ALL
+    let stages: Vec<Value> = talosprov_core::state::rotation::Stage::ALL
         .iter()
         .map(|s| json!({"stage": s.number(), "step": s.describe(r.authority), "done": *s < r.from}))
         .collect();

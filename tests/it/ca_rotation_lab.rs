@@ -26,7 +26,7 @@ fn boot_times(lab: &Lab) -> Vec<u64> {
 
 /// Talos client credentials from a talosconfig's text.
 fn credentials(text: &str) -> talosprov_talos::credentials::ClientCredentials {
-    let tc = talosprov_core::machine::talosconfig::Talosconfig::parse(text).expect("talosconfig");
+    let tc = talosprov_core::talosconfig::Talosconfig::parse(text).expect("talosconfig");
     talosprov_talos::credentials::ClientCredentials::from_talosconfig(&tc)
 }
 

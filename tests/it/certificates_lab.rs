@@ -12,9 +12,10 @@ use talosprov_core::machine::expiry::{
 };
 use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
 use talosprov_core::machine::secrets_file::parse_secrets_yaml;
-use talosprov_core::machine::talosconfig::{Talosconfig, TalosconfigInput};
+use talosprov_core::machine::talosconfig::{TalosconfigInput, generate};
 use talosprov_core::plan::renewal::Renewal;
 use talosprov_core::state::format::Output;
+use talosprov_core::talosconfig::Talosconfig;
 use time::OffsetDateTime;
 
 use crate::support::cli::{finish, stdout};
@@ -42,7 +43,7 @@ fn age_certificates(
     )
     .expect("talosconfig");
     let mut rng = rand::rngs::OsRng;
-    let old = Talosconfig::generate(
+    let old = generate(
         &TalosconfigInput {
             context: stored.context.clone(),
             endpoints: stored.endpoints.clone(),

@@ -9,7 +9,8 @@ use serde_yaml_ng::Value;
 use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
 use talosprov_core::machine::secrets::SecretsBundle;
 use talosprov_core::machine::secrets_file::parse_secrets_yaml;
-use talosprov_core::machine::talosconfig::{Talosconfig, TalosconfigInput};
+use talosprov_core::machine::talosconfig::{TalosconfigInput, generate};
+use talosprov_core::talosconfig::Talosconfig;
 use time::Duration;
 use time::macros::datetime;
 
@@ -26,7 +27,7 @@ fn talosconfig(b: &SecretsBundle, nodes: Vec<String>) -> Talosconfig {
         now: datetime!(2026-03-04 05:06:07 UTC),
         lifetime: talosprov_core::machine::talosconfig::ADMIN_CERTIFICATE_VALIDITY,
     };
-    Talosconfig::generate(&input, &mut rand_chacha::ChaCha20Rng::seed_from_u64(3)).unwrap()
+    generate(&input, &mut rand_chacha::ChaCha20Rng::seed_from_u64(3)).unwrap()
 }
 
 #[test]
@@ -66,7 +67,7 @@ fn talosconfig_parse_reads_back_what_to_yaml_wrote() {
 
 #[test]
 fn talosconfig_parse_names_what_is_wrong_and_never_a_value() {
-    use talosprov_core::machine::talosconfig::TalosconfigError as E;
+    use talosprov_core::talosconfig::TalosconfigError as E;
     let b = bundle();
     let good = talosconfig(&b, vec![]).to_yaml();
     let key_b64 = {

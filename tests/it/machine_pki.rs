@@ -8,10 +8,10 @@ use p256::ecdsa::signature::Verifier as _;
 use rand::SeedableRng;
 use std::sync::OnceLock;
 use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
-use talosprov_core::machine::pki::CertAndKey;
 use talosprov_core::machine::secrets::SecretsBundle;
 use talosprov_core::machine::secrets_file::secrets_yaml;
-use talosprov_core::machine::talosconfig::{Talosconfig, TalosconfigInput};
+use talosprov_core::machine::talosconfig::{TalosconfigInput, generate};
+use talosprov_core::pem::CertAndKey;
 use x509_parser::prelude::*;
 
 const NOW: OffsetDateTime = datetime!(2026-01-02 03:04:05 UTC);
@@ -225,8 +225,7 @@ fn talosconfig_client_certificate_is_an_ed25519_os_admin_client_cert() {
         now: NOW,
         lifetime: talosprov_core::machine::talosconfig::ADMIN_CERTIFICATE_VALIDITY,
     };
-    let tc =
-        Talosconfig::generate(&input, &mut rand_chacha::ChaCha20Rng::seed_from_u64(1)).unwrap();
+    let tc = generate(&input, &mut rand_chacha::ChaCha20Rng::seed_from_u64(1)).unwrap();
     let leaf_der = der(&tc.client.crt);
     let (_, leaf) = parse_x509_certificate(&leaf_der).unwrap();
     assert_eq!(

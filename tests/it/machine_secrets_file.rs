@@ -20,11 +20,15 @@ fn imported_bundle_exposes_every_field() {
     assert_eq!(b.trustd_token.expose(), "tr9s8d.h7g6f5e4d3c2b1a0");
     assert!(matches!(b.encryption, EncryptionSecret::Secretbox(_)));
     assert_eq!(
-        b.certs.os.private_key().unwrap().algorithm(),
+        talosprov_core::machine::pki::private_key(&b.certs.os)
+            .unwrap()
+            .algorithm(),
         KeyAlgorithm::Ed25519
     );
     assert_eq!(
-        b.certs.etcd.private_key().unwrap().algorithm(),
+        talosprov_core::machine::pki::private_key(&b.certs.etcd)
+            .unwrap()
+            .algorithm(),
         KeyAlgorithm::EcdsaP256
     );
     assert!(

@@ -194,7 +194,10 @@ pub fn load_topology(file: &Path) -> Result<Loaded, LoadError> {
 /// As [`load_topology`].
 pub fn load_topology_with(
     file: &Path,
-    recorded_pools: std::collections::BTreeMap<String, Vec<topology::pools::RecordedMember>>,
+    recorded_pools: std::collections::BTreeMap<
+        String,
+        Vec<talosprov_core::state::format::RecordedMember>,
+    >,
 ) -> Result<Loaded, LoadError> {
     load_topology_placed(file, recorded_pools, Default::default())
 }
@@ -206,7 +209,10 @@ pub fn load_topology_with(
 /// As [`load_topology`].
 pub fn load_topology_placed(
     file: &Path,
-    recorded_pools: std::collections::BTreeMap<String, Vec<topology::pools::RecordedMember>>,
+    recorded_pools: std::collections::BTreeMap<
+        String,
+        Vec<talosprov_core::state::format::RecordedMember>,
+    >,
     capacity: std::collections::BTreeMap<String, topology::pools::HostCapacity>,
 ) -> Result<Loaded, LoadError> {
     let env = Environment {

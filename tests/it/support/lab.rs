@@ -311,7 +311,7 @@ impl Lab {
     /// an operator's talosctl would use them.
     pub async fn talos_credentials(&self) -> talosprov_talos::credentials::ClientCredentials {
         let text = stdout(&self.run(&["output", "talosconfig", "-raw"]).await);
-        let tc = talosprov_core::machine::talosconfig::Talosconfig::parse(&text)
+        let tc = talosprov_core::talosconfig::Talosconfig::parse(&text)
             .expect("the state's talosconfig");
         talosprov_talos::credentials::ClientCredentials::from_talosconfig(&tc)
     }

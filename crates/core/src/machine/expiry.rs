@@ -7,7 +7,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use time::OffsetDateTime;
 
-use super::talosconfig::Talosconfig;
+use crate::talosconfig::Talosconfig;
 
 /// The `NotAfter` of the first certificate in `pem`, or `None` when it holds no X.509
 /// certificate.
@@ -52,7 +52,7 @@ mod tests {
     use super::*;
     use crate::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
     use crate::machine::secrets::SecretsBundle;
-    use crate::machine::talosconfig::{ADMIN_CERTIFICATE_VALIDITY, TalosconfigInput};
+    use crate::machine::talosconfig::{ADMIN_CERTIFICATE_VALIDITY, TalosconfigInput, generate};
     use rand::SeedableRng as _;
     use time::macros::datetime;
 
@@ -66,7 +66,7 @@ mod tests {
         let secrets = bundle();
         let now = datetime!(2026-03-04 05:06:07 UTC);
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
-        let tc = Talosconfig::generate(
+        let tc = generate(
             &TalosconfigInput {
                 context: "lab".into(),
                 endpoints: vec!["10.0.0.2".into()],

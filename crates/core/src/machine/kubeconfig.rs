@@ -9,8 +9,9 @@ use rcgen::{DnType, KeyUsagePurpose};
 use serde::Serialize;
 use time::{Duration, OffsetDateTime};
 
-use super::pki::{CertAndKey, ClientSpec, PkiError, issue_client_certificate};
+use super::pki::{ClientSpec, PkiError, issue_client_certificate};
 use super::secrets::SecretsBundle;
+use crate::pem::CertAndKey;
 
 /// Default lifetime of the admin client certificate: 365 days
 /// (`cluster.adminKubeconfig.certLifetime` default).

@@ -86,7 +86,7 @@ pub fn node_configs(
 
 /// [`node_configs`] during a CA rotation: `accepted` are the CAs every base
 /// config accepts beside the issuing ones (see
-/// [`crate::machine::rotation::CaRotation::effective`]), before any patch.
+/// [`crate::state::rotation::CaRotation::effective`]), before any patch.
 ///
 /// # Errors
 /// As [`node_configs`].

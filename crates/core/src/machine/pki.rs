@@ -10,6 +10,7 @@ use rcgen::{
 use time::OffsetDateTime;
 
 use super::keys::{KeyError, PrivateKey, pem_decode, pem_encode};
+use crate::pem::CertAndKey;
 use crate::sensitive::Sensitive;
 
 /// Errors making or reading certificates.
@@ -26,36 +27,24 @@ pub enum PkiError {
     Rcgen(#[from] rcgen::Error),
 }
 
-/// A PEM certificate and its PEM private key, as Talos's `PEMEncodedCertificateAndKey`. The
-/// PEM texts are kept exactly as read so that an imported bundle exports byte-identical.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CertAndKey {
-    /// The certificate, PEM text.
-    pub crt: String,
-    /// The private key, PEM text (redacted when printed).
-    pub key: Sensitive<String>,
+/// The DER bytes of `pair`'s certificate.
+///
+/// # Errors
+/// [`PkiError::NotCertificate`] when the text is not a PEM certificate.
+pub fn certificate_der(pair: &CertAndKey) -> Result<Vec<u8>, PkiError> {
+    let (label, der) = pem_decode(&pair.crt)?;
+    if label != "CERTIFICATE" {
+        return Err(PkiError::NotCertificate(label));
+    }
+    Ok(der)
 }
 
-impl CertAndKey {
-    /// The certificate's DER bytes.
-    ///
-    /// # Errors
-    /// [`PkiError::NotCertificate`] when the text is not a PEM certificate.
-    pub fn certificate_der(&self) -> Result<Vec<u8>, PkiError> {
-        let (label, der) = pem_decode(&self.crt)?;
-        if label != "CERTIFICATE" {
-            return Err(PkiError::NotCertificate(label));
-        }
-        Ok(der)
-    }
-
-    /// The parsed private key.
-    ///
-    /// # Errors
-    /// [`PkiError::Key`] when the key is not one Talos reads.
-    pub fn private_key(&self) -> Result<PrivateKey, PkiError> {
-        Ok(PrivateKey::from_pem(self.key.expose())?)
-    }
+/// `pair`'s private key, parsed.
+///
+/// # Errors
+/// [`PkiError::Key`] when the key is not one Talos reads.
+pub fn private_key(pair: &CertAndKey) -> Result<PrivateKey, PkiError> {
+    Ok(PrivateKey::from_pem(pair.key.expose())?)
 }
 
 /// What a Talos CA certificate holds besides its key: the subject organization (none for the
@@ -125,8 +114,8 @@ pub(crate) fn issue_client_certificate<R: RngCore + CryptoRng>(
     spec: &ClientSpec<'_>,
     rng: &mut R,
 ) -> Result<CertAndKey, PkiError> {
-    let ca_key = ca.private_key()?;
-    let ca_der = ca.certificate_der()?;
+    let ca_key = private_key(ca)?;
+    let ca_der = certificate_der(ca)?;
     let issuer = Issuer::from_ca_cert_der(&ca_der.into(), ca_key.signer()?)?;
     let leaf_key = match ca_key.algorithm() {
         super::keys::KeyAlgorithm::Ed25519 => PrivateKey::generate_ed25519(rng),

@@ -16,121 +16,13 @@
 //! swapped; from then on it holds the new one.
 
 use rand::{CryptoRng, RngCore};
-use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use super::keys::PrivateKey;
-use super::pki::{CaSpec, CertAndKey, PkiError, self_signed_ca};
+use super::pki::{CaSpec, PkiError, self_signed_ca};
 use super::secrets::{CA_VALIDITY, SecretsBundle};
-use crate::sensitive::Sensitive;
-
-/// Which CA a rotation replaces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Authority {
-    /// The Talos API CA (`certs.os` in the secrets; `machine.ca` in configs):
-    /// apid's server certificates and the talosconfig's client certificate.
-    Os,
-    /// The Kubernetes CA (`certs.k8s`; `cluster.ca`): the API server, the
-    /// kubelets and the admin kubeconfig.
-    Kubernetes,
-}
-
-impl Authority {
-    /// How the CLI names it: the flag `--os` / `--kubernetes` without dashes.
-    pub fn flag(self) -> &'static str {
-        match self {
-            Authority::Os => "os",
-            Authority::Kubernetes => "kubernetes",
-        }
-    }
-
-    /// Its name in messages: `Talos API (OS) CA`, `Kubernetes CA`.
-    pub fn title(self) -> &'static str {
-        match self {
-            Authority::Os => "Talos API (OS) CA",
-            Authority::Kubernetes => "Kubernetes CA",
-        }
-    }
-
-    /// The machine-config fields a stage changes (`machine.ca`, `machine.acceptedCAs`
-    /// or their `cluster` counterparts).
-    pub fn fields(self) -> (&'static str, &'static str) {
-        match self {
-            Authority::Os => ("machine.ca", "machine.acceptedCAs"),
-            Authority::Kubernetes => ("cluster.ca", "cluster.acceptedCAs"),
-        }
-    }
-}
-
-/// A stage of a rotation, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Stage {
-    /// The new CA accepted beside the old one.
-    Accept,
-    /// The new CA issuing, the old one still accepted.
-    Swap,
-    /// The old CA dropped.
-    Drop,
-}
-
-impl Stage {
-    /// Every stage, in order.
-    pub const ALL: [Stage; 3] = [Stage::Accept, Stage::Swap, Stage::Drop];
-
-    /// 1, 2 or 3.
-    pub fn number(self) -> usize {
-        match self {
-            Stage::Accept => 1,
-            Stage::Swap => 2,
-            Stage::Drop => 3,
-        }
-    }
-
-    /// The stage after this one; `None` after [`Stage::Drop`].
-    pub fn next(self) -> Option<Stage> {
-        match self {
-            Stage::Accept => Some(Stage::Swap),
-            Stage::Swap => Some(Stage::Drop),
-            Stage::Drop => None,
-        }
-    }
-
-    /// What the stage does to every node, for plans and progress.
-    pub fn describe(self, authority: Authority) -> String {
-        let (issuing, accepted) = authority.fields();
-        match self {
-            Stage::Accept => format!("accept the new CA beside the old one ({accepted})"),
-            Stage::Swap => {
-                format!(
-                    "make the new CA the issuing one ({issuing}); the old one is still accepted"
-                )
-            }
-            Stage::Drop => format!("drop the old CA from {accepted}"),
-        }
-    }
-}
-
-/// A rotation in progress, as the state records it (`ca_rotation`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CaRotation {
-    /// The CA being replaced.
-    pub authority: Authority,
-    /// The stage being applied: nodes may be before it (an interrupted run),
-    /// never after it.
-    pub stage: Stage,
-    /// The new CA's certificate, PEM.
-    pub new_crt: String,
-    /// The new CA's private key, PEM.
-    pub new_key: Sensitive,
-    /// The old CA's certificate, PEM: accepted until [`Stage::Drop`], and
-    /// trusted by the client configs until every node dropped it.
-    pub old_crt: String,
-    /// When the rotation started (RFC 3339, UTC).
-    pub started_at: String,
-}
+use crate::pem::CertAndKey;
+use crate::state::rotation::{Authority, CaRotation, Stage};
 
 /// CA certificates (PEM) accepted beside the issuing ones: `machine.acceptedCAs`
 /// and `cluster.acceptedCAs`, before any a patch adds.
@@ -147,46 +39,6 @@ pub static NO_ACCEPTED_CAS: AcceptedCas = AcceptedCas {
     os: Vec::new(),
     kubernetes: Vec::new(),
 };
-
-impl CaRotation {
-    /// The new CA as a pair.
-    pub fn new_ca(&self) -> CertAndKey {
-        CertAndKey {
-            crt: self.new_crt.clone(),
-            key: Sensitive::new(self.new_key.expose().clone()),
-        }
-    }
-
-    /// The secrets the configs are rendered with at this stage, and the CAs
-    /// accepted beside them. `bundle` is the state's: the old CA until the swap
-    /// is recorded, the new one at [`Stage::Drop`].
-    pub fn effective(&self, bundle: &SecretsBundle) -> (SecretsBundle, AcceptedCas) {
-        let mut out = bundle.clone();
-        let mut accepted = AcceptedCas::default();
-        let list = match self.authority {
-            Authority::Os => &mut accepted.os,
-            Authority::Kubernetes => &mut accepted.kubernetes,
-        };
-        match self.stage {
-            Stage::Accept => list.push(self.new_crt.clone()),
-            Stage::Swap => {
-                *ca_of(&mut out, self.authority) = self.new_ca();
-                list.push(self.old_crt.clone());
-            }
-            Stage::Drop => {}
-        }
-        (out, accepted)
-    }
-
-    /// The CA certificates a client trusts during this rotation: old and new (PEM, joined).
-    pub fn trusted(&self) -> String {
-        let mut out = self.old_crt.trim_end().to_owned();
-        out.push('\n');
-        out.push_str(self.new_crt.trim_end());
-        out.push('\n');
-        out
-    }
-}
 
 /// What `rotate-ca` is about to do, shown before it asks: every stage, the
 /// client configs and secrets each one changes, and the nodes.
@@ -271,15 +123,36 @@ pub fn ca_of(bundle: &mut SecretsBundle, authority: Authority) -> &mut CertAndKe
 }
 
 /// The secrets and accepted CAs configs are rendered with: `bundle` as it is when no
-/// rotation is in progress, else what [`CaRotation::effective`] gives.
+/// rotation is in progress, else those of the rotation's stage.
 pub fn effective(
     bundle: &SecretsBundle,
     rotation: Option<&CaRotation>,
 ) -> (SecretsBundle, AcceptedCas) {
     match rotation {
-        Some(r) => r.effective(bundle),
+        Some(r) => stage_effective(r, bundle),
         None => (bundle.clone(), AcceptedCas::default()),
     }
+}
+
+/// The secrets the configs are rendered with at this stage, and the CAs
+/// accepted beside them. `bundle` is the state's: the old CA until the swap
+/// is recorded, the new one at [`Stage::Drop`].
+fn stage_effective(r: &CaRotation, bundle: &SecretsBundle) -> (SecretsBundle, AcceptedCas) {
+    let mut out = bundle.clone();
+    let mut accepted = AcceptedCas::default();
+    let list = match r.authority {
+        Authority::Os => &mut accepted.os,
+        Authority::Kubernetes => &mut accepted.kubernetes,
+    };
+    match r.stage {
+        Stage::Accept => list.push(r.new_crt.clone()),
+        Stage::Swap => {
+            *ca_of(&mut out, r.authority) = r.new_ca();
+            list.push(r.old_crt.clone());
+        }
+        Stage::Drop => {}
+    }
+    (out, accepted)
 }
 
 /// `kubeconfig` (YAML text) with every cluster's `certificate-authority-data` set to
@@ -328,6 +201,7 @@ pub fn new_ca<R: RngCore + CryptoRng>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sensitive::Sensitive;
     use rand::SeedableRng as _;
 
     fn bundle() -> SecretsBundle {
@@ -352,7 +226,7 @@ mod tests {
     fn each_stage_renders_its_issuing_and_accepted_cas() {
         let b = bundle();
         let r = rotation(Authority::Os, Stage::Accept, &b.certs.os);
-        let (s, a) = r.effective(&b);
+        let (s, a) = stage_effective(&r, &b);
         assert_eq!(s.certs.os.crt, b.certs.os.crt, "the old CA still issues");
         assert_eq!(a.os, vec![r.new_crt.clone()]);
         assert!(a.kubernetes.is_empty());
@@ -361,7 +235,7 @@ mod tests {
             stage: Stage::Swap,
             ..r
         };
-        let (s, a) = r.effective(&b);
+        let (s, a) = stage_effective(&r, &b);
         assert_eq!(s.certs.os.crt, r.new_crt, "the new CA issues");
         assert_eq!(s.certs.os.key.expose(), r.new_key.expose());
         assert_eq!(
@@ -375,7 +249,7 @@ mod tests {
             stage: Stage::Drop,
             ..r
         };
-        let (s, a) = r.effective(&b);
+        let (s, a) = stage_effective(&r, &b);
         assert_eq!(s.certs.os.crt, b.certs.os.crt, "the bundle as recorded");
         assert_eq!(a, AcceptedCas::default());
     }
@@ -384,7 +258,7 @@ mod tests {
     fn a_kubernetes_rotation_touches_the_kubernetes_ca_only() {
         let b = bundle();
         let r = rotation(Authority::Kubernetes, Stage::Swap, &b.certs.k8s);
-        let (s, a) = r.effective(&b);
+        let (s, a) = stage_effective(&r, &b);
         assert_eq!(s.certs.k8s.crt, r.new_crt);
         assert_eq!(s.certs.os.crt, b.certs.os.crt);
         assert_eq!(a.kubernetes, vec![b.certs.k8s.crt.clone()]);

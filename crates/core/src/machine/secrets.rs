@@ -8,7 +8,8 @@ use rand::{CryptoRng, Rng, RngCore};
 use time::{Duration, OffsetDateTime};
 
 use super::keys::PrivateKey;
-use super::pki::{CaSpec, CertAndKey, PkiError, self_signed_ca};
+use super::pki::{CaSpec, PkiError, self_signed_ca};
+use crate::pem::CertAndKey;
 use crate::sensitive::Sensitive;
 
 /// CA validity: 87600 h, ten years (`secrets.CAValidityTime`).

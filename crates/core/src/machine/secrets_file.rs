@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_yaml_ng::{Mapping, Value};
 
 use super::keys::PrivateKey;
-use super::pki::CertAndKey;
 use super::secrets::{Certs, ClusterIdentity, EncryptionSecret, SecretsBundle};
+use crate::pem::CertAndKey;
 use crate::sensitive::Sensitive;
 use crate::yaml::{Flavour, to_string};
 
@@ -231,8 +231,7 @@ fn cert_and_key(
         crt: crt?,
         key: Sensitive::new(key?),
     };
-    match pair
-        .certificate_der()
+    match super::pki::certificate_der(&pair)
         .map(|der| x509_parser::parse_x509_certificate(&der).is_ok())
     {
         Ok(true) => Some(pair),

@@ -307,7 +307,7 @@ mod tests {
 
     #[test]
     fn an_operation_the_state_records_under_way_is_unfinished_even_with_no_change() {
-        use crate::machine::rotation::{Authority, CaRotation, Stage};
+        use crate::state::rotation::{Authority, CaRotation, Stage};
         let mut state = State::new(uuid::Uuid::nil());
         let (desired, observed) = (Desired::default(), Observed::default());
         let planned = |state: &State| {

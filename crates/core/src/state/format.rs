@@ -3,6 +3,7 @@
 //! on OpenTofu's `internal/states/statefile`: a newer format version is refused.
 
 use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -51,11 +52,11 @@ pub struct State {
     /// [`crate::topology::pools`]): a member keeps its index, IP, vmid and
     /// host for life. Absent when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub pools: BTreeMap<String, Vec<crate::topology::pools::RecordedMember>>,
+    pub pools: BTreeMap<String, Vec<RecordedMember>>,
     /// A CA rotation in progress (`rotate-ca`), with the stage being applied;
     /// absent when none is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ca_rotation: Option<crate::machine::rotation::CaRotation>,
+    pub ca_rotation: Option<crate::state::rotation::CaRotation>,
     /// An `etcd restore` that began changing the cluster and has not
     /// recovered etcd yet; absent when none is. The bootstrap that recovers
     /// etcd (or bootstraps a new one) clears it.
@@ -102,6 +103,23 @@ impl EtcdRestore {
         }
         words
     }
+}
+
+/// A pool member as the state records it: what it keeps for life (see
+/// `topology::pools`, which allocates members).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedMember {
+    /// Its index in the pool, from 1.
+    pub index: u32,
+    /// Its hostname.
+    pub hostname: String,
+    /// Its IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Its vmid.
+    pub vmid: u32,
+    /// Its Proxmox host.
+    pub proxmox_node: String,
 }
 
 /// One add-on's rendered manifests and what they were rendered from.

@@ -9,4 +9,5 @@ pub mod config;
 pub mod format;
 pub mod intent;
 pub mod lock;
+pub mod rotation;
 pub mod summary;

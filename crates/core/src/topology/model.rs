@@ -472,7 +472,8 @@ pub struct Environment {
     pub proxmox_endpoint: Option<String>,
     /// The pools' members the state records, by pool: each keeps its
     /// allocation (see [`super::pools`]); empty without a state.
-    pub recorded_pools: std::collections::BTreeMap<String, Vec<super::pools::RecordedMember>>,
+    pub recorded_pools:
+        std::collections::BTreeMap<String, Vec<crate::state::format::RecordedMember>>,
     /// What each Proxmox host has free, read by a plan (see
     /// [`super::pools::HostCapacity`]); empty offline.
     pub host_capacity: std::collections::BTreeMap<String, super::pools::HostCapacity>,

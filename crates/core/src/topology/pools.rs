@@ -21,6 +21,8 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::state::format::RecordedMember;
+
 use super::raw::{Entry, RawNode, RawPool, Spanned};
 use super::syntax::{self, Ipv4Net};
 use crate::diagnostics::{Code, Diagnostic, Pos};
@@ -28,22 +30,6 @@ use crate::topology::syntax::Vmid;
 
 /// Most members one pool may have (a range of a /16 is far beyond a cluster).
 pub const MAX_REPLICAS: u64 = 250;
-
-/// A member as the state records it: what it keeps for life.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RecordedMember {
-    /// Its index in the pool, from 1.
-    pub index: u32,
-    /// Its hostname.
-    pub hostname: String,
-    /// Its IPv4 address.
-    pub ip: Ipv4Addr,
-    /// Its vmid.
-    pub vmid: u32,
-    /// Its Proxmox host.
-    pub proxmox_node: String,
-}
 
 /// What a Proxmox host has free for new members, as a plan reads it
 /// (`/nodes/<node>/status` and the datastore's `/nodes/<node>/storage/<id>/status`).

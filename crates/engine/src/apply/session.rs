@@ -61,7 +61,7 @@ pub struct Planned {
     pub renderings: BTreeMap<String, Rendering>,
     /// The pools' members as allocated for this plan, by pool: what the
     /// state records before the first change.
-    pub pools: BTreeMap<String, Vec<talosprov_core::topology::pools::RecordedMember>>,
+    pub pools: BTreeMap<String, Vec<talosprov_core::state::format::RecordedMember>>,
     /// The clock and certificate renewal window the plan was made with (a saved plan
     /// keeps them).
     pub renewal: talosprov_core::plan::renewal::Renewal,
@@ -87,7 +87,7 @@ pub enum Question {
     },
     /// `rotate-ca`: run the rotation shown (a new one, or the rest of one
     /// in progress).
-    RotateCa(talosprov_core::machine::rotation::Authority),
+    RotateCa(talosprov_core::state::rotation::Authority),
     /// `etcd restore --force`: reset these control planes (hostname and
     /// address), whose etcd is healthy, before restoring over it.
     ResetControlPlanes(Vec<(String, String)>),

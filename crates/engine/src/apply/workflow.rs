@@ -17,8 +17,8 @@ use talosprov_core::machine::secrets_file::secrets_yaml;
 use talosprov_core::plan::model::Plan;
 use talosprov_core::plan::observed::Observed;
 use talosprov_core::sensitive::Sensitive;
+use talosprov_core::state::format::RecordedMember;
 use talosprov_core::state::format::{Rendering, State};
-use talosprov_core::topology::pools::RecordedMember;
 use talosprov_state::backend::Backend;
 
 use super::executor::Saver;

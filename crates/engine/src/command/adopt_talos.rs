@@ -285,8 +285,7 @@ pub(super) fn credentials(
         now: time::OffsetDateTime::now_utc(),
         lifetime: time::Duration::hours(1),
     };
-    let tc =
-        talosprov_core::machine::talosconfig::Talosconfig::generate(&input, &mut rand::rngs::OsRng)
-            .context("cannot issue a client certificate from the adopted OS CA")?;
+    let tc = talosprov_core::machine::talosconfig::generate(&input, &mut rand::rngs::OsRng)
+        .context("cannot issue a client certificate from the adopted OS CA")?;
     Ok(ClientCredentials::from_talosconfig(&tc))
 }

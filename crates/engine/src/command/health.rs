@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 
-use talosprov_core::machine::talosconfig::Talosconfig;
 use talosprov_core::role::Role;
 use talosprov_core::state::format::State;
+use talosprov_core::talosconfig::Talosconfig;
 use talosprov_core::topology::model::Topology;
 use talosprov_retry::Backoff;
 use talosprov_talos::credentials::ClientCredentials;

@@ -16,16 +16,17 @@ use super::{CommandError, Ui};
 use crate::apply::refresh::{RefreshInput, refresh};
 use talosprov_core::addon::manifests::RenderedAddon;
 use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
-use talosprov_core::machine::rotation::CaRotation;
 use talosprov_core::machine::secrets::SecretsBundle;
 use talosprov_core::machine::secrets_file::{parse_secrets_yaml, secrets_yaml};
-use talosprov_core::machine::talosconfig::{Talosconfig, TalosconfigInput};
+use talosprov_core::machine::talosconfig::{TalosconfigInput, generate};
 use talosprov_core::plan::desired::RenderedConfig;
 use talosprov_core::plan::observed::Observed;
 use talosprov_core::plan::saved::{InputDigests, SavedPlan};
 use talosprov_core::schematic::Schematic;
 use talosprov_core::sensitive::Sensitive;
 use talosprov_core::state::format::State;
+use talosprov_core::state::rotation::CaRotation;
+use talosprov_core::talosconfig::Talosconfig;
 use talosprov_core::topology;
 use talosprov_core::topology::model::{SchematicSpec, Topology};
 use talosprov_factory::client::FactoryClient;
@@ -52,7 +53,10 @@ pub fn load_topology(file: &Path, ui: &Ui) -> Result<Topology, CommandError> {
 /// `O005 pool-member-moved`.
 pub fn load_topology_with(
     file: &Path,
-    recorded: std::collections::BTreeMap<String, Vec<topology::pools::RecordedMember>>,
+    recorded: std::collections::BTreeMap<
+        String,
+        Vec<talosprov_core::state::format::RecordedMember>,
+    >,
     ui: &Ui,
 ) -> Result<Topology, CommandError> {
     reported(
@@ -69,7 +73,10 @@ pub fn load_topology_with(
 /// `O006 pool-no-capacity`.
 pub fn load_topology_placed(
     file: &Path,
-    recorded: std::collections::BTreeMap<String, Vec<topology::pools::RecordedMember>>,
+    recorded: std::collections::BTreeMap<
+        String,
+        Vec<talosprov_core::state::format::RecordedMember>,
+    >,
     capacity: std::collections::BTreeMap<String, topology::pools::HostCapacity>,
     ui: &Ui,
 ) -> Result<Topology, CommandError> {
@@ -299,7 +306,7 @@ pub fn new_talosconfig(
         now: time::OffsetDateTime::now_utc(),
         lifetime: talosprov_core::machine::talosconfig::ADMIN_CERTIFICATE_VALIDITY,
     };
-    Talosconfig::generate(&input, &mut rand::rngs::OsRng).context("cannot issue the talosconfig")
+    generate(&input, &mut rand::rngs::OsRng).context("cannot issue the talosconfig")
 }
 
 /// How long before the state's talosconfig certificate expires talosprov stops connecting

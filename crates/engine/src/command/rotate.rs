@@ -13,16 +13,15 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::sync::watch;
 
-use talosprov_core::machine::rotation::{
-    self, Authority, CaRotation, RotationPlan, Stage, kubeconfig_trusting,
-};
+use talosprov_core::machine::rotation::{self, RotationPlan, kubeconfig_trusting};
 use talosprov_core::machine::secrets::SecretsBundle;
 use talosprov_core::machine::secrets_file::secrets_yaml;
-use talosprov_core::machine::talosconfig::Talosconfig;
 use talosprov_core::sensitive::Sensitive;
 use talosprov_core::state::address::Address;
 use talosprov_core::state::format::Output;
 use talosprov_core::state::format::State;
+use talosprov_core::state::rotation::{Authority, CaRotation, Stage};
+use talosprov_core::talosconfig::Talosconfig;
 use talosprov_core::topology::model::Topology;
 use talosprov_state::store::StoreError;
 

@@ -54,7 +54,8 @@ pub async fn short_lived(
 ) -> Result<talosprov_core::sensitive::Sensitive, CommandError> {
     use talosprov_core::machine::expiry::kubeconfig_cluster;
     use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
-    use talosprov_core::machine::talosconfig::{Talosconfig, TalosconfigInput};
+    use talosprov_core::machine::talosconfig::{TalosconfigInput, generate};
+    use talosprov_core::talosconfig::Talosconfig;
     if ttl.is_zero() || ttl > MAX_CLIENT_TTL {
         return Err(anyhow!("--ttl must be more than 0 and at most 365 days").into());
     }
@@ -83,7 +84,7 @@ pub async fn short_lived(
                 now,
                 lifetime,
             };
-            Talosconfig::generate(&input, &mut rand::rngs::OsRng)
+            generate(&input, &mut rand::rngs::OsRng)
                 .context("cannot issue the talosconfig")?
                 .to_yaml()
         }

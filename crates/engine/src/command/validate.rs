@@ -96,7 +96,7 @@ pub fn check(file: &Path) -> anyhow::Result<Validation> {
 /// apply would allocate them).
 fn recorded_pools(
     t: &Topology,
-) -> Option<std::collections::BTreeMap<String, Vec<talosprov_core::topology::pools::RecordedMember>>>
+) -> Option<std::collections::BTreeMap<String, Vec<talosprov_core::state::format::RecordedMember>>>
 {
     if t.pools.is_empty() {
         return None;
