@@ -8,11 +8,11 @@
 
 use std::path::PathBuf;
 use std::time::Instant;
-use talosprov_core::patch::apply::apply_patches;
-use talosprov_core::patch::discover::PatchKind;
-use talosprov_core::patch::document::MachineConfig;
-use talosprov_core::patch::load::load_documents;
-use talosprov_core::patch::render::{Renderer, TemplateVars};
+use talosprov_patch::apply::apply_patches;
+use talosprov_patch::discover::PatchKind;
+use talosprov_patch::document::MachineConfig;
+use talosprov_patch::load::load_documents;
+use talosprov_patch::render::{Renderer, TemplateVars};
 
 const NODES: usize = 1000;
 const PER_LEVEL: usize = 10;

@@ -8,13 +8,13 @@ use rand::SeedableRng;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
-use talosprov_core::machine::config::base_config;
-use talosprov_core::machine::config_parts::BaseConfigInput;
-use talosprov_core::machine::node::node_configs;
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::role::Role;
-use talosprov_core::topology;
-use talosprov_core::topology::model::Environment;
+use talosprov_base::role::Role;
+use talosprov_machine::config::base_config;
+use talosprov_machine::config_parts::BaseConfigInput;
+use talosprov_machine::node::node_configs;
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_topology as topology;
+use talosprov_topology::model::Environment;
 
 const NODES: usize = 100;
 const CONTROL_PLANES: usize = 3;
@@ -31,7 +31,7 @@ fn main() {
         keygen.as_secs_f64() * 1e3
     );
 
-    let talos: talosprov_core::version::TalosVersion = "v1.13.9".parse().expect("version");
+    let talos: talosprov_base::version::TalosVersion = "v1.13.9".parse().expect("version");
     let inputs: Vec<BaseConfigInput<'_>> = (0..NODES)
         .map(|i| BaseConfigInput {
             cluster_name: "bench".into(),
@@ -51,7 +51,7 @@ fn main() {
             )),
             additional_sans: vec!["10.0.0.10".into()],
             hostname_config: true,
-            accepted_cas: &talosprov_core::machine::rotation::NO_ACCEPTED_CAS,
+            accepted_cas: &talosprov_machine::rotation::NO_ACCEPTED_CAS,
         })
         .collect();
 

@@ -19,8 +19,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use talosprov_core::machine::node::node_configs;
-use talosprov_core::machine::secrets::SecretsBundle;
+use talosprov_machine::node::node_configs;
+use talosprov_machine::secrets::SecretsBundle;
 
 const PATCHES_PER_LEVEL: usize = 10;
 

@@ -12,7 +12,7 @@ use clap::Args;
 use super::frontend::Console;
 use super::state_options::LockOptions;
 use crate::cli::error::Outcome;
-use talosprov_core::adopt::topology::Settings;
+use talosprov_adopt::topology::Settings;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::adopt::{AdoptFrom, AdoptOutcome, AdoptRequest, adopt};
 use talosprov_engine::command::store::{DEFAULT_TOPOLOGY, StateSettings, shell_quoted};

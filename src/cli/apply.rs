@@ -11,11 +11,11 @@ use clap::Args;
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
 use crate::cli::error::Outcome;
-use talosprov_core::plan::model::Plan;
-use talosprov_core::state::address::Address;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::apply::{Applied, ApplyRequest, apply};
 use talosprov_engine::health::gate::GateOutcome;
+use talosprov_plan::model::Plan;
+use talosprov_statefile::address::Address;
 
 /// Arguments of `talosprov apply`.
 #[derive(Debug, Args)]

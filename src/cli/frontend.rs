@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use talosprov_core::diagnostics::Diagnostic;
+use talosprov_base::diagnostics::Diagnostic;
 use talosprov_engine::apply::event::Update;
 use talosprov_engine::apply::session::{Question, Shown};
 use talosprov_engine::command::{Answer, Frontend, Interrupts, Pending, Ui};

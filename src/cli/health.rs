@@ -18,7 +18,7 @@ use talosprov_engine::command::health::prepare;
 pub struct HealthArgs {
     /// Keep checking until every check passes or this long has passed, in
     /// seconds or as a duration such as `5m` or `1h30m` (0: check once).
-    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = talosprov_core::duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = talosprov_base::duration::parse)]
     wait: Duration,
 
     #[command(flatten)]

@@ -9,9 +9,9 @@ use clap::Args;
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
 use crate::cli::error::Outcome;
-use talosprov_core::state::address::Address;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::import::{ImportRequest, Imported, import};
+use talosprov_statefile::address::Address;
 
 /// Arguments of `talosprov import`.
 #[derive(Debug, Args)]

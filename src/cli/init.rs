@@ -13,9 +13,9 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use crate::cli::error::Outcome;
-use talosprov_core::topology::syntax::Vmid;
-use talosprov_core::topology::syntax::is_dns_label;
 use talosprov_engine::command::CommandError;
+use talosprov_topology::syntax::Vmid;
+use talosprov_topology::syntax::is_dns_label;
 
 /// The Talos release the scaffold pins, as the reference cluster does.
 const TALOS_VERSION: &str = "v1.13.8";
@@ -148,7 +148,7 @@ fn parse_data_disk(s: &str) -> Result<DataDiskArg, String> {
         .filter(|n| *n >= 1)
         .ok_or_else(|| format!("expected a size in GiB (1 or more), found {size:?}"))?;
     if let Some(m) = mount {
-        talosprov_core::topology::validate_devices::volume_of(m)
+        talosprov_topology::validate_devices::volume_of(m)
             .map_err(|why| format!("mount {m:?} {why}"))?;
     }
     Ok(DataDiskArg {
@@ -431,9 +431,8 @@ fn nodes(cluster: &str, roles: Vec<(Ipv4Addr, Kind)>) -> Vec<Node> {
 /// The files of the scaffold, as (path relative to DIR, content), in the
 /// order they are written and listed.
 fn files(s: &Scaffold, dir: &Path) -> Vec<(PathBuf, String)> {
-    let mut schema =
-        serde_json::to_string_pretty(&talosprov_core::topology::schema::cluster_schema())
-            .unwrap_or_default();
+    let mut schema = serde_json::to_string_pretty(&talosprov_topology::schema::cluster_schema())
+        .unwrap_or_default();
     schema.push('\n');
     let mut out = vec![
         (PathBuf::from("cluster.yaml"), topology(s, dir)),

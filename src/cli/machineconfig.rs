@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 
 use super::machineconfig_gen::{self, GenArgs};
 use crate::cli::error::Outcome;
-use talosprov_core::patch::apply::apply_patches;
-use talosprov_core::patch::document::MachineConfig;
-use talosprov_core::patch::load::{Patch, load_patch};
 use talosprov_engine::command::CommandError;
+use talosprov_patch::apply::apply_patches;
+use talosprov_patch::document::MachineConfig;
+use talosprov_patch::load::{Patch, load_patch};
 
 /// Arguments of `talosprov machineconfig`.
 #[derive(Debug, Args)]
@@ -66,7 +66,7 @@ pub fn run(args: MachineconfigArgs) -> Result<Outcome, CommandError> {
 }
 
 fn run_patch(args: PatchArgs) -> Result<Outcome, CommandError> {
-    let text = talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, &args.config)
+    let text = talosprov_base::inputs::Inputs::read(&talosprov_files::Disk, &args.config)
         .with_context(|| format!("cannot read the machine config {}", args.config.display()))?;
     let config = MachineConfig::parse(&text)
         .with_context(|| format!("{} is not a valid machine config", args.config.display()))?;
@@ -76,7 +76,7 @@ fn run_patch(args: PatchArgs) -> Result<Outcome, CommandError> {
     }
     let patched = apply_patches(&config, &patches)?;
     // The same Talos-style writer as `machineconfig gen` and `render`.
-    let yaml = talosprov_core::machine::config::machine_config_yaml(&patched.documents);
+    let yaml = talosprov_machine::config::machine_config_yaml(&patched.documents);
     match &args.output {
         Some(path) => talosprov_files::write_private(path, yaml.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?,
@@ -104,6 +104,6 @@ fn read_patch(arg: &str, position: usize) -> anyhow::Result<Patch> {
 }
 
 fn read_file(path: &Path) -> anyhow::Result<String> {
-    talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, path)
+    talosprov_base::inputs::Inputs::read(&talosprov_files::Disk, path)
         .with_context(|| format!("cannot read the patch {}", path.display()))
 }

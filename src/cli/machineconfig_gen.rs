@@ -8,12 +8,12 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use crate::cli::error::Outcome;
-use talosprov_core::machine::config::base_config;
-use talosprov_core::machine::config_parts::BaseConfigInput;
-use talosprov_core::machine::secrets_file::parse_secrets_yaml;
-use talosprov_core::role::Role;
-use talosprov_core::version::TalosVersion;
+use talosprov_base::role::Role;
+use talosprov_base::version::TalosVersion;
 use talosprov_engine::command::CommandError;
+use talosprov_machine::config::base_config;
+use talosprov_machine::config_parts::BaseConfigInput;
+use talosprov_machine::secrets_file::parse_secrets_yaml;
 
 /// Arguments of `talosprov machineconfig gen`.
 #[derive(Debug, Args)]
@@ -73,7 +73,7 @@ pub struct GenArgs {
 /// # Errors
 /// An unreadable or invalid secrets file, an invalid endpoint or version, or a closed stdout.
 pub fn run(args: GenArgs) -> Result<Outcome, CommandError> {
-    let text = talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, &args.secrets)
+    let text = talosprov_base::inputs::Inputs::read(&talosprov_files::Disk, &args.secrets)
         .with_context(|| format!("cannot read the secrets bundle {}", args.secrets.display()))?;
     let secrets = parse_secrets_yaml(&text)
         .with_context(|| format!("cannot use the secrets bundle {}", args.secrets.display()))?;
@@ -89,7 +89,7 @@ pub fn run(args: GenArgs) -> Result<Outcome, CommandError> {
         install_image: args.install_image,
         additional_sans: args.additional_sans,
         hostname_config: true,
-        accepted_cas: &talosprov_core::machine::rotation::NO_ACCEPTED_CAS,
+        accepted_cas: &talosprov_machine::rotation::NO_ACCEPTED_CAS,
     };
     let config = base_config(&input)?;
     for warning in &config.warnings {

@@ -238,7 +238,7 @@ pub fn main() -> ExitCode {
     let args = argv::normalise(std::env::args_os().collect(), &Cli::command());
     let cli = Cli::parse_from(args);
     crate::ui::init_logging(cli.verbose);
-    match talosprov_core::budgets::PatchBudgets::from_env(|n| std::env::var(n).ok()) {
+    match talosprov_base::budgets::PatchBudgets::from_env(|n| std::env::var(n).ok()) {
         Ok(budgets) => budgets.install(),
         Err(e) => {
             crate::ui::out::print_error(&anyhow::anyhow!("{e}"));

@@ -10,9 +10,9 @@ use clap::Args;
 use super::frontend::Console;
 use super::state_options::StateOptions;
 use crate::cli::error::Outcome;
-use talosprov_core::state::format::{Output, Outputs};
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::state::{ClientConfig, outputs, short_lived};
+use talosprov_statefile::format::{Output, Outputs};
 
 /// Arguments of `talosprov output`.
 #[derive(Debug, Args)]
@@ -48,7 +48,7 @@ pub struct OutputArgs {
 
 /// `--ttl`'s value: a duration as the other settings take them.
 fn parse_ttl(text: &str) -> Result<std::time::Duration, String> {
-    talosprov_core::duration::parse(text)
+    talosprov_base::duration::parse(text)
 }
 
 /// Find one output by the names `output` accepts.

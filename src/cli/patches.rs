@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use crate::cli::error::Outcome;
-use talosprov_core::plan::config_diff::unified_diff_headed;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::migrate::{FileMigration, PatchMigration, migrate_patches};
+use talosprov_plan::config_diff::unified_diff_headed;
 
 /// Arguments of `talosprov patches`.
 #[derive(Debug, Args)]

@@ -7,10 +7,10 @@ use clap::Args;
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
 use crate::cli::error::Outcome;
-use talosprov_core::state::address::Address;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::plan::{PlanRequest, plan};
 use talosprov_engine::command::store::command_line;
+use talosprov_statefile::address::Address;
 
 /// Arguments of `talosprov plan`.
 #[derive(Debug, Args)]

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use super::frontend::Console;
 use super::state_options::StateOptions;
 use crate::cli::error::Outcome;
-use talosprov_core::machine::node::NodeConfig;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::render::{RenderRequest, render};
+use talosprov_machine::node::NodeConfig;
 
 /// Arguments of `talosprov render` (its help text is on `Command::Render`).
 #[derive(Debug, Args)]

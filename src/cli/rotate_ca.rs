@@ -8,9 +8,9 @@ use clap::Args;
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
 use crate::cli::error::Outcome;
-use talosprov_core::state::rotation::Authority;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::rotate::{RotateRequest, rotate_ca};
+use talosprov_statefile::rotation::Authority;
 
 /// Arguments of `talosprov rotate-ca`.
 #[derive(Debug, Args)]

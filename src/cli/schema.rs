@@ -18,7 +18,7 @@ pub struct SchemaArgs {}
 /// # Errors
 /// Only when stdout is closed.
 pub fn run(_args: SchemaArgs) -> Result<Outcome, CommandError> {
-    let schema = talosprov_core::topology::schema::cluster_schema();
+    let schema = talosprov_topology::schema::cluster_schema();
     let mut text = serde_json::to_string_pretty(&schema).context("serialising the schema")?;
     text.push('\n');
     crate::ui::out::write_stdout(&text)?;

@@ -7,9 +7,9 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use crate::cli::error::Outcome;
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::machine::secrets_file::secrets_yaml;
 use talosprov_engine::command::CommandError;
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_machine::secrets_file::secrets_yaml;
 
 /// Arguments of `talosprov secrets gen`.
 #[derive(Debug, Args)]

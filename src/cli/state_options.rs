@@ -55,7 +55,7 @@ pub struct LockOptions {
         long = "lock-timeout",
         value_name = "DURATION",
         default_value = "0s",
-        value_parser = talosprov_core::duration::parse
+        value_parser = talosprov_base::duration::parse
     )]
     pub lock_timeout: Duration,
 }

@@ -6,9 +6,9 @@ use clap::Args;
 use super::frontend::Console;
 use super::state_options::{LockOptions, StateOptions};
 use crate::cli::error::Outcome;
-use talosprov_core::state::address::Address;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::state::remove;
+use talosprov_statefile::address::Address;
 
 /// Arguments of `talosprov state rm`.
 #[derive(Debug, Args)]

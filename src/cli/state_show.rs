@@ -6,9 +6,9 @@ use clap::Args;
 use super::frontend::Console;
 use super::state_options::StateOptions;
 use crate::cli::error::Outcome;
-use talosprov_core::state::address::Address;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::state::show;
+use talosprov_statefile::address::Address;
 
 /// Arguments of `talosprov state show`.
 #[derive(Debug, Args)]

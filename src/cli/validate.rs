@@ -9,7 +9,7 @@ use super::frontend::Console;
 use super::state_options::StateOptions;
 use crate::cli::error::Outcome;
 use crate::ui::summary::ValidateReport;
-use talosprov_core::diagnostics;
+use talosprov_base::diagnostics;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::validate::check;
 use talosprov_engine::command::validate_online::{OnlineCheck, check_online};

@@ -6,7 +6,7 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::cli::error::Outcome;
-use talosprov_core::version::Contract;
+use talosprov_base::version::Contract;
 use talosprov_engine::command::CommandError;
 
 /// Arguments of `talosprov version`.

@@ -5,7 +5,7 @@
 use super::cell;
 use serde::Serialize;
 use std::fmt::Write as _;
-use talosprov_core::diagnostics::{Diagnostic, Severity};
+use talosprov_base::diagnostics::{Diagnostic, Severity};
 
 const RED: &str = "\x1b[1;31m";
 const YELLOW: &str = "\x1b[1;33m";
@@ -165,7 +165,7 @@ pub fn print_all(diagnostics: &[Diagnostic]) {
 mod tests {
     use super::*;
     use std::path::Path;
-    use talosprov_core::diagnostics::{Code, Pos};
+    use talosprov_base::diagnostics::{Code, Pos};
 
     #[test]
     fn plain_rendering_names_file_line_node_and_field() {

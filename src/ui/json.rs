@@ -16,9 +16,9 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use talosprov_core::plan::model::{Plan, Summary};
 use talosprov_engine::apply::event::{EventKind, Update};
 use talosprov_engine::health::gate::{GateEvent, GateOutcome};
+use talosprov_plan::model::{Plan, Summary};
 
 use super::lines::{Tally, count, gate_text, line, run_line};
 
@@ -125,8 +125,8 @@ pub fn version(command: &str) {
 }
 
 /// A CA rotation's stages (`rotate-ca`), as one `rotation` object.
-pub fn rotation(r: &talosprov_core::machine::rotation::RotationPlan) {
-    let stages: Vec<Value> = talosprov_core::state::rotation::Stage::ALL
+pub fn rotation(r: &talosprov_machine::rotation::RotationPlan) {
+    let stages: Vec<Value> = talosprov_statefile::rotation::Stage::ALL
         .iter()
         .map(|s| json!({"stage": s.number(), "step": s.describe(r.authority), "done": *s < r.from}))
         .collect();
@@ -353,9 +353,9 @@ pub fn gate_outcome(outcome: &GateOutcome, message: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talosprov_core::plan::change::Action;
-    use talosprov_core::state::address::Address;
     use talosprov_engine::apply::event::Event;
+    use talosprov_plan::change::Action;
+    use talosprov_statefile::address::Address;
 
     #[test]
     fn every_object_carries_the_common_keys() {

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use talosprov_core::plan::change::Action;
-use talosprov_core::state::address::Address;
 use talosprov_engine::apply::event::{Event, EventKind, Update};
+use talosprov_plan::change::Action;
+use talosprov_statefile::address::Address;
 
 /// What the view counted, for the closing line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -169,7 +169,7 @@ pub fn gate_outcome_text(
 
 /// The cluster's nodes as `kubectl get nodes` shows them: NAME, STATUS, ROLES,
 /// VERSION, INTERNAL-IP, and GPU when any node has one.
-pub fn node_table(nodes: &[talosprov_core::kube_node::KubeNode]) -> String {
+pub fn node_table(nodes: &[talosprov_base::kube_node::KubeNode]) -> String {
     let gpus = nodes.iter().any(|n| n.gpus > 0);
     let mut rows = vec![
         vec!["NAME", "STATUS", "ROLES", "VERSION", "INTERNAL-IP"]

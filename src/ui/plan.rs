@@ -6,9 +6,9 @@ use std::fmt::Write;
 
 use super::cell;
 
-use talosprov_core::plan::change::{Action, Change, FieldChange};
-use talosprov_core::plan::field::{ConfigField, Field, VmField};
-use talosprov_core::plan::model::{Conflict, DriftKind, Plan, Summary};
+use talosprov_plan::change::{Action, Change, FieldChange};
+use talosprov_plan::field::{ConfigField, Field, VmField};
+use talosprov_plan::model::{Conflict, DriftKind, Plan, Summary};
 
 /// The whole plan as text, ending with the summary line. Its values
 /// (addresses, reasons, field values, diff lines, messages) are shown with
@@ -191,7 +191,7 @@ fn change_block(out: &mut String, c: &Change) {
             out.push_str("      (the node reboots)\n");
         }
         (Action::ApplyConfig, Some(false))
-            if c.apply_mode() == Some(talosprov_core::plan::planned::ApplyMode::Staged) =>
+            if c.apply_mode() == Some(talosprov_plan::planned::ApplyMode::Staged) =>
         {
             out.push_str("      (staged: no reboot now; the node takes it at its next reboot)\n");
         }
@@ -308,7 +308,7 @@ pub fn apply_summary_line(s: &Summary) -> String {
 
 /// `<label>: <address>: <message>` for each notice, then a blank line when
 /// there was any.
-fn notices(out: &mut String, label: &str, list: &[talosprov_core::plan::model::PlanWarning]) {
+fn notices(out: &mut String, label: &str, list: &[talosprov_plan::model::PlanWarning]) {
     for n in list {
         let _ = match &n.address {
             Some(a) => writeln!(out, "{label}: {a}: {}", n.message),
@@ -323,9 +323,9 @@ fn notices(out: &mut String, label: &str, list: &[talosprov_core::plan::model::P
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talosprov_core::plan::field::VmField;
-    use talosprov_core::plan::model::{Drift, PlanWarning};
-    use talosprov_core::state::address::Address;
+    use talosprov_plan::field::VmField;
+    use talosprov_plan::model::{Drift, PlanWarning};
+    use talosprov_statefile::address::Address;
 
     /// A change with stand-in payloads and these display values.
     fn change(
@@ -336,7 +336,7 @@ mod tests {
         config_diff: Option<String>,
         reboot: Option<bool>,
     ) -> Change {
-        let mut c = talosprov_core::plan::example::change(address, action, reason)
+        let mut c = talosprov_plan::example::change(address, action, reason)
             .expect("a change of that kind");
         c.fields = fields;
         c.config_diff = config_diff;

@@ -10,8 +10,8 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use talosprov_core::state::address::Address;
 use talosprov_engine::apply::event::{EventKind, Update};
+use talosprov_statefile::address::Address;
 
 use super::cell;
 use super::lines::verb;
@@ -191,8 +191,8 @@ pub fn stderr_is_terminal() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talosprov_core::plan::change::Action;
     use talosprov_engine::apply::event::Event;
+    use talosprov_plan::change::Action;
 
     #[test]
     fn the_gate_says_what_it_waits_for_and_what_is_still_missing() {

@@ -7,10 +7,10 @@ use super::diagnostics::{JsonDiagnostic, count_line};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use talosprov_core::diagnostics::Diagnostic;
-use talosprov_core::patch::discover::PatchFile;
-use talosprov_core::role::Role;
-use talosprov_core::topology::model::{AddonSource, SchematicSpec, Topology};
+use talosprov_base::diagnostics::Diagnostic;
+use talosprov_base::role::Role;
+use talosprov_patch::discover::PatchFile;
+use talosprov_topology::model::{AddonSource, SchematicSpec, Topology};
 
 /// Everything `validate` found, ready to show.
 #[derive(Debug, Clone, Copy)]
@@ -239,7 +239,7 @@ fn write_addons(out: &mut String, t: &Topology) {
         .map(String::from)
         .to_vec(),
     ];
-    for a in talosprov_core::addon::order::apply_order(&t.addons) {
+    for a in talosprov_addon::order::apply_order(&t.addons) {
         let source = match &a.source {
             AddonSource::Helm {
                 repo,

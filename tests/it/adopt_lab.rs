@@ -15,13 +15,13 @@ use serde_json::{Value, json};
 use crate::config_drift_lab::{apply_out_of_band, client_files, running_config};
 use crate::support::cli::stdout;
 use crate::support::lab::{Lab, change_lines};
-use talosprov_core::machine::config::machine_config_yaml;
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::machine::secrets_file::parse_secrets_yaml;
-use talosprov_core::patch::apply::apply_patches;
-use talosprov_core::patch::document::MachineConfig;
-use talosprov_core::patch::load::load_patch;
-use talosprov_core::role::Role;
+use talosprov_base::role::Role;
+use talosprov_machine::config::machine_config_yaml;
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_machine::secrets_file::parse_secrets_yaml;
+use talosprov_patch::apply::apply_patches;
+use talosprov_patch::document::MachineConfig;
+use talosprov_patch::load::load_patch;
 
 const HOSTS: [&str; 3] = ["talos-controlplane-01", "talos-worker-01", "talos-gpu-01"];
 const COMMON_PATCH: &str =
@@ -480,8 +480,8 @@ async fn each_provider_state_adopts_validates_and_plans_with_no_change() {
         }
         let topology = out_dir.join("cluster.yaml");
         let topo = topology.to_str().expect("utf-8");
-        let adopted: talosprov_core::state::format::State =
-            talosprov_core::state::format::State::from_json(
+        let adopted: talosprov_statefile::format::State =
+            talosprov_statefile::format::State::from_json(
                 &std::fs::read(out_dir.join("talosprov.tfstate")).expect("adopted state"),
             )
             .expect("state");
@@ -668,13 +668,13 @@ async fn each_provider_state_adopts_validates_and_plans_with_no_change() {
         out.status.success(),
         "adopt --merge of the same source failed"
     );
-    let state_after: talosprov_core::state::format::State =
-        talosprov_core::state::format::State::from_json(
+    let state_after: talosprov_statefile::format::State =
+        talosprov_statefile::format::State::from_json(
             &std::fs::read(lab.dir.path().join("adopted-0/talosprov.tfstate")).expect("state"),
         )
         .expect("state");
-    let before: talosprov_core::state::format::State =
-        talosprov_core::state::format::State::from_json(&state_before).expect("state");
+    let before: talosprov_statefile::format::State =
+        talosprov_statefile::format::State::from_json(&state_before).expect("state");
     assert_eq!(state_after.resources, before.resources);
     assert_eq!(state_after.lineage, before.lineage);
     let mut clash = merge.clone();

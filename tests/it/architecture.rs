@@ -1,4 +1,4 @@
-//! The workspace's architecture, checked: the core crate depends on no async
+//! The workspace's architecture, checked: the pure crates depend on no async
 //! runtime, HTTP or gRPC stack and does no I/O of its own, and the `talosprov`
 //! binary does not link the simulator.
 
@@ -88,20 +88,40 @@ fn linked(package: &str) -> BTreeSet<String> {
     seen
 }
 
+/// The pure crates, bottom up: every decision that needs no machine, and no I/O.
+const PURE: [&str; 8] = [
+    "base",
+    "statefile",
+    "topology",
+    "patch",
+    "machine",
+    "addon",
+    "plan",
+    "adopt",
+];
+
 #[test]
-fn the_core_crate_links_no_runtime_http_or_grpc_stack() {
-    let core = linked("talosprov-core");
-    let forbidden: Vec<&str> = ["tokio", "reqwest", "hyper", "tonic"]
-        .into_iter()
-        .filter(|f| core.contains(*f))
-        .collect();
+fn the_pure_crates_link_no_runtime_http_or_grpc_stack() {
+    for name in PURE {
+        let package = format!("talosprov-{name}");
+        let linked = linked(&package);
+        let forbidden: Vec<&str> = ["tokio", "reqwest", "hyper", "tonic"]
+            .into_iter()
+            .filter(|f| linked.contains(*f))
+            .collect();
+        assert!(
+            forbidden.is_empty(),
+            "{package} must stay free of I/O stacks, but links {forbidden:?}"
+        );
+    }
     assert!(
-        forbidden.is_empty(),
-        "talosprov-core must stay free of I/O stacks, but links {forbidden:?}"
+        linked("talosprov-base").contains("serde_yaml_ng"),
+        "the graph walk found the base's own dependencies"
     );
     assert!(
-        core.contains("serde_yaml_ng"),
-        "the graph walk found the core's own dependencies"
+        !linked("talosprov-base").contains("rcgen")
+            && !linked("talosprov-statefile").contains("rcgen"),
+        "the vocabulary the clients use does not build the PKI"
     );
 }
 
@@ -119,15 +139,18 @@ fn the_talosprov_binary_does_not_link_the_simulator() {
 
 #[test]
 fn the_crates_that_match_on_changes_addresses_and_presets_refuse_wildcard_arms() {
-    // `Change`, `Address` and `Preset` live in core; the engine and the CLI
-    // match on them. With the lint denied, a new kind or preset makes the
-    // compiler list every match to extend.
-    for root in [
-        "crates/core/src/lib.rs",
-        "crates/engine/src/lib.rs",
-        "src/lib.rs",
-    ] {
-        let text = std::fs::read_to_string(repo().join(root)).unwrap();
+    // `Change`, `Address` and `Preset` live in the pure crates; the engine and
+    // the CLI match on them. With the lint denied, a new kind or preset makes
+    // the compiler list every match to extend.
+    let roots = PURE
+        .iter()
+        .map(|c| format!("crates/{c}/src/lib.rs"))
+        .chain([
+            "crates/engine/src/lib.rs".to_owned(),
+            "src/lib.rs".to_owned(),
+        ]);
+    for root in roots {
+        let text = std::fs::read_to_string(repo().join(&root)).unwrap();
         assert!(
             text.lines()
                 .any(|l| l.trim() == "#![deny(clippy::wildcard_enum_match_arm)]"),
@@ -161,7 +184,7 @@ fn kind_modules(dir: &Path, not_kinds: &[&str]) -> BTreeMap<String, String> {
 #[test]
 fn each_resource_kind_is_one_module_behind_one_trait_with_its_step_in_the_engine() {
     let core = kind_modules(
-        &repo().join("crates/core/src/plan/kind"),
+        &repo().join("crates/plan/src/kind"),
         &["resource", "dispatch"],
     );
     let engine = kind_modules(&repo().join("crates/engine/src/apply/kind"), &[]);
@@ -179,13 +202,13 @@ fn each_resource_kind_is_one_module_behind_one_trait_with_its_step_in_the_engine
     for name in engine.keys() {
         assert!(
             core.contains_key(name),
-            "apply/kind/{name} is the step of no kind in crates/core/src/plan/kind"
+            "apply/kind/{name} is the step of no kind in crates/plan/src/kind"
         );
     }
     // The dispatch names every kind: adding one to `Op` makes the compiler
     // ask for its arms there.
     let dispatch =
-        std::fs::read_to_string(repo().join("crates/core/src/plan/kind/dispatch.rs")).unwrap();
+        std::fs::read_to_string(repo().join("crates/plan/src/kind/dispatch.rs")).unwrap();
     for text in core.values() {
         let kind = text
             .split("impl ResourceKind for ")
@@ -259,7 +282,7 @@ fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
 }
 
 #[test]
-fn the_core_crate_reads_no_file_environment_clock_or_entropy() {
+fn the_pure_crates_read_no_file_environment_clock_or_entropy() {
     // Its unit tests may (tempfile, say): only the code before a file's first
     // `#[cfg(test)]` is checked, without its comments.
     const FORBIDDEN: [&str; 14] = [
@@ -278,10 +301,16 @@ fn the_core_crate_reads_no_file_environment_clock_or_entropy() {
         "from_entropy",
         "tokio::",
     ];
-    let root = repo().join("crates/core/src");
+    let files: Vec<std::path::PathBuf> = PURE
+        .iter()
+        .flat_map(|c| rust_files(&repo().join(format!("crates/{c}/src"))))
+        .collect();
     let mut found = Vec::new();
-    for file in rust_files(&root) {
-        let text = std::fs::read_to_string(&file).expect("source");
+    for file in &files {
+        if file.to_string_lossy().ends_with("_tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("source");
         let code = text.split("#[cfg(test)]").next().unwrap_or_default();
         for (n, line) in code.lines().enumerate() {
             let line = line.trim_start();
@@ -295,13 +324,11 @@ fn the_core_crate_reads_no_file_environment_clock_or_entropy() {
     }
     assert!(
         found.is_empty(),
-        "the core takes files, the environment, the clock and randomness from its caller:\n{}",
+        "the pure crates take files, the environment, the clock and randomness from their \
+         caller:\n{}",
         found.join("\n")
     );
-    assert!(
-        rust_files(&root).len() > 20,
-        "the walk found the core's files"
-    );
+    assert!(files.len() > 100, "the walk found the pure crates' files");
 }
 
 /// Rust source with comments removed and every string and char literal
@@ -1036,83 +1063,64 @@ where
     );
 }
 
+/// What each crate may depend on, as README.md's crate table says it (its
+/// "Architecture" section): package name to workspace packages.
+fn architecture_table() -> BTreeMap<String, BTreeSet<String>> {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let section = readme
+        .split("\n## Architecture\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README.md has an Architecture section");
+    let mut out = BTreeMap::new();
+    for row in section.lines().filter(|l| l.starts_with("| `talosprov")) {
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
+        let name = cells[0].split('`').nth(1).expect("a crate name").to_owned();
+        let deps: BTreeSet<String> = match cells.last().map(|c| c.trim()) {
+            Some("nothing") | None => BTreeSet::new(),
+            Some(list) => list
+                .split(", ")
+                .map(|d| format!("talosprov-{}", d.trim()))
+                .collect(),
+        };
+        out.insert(name, deps);
+    }
+    out
+}
+
 #[test]
-fn each_crate_depends_only_on_the_layers_below_it() {
-    // The table of README.md, "Architecture".
-    let allowed: BTreeMap<&str, &[&str]> = BTreeMap::from([
-        ("talosprov-core", &[][..]),
-        ("talosprov-retry", &[][..]),
-        ("talosprov-files", &["talosprov-core"][..]),
-        (
-            "talosprov-proxmox",
-            &["talosprov-core", "talosprov-retry"][..],
-        ),
-        (
-            "talosprov-talos",
-            &["talosprov-core", "talosprov-retry"][..],
-        ),
-        (
-            "talosprov-factory",
-            &["talosprov-core", "talosprov-retry"][..],
-        ),
-        (
-            "talosprov-state",
-            &["talosprov-core", "talosprov-retry"][..],
-        ),
-        (
-            "talosprov-sources",
-            &["talosprov-core", "talosprov-retry"][..],
-        ),
-        ("talosprov-kube", &["talosprov-core", "talosprov-retry"][..]),
-        (
-            "talosprov-backup",
-            &["talosprov-core", "talosprov-files"][..],
-        ),
-        (
-            "talosprov-engine",
-            &[
-                "talosprov-core",
-                "talosprov-retry",
-                "talosprov-proxmox",
-                "talosprov-talos",
-                "talosprov-factory",
-                "talosprov-state",
-                "talosprov-kube",
-                "talosprov-files",
-                "talosprov-sources",
-                "talosprov-backup",
-            ][..],
-        ),
-        ("talosprov-sim", &["talosprov-core", "talosprov-talos"][..]),
-        // The CLI parses, resolves, calls the engine and renders: the
-        // clients, the state and the sources are the engine's.
-        (
-            "talosprov",
-            &[
-                "talosprov-core",
-                "talosprov-retry",
-                "talosprov-files",
-                "talosprov-engine",
-            ][..],
-        ),
-    ]);
+fn each_crate_depends_only_on_what_the_readme_table_lets_it() {
+    let allowed = architecture_table();
     let members = members();
     let mut wrong = Vec::new();
     for (name, deps) in &members {
         let Some(ok) = allowed.get(name.as_str()) else {
-            wrong.push(format!("{name} is not in the architecture table"));
+            wrong.push(format!("{name} has no row in README.md's crate table"));
             continue;
         };
         for dep in deps.iter().filter(|d| d.starts_with("talosprov")) {
-            if !ok.contains(&dep.as_str()) {
+            if !ok.contains(dep) {
                 wrong.push(format!("{name} depends on {dep}"));
             }
         }
     }
-    assert_eq!(members.len(), allowed.len(), "every member is in the table");
+    for name in allowed.keys().filter(|n| !members.contains_key(*n)) {
+        wrong.push(format!(
+            "README.md's crate table names {name}, which is no member"
+        ));
+    }
     assert!(
         wrong.is_empty(),
-        "dependencies across layers:\n{}",
+        "dependencies across layers (README.md, Architecture):\n{}",
         wrong.join("\n")
     );
+    // The pure crates each use only those below them.
+    for (i, name) in PURE.iter().enumerate() {
+        let row = &allowed[&format!("talosprov-{name}")];
+        let below: BTreeSet<String> = PURE[..i].iter().map(|c| format!("talosprov-{c}")).collect();
+        assert!(
+            row.is_subset(&below),
+            "talosprov-{name} may use only the crates below it: {row:?}"
+        );
+    }
 }

@@ -343,7 +343,7 @@ pub async fn lose_the_control_planes(lab: &Lab) {
     let state = lab.state();
     for (host, vm) in &state.resources.vms {
         let config = &state.resources.configs[host];
-        if config.role != Some(talosprov_core::role::Role::Controlplane) {
+        if config.role != Some(talosprov_base::role::Role::Controlplane) {
             continue;
         }
         talosprov_proxmox::lifecycle::destroy_vm(&lab.pve.client(), &vm.node, vm.vmid, 5)

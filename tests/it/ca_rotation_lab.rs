@@ -26,7 +26,7 @@ fn boot_times(lab: &Lab) -> Vec<u64> {
 
 /// Talos client credentials from a talosconfig's text.
 fn credentials(text: &str) -> talosprov_talos::credentials::ClientCredentials {
-    let tc = talosprov_core::talosconfig::Talosconfig::parse(text).expect("talosconfig");
+    let tc = talosprov_base::talosconfig::Talosconfig::parse(text).expect("talosconfig");
     talosprov_talos::credentials::ClientCredentials::from_talosconfig(&tc)
 }
 
@@ -175,14 +175,12 @@ async fn rotating_the_os_ca_is_staged_resumable_and_reboots_nothing() {
     assert!(stdout(&out).contains("Rotation complete!"));
     assert_eq!(stage(&lab), None);
     let after = lab.state();
-    let bundle = talosprov_core::machine::secrets_file::parse_secrets_yaml(
-        after.secrets.expect("s").expose(),
-    )
-    .expect("bundle");
+    let bundle =
+        talosprov_machine::secrets_file::parse_secrets_yaml(after.secrets.expect("s").expose())
+            .expect("bundle");
     assert_eq!(bundle.certs.os.crt, new_crt);
-    let old_bundle =
-        talosprov_core::machine::secrets_file::parse_secrets_yaml(old_secrets.expose())
-            .expect("old bundle");
+    let old_bundle = talosprov_machine::secrets_file::parse_secrets_yaml(old_secrets.expose())
+        .expect("old bundle");
     assert_eq!(
         bundle.certs.k8s.crt, old_bundle.certs.k8s.crt,
         "only the OS CA"

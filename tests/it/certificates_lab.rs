@@ -7,15 +7,13 @@
 
 use std::time::Duration;
 
-use talosprov_core::machine::expiry::{
-    kubeconfig_cluster, kubeconfig_not_after, talosconfig_not_after,
-};
-use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
-use talosprov_core::machine::secrets_file::parse_secrets_yaml;
-use talosprov_core::machine::talosconfig::{TalosconfigInput, generate};
-use talosprov_core::plan::renewal::Renewal;
-use talosprov_core::state::format::Output;
-use talosprov_core::talosconfig::Talosconfig;
+use talosprov_base::talosconfig::Talosconfig;
+use talosprov_machine::expiry::{kubeconfig_cluster, kubeconfig_not_after, talosconfig_not_after};
+use talosprov_machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
+use talosprov_machine::secrets_file::parse_secrets_yaml;
+use talosprov_machine::talosconfig::{TalosconfigInput, generate};
+use talosprov_plan::renewal::Renewal;
+use talosprov_statefile::format::Output;
 use time::OffsetDateTime;
 
 use crate::support::cli::{finish, stdout};

@@ -158,7 +158,7 @@ async fn without_a_terminal_errors_name_the_missing_flag_or_variable() {
 
     // An encrypted state and a sealed plan, read without the passphrase.
     lab.env.push((
-        talosprov_state::encrypt::PASSPHRASE_VAR.to_owned(),
+        talosprov_backend::encrypt::PASSPHRASE_VAR.to_owned(),
         "a passphrase for this test".to_owned(),
     ));
     lab.import_secrets().await;

@@ -51,7 +51,7 @@ async fn ci_sequence_plans_applies_and_reaches_the_outputs_through_the_gitlab_st
     let server = GitlabState::start().await;
     let mut lab = lab_on("1.9", Duration::from_millis(200), &server).await;
     lab.env.push((
-        talosprov_state::encrypt::PASSPHRASE_VAR.to_owned(),
+        talosprov_backend::encrypt::PASSPHRASE_VAR.to_owned(),
         PASSPHRASE.to_owned(),
     ));
     let dir = lab.dir.path().to_owned();
@@ -186,7 +186,7 @@ async fn sigterm_mid_apply_on_the_gitlab_state_saves_and_releases_the_lock() {
         .expect("start apply");
     let recorded_vms = || {
         server.state().map_or(0, |bytes| {
-            talosprov_core::state::format::State::from_json(&bytes)
+            talosprov_statefile::format::State::from_json(&bytes)
                 .map(|s| s.resources.vms.len())
                 .unwrap_or(0)
         })

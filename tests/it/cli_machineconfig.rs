@@ -177,7 +177,7 @@ fn secrets_gen_writes_a_private_file_and_does_not_overwrite_it() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(talosprov_core::machine::secrets_file::parse_secrets_yaml(&text).is_ok());
+    assert!(talosprov_machine::secrets_file::parse_secrets_yaml(&text).is_ok());
     talosprov()
         .args(["secrets", "gen", "-o"])
         .arg(&path)

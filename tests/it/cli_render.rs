@@ -6,8 +6,8 @@ use crate::support::cli::run_clean;
 use crate::support::fixtures::{HELM_STAND_IN, SECRETS_FILE};
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use talosprov_core::machine::secrets_file::parse_secrets_yaml;
-use talosprov_core::state::format::State;
+use talosprov_machine::secrets_file::parse_secrets_yaml;
+use talosprov_statefile::format::State;
 
 const HOMELAB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/homelab/cluster.yaml");
 

@@ -19,7 +19,7 @@ const WORKER: &str = "talos-worker-01";
 /// The talosconfig's CA, certificate and key as PEM files in a folder of their own.
 pub(crate) fn client_files(lab: &Lab) -> tempfile::TempDir {
     let state = lab.state();
-    let tc = talosprov_core::talosconfig::Talosconfig::parse(
+    let tc = talosprov_base::talosconfig::Talosconfig::parse(
         state
             .outputs
             .talosconfig

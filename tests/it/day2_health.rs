@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use day2_cluster::TestCluster;
-use talosprov_core::state::format::Output as StateOutput;
-use talosprov_core::state::format::State;
-use talosprov_state::local::LocalBackend;
-use talosprov_state::store::StateStore;
+use talosprov_backend::local::LocalBackend;
+use talosprov_backend::store::StateStore;
+use talosprov_statefile::format::Output as StateOutput;
+use talosprov_statefile::format::State;
 
 /// A topology naming `cp-1` at `<prefix>.121` and `w-1` at `<prefix>.122`.
 fn topology(prefix: &str, talos_version: &str) -> String {

@@ -435,7 +435,7 @@ async fn node_reset_by_hand_is_drift_and_apply_configures_it_again() {
 
 /// Delete `host`'s VM in Proxmox as an operator would, behind talosprov's
 /// back; its state record, as it was.
-async fn delete_vm_by_hand(lab: &Lab, host: &str) -> talosprov_core::state::format::Vm {
+async fn delete_vm_by_hand(lab: &Lab, host: &str) -> talosprov_statefile::format::Vm {
     let vm = lab.state().resources.vms[host].clone();
     talosprov_proxmox::lifecycle::destroy_vm(&lab.pve.client(), &vm.node, vm.vmid, 5)
         .await

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use crate::support::talos::{FAST, WAIT};
 use day2_cluster::TestCluster;
-use talosprov_core::plan::removal::{RemovalRefused, RemovalWarning};
 use talosprov_engine::apply::remove::{RemovalOptions, RemovalOutcome, RemoveError, remove_node};
 use talosprov_engine::apply::upgrade::snapshot::SnapshotPolicy;
+use talosprov_plan::removal::{RemovalRefused, RemovalWarning};
 use talosprov_sim::state::Phase;
 use talosprov_talos::client::TalosClient;
 

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use crate::support::talos::{FAST, WAIT};
 use day2_cluster::TestCluster;
-use talosprov_core::schematic::SchematicId;
+use talosprov_base::schematic::SchematicId;
 use talosprov_engine::apply::upgrade::events::{KubernetesPhase, UpgradeError, UpgradeEvent};
 use talosprov_engine::apply::upgrade::kubernetes::{
     ConfigUpdate, KubernetesRoll, upgrade_kubernetes,

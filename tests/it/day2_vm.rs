@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use crate::support::cli::stdout;
 use crate::support::lab::Lab;
-use talosprov_core::state::format;
 use talosprov_proxmox::{lifecycle, pending};
+use talosprov_statefile::format;
 
 const PENDING_NOTE: &str = "(pending in Proxmox: taken at the VM's next start)";
 const RESTART_NOTE: &str = "(the VM restarts through Proxmox for the change to apply)";

@@ -11,17 +11,17 @@ use std::time::Duration;
 use proptest::prelude::*;
 use talosprov::ui::cell::{MAX_CELL_CHARS, MAX_LINE_CHARS};
 use talosprov::ui::{diagnostics, lines, plan, progress, summary};
-use talosprov_core::diagnostics::{Code, Diagnostic, Pos};
-use talosprov_core::kube_node::KubeNode;
-use talosprov_core::patch::discover::{PatchFile, PatchKind, PatchLevel};
-use talosprov_core::plan::change::{Action, FieldChange};
-use talosprov_core::plan::example;
-use talosprov_core::plan::field::VmField;
-use talosprov_core::plan::model::{Drift, DriftKind, Plan, PlanWarning};
-use talosprov_core::state::address::Address;
-use talosprov_core::topology::model::{AddonSource, Environment, Topology};
-use talosprov_core::topology::parse;
+use talosprov_base::diagnostics::{Code, Diagnostic, Pos};
+use talosprov_base::kube_node::KubeNode;
 use talosprov_engine::apply::event::{Event, EventKind, Update};
+use talosprov_patch::discover::{PatchFile, PatchKind, PatchLevel};
+use talosprov_plan::change::{Action, FieldChange};
+use talosprov_plan::example;
+use talosprov_plan::field::VmField;
+use talosprov_plan::model::{Drift, DriftKind, Plan, PlanWarning};
+use talosprov_statefile::address::Address;
+use talosprov_topology::model::{AddonSource, Environment, Topology};
+use talosprov_topology::parse;
 
 use crate::support::cli::{stderr, stdout, talosprov};
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::support::cli::{signal, stderr, stdout};
 use crate::support::lab::Lab;
 use crate::support::wait::until;
-use talosprov_core::machine::secrets_file::parse_secrets_yaml;
+use talosprov_machine::secrets_file::parse_secrets_yaml;
 
 /// The base64 PEM of `field` in the current context of a talosconfig, decoded.
 fn talosconfig_field(text: &str, field: &str) -> String {
@@ -321,7 +321,7 @@ async fn saved_plan_is_sealed_like_an_encrypted_state() {
     let key_file = lab.dir.path().join("state.key");
     std::fs::write(&key_file, identity.to_string().expose_secret()).expect("key file");
     lab.env.push((
-        talosprov_state::encrypt::IDENTITY_FILE_VAR.to_owned(),
+        talosprov_backend::encrypt::IDENTITY_FILE_VAR.to_owned(),
         key_file.display().to_string(),
     ));
     lab.import_secrets().await;

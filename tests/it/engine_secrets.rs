@@ -9,7 +9,7 @@ use base64::Engine;
 
 /// Every secret value in the state: the bundle's keys and tokens (as stored,
 /// and the key lines of the decoded PEM), and the client keys of the outputs.
-fn secret_values(state: &talosprov_core::state::format::State) -> Vec<String> {
+fn secret_values(state: &talosprov_statefile::format::State) -> Vec<String> {
     let mut out = Vec::new();
     let add_b64_pem = |b64: &str, out: &mut Vec<String>| {
         out.push(b64.to_owned());

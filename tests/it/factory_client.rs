@@ -8,7 +8,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use sha2::{Digest, Sha256};
 use std::time::Duration;
-use talosprov_core::schematic::Schematic;
+use talosprov_base::schematic::Schematic;
 use talosprov_factory::client::{FactoryClient, FactoryError};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;

@@ -6,11 +6,11 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rand::SeedableRng;
 use serde_yaml_ng::Value;
-use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::machine::secrets_file::parse_secrets_yaml;
-use talosprov_core::machine::talosconfig::{TalosconfigInput, generate};
-use talosprov_core::talosconfig::Talosconfig;
+use talosprov_base::talosconfig::Talosconfig;
+use talosprov_machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_machine::secrets_file::parse_secrets_yaml;
+use talosprov_machine::talosconfig::{TalosconfigInput, generate};
 use time::Duration;
 use time::macros::datetime;
 
@@ -25,7 +25,7 @@ fn talosconfig(b: &SecretsBundle, nodes: Vec<String>) -> Talosconfig {
         nodes,
         secrets: b,
         now: datetime!(2026-03-04 05:06:07 UTC),
-        lifetime: talosprov_core::machine::talosconfig::ADMIN_CERTIFICATE_VALIDITY,
+        lifetime: talosprov_machine::talosconfig::ADMIN_CERTIFICATE_VALIDITY,
     };
     generate(&input, &mut rand_chacha::ChaCha20Rng::seed_from_u64(3)).unwrap()
 }
@@ -67,7 +67,7 @@ fn talosconfig_parse_reads_back_what_to_yaml_wrote() {
 
 #[test]
 fn talosconfig_parse_names_what_is_wrong_and_never_a_value() {
-    use talosprov_core::talosconfig::TalosconfigError as E;
+    use talosprov_base::talosconfig::TalosconfigError as E;
     let b = bundle();
     let good = talosconfig(&b, vec![]).to_yaml();
     let key_b64 = {

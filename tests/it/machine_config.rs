@@ -3,14 +3,14 @@
 
 use crate::support::fixtures::SECRETS;
 use serde_yaml_ng::Value;
-use talosprov_core::machine::config::{base_config, machine_config_yaml};
-use talosprov_core::machine::config_parts::BaseConfigInput;
-use talosprov_core::machine::redact::redact_secrets;
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::machine::secrets_file::parse_secrets_yaml;
-use talosprov_core::machine::validate::{Severity, check_config};
-use talosprov_core::role::Role;
-use talosprov_core::version::Contract;
+use talosprov_base::role::Role;
+use talosprov_base::version::Contract;
+use talosprov_machine::config::{base_config, machine_config_yaml};
+use talosprov_machine::config_parts::BaseConfigInput;
+use talosprov_machine::redact::redact_secrets;
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_machine::secrets_file::parse_secrets_yaml;
+use talosprov_machine::validate::{Severity, check_config};
 
 const VIP: &str = "192.168.1.120";
 
@@ -33,7 +33,7 @@ fn input<'a>(bundle: &'a SecretsBundle, role: Role, talos: &str) -> BaseConfigIn
         ),
         additional_sans: vec![VIP.into()],
         hostname_config: true,
-        accepted_cas: &talosprov_core::machine::rotation::NO_ACCEPTED_CAS,
+        accepted_cas: &talosprov_machine::rotation::NO_ACCEPTED_CAS,
     }
 }
 
@@ -443,7 +443,7 @@ fn talos_1_14_gets_the_documents_gen_config_writes_in_its_order() {
 
 #[test]
 fn v1_14_configs_decode_in_their_contract_and_hide_their_secrets() {
-    use talosprov_core::machine::decode::decode_config;
+    use talosprov_machine::decode::decode_config;
     let b = bundle();
     for role in [Role::Controlplane, Role::Worker] {
         let mut cfg = base_config(&input(&b, role, "v1.14.0")).unwrap();
@@ -468,10 +468,8 @@ fn v1_14_configs_decode_in_their_contract_and_hide_their_secrets() {
         }
         if role == Role::Controlplane {
             let secretbox = match &b.encryption {
-                talosprov_core::machine::secrets::EncryptionSecret::Secretbox(v)
-                | talosprov_core::machine::secrets::EncryptionSecret::AesCbc(v) => {
-                    v.expose().clone()
-                }
+                talosprov_machine::secrets::EncryptionSecret::Secretbox(v)
+                | talosprov_machine::secrets::EncryptionSecret::AesCbc(v) => v.expose().clone(),
             };
             assert!(!text.contains(&secretbox), "the etcd encryption key shown");
             assert!(text.contains("secret: (sensitive)"), "{text}");

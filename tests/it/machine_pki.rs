@@ -7,11 +7,11 @@ use ::time::{Duration, OffsetDateTime};
 use p256::ecdsa::signature::Verifier as _;
 use rand::SeedableRng;
 use std::sync::OnceLock;
-use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::machine::secrets_file::secrets_yaml;
-use talosprov_core::machine::talosconfig::{TalosconfigInput, generate};
-use talosprov_core::pem::CertAndKey;
+use talosprov_base::pem::CertAndKey;
+use talosprov_machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_machine::secrets_file::secrets_yaml;
+use talosprov_machine::talosconfig::{TalosconfigInput, generate};
 use x509_parser::prelude::*;
 
 const NOW: OffsetDateTime = datetime!(2026-01-02 03:04:05 UTC);
@@ -198,10 +198,10 @@ fn generation_with_the_same_seed_gives_the_same_bundle() {
         SecretsBundle::generate(&mut rand_chacha::ChaCha20Rng::seed_from_u64(42), NOW).unwrap();
     assert_eq!(secrets_yaml(&again), secrets_yaml(bundle()));
     let b = bundle();
-    assert!(talosprov_core::machine::secrets::is_token(
+    assert!(talosprov_machine::secrets::is_token(
         b.bootstrap_token.expose()
     ));
-    assert!(talosprov_core::machine::secrets::is_token(
+    assert!(talosprov_machine::secrets::is_token(
         b.trustd_token.expose()
     ));
     use base64::Engine as _;
@@ -223,7 +223,7 @@ fn talosconfig_client_certificate_is_an_ed25519_os_admin_client_cert() {
         nodes: vec!["192.168.1.121".into(), "192.168.1.122".into()],
         secrets: bundle(),
         now: NOW,
-        lifetime: talosprov_core::machine::talosconfig::ADMIN_CERTIFICATE_VALIDITY,
+        lifetime: talosprov_machine::talosconfig::ADMIN_CERTIFICATE_VALIDITY,
     };
     let tc = generate(&input, &mut rand_chacha::ChaCha20Rng::seed_from_u64(1)).unwrap();
     let leaf_der = der(&tc.client.crt);

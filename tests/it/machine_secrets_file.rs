@@ -2,9 +2,9 @@
 //! the format's description), byte-identical export, and the errors for broken bundles.
 
 use crate::support::fixtures::SECRETS;
-use talosprov_core::machine::keys::KeyAlgorithm;
-use talosprov_core::machine::secrets::EncryptionSecret;
-use talosprov_core::machine::secrets_file::{parse_secrets_yaml, secrets_yaml};
+use talosprov_machine::keys::KeyAlgorithm;
+use talosprov_machine::secrets::EncryptionSecret;
+use talosprov_machine::secrets_file::{parse_secrets_yaml, secrets_yaml};
 
 #[test]
 fn importing_then_exporting_a_talosctl_bundle_is_byte_identical() {
@@ -20,13 +20,13 @@ fn imported_bundle_exposes_every_field() {
     assert_eq!(b.trustd_token.expose(), "tr9s8d.h7g6f5e4d3c2b1a0");
     assert!(matches!(b.encryption, EncryptionSecret::Secretbox(_)));
     assert_eq!(
-        talosprov_core::machine::pki::private_key(&b.certs.os)
+        talosprov_machine::pki::private_key(&b.certs.os)
             .unwrap()
             .algorithm(),
         KeyAlgorithm::Ed25519
     );
     assert_eq!(
-        talosprov_core::machine::pki::private_key(&b.certs.etcd)
+        talosprov_machine::pki::private_key(&b.certs.etcd)
             .unwrap()
             .algorithm(),
         KeyAlgorithm::EcdsaP256

@@ -7,14 +7,14 @@ use crate::support::cli::{run_clean, stderr};
 use crate::support::fixtures::{SECRETS, SECRETS_FILE, repo};
 use serde_yaml_ng::Value;
 use std::path::{Path, PathBuf};
-use talosprov_core::diagnostics::{Code, Diagnostic, Severity};
-use talosprov_core::machine::config::base_config;
-use talosprov_core::machine::config_parts::BaseConfigInput;
-use talosprov_core::machine::decode::decode_config;
-use talosprov_core::machine::node::{NodeConfig, node_configs};
-use talosprov_core::machine::secrets_file::parse_secrets_yaml;
-use talosprov_core::role::Role;
-use talosprov_core::version::{Contract, contract_for};
+use talosprov_base::diagnostics::{Code, Diagnostic, Severity};
+use talosprov_base::role::Role;
+use talosprov_base::version::{Contract, contract_for};
+use talosprov_machine::config::base_config;
+use talosprov_machine::config_parts::BaseConfigInput;
+use talosprov_machine::decode::decode_config;
+use talosprov_machine::node::{NodeConfig, node_configs};
+use talosprov_machine::secrets_file::parse_secrets_yaml;
 
 /// A cluster of one control plane (10.0.0.101) and one worker (10.0.0.102) on Talos
 /// `talos`, with the given patch files, written into `dir`; returns the topology file.
@@ -82,7 +82,7 @@ fn generated_configs_decode_strictly_for_every_contract_and_role() {
                 install_image: None,
                 additional_sans: vec!["10.0.0.10".into()],
                 hostname_config: true,
-                accepted_cas: &talosprov_core::machine::rotation::NO_ACCEPTED_CAS,
+                accepted_cas: &talosprov_machine::rotation::NO_ACCEPTED_CAS,
             };
             let config = base_config(&input).unwrap();
             let contract = contract_for(&input.talos_version).contract;
@@ -100,7 +100,7 @@ fn generated_configs_decode_strictly_for_every_contract_and_role() {
 fn golden_configs() -> Vec<(PathBuf, Vec<Value>)> {
     let root = repo();
     let mut out = Vec::new();
-    for dir in ["tests/it/snapshots", "crates/core/src/patch/snapshots"] {
+    for dir in ["tests/it/snapshots", "crates/patch/src/snapshots"] {
         for entry in std::fs::read_dir(root.join(dir)).unwrap() {
             let path = entry.unwrap().path();
             let text = std::fs::read_to_string(&path).unwrap();
@@ -585,7 +585,7 @@ fn the_warning_for_a_talos_older_than_the_contracts_says_what_is_rendered() {
         install_image: None,
         additional_sans: vec![],
         hostname_config: true,
-        accepted_cas: &talosprov_core::machine::rotation::NO_ACCEPTED_CAS,
+        accepted_cas: &talosprov_machine::rotation::NO_ACCEPTED_CAS,
     })
     .unwrap();
     assert_eq!(base.documents.len(), 1);

@@ -87,7 +87,7 @@ fn covered(field: &str, r: &Received) -> Option<Result<(), &'static str>> {
             // The node's schematic, not the default one, names the image.
             let (path, download) = &r.download;
             assert!(path.contains("/nodes/pve2/"), "{path}");
-            let id = talosprov_core::schematic::Schematic {
+            let id = talosprov_base::schematic::Schematic {
                 extensions: vec![
                     "siderolabs/qemu-guest-agent".into(),
                     "siderolabs/nvidia-container-toolkit-production".into(),
@@ -159,7 +159,7 @@ fn covered(field: &str, r: &Received) -> Option<Result<(), &'static str>> {
         "network.mtu" => assert!(c["net1"].contains(",mtu=9000"), "{c:?}"),
         "network.mac" => {
             let derived =
-                talosprov_core::topology::validate_devices::derived_mac("fields", "edge-node-7", 0);
+                talosprov_topology::validate_devices::derived_mac("fields", "edge-node-7", 0);
             assert!(
                 c["net0"].starts_with(&format!("virtio={derived},")),
                 "{c:?}"
@@ -444,10 +444,10 @@ nodes:
         .collect(),
     };
 
-    let loaded = talosprov_core::topology::parse(
+    let loaded = talosprov_topology::parse(
         &text,
         &lab.topology(),
-        &talosprov_core::topology::model::Environment {
+        &talosprov_topology::model::Environment {
             proxmox_endpoint: Some(lab.pve.url.clone()),
             ..Default::default()
         },

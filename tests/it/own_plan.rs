@@ -7,18 +7,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use talosprov_core::plan;
-use talosprov_core::plan::change::Action;
-use talosprov_core::plan::desired::RenderedConfig;
-use talosprov_core::plan::diff::PlanInput;
-use talosprov_core::plan::model::{DriftKind, Plan};
-use talosprov_core::plan::observed::{Observed, ObservedVm};
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format::{Bootstrap, Output, PciMapEntry, PciMapping, Pool, State};
-use talosprov_core::state::intent::CreateIntent;
-use talosprov_core::topology;
-use talosprov_core::topology::model::{Environment, Topology};
+use talosprov_base::sensitive::Sensitive;
+use talosprov_plan as plan;
+use talosprov_plan::change::Action;
+use talosprov_plan::desired::RenderedConfig;
+use talosprov_plan::diff::PlanInput;
+use talosprov_plan::model::{DriftKind, Plan};
+use talosprov_plan::observed::{Observed, ObservedVm};
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format::{Bootstrap, Output, PciMapEntry, PciMapping, Pool, State};
+use talosprov_statefile::intent::CreateIntent;
+use talosprov_topology as topology;
+use talosprov_topology::model::{Environment, Topology};
 
 const TOPOLOGY: &str = "
 cluster: { name: lab, talos_version: v1.13.8, gateway: 10.0.0.1 }

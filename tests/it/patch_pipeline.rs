@@ -3,11 +3,11 @@
 //! with the file that set each value remembered.
 
 use std::path::Path;
-use talosprov_core::patch::apply::apply_patches_traced;
-use talosprov_core::patch::discover::PatchKind;
-use talosprov_core::patch::document::{DocumentId, MachineConfig};
-use talosprov_core::patch::load::load_documents;
-use talosprov_core::patch::render::{Renderer, TemplateVars};
+use talosprov_patch::apply::apply_patches_traced;
+use talosprov_patch::discover::PatchKind;
+use talosprov_patch::document::{DocumentId, MachineConfig};
+use talosprov_patch::load::load_documents;
+use talosprov_patch::render::{Renderer, TemplateVars};
 
 const BASE: &str = "\
 version: v1alpha1

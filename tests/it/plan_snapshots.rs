@@ -3,19 +3,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use talosprov_core::plan::field::{ConfigField, VmField};
+use talosprov_plan::field::{ConfigField, VmField};
 
-use talosprov_core::plan;
-use talosprov_core::plan::change::Action;
-use talosprov_core::plan::desired::RenderedConfig;
-use talosprov_core::plan::diff::PlanInput;
-use talosprov_core::plan::model::{Plan, PlanError};
-use talosprov_core::plan::observed::{Observed, ObservedVm};
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format::{Bootstrap, Output, Pool, State};
-use talosprov_core::topology;
-use talosprov_core::topology::model::{Environment, Topology};
+use talosprov_base::sensitive::Sensitive;
+use talosprov_plan as plan;
+use talosprov_plan::change::Action;
+use talosprov_plan::desired::RenderedConfig;
+use talosprov_plan::diff::PlanInput;
+use talosprov_plan::model::{Plan, PlanError};
+use talosprov_plan::observed::{Observed, ObservedVm};
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format::{Bootstrap, Output, Pool, State};
+use talosprov_topology as topology;
+use talosprov_topology::model::{Environment, Topology};
 
 const TOPOLOGY: &str = "
 cluster:
@@ -416,7 +416,7 @@ fn plan_json_round_trips_and_other_versions_are_refused() {
         p.to_json().replace(
             &format!(
                 "\"format_version\": {}",
-                talosprov_core::plan::model::PLAN_FORMAT_VERSION
+                talosprov_plan::model::PLAN_FORMAT_VERSION
             ),
             &format!("\"format_version\": {v}"),
         )
@@ -471,7 +471,7 @@ fn staged_config_warns_until_the_node_reboots_then_is_drift() {
         .configs
         .get_mut("worker-01")
         .expect("config")
-        .staged = Some(talosprov_core::state::format::Staged {
+        .staged = Some(talosprov_statefile::format::Staged {
         boot_time: Some(1_764_400_000),
     });
     let mut o = observed_from(&s);

@@ -2,7 +2,7 @@
 //! a pinned fingerprint, and refusals (wrong fingerprint, unknown CA, bad token).
 
 use crate::support::fakepve::{FakeOptions, FakePve, ROOT_PASSWORD};
-use talosprov_core::sensitive::Sensitive;
+use talosprov_base::sensitive::Sensitive;
 use talosprov_proxmox::client::Client;
 use talosprov_proxmox::error::ProxmoxError;
 use talosprov_proxmox::settings::Auth;

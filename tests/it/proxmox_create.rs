@@ -17,7 +17,7 @@ async fn create_sequence_leaves_images_pool_mapping_and_vm_configs() {
     storage::check_version(&client)
         .await
         .expect("PVE 9 is recent enough");
-    let wanted: Vec<(String, talosprov_core::vm::Image)> = vec![
+    let wanted: Vec<(String, talosprov_base::vm::Image)> = vec![
         ("pve1".into(), examples::image(examples::BASE)),
         ("pve1".into(), examples::image(examples::BASE)),
         ("pve1".into(), examples::image(examples::NVIDIA)),

@@ -7,8 +7,8 @@ use crate::support::examples;
 use crate::support::factory::Factory;
 use crate::support::fakepve::{FakeOptions, FakePve};
 use serde_json::json;
-use talosprov_core::vm::Image;
-use talosprov_core::vm::VmSpec;
+use talosprov_base::vm::Image;
+use talosprov_base::vm::VmSpec;
 use talosprov_proxmox::error::ProxmoxError;
 use talosprov_proxmox::storage;
 use talosprov_proxmox::{pool, task, vm};
@@ -225,7 +225,7 @@ async fn image_already_in_storage_is_not_downloaded() {
 
 /// The lab's image of the `base` schematic (qemu-guest-agent) on Talos v1.13.8.
 fn lab_base_image() -> Image {
-    let base = talosprov_core::schematic::Schematic {
+    let base = talosprov_base::schematic::Schematic {
         extensions: vec!["siderolabs/qemu-guest-agent".into()],
         kernel_args: Vec::new(),
     };

@@ -6,7 +6,7 @@ use crate::support::examples;
 use crate::support::factory::Factory;
 use crate::support::fakepve::{FakeOptions, FakePve};
 use serde_json::json;
-use talosprov_core::vm::HostPci;
+use talosprov_base::vm::HostPci;
 use talosprov_proxmox::error::ProxmoxError;
 use talosprov_proxmox::lifecycle::{self, DestroyOutcome, VmUpdate};
 use talosprov_proxmox::{mapping, pool, storage, vm};

@@ -3,11 +3,11 @@
 
 use crate::support::fixtures::{SECRETS, repo};
 use std::path::Path;
-use talosprov_core::machine::node::{NodeConfig, node_configs};
-use talosprov_core::machine::secrets_file::parse_secrets_yaml;
-use talosprov_core::role::Role;
-use talosprov_core::topology;
-use talosprov_core::topology::model::Environment;
+use talosprov_base::role::Role;
+use talosprov_machine::node::{NodeConfig, node_configs};
+use talosprov_machine::secrets_file::parse_secrets_yaml;
+use talosprov_topology as topology;
+use talosprov_topology::model::Environment;
 
 fn homelab() -> Vec<NodeConfig> {
     // Relative to the crate root, so snapshots and messages carry no machine-specific path.
@@ -54,7 +54,7 @@ fn gpu_node_has_the_nvidia_modules_and_the_nvidia_installer() {
     }
     // siderolabs/nvidia-container-toolkit-production, nvidia-open-gpu-kernel-modules-production,
     // qemu-guest-agent, in that order: computed from the schematic as the factory hashes it.
-    let nvidia = talosprov_core::schematic::Schematic {
+    let nvidia = talosprov_base::schematic::Schematic {
         extensions: vec![
             "siderolabs/nvidia-container-toolkit-production".into(),
             "siderolabs/nvidia-open-gpu-kernel-modules-production".into(),

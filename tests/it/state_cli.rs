@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::support::cli::{BIN, run_clean, signal};
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::format::State;
-use talosprov_core::state::format::{Output as StateOutput, Vm};
-use talosprov_core::state::lock::LockInfo;
-use talosprov_state::backend::Backend;
-use talosprov_state::local::LocalBackend;
-use talosprov_state::store::StateStore;
+use talosprov_backend::backend::Backend;
+use talosprov_backend::local::LocalBackend;
+use talosprov_backend::store::StateStore;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_statefile::format::State;
+use talosprov_statefile::format::{Output as StateOutput, Vm};
+use talosprov_statefile::lock::LockInfo;
 
 const KUBECONFIG: &str =
     "apiVersion: v1\nkind: Config\nusers:\n- user:\n    client-key-data: S3CRETKEYDATA\n";
@@ -259,8 +259,8 @@ async fn second_command_reports_the_holder_and_force_unlock_frees_a_killed_run()
     {
         // A run that took the lock and was killed.
         let map = env.iter().cloned().collect();
-        let talosprov_core::state::config::BackendConfig::Http(config) =
-            talosprov_core::state::config::resolve(
+        let talosprov_statefile::config::BackendConfig::Http(config) =
+            talosprov_statefile::config::resolve(
                 &Default::default(),
                 &map,
                 &[],
@@ -271,7 +271,7 @@ async fn second_command_reports_the_holder_and_force_unlock_frees_a_killed_run()
         else {
             panic!("http backend expected")
         };
-        let killed = talosprov_state::http::HttpBackend::new(*config).unwrap();
+        let killed = talosprov_backend::http::HttpBackend::new(*config).unwrap();
         let info = LockInfo {
             id: "killed-run-lock".to_owned(),
             operation: "apply".to_owned(),

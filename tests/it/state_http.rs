@@ -9,14 +9,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use gitlab_state::GitlabState;
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::config::{self, BackendConfig, StateSection};
-use talosprov_core::state::format::State;
-use talosprov_core::state::lock::LockInfo;
-use talosprov_state::backend::{Backend, BackendError};
-use talosprov_state::encrypt::StateKeys;
-use talosprov_state::http::HttpBackend;
-use talosprov_state::store::StateStore;
+use talosprov_backend::backend::{Backend, BackendError};
+use talosprov_backend::encrypt::StateKeys;
+use talosprov_backend::http::HttpBackend;
+use talosprov_backend::store::StateStore;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_statefile::config::{self, BackendConfig, StateSection};
+use talosprov_statefile::format::State;
+use talosprov_statefile::lock::LockInfo;
 
 fn http_backend(server: &GitlabState) -> HttpBackend {
     let env: BTreeMap<String, String> = server.env().into_iter().collect();
@@ -86,7 +86,7 @@ async fn an_empty_body_or_a_body_that_is_not_a_state_is_never_no_state() {
 
 fn this_host(id: &str, pid: u32) -> LockInfo {
     LockInfo {
-        who: format!("ci@{}", talosprov_state::holder::host_name()),
+        who: format!("ci@{}", talosprov_backend::holder::host_name()),
         pid: Some(pid),
         ..lock_info(id, "apply")
     }
@@ -114,7 +114,7 @@ async fn dead_holder_of_this_host_is_taken_over_and_a_live_one_is_not_force_unlo
         .unwrap_err();
     assert_eq!(
         err.lock_held().unwrap().process,
-        talosprov_core::state::lock::HolderProcess::Running
+        talosprov_statefile::lock::HolderProcess::Running
     );
     let err = within(http_backend(&server).unlock("next-run"))
         .await
@@ -142,7 +142,7 @@ async fn second_writer_sees_the_lock_holder_and_cannot_save() {
         .await
         .unwrap_err();
     let text = err.to_string();
-    let talosprov_state::store::StoreError::Backend(BackendError::Locked(held)) = err else {
+    let talosprov_backend::store::StoreError::Backend(BackendError::Locked(held)) = err else {
         panic!("expected a lock conflict, got {text}");
     };
     assert_eq!(held.holder.id, "lock-a");
@@ -216,7 +216,7 @@ async fn lost_connection_during_save_is_retried_without_corruption() {
         .store(1, std::sync::atomic::Ordering::SeqCst);
     s.resources.pools.insert(
         "TALOS".to_owned(),
-        talosprov_core::state::format::Pool { comment: None },
+        talosprov_statefile::format::Pool { comment: None },
     );
     within(store.save(&mut s, false)).await.unwrap();
 

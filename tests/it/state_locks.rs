@@ -14,14 +14,14 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::format::State;
-use talosprov_core::state::format::Vm;
-use talosprov_core::state::lock::LockInfo;
-use talosprov_state::backend::Backend;
-use talosprov_state::holder::host_name;
-use talosprov_state::local::LocalBackend;
-use talosprov_state::store::StateStore;
+use talosprov_backend::backend::Backend;
+use talosprov_backend::holder::host_name;
+use talosprov_backend::local::LocalBackend;
+use talosprov_backend::store::StateStore;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_statefile::format::State;
+use talosprov_statefile::format::Vm;
+use talosprov_statefile::lock::LockInfo;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// A folder with the lab topology (nodes on 127.5.9.x, where nothing

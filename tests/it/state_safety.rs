@@ -240,7 +240,7 @@ async fn state_without_secrets_is_refused_until_the_cluster_secrets_are_imported
         stdout(&out)
     );
     // Secrets are still generated for a state that never applied anything.
-    let mut blank = talosprov_core::state::format::State::new(uuid::Uuid::new_v4());
+    let mut blank = talosprov_statefile::format::State::new(uuid::Uuid::new_v4());
     blank.serial = 1;
     let blank_file = lab.dir.path().join("blank.tfstate");
     std::fs::write(&blank_file, blank.to_json()).expect("write");

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use talos_pki::ClusterPki;
-use talosprov_core::sensitive::Sensitive;
+use talosprov_base::sensitive::Sensitive;
 use talosprov_sim::Simulator;
 use talosprov_sim::state::SimOptions;
 use talosprov_talos::client::TalosClient;

@@ -228,14 +228,14 @@ fn the_homelab_at_1_14_migrates_validates_and_renders_only_1_14_fields() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    let docs = talosprov_core::patch::document::parse_documents(&text).expect("configs");
+    let docs = talosprov_patch::document::parse_documents(&text).expect("configs");
     // The v1.14 schema has none of the deprecated fields: no config sets one.
     for doc in docs
         .iter()
         .filter(|d| d.get("kind").is_none() && d.is_mapping())
     {
         // `persist: true` is written by `talosctl gen config` itself, and ignored.
-        let deprecated: Vec<String> = talosprov_core::machine::deprecated::in_document(doc)
+        let deprecated: Vec<String> = talosprov_machine::deprecated::in_document(doc)
             .into_iter()
             .map(|(field, _)| field)
             .filter(|f| f != "persist")
@@ -303,7 +303,7 @@ fn render(dir: &Path, host: &str) -> Vec<Value> {
         ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    talosprov_core::patch::document::parse_documents(&stdout(&out)).expect("config")
+    talosprov_patch::document::parse_documents(&stdout(&out)).expect("config")
 }
 
 /// The settings the fixture's patches make, read from either layout: the v1alpha1 fields
@@ -496,7 +496,7 @@ async fn the_lab_runs_end_to_end_at_talos_1_14() {
         })
         .collect();
     for (i, text) in configs.iter().enumerate() {
-        let docs = talosprov_core::patch::document::parse_documents(text).expect("config");
+        let docs = talosprov_patch::document::parse_documents(text).expect("config");
         assert!(docs.iter().any(|d| d["kind"] == "KubeletConfig"), "{i}");
         let legacy = docs
             .iter()

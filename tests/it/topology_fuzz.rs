@@ -5,8 +5,8 @@
 use proptest::prelude::*;
 use serde_yaml_ng::{Mapping, Value};
 use std::path::Path;
-use talosprov_core::topology::model::Environment;
-use talosprov_core::topology::parse;
+use talosprov_topology::model::Environment;
+use talosprov_topology::parse;
 
 const KEYS: &[&str] = &[
     "cluster",
@@ -208,7 +208,7 @@ fn refused_as_unbounded(text: &str) -> bool {
     // located syntax error before the bounds are checked.
     loaded.diagnostics.iter().any(|d| {
         d.pos.is_some()
-            && (d.code == talosprov_core::diagnostics::Code::InputLimit
+            && (d.code == talosprov_base::diagnostics::Code::InputLimit
                 || d.message.contains("recursion limit exceeded"))
     })
 }
@@ -239,7 +239,7 @@ proptest! {
             added += size * fanout as f64;
             size *= fanout as f64;
         }
-        let limit = talosprov_core::limits::MAX_ALIAS_EXPANSION as f64;
+        let limit = talosprov_base::limits::MAX_ALIAS_EXPANSION as f64;
         let refused = refused_as_unbounded(&text);
         if added > 2.0 * limit {
             prop_assert!(refused, "{levels} levels x {fanout}: {added} characters");
@@ -258,15 +258,15 @@ proptest! {
             format!("cluster:\n{}x\n", "- ".repeat(depth))
         };
         let refused = refused_as_unbounded(&text);
-        prop_assert_eq!(refused, depth + 1 > talosprov_core::limits::MAX_NESTING);
+        prop_assert_eq!(refused, depth + 1 > talosprov_base::limits::MAX_NESTING);
         check(&text);
     }
 
     #[test]
     fn huge_files_are_refused_before_being_read_whole(extra in 0u64..4096, over in any::<bool>()) {
         use talosprov_files::Disk;
-        use talosprov_core::inputs::Inputs as _;
-        use talosprov_core::limits::{MAX_INPUT_BYTES, ReadError};
+        use talosprov_base::inputs::Inputs as _;
+        use talosprov_base::limits::{MAX_INPUT_BYTES, ReadError};
         let dir = tempfile::tempdir().expect("dir");
         let file = dir.path().join("cluster.yaml");
         let len = if over { MAX_INPUT_BYTES + 1 + extra } else { MAX_INPUT_BYTES - extra };

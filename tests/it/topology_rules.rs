@@ -3,9 +3,9 @@
 //! leave the topology valid.
 
 use std::path::Path;
-use talosprov_core::diagnostics::{Code, Severity};
-use talosprov_core::topology::model::Environment;
-use talosprov_core::topology::parse;
+use talosprov_base::diagnostics::{Code, Severity};
+use talosprov_topology::model::Environment;
+use talosprov_topology::parse;
 
 /// A valid topology with every kind of section; each row changes one thing.
 const BASE: &str = include_str!("../fixtures/valid/base.yaml");
@@ -392,7 +392,7 @@ fn a_section_of_the_wrong_type_does_not_also_report_its_fields_missing() {
 
 #[test]
 fn a_backup_section_reads_its_destination_retention_and_age() {
-    use talosprov_core::backup::Location;
+    use talosprov_base::backup::Location;
     let parsed = |extra: &str| {
         let text = BASE.replacen(
             "default_schematic: base\n",

@@ -5,7 +5,7 @@
 use crate::support::cli::{stderr, stdout, talosprov};
 use crate::support::fixtures::fixture;
 use std::path::PathBuf;
-use talosprov_core::diagnostics::Code;
+use talosprov_base::diagnostics::Code;
 
 fn fixtures_dir() -> PathBuf {
     fixture("invalid")
@@ -190,7 +190,7 @@ fn patched_cluster(nodes: usize, files: usize, size: usize) -> tempfile::TempDir
 
 #[test]
 fn patch_bytes_over_the_command_budget_are_a_located_error_before_any_render() {
-    use talosprov_core::budgets::COMMAND_ENV;
+    use talosprov_base::budgets::COMMAND_ENV;
     let dir = patched_cluster(20, 4, 1000);
     let run = |budget: &str| {
         talosprov()
@@ -236,7 +236,7 @@ fn patch_bytes_over_the_command_budget_are_a_located_error_before_any_render() {
 
 #[test]
 fn template_budgets_are_named_in_their_errors_and_raised_by_their_variables() {
-    use talosprov_core::budgets::{TEMPLATE_VALUE_ENV, TEMPLATE_WORK_ENV};
+    use talosprov_base::budgets::{TEMPLATE_VALUE_ENV, TEMPLATE_WORK_ENV};
     let dir = patched_cluster(2, 0, 0);
     let tpl = dir.path().join("patches/common/10-labels.yaml.j2");
     let run = |vars: &[(&str, &str)]| {
@@ -304,7 +304,7 @@ fn template_budgets_are_named_in_their_errors_and_raised_by_their_variables() {
 
 #[test]
 fn patch_bytes_over_the_node_budget_name_the_node_and_the_largest_file() {
-    use talosprov_core::budgets::NODE_ENV;
+    use talosprov_base::budgets::NODE_ENV;
     let dir = patched_cluster(2, 3, 2000);
     for args in [
         &["validate", "-f", "cluster.yaml"][..],
@@ -331,7 +331,7 @@ fn patch_bytes_over_the_node_budget_name_the_node_and_the_largest_file() {
 
 #[test]
 fn a_thousand_nodes_sharing_two_hundred_patches_are_within_the_budgets() {
-    use talosprov_core::budgets::{DEFAULT_COMMAND_PATCH_BYTES, DEFAULT_NODE_PATCH_BYTES};
+    use talosprov_base::budgets::{DEFAULT_COMMAND_PATCH_BYTES, DEFAULT_NODE_PATCH_BYTES};
     // 1,000 nodes × 200 shared patches of 1 KiB: what the budgets are sized to let through.
     let per_node = 200 * 1024;
     assert!(per_node <= DEFAULT_NODE_PATCH_BYTES);

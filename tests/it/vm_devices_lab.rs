@@ -230,7 +230,7 @@ async fn volumes(lab: &Lab, node: &str, storage: &str) -> Vec<String> {
 /// A data disk that leaves the topology is shown as deleted with its data,
 /// refused by apply until `-allow-data-loss` names the VM, then deleted with
 /// its volume; a disk talosprov did not make is never deleted.
-async fn drop_a_data_disk(lab: &Lab, vm: &talosprov_core::state::format::Vm, grown: &str) {
+async fn drop_a_data_disk(lab: &Lab, vm: &talosprov_statefile::format::Vm, grown: &str) {
     let config = lab
         .pve
         .get(&format!("/nodes/{}/qemu/{}/config", vm.node, vm.vmid))

@@ -411,8 +411,8 @@ mod tests {
     use super::*;
     use crate::destination::S3Access;
     use crate::keys::KeyKind;
-    use talosprov_core::backup::Location;
-    use talosprov_core::sensitive::Sensitive;
+    use talosprov_base::backup::Location;
+    use talosprov_base::sensitive::Sensitive;
     use time::macros::datetime;
 
     fn plaintext() -> Vec<u8> {

@@ -23,7 +23,7 @@ use futures::stream::BoxStream;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 
-use talosprov_core::backup::Location;
+use talosprov_base::backup::Location;
 
 use crate::error::BackupError;
 use crate::manifest::{MAX_MANIFEST_BYTES, Manifest};

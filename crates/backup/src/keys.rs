@@ -11,7 +11,7 @@
 
 use age::secrecy::SecretString;
 use serde::{Deserialize, Serialize};
-use talosprov_core::sensitive::Sensitive;
+use talosprov_base::sensitive::Sensitive;
 
 use crate::error::BackupError;
 

@@ -12,6 +12,7 @@ use anyhow::{Context as _, anyhow};
 use sha2::{Digest as _, Sha256};
 use time::OffsetDateTime;
 
+use talosprov_backend::encrypt::{self, KeySource, StateKeys};
 use talosprov_backup::archive::ArchiveWriter;
 use talosprov_backup::destination::Destination;
 use talosprov_backup::destination::S3Access;
@@ -19,13 +20,12 @@ use talosprov_backup::keys::{KeyKind, Keys};
 use talosprov_backup::manifest::Manifest;
 use talosprov_backup::name::ArchiveName;
 use talosprov_backup::retention::{self, Retention};
-use talosprov_core::backup::Location;
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::format::State;
-use talosprov_core::topology::model::Topology;
-use talosprov_state::encrypt::{self, KeySource, StateKeys};
+use talosprov_base::backup::Location;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_statefile::format::State;
 use talosprov_talos::client::TalosClient;
+use talosprov_topology::model::Topology;
 
 /// The folder, beside the local state file (else the topology file), that
 /// holds the archives when the topology has no `backup:` section.
@@ -79,8 +79,8 @@ pub fn target(
         None => (
             Location::Folder(beside.join(DEFAULT_FOLDER)),
             Some(Retention {
-                keep_last: talosprov_core::backup::DEFAULT_KEEP_LAST,
-                keep_daily: talosprov_core::backup::DEFAULT_KEEP_DAILY,
+                keep_last: talosprov_base::backup::DEFAULT_KEEP_LAST,
+                keep_daily: talosprov_base::backup::DEFAULT_KEEP_DAILY,
             }),
         ),
     })
@@ -265,7 +265,7 @@ impl Archiver {
                 name: topology.cluster.name.clone(),
                 lineage: state.lineage,
                 etcd_ca_sha256: etcd_ca_sha256(secrets),
-                kubernetes_version: talosprov_core::addon::manifests::kubernetes_version(topology),
+                kubernetes_version: talosprov_addon::manifests::kubernetes_version(topology),
                 kubeconfig: state.outputs.kubeconfig.as_ref().map(|k| k.value.clone()),
                 access: s3_access(Some(topology)),
             },

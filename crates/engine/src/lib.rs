@@ -5,8 +5,8 @@
 //! changes in dependency order under `-parallelism`, and the cluster health
 //! checks the waits use. It talks to the machines only through the clients
 //! (`talosprov-proxmox`, `talosprov-talos`, `talosprov-factory`) and stores
-//! the state through `talosprov-state`; what to do comes from
-//! `talosprov_core::plan`.
+//! the state through `talosprov-backend`; what to do comes from
+//! `talosprov_plan`.
 
 #![warn(missing_docs)]
 #![deny(clippy::wildcard_enum_match_arm)]

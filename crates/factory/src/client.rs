@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use std::time::Duration;
 
-use talosprov_core::schematic::{Schematic, SchematicId};
+use talosprov_base::schematic::{Schematic, SchematicId};
 
 /// How long one factory request may take before it fails.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);

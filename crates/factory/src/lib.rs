@@ -1,7 +1,7 @@
 //! Image Factory client: registers a schematic (`POST /schematics`) and checks
 //! that the factory returns the ID computed offline. The schematic model and the
 //! image and installer references are pure and live in
-//! `talosprov_core::schematic`, re-exported here.
+//! `talosprov_base::schematic`.
 
 #![warn(missing_docs)]
 

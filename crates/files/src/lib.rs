@@ -1,5 +1,5 @@
 //! The core's input files read from the disk, and its environment read from
-//! the process: the I/O half of [`talosprov_core::inputs`]. [`Disk`] follows
+//! the process: the I/O half of [`talosprov_base::inputs`]. [`Disk`] follows
 //! symlinks (as a shell glob over a folder would), names what a path is when
 //! it is not a regular file (a dangling symlink, a loop, a FIFO, a socket, a
 //! device) without opening it, and reads at most one byte past
@@ -10,12 +10,13 @@
 use std::io::{self, Read as _};
 use std::path::Path;
 
-use talosprov_core::diagnostics::Diagnostic;
-use talosprov_core::inputs::{Inputs, Listed, decode_input};
-use talosprov_core::limits::{MAX_INPUT_BYTES, ReadError};
-use talosprov_core::patch::set::PatchSet;
-use talosprov_core::topology::model::{Environment, PROXMOX_ENDPOINT_ENV, Topology};
-use talosprov_core::topology::{self, LoadError, Loaded};
+use talosprov_base::diagnostics::Diagnostic;
+use talosprov_base::inputs::{Inputs, Listed, decode_input};
+use talosprov_base::limits::{MAX_INPUT_BYTES, ReadError};
+use talosprov_patch::set::PatchSet;
+use talosprov_topology as topology;
+use talosprov_topology::model::{Environment, PROXMOX_ENDPOINT_ENV, Topology};
+use talosprov_topology::{LoadError, Loaded};
 
 /// The local file system as the core's [`Inputs`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -196,7 +197,7 @@ pub fn load_topology_with(
     file: &Path,
     recorded_pools: std::collections::BTreeMap<
         String,
-        Vec<talosprov_core::state::format::RecordedMember>,
+        Vec<talosprov_statefile::format::RecordedMember>,
     >,
 ) -> Result<Loaded, LoadError> {
     load_topology_placed(file, recorded_pools, Default::default())
@@ -211,7 +212,7 @@ pub fn load_topology_placed(
     file: &Path,
     recorded_pools: std::collections::BTreeMap<
         String,
-        Vec<talosprov_core::state::format::RecordedMember>,
+        Vec<talosprov_statefile::format::RecordedMember>,
     >,
     capacity: std::collections::BTreeMap<String, topology::pools::HostCapacity>,
 ) -> Result<Loaded, LoadError> {
@@ -241,7 +242,7 @@ pub fn load_patches(topology: &Topology) -> Result<PatchSet, Vec<Diagnostic>> {
 /// Any I/O error creating the folder, opening, writing or syncing.
 pub fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {
     use std::io::Write as _;
-    std::fs::create_dir_all(talosprov_core::paths::folder_of(path))?;
+    std::fs::create_dir_all(talosprov_base::paths::folder_of(path))?;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -288,16 +289,16 @@ pub fn replace_file(path: &Path, contents: &[u8]) -> io::Result<()> {
 }
 
 /// Render the `manifests` add-ons of `topology` from the disk (see
-/// [`talosprov_core::addon::render_manifests`]): the add-ons that rendered,
+/// [`talosprov_addon::render_manifests`]): the add-ons that rendered,
 /// and every problem.
 pub fn render_addons(
     topology: &Topology,
 ) -> (
-    Vec<talosprov_core::addon::manifests::RenderedAddon>,
+    Vec<talosprov_addon::manifests::RenderedAddon>,
     Vec<Diagnostic>,
 ) {
-    let kubernetes = talosprov_core::addon::manifests::kubernetes_version(topology);
-    talosprov_core::addon::manifests::render_manifests(topology, &Disk, &kubernetes)
+    let kubernetes = talosprov_addon::manifests::kubernetes_version(topology);
+    talosprov_addon::manifests::render_manifests(topology, &Disk, &kubernetes)
 }
 
 #[cfg(test)]

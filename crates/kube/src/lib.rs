@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams};
 pub mod client;
 pub mod objects;
 use crate::client::{KubeClient, KubeError};
-use talosprov_core::kube_node::KubeNode;
+use talosprov_base::kube_node::KubeNode;
 
 /// The extended resource a GPU device plugin advertises (NVIDIA's device plugin and
 /// the GPU operator's).

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use talosprov_core::sensitive::Sensitive;
+use talosprov_base::sensitive::Sensitive;
 use tokio::time::Instant;
 
 /// A logged-in ticket session.

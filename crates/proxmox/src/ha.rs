@@ -12,7 +12,7 @@ use crate::lenient;
 use crate::request::{Operation, Request};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use talosprov_core::vm::HaResource;
+use talosprov_base::vm::HaResource;
 
 /// The HA resource ID's vmid: `vm:123` (or a bare `123`, as PVE takes it) is
 /// 123; a container (`ct:`) or anything else is `None`.

@@ -12,7 +12,7 @@ use crate::task;
 use crate::vm;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use talosprov_core::vm::{DataDisk, HostPci, Nic};
+use talosprov_base::vm::{DataDisk, HostPci, Nic};
 
 /// The in-place changes wanted; `None` leaves a setting alone.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -104,7 +104,7 @@ pub fn config_changes(
         for (i, nic) in nics.iter().enumerate() {
             let key = format!("net{i}");
             let value = nic.property_string();
-            if !talosprov_core::vm::nic_equivalent(
+            if !talosprov_base::vm::nic_equivalent(
                 current.net.get(&key).map(String::as_str),
                 Some(&value),
             ) {
@@ -144,7 +144,7 @@ pub fn config_changes(
             .collect();
         for (key, value) in &wanted {
             let have = current.hostpci.get(key).map(String::as_str);
-            if !talosprov_core::vm::hostpci_equivalent(have, Some(value)) {
+            if !talosprov_base::vm::hostpci_equivalent(have, Some(value)) {
                 set.insert(key.clone(), value.clone());
             }
         }
@@ -259,12 +259,12 @@ pub async fn update_vm(
 /// Whether the `scsiN` value Proxmox shows has `want`'s options and serial
 /// (its size and storage are compared by the plan, not here).
 fn same_disk_options(have: &str, want: &DataDisk) -> bool {
-    let shown = talosprov_core::vm::DataDisk {
+    let shown = talosprov_base::vm::DataDisk {
         size_gib: want.size_gib,
         datastore: want.datastore.clone(),
         ..want.clone()
     };
-    talosprov_core::vm::disk_record_string(have).is_some_and(|h| {
+    talosprov_base::vm::disk_record_string(have).is_some_and(|h| {
         let storage = h.split(':').next().unwrap_or_default().to_owned();
         let size = h
             .split(',')
@@ -272,9 +272,9 @@ fn same_disk_options(have: &str, want: &DataDisk) -> bool {
             .and_then(|v| v.rsplit_once(':'))
             .map(|(_, s)| s.to_owned())
             .unwrap_or_default();
-        h == talosprov_core::vm::DataDisk {
+        h == talosprov_base::vm::DataDisk {
             datastore: storage,
-            size_gib: talosprov_core::vm::size_gib(&size).unwrap_or(0),
+            size_gib: talosprov_base::vm::size_gib(&size).unwrap_or(0),
             ..shown
         }
         .record_string()

@@ -299,7 +299,7 @@ mod tests {
     use super::*;
     use crate::vm_config::drive_size;
     use serde_json::json;
-    use talosprov_core::vm::size_bytes;
+    use talosprov_base::vm::size_bytes;
 
     fn listed() -> ClusterVm {
         serde_json::from_value(json!({

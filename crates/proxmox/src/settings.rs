@@ -5,7 +5,7 @@
 use crate::error::ProxmoxError;
 use crate::tls::{self, Fingerprint, TlsMode};
 use std::time::Duration;
-use talosprov_core::sensitive::Sensitive;
+use talosprov_base::sensitive::Sensitive;
 
 /// An API token `USER@REALM!TOKENID=SECRET`, sent as `Authorization: PVEAPIToken=...`.
 #[derive(Debug, Clone, PartialEq, Eq)]

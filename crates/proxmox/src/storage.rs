@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The least PVE release with `import` content for qcow2 images (pve-storage 8.3.6).
 pub const MIN_VERSION: (u32, u32) = (8, 4);
 
-use talosprov_core::vm::Image;
+use talosprov_base::vm::Image;
 
 /// One download to make: this image onto `storage` as seen from `node`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

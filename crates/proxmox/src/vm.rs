@@ -9,7 +9,7 @@ use crate::observe;
 use crate::request::{Operation, Request};
 use crate::task::{self, TaskDone};
 
-use talosprov_core::vm::VmSpec;
+use talosprov_base::vm::VmSpec;
 
 /// The operation a request on `spec`'s VM is reported as.
 fn op(spec: &VmSpec, action: &str) -> Operation {
@@ -256,7 +256,7 @@ pub async fn start(client: &Client, node: &str, vmid: u32) -> Result<Vec<String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talosprov_core::vm::{DataDisk, HostPci, Nic, hostpci_equivalent};
+    use talosprov_base::vm::{DataDisk, HostPci, Nic, hostpci_equivalent};
 
     pub(crate) fn gpu_node() -> VmSpec {
         VmSpec {

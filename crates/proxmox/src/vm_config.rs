@@ -48,7 +48,7 @@ pub struct VmConfig {
     pub raw: BTreeMap<String, String>,
 }
 
-use talosprov_core::vm::size_bytes;
+use talosprov_base::vm::size_bytes;
 
 /// The `size=` of a drive property string, in bytes.
 pub fn drive_size(drive: &str) -> Option<u64> {

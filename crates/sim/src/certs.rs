@@ -187,7 +187,7 @@ pub(crate) fn admin_kubeconfig(config: &NodeConfig) -> Result<String, String> {
     // SEC1 with the curve OID and the public key, as Go's x509.MarshalECPrivateKey
     // writes it: Go's TLS stack (kubectl) refuses an EC key without the curve.
     let secret = p256::SecretKey::from_pkcs8_der(client_key.serialized_der()).map_err(err)?;
-    let key_pem = talosprov_core::machine::keys::PrivateKey::EcdsaP256(secret.into()).to_pem();
+    let key_pem = talosprov_machine::keys::PrivateKey::EcdsaP256(secret.into()).to_pem();
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let name = &config.cluster_name;
     let user = format!("admin@{name}");

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize as _;
 use serde_yaml_ng::Value;
-use talosprov_core::machine::effective;
-use talosprov_core::role::Role;
+use talosprov_base::role::Role;
+use talosprov_machine::effective;
 
 /// What the simulator keeps from an accepted config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,10 +146,12 @@ fn validate(raw: &[u8], doc: &Value, others: &[&Value]) -> Result<NodeConfig, St
         let only: Vec<&str> = others
             .iter()
             .filter_map(|d| d.get("kind").and_then(Value::as_str))
-            .filter(|k| talosprov_core::machine::conflicts::CONTROL_PLANE_ONLY.contains(k))
+            .filter(|k| talosprov_machine::conflicts::CONTROL_PLANE_ONLY.contains(k))
             .collect();
         if !only.is_empty() {
-            errors.push(talosprov_core::machine::conflicts::control_plane_only_message(&only));
+            errors.push(talosprov_machine::conflicts::control_plane_only_message(
+                &only,
+            ));
         }
     }
     let endpoint = check_endpoint(&all, &mut errors);
@@ -248,9 +250,9 @@ fn check_endpoint(docs: &[Value], errors: &mut Vec<String>) -> String {
 }
 
 /// Talos 1.14's refusals of a v1alpha1 field beside the document that replaces it
-/// ([`talosprov_core::machine::conflicts`], the same table `validate` checks).
+/// ([`talosprov_machine::conflicts`], the same table `validate` checks).
 fn check_conflicts(doc: &Value, others: &[&Value], errors: &mut Vec<String>) {
-    for c in talosprov_core::machine::conflicts::find(doc, others.iter().copied()) {
+    for c in talosprov_machine::conflicts::find(doc, others.iter().copied()) {
         errors.push(c.message.to_string());
     }
 }
@@ -259,11 +261,11 @@ fn check_conflicts(doc: &Value, others: &[&Value], errors: &mut Vec<String>) {
 /// sent to a 1.13 node, say), as Talos's decoder does (`registry.go`: `not registered`).
 /// A release newer than talosprov's newest contract knows every kind.
 pub fn check_kinds(raw: &[u8], running: &str) -> Result<(), String> {
-    let Ok(version) = running.parse::<talosprov_core::version::TalosVersion>() else {
+    let Ok(version) = running.parse::<talosprov_base::version::TalosVersion>() else {
         return Ok(());
     };
-    let contract = talosprov_core::version::contract_for(&version).contract;
-    let set = talosprov_core::machine::fields::field_set(contract);
+    let contract = talosprov_base::version::contract_for(&version).contract;
+    let set = talosprov_machine::fields::field_set(contract);
     for document in serde_yaml_ng::Deserializer::from_slice(raw) {
         let Ok(doc) = Value::deserialize(document) else {
             continue;

@@ -5,7 +5,7 @@
 //! the `machine` settings Talos applies at once, and require the result to equal
 //! the running document. Other documents (HostnameConfig, ...) never need a reboot.
 //!
-//! The planner has its own rule in `talosprov_core::machine::immediate`; this one is
+//! The planner has its own rule in `talosprov_machine::immediate`; this one is
 //! written separately so that a mistake in either shows up in the tests.
 
 use serde::Deserialize as _;

@@ -47,7 +47,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use talosprov_core::machine::effective;
+use talosprov_machine::effective;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
@@ -64,7 +64,7 @@ use super::certs;
 use super::config::NodeConfig;
 use super::kube_store::{self, ApplyOptions, ResourceType, Store, StoreError};
 use super::state::{Phase, Shared, cluster_key};
-use talosprov_core::role::Role;
+use talosprov_base::role::Role;
 
 /// The API server's port when the endpoint names none.
 pub const APISERVER_PORT: u16 = 6443;

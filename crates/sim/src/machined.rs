@@ -11,7 +11,7 @@ use super::peer::{Peer, ServeMode};
 use super::service::Api;
 use super::state::{Phase, RebootRecord, UpgradeRecord, cluster_key};
 use crate::config;
-use talosprov_core::role::Role;
+use talosprov_base::role::Role;
 use talosprov_talos::api::machine::{self as pb, apply_configuration_request::Mode};
 
 impl Api {

@@ -5,7 +5,7 @@
 //! SHA-256 of that text as lowercase hex.
 //!
 //! Written separately from talosprov's own computation
-//! (`talosprov_core::schematic`), so that the tests compare two implementations.
+//! (`talosprov_base::schematic`), so that the tests compare two implementations.
 
 use serde_yaml_ng::Value;
 use sha2::{Digest, Sha256};

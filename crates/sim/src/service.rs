@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 use super::certs;
 use super::peer::{Peer, ServeMode};
 use super::state::{LoggedRpc, Node, Phase, ServedRpc, Shared, cluster_key, minor_version};
-use talosprov_core::role::Role;
+use talosprov_base::role::Role;
 use talosprov_talos::api::common::{Data, Metadata};
 use talosprov_talos::api::machine as pb;
 use talosprov_talos::roles;

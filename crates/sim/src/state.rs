@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::config::NodeConfig;
-use talosprov_core::role::Role;
+use talosprov_base::role::Role;
 
 /// Where a simulated node is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use rcgen::{
     KeyPair, KeyUsagePurpose,
 };
 use serde_json::json;
-use talosprov_core::sensitive::Sensitive;
+use talosprov_base::sensitive::Sensitive;
 use talosprov_retry::Backoff;
 use talosprov_sim::kube_store::snapshot::{
     SNAPSHOT_HASH_BYTES, SNAPSHOT_MAGIC, check_snapshot_hash,

@@ -4,8 +4,8 @@
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::error::TalosError;
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::talosconfig::Talosconfig;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_base::talosconfig::Talosconfig;
 
 /// The `ca`, `crt` and `key` of a talosconfig context, decoded to PEM.
 ///

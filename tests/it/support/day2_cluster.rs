@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use talosprov_core::role::Role;
+use talosprov_base::role::Role;
 use talosprov_engine::health::cluster::ClusterNode;
 use talosprov_sim::Simulator;
 use talosprov_sim::state::SimOptions;
@@ -113,7 +113,7 @@ pub fn archive_into(
 ) {
     let identity = age::x25519::Identity::generate();
     let archiver = talosprov_engine::backups::Archiver::from_parts(
-        talosprov_core::backup::Location::Folder(dir.to_path_buf()),
+        talosprov_base::backup::Location::Folder(dir.to_path_buf()),
         None,
         talosprov_backup::keys::Keys::age(vec![identity.to_public()], Vec::new()),
         talosprov_engine::backups::ArchivedCluster {

@@ -1,7 +1,7 @@
 //! The three example nodes of the design's topology, as plain client values.
 
-use talosprov_core::vm::Image;
-use talosprov_core::vm::{HostPci, VmSpec};
+use talosprov_base::vm::Image;
+use talosprov_base::vm::{HostPci, VmSpec};
 use talosprov_proxmox::mapping::{PciMapEntry, PciMappingSpec};
 
 /// Base schematic (qemu-guest-agent).
@@ -37,7 +37,7 @@ fn node(
         disk_gib,
         datastore: "local-lvm".into(),
         image_volid: image(schematic).volid("local"),
-        networks: vec![talosprov_core::vm::Nic::on_bridge("vmbr0")],
+        networks: vec![talosprov_base::vm::Nic::on_bridge("vmbr0")],
         disks: Vec::new(),
         agent: true,
         ip: format!("192.168.1.{vmid}").parse().expect("ip"),

@@ -9,7 +9,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::sync::{Arc, Mutex};
-use talosprov_core::schematic::Schematic;
+use talosprov_base::schematic::Schematic;
 use tokio::net::TcpListener;
 
 /// Size of the served image, bytes (64 KiB: the imported disk's size before resize).

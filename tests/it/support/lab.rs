@@ -281,9 +281,9 @@ impl Lab {
     }
 
     /// The state, parsed.
-    pub fn state(&self) -> talosprov_core::state::format::State {
+    pub fn state(&self) -> talosprov_statefile::format::State {
         let bytes = std::fs::read(self.state_file()).expect("state file");
-        talosprov_core::state::format::State::from_json(&bytes).expect("state JSON")
+        talosprov_statefile::format::State::from_json(&bytes).expect("state JSON")
     }
 
     /// The etcd members control plane `ip` lists, by peer address (sorted),
@@ -311,7 +311,7 @@ impl Lab {
     /// an operator's talosctl would use them.
     pub async fn talos_credentials(&self) -> talosprov_talos::credentials::ClientCredentials {
         let text = stdout(&self.run(&["output", "talosconfig", "-raw"]).await);
-        let tc = talosprov_core::talosconfig::Talosconfig::parse(&text)
+        let tc = talosprov_base::talosconfig::Talosconfig::parse(&text)
             .expect("the state's talosconfig");
         talosprov_talos::credentials::ClientCredentials::from_talosconfig(&tc)
     }

@@ -10,7 +10,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
-use talosprov_core::sensitive::Sensitive;
+use talosprov_base::sensitive::Sensitive;
 use talosprov_talos::credentials::ClientCredentials;
 
 /// A CA certificate (PEM) and its key pair.

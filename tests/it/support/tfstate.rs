@@ -5,15 +5,15 @@
 //! benchmark (`examples/bench_adopt.rs` includes this file).
 
 use serde_json::{Value, json};
-use talosprov_core::machine::config::{base_config, machine_config_yaml};
-use talosprov_core::machine::config_parts::BaseConfigInput;
-use talosprov_core::machine::rotation::AcceptedCas;
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::machine::secrets_file::parse_secrets_yaml;
-use talosprov_core::patch::apply::apply_patches;
-use talosprov_core::patch::document::MachineConfig;
-use talosprov_core::patch::load::load_patch;
-use talosprov_core::role::Role;
+use talosprov_base::role::Role;
+use talosprov_machine::config::{base_config, machine_config_yaml};
+use talosprov_machine::config_parts::BaseConfigInput;
+use talosprov_machine::rotation::AcceptedCas;
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_machine::secrets_file::parse_secrets_yaml;
+use talosprov_patch::apply::apply_patches;
+use talosprov_patch::document::MachineConfig;
+use talosprov_patch::load::load_patch;
 
 /// The flags `adopt` needs beside the state for these clusters: the Proxmox
 /// endpoint and host the state does not name (nothing is asked of them).

@@ -8,16 +8,16 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::desired::Desired;
-use talosprov_core::plan::planned::PlannedConfig;
-use talosprov_core::schematic::Schematic;
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format::{self, State};
-use talosprov_core::state::intent::CreateIntent;
+use talosprov_base::schematic::Schematic;
+use talosprov_base::sensitive::Sensitive;
 use talosprov_factory::client::FactoryClient;
+use talosprov_plan::desired::Desired;
+use talosprov_plan::planned::PlannedConfig;
 use talosprov_proxmox as proxmox;
 use talosprov_retry::Backoff;
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format::{self, State};
+use talosprov_statefile::intent::CreateIntent;
 use talosprov_talos::credentials::ClientCredentials;
 
 use crate::apply::upgrade::rolling::RolloutOptions;
@@ -167,14 +167,14 @@ impl Owned {
 }
 
 /// A config change as its steps take it (`apply::kind::config`, from a
-/// [`ConfigOp`](talosprov_core::plan::ConfigOp)): the config the plan
+/// [`ConfigOp`](talosprov_plan::ConfigOp)): the config the plan
 /// carries and the node's role.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConfigChange<'a> {
     /// The config and how it is sent.
     pub config: &'a PlannedConfig,
     /// The node's role.
-    pub role: talosprov_core::role::Role,
+    pub role: talosprov_base::role::Role,
 }
 
 /// The machine config bytes to send for a config change: the desired
@@ -188,7 +188,7 @@ pub(super) fn planned_config<'a>(
     change: &ConfigChange<'a>,
 ) -> anyhow::Result<(
     &'a PlannedConfig,
-    &'a talosprov_core::sensitive::Sensitive<String>,
+    &'a talosprov_base::sensitive::Sensitive<String>,
 )> {
     let want = change.config;
     let desired = ctx

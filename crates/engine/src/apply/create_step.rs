@@ -9,11 +9,11 @@
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::model::Conflict;
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format;
-use talosprov_core::state::intent::CreateIntent;
+use talosprov_plan::model::Conflict;
 use talosprov_proxmox::{self as proxmox, ha, lifecycle, mapping, observe, pool, vm};
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format;
+use talosprov_statefile::intent::CreateIntent;
 
 use super::context::Context;
 use super::record::Record;
@@ -202,7 +202,7 @@ pub(super) fn disk_records(
     config
         .data_disks
         .iter()
-        .filter_map(|(k, v)| Some((k.clone(), talosprov_core::vm::disk_record_string(v)?)))
+        .filter_map(|(k, v)| Some((k.clone(), talosprov_base::vm::disk_record_string(v)?)))
         .collect()
 }
 
@@ -216,7 +216,7 @@ pub(super) fn disk_records(
 pub(super) async fn vm(
     ctx: &Context,
     host: &str,
-    spec: &talosprov_core::vm::VmSpec,
+    spec: &talosprov_base::vm::VmSpec,
     r: &Reporter,
 ) -> anyhow::Result<()> {
     let client = &ctx.proxmox;
@@ -290,7 +290,7 @@ pub(super) async fn vm(
 /// restart it through Proxmox when it runs without them.
 async fn adopt(
     client: &proxmox::client::Client,
-    spec: &talosprov_core::vm::VmSpec,
+    spec: &talosprov_base::vm::VmSpec,
     r: &Reporter,
 ) -> anyhow::Result<()> {
     let listed = vm::wait_unlocked(client, spec).await?;

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use talosprov_core::plan::change::Action;
-use talosprov_core::state::address::Address;
+use talosprov_plan::change::Action;
+use talosprov_statefile::address::Address;
 
 /// One thing that happened during an apply.
 #[derive(Debug, Clone, PartialEq, Eq)]

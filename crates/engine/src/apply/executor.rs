@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
 
-use talosprov_core::plan::change::Change;
-use talosprov_core::plan::model::Plan;
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format::State;
-use talosprov_state::backend::Backend;
-use talosprov_state::store::StateStore;
+use talosprov_backend::backend::Backend;
+use talosprov_backend::store::StateStore;
+use talosprov_plan::change::Change;
+use talosprov_plan::model::Plan;
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format::State;
 
 use super::context::Context;
 use super::event::{Event, EventKind, Update};

@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 
 use super::*;
 use crate::apply::memory::{Memory, SharedMemory};
-use talosprov_core::plan::change::{Action, Change};
+use talosprov_plan::change::{Action, Change};
 
 /// How long any test may take before it fails as hung.
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -160,7 +160,7 @@ fn plan(changes: &[(&str, &[&str])]) -> Plan {
         changes
             .iter()
             .map(|(name, deps)| {
-                let mut c = talosprov_core::plan::example::change(
+                let mut c = talosprov_plan::example::change(
                     Address::Pool((*name).to_owned()),
                     Action::Create,
                     "",

@@ -6,10 +6,10 @@
 
 use anyhow::Context as _;
 
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format::{self, State};
-use talosprov_core::topology::model::Topology;
 use talosprov_proxmox::{self as proxmox, mapping, observe, pool, vm};
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format::{self, State};
+use talosprov_topology::model::Topology;
 
 use super::create_step::{mapping_record, vm_record};
 
@@ -331,10 +331,10 @@ nodes:
 ";
 
     fn topology() -> Topology {
-        let loaded = talosprov_core::topology::parse(
+        let loaded = talosprov_topology::parse(
             TOPOLOGY,
             Path::new("/lab/cluster.yaml"),
-            &talosprov_core::topology::model::Environment::default(),
+            &talosprov_topology::model::Environment::default(),
         );
         loaded
             .topology
@@ -414,7 +414,7 @@ nodes:
         s.resources.vms.clear();
         s.set_intent(
             &Address::Vm("wk-1".into()),
-            talosprov_core::state::intent::CreateIntent::vm(122, "pve1", "wk-1"),
+            talosprov_statefile::intent::CreateIntent::vm(122, "pve1", "wk-1"),
         );
         text.push(check_state(&s, &wk).unwrap_err().to_string());
         s.resources.creating.clear();

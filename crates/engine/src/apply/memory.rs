@@ -4,9 +4,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use talosprov_core::state::format::State;
-use talosprov_core::state::lock::{LockInfo, TakenOver};
-use talosprov_state::backend::{Backend, BackendError};
+use talosprov_backend::backend::{Backend, BackendError};
+use talosprov_statefile::format::State;
+use talosprov_statefile::lock::{LockInfo, TakenOver};
 
 /// A state backend in memory that keeps every document saved, and can fail
 /// the save numbered `fail_at` (1-based) as a crash of the disk would.
@@ -48,7 +48,7 @@ impl Backend for Memory {
         let mut saves = self.saves.lock().expect("saves");
         if self.fail_at == Some(saves.len() + 1) {
             return Err(BackendError::Local(
-                talosprov_state::backend::LocalError::Io {
+                talosprov_backend::backend::LocalError::Io {
                     action: "write the state",
                     path: "memory".into(),
                     source: std::io::Error::other("disk gone"),

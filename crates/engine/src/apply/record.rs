@@ -2,10 +2,10 @@
 //! record is applied to the in-memory state, which the executor then saves, so
 //! a crash loses at most the step that was running.
 
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format::{self, Output, State};
-use talosprov_core::state::intent::CreateIntent;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format::{self, Output, State};
+use talosprov_statefile::intent::CreateIntent;
 
 /// One fact to record. A record of a VM, pool or PCI mapping (made or gone)
 /// replaces the create intent at its address.
@@ -98,7 +98,7 @@ pub enum Record {
     /// steps authenticate with.
     Talosconfig(Sensitive),
     /// An add-on's object the API server accepted (server-side apply), keyed
-    /// by [`talosprov_state::ObjectAddress::key`].
+    /// by [`talosprov_backend::ObjectAddress::key`].
     Object {
         /// The object's key.
         key: String,

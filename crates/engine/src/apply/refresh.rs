@@ -9,15 +9,15 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
-use talosprov_core::plan::field::VmField;
+use talosprov_plan::field::VmField;
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::observed::{Observed, ObservedVm};
-use talosprov_core::role::Role;
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::format::{NodeConfig, State};
+use talosprov_base::role::Role;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_plan::observed::{Observed, ObservedVm};
 use talosprov_proxmox::{self as proxmox, mapping, observe, pending, pool, storage};
+use talosprov_statefile::format::{NodeConfig, State};
 use talosprov_talos::client::TalosClient;
 use talosprov_talos::credentials::ClientCredentials;
 use talosprov_talos::types::{ApplyMode, ApplyOptions};
@@ -215,7 +215,7 @@ async fn observe_pools_and_mappings(
             .into_iter()
             .map(|p| {
                 let comment = p.comment.filter(|c| !c.is_empty());
-                (p.poolid, talosprov_core::state::format::Pool { comment })
+                (p.poolid, talosprov_statefile::format::Pool { comment })
             })
             .collect(),
     );
@@ -241,7 +241,7 @@ async fn observe_ha_rules(client: &proxmox::client::Client, out: &mut Observed) 
                 rules
                     .into_values()
                     .map(|r| {
-                        let record = talosprov_core::state::format::HaRule {
+                        let record = talosprov_statefile::format::HaRule {
                             rule: r.id.clone(),
                             vmids: r.vmids,
                             comment: r.comment,
@@ -260,7 +260,7 @@ async fn observe_ha_rules(client: &proxmox::client::Client, out: &mut Observed) 
                         grouped
                             .into_values()
                             .map(|g| {
-                                let record = talosprov_core::state::format::HaRule {
+                                let record = talosprov_statefile::format::HaRule {
                                     rule: g.id.clone(),
                                     vmids: g.vmids,
                                     comment: g.comment,
@@ -339,7 +339,7 @@ struct NodeAnswer {
     /// The boot time of a node whose config is staged.
     boot_time: Option<u64>,
     /// The machine config it runs, when it is not the one recorded as applied.
-    running: Option<talosprov_core::plan::observed::RunningConfig>,
+    running: Option<talosprov_plan::observed::RunningConfig>,
     /// A control plane whose etcd waits for a bootstrap (no etcd data).
     etcd_waiting: bool,
 }
@@ -399,16 +399,16 @@ async fn probe_nodes(
 async fn running_drift(
     c: &TalosClient,
     recorded: &NodeConfig,
-) -> Option<talosprov_core::plan::observed::RunningConfig> {
+) -> Option<talosprov_plan::observed::RunningConfig> {
     use sha2::Digest as _;
     let running = c.running_config().await.ok().flatten()?;
     let sha256 = hex::encode(sha2::Sha256::digest(running.expose()));
     if recorded.runs(&sha256) {
         return None;
     }
-    Some(talosprov_core::plan::observed::RunningConfig {
+    Some(talosprov_plan::observed::RunningConfig {
         sha256,
-        yaml: talosprov_core::sensitive::Sensitive::new(
+        yaml: talosprov_base::sensitive::Sensitive::new(
             String::from_utf8_lossy(running.expose()).into_owned(),
         ),
     })

@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 use futures::StreamExt as _;
 use tokio::sync::Mutex;
 
-use talosprov_core::addon::object::DesiredObject;
-use talosprov_core::plan::observed::{Observation, ObservedObjects};
-use talosprov_core::state::address::ObjectAddress;
-use talosprov_core::state::format::KubeObject;
+use talosprov_addon::object::DesiredObject;
 use talosprov_kube::client::{KubeClient, KubeError};
 use talosprov_kube::objects::{ApplyError, Kind};
+use talosprov_plan::observed::{Observation, ObservedObjects};
+use talosprov_statefile::address::ObjectAddress;
+use talosprov_statefile::format::KubeObject;
 
 /// Requests in flight at once.
 const AT_ONCE: usize = 8;

@@ -3,8 +3,8 @@
 //! does: VM settings read back, VMs gone, Talos versions the nodes report,
 //! nodes found back in maintenance mode, and staged configs taken at a reboot.
 
-use talosprov_core::plan::observed::Observed;
-use talosprov_core::state::format::State;
+use talosprov_plan::observed::Observed;
+use talosprov_statefile::format::State;
 
 use super::record::Record;
 
@@ -80,8 +80,8 @@ pub fn observed_records(state: &State, observed: &Observed) -> Vec<Record> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talosprov_core::plan::observed::ObservedVm;
-    use talosprov_core::state::format;
+    use talosprov_plan::observed::ObservedVm;
+    use talosprov_statefile::format;
 
     fn state() -> State {
         let mut s = State::new(uuid::Uuid::nil());

@@ -11,7 +11,7 @@ use crate::apply::upgrade::snapshot::{
 use crate::backups::Archiver;
 use crate::health::cluster::ClusterNode;
 use crate::health::probe::{HealthError, wait_etcd_settled};
-use talosprov_core::plan::removal::{RemovalRefused, RemovalWarning, check_removal};
+use talosprov_plan::removal::{RemovalRefused, RemovalWarning, check_removal};
 use talosprov_retry::Backoff;
 use talosprov_talos::client::TalosClient;
 use talosprov_talos::credentials::ClientCredentials;
@@ -428,7 +428,7 @@ mod tests {
         let node = ClusterNode {
             hostname: "cp-3".into(),
             ip: "10.0.0.3".parse().unwrap(),
-            role: talosprov_core::role::Role::Controlplane,
+            role: talosprov_base::role::Role::Controlplane,
         };
         let member = |id, host: &str, ip: &str| EtcdMember {
             id,

@@ -6,7 +6,7 @@
 use anyhow::Context as _;
 
 use crate::health::cluster::ClusterNode;
-use talosprov_core::role::Role;
+use talosprov_base::role::Role;
 
 use super::context::Context;
 use super::gate::cluster_nodes;
@@ -28,14 +28,14 @@ use super::talos_steps;
 pub(super) async fn remove(
     ctx: &Context,
     host: &str,
-    recorded_role: Option<talosprov_core::role::Role>,
+    recorded_role: Option<talosprov_base::role::Role>,
     r: &Reporter,
 ) -> anyhow::Result<()> {
     let cluster_stays = ctx
         .desired
         .configs
         .values()
-        .any(|c| c.role == talosprov_core::role::Role::Controlplane);
+        .any(|c| c.role == talosprov_base::role::Role::Controlplane);
     if !cluster_stays {
         talos_steps::reset_node(ctx, host, recorded_role, r).await;
         return Ok(());
@@ -48,7 +48,7 @@ pub(super) async fn remove(
         r.warn("no address known for this node: not reset through the Talos API");
         return Ok(());
     };
-    let role = if recorded_role == Some(talosprov_core::role::Role::Controlplane) {
+    let role = if recorded_role == Some(talosprov_base::role::Role::Controlplane) {
         Role::Controlplane
     } else {
         Role::Worker

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
-use talosprov_core::state::address::Address;
+use talosprov_statefile::address::Address;
 
 use super::record::Record;
 

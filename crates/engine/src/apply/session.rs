@@ -22,18 +22,18 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::plan::desired::Desired;
-use talosprov_core::plan::model::Plan;
-use talosprov_core::plan::observed::Observed;
-use talosprov_core::plan::order::chain_upgrades;
-use talosprov_core::plan::saved::{InputDigests, SavedPlan};
-use talosprov_core::plan::saved::{check_fresh, check_same};
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format::{Rendering, State};
-use talosprov_state::backend::Backend;
-use talosprov_state::store::StateStore;
+use talosprov_backend::backend::Backend;
+use talosprov_backend::store::StateStore;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_plan::desired::Desired;
+use talosprov_plan::model::Plan;
+use talosprov_plan::observed::Observed;
+use talosprov_plan::order::chain_upgrades;
+use talosprov_plan::saved::{InputDigests, SavedPlan};
+use talosprov_plan::saved::{check_fresh, check_same};
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format::{Rendering, State};
 
 use super::event::Update;
 use super::executor::{Provider, RunOutcome, Saver, execute};
@@ -61,10 +61,10 @@ pub struct Planned {
     pub renderings: BTreeMap<String, Rendering>,
     /// The pools' members as allocated for this plan, by pool: what the
     /// state records before the first change.
-    pub pools: BTreeMap<String, Vec<talosprov_core::state::format::RecordedMember>>,
+    pub pools: BTreeMap<String, Vec<talosprov_statefile::format::RecordedMember>>,
     /// The clock and certificate renewal window the plan was made with (a saved plan
     /// keeps them).
-    pub renewal: talosprov_core::plan::renewal::Renewal,
+    pub renewal: talosprov_plan::renewal::Renewal,
 }
 
 /// What a command asks before it changes something. The frontend words it.
@@ -87,7 +87,7 @@ pub enum Question {
     },
     /// `rotate-ca`: run the rotation shown (a new one, or the rest of one
     /// in progress).
-    RotateCa(talosprov_core::state::rotation::Authority),
+    RotateCa(talosprov_statefile::rotation::Authority),
     /// `etcd restore --force`: reset these control planes (hostname and
     /// address), whose etcd is healthy, before restoring over it.
     ResetControlPlanes(Vec<(String, String)>),
@@ -101,7 +101,7 @@ pub enum Shown<'a> {
     /// `-refresh-only`: only the drift of this plan.
     Drift(&'a Plan),
     /// `rotate-ca`: the stages about to run.
-    Rotation(&'a talosprov_core::machine::rotation::RotationPlan),
+    Rotation(&'a talosprov_machine::rotation::RotationPlan),
 }
 
 /// The parts of an apply the engine does not own. The CLI implements them
@@ -167,7 +167,7 @@ pub struct Settings {
     /// The `etcd restore` this apply is part of: recorded in the state
     /// before the first change, so that a run stopped before etcd is
     /// recovered is known as unfinished (the recovering bootstrap clears it).
-    pub restore: Option<talosprov_core::state::format::EtcdRestore>,
+    pub restore: Option<talosprov_statefile::format::EtcdRestore>,
 }
 
 /// How an apply ended, for the views to word.

@@ -10,8 +10,8 @@ use rand::SeedableRng;
 use super::*;
 use crate::apply::memory::{Memory, SharedMemory};
 use crate::apply::reporter::Reporter;
-use talosprov_core::plan::change::{Action, Change};
-use talosprov_core::state::address::Address;
+use talosprov_plan::change::{Action, Change};
+use talosprov_statefile::address::Address;
 
 /// How long any test may take before it fails as hung.
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -111,12 +111,8 @@ fn plan_of(names: &[&str]) -> Plan {
         names
             .iter()
             .map(|n| {
-                talosprov_core::plan::example::change(
-                    Address::Pool((*n).to_owned()),
-                    Action::Create,
-                    "",
-                )
-                .expect("a change of that kind")
+                talosprov_plan::example::change(Address::Pool((*n).to_owned()), Action::Create, "")
+                    .expect("a change of that kind")
             })
             .collect(),
     )
@@ -138,7 +134,7 @@ fn planned(plan: Plan) -> Planned {
         inputs: InputDigests::default(),
         renderings: BTreeMap::new(),
         pools: BTreeMap::new(),
-        renewal: talosprov_core::plan::renewal::Renewal::at(time::OffsetDateTime::UNIX_EPOCH),
+        renewal: talosprov_plan::renewal::Renewal::at(time::OffsetDateTime::UNIX_EPOCH),
     }
 }
 

@@ -6,8 +6,8 @@
 //! progress and records through their [`Reporter`]; they never touch the
 //! state. Proxmox work runs in sections an interruption lets finish.
 
-use talosprov_core::plan::change::Change;
-use talosprov_core::plan::step::Step;
+use talosprov_plan::change::Change;
+use talosprov_plan::step::Step;
 
 use super::context::Context;
 use super::kind;

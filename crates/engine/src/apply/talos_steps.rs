@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::planned::{ApplyMode as PlanMode, PlannedConfig};
-use talosprov_core::role::Role;
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format;
+use talosprov_base::role::Role;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_plan::planned::{ApplyMode as PlanMode, PlannedConfig};
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format;
 use talosprov_talos as talos;
 use talosprov_talos::client::TalosClient;
 use talosprov_talos::credentials::ClientCredentials;
@@ -463,7 +463,7 @@ pub(super) fn config_record(
     host: &str,
     change: &ConfigChange<'_>,
     want: &PlannedConfig,
-    yaml: &talosprov_core::sensitive::Sensitive<String>,
+    yaml: &talosprov_base::sensitive::Sensitive<String>,
     secure_mode: bool,
 ) -> Record {
     Record::Config {

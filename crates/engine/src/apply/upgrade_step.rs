@@ -6,7 +6,7 @@
 use anyhow::Context as _;
 
 use crate::health::cluster::ClusterNode;
-use talosprov_core::plan::planned::KubernetesChange;
+use talosprov_plan::planned::KubernetesChange;
 
 use super::context::{ConfigChange, Context, credentials, planned_config};
 use super::gate::{cluster_nodes, describe};

@@ -12,14 +12,14 @@
 
 use std::collections::BTreeMap;
 
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::machine::secrets_file::secrets_yaml;
-use talosprov_core::plan::model::Plan;
-use talosprov_core::plan::observed::Observed;
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::format::RecordedMember;
-use talosprov_core::state::format::{Rendering, State};
-use talosprov_state::backend::Backend;
+use talosprov_backend::backend::Backend;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_machine::secrets_file::secrets_yaml;
+use talosprov_plan::model::Plan;
+use talosprov_plan::observed::Observed;
+use talosprov_statefile::format::RecordedMember;
+use talosprov_statefile::format::{Rendering, State};
 
 use super::executor::Saver;
 use super::record::{self, Record};
@@ -46,7 +46,7 @@ pub struct BeforeChanges {
     pub pools: Option<BTreeMap<String, Vec<RecordedMember>>>,
     /// The `etcd restore` the run is part of, recorded before its first
     /// change.
-    pub etcd_restore: Option<talosprov_core::state::format::EtcdRestore>,
+    pub etcd_restore: Option<talosprov_statefile::format::EtcdRestore>,
 }
 
 /// The pools' allocation a run records: `planned` when it differs from the
@@ -160,12 +160,12 @@ pub async fn save_before_changes<B: Backend>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talosprov_core::plan::change::Action;
-    use talosprov_core::state::address::Address;
+    use talosprov_plan::change::Action;
+    use talosprov_statefile::address::Address;
 
     fn plan_with_a_change() -> Plan {
         Plan::of_changes(vec![
-            talosprov_core::plan::example::change(
+            talosprov_plan::example::change(
                 "vm/cp-1".parse::<Address>().expect("address"),
                 Action::Create,
                 "not in the state",
@@ -215,9 +215,8 @@ mod tests {
     fn recorded_secrets_and_talosconfig_are_never_replaced() {
         let mut state = State::new(uuid::Uuid::nil());
         state.secrets = Some(Sensitive::new("the cluster's own"));
-        state.outputs.talosconfig = Some(talosprov_core::state::format::Output::sensitive(
-            "context: x",
-        ));
+        state.outputs.talosconfig =
+            Some(talosprov_statefile::format::Output::sensitive("context: x"));
         let b = before_changes(
             &state,
             true,
@@ -230,7 +229,7 @@ mod tests {
 
     #[test]
     fn the_secrets_recorded_come_from_the_plan_first() {
-        let bundle = talosprov_core::machine::secrets_file::parse_secrets_yaml(include_str!(
+        let bundle = talosprov_machine::secrets_file::parse_secrets_yaml(include_str!(
             "../../../../tests/fixtures/secrets.yaml"
         ))
         .expect("fixture");

@@ -6,17 +6,17 @@
 use std::collections::BTreeMap;
 
 use super::{CommandError, Ui};
-use talosprov_core::addon::manifests::RenderedAddon;
-use talosprov_core::addon::{helm, manifests};
-use talosprov_core::diagnostics::{Code, Diagnostic};
-use talosprov_core::load::Budget;
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::plan::model::AddonValues;
-use talosprov_core::preset::spec::ClusterFacts;
-use talosprov_core::role::Role;
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::format::Rendering;
-use talosprov_core::topology::model::{Addon, AddonSource, Topology};
+use talosprov_addon::manifests::RenderedAddon;
+use talosprov_addon::{helm, manifests};
+use talosprov_base::diagnostics::{Code, Diagnostic};
+use talosprov_base::load::Budget;
+use talosprov_base::preset::spec::ClusterFacts;
+use talosprov_base::role::Role;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_plan::model::AddonValues;
+use talosprov_statefile::format::Rendering;
+use talosprov_topology::model::{Addon, AddonSource, Topology};
 
 /// Renderings already made: the state's, and a saved plan's. One whose
 /// digest is the digest of the inputs now is used as it is, so a plan does
@@ -102,7 +102,7 @@ pub async fn render(
         }
     }
     addons.sort_by_key(|r| topology.addons.get_index_of(&r.name));
-    if talosprov_core::diagnostics::has_errors(&problems) {
+    if talosprov_base::diagnostics::has_errors(&problems) {
         ui.diagnostics(&problems);
         return Err(CommandError::Reported);
     }
@@ -201,7 +201,7 @@ async fn chart(
         },
     };
     let files = values_files(topology, addon)?;
-    let values = talosprov_core::addon::values::effective_values(addon, &facts, &files);
+    let values = talosprov_addon::values::effective_values(addon, &facts, &files);
     let digest = helm::inputs_digest(&args, &values);
     let shown = |rendered: bool| AddonValues {
         name: addon.name.clone(),
@@ -213,7 +213,7 @@ async fn chart(
             AddonSource::Manifests(_) | AddonSource::Url { .. } => String::new(),
         },
         rendered,
-        values: talosprov_core::addon::values::redact_values(&values),
+        values: talosprov_addon::values::redact_values(&values),
     };
     if let Some(r) = known.get(&addon.name, &digest) {
         return Ok(Some(Chart {
@@ -282,7 +282,6 @@ fn preset_facts(topology: &Topology, secrets: &SecretsBundle) -> Option<ClusterF
         .iter()
         .find(|n| n.role == Role::Controlplane)?;
     first.nodes = vec![cp.clone()];
-    let configs =
-        talosprov_core::machine::node::node_configs(&first, secrets, &patches, &[]).ok()?;
-    ClusterFacts::of(&configs)
+    let configs = talosprov_machine::node::node_configs(&first, secrets, &patches, &[]).ok()?;
+    talosprov_addon::facts::cluster_facts(&configs)
 }

@@ -18,19 +18,19 @@ use sha2::Digest as _;
 
 use super::store::{StateSettings, locked, state_env};
 use super::{CommandError, Ui};
-use talosprov_core::adopt;
-use talosprov_core::adopt::proxmox::proxmox_side;
-use talosprov_core::adopt::secrets::machine_secrets;
-use talosprov_core::adopt::talos::{AppliedConfig, NodeConfig, talos_side};
-use talosprov_core::adopt::tfstate::TfState;
-use talosprov_core::adopt::topology::{NodeSource, Settings};
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::machine::secrets_file::{parse_secrets_yaml, secrets_yaml};
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::config::{self, StateSection};
-use talosprov_core::state::format::{Output, State};
-use talosprov_state::StateBackend;
-use talosprov_state::backend::Backend as _;
+use talosprov_adopt as adopt;
+use talosprov_adopt::proxmox::proxmox_side;
+use talosprov_adopt::secrets::machine_secrets;
+use talosprov_adopt::talos::{AppliedConfig, NodeConfig, talos_side};
+use talosprov_adopt::tfstate::TfState;
+use talosprov_adopt::topology::{NodeSource, Settings};
+use talosprov_backend::StateBackend;
+use talosprov_backend::backend::Backend as _;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_machine::secrets_file::{parse_secrets_yaml, secrets_yaml};
+use talosprov_statefile::config::{self, StateSection};
+use talosprov_statefile::format::{Output, State};
 use talosprov_talos::client::TalosClient;
 use talosprov_talos::credentials::ClientCredentials;
 
@@ -104,10 +104,10 @@ pub struct AdoptOutcome {
 async fn read_source(from: &AdoptFrom, dir: &Path) -> anyhow::Result<(Vec<u8>, String)> {
     match from {
         AdoptFrom::TfState(path) => {
-            let bytes = talosprov_state::bounded::read_file(
+            let bytes = talosprov_backend::bounded::read_file(
                 path,
                 "state",
-                talosprov_state::bounded::MAX_STATE_BYTES,
+                talosprov_backend::bounded::MAX_STATE_BYTES,
             )
             .with_context(|| format!("cannot read the state {}", path.display()))?;
             Ok((bytes, path.display().to_string()))
@@ -208,9 +208,9 @@ async fn node_sources(
 struct Gathered {
     /// Where the source is, for messages.
     place: String,
-    facts: talosprov_core::adopt::talos::ClusterFacts,
+    facts: talosprov_adopt::talos::ClusterFacts,
     nodes: Vec<NodeSource>,
-    proxmox: talosprov_core::adopt::proxmox::ProxmoxSide,
+    proxmox: talosprov_adopt::proxmox::ProxmoxSide,
     secrets: SecretsBundle,
     secrets_text: String,
     bootstrapped: bool,
@@ -262,7 +262,7 @@ async fn gather(request: &AdoptRequest, out_dir: &Path, ui: &Ui) -> anyhow::Resu
 
 /// A secrets bundle file, as talosctl writes it, and its text.
 fn read_bundle(path: &Path) -> anyhow::Result<(SecretsBundle, String)> {
-    let text = talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, path)
+    let text = talosprov_base::inputs::Inputs::read(&talosprov_files::Disk, path)
         .with_context(|| format!("cannot read the secrets bundle {}", path.display()))?;
     let b = parse_secrets_yaml(&text)
         .with_context(|| format!("{} is not a valid secrets bundle", path.display()))?;
@@ -437,7 +437,7 @@ fn write_files(
         if full.exists() {
             continue;
         }
-        let folder = talosprov_core::paths::folder_of(&full);
+        let folder = talosprov_base::paths::folder_of(&full);
         std::fs::create_dir_all(folder)
             .with_context(|| format!("cannot create the folder of {}", full.display()))?;
         let partial = folder.join(format!(
@@ -478,7 +478,7 @@ fn check_files(
     unsaved: bool,
 ) -> anyhow::Result<()> {
     let same = |full: &Path, text: &str| {
-        talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, full)
+        talosprov_base::inputs::Inputs::read(&talosprov_files::Disk, full)
             .ok()
             .as_deref()
             == Some(text)

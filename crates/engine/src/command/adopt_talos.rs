@@ -12,12 +12,12 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow};
 
 use super::Ui;
-use talosprov_core::adopt::proxmox::{ProxmoxSide, StateMapping, StateVm};
-use talosprov_core::adopt::proxmox::{StateMapEntry, VmDisk, VmNic, VmPci};
-use talosprov_core::adopt::talos::ClusterFacts;
-use talosprov_core::adopt::topology::{NodeSource, Settings};
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::sensitive::Sensitive;
+use talosprov_adopt::proxmox::{ProxmoxSide, StateMapping, StateVm};
+use talosprov_adopt::proxmox::{StateMapEntry, VmDisk, VmNic, VmPci};
+use talosprov_adopt::talos::ClusterFacts;
+use talosprov_adopt::topology::{NodeSource, Settings};
+use talosprov_base::sensitive::Sensitive;
+use talosprov_machine::secrets::SecretsBundle;
 use talosprov_proxmox::client::Client;
 use talosprov_proxmox::request::Operation;
 use talosprov_proxmox::request::Request;
@@ -277,7 +277,7 @@ pub(super) fn credentials(
     secrets: &SecretsBundle,
     nodes: &[String],
 ) -> anyhow::Result<ClientCredentials> {
-    let input = talosprov_core::machine::talosconfig::TalosconfigInput {
+    let input = talosprov_machine::talosconfig::TalosconfigInput {
         context: "adopt".into(),
         endpoints: nodes.to_vec(),
         nodes: nodes.to_vec(),
@@ -285,7 +285,7 @@ pub(super) fn credentials(
         now: time::OffsetDateTime::now_utc(),
         lifetime: time::Duration::hours(1),
     };
-    let tc = talosprov_core::machine::talosconfig::generate(&input, &mut rand::rngs::OsRng)
+    let tc = talosprov_machine::talosconfig::generate(&input, &mut rand::rngs::OsRng)
         .context("cannot issue a client certificate from the adopted OS CA")?;
     Ok(ClientCredentials::from_talosconfig(&tc))
 }

@@ -10,16 +10,16 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::sync::{mpsc, watch};
 
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::plan::desired::Desired;
-use talosprov_core::plan::kind::resource::EtcdRecovery;
-use talosprov_core::plan::model::Plan;
-use talosprov_core::plan::saved::SavedPlan;
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format::EtcdRestore;
-use talosprov_core::state::format::State;
-use talosprov_core::topology::model::Topology;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_plan::desired::Desired;
+use talosprov_plan::kind::resource::EtcdRecovery;
+use talosprov_plan::model::Plan;
+use talosprov_plan::saved::SavedPlan;
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format::EtcdRestore;
+use talosprov_statefile::format::State;
+use talosprov_topology::model::Topology;
 
 use super::gate::{cni, kubernetes_gate};
 use super::planning::{PlanRequest, make_plan};
@@ -775,7 +775,7 @@ fn refuse_data_loss(plan: &Plan, allowed: &[Address], ui: &Ui) -> Result<(), Com
 pub(crate) async fn run_plan(
     ctx: Context,
     plan: &Plan,
-    saver: &mut crate::apply::executor::Saver<'_, talosprov_state::StateBackend>,
+    saver: &mut crate::apply::executor::Saver<'_, talosprov_backend::StateBackend>,
     parallelism: usize,
     again: &str,
     ui: &Ui,

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use talosprov_core::plan::desired::Desired;
-use talosprov_core::plan::diff::destroy_plan;
-use talosprov_core::plan::model::Plan;
-use talosprov_core::plan::observed::Observed;
-use talosprov_core::sensitive::Sensitive;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_plan::desired::Desired;
+use talosprov_plan::diff::destroy_plan;
+use talosprov_plan::model::Plan;
+use talosprov_plan::observed::Observed;
 
 use super::apply::{context, interrupt_grace, run_plan};
 use super::prepare as cluster;

@@ -5,8 +5,8 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use talosprov_core::state::format::State;
-use talosprov_core::topology::model::Topology;
+use talosprov_statefile::format::State;
+use talosprov_topology::model::Topology;
 
 use crate::health;
 use crate::health::cluster::{ClusterNode, Cni};
@@ -47,7 +47,7 @@ pub fn kubernetes_gate(
     let gpu_nodes: Vec<IpAddr> = topology
         .nodes
         .iter()
-        .filter(|n| gpu_addon && talosprov_core::addon::checks::has_nvidia_device(topology, n))
+        .filter(|n| gpu_addon && talosprov_addon::checks::has_nvidia_device(topology, n))
         .map(|n| IpAddr::V4(n.ip))
         .collect();
     Some(health::gate::KubernetesGate {

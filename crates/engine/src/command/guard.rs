@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use super::CommandError;
 use super::prepare::state_secrets_opt;
-use talosprov_core::machine::secrets_file::parse_secrets_yaml;
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::format::State;
-use talosprov_core::topology::model::Topology;
-use talosprov_state::StateBackend;
-use talosprov_state::backend::Backend;
-use talosprov_state::store::StateStore;
+use talosprov_backend::StateBackend;
+use talosprov_backend::backend::Backend;
+use talosprov_backend::store::StateStore;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_machine::secrets_file::parse_secrets_yaml;
+use talosprov_statefile::format::State;
 use talosprov_talos::probe::{NodeAnswer, probe_node};
+use talosprov_topology::model::Topology;
 
 /// How long each node may take to answer the probe: a node that does not
 /// answer by then is not an existing cluster.

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 
-use talosprov_core::role::Role;
-use talosprov_core::state::format::State;
-use talosprov_core::talosconfig::Talosconfig;
-use talosprov_core::topology::model::Topology;
+use talosprov_base::role::Role;
+use talosprov_base::talosconfig::Talosconfig;
 use talosprov_retry::Backoff;
+use talosprov_statefile::format::State;
 use talosprov_talos::credentials::ClientCredentials;
+use talosprov_topology::model::Topology;
 
 use super::gate::{cluster_nodes, cni, kubernetes_gate};
 use super::store::{StateSettings, no_state};
@@ -66,10 +66,10 @@ pub(super) fn credentials(topology: &Topology, state: &State) -> anyhow::Result<
 /// its talosconfig and kubeconfig, with their expiry dates. It fails when one has expired;
 /// a CA that expires within a year is named in the reason.
 fn certificates_check(state: &State, now: time::OffsetDateTime) -> health::report::Check {
-    use talosprov_core::machine::expiry::{
+    use talosprov_machine::expiry::{
         certificate_not_after, kubeconfig_not_after, talosconfig_not_after,
     };
-    use talosprov_core::plan::renewal::{CA_WARN_WITHIN, cas};
+    use talosprov_plan::renewal::{CA_WARN_WITHIN, cas};
     let mut seen: Vec<(String, time::OffsetDateTime, bool)> = Vec::new();
     if let Ok(Some(secrets)) = super::prepare::state_secrets(state) {
         for (name, _, pem) in cas(&secrets) {

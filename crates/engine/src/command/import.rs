@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format::State;
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format::State;
 
 use super::prepare as cluster;
 use super::store::{StateSettings, with_lock};

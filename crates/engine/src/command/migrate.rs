@@ -1,15 +1,15 @@
 //! `patches migrate --to v1.14`: every patch file the topology's nodes use, rewritten from
 //! the v1alpha1 fields Talos 1.14 deprecates to the documents that replace them
-//! ([`talosprov_core::machine::migrate`]). Nothing is written unless asked; a file is written
+//! ([`talosprov_machine::migrate`]). Nothing is written unless asked; a file is written
 //! only when it changes, and the whole tree is migrated before any file is written.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use talosprov_core::diagnostics::Diagnostic;
-use talosprov_core::machine::migrate::{Left, Moved, Scope, migrate_to_v1_14};
-use talosprov_core::role::Role;
+use talosprov_base::diagnostics::Diagnostic;
+use talosprov_base::role::Role;
+use talosprov_machine::migrate::{Left, Moved, Scope, migrate_to_v1_14};
 
 /// One patch file's migration.
 #[derive(Debug, Clone, PartialEq, Eq)]

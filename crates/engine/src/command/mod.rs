@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use talosprov_core::diagnostics::Diagnostic;
+use talosprov_base::diagnostics::Diagnostic;
 
 use crate::apply::event::Update;
 use crate::apply::session::{Question, Shown};
@@ -188,7 +188,7 @@ pub(crate) async fn approve(
 }
 
 /// The duration the variable `name` gives, read as every duration is
-/// ([`talosprov_core::duration::parse`]: seconds, or such as `5m`); `default`
+/// ([`talosprov_base::duration::parse`]: seconds, or such as `5m`); `default`
 /// when it is unset or empty.
 ///
 /// # Errors
@@ -197,7 +197,7 @@ pub fn duration_var(name: &str, default: Duration) -> anyhow::Result<Duration> {
     let Some(text) = std::env::var(name).ok().filter(|t| !t.trim().is_empty()) else {
         return Ok(default);
     };
-    talosprov_core::duration::parse(&text)
+    talosprov_base::duration::parse(&text)
         .map_err(|expected| anyhow::anyhow!("{name}={text:?} is {expected}"))
 }
 
@@ -219,12 +219,12 @@ pub(crate) fn now_rfc3339() -> String {
 pub const RENEW_WITHIN_VAR: &str = "TALOSPROV_RENEW_WITHIN";
 
 /// A plan's clock (now, UTC) and renewal window: [`RENEW_WITHIN_VAR`], else
-/// [`talosprov_core::plan::renewal::DEFAULT_RENEW_WITHIN`].
+/// [`talosprov_plan::renewal::DEFAULT_RENEW_WITHIN`].
 ///
 /// # Errors
 /// A value that is not a duration, naming the variable.
-pub fn renewal() -> anyhow::Result<talosprov_core::plan::renewal::Renewal> {
-    use talosprov_core::plan::renewal::{DEFAULT_RENEW_WITHIN, Renewal};
+pub fn renewal() -> anyhow::Result<talosprov_plan::renewal::Renewal> {
+    use talosprov_plan::renewal::{DEFAULT_RENEW_WITHIN, Renewal};
     let default =
         std::time::Duration::from_secs(DEFAULT_RENEW_WITHIN.whole_seconds().unsigned_abs());
     let within = duration_var(RENEW_WITHIN_VAR, default)?;

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::gitlab_report::GitlabReport;
-use talosprov_core::plan::kind::resource::EtcdRecovery;
-use talosprov_core::plan::model::Plan;
-use talosprov_core::plan::saved::SavedPlan;
-use talosprov_core::state::address::Address;
-use talosprov_core::topology::model::Topology;
+use talosprov_plan::gitlab_report::GitlabReport;
+use talosprov_plan::kind::resource::EtcdRecovery;
+use talosprov_plan::model::Plan;
+use talosprov_plan::saved::SavedPlan;
+use talosprov_statefile::address::Address;
+use talosprov_topology::model::Topology;
 
 use super::planning::{PlanRequest as Planning, make_plan};
 use super::prepare as cluster;
@@ -130,14 +130,13 @@ pub(super) async fn backup_warnings(
     beside: &std::path::Path,
     online: bool,
 ) {
-    let remote = matches!(store.backend(), talosprov_state::StateBackend::Http(_));
+    let remote = matches!(store.backend(), talosprov_backend::StateBackend::Http(_));
     let now = time::OffsetDateTime::now_utc();
     for message in crate::backups::plan_warnings(topology, remote, beside, online, now).await {
-        plan.warnings
-            .push(talosprov_core::plan::model::PlanWarning {
-                address: None,
-                message,
-            });
+        plan.warnings.push(talosprov_plan::model::PlanWarning {
+            address: None,
+            message,
+        });
     }
 }
 

@@ -6,14 +6,14 @@ use anyhow::Context as _;
 
 use super::prepare as cluster;
 use super::{CommandError, Ui, addons};
-use talosprov_core::machine::secrets_file::parse_secrets_yaml;
-use talosprov_core::plan;
-use talosprov_core::plan::diff::PlanInput;
-use talosprov_core::plan::kind::resource::EtcdRecovery;
-use talosprov_core::plan::saved::SavedPlan;
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format::State;
-use talosprov_core::topology::model::Topology;
+use talosprov_machine::secrets_file::parse_secrets_yaml;
+use talosprov_plan as plan;
+use talosprov_plan::diff::PlanInput;
+use talosprov_plan::kind::resource::EtcdRecovery;
+use talosprov_plan::saved::SavedPlan;
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format::State;
+use talosprov_topology::model::Topology;
 
 use crate::apply::session::Planned;
 
@@ -93,7 +93,7 @@ pub async fn make_plan(
                 .join("\n")
         )
     })?;
-    desired.objects = talosprov_core::addon::delivery::desired_objects(topology, &rendered.addons);
+    desired.objects = talosprov_addon::delivery::desired_objects(topology, &rendered.addons);
     if !offline {
         match observe_objects(topology, state, &bundle, &desired).await {
             Ok(o) => observed.kubernetes = o,
@@ -193,8 +193,8 @@ fn plan_secrets(
     state: Option<&State>,
     saved: Option<&SavedPlan>,
 ) -> anyhow::Result<(
-    talosprov_core::machine::secrets::SecretsBundle,
-    Option<talosprov_core::sensitive::Sensitive>,
+    talosprov_machine::secrets::SecretsBundle,
+    Option<talosprov_base::sensitive::Sensitive>,
     bool,
 )> {
     let recorded = cluster::state_secrets_opt(state)?;
@@ -258,7 +258,7 @@ fn warn_targeting(
         ui.warn(&format!(
             "-target {t} matches no resource in the topology or the state: nothing is planned \
              for it{}",
-            talosprov_core::diagnostics::did_you_mean(
+            talosprov_base::diagnostics::did_you_mean(
                 &t.to_string(),
                 known.iter().map(String::as_str)
             )
@@ -280,7 +280,7 @@ const KUBE_REFRESH: std::time::Duration = std::time::Duration::from_secs(30);
 async fn observe_objects(
     topology: &Topology,
     state: Option<&State>,
-    secrets: &talosprov_core::machine::secrets::SecretsBundle,
+    secrets: &talosprov_machine::secrets::SecretsBundle,
     desired: &plan::desired::Desired,
 ) -> Result<Option<plan::observed::ObservedObjects>, String> {
     let Some(state) = state else {

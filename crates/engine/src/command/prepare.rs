@@ -14,24 +14,24 @@ use sha2::Digest as _;
 use super::store::state_env;
 use super::{CommandError, Ui};
 use crate::apply::refresh::{RefreshInput, refresh};
-use talosprov_core::addon::manifests::RenderedAddon;
-use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::machine::secrets_file::{parse_secrets_yaml, secrets_yaml};
-use talosprov_core::machine::talosconfig::{TalosconfigInput, generate};
-use talosprov_core::plan::desired::RenderedConfig;
-use talosprov_core::plan::observed::Observed;
-use talosprov_core::plan::saved::{InputDigests, SavedPlan};
-use talosprov_core::schematic::Schematic;
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::format::State;
-use talosprov_core::state::rotation::CaRotation;
-use talosprov_core::talosconfig::Talosconfig;
-use talosprov_core::topology;
-use talosprov_core::topology::model::{SchematicSpec, Topology};
+use talosprov_addon::manifests::RenderedAddon;
+use talosprov_backend::encrypt::{self, StateKeys};
+use talosprov_base::schematic::Schematic;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_base::talosconfig::Talosconfig;
 use talosprov_factory::client::FactoryClient;
-use talosprov_state::encrypt::{self, StateKeys};
+use talosprov_machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_machine::secrets_file::{parse_secrets_yaml, secrets_yaml};
+use talosprov_machine::talosconfig::{TalosconfigInput, generate};
+use talosprov_plan::desired::RenderedConfig;
+use talosprov_plan::observed::Observed;
+use talosprov_plan::saved::{InputDigests, SavedPlan};
+use talosprov_statefile::format::State;
+use talosprov_statefile::rotation::CaRotation;
 use talosprov_talos::credentials::ClientCredentials;
+use talosprov_topology as topology;
+use talosprov_topology::model::{SchematicSpec, Topology};
 
 /// Load and validate the topology; its diagnostics go to the frontend.
 ///
@@ -53,10 +53,7 @@ pub fn load_topology(file: &Path, ui: &Ui) -> Result<Topology, CommandError> {
 /// `O005 pool-member-moved`.
 pub fn load_topology_with(
     file: &Path,
-    recorded: std::collections::BTreeMap<
-        String,
-        Vec<talosprov_core::state::format::RecordedMember>,
-    >,
+    recorded: std::collections::BTreeMap<String, Vec<talosprov_statefile::format::RecordedMember>>,
     ui: &Ui,
 ) -> Result<Topology, CommandError> {
     reported(
@@ -73,10 +70,7 @@ pub fn load_topology_with(
 /// `O006 pool-no-capacity`.
 pub fn load_topology_placed(
     file: &Path,
-    recorded: std::collections::BTreeMap<
-        String,
-        Vec<talosprov_core::state::format::RecordedMember>,
-    >,
+    recorded: std::collections::BTreeMap<String, Vec<talosprov_statefile::format::RecordedMember>>,
     capacity: std::collections::BTreeMap<String, topology::pools::HostCapacity>,
     ui: &Ui,
 ) -> Result<Topology, CommandError> {
@@ -137,7 +131,7 @@ fn reported(loaded: topology::Loaded, ui: &Ui) -> Result<Topology, CommandError>
         ui.diagnostics(&loaded.diagnostics);
     }
     match loaded.topology {
-        Some(t) if !talosprov_core::diagnostics::has_errors(&loaded.diagnostics) => Ok(t),
+        Some(t) if !talosprov_base::diagnostics::has_errors(&loaded.diagnostics) => Ok(t),
         _ => Err(CommandError::Reported),
     }
 }
@@ -192,7 +186,7 @@ pub fn render_configs(
     addons: &[RenderedAddon],
     ui: &Ui,
 ) -> Result<(Vec<RenderedConfig>, InputDigests), CommandError> {
-    let report = |d: &[talosprov_core::diagnostics::Diagnostic]| {
+    let report = |d: &[talosprov_base::diagnostics::Diagnostic]| {
         ui.diagnostics(d);
         CommandError::Reported
     };
@@ -200,25 +194,25 @@ pub fn render_configs(
         Ok(p) => p,
         Err(diagnostics) => return Err(report(&diagnostics)),
     };
-    let inline = talosprov_core::addon::manifests::inline_manifests(topology, addons);
+    let inline = talosprov_addon::manifests::inline_manifests(topology, addons);
     // A CA rotation in progress renders the stage's CAs.
-    let (secrets, accepted) = talosprov_core::machine::rotation::effective(secrets, rotation);
-    let configs = talosprov_core::machine::node::node_configs_with(
+    let (secrets, accepted) = talosprov_machine::rotation::effective(secrets, rotation);
+    let configs = talosprov_machine::node::node_configs_with(
         topology, &secrets, &accepted, &patches, &inline,
     )
     .map_err(|d| report(&d))?;
-    let mut addon_problems = talosprov_core::addon::checks::check(topology, &configs);
-    let facts = talosprov_core::preset::spec::ClusterFacts::of(&configs);
-    addon_problems.extend(talosprov_core::addon::manifests::object_checks(
+    let mut addon_problems = talosprov_addon::checks::check(topology, &configs);
+    let facts = talosprov_addon::facts::cluster_facts(&configs);
+    addon_problems.extend(talosprov_addon::manifests::object_checks(
         topology,
         addons,
         facts.as_ref(),
     ));
-    if talosprov_core::diagnostics::has_errors(&addon_problems) {
+    if talosprov_base::diagnostics::has_errors(&addon_problems) {
         return Err(report(&addon_problems));
     }
     let topology_bytes =
-        talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, &topology.file)
+        talosprov_base::inputs::Inputs::read(&talosprov_files::Disk, &topology.file)
             .with_context(|| format!("cannot read {}", topology.file.display()))?
             .into_bytes();
     let topology_path = topology.file.display().to_string();
@@ -272,7 +266,7 @@ pub fn schematics(topology: &Topology) -> BTreeMap<String, Option<Schematic>> {
     let mut specs: Vec<Option<&SchematicSpec>> = topology.schematics.values().map(Some).collect();
     specs.push(None);
     for spec in specs {
-        let id = talosprov_core::plan::desired::schematic_id(spec);
+        let id = talosprov_plan::desired::schematic_id(spec);
         let schematic = match spec {
             Some(SchematicSpec::Id(_)) => None,
             Some(SchematicSpec::Customization {
@@ -304,7 +298,7 @@ pub fn new_talosconfig(
         nodes: topology.nodes.iter().map(|n| n.ip.to_string()).collect(),
         secrets,
         now: time::OffsetDateTime::now_utc(),
-        lifetime: talosprov_core::machine::talosconfig::ADMIN_CERTIFICATE_VALIDITY,
+        lifetime: talosprov_machine::talosconfig::ADMIN_CERTIFICATE_VALIDITY,
     };
     generate(&input, &mut rand::rngs::OsRng).context("cannot issue the talosconfig")
 }
@@ -329,7 +323,7 @@ pub fn connection_credentials(
     let Some(stored) = stored else {
         return Ok(None);
     };
-    let usable = talosprov_core::machine::expiry::talosconfig_not_after(stored)
+    let usable = talosprov_machine::expiry::talosconfig_not_after(stored)
         .is_some_and(|t| t - now > CONNECT_MARGIN);
     match fresh {
         Some(fresh) if !usable => credentials_from_talosconfig(fresh).map(Some),
@@ -342,7 +336,7 @@ pub fn connection_credentials(
 /// commands use the admin kubeconfig signed offline by the Kubernetes CA
 /// ([`offline_kubeconfig`]) instead.
 pub fn kubeconfig_usable(stored: &str, now: time::OffsetDateTime) -> bool {
-    talosprov_core::machine::expiry::kubeconfig_not_after(stored)
+    talosprov_machine::expiry::kubeconfig_not_after(stored)
         .is_some_and(|t| t - now > CONNECT_MARGIN)
 }
 
@@ -368,7 +362,7 @@ pub fn offline_kubeconfig(
         endpoint: topology.cluster.endpoint.clone(),
         secrets,
         now: time::OffsetDateTime::now_utc(),
-        lifetime: talosprov_core::machine::kubeconfig::DEFAULT_CERTIFICATE_LIFETIME,
+        lifetime: talosprov_machine::kubeconfig::DEFAULT_CERTIFICATE_LIFETIME,
     };
     let k = AdminKubeconfig::generate(&input, &mut rand::rngs::OsRng)
         .context("cannot sign the offline kubeconfig")?;
@@ -477,7 +471,7 @@ pub async fn observe(
     let stored = state.and_then(|s| s.outputs.talosconfig.as_ref());
     let now = time::OffsetDateTime::now_utc();
     let fresh = match stored {
-        Some(t) => talosprov_core::machine::expiry::talosconfig_not_after(t.value.expose())
+        Some(t) => talosprov_machine::expiry::talosconfig_not_after(t.value.expose())
             .is_none_or(|at| at - now <= CONNECT_MARGIN)
             .then(|| new_talosconfig(topology, secrets).map(|t| t.to_yaml()))
             .transpose()?,
@@ -557,10 +551,10 @@ pub fn write_saved_plan(path: &Path, saved: &SavedPlan) -> anyhow::Result<()> {
 pub fn read_saved_plan(path: &Path) -> anyhow::Result<SavedPlan> {
     // A saved plan holds what a state holds: the same bound, and the same
     // refusal of anything but a regular file (a FIFO would block).
-    let bytes = talosprov_state::bounded::read_file(
+    let bytes = talosprov_backend::bounded::read_file(
         path,
         "the saved plan",
-        talosprov_state::bounded::MAX_STATE_BYTES,
+        talosprov_backend::bounded::MAX_STATE_BYTES,
     )?;
     let json = if bytes.starts_with(b"{") {
         bytes

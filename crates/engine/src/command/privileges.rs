@@ -5,11 +5,11 @@
 //! plan with Proxmox changes; a missing privilege fails the plan, naming it,
 //! its path and the `pveum` line that grants it.
 
-use talosprov_core::plan::change::{ImageOp, MappingOp, Op, PoolOp, VmOp};
-use talosprov_core::plan::model::Plan;
-use talosprov_core::state::format::State;
-use talosprov_core::topology::model::Topology;
+use talosprov_plan::change::{ImageOp, MappingOp, Op, PoolOp, VmOp};
+use talosprov_plan::model::Plan;
 use talosprov_proxmox::access::{self, Needs};
+use talosprov_statefile::format::State;
+use talosprov_topology::model::Topology;
 
 /// What the plan's changes need from Proxmox, on PVE `pve_major`. Pure.
 pub fn needs(plan: &Plan, topology: &Topology, state: Option<&State>, pve_major: u32) -> Needs {
@@ -30,8 +30,7 @@ pub fn needs(plan: &Plan, topology: &Topology, state: Option<&State>, pve_major:
             Op::Pool(PoolOp::Create) => n.create_pool = true,
             Op::Pool(PoolOp::Delete) => {}
             Op::PciMapping(MappingOp::Create(_) | MappingOp::Update(_) | MappingOp::Delete) => {
-                if let talosprov_core::state::address::Address::PciMapping(name) = change.address()
-                {
+                if let talosprov_statefile::address::Address::PciMapping(name) = change.address() {
                     n.mappings_managed.push(name.clone());
                 }
             }
@@ -82,7 +81,7 @@ pub(crate) fn changes_proxmox(plan: &Plan) -> bool {
 /// The vmid the state records for a `vm/<host>` address.
 fn recorded_vmid(
     state: Option<&State>,
-    address: &talosprov_core::state::address::Address,
+    address: &talosprov_statefile::address::Address,
 ) -> Option<u32> {
     recorded_vm(state, address).map(|v| v.vmid)
 }
@@ -90,9 +89,9 @@ fn recorded_vmid(
 /// The state's record of the VM at `address`, when it is a VM's.
 fn recorded_vm<'s>(
     state: Option<&'s State>,
-    address: &talosprov_core::state::address::Address,
-) -> Option<&'s talosprov_core::state::format::Vm> {
-    let talosprov_core::state::address::Address::Vm(host) = address else {
+    address: &talosprov_statefile::address::Address,
+) -> Option<&'s talosprov_statefile::format::Vm> {
+    let talosprov_statefile::address::Address::Vm(host) = address else {
         return None;
     };
     state?.resources.vms.get(host)

@@ -7,15 +7,15 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-use talosprov_core::diagnostics;
-use talosprov_core::machine::node;
-use talosprov_core::machine::node::{NodeConfig, node_configs_with};
-use talosprov_core::machine::rotation::AcceptedCas;
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::machine::secrets_file::parse_secrets_yaml;
-use talosprov_core::state::format::Rendering;
-use talosprov_core::topology::model::Topology;
-use talosprov_state::backend::Backend as _;
+use talosprov_backend::backend::Backend as _;
+use talosprov_base::diagnostics;
+use talosprov_machine::node;
+use talosprov_machine::node::{NodeConfig, node_configs_with};
+use talosprov_machine::rotation::AcceptedCas;
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_machine::secrets_file::parse_secrets_yaml;
+use talosprov_statefile::format::Rendering;
+use talosprov_topology::model::Topology;
 
 use super::addons::{self, Known};
 use super::store::StateSettings;
@@ -34,7 +34,7 @@ pub struct RenderRequest {
 
 /// Give `found` to the frontend; [`CommandError::Reported`] when any is an
 /// error.
-fn report(found: &[talosprov_core::diagnostics::Diagnostic], ui: &Ui) -> Result<(), CommandError> {
+fn report(found: &[talosprov_base::diagnostics::Diagnostic], ui: &Ui) -> Result<(), CommandError> {
     if !found.is_empty() {
         ui.diagnostics(found);
     }
@@ -87,7 +87,7 @@ async fn secrets(
     ui: &Ui,
 ) -> anyhow::Result<(SecretsBundle, AcceptedCas, BTreeMap<String, Rendering>)> {
     if let Some(path) = &request.secrets {
-        let text = talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, path)
+        let text = talosprov_base::inputs::Inputs::read(&talosprov_files::Disk, path)
             .with_context(|| format!("cannot read the secrets bundle {}", path.display()))?;
         let bundle = parse_secrets_yaml(&text)
             .with_context(|| format!("cannot use the secrets bundle {}", path.display()))?;
@@ -106,8 +106,7 @@ async fn secrets(
         let bundle = parse_secrets_yaml(text.expose())
             .with_context(|| format!("the secrets bundle in the state {location} is invalid"))?;
         // During a CA rotation, the configs as the stage in progress renders them.
-        let (bundle, accepted) =
-            talosprov_core::machine::rotation::effective(&bundle, rotation.as_ref());
+        let (bundle, accepted) = talosprov_machine::rotation::effective(&bundle, rotation.as_ref());
         return Ok((bundle, accepted, renderings));
     }
     ui.warn(&format!(
@@ -150,7 +149,7 @@ pub async fn render(request: &RenderRequest, ui: &Ui) -> Result<Vec<NodeConfig>,
         saved: None,
     };
     let rendered = addons::render(&full, &bundle, known, ui).await?;
-    let inline = talosprov_core::addon::manifests::inline_manifests(&full, &rendered.addons);
+    let inline = talosprov_addon::manifests::inline_manifests(&full, &rendered.addons);
     let configs = match node_configs_with(&t, &bundle, &accepted, &set, &inline) {
         Ok(c) => c,
         Err(d) => {

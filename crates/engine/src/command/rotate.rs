@@ -1,6 +1,6 @@
 //! `rotate-ca --os | --kubernetes`: a CA rotation the way `talosctl rotate-ca` does it
 //! (Talos `pkg/rotate/pki/{talos,kubernetes}`, talos#8440), in the three stages of
-//! [`talosprov_core::machine::rotation`]. Each stage is an apply of every node's
+//! [`talosprov_machine::rotation`]. Each stage is an apply of every node's
 //! `config/<hostname>` (the configs render the stage's CAs while the state records the
 //! rotation), then a check that every node answers with the client config the stage leads
 //! to, then one save of the state that records the next stage with the client configs and
@@ -13,17 +13,17 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::sync::watch;
 
-use talosprov_core::machine::rotation::{self, RotationPlan, kubeconfig_trusting};
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::machine::secrets_file::secrets_yaml;
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format::Output;
-use talosprov_core::state::format::State;
-use talosprov_core::state::rotation::{Authority, CaRotation, Stage};
-use talosprov_core::talosconfig::Talosconfig;
-use talosprov_core::topology::model::Topology;
-use talosprov_state::store::StoreError;
+use talosprov_backend::store::StoreError;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_base::talosconfig::Talosconfig;
+use talosprov_machine::rotation::{self, RotationPlan, kubeconfig_trusting};
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_machine::secrets_file::secrets_yaml;
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format::Output;
+use talosprov_statefile::format::State;
+use talosprov_statefile::rotation::{Authority, CaRotation, Stage};
+use talosprov_topology::model::Topology;
 
 use super::apply::{Applied, ApplySettings, apply_locked, interrupt_grace, ready_wait};
 use super::planning::{PlanRequest, make_plan};
@@ -87,7 +87,7 @@ pub async fn rotate_ca(request: &RotateRequest, ui: &Ui) -> Result<Rotated, Comm
         ready_wait: ready_wait()?,
         own_targets: true,
         allow_data_loss: Vec::new(),
-        etcd: talosprov_core::plan::kind::resource::EtcdRecovery::Refuse,
+        etcd: talosprov_plan::kind::resource::EtcdRecovery::Refuse,
         recovery: None,
         restore: None,
         resume: super::apply::Resume::same(super::store::command_line(
@@ -235,7 +235,7 @@ async fn refuse_pending_changes(
         targets: &[],
         staged: false,
         warn_targets: false,
-        etcd: talosprov_core::plan::kind::resource::EtcdRecovery::Refuse,
+        etcd: talosprov_plan::kind::resource::EtcdRecovery::Refuse,
     };
     let planned = make_plan(&settings.topology, Some(state), None, &request, ui).await?;
     if planned.plan.is_empty() {

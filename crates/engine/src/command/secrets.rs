@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 
-use talosprov_core::machine::secrets_file::{parse_secrets_yaml, secrets_yaml};
-use talosprov_core::sensitive::Sensitive;
-use talosprov_core::state::format::State;
-use talosprov_state::backend::Backend as _;
+use talosprov_backend::backend::Backend as _;
+use talosprov_base::sensitive::Sensitive;
+use talosprov_machine::secrets_file::{parse_secrets_yaml, secrets_yaml};
+use talosprov_statefile::format::State;
 
 use super::prepare::credentials_from_talosconfig;
 use super::store::{StateSettings, no_state, with_lock};
@@ -57,7 +57,7 @@ pub async fn import(
     path: &Path,
     ui: &Ui,
 ) -> Result<SecretsImported, CommandError> {
-    let text = talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, path)
+    let text = talosprov_base::inputs::Inputs::read(&talosprov_files::Disk, path)
         .with_context(|| format!("cannot read the secrets bundle {}", path.display()))?;
     let bundle = parse_secrets_yaml(&text)
         .with_context(|| format!("{} is not a valid secrets bundle", path.display()))?;

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format::Outputs;
-use talosprov_core::state::format::State;
-use talosprov_state::backend::Backend as _;
-use talosprov_state::encrypt::{IDENTITY_FILE_VAR, PASSPHRASE_VAR, RECIPIENTS_FILE_VAR};
+use talosprov_backend::backend::Backend as _;
+use talosprov_backend::encrypt::{IDENTITY_FILE_VAR, PASSPHRASE_VAR, RECIPIENTS_FILE_VAR};
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format::Outputs;
+use talosprov_statefile::format::State;
 
 use super::store::{StateSettings, no_state, with_lock};
 use crate::apply::session::Question;
@@ -51,11 +51,11 @@ pub async fn short_lived(
     which: ClientConfig,
     ttl: Duration,
     ui: &Ui,
-) -> Result<talosprov_core::sensitive::Sensitive, CommandError> {
-    use talosprov_core::machine::expiry::kubeconfig_cluster;
-    use talosprov_core::machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
-    use talosprov_core::machine::talosconfig::{TalosconfigInput, generate};
-    use talosprov_core::talosconfig::Talosconfig;
+) -> Result<talosprov_base::sensitive::Sensitive, CommandError> {
+    use talosprov_base::talosconfig::Talosconfig;
+    use talosprov_machine::expiry::kubeconfig_cluster;
+    use talosprov_machine::kubeconfig::{AdminKubeconfig, KubeconfigInput};
+    use talosprov_machine::talosconfig::{TalosconfigInput, generate};
     if ttl.is_zero() || ttl > MAX_CLIENT_TTL {
         return Err(anyhow!("--ttl must be more than 0 and at most 365 days").into());
     }
@@ -108,7 +108,7 @@ pub async fn short_lived(
                 .yaml
         }
     };
-    Ok(talosprov_core::sensitive::Sensitive::new(text))
+    Ok(talosprov_base::sensitive::Sensitive::new(text))
 }
 
 /// Every address recorded in the state, in the state's order.

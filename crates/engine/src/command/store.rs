@@ -12,12 +12,12 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::sync::watch;
 
-use talosprov_core::state::config::{self, StateSection};
-use talosprov_core::state::lock::LockInfo;
-use talosprov_state::StateBackend;
-use talosprov_state::backend::{Backend, BackendError};
-use talosprov_state::encrypt::{self, StateKeys};
-use talosprov_state::store::{StateStore, StoreError};
+use talosprov_backend::StateBackend;
+use talosprov_backend::backend::{Backend, BackendError};
+use talosprov_backend::encrypt::{self, StateKeys};
+use talosprov_backend::store::{StateStore, StoreError};
+use talosprov_statefile::config::{self, StateSection};
+use talosprov_statefile::lock::LockInfo;
 
 use super::{CommandError, Ui};
 
@@ -60,7 +60,7 @@ impl StateSettings {
     pub fn open(&self, ui: &Ui) -> anyhow::Result<Store> {
         let env = state_env();
         let overrides = config::parse_overrides(&self.backend_config)?;
-        let dir = talosprov_core::paths::folder_of(&self.file);
+        let dir = talosprov_base::paths::folder_of(&self.file);
         let section = state_section(&self.file)?;
         let resolved = config::resolve(&section, &env, &overrides, dir, self.state.as_deref())
             .context("cannot configure the state backend")?;
@@ -78,14 +78,14 @@ impl StateSettings {
     /// topology's.
     pub fn snapshot_folder(&self) -> PathBuf {
         let next_to = self.state.as_deref().unwrap_or(&self.file);
-        talosprov_core::paths::folder_of(next_to).to_path_buf()
+        talosprov_base::paths::folder_of(next_to).to_path_buf()
     }
 }
 
 /// The topology file's `state:` section; the default (local, or whatever
 /// `TF_HTTP_*` and `--backend-config` say) when the file does not exist, so a
 /// laptop can reach a GitLab-managed state with the environment alone. Read
-/// by the topology's own reader ([`talosprov_core::topology::read::read`]), so
+/// by the topology's own reader ([`talosprov_topology::read::read`]), so
 /// the section means the same here as in `validate`; the rest of the file is
 /// left to the topology loader (a state command works while a node is
 /// invalid).
@@ -95,24 +95,24 @@ impl StateSettings {
 /// unknown key or a wrong type, each problem with its `file:line:col`, code
 /// and field.
 pub fn state_section(file: &Path) -> anyhow::Result<StateSection> {
-    let text = match talosprov_core::inputs::Inputs::read(&talosprov_files::Disk, file) {
+    let text = match talosprov_base::inputs::Inputs::read(&talosprov_files::Disk, file) {
         Ok(t) => t,
-        Err(talosprov_core::limits::ReadError::Io(e))
+        Err(talosprov_base::limits::ReadError::Io(e))
             if e.kind() == std::io::ErrorKind::NotFound =>
         {
             return Ok(StateSection::default());
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
     };
-    let (raw, diagnostics) = talosprov_core::topology::read::read(&text, file);
-    let in_state = |d: &talosprov_core::diagnostics::Diagnostic| {
+    let (raw, diagnostics) = talosprov_topology::read::read(&text, file);
+    let in_state = |d: &talosprov_base::diagnostics::Diagnostic| {
         d.is_error()
             && (raw.is_none()
                 || d.field
                     .as_deref()
                     .is_some_and(|f| f == "state" || f.starts_with("state.")))
     };
-    let errors: Vec<talosprov_core::diagnostics::Diagnostic> =
+    let errors: Vec<talosprov_base::diagnostics::Diagnostic> =
         diagnostics.into_iter().filter(in_state).collect();
     if !errors.is_empty() {
         let lines: Vec<String> = errors
@@ -145,7 +145,7 @@ pub fn state_section(file: &Path) -> anyhow::Result<StateSection> {
     let Some(state) = raw.and_then(|r| r.state).map(|s| s.value) else {
         return Ok(StateSection::default());
     };
-    let text = |v: Option<talosprov_core::topology::raw::Spanned<String>>| v.map(|s| s.value);
+    let text = |v: Option<talosprov_topology::raw::Spanned<String>>| v.map(|s| s.value);
     Ok(StateSection {
         backend: text(state.backend),
         path: text(state.path),
@@ -160,7 +160,7 @@ pub fn state_section(file: &Path) -> anyhow::Result<StateSection> {
 /// A new lock info for `operation`: a fresh UUID, `user@host`, this pid and
 /// its start time, and the current time (RFC 3339 UTC).
 pub fn new_lock_info(operation: &str, store: &Store) -> LockInfo {
-    let user = talosprov_state::holder::user_name();
+    let user = talosprov_backend::holder::user_name();
     let created = time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
@@ -168,12 +168,12 @@ pub fn new_lock_info(operation: &str, store: &Store) -> LockInfo {
         id: uuid::Uuid::new_v4().to_string(),
         operation: operation.to_owned(),
         info: String::new(),
-        who: format!("{user}@{}", talosprov_state::holder::host_name()),
+        who: format!("{user}@{}", talosprov_backend::holder::host_name()),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         created,
         path: store.backend().describe(),
         pid: Some(std::process::id()),
-        process_start: talosprov_state::holder::process_start(std::process::id()),
+        process_start: talosprov_backend::holder::process_start(std::process::id()),
     }
 }
 
@@ -193,7 +193,7 @@ pub async fn acquire(
     ui: &Ui,
 ) -> Result<LockInfo, CommandError> {
     let info = new_lock_info(operation, store);
-    let waiting = |held: &talosprov_core::state::lock::LockHeld| {
+    let waiting = |held: &talosprov_statefile::lock::LockHeld| {
         ui.note(&format!(
             "Waiting for the state lock, held by {}; trying again for up to {}.",
             held.holder_summary(),

@@ -8,9 +8,9 @@ use tokio::sync::mpsc;
 
 use super::store::{StateSettings, acquire, locked};
 use super::*;
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format::State;
-use talosprov_state::backend::Backend as _;
+use talosprov_backend::backend::Backend as _;
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format::State;
 
 /// How long any test may take before it fails as hung.
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -101,7 +101,7 @@ fn settings(dir: &tempfile::TempDir) -> StateSettings {
 async fn seeded(settings: &StateSettings, ui: &Ui) -> State {
     let store = settings.open(ui).unwrap();
     let mut state = State::new(uuid::Uuid::new_v4());
-    use talosprov_core::state::format::{PciMapping, Pool};
+    use talosprov_statefile::format::{PciMapping, Pool};
     state
         .resources
         .pools
@@ -373,7 +373,7 @@ async fn encryption_needs_a_key_and_force_unlock_honours_a_no() {
     let (rec, _signals) = Recorder::new(Answer::No);
     let ui: Ui = rec.clone();
     seeded(&s, &ui).await;
-    if std::env::var_os(talosprov_state::encrypt::PASSPHRASE_VAR).is_none() {
+    if std::env::var_os(talosprov_backend::encrypt::PASSPHRASE_VAR).is_none() {
         let err = state::set_encryption(&s, Duration::ZERO, true, &ui)
             .await
             .unwrap_err();

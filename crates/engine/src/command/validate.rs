@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use talosprov_core::diagnostics::Diagnostic;
-use talosprov_core::machine::node;
-use talosprov_core::machine::node::node_configs;
-use talosprov_core::machine::secrets::SecretsBundle;
-use talosprov_core::patch::discover::PatchFile;
-use talosprov_core::topology::model::Topology;
+use talosprov_base::diagnostics::Diagnostic;
+use talosprov_machine::node;
+use talosprov_machine::node::node_configs;
+use talosprov_machine::secrets::SecretsBundle;
+use talosprov_patch::discover::PatchFile;
+use talosprov_topology::model::Topology;
 
 /// Each node's patch files in merge order, by hostname, in node order.
 pub type NodePatches = Vec<(String, Vec<PatchFile>)>;
@@ -71,15 +71,15 @@ pub fn check(file: &Path) -> anyhow::Result<Validation> {
     v.diagnostics.extend(problems);
     v.diagnostics.extend(helm_problems(t));
     v.diagnostics.extend(values_file_problems(t));
-    let inline = talosprov_core::addon::manifests::inline_manifests(t, &addons);
+    let inline = talosprov_addon::manifests::inline_manifests(t, &addons);
     match node_configs(t, &secrets, &set, &inline) {
         Ok(configs) => {
             v.diagnostics.extend(node::warnings(&configs));
             v.diagnostics
-                .extend(talosprov_core::addon::checks::check(t, &configs));
-            let facts = talosprov_core::preset::spec::ClusterFacts::of(&configs);
+                .extend(talosprov_addon::checks::check(t, &configs));
+            let facts = talosprov_addon::facts::cluster_facts(&configs);
             v.diagnostics
-                .extend(talosprov_core::addon::manifests::object_checks(
+                .extend(talosprov_addon::manifests::object_checks(
                     t,
                     &addons,
                     facts.as_ref(),
@@ -96,25 +96,24 @@ pub fn check(file: &Path) -> anyhow::Result<Validation> {
 /// apply would allocate them).
 fn recorded_pools(
     t: &Topology,
-) -> Option<std::collections::BTreeMap<String, Vec<talosprov_core::state::format::RecordedMember>>>
-{
+) -> Option<std::collections::BTreeMap<String, Vec<talosprov_statefile::format::RecordedMember>>> {
     if t.pools.is_empty() {
         return None;
     }
-    let talosprov_core::topology::model::StateSettings::Local { path } = &t.state else {
+    let talosprov_topology::model::StateSettings::Local { path } = &t.state else {
         return None;
     };
     let path = path.clone().unwrap_or_else(|| {
-        talosprov_core::paths::folder_of(&t.file)
-            .join(talosprov_core::state::config::DEFAULT_STATE_FILE)
+        talosprov_base::paths::folder_of(&t.file)
+            .join(talosprov_statefile::config::DEFAULT_STATE_FILE)
     });
-    let bytes = talosprov_state::bounded::read_file(
+    let bytes = talosprov_backend::bounded::read_file(
         &path,
         "the state file",
-        talosprov_state::bounded::MAX_STATE_BYTES,
+        talosprov_backend::bounded::MAX_STATE_BYTES,
     )
     .ok()?;
-    talosprov_core::state::format::check_bounds(&bytes).ok()?;
+    talosprov_statefile::format::check_bounds(&bytes).ok()?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     serde_json::from_value(value.get("pools")?.clone()).ok()
 }
@@ -126,20 +125,20 @@ fn recorded_pools(
 fn values_file_problems(t: &Topology) -> Vec<Diagnostic> {
     t.addons
         .values()
-        .flat_map(|a| talosprov_core::addon::helm::values_files(t, a, &talosprov_files::Disk).1)
+        .flat_map(|a| talosprov_addon::helm::values_files(t, a, &talosprov_files::Disk).1)
         .collect()
 }
 
 /// `A011` for each `helm` add-on when no `helm` program can be found
 /// (`TALOSPROV_HELM`, else `helm` on `PATH`): `plan` would need it.
 fn helm_problems(t: &Topology) -> Vec<Diagnostic> {
-    let charts: Vec<&talosprov_core::topology::model::Addon> = t
+    let charts: Vec<&talosprov_topology::model::Addon> = t
         .addons
         .values()
         .filter(|a| {
             matches!(
                 a.source,
-                talosprov_core::topology::model::AddonSource::Helm { .. }
+                talosprov_topology::model::AddonSource::Helm { .. }
             )
         })
         .collect();
@@ -159,10 +158,10 @@ fn helm_problems(t: &Topology) -> Vec<Diagnostic> {
         .into_iter()
         .map(|a| {
             let msg = format!("add-on `{}` is a Helm chart: {e}", a.name);
-            talosprov_core::addon::manifests::at(
+            talosprov_addon::manifests::at(
                 t,
                 a,
-                talosprov_core::diagnostics::Code::HelmNotFound,
+                talosprov_base::diagnostics::Code::HelmNotFound,
                 msg,
             )
         })
@@ -172,7 +171,7 @@ fn helm_problems(t: &Topology) -> Vec<Diagnostic> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talosprov_core::diagnostics::{Code, Pos};
+    use talosprov_base::diagnostics::{Code, Pos};
 
     #[test]
     fn values_files_are_read_offline_and_each_problem_is_located() {

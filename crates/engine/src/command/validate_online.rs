@@ -6,7 +6,7 @@
 //! the changes it holds are reported as they are by `plan`, and nothing is
 //! changed or saved.
 
-use talosprov_core::plan::model::Summary;
+use talosprov_plan::model::Summary;
 
 use super::planning::{PlanRequest, make_plan};
 use super::prepare as cluster;
@@ -46,7 +46,7 @@ pub async fn check_online(settings: &StateSettings, ui: &Ui) -> Result<OnlineChe
         targets: &[],
         staged: false,
         warn_targets: false,
-        etcd: talosprov_core::plan::kind::resource::EtcdRecovery::Refuse,
+        etcd: talosprov_plan::kind::resource::EtcdRecovery::Refuse,
     };
     let planned = make_plan(&topology, state, None, &how, ui).await?;
     let client = cluster::proxmox_client_again(&topology)?;

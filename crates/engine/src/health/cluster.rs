@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use talosprov_core::role::Role;
+use talosprov_base::role::Role;
 
 /// A node as the checks see it: its hostname, Talos API address and role.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,12 +40,12 @@ pub enum Cni {
 
 impl Cni {
     /// The CNI a rendered machine config runs, in either contract
-    /// ([`talosprov_core::machine::effective::cni_name`]: `cluster.network.cni.name` with
+    /// ([`talosprov_machine::effective::cni_name`]: `cluster.network.cni.name` with
     /// Talos's default `flannel`, or the v1.14 documents). `None` when the text is not YAML.
     pub fn from_machine_config(config: &str) -> Option<Cni> {
-        let docs = talosprov_core::patch::document::parse_documents(config).ok()?;
-        talosprov_core::machine::effective::v1alpha1(&docs)?;
-        let name = talosprov_core::machine::effective::cni_name(&docs);
+        let docs = talosprov_patch::document::parse_documents(config).ok()?;
+        talosprov_machine::effective::v1alpha1(&docs)?;
+        let name = talosprov_machine::effective::cni_name(&docs);
         Some(if name == "none" {
             Cni::None
         } else {

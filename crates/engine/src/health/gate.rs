@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use talosprov_core::kube_node::KubeNode;
+use talosprov_base::kube_node::KubeNode;
 use talosprov_kube::client::KubeClient;
 use talosprov_retry::Backoff;
 
@@ -212,7 +212,7 @@ where
 mod tests {
     use super::*;
     use std::cell::Cell;
-    use talosprov_core::role::Role;
+    use talosprov_base::role::Role;
 
     fn node(name: &str, ip: [u8; 4], role: Role) -> ClusterNode {
         ClusterNode {

@@ -2,7 +2,7 @@
 //! the node and the cause when it fails.
 
 use super::*;
-use talosprov_core::role::Role;
+use talosprov_base::role::Role;
 
 fn node(hostname: &str, last: u8, role: Role) -> ClusterNode {
     ClusterNode {

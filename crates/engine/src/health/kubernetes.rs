@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use talosprov_core::kube_node::KubeNode;
+use talosprov_base::kube_node::KubeNode;
 
 use super::cluster::ClusterNode;
 use super::report::{Check, CheckName, CheckStatus};
@@ -123,7 +123,7 @@ fn verdict(name: CheckName, problems: Vec<String>, total: usize, pass: String) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talosprov_core::role::Role;
+    use talosprov_base::role::Role;
 
     fn cluster() -> Vec<ClusterNode> {
         ["10.0.0.1", "10.0.0.2", "10.0.0.3"]

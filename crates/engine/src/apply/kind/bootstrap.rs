@@ -5,7 +5,7 @@
 
 use anyhow::Context as _;
 
-use talosprov_core::state::format;
+use talosprov_statefile::format;
 use talosprov_talos as talos;
 
 use crate::apply::context::Context;

@@ -3,7 +3,7 @@
 //! version rolled in talosctl `upgrade-k8s`'s phases, or Talos upgraded
 //! with the installer image.
 
-use talosprov_core::plan::change::ConfigOp;
+use talosprov_plan::change::ConfigOp;
 
 use crate::apply::context::{ConfigChange, Context};
 use crate::apply::reporter::Reporter;

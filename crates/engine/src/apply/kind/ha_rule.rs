@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::change::HaRuleOp;
-use talosprov_core::plan::model::Conflict;
-use talosprov_core::state::address::Address;
-use talosprov_core::state::format;
-use talosprov_core::state::intent::CreateIntent;
+use talosprov_plan::change::HaRuleOp;
+use talosprov_plan::model::Conflict;
 use talosprov_proxmox::ha;
+use talosprov_statefile::address::Address;
+use talosprov_statefile::format;
+use talosprov_statefile::intent::CreateIntent;
 
 use crate::apply::context::Context;
 use crate::apply::record::Record;

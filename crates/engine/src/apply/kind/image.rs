@@ -3,11 +3,11 @@
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::change::ImageOp;
-use talosprov_core::plan::planned::PlannedImage;
-use talosprov_core::state::address::Address;
-use talosprov_core::state::intent::CreateIntent;
+use talosprov_plan::change::ImageOp;
+use talosprov_plan::planned::PlannedImage;
 use talosprov_proxmox::storage;
+use talosprov_statefile::address::Address;
+use talosprov_statefile::intent::CreateIntent;
 
 use crate::apply::context::Context;
 use crate::apply::record::Record;
@@ -35,7 +35,7 @@ pub(in crate::apply) async fn run(
 /// saved, then the `download-url` request sent.
 async fn image(ctx: &Context, name: &str, want: &PlannedImage, r: &Reporter) -> anyhow::Result<()> {
     let rec = &want.record;
-    let image = talosprov_core::vm::Image {
+    let image = talosprov_base::vm::Image {
         talos_version: rec.talos_version.clone(),
         schematic: rec.schematic_id.clone(),
     };

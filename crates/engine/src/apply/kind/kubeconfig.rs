@@ -4,8 +4,8 @@
 
 use std::net::IpAddr;
 
-use talosprov_core::role::Role;
-use talosprov_core::sensitive::Sensitive;
+use talosprov_base::role::Role;
+use talosprov_base::sensitive::Sensitive;
 
 use crate::apply::context::{Context, credentials};
 use crate::apply::record::Record;

@@ -3,7 +3,7 @@
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::change::MappingOp;
+use talosprov_plan::change::MappingOp;
 use talosprov_proxmox::mapping;
 
 use crate::apply::context::Context;

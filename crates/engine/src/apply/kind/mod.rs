@@ -1,5 +1,5 @@
 //! Each resource kind's step, one module per kind: the engine's half of the
-//! kind whose plan side is `talosprov_core::plan::kind::<kind>`. Each
+//! kind whose plan side is `talosprov_plan::kind::<kind>`. Each
 //! module's `run` takes the kind's op, with the values it sends.
 
 pub(super) mod bootstrap;

@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::change::ObjectOp;
-use talosprov_core::plan::kind::object::only_forgotten;
-use talosprov_core::plan::planned::PlannedObject;
-use talosprov_core::state::address::ObjectAddress;
-use talosprov_core::state::format::KubeObject;
 use talosprov_kube::client::KubeClient;
 use talosprov_kube::objects::{ApplyError, Kind, Rollout, rollout};
+use talosprov_plan::change::ObjectOp;
+use talosprov_plan::kind::object::only_forgotten;
+use talosprov_plan::planned::PlannedObject;
+use talosprov_statefile::address::ObjectAddress;
+use talosprov_statefile::format::KubeObject;
 
 use crate::apply::context::Context;
 use crate::apply::record::Record;

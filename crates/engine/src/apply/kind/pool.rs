@@ -3,7 +3,7 @@
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::change::PoolOp;
+use talosprov_plan::change::PoolOp;
 use talosprov_proxmox::pool;
 
 use crate::apply::context::Context;

@@ -5,10 +5,10 @@
 
 use anyhow::Context as _;
 
-use talosprov_core::plan::change::VmOp;
-use talosprov_core::plan::desired::vm_record;
-use talosprov_core::plan::planned::PlannedVm;
-use talosprov_core::role::Role;
+use talosprov_base::role::Role;
+use talosprov_plan::change::VmOp;
+use talosprov_plan::desired::vm_record;
+use talosprov_plan::planned::PlannedVm;
 use talosprov_proxmox::{ha, lifecycle};
 
 use crate::apply::context::Context;

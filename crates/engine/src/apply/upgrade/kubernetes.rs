@@ -4,9 +4,9 @@
 //! (kube-proxy, CoreDNS) are not synced through the Kubernetes API here.
 
 use crate::health::cluster::ClusterNode;
-use talosprov_core::machine::config::machine_config_yaml;
-use talosprov_core::machine::effective;
-use talosprov_core::patch::document::parse_documents;
+use talosprov_machine::config::machine_config_yaml;
+use talosprov_machine::effective;
+use talosprov_patch::document::parse_documents;
 use talosprov_talos::credentials::ClientCredentials;
 use talosprov_talos::types::{ApplyMode, ApplyOptions};
 

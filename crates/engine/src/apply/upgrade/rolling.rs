@@ -12,8 +12,8 @@ use super::events::{UpgradeError, UpgradeEvent};
 use super::snapshot::{SnapshotPolicy, save_snapshot, snapshot_reason};
 use crate::health::cluster::ClusterNode;
 use crate::health::probe::{wait_etcd_healthy, wait_node_healthy};
-use talosprov_core::schematic::{SchematicId, installer_image};
-use talosprov_core::version::TalosVersion;
+use talosprov_base::schematic::{SchematicId, installer_image};
+use talosprov_base::version::TalosVersion;
 use talosprov_retry::Backoff;
 use talosprov_talos::client::TalosClient;
 use talosprov_talos::credentials::ClientCredentials;
@@ -350,7 +350,7 @@ async fn wait_back(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talosprov_core::role::Role;
+    use talosprov_base::role::Role;
 
     fn n(hostname: &str, role: Role) -> ClusterNode {
         ClusterNode {
