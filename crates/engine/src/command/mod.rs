@@ -36,6 +36,7 @@ mod gate;
 mod guard;
 pub mod health;
 pub mod import;
+pub mod init;
 pub mod migrate;
 pub mod plan;
 mod planning;
