@@ -94,6 +94,37 @@ fn init_with_defaults_is_valid_with_one_control_plane() {
     );
 }
 
+/// The lines of `cluster:` that pin a version, as a topology spells them.
+fn version_pins(topology: &str) -> Vec<&str> {
+    topology
+        .lines()
+        .filter(|l| l.starts_with("  talos_version: ") || l.starts_with("  kubernetes_version: "))
+        .collect()
+}
+
+#[test]
+fn init_pins_the_versions_of_the_reference_cluster() {
+    let (_tmp, topology) = init_and_validate(&[]);
+    let reference = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/homelab/cluster.yaml"),
+    )
+    .expect("read the reference cluster");
+    let pins = version_pins(&topology);
+    assert_eq!(pins.len(), 2, "{topology}");
+    assert_eq!(pins, version_pins(&reference));
+    let expected = [
+        format!(
+            "  talos_version: {}",
+            talosprov_base::version::REFERENCE_TALOS_VERSION
+        ),
+        format!(
+            "  kubernetes_version: v{}",
+            talosprov_base::version::reference_kubernetes_version()
+        ),
+    ];
+    assert_eq!(pins, expected);
+}
+
 #[test]
 fn init_with_workers_gpus_and_an_endpoint_is_valid() {
     let (tmp, topology) = init_and_validate(&[

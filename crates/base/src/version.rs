@@ -196,6 +196,20 @@ const LAST_KNOWN_PATCH: &[((u32, u32), u32)] = &[
     ((1, 14), 1),
 ];
 
+/// The Talos release of talosprov's reference cluster (`examples/homelab`),
+/// which `init` pins in the clusters it writes.
+pub const REFERENCE_TALOS_VERSION: &str = "v1.13.8";
+
+/// The Kubernetes release `init` pins (without `v`): the one
+/// [`REFERENCE_TALOS_VERSION`] installs by default, as the reference cluster
+/// pins it.
+pub fn reference_kubernetes_version() -> &'static str {
+    let talos: TalosVersion = REFERENCE_TALOS_VERSION
+        .parse()
+        .expect("the reference Talos release is a version");
+    default_kubernetes_version(&talos).expect("the reference Talos release is a known one")
+}
+
 /// The Kubernetes version (without `v`, e.g. `1.36.3`) a Talos release installs by default:
 /// that release's `DefaultKubernetesVersion`. Pre-releases use their release's entry.
 ///
@@ -237,6 +251,7 @@ mod tests {
         );
         assert_eq!(default_kubernetes_version(&v("v1.13.0")).unwrap(), "1.36.0");
         assert_eq!(default_kubernetes_version(&v("v1.13.8")).unwrap(), "1.36.2");
+        assert_eq!(reference_kubernetes_version(), "1.36.2");
         assert_eq!(default_kubernetes_version(&v("v1.13.9")).unwrap(), "1.36.3");
     }
 

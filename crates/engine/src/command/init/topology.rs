@@ -5,11 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::scaffold::{Kind, PREFIX_LENGTH, Scaffold};
-
-/// The Talos release the scaffold pins, as the reference cluster does.
-const TALOS_VERSION: &str = "v1.13.8";
-/// The Kubernetes release the scaffold pins, as the reference cluster does.
-const KUBERNETES_VERSION: &str = "1.36.2";
+use talosprov_base::version::{REFERENCE_TALOS_VERSION, reference_kubernetes_version};
 
 /// `cluster.yaml`: every section with a comment saying what it is for.
 pub(super) fn topology(s: &Scaffold, dir: &Path) -> String {
@@ -93,8 +89,8 @@ cluster:
         name = s.name,
         vip = s.vip,
         gw = s.gateway,
-        talos = TALOS_VERSION,
-        kubernetes = KUBERNETES_VERSION,
+        talos = REFERENCE_TALOS_VERSION,
+        kubernetes = reference_kubernetes_version(),
     );
 }
 
