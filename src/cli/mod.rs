@@ -1,5 +1,8 @@
-//! The command line: one file per command (`<Verb>Args` plus `run`), a single
-//! dispatch `match`, and the exit code decided in `error.rs`.
+//! The command line: one file per command (`<Verb>Args` plus `run`), and a
+//! folder for each command with verbs of its own (`state/`, `secrets/`,
+//! `machineconfig/`, `etcd/`, `patches/`: its `mod.rs` dispatches, one file per
+//! subcommand); a single dispatch `match`, and the exit code decided in
+//! `error.rs`.
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
@@ -17,7 +20,6 @@ mod health;
 mod import;
 mod init;
 mod machineconfig;
-mod machineconfig_gen;
 mod output;
 mod patches;
 mod plan;
@@ -25,18 +27,10 @@ mod render;
 mod rotate_ca;
 mod schema;
 mod secrets;
-mod secrets_export;
-mod secrets_gen;
-mod secrets_import;
 mod show;
 pub mod signals;
 mod state;
-mod state_decrypt;
-mod state_encrypt;
-mod state_list;
 mod state_options;
-mod state_rm;
-mod state_show;
 mod validate;
 mod version;
 

@@ -242,7 +242,11 @@ fn each_verb_file_parses_resolves_calls_the_engine_and_renders() {
     let edges = ["frontend.rs", "signals.rs"];
     let mut found = Vec::new();
     for file in rust_files(&cli) {
-        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let name = file
+            .strip_prefix(&cli)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         if edges.contains(&name.as_str()) {
             continue;
         }

@@ -1,11 +1,17 @@
 //! `talosprov state ...`: inspect and edit the recorded state, as OpenTofu's
-//! `state` commands do (list, show, rm), and switch encryption at rest.
+//! `state` commands do (list, show, rm), and switch encryption at rest; one
+//! file per subcommand.
 
 use clap::{Args, Subcommand};
 
-use super::{state_decrypt, state_encrypt, state_list, state_rm, state_show};
 use crate::cli::error::Outcome;
 use talosprov_engine::command::CommandError;
+
+mod decrypt;
+mod encrypt;
+mod list;
+mod rm;
+mod show;
 
 /// Arguments of `talosprov state`.
 #[derive(Debug, Args)]
@@ -18,15 +24,15 @@ pub struct StateArgs {
 #[derive(Debug, Subcommand)]
 enum StateCommand {
     /// List the addresses recorded in the state.
-    List(state_list::StateListArgs),
+    List(list::StateListArgs),
     /// Show what the state records at one address (sensitive values hidden).
-    Show(state_show::StateShowArgs),
+    Show(show::StateShowArgs),
     /// Forget resources without touching them (asks for confirmation).
-    Rm(state_rm::StateRmArgs),
+    Rm(rm::StateRmArgs),
     /// Encrypt the state at rest with age (TALOSPROV_STATE_PASSPHRASE or age keys).
-    Encrypt(state_encrypt::StateEncryptArgs),
+    Encrypt(encrypt::StateEncryptArgs),
     /// Store the state in clear again.
-    Decrypt(state_decrypt::StateDecryptArgs),
+    Decrypt(decrypt::StateDecryptArgs),
 }
 
 /// Run a `state` subcommand.
@@ -35,10 +41,10 @@ enum StateCommand {
 /// The subcommand's error.
 pub async fn run(args: StateArgs) -> Result<Outcome, CommandError> {
     match args.command {
-        StateCommand::List(a) => state_list::run(a).await,
-        StateCommand::Show(a) => state_show::run(a).await,
-        StateCommand::Rm(a) => state_rm::run(a).await,
-        StateCommand::Encrypt(a) => state_encrypt::run(a).await,
-        StateCommand::Decrypt(a) => state_decrypt::run(a).await,
+        StateCommand::List(a) => list::run(a).await,
+        StateCommand::Show(a) => show::run(a).await,
+        StateCommand::Rm(a) => rm::run(a).await,
+        StateCommand::Encrypt(a) => encrypt::run(a).await,
+        StateCommand::Decrypt(a) => decrypt::run(a).await,
     }
 }

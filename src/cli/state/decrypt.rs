@@ -3,9 +3,9 @@
 
 use clap::Args;
 
-use super::state_encrypt::switch;
-use super::state_options::{LockOptions, StateOptions};
+use super::encrypt::switch;
 use crate::cli::error::Outcome;
+use crate::cli::state_options::{LockOptions, StateOptions};
 use talosprov_engine::command::CommandError;
 
 /// Arguments of `talosprov state decrypt`.

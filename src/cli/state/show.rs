@@ -3,9 +3,9 @@
 
 use clap::Args;
 
-use super::frontend::Console;
-use super::state_options::StateOptions;
 use crate::cli::error::Outcome;
+use crate::cli::frontend::Console;
+use crate::cli::state_options::StateOptions;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::state::show;
 use talosprov_statefile::address::Address;

@@ -3,11 +3,15 @@
 
 use clap::{Args, Subcommand};
 
-use super::secrets_export::{self, SecretsExportArgs};
-use super::secrets_gen::{self, SecretsGenArgs};
-use super::secrets_import::{self, SecretsImportArgs};
 use crate::cli::error::Outcome;
+use export::SecretsExportArgs;
+use generate::SecretsGenArgs;
+use import::SecretsImportArgs;
 use talosprov_engine::command::CommandError;
+
+mod export;
+mod generate;
+mod import;
 
 /// Arguments of `talosprov secrets`.
 #[derive(Debug, Args)]
@@ -40,8 +44,8 @@ pub enum SecretsCommand {
 /// Whatever the subcommand fails with.
 pub async fn run(args: SecretsArgs) -> Result<Outcome, CommandError> {
     match args.command {
-        SecretsCommand::Gen(a) => secrets_gen::run(a),
-        SecretsCommand::Import(a) => secrets_import::run(a).await,
-        SecretsCommand::Export(a) => secrets_export::run(a).await,
+        SecretsCommand::Gen(a) => generate::run(a),
+        SecretsCommand::Import(a) => import::run(a).await,
+        SecretsCommand::Export(a) => export::run(a).await,
     }
 }

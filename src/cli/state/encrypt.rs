@@ -4,9 +4,9 @@
 
 use clap::Args;
 
-use super::frontend::Console;
-use super::state_options::{LockOptions, StateOptions};
 use crate::cli::error::Outcome;
+use crate::cli::frontend::Console;
+use crate::cli::state_options::{LockOptions, StateOptions};
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::state::{Switched, set_encryption};
 

@@ -7,9 +7,9 @@ use clap::Args;
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 
-use super::frontend::Console;
-use super::state_options::StateOptions;
 use crate::cli::error::Outcome;
+use crate::cli::frontend::Console;
+use crate::cli::state_options::StateOptions;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::secrets::export;
 

@@ -1,42 +1,17 @@
-//! `talosprov machineconfig`: work on machine config files directly, as
-//! `talosctl machineconfig` does. `patch` applies strategic-merge and JSON 6902
-//! patches to an existing config, to debug patches against it; `gen` prints the
-//! base config `talosctl gen config` would make.
+//! `talosprov machineconfig patch`: apply strategic-merge and JSON 6902
+//! patches to a machine config file, as `talosctl machineconfig patch` does,
+//! to debug patches against it.
 
 use anyhow::Context;
-use clap::{Args, Subcommand};
+use clap::Args;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::machineconfig_gen::{self, GenArgs};
 use crate::cli::error::Outcome;
 use talosprov_engine::command::CommandError;
 use talosprov_patch::apply::apply_patches;
 use talosprov_patch::document::MachineConfig;
 use talosprov_patch::load::{Patch, load_patch};
-
-/// Arguments of `talosprov machineconfig`.
-#[derive(Debug, Args)]
-pub struct MachineconfigArgs {
-    /// The subcommand to run.
-    #[command(subcommand)]
-    pub command: MachineconfigCommand,
-}
-
-/// The `machineconfig` subcommands.
-#[derive(Debug, Subcommand)]
-pub enum MachineconfigCommand {
-    /// Apply patches to a machine config file and print the result, like
-    /// `talosctl machineconfig patch`.
-    ///
-    /// Patches are strategic-merge patches (config documents, with
-    /// `$patch: delete`) or RFC 6902 JSON patches written in JSON or YAML. They
-    /// apply in the order given; a later patch wins. JSON patches are refused on
-    /// a multi-document config, as Talos does.
-    Patch(PatchArgs),
-    /// Print the base machine config `talosctl gen config` would make for these inputs.
-    Gen(GenArgs),
-}
 
 /// Arguments of `talosprov machineconfig patch`.
 #[derive(Debug, Args)]
@@ -54,18 +29,11 @@ pub struct PatchArgs {
     pub output: Option<PathBuf>,
 }
 
-/// Run `talosprov machineconfig ...`.
+/// Run `machineconfig patch`: the patched config on stdout or in `--output`.
 ///
 /// # Errors
 /// Unreadable files, invalid config or patches, a patch that fails to apply.
-pub fn run(args: MachineconfigArgs) -> Result<Outcome, CommandError> {
-    match args.command {
-        MachineconfigCommand::Patch(args) => run_patch(args),
-        MachineconfigCommand::Gen(args) => machineconfig_gen::run(args),
-    }
-}
-
-fn run_patch(args: PatchArgs) -> Result<Outcome, CommandError> {
+pub(super) fn run(args: PatchArgs) -> Result<Outcome, CommandError> {
     let text = talosprov_base::inputs::Inputs::read(&talosprov_files::Disk, &args.config)
         .with_context(|| format!("cannot read the machine config {}", args.config.display()))?;
     let config = MachineConfig::parse(&text)

@@ -1,8 +1,7 @@
-//! `talosprov patches`: work on the topology's patch tree. `migrate --to v1.14` rewrites
-//! the v1alpha1 fields Talos 1.14 deprecates into the documents that replace them, showing
-//! each file's diff; only `--write` changes the files.
+//! `talosprov patches migrate`: rewrite the patch tree for a newer config
+//! contract, showing each file's diff; only `--write` changes the files.
 
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -10,31 +9,6 @@ use crate::cli::error::Outcome;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::migrate::{FileMigration, PatchMigration, migrate_patches};
 use talosprov_plan::config_diff::unified_diff_headed;
-
-/// Arguments of `talosprov patches`.
-#[derive(Debug, Args)]
-pub struct PatchesArgs {
-    /// The subcommand to run.
-    #[command(subcommand)]
-    pub command: PatchesCommand,
-}
-
-/// The `patches` subcommands.
-#[derive(Debug, Subcommand)]
-pub enum PatchesCommand {
-    /// Rewrite the patch tree for a newer Talos config contract, showing the diff.
-    ///
-    /// For --to v1.14: each v1alpha1 field Talos 1.14 moved into a document of its own
-    /// (machine.kubelet to KubeletConfig, cluster.network.cni to the Flannel document,
-    /// cluster.proxy to KubeProxyConfig, machine.network.interfaces of the node's link to
-    /// LinkConfig and Layer2VIPConfig, ...) is moved there, since Talos 1.14 refuses a field
-    /// beside the document that replaces it. What has no equivalent, or cannot be moved
-    /// safely, stays and is listed with the reason. The files' leading comments are kept,
-    /// comments inside documents are not. Nothing is written without --write.
-    ///
-    /// Example: talosprov patches migrate --to v1.14 -f cluster.yaml --write
-    Migrate(MigrateArgs),
-}
 
 /// The config contracts `patches migrate` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -65,17 +39,11 @@ pub struct MigrateArgs {
     pub write: bool,
 }
 
-/// Run `talosprov patches ...`.
+/// Run `patches migrate` and print the report.
 ///
 /// # Errors
 /// The topology's errors (printed, exit 1), unreadable or unwritable files.
-pub fn run(args: PatchesArgs) -> Result<Outcome, CommandError> {
-    match args.command {
-        PatchesCommand::Migrate(args) => run_migrate(args),
-    }
-}
-
-fn run_migrate(args: MigrateArgs) -> Result<Outcome, CommandError> {
+pub(super) fn run(args: MigrateArgs) -> Result<Outcome, CommandError> {
     let MigrateTarget::V1_14 = args.to;
     match migrate_patches(&args.file, args.write)? {
         PatchMigration::Invalid(diagnostics) => {
