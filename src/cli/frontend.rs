@@ -13,6 +13,7 @@ use talosprov_engine::apply::event::Update;
 use talosprov_engine::apply::session::{Question, Shown};
 use talosprov_engine::command::{Answer, Frontend, Interrupts, Pending, Ui};
 use talosprov_engine::health::gate::{GateEvent, GateOutcome};
+use talosprov_plan::view::PlanView;
 use talosprov_retry::Notice;
 
 use super::signals::{Signal, Signals, received};
@@ -122,7 +123,7 @@ impl Frontend for Console {
             }
         };
         if self.plan_json {
-            crate::ui::out::write_stdout(&(plan.to_json() + "\n"))?;
+            crate::ui::out::write_stdout(&(PlanView::of(plan).to_json() + "\n"))?;
         } else if crate::ui::json::enabled() {
             crate::ui::json::plan(plan);
         } else {

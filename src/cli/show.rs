@@ -9,6 +9,7 @@ use clap::Args;
 use crate::cli::error::Outcome;
 use talosprov_engine::command::CommandError;
 use talosprov_engine::command::prepare::read_saved_plan;
+use talosprov_plan::view::PlanView;
 
 /// Arguments of `talosprov show`.
 #[derive(Debug, Args)]
@@ -31,7 +32,7 @@ pub struct ShowArgs {
 pub async fn run(args: ShowArgs) -> Result<Outcome, CommandError> {
     let saved = read_saved_plan(&args.planfile)?;
     if args.json {
-        crate::ui::out::write_stdout(&(saved.plan.to_json() + "\n"))?;
+        crate::ui::out::write_stdout(&(PlanView::of(&saved.plan).to_json() + "\n"))?;
     } else {
         crate::ui::out::write_stdout(&crate::ui::plan::render(&saved.plan))?;
         if !saved.targets.is_empty() {

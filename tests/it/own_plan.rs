@@ -14,6 +14,7 @@ use talosprov_plan::desired::RenderedConfig;
 use talosprov_plan::diff::PlanInput;
 use talosprov_plan::model::{DriftKind, Plan};
 use talosprov_plan::observed::{Observed, ObservedVm};
+use talosprov_plan::view::ChangeView;
 use talosprov_statefile::address::Address;
 use talosprov_statefile::format::{Bootstrap, Output, PciMapEntry, PciMapping, Pool, State};
 use talosprov_statefile::intent::CreateIntent;
@@ -236,7 +237,7 @@ fn half_made_vm_named_by_a_create_intent_is_adopted_and_brought_to_its_spec() {
         .change(&Address::Vm("worker-01".into()))
         .expect("a change for the half-made VM");
     assert_eq!(c.action(), Action::Create);
-    insta::assert_json_snapshot!(c);
+    insta::assert_json_snapshot!(ChangeView::of(c));
     assert!(p.change(&Address::Config("worker-01".into())).is_some());
 }
 
@@ -330,7 +331,7 @@ fn mapping_changed_by_hand_is_drift_set_back_and_a_pool_deleted_by_hand_is_creat
     );
     let m = p.change(&Address::PciMapping("gpu".into())).unwrap();
     assert_eq!(m.action(), Action::Update);
-    insta::assert_json_snapshot!(m);
+    insta::assert_json_snapshot!(ChangeView::of(m));
 }
 
 #[test]

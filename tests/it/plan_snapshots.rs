@@ -12,6 +12,8 @@ use talosprov_plan::desired::RenderedConfig;
 use talosprov_plan::diff::PlanInput;
 use talosprov_plan::model::{Plan, PlanError};
 use talosprov_plan::observed::{Observed, ObservedVm};
+use talosprov_plan::saved::{InputDigests, SAVED_PLAN_FORMAT_VERSION, SavedPlan};
+use talosprov_plan::view::PlanView;
 use talosprov_statefile::address::Address;
 use talosprov_statefile::format::{Bootstrap, Output, Pool, State};
 use talosprov_topology as topology;
@@ -166,7 +168,7 @@ fn run(
 }
 
 fn assert_no_secret(p: &Plan) {
-    let json = p.to_json();
+    let json = PlanView::of(p).to_json();
     assert!(!json.contains(TOKEN), "token in plan");
     assert!(!json.contains("c2VjcmV0LXZhbHVl"), "cluster secret in plan");
 }
@@ -182,7 +184,7 @@ fn first_plan_creates_everything_in_dependency_order() {
         (s.add, s.change, s.destroy, s.apply_config, s.bootstrap),
         (7, 0, 0, 3, 1)
     );
-    insta::assert_json_snapshot!(p);
+    insta::assert_json_snapshot!(PlanView::of(&p));
 }
 
 #[test]
@@ -206,7 +208,7 @@ fn raised_memory_is_one_in_place_update_with_restart() {
     assert_eq!(p.changes.len(), 1);
     assert_eq!(p.changes[0].action(), Action::Update);
     assert_eq!(*p.changes[0].address(), Address::Vm("worker-01".into()));
-    insta::assert_json_snapshot!(p.changes);
+    insta::assert_json_snapshot!(PlanView::of(&p).changes);
 }
 
 #[test]
@@ -226,7 +228,7 @@ fn memory_set_by_hand_and_pending_is_drift_set_back_without_a_restart() {
     assert_eq!(p.changes.len(), 1);
     assert_eq!(p.changes[0].reboot, Some(false));
     insta::assert_snapshot!(talosprov::ui::plan::render(&p));
-    insta::assert_json_snapshot!((&p.drift, &p.changes));
+    insta::assert_json_snapshot!((&p.drift, PlanView::of(&p).changes));
 }
 
 #[test]
@@ -245,7 +247,7 @@ fn memory_left_pending_by_an_interrupted_apply_restarts_the_vm() {
     assert_eq!(p.changes.len(), 1);
     assert_eq!(p.changes[0].reboot, Some(true));
     insta::assert_snapshot!(talosprov::ui::plan::render(&p));
-    insta::assert_json_snapshot!(p.changes);
+    insta::assert_json_snapshot!(PlanView::of(&p).changes);
 }
 
 #[test]
@@ -315,7 +317,7 @@ fn vm_deleted_outside_is_drift_and_created_again() {
     o.vms.remove(&122);
     o.vms.get_mut(&121).expect("cp").cores = Some(8);
     let p = run(&t, &c, Some(&s), &o).expect("plan");
-    insta::assert_json_snapshot!(p);
+    insta::assert_json_snapshot!(PlanView::of(&p));
 }
 
 #[test]
@@ -347,7 +349,7 @@ fn removed_node_is_deleted_and_version_change_is_an_upgrade() {
             ("vm/gpu-01".to_owned(), Action::Delete),
         ]
     );
-    insta::assert_json_snapshot!(p.changes);
+    insta::assert_json_snapshot!(PlanView::of(&p).changes);
 }
 
 #[test]
@@ -406,60 +408,72 @@ fn destroy_plan_deletes_vms_before_pool_and_keeps_images() {
 }
 
 #[test]
-fn plan_json_round_trips_and_other_versions_are_refused() {
+fn a_saved_plan_round_trips_and_other_versions_or_payloads_are_refused() {
     let t = topology(TOPOLOGY);
     let c = rendered(&t, &BTreeMap::new());
     let p = run(&t, &c, None, &Observed::default()).expect("plan");
-    let back = Plan::from_json(p.to_json().as_bytes()).expect("reads");
-    assert_eq!(back, p);
-    let with_version = |v: u32| {
-        p.to_json().replace(
-            &format!(
-                "\"format_version\": {}",
-                talosprov_plan::model::PLAN_FORMAT_VERSION
-            ),
-            &format!("\"format_version\": {v}"),
+    let json = String::from_utf8(SavedPlan::of(p.clone(), InputDigests::default()).to_json())
+        .expect("UTF-8");
+    let back = SavedPlan::from_json(json.as_bytes()).expect("reads");
+    assert_eq!(back.plan, p);
+    // `plan -json` prints the view, whose version is its own.
+    let view = PlanView::of(&p).to_json();
+    assert!(view.contains("\"format_version\": 3,"), "{view}");
+    assert!(
+        !json.contains("\"address\""),
+        "the file names each kind once: {json}"
+    );
+    let version = format!("\"format_version\": {SAVED_PLAN_FORMAT_VERSION}");
+    let with_version = |v: u32| json.replacen(&version, &format!("\"format_version\": {v}"), 1);
+    let newer = SavedPlan::from_json(with_version(9).as_bytes()).unwrap_err();
+    assert!(
+        newer.to_string().contains("this talosprov reads version 4"),
+        "{newer}"
+    );
+    let older = |v: u64| {
+        format!(
+            "the plan file has format version {v}, from an older talosprov, which this one \
+             (version 4) does not read; run `talosprov plan` again"
         )
     };
-    let newer = Plan::from_json(with_version(9).as_bytes()).unwrap_err();
-    assert!(newer.to_string().contains("reads up to 3"), "{newer}");
-    for version in [1, 2] {
-        let older = Plan::from_json(with_version(version).as_bytes()).unwrap_err();
-        assert_eq!(
-            older.to_string(),
-            format!(
-                "the plan has format version {version}, from an older talosprov: it does not tie \
-                 each change to the values apply sends as format version 3 does; run \
-                 `talosprov plan` again"
-            )
-        );
+    for v in [1, 2, 3] {
+        let e = SavedPlan::from_json(with_version(v).as_bytes()).unwrap_err();
+        assert_eq!(e.to_string(), older(u64::from(v)));
     }
-    // A change whose payload is of another kind is refused as the plan is
-    // read, naming the change.
-    let mut value: serde_json::Value = serde_json::from_str(&p.to_json()).expect("json");
-    let changes = value["changes"].as_array_mut().expect("changes");
-    let vm = changes
-        .iter()
-        .position(|c| c["address"].as_str().is_some_and(|a| a.starts_with("vm/")))
-        .expect("a VM change");
-    let config = changes
-        .iter()
-        .find(|c| {
-            c["address"]
-                .as_str()
-                .is_some_and(|a| a.starts_with("config/"))
-        })
-        .expect("a config change")["config"]
-        .clone();
-    changes[vm]["config"] = config;
-    let e = Plan::from_json(value.to_string().as_bytes()).unwrap_err();
-    assert!(
-        e.to_string().contains(
-            "the plan carries a machine config, which `create` does not send (made by another \
-             talosprov?); run `talosprov plan` again"
-        ),
-        "{e}"
-    );
+    // A file as version 3 wrote it: the version inside the plan.
+    let mut value: serde_json::Value = serde_json::from_str(&json).expect("json");
+    value
+        .as_object_mut()
+        .expect("object")
+        .remove("format_version");
+    value["plan"]["format_version"] = 3.into();
+    let e = SavedPlan::from_json(value.to_string().as_bytes()).unwrap_err();
+    assert_eq!(e.to_string(), older(3));
+    refused_payloads(&json);
+}
+
+/// A change in a saved plan whose op carries another kind's payload, or an
+/// action its kind does not have, is refused as the file is read.
+fn refused_payloads(json: &str) {
+    let value: serde_json::Value = serde_json::from_str(json).expect("json");
+    let changes = value["plan"]["changes"].as_array().expect("changes");
+    let op = |kind: &str| {
+        changes
+            .iter()
+            .position(|c| c["op"].get(kind).is_some())
+            .unwrap_or_else(|| panic!("a {kind} change"))
+    };
+    let (vm, config) = (op("vm"), op("config"));
+    let sent = changes[config]["op"]["config"]["op"]["apply_config"]["config"].clone();
+    assert!(sent.is_object(), "{json}");
+    let mut carrying = value.clone();
+    carrying["plan"]["changes"][vm]["op"]["vm"]["op"]["create"]["config"] = sent;
+    let e = SavedPlan::from_json(carrying.to_string().as_bytes()).unwrap_err();
+    assert!(e.to_string().contains("unknown field `config`"), "{e}");
+    let mut upgrade = value;
+    upgrade["plan"]["changes"][vm]["op"]["vm"]["op"] = serde_json::json!("upgrade");
+    let e = SavedPlan::from_json(upgrade.to_string().as_bytes()).unwrap_err();
+    assert!(e.to_string().contains("unknown variant `upgrade`"), "{e}");
 }
 
 #[test]

@@ -246,7 +246,7 @@ async fn saved_plan_of_an_older_format_or_flags_it_was_not_made_with_is_refused(
     let older = lab.dir.path().join("old.plan");
     std::fs::write(
         &older,
-        text.replace("\"format_version\": 3", "\"format_version\": 2"),
+        text.replacen("\"format_version\": 4", "\"format_version\": 3", 1),
     )
     .expect("write");
     let out = lab.run(&["apply", path_arg(&older)]).await;

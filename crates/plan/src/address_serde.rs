@@ -52,3 +52,21 @@ pub(super) mod option {
             .transpose()
     }
 }
+
+/// Serde for an add-on object's address as its key text
+/// (`cilium/DaemonSet.apps/kube-system/cilium`).
+pub(super) mod object {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use talosprov_statefile::address::ObjectAddress;
+
+    pub fn serialize<S: Serializer>(o: &ObjectAddress, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&o.key())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Box<ObjectAddress>, D::Error> {
+        let text = String::deserialize(d)?;
+        ObjectAddress::from_key(&text)
+            .map(Box::new)
+            .ok_or_else(|| serde::de::Error::custom(format!("{text:?} is not an object's address")))
+    }
+}

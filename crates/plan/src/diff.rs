@@ -23,7 +23,7 @@ use crate::kind::resource::EtcdRecovery;
 use crate::kind::resource::{Destroying, Planning, ResourceKind};
 use crate::kind::talosconfig::Talosconfig;
 use crate::kind::vm::Vm;
-use crate::model::{PLAN_FORMAT_VERSION, Plan};
+use crate::model::Plan;
 
 /// What planning reads: all plain data.
 #[derive(Debug, Clone, Copy)]
@@ -120,7 +120,6 @@ pub fn plan(input: PlanInput<'_>) -> Result<Plan, Vec<PlanError>> {
         return Err(p.errors);
     }
     let mut plan = Plan {
-        format_version: PLAN_FORMAT_VERSION,
         lineage: input.state.map(|s| s.lineage),
         serial: input.state.map(|s| s.serial),
         refreshed: input.observed.refreshed,
@@ -215,7 +214,6 @@ pub fn destroy_plan(state: Option<&State>, observed: &Observed, purge_images: bo
         Object::destroy(&d, &mut changes);
     }
     let mut plan = Plan {
-        format_version: PLAN_FORMAT_VERSION,
         lineage: state.map(|s| s.lineage),
         serial: state.map(|s| s.serial),
         refreshed: observed.refreshed,
@@ -284,7 +282,6 @@ mod tests {
             field(ConfigField::TalosVersion, None, Some("v1.13.8")),
         ]);
         let mut p = Plan {
-            format_version: PLAN_FORMAT_VERSION,
             lineage: None,
             serial: None,
             refreshed: true,

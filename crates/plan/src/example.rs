@@ -11,8 +11,7 @@ use talosprov_statefile::address::Address;
 use talosprov_statefile::format::{Image, PciMapEntry, PciMapping};
 
 use crate::change::{
-    Action, Change, ConfigOp, HaRuleOp, ImageOp, KubeconfigOp, MappingOp, ObjectOp, PoolOp,
-    StepError, VmOp,
+    Action, Change, ConfigOp, HaRuleOp, ImageOp, KubeconfigOp, MappingOp, ObjectOp, PoolOp, VmOp,
 };
 use crate::planned::{ApplyMode, PlannedConfig, PlannedImage, PlannedObject, PlannedVm};
 
@@ -96,16 +95,18 @@ pub fn planned_image(name: &str) -> PlannedImage {
 /// for a node; a config sent in maintenance mode).
 ///
 /// # Errors
-/// [`StepError`] for an action the address's kind does not have.
+/// An action the address's kind does not have, in words.
 pub fn change(
     address: Address,
     action: Action,
     reason: impl Into<String>,
-) -> Result<Change, StepError> {
+) -> Result<Change, String> {
     let role = Role::Worker;
-    let refused = |address: &Address| StepError {
-        address: address.clone(),
-        problem: format!("`{}` is not an action apply takes on it", action.as_str()),
+    let refused = |address: &Address| {
+        format!(
+            "{address}: `{}` is not an action apply takes on it",
+            action.as_str()
+        )
     };
     let vm = |host: &str| PlannedVm {
         spec: vm_spec(host),

@@ -368,6 +368,7 @@ mod tests {
     fn a_plan_read_back_gives_each_field_the_kind_of_its_address() {
         use crate::change::{Action, FieldChange};
         use crate::model::{Drift, DriftKind, Plan};
+        use crate::saved::{InputDigests, SavedPlan};
         let object: Address = "addon/app/ConfigMap/default/settings"
             .parse()
             .expect("an object address");
@@ -386,15 +387,16 @@ mod tests {
                 Some("b".into()),
             )],
         });
-        let json = plan.to_json();
+        let saved = SavedPlan::of(plan, InputDigests::default());
+        let json = String::from_utf8(saved.to_json()).expect("UTF-8");
         assert!(json.contains("\"name\": \"name\""), "{json}");
-        let back = Plan::from_json(json.as_bytes()).expect("reads back");
-        assert_eq!(back, plan);
+        let back = SavedPlan::from_json(json.as_bytes()).expect("reads back");
+        assert_eq!(back, saved);
         // A name its kind does not have is refused, naming both.
         let bad = json.replacen("\"name\": \"name\"", "\"name\": \"volid\"", 1);
-        let e = Plan::from_json(bad.as_bytes()).expect_err("refused");
+        let e = SavedPlan::from_json(bad.as_bytes()).expect_err("refused");
         assert!(
-            e.to_string().contains("vm/wk-1: it has no field \"volid\""),
+            e.to_string().contains("vm/wk-1 has no field \"volid\""),
             "{e}"
         );
     }

@@ -25,4 +25,4 @@ pub mod removal;
 pub mod renewal;
 pub mod saved;
 pub mod staged;
-pub mod step;
+pub mod view;

@@ -12,23 +12,14 @@ use super::change::{Action, Change, FieldChange};
 use super::field::Field;
 use super::removal::RemovalRefused;
 
-/// The version of the plan's JSON format (`plan -json`, `plan -out`). A reader
-/// refuses a newer one, and a saved plan of an older one: version 1 did not
-/// carry the values apply sends, and version 2 did not tie each change's
-/// payload to its kind and action (a change is read as its kind's
-/// [`super::Op`] since version 3).
-pub const PLAN_FORMAT_VERSION: u32 = 3;
-
 /// A plan: what apply will do, and why, computed from one state snapshot.
 ///
-/// JSON format (version [`PLAN_FORMAT_VERSION`]): an object with the fields
-/// below, in this order; `changes` are in dependency order (a change comes
-/// after every change it depends on).
+/// Serde gives its form in the saved plan file ([`super::saved`]);
+/// `plan -json` prints [`super::view::PlanView`]. `changes` are in
+/// dependency order (a change comes after every change it depends on).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Plan {
-    /// [`PLAN_FORMAT_VERSION`] when written by this build.
-    pub format_version: u32,
     /// Lineage of the state the plan was made from; `None` when there was no
     /// state yet. Apply refuses a saved plan whose lineage differs.
     pub lineage: Option<Uuid>,
@@ -197,7 +188,6 @@ impl Plan {
     /// state is known; tests build on it).
     pub fn of_changes(changes: Vec<Change>) -> Plan {
         Plan {
-            format_version: PLAN_FORMAT_VERSION,
             lineage: None,
             serial: None,
             refreshed: true,
@@ -269,93 +259,23 @@ impl Plan {
         self.changes.iter().find(|c| c.address() == address)
     }
 
-    /// The plan as pretty JSON (the documented format).
-    pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_default()
-    }
-
-    /// Read a plan from JSON.
-    ///
-    /// # Errors
-    /// [`PlanFormatError`] for text that is not a plan or a newer format version.
-    pub fn from_json(text: &[u8]) -> Result<Plan, PlanFormatError> {
-        talosprov_base::load::check_json_bytes(text, talosprov_base::load::Budget::STATE)
-            .map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
-        let value: serde_json::Value =
-            serde_json::from_slice(text).map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
-        let version = value
-            .get("format_version")
-            .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| PlanFormatError::Syntax("no format_version".into()))?;
-        if version > u64::from(PLAN_FORMAT_VERSION) {
-            return Err(PlanFormatError::Newer {
-                found: version,
-                supported: PLAN_FORMAT_VERSION,
-            });
-        }
-        if version < u64::from(PLAN_FORMAT_VERSION) {
-            return Err(PlanFormatError::Older {
-                found: version,
-                supported: PLAN_FORMAT_VERSION,
-            });
-        }
-        let mut plan: Plan =
-            serde_json::from_value(value).map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
-        // Every change was read as its kind's op, carrying what its step
-        // sends (`ChangeWire`): a plan whose change does not is refused
-        // here, not halfway through an apply.
-        plan.settle_fields()?;
-        Ok(plan)
-    }
-
     /// Give each drift field read from JSON the kind of its address
     /// (`name` is a VM's field at `vm/…`, an object's path at `addon/…`);
     /// a change's fields are settled as it is read.
     ///
     /// # Errors
-    /// [`PlanFormatError::Syntax`] for a field its address's kind does not
-    /// have.
-    pub fn settle_fields(&mut self) -> Result<(), PlanFormatError> {
+    /// The first field its address's kind does not have, in words.
+    pub fn settle_fields(&mut self) -> Result<(), String> {
         for d in &mut self.drift {
             let (address, fields) = (&d.address, &mut d.fields);
             for f in fields {
                 let text = f.name.to_string();
-                f.name = Field::of(address, &text).ok_or_else(|| {
-                    PlanFormatError::Syntax(format!("{address} has no field {text:?}"))
-                })?;
+                f.name = Field::of(address, &text)
+                    .ok_or_else(|| format!("{address} has no field {text:?}"))?;
             }
         }
         Ok(())
     }
-}
-
-/// Why a saved plan could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlanFormatError {
-    /// Not JSON, or not the shape of a plan.
-    #[error("not a talosprov plan: {0}")]
-    Syntax(String),
-    /// Written by a newer talosprov.
-    #[error("the plan has format version {found}; this talosprov reads up to {supported}")]
-    Newer {
-        /// The version in the file.
-        found: u64,
-        /// [`PLAN_FORMAT_VERSION`].
-        supported: u32,
-    },
-    /// Written by an older talosprov, whose plans do not carry every value
-    /// apply sends, so applying one could send values nobody reviewed.
-    #[error(
-        "the plan has format version {found}, from an older talosprov: it does not tie each \
-         change to the values apply sends as format version {supported} does; run `talosprov \
-         plan` again"
-    )]
-    Older {
-        /// The version in the file.
-        found: u64,
-        /// [`PLAN_FORMAT_VERSION`].
-        supported: u32,
-    },
 }
 
 /// How many changes of each kind a plan holds.

@@ -46,7 +46,7 @@ pub(crate) fn leftover_deletes(
 ) {
     for (address, _) in state.intents() {
         if of_kind(&address) && !state.has_record(&address) {
-            changes.extend(Change::delete(address, leftover(None)));
+            changes.extend(Change::delete(&address, leftover(None)));
         }
     }
 }

@@ -16,7 +16,13 @@ use talosprov_statefile::address::Address;
 
 use super::field::{ConfigField, Field, VmField};
 use crate::change::{Change, FieldChange};
-use crate::model::{Plan, PlanFormatError};
+use crate::model::Plan;
+
+/// The version of the saved plan file's format (`plan -out`), read by the
+/// engine only. A reader refuses any other: version 4 holds each change as
+/// its op (the kind named once), where 3 and before held `plan -json`'s
+/// view of it.
+pub const SAVED_PLAN_FORMAT_VERSION: u32 = 4;
 
 /// Digests of the files a plan was made from: the topology and each patch
 /// file its nodes read (files the patch tree ignores, such as a README, are
@@ -89,6 +95,8 @@ impl FileChange {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SavedPlan {
+    /// [`SAVED_PLAN_FORMAT_VERSION`] when written by this build.
+    pub format_version: u32,
     /// The plan (lineage and serial inside say which state it was made from).
     pub plan: Plan,
     /// The secrets bundle (talosctl `secrets.yaml` text) generated for this
@@ -120,29 +128,93 @@ pub struct SavedPlan {
 }
 
 impl SavedPlan {
+    /// `plan` made from `inputs`, in this build's format, with no secrets,
+    /// targets, flags, renderings or clock of its own.
+    pub fn of(plan: Plan, inputs: InputDigests) -> SavedPlan {
+        SavedPlan {
+            format_version: SAVED_PLAN_FORMAT_VERSION,
+            plan,
+            secrets: None,
+            targets: Vec::new(),
+            staged: false,
+            allow_new_etcd: false,
+            inputs,
+            renderings: BTreeMap::new(),
+            renewal: None,
+        }
+    }
+
     /// JSON bytes.
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec_pretty(self).unwrap_or_default()
     }
 
-    /// Read the JSON bytes, refusing a plan format other than this build's.
+    /// Read the JSON bytes, refusing a format version other than this
+    /// build's (a file of version 3 or before has its version in `plan`).
     ///
     /// # Errors
     /// [`PlanFormatError`].
     pub fn from_json(bytes: &[u8]) -> Result<SavedPlan, PlanFormatError> {
+        let syntax = |e: &dyn std::fmt::Display| PlanFormatError::Syntax(e.to_string());
         talosprov_base::load::check_json_bytes(bytes, talosprov_base::load::Budget::STATE)
-            .map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
-        let value: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
-        let plan = value
-            .get("plan")
-            .ok_or_else(|| PlanFormatError::Syntax("no plan".into()))?;
-        Plan::from_json(plan.to_string().as_bytes())?;
-        let mut saved: SavedPlan =
-            serde_json::from_value(value).map_err(|e| PlanFormatError::Syntax(e.to_string()))?;
-        saved.plan.settle_fields()?;
+            .map_err(|e| syntax(&e))?;
+        let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| syntax(&e))?;
+        let version = value
+            .get("format_version")
+            .or_else(|| value.get("plan").and_then(|p| p.get("format_version")))
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| PlanFormatError::Syntax("no format_version".into()))?;
+        let supported = SAVED_PLAN_FORMAT_VERSION;
+        if version > u64::from(supported) {
+            return Err(PlanFormatError::Newer {
+                found: version,
+                supported,
+            });
+        }
+        if version < u64::from(supported) {
+            return Err(PlanFormatError::Older {
+                found: version,
+                supported,
+            });
+        }
+        let mut saved: SavedPlan = serde_json::from_value(value).map_err(|e| syntax(&e))?;
+        saved
+            .plan
+            .settle_fields()
+            .map_err(PlanFormatError::Syntax)?;
         Ok(saved)
     }
+}
+
+/// Why a saved plan could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanFormatError {
+    /// Not JSON, or not the shape of a plan.
+    #[error("not a talosprov plan: {0}")]
+    Syntax(String),
+    /// Written by a newer talosprov.
+    #[error(
+        "the plan file has format version {found}; this talosprov reads version {supported}: \
+         apply it with the talosprov that made it, or run `talosprov plan` again"
+    )]
+    Newer {
+        /// The version in the file.
+        found: u64,
+        /// [`SAVED_PLAN_FORMAT_VERSION`].
+        supported: u32,
+    },
+    /// Written by an older talosprov, in a format this one does not read:
+    /// applying it could send values nobody reviewed.
+    #[error(
+        "the plan file has format version {found}, from an older talosprov, which this one \
+         (version {supported}) does not read; run `talosprov plan` again"
+    )]
+    Older {
+        /// The version in the file.
+        found: u64,
+        /// [`SAVED_PLAN_FORMAT_VERSION`].
+        supported: u32,
+    },
 }
 
 /// Why `apply FILE` refuses a saved plan that is not what planning gives now:
@@ -498,11 +570,9 @@ pub fn check_fresh(plan: &Plan, current: Option<(uuid::Uuid, u64)>) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::PLAN_FORMAT_VERSION;
 
     fn plan(at: Option<(uuid::Uuid, u64)>) -> Plan {
         Plan {
-            format_version: PLAN_FORMAT_VERSION,
             lineage: at.map(|a| a.0),
             serial: at.map(|a| a.1),
             refreshed: false,
@@ -535,8 +605,60 @@ mod tests {
     }
 
     #[test]
+    fn every_kind_and_action_reads_back_as_it_was_saved_and_no_other() {
+        use crate::change::Action;
+        let addresses: Vec<Address> = [
+            "image/abcdef12-v1.13.8",
+            "pool/TALOS",
+            "pci_mapping/gpu",
+            "vm/wk-1",
+            "ha_rule/worker",
+            "config/wk-1",
+            "bootstrap",
+            "kubeconfig",
+            "talosconfig",
+            "addon/cilium/DaemonSet.apps/kube-system/cilium",
+        ]
+        .iter()
+        .map(|a| a.parse().expect("an address"))
+        .collect();
+        let actions = [
+            Action::Create,
+            Action::Update,
+            Action::Replace,
+            Action::Delete,
+            Action::ApplyConfig,
+            Action::Upgrade,
+            Action::Bootstrap,
+        ];
+        let mut changes = Vec::new();
+        for a in &addresses {
+            let made: Vec<_> = actions
+                .iter()
+                .filter_map(|&action| crate::example::change(a.clone(), action, "why").ok())
+                .collect();
+            assert!(!made.is_empty(), "{a} has an action");
+            changes.extend(made);
+        }
+        assert_eq!(changes.len(), 23);
+        let saved = SavedPlan::of(Plan::of_changes(changes), InputDigests::default());
+        let back = SavedPlan::from_json(&saved.to_json()).expect("reads back");
+        assert_eq!(back, saved);
+        for (c, d) in saved.plan.changes.iter().zip(&back.plan.changes) {
+            assert_eq!((c.address(), c.action()), (d.address(), d.action()));
+        }
+        // An action the kind does not have is not read.
+        let text = String::from_utf8(saved.to_json()).expect("UTF-8");
+        let bad = text.replacen("\"op\": \"create\"", "\"op\": \"upgrade\"", 1);
+        assert_ne!(bad, text);
+        let e = SavedPlan::from_json(bad.as_bytes()).expect_err("refused");
+        assert!(e.to_string().contains("unknown variant `upgrade`"), "{e}");
+    }
+
+    #[test]
     fn saved_plan_round_trips_without_showing_secrets_in_debug() {
         let s = SavedPlan {
+            format_version: SAVED_PLAN_FORMAT_VERSION,
             plan: plan(None),
             secrets: Some(Sensitive::new("cluster: secret")),
             targets: vec!["vm/cp-01".into()],
@@ -599,16 +721,7 @@ mod tests {
                 .collect(),
             nodes: BTreeMap::from([("w".to_owned(), vec!["patches/worker/10.yaml".to_owned()])]),
         };
-        let s = SavedPlan {
-            plan: p.clone(),
-            secrets: None,
-            targets: Vec::new(),
-            staged: false,
-            allow_new_etcd: false,
-            inputs,
-            renderings: BTreeMap::new(),
-            renewal: None,
-        };
+        let s = SavedPlan::of(p.clone(), inputs);
         (s, p)
     }
 

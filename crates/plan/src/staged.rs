@@ -194,7 +194,6 @@ mod tests {
             c
         };
         let mut plan = Plan {
-            format_version: crate::model::PLAN_FORMAT_VERSION,
             lineage: None,
             serial: None,
             refreshed: true,

@@ -248,16 +248,7 @@ async fn a_saved_plan_from_another_state_is_refused_before_planning() {
     let mut stale = plan_of(&["a"]);
     stale.lineage = Some(uuid::Uuid::from_u128(2));
     stale.serial = Some(1);
-    let saved = SavedPlan {
-        plan: stale,
-        secrets: None,
-        targets: Vec::new(),
-        staged: false,
-        allow_new_etcd: false,
-        inputs: InputDigests::default(),
-        renderings: BTreeMap::new(),
-        renewal: None,
-    };
+    let saved = SavedPlan::of(stale, InputDigests::default());
     let (log, result) = run(&settings(Some(saved), false), backend.clone(), None, true).await;
     let message = format!("{:#}", result.expect_err("refused"));
     assert!(message.contains("lineage"), "{message}");
@@ -269,14 +260,8 @@ async fn a_saved_plan_from_another_state_is_refused_before_planning() {
 async fn a_saved_plan_that_differs_from_the_new_one_changes_nothing() {
     let backend = Arc::new(Memory::default());
     let saved = SavedPlan {
-        plan: plan_of(&["a"]),
         secrets: Some(Sensitive::new("saved secrets".to_owned())),
-        targets: Vec::new(),
-        staged: false,
-        allow_new_etcd: false,
-        inputs: InputDigests::default(),
-        renderings: BTreeMap::new(),
-        renewal: None,
+        ..SavedPlan::of(plan_of(&["a"]), InputDigests::default())
     };
     let (log, result) = run(
         &settings(Some(saved), false),
@@ -296,14 +281,8 @@ async fn a_saved_plan_that_differs_from_the_new_one_changes_nothing() {
 async fn a_saved_plan_that_holds_is_applied_without_being_shown_again() {
     let backend = Arc::new(Memory::default());
     let saved = SavedPlan {
-        plan: plan_of(&["a"]),
         secrets: Some(Sensitive::new("saved secrets".to_owned())),
-        targets: Vec::new(),
-        staged: false,
-        allow_new_etcd: false,
-        inputs: InputDigests::default(),
-        renderings: BTreeMap::new(),
-        renewal: None,
+        ..SavedPlan::of(plan_of(&["a"]), InputDigests::default())
     };
     let mut now = planned(plan_of(&["a"]));
     now.generated = None;

@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use talosprov_plan::gitlab_report::GitlabReport;
 use talosprov_plan::kind::resource::EtcdRecovery;
 use talosprov_plan::model::Plan;
-use talosprov_plan::saved::SavedPlan;
+use talosprov_plan::saved::{SAVED_PLAN_FORMAT_VERSION, SavedPlan};
 use talosprov_statefile::address::Address;
 use talosprov_topology::model::Topology;
 
@@ -203,6 +203,7 @@ async fn plan_locked(
         cluster::write_saved_plan(
             out,
             &SavedPlan {
+                format_version: SAVED_PLAN_FORMAT_VERSION,
                 plan: plan.clone(),
                 secrets: planned.generated.clone(),
                 targets: request.targets.iter().map(ToString::to_string).collect(),

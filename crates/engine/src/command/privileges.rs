@@ -5,7 +5,7 @@
 //! plan with Proxmox changes; a missing privilege fails the plan, naming it,
 //! its path and the `pveum` line that grants it.
 
-use talosprov_plan::change::{ImageOp, MappingOp, Op, PoolOp, VmOp};
+use talosprov_plan::change::{ImageOp, Op, PoolOp, VmOp};
 use talosprov_plan::model::Plan;
 use talosprov_proxmox::access::{self, Needs};
 use talosprov_statefile::format::State;
@@ -21,22 +21,29 @@ pub fn needs(plan: &Plan, topology: &Topology, state: Option<&State>, pve_major:
     };
     for change in &plan.changes {
         match change.op() {
-            Op::Image(ImageOp::Create(image)) => {
+            Op::Image {
+                op: ImageOp::Create(image),
+                ..
+            } => {
                 n.downloads
                     .push((image.record.node.clone(), image.record.storage.clone()));
                 n.image_storage = Some(image.record.storage.clone());
             }
-            Op::Image(ImageOp::Delete) => n.image_storage = Some(px.image_storage.clone()),
-            Op::Pool(PoolOp::Create) => n.create_pool = true,
-            Op::Pool(PoolOp::Delete) => {}
-            Op::PciMapping(MappingOp::Create(_) | MappingOp::Update(_) | MappingOp::Delete) => {
-                if let talosprov_statefile::address::Address::PciMapping(name) = change.address() {
-                    n.mappings_managed.push(name.clone());
-                }
-            }
-            Op::Vm(
-                VmOp::Create { vm, .. } | VmOp::Update { vm, .. } | VmOp::Replace { vm, .. },
-            ) => {
+            Op::Image {
+                op: ImageOp::Delete,
+                ..
+            } => n.image_storage = Some(px.image_storage.clone()),
+            Op::Pool {
+                op: PoolOp::Create, ..
+            } => n.create_pool = true,
+            Op::Pool {
+                op: PoolOp::Delete, ..
+            } => {}
+            Op::PciMapping { name, .. } => n.mappings_managed.push(name.clone()),
+            Op::Vm {
+                op: VmOp::Create { vm, .. } | VmOp::Update { vm, .. } | VmOp::Replace { vm, .. },
+                ..
+            } => {
                 let spec = &vm.spec;
                 n.vms.push(spec.vmid);
                 n.image_storage = Some(px.image_storage.clone());
@@ -53,16 +60,25 @@ pub fn needs(plan: &Plan, topology: &Topology, state: Option<&State>, pve_major:
                 let recorded_ha =
                     recorded_vm(state, change.address()).is_some_and(|v| v.ha.is_some());
                 n.ha |= spec.ha.is_some() || recorded_ha;
-                if let Op::Vm(VmOp::Replace { .. }) = change.op()
+                if let Op::Vm {
+                    op: VmOp::Replace { .. },
+                    ..
+                } = change.op()
                     && let Some(old) = recorded_vmid(state, change.address())
                 {
                     n.vms.push(old);
                 }
             }
-            Op::Vm(VmOp::Delete { .. }) => n.vms.extend(recorded_vmid(state, change.address())),
-            Op::HaRule(_) => n.ha = true,
-            Op::Config(_) | Op::Bootstrap | Op::Kubeconfig(_) | Op::Talosconfig | Op::Object(_) => {
-            }
+            Op::Vm {
+                op: VmOp::Delete { .. },
+                ..
+            } => n.vms.extend(recorded_vmid(state, change.address())),
+            Op::HaRule { .. } => n.ha = true,
+            Op::Config { .. }
+            | Op::Bootstrap
+            | Op::Kubeconfig { .. }
+            | Op::Talosconfig
+            | Op::Object { .. } => {}
         }
     }
     n
@@ -71,10 +87,16 @@ pub fn needs(plan: &Plan, topology: &Topology, state: Option<&State>, pve_major:
 /// Whether the plan changes anything in Proxmox.
 pub(crate) fn changes_proxmox(plan: &Plan) -> bool {
     plan.changes.iter().any(|c| match c.op() {
-        Op::Image(_) | Op::Pool(_) | Op::PciMapping(_) | Op::Vm(_) | Op::HaRule(_) => true,
-        Op::Config(_) | Op::Bootstrap | Op::Kubeconfig(_) | Op::Talosconfig | Op::Object(_) => {
-            false
-        }
+        Op::Image { .. }
+        | Op::Pool { .. }
+        | Op::PciMapping { .. }
+        | Op::Vm { .. }
+        | Op::HaRule { .. } => true,
+        Op::Config { .. }
+        | Op::Bootstrap
+        | Op::Kubeconfig { .. }
+        | Op::Talosconfig
+        | Op::Object { .. } => false,
     })
 }
 

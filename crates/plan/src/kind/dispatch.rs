@@ -19,16 +19,16 @@ impl Op {
     /// The action of this op ([`ResourceKind::action`] of its kind).
     pub fn action(&self) -> Action {
         match self {
-            Op::Image(op) => Image::action(op),
-            Op::Pool(op) => Pool::action(op),
-            Op::PciMapping(op) => Mapping::action(op),
-            Op::HaRule(op) => HaRule::action(op),
-            Op::Vm(op) => Vm::action(op),
-            Op::Config(op) => Config::action(op),
+            Op::Image { op, .. } => Image::action(op),
+            Op::Pool { op, .. } => Pool::action(op),
+            Op::PciMapping { op, .. } => Mapping::action(op),
+            Op::HaRule { op, .. } => HaRule::action(op),
+            Op::Vm { op, .. } => Vm::action(op),
+            Op::Config { op, .. } => Config::action(op),
             Op::Bootstrap => Bootstrap::action(&()),
-            Op::Kubeconfig(op) => Kubeconfig::action(op),
+            Op::Kubeconfig { op, .. } => Kubeconfig::action(op),
             Op::Talosconfig => Talosconfig::action(&()),
-            Op::Object(op) => Object::action(op),
+            Op::Object { op, .. } => Object::action(op),
         }
     }
 
@@ -36,16 +36,16 @@ impl Op {
     /// kind).
     pub fn phase(&self) -> Phase {
         match self {
-            Op::Image(op) => Image::phase(op),
-            Op::Pool(op) => Pool::phase(op),
-            Op::PciMapping(op) => Mapping::phase(op),
-            Op::HaRule(op) => HaRule::phase(op),
-            Op::Vm(op) => Vm::phase(op),
-            Op::Config(op) => Config::phase(op),
+            Op::Image { op, .. } => Image::phase(op),
+            Op::Pool { op, .. } => Pool::phase(op),
+            Op::PciMapping { op, .. } => Mapping::phase(op),
+            Op::HaRule { op, .. } => HaRule::phase(op),
+            Op::Vm { op, .. } => Vm::phase(op),
+            Op::Config { op, .. } => Config::phase(op),
             Op::Bootstrap => Bootstrap::phase(&()),
-            Op::Kubeconfig(op) => Kubeconfig::phase(op),
+            Op::Kubeconfig { op, .. } => Kubeconfig::phase(op),
             Op::Talosconfig => Talosconfig::phase(&()),
-            Op::Object(op) => Object::phase(op),
+            Op::Object { op, .. } => Object::phase(op),
         }
     }
 }

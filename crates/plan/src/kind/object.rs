@@ -471,7 +471,10 @@ mod tests {
         assert_eq!(out.changes[0].action(), Action::Update);
         assert!(matches!(
             out.changes[0].op(),
-            Op::Object(ObjectOp::Update(PlannedObject { force: true, .. }))
+            Op::Object {
+                op: ObjectOp::Update(PlannedObject { force: true, .. }),
+                ..
+            }
         ));
     }
 
